@@ -1,0 +1,71 @@
+// The typed event stream out of every turn.
+//
+// Every event carries the session id, the turn id and a sequence number that
+// is monotonic within the session (so an SSE client can reconnect with
+// Last-Event-ID, and a store can order events). Events serialise as one JSON
+// object per line: {"type", "session_id", "turn_id", "seq", ...data}; the
+// types and their fields are documented in docs/protocol.md. Consumers must
+// ignore unknown types and fields (additive changes only within v1).
+//
+// Thread-safety: an EventSink is called from the thread driving the turn, one
+// event at a time, in seq order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agentloop/json.h"
+#include "agentloop/status.h"
+
+namespace agentloop {
+
+enum class EventType {
+  kTurnBegin,      // {input: "user"|"resume", command, budget}
+  kTurnEnd,        // {stop, reason, final_text, truncated, counters, pending}
+  kStepBegin,      // {step, max_output_tokens, messages}
+  kStepEnd,        // {step, finish, usage}
+  kTextDelta,      // {text}                 (not persisted)
+  kThinkingDelta,  // {text}                 (not persisted)
+  kMessage,        // {message}              a message appended to the history
+  kToolCallBegin,  // {id, tool, input}
+  kToolCallEnd,    // {id, tool, is_error, content_bytes, summary}
+  kBudgetCheck,    // {tool_calls, max_tool_calls, tokens, max_tokens, model_calls, max_turns, ok}
+  kDecision,       // {tool_use_id, tool, decision, reason, rule, by, edited}
+  kPending,        // {items: [PendingItem]}
+  kCompaction,     // {from, to, attempt}
+  kHookError,      // {hook, point, error}
+  kNotice,         // {level, text}          human-facing notes (todo loop, reflector)
+  kContinuation,   // {round, max_rounds, strikes, max_strikes, reason}
+};
+
+// Stable snake_case name, e.g. "tool_call_begin".
+std::string_view EventTypeName(EventType type);
+std::optional<EventType> ParseEventType(std::string_view name);
+
+// Whether a store must persist the event to rebuild the session: deltas are
+// display-only and are not stored; everything else is.
+bool ShouldPersist(EventType type);
+
+struct Event {
+  EventType type = EventType::kNotice;
+  std::string session_id;
+  std::string turn_id;
+  uint64_t seq = 0;
+  Json data = Json::object();
+
+  // One JSON object: type, session_id, turn_id, seq, then the data fields.
+  Json ToJson() const;
+  static Result<Event> FromJson(const Json& j);
+};
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // Receives one event. A non-OK Status (e.g. the store could not commit a
+  // message) is an engine failure: the turn ends `failed`.
+  virtual Status OnEvent(const Event& event) = 0;
+};
+
+}  // namespace agentloop

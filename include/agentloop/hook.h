@@ -1,0 +1,113 @@
+// Hook: in-process extension points around a turn (the todo continuation and
+// the reflector are built on them; embedders get the same points).
+//
+// Hooks run in registration order. Each call has a timeout (default 5 s); a
+// hook that throws or times out is logged (a hook_error event) and skipped:
+// a hook never fails a turn. A timed-out hook is abandoned, not killed: its
+// result is ignored, and it must not keep references to its arguments past
+// the call.
+//
+// Pairing: every OnTurnStart is followed by exactly one OnTurnEnd, also when
+// the turn stops early (budget, pause, cancel, failure). When OnTurnEnd asks
+// for another round, the next round opens with OnTurnStart again.
+//
+// Thread-safety: a Hook may be shared by many sessions and its methods may be
+// called concurrently for different sessions; keep per-session state keyed by
+// session id.
+#pragma once
+
+#include <chrono>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/json.h"
+#include "agentloop/provider.h"
+#include "agentloop/tool.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+struct HookContext {
+  std::string session_id;
+  std::string turn_id;
+  std::filesystem::path workspace;
+  CommandKind command = CommandKind::kCode;
+};
+
+struct ToolCallVerdict {
+  enum class Kind { kAllow, kDeny, kRewrite };
+  Kind kind = Kind::kAllow;
+  std::string reason;  // kDeny: what the model sees (as an is_error result)
+  Json input;          // kRewrite: the replacement arguments (validated again)
+
+  static ToolCallVerdict Allow() { return {}; }
+  static ToolCallVerdict Deny(std::string why) { return {Kind::kDeny, std::move(why), nullptr}; }
+  static ToolCallVerdict Rewrite(Json in) { return {Kind::kRewrite, "", std::move(in)}; }
+};
+
+// The end of one step that ran tools (the model will be called again).
+struct StepEndInfo {
+  int step = 0;
+  std::span<const Message> history;
+  // Names of the tools whose results this step produced, in model order.
+  std::vector<std::string> tool_names;
+  bool any_error = false;
+};
+
+struct TurnEndInfo {
+  StopReason stop = StopReason::kCompleted;
+  std::string reason;
+  std::span<const Message> history;
+  // Tool results in the last step (0 when the turn settled with a text answer).
+  int tool_result_count = 0;
+  TurnCounters counters;
+  bool truncated = false;
+};
+
+struct TurnEndVerdict {
+  // Ask the engine to run another round (only honoured when the turn
+  // completed; budgets still apply).
+  bool continue_turn = false;
+  // Entries appended to the stored history before the next round, e.g. the
+  // todo loop's hidden continuation marker (Message::tag set).
+  std::vector<Message> entries;
+};
+
+class Hook {
+ public:
+  virtual ~Hook() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::chrono::milliseconds timeout() const { return std::chrono::seconds(5); }
+
+  virtual void OnTurnStart(const HookContext& ctx) { (void)ctx; }
+  // May change the request (chained: each hook sees the previous one's output).
+  virtual void BeforeModelCall(const HookContext& ctx, ModelRequest& request) {
+    (void)ctx;
+    (void)request;
+  }
+  virtual ToolCallVerdict BeforeToolCall(const HookContext& ctx, const ToolCall& call) {
+    (void)ctx;
+    (void)call;
+    return ToolCallVerdict::Allow();
+  }
+  virtual void AfterToolResult(const HookContext& ctx, const ToolCall& call,
+                               const ToolOutput& output) {
+    (void)ctx;
+    (void)call;
+    (void)output;
+  }
+  virtual void AfterStep(const HookContext& ctx, const StepEndInfo& info) {
+    (void)ctx;
+    (void)info;
+  }
+  virtual TurnEndVerdict OnTurnEnd(const HookContext& ctx, const TurnEndInfo& info) {
+    (void)ctx;
+    (void)info;
+    return {};
+  }
+  virtual void OnShutdown() {}
+};
+
+}  // namespace agentloop

@@ -1,0 +1,83 @@
+// Permission policy and approvers: who may run which tool call.
+//
+// The engine asks a PermissionPolicy about every call (rules: allow, ask,
+// deny). For `ask` it asks an Approver: a person at a console (live), an
+// in-process embedder, or a durable approver that records the request and
+// answers kDefer ("nobody is here; pause the turn durably"). ask_user
+// questions go to the same Approver with kind kQuestion.
+//
+// The single place that combines these with hooks, plan mode, pauses and
+// execution is the turn state machine (src/core/turn.cc); nothing else
+// decides.
+//
+// Thread-safety: implementations must allow concurrent calls for different
+// sessions.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "agentloop/json.h"
+#include "agentloop/tool.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+enum class Decision { kAllow, kAsk, kDeny };
+std::string_view DecisionName(Decision d);  // "allow" | "ask" | "deny"
+
+struct PolicyVerdict {
+  Decision decision = Decision::kAsk;
+  std::string reason;  // human-readable, e.g. "matched rule 'bash(git status*)'"
+  std::string rule;    // the rule that decided, empty for the default
+};
+
+class PermissionPolicy {
+ public:
+  virtual ~PermissionPolicy() = default;
+  // Decides one call. Must not block or have side effects.
+  virtual PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall& call) const = 0;
+};
+
+// The policy with no rules: allow read-only tools, ask for mutating ones.
+class DefaultPermissionPolicy final : public PermissionPolicy {
+ public:
+  PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall& call) const override;
+};
+
+struct ApprovalRequest {
+  std::string session_id;
+  std::string turn_id;
+  PendingKind kind = PendingKind::kApproval;
+  std::string pending_id;  // assigned by the engine; used if the approver defers
+  ToolCall call;
+  ToolSpec spec;
+  std::string reason;  // why approval is needed (the rule), or the question text
+  std::string rule;
+};
+
+struct ApprovalDecision {
+  enum class Kind { kAllow, kDeny, kDefer };
+  Kind kind = Kind::kDeny;
+  std::string reason;               // kDeny: shown to the model and the log
+  std::optional<Json> edited_input; // kAllow: run with these arguments instead
+  std::string answer;               // kAllow of a kQuestion: the person's answer
+  bool remember_for_session = false;  // kAllow: allow this exact access again without asking
+  std::string by;                   // who decided: "console", "webhook", "embedder", ...
+
+  static ApprovalDecision Allow(std::string by) { return {Kind::kAllow, "", std::nullopt, "", false, std::move(by)}; }
+  static ApprovalDecision Deny(std::string why, std::string by) { return {Kind::kDeny, std::move(why), std::nullopt, "", false, std::move(by)}; }
+  static ApprovalDecision Defer(std::string by) { return {Kind::kDefer, "", std::nullopt, "", false, std::move(by)}; }
+};
+
+class Approver {
+ public:
+  virtual ~Approver() = default;
+  // Decides one request; may block (a console prompt). Returns kDefer to
+  // pause the turn durably. Must honour `stop` by returning kDeny promptly.
+  virtual ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) = 0;
+};
+
+}  // namespace agentloop

@@ -1,0 +1,93 @@
+// ModelProvider: one model API behind one interface (OpenAI Chat Completions,
+// OpenAI Responses, Anthropic Messages, the scripted provider for tests).
+//
+// A request is the system text, a view of the session's history (not a copy:
+// the engine must not copy the history each step), an owned tail of
+// transient messages that are sent but never stored (e.g. the todo loop's
+// open-task block), the tools offered, and the output-token cap.
+//
+// Thread-safety: Complete() may be called concurrently for different
+// requests (many sessions share one provider). Implementations keep
+// per-request state on the stack.
+#pragma once
+
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/status.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+struct ModelRequest {
+  std::string model;
+  std::string system;
+  // The stored history, oldest first. A view into the session's transcript,
+  // valid for the duration of Complete().
+  std::span<const Message> history;
+  // Sent after `history`, never stored. A hook that must change the last
+  // stored message (merge text into it) moves a changed copy of it here and
+  // shortens `history` by one.
+  std::vector<Message> tail;
+  std::span<const ToolSpec> tools;
+  int64_t max_output_tokens = 4096;
+
+  // Calls `fn(const Message&)` for history then tail, in order.
+  template <typename Fn>
+  void ForEachMessage(Fn&& fn) const {
+    for (const Message& m : history) fn(m);
+    for (const Message& m : tail) fn(m);
+  }
+  size_t message_count() const { return history.size() + tail.size(); }
+};
+
+enum class FinishReason {
+  kStop,     // the model finished (end_turn / stop)
+  kToolUse,  // the model asked for tools
+  kLength,   // cut off by the output-token limit
+};
+std::string_view FinishReasonName(FinishReason reason);
+
+struct ModelResponse {
+  std::vector<ContentBlock> content;  // text, thinking, tool_use blocks in model order
+  FinishReason finish = FinishReason::kStop;
+  Usage usage;
+  bool has_usage = false;  // false when the provider reported none
+  std::string model;       // the model that answered, when reported
+};
+
+// Receives deltas while a response streams in. Called on the thread that
+// runs Complete(). The final ModelResponse is authoritative; deltas are
+// for display only.
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual void OnTextDelta(std::string_view text) { (void)text; }
+  virtual void OnThinkingDelta(std::string_view text) { (void)text; }
+};
+
+class ModelProvider {
+ public:
+  virtual ~ModelProvider() = default;
+
+  // Short kind name for logs and events, e.g. "openai", "anthropic", "script".
+  virtual std::string_view name() const = 0;
+
+  // Sends `request` and blocks until the whole response has arrived,
+  // reporting deltas to `sink` as they come. Retries transient failures
+  // itself (see IsRetryable) before returning an error.
+  //
+  // Errors: kCancelled when `stop` fired (within 100 ms); kPromptTooLong when
+  // the provider rejected the prompt as too long (the engine compacts and
+  // retries); kUnavailable / kDeadlineExceeded / kResourceExhausted after
+  // retries ran out; kInvalidArgument / kPermissionDenied for 4xx answers;
+  // kDataLoss for a malformed or truncated stream. Nothing partial is
+  // returned on error.
+  virtual Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
+                                         std::stop_token stop) = 0;
+};
+
+}  // namespace agentloop

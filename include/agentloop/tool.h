@@ -1,0 +1,108 @@
+// Tool: a capability the model can call, such as "read" or "bash".
+//
+// Tool failures come in two kinds (STYLE 6.6): a failure the model should see
+// and react to (file not found, bad arguments, non-zero exit) is an OK
+// Result holding ToolOutput{is_error = true}; a non-OK Status means the
+// engine itself failed and ends the turn `failed`.
+//
+// Thread-safety: Run() may be called from several sessions and several
+// parallel lanes at once; keep per-call state on the stack or in ToolContext.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "agentloop/json.h"
+#include "agentloop/status.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  Json input;  // a JSON object, already validated against the tool's schema
+};
+
+struct ToolOutput {
+  std::string content;  // what the model sees
+  bool is_error = false;
+  Json details;  // structured data for the engine and front ends, never sent to the model
+
+  static ToolOutput Ok(std::string content) { return {std::move(content), false, nullptr}; }
+  static ToolOutput Error(std::string content) { return {std::move(content), true, nullptr}; }
+};
+
+// Files this session has read, so `write` can refuse to overwrite a file the
+// model has not looked at. Thread-safe.
+class ReadLedger {
+ public:
+  void MarkRead(const std::string& canonical_path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    read_.insert(canonical_path);
+  }
+  bool WasRead(const std::string& canonical_path) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return read_.count(canonical_path) > 0;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<std::string> read_;  // Guarded by mu_.
+};
+
+// Per-call environment handed to Run(). Owned by the caller.
+struct ToolContext {
+  std::filesystem::path workspace;  // absolute, canonical workspace root
+  // Directories outside the workspace that read-only tools may read (skills,
+  // memory). Absolute and canonical.
+  std::vector<std::filesystem::path> extra_read_roots;
+  std::string session_id;
+  std::stop_token stop;                // cancellation of the turn
+  std::shared_ptr<ReadLedger> ledger;  // may be null (then writes are not guarded)
+  // Environment variable names removed from child processes (API keys).
+  std::vector<std::string> scrubbed_env;
+};
+
+class Tool {
+ public:
+  virtual ~Tool() = default;
+
+  // Name, description, schema and flags. Stable for the tool's lifetime.
+  virtual const ToolSpec& spec() const = 0;
+
+  // Performs the call. See the file comment for the two kinds of failure.
+  // REQUIRES: call.input satisfies spec().input_schema; the call was allowed.
+  virtual Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) = 0;
+};
+
+// The tools of a session, by name. Not thread-safe for mutation; build it
+// before the first turn and treat it as read-only after.
+class ToolRegistry {
+ public:
+  // Adds or replaces (by name; the later definition wins, at the earlier
+  // position) a tool.
+  void Add(std::shared_ptr<Tool> tool);
+  Tool* Find(std::string_view name) const;
+  // Specs in registration order.
+  std::vector<ToolSpec> Specs() const;
+  size_t size() const { return tools_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<Tool>> tools_;
+};
+
+// Checks `input` against the subset of JSON Schema that tool schemas use:
+// type (object, string, integer, number, boolean, array, null, and lists of
+// types), required, properties, enum, items, minimum/maximum, minLength/
+// maxLength, additionalProperties=false. Returns kInvalidArgument naming the
+// first problem with its path, e.g. "file_path: expected string, got number".
+Status ValidateAgainstSchema(const Json& input, const Json& schema);
+
+}  // namespace agentloop

@@ -1,0 +1,48 @@
+// Transcript: a session's message history, owned by the session and shared by
+// reference with the turn that runs on it.
+//
+// Appending is O(size of the new message): the transcript keeps a running
+// character count (for the chars/4 token estimate) and gives every message a
+// uid (for per-message caches), so no step rescans or copies the history.
+//
+// Thread-safety: not thread-safe; one turn at a time owns a session.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+class Transcript {
+ public:
+  Transcript();
+  explicit Transcript(std::vector<Message> messages);
+
+  // Appends and returns a reference valid until the next mutation.
+  const Message& Append(Message message);
+  // Replaces messages [0, count) with `replacement` (compaction).
+  // REQUIRES: count <= size().
+  void ReplacePrefix(size_t count, std::vector<Message> replacement);
+  // Removes the last message. REQUIRES: !empty().
+  void PopBack();
+
+  std::span<const Message> messages() const { return messages_; }
+  const Message& back() const { return messages_.back(); }
+  size_t size() const { return messages_.size(); }
+  bool empty() const { return messages_.empty(); }
+  // Characters of text, arguments and results (for the chars/4 estimate).
+  int64_t chars() const { return chars_; }
+
+  // Characters a message contributes to chars().
+  static int64_t MessageChars(const Message& m);
+
+ private:
+  std::vector<Message> messages_;
+  int64_t chars_ = 0;
+  uint64_t next_uid_;
+};
+
+}  // namespace agentloop

@@ -1,0 +1,172 @@
+// Turn: one user input (or one resolution of a paused batch), looped until
+// the model is done, the turn pauses, is cancelled, or runs out of budget.
+//
+// A Turn is a state machine with no I/O of its own. The driver asks Next()
+// what to do, does it (call the model, ask an approver, run tools), and feeds
+// the outcome back; Next() then says what comes after. The blocking driver in
+// runner.h does this for the CLI and tests; the HTTP server can drive the same
+// machine from an event loop. Nothing here assumes a thread per turn.
+//
+//   Start ─▶ CallModel ─▶ (Decide) ─▶ RunTools ─▶ CallModel ... ─▶ Finished
+//
+// The Turn decides everything about a tool call in one place (budget, schema,
+// plan mode, hooks, permission rules, approvals, pauses); the driver only
+// executes what it is told.
+//
+// Invariants the Turn keeps:
+//  - every tool_use of an assistant message gets exactly one tool_result in
+//    the next message, in model order, also when the turn stops mid-batch
+//    (except a durable pause: then the assistant message stays open and the
+//    checkpoint holds the results so far);
+//  - budgets are checked before every model call;
+//  - a mutating call in a read-only command never reaches RunTools.
+//
+// Thread-safety: none; one driver thread at a time.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "agentloop/events.h"
+#include "agentloop/hook.h"
+#include "agentloop/permission.h"
+#include "agentloop/provider.h"
+#include "agentloop/tool.h"
+#include "agentloop/transcript.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+// The prefix of a plan-mode refusal reason.
+inline constexpr std::string_view kPlanModeRefused = "PLAN_MODE_REFUSED:";
+// Name of the built-in question tool (never gated by rules).
+inline constexpr std::string_view kAskUserTool = "ask_user";
+
+struct TurnConfig {
+  std::string session_id;
+  std::string turn_id;  // generated when empty
+  std::string model;
+  std::string system_prompt;
+  CommandKind command = CommandKind::kCode;
+  Budget budget = DefaultBudget(CommandKind::kCode);
+  // Every tool of the session. Read-only commands offer only the
+  // non-mutating ones to the model.
+  std::vector<ToolSpec> tools;
+  // Null: DefaultPermissionPolicy.
+  std::shared_ptr<const PermissionPolicy> policy;
+  std::vector<std::shared_ptr<Hook>> hooks;
+  EventSink* sink = nullptr;  // may be null
+  uint64_t first_seq = 1;     // seq of the first event this turn emits
+  TurnCounters counters;      // starting counters (non-zero when resuming a paused turn)
+  // Stuck-loop guard: the same tool with the same arguments `stuck_repeats`
+  // times within the last `stuck_window` calls stops the turn. 0 disables.
+  int stuck_repeats = 8;
+  int stuck_window = 12;
+  int max_compactions = 3;  // prompt-too-long recoveries per model call
+  std::filesystem::path workspace;
+  // Time source for the wall-time budget (tests inject one).
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
+// What a paused turn needs to continue later, in any process.
+struct Checkpoint {
+  std::string session_id;
+  std::string turn_id;
+  // The tool_use ids of the open assistant message, in model order.
+  std::vector<std::string> tool_use_ids;
+  // Results decided or produced so far (tool_result blocks, model order).
+  std::vector<ContentBlock> results_so_far;
+  std::vector<PendingItem> outstanding;
+  TurnCounters counters;
+  CommandKind command = CommandKind::kCode;
+};
+
+struct TurnResult {
+  StopReason stop = StopReason::kCompleted;
+  std::string reason;      // human-readable; exact texts are in docs/protocol.md
+  std::string final_text;  // the model's final answer (or synthetic text for stops)
+  bool truncated = false;  // the answer was cut off by the output-token limit
+  TurnCounters counters;
+  std::vector<PendingItem> pending;      // for kPendingApproval / kPendingQuestion
+  std::optional<Checkpoint> checkpoint;  // set when paused
+  uint64_t next_seq = 0;                 // seq after the last event emitted
+};
+
+namespace turn_action {
+struct CallModel {
+  ModelRequest request;
+};
+// Ask the approver about each request, in order. The driver may stop asking
+// after the first kDeny (the batch is cancelled anyway); unasked requests are
+// treated as skipped.
+struct Decide {
+  std::vector<ApprovalRequest> requests;
+};
+// Run the lanes in order; the calls of one lane may run concurrently. Feed the
+// outputs back flattened, in the same order.
+struct RunTools {
+  std::vector<std::vector<ToolCall>> lanes;
+};
+struct Finished {
+  TurnResult result;
+};
+}  // namespace turn_action
+
+using TurnAction = std::variant<turn_action::CallModel, turn_action::Decide, turn_action::RunTools,
+                                turn_action::Finished>;
+
+// A turn's input: a person's message, or the completed results of a paused
+// batch (resume).
+struct TurnInput {
+  Message message;
+  bool is_resume = false;
+
+  static TurnInput User(std::string text) { return {Message::User(std::move(text)), false}; }
+  static TurnInput Resume(std::vector<ContentBlock> results);
+};
+
+class Turn {
+ public:
+  // `transcript` is the session's history; the turn appends to it.
+  // REQUIRES: `transcript` outlives the Turn.
+  Turn(TurnConfig config, Transcript& transcript);
+  ~Turn();
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+  // Appends the input and opens the turn. Errors: kInvalidArgument when a
+  // resume's results do not answer the open tool_use message.
+  Status Start(TurnInput input);
+
+  // What to do now. After Finished, keeps returning Finished.
+  TurnAction Next(std::stop_token stop);
+
+  // Feed-back for the last CallModel / Decide / RunTools.
+  void OnModelResult(Result<ModelResponse> result);
+  void OnDecisions(std::vector<ApprovalDecision> decisions);
+  void OnToolResults(std::vector<Result<ToolOutput>> outputs);
+
+  // Stream deltas from the provider, forwarded as events.
+  void EmitTextDelta(std::string_view text);
+  void EmitThinkingDelta(std::string_view text);
+
+  // The tools offered to the model in this turn (read-only commands filter).
+  std::span<const ToolSpec> offered_tools() const;
+  const TurnConfig& config() const;
+
+  // The check the server also applies to requests it receives: a mutating
+  // tool in a read-only command is refused. Returns the PLAN_MODE_REFUSED
+  // reason, or empty when allowed.
+  static std::string CheckReadOnly(CommandKind command, const ToolSpec& spec);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace agentloop

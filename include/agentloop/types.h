@@ -1,0 +1,194 @@
+// Engine value types: messages and their content blocks, tool specs, usage,
+// budgets, command kinds and the one stop vocabulary every front end shares.
+//
+// These are plain values with no behaviour beyond small helpers. They carry no
+// wire format: providers map them to and from OpenAI/Anthropic JSON, and
+// src/protocol maps them to the engine's own JSON (sessions, events).
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/json.h"
+
+namespace agentloop {
+
+enum class Role { kSystem, kUser, kAssistant };
+std::string_view RoleName(Role role);  // "system" | "user" | "assistant"
+
+enum class BlockType {
+  kText,
+  kThinking,          // text + opaque signature, carried verbatim, sent back unchanged
+  kRedactedThinking,  // opaque `data` only
+  kToolUse,           // a model's request to run a tool
+  kToolResult,        // the engine's answer to one tool_use (user-role message)
+};
+std::string_view BlockTypeName(BlockType type);
+
+// One block of a message. Fields that do not apply to `type` stay empty.
+struct ContentBlock {
+  BlockType type = BlockType::kText;
+
+  // kText: the text. kThinking: the reasoning text. kToolResult: the result
+  // content the model sees.
+  std::string text;
+
+  // kThinking: the provider's opaque signature (Anthropic `signature`,
+  // OpenAI Responses `encrypted_content`). Never inspected, sent back as is.
+  std::string signature;
+  // kRedactedThinking: the opaque `data`.
+  std::string data;
+
+  // kToolUse: the call id, the tool name and the parsed input (a JSON object).
+  // When the model's argument string is not valid JSON, `input` is null and
+  // `raw_input` holds the string verbatim, so the engine can answer with an
+  // is_error result and the transcript can still be replayed.
+  std::string id;
+  std::string name;
+  Json input;
+  std::string raw_input;
+
+  // kToolResult: which tool_use this answers, and whether it is an error.
+  std::string tool_use_id;
+  bool is_error = false;
+
+  // Engine and provider metadata that is never sent to the model as content:
+  // e.g. a Responses item id for a function_call or reasoning item
+  // ({"item_id": ...}), a tool's structured details ({"details": ...}, such as
+  // the todo snapshot). Providers copy out only the keys they know.
+  Json meta;
+
+  static ContentBlock Text(std::string text);
+  static ContentBlock Thinking(std::string text, std::string signature);
+  static ContentBlock RedactedThinking(std::string data);
+  static ContentBlock ToolUse(std::string id, std::string name, Json input);
+  static ContentBlock ToolResult(std::string tool_use_id, std::string content, bool is_error);
+
+  bool operator==(const ContentBlock&) const = default;
+};
+
+// A message in a session's history. Tool results travel as user-role blocks;
+// providers map them to their wire (OpenAI `tool` messages, Anthropic
+// user-role tool_result blocks).
+struct Message {
+  Role role = Role::kUser;
+  std::vector<ContentBlock> content;
+
+  // Non-empty for engine-made entries that are not a person's words, e.g.
+  // "todo-loop:continue" (continuation marker), "crash-recovery",
+  // "budget-nudge", "compaction-summary". Providers send such messages like
+  // any other; front ends may hide them; the todo loop recognises its own.
+  std::string tag;
+
+  // Identity for per-message caches (e.g. a provider's serialised form). Set
+  // by the Transcript that stores the message; 0 means "not cacheable". Two
+  // messages with the same non-zero uid have identical content.
+  uint64_t uid = 0;
+
+  static Message User(std::string text);
+  static Message Assistant(std::string text);
+
+  // Concatenated text of the kText blocks.
+  std::string JoinedText() const;
+  bool HasToolUse() const;
+
+  // Equality ignores `uid` (it is cache identity, not content).
+  bool operator==(const Message& other) const {
+    return role == other.role && content == other.content && tag == other.tag;
+  }
+};
+
+// What the model is told about a tool, plus how the engine must treat it.
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  Json input_schema = Json::object();  // JSON Schema (object)
+  bool mutates = false;        // writes files, runs commands: refused in read-only commands
+  bool parallel_safe = false;  // may run concurrently with neighbouring safe calls
+
+  bool operator==(const ToolSpec&) const = default;
+};
+
+struct Usage {
+  int64_t input_tokens = 0;        // uncached prompt tokens
+  int64_t output_tokens = 0;       // includes reasoning tokens
+  int64_t cache_read_tokens = 0;
+  int64_t cache_write_tokens = 0;
+  int64_t reasoning_tokens = 0;    // part of output_tokens, reported separately
+
+  // Tokens charged against a token budget: everything read or written.
+  int64_t Total() const {
+    return input_tokens + output_tokens + cache_read_tokens + cache_write_tokens;
+  }
+  Usage& operator+=(const Usage& o);
+  bool operator==(const Usage&) const = default;
+};
+
+enum class CommandKind { kCode, kExplain, kFix, kPlan, kBuild };
+std::string_view CommandKindName(CommandKind kind);
+std::optional<CommandKind> ParseCommandKind(std::string_view name);
+// Plan and explain are read-only: mutating tools are neither offered nor run.
+bool IsReadOnly(CommandKind kind);
+
+struct Budget {
+  int max_tool_calls = 20;
+  int64_t max_tokens = 50'000;
+  int max_turns = 25;  // model calls per turn
+  std::optional<std::chrono::milliseconds> max_wall_time;
+
+  bool operator==(const Budget&) const = default;
+};
+
+// The seed's per-command defaults: code 20/50k, explain 5/20k, fix 20/50k,
+// plan 8/30k, build 30/80k; max_turns 25 for all.
+Budget DefaultBudget(CommandKind kind);
+
+// How a turn ended. One vocabulary for the CLI, the server and embedders.
+enum class StopReason {
+  kCompleted,
+  kBudgetExhausted,
+  kMaxTurns,
+  kToolRefused,
+  kDenied,
+  kPendingApproval,
+  kPendingQuestion,
+  kAborted,
+  kFailed,
+};
+std::string_view StopReasonName(StopReason reason);  // "completed", "budget_exhausted", ...
+std::optional<StopReason> ParseStopReason(std::string_view name);
+
+// An item a paused turn waits for: an approval of a tool call, or an answer
+// to an ask_user question.
+enum class PendingKind { kApproval, kQuestion };
+std::string_view PendingKindName(PendingKind kind);
+
+struct PendingItem {
+  std::string id;  // pending id, unique across sessions
+  PendingKind kind = PendingKind::kApproval;
+  std::string tool_use_id;
+  std::string tool;
+  Json arguments;
+  std::string reason;  // why it waits (the rule, or the question text)
+
+  bool operator==(const PendingItem&) const = default;
+};
+
+// Counters of one turn, carried across a pause so that a resumed turn keeps
+// spending the same budget.
+struct TurnCounters {
+  int tool_calls = 0;
+  int64_t tokens = 0;
+  int model_calls = 0;
+  Usage usage;
+
+  bool operator==(const TurnCounters&) const = default;
+};
+
+}  // namespace agentloop

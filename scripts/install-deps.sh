@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the build, the tests and the benchmarks use.
+# Idempotent: packages already installed are skipped; safe to run as root on a
+# fresh machine (uses sudo when not root and sudo exists).
+set -euo pipefail
+PKGS=(
+  build-essential g++ cmake ninja-build ccache pkg-config git
+  nlohmann-json3-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev
+  libre2-dev libedit-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  clang-format clang-tidy
+  ripgrep bubblewrap python3 procps time
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,228 @@
+#include "protocol/codec.h"
+
+namespace agentloop {
+namespace {
+
+std::string Str(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+int64_t Int(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return 0;
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+Json ToJson(const ContentBlock& b) {
+  Json j = Json::object();
+  j["type"] = BlockTypeName(b.type);
+  switch (b.type) {
+    case BlockType::kText:
+      j["text"] = b.text;
+      break;
+    case BlockType::kThinking:
+      j["thinking"] = b.text;
+      if (!b.signature.empty()) j["signature"] = b.signature;
+      break;
+    case BlockType::kRedactedThinking:
+      j["data"] = b.data;
+      break;
+    case BlockType::kToolUse:
+      j["id"] = b.id;
+      j["name"] = b.name;
+      j["input"] = b.input;
+      if (!b.raw_input.empty()) j["raw_input"] = b.raw_input;
+      break;
+    case BlockType::kToolResult:
+      j["tool_use_id"] = b.tool_use_id;
+      j["content"] = b.text;
+      if (b.is_error) j["is_error"] = true;
+      break;
+  }
+  if (!b.meta.is_null()) j["meta"] = b.meta;
+  return j;
+}
+
+Result<ContentBlock> ContentBlockFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("content block: expected an object");
+  std::string type = Str(j, "type");
+  ContentBlock b;
+  if (type == "text") {
+    b.type = BlockType::kText;
+    b.text = Str(j, "text");
+  } else if (type == "thinking") {
+    b.type = BlockType::kThinking;
+    b.text = Str(j, "thinking");
+    b.signature = Str(j, "signature");
+  } else if (type == "redacted_thinking") {
+    b.type = BlockType::kRedactedThinking;
+    b.data = Str(j, "data");
+  } else if (type == "tool_use") {
+    b.type = BlockType::kToolUse;
+    b.id = Str(j, "id");
+    b.name = Str(j, "name");
+    if (b.id.empty() || b.name.empty()) return InvalidArgument("tool_use block: missing id or name");
+    if (j.contains("input")) b.input = j["input"];
+    b.raw_input = Str(j, "raw_input");
+  } else if (type == "tool_result") {
+    b.type = BlockType::kToolResult;
+    b.tool_use_id = Str(j, "tool_use_id");
+    if (b.tool_use_id.empty()) return InvalidArgument("tool_result block: missing tool_use_id");
+    b.text = Str(j, "content");
+    b.is_error = j.value("is_error", false);
+  } else {
+    return InvalidArgument("content block: unknown type '" + type + "'");
+  }
+  if (j.contains("meta")) b.meta = j["meta"];
+  return b;
+}
+
+Json ToJson(const Message& m) {
+  Json j = Json::object();
+  j["role"] = RoleName(m.role);
+  Json content = Json::array();
+  for (const auto& b : m.content) content.push_back(ToJson(b));
+  j["content"] = std::move(content);
+  if (!m.tag.empty()) j["tag"] = m.tag;
+  return j;
+}
+
+Result<Message> MessageFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("message: expected an object");
+  Message m;
+  std::string role = Str(j, "role");
+  if (role == "user") {
+    m.role = Role::kUser;
+  } else if (role == "assistant") {
+    m.role = Role::kAssistant;
+  } else if (role == "system") {
+    m.role = Role::kSystem;
+  } else {
+    return InvalidArgument("message: unknown role '" + role + "'");
+  }
+  auto it = j.find("content");
+  if (it == j.end() || !it->is_array()) return InvalidArgument("message: content must be an array");
+  for (const auto& bj : *it) {
+    AL_ASSIGN_OR_RETURN(ContentBlock b, ContentBlockFromJson(bj));
+    m.content.push_back(std::move(b));
+  }
+  m.tag = Str(j, "tag");
+  return m;
+}
+
+Json ToJson(const Usage& u) {
+  return Json{{"input_tokens", u.input_tokens},
+              {"output_tokens", u.output_tokens},
+              {"cache_read_tokens", u.cache_read_tokens},
+              {"cache_write_tokens", u.cache_write_tokens},
+              {"reasoning_tokens", u.reasoning_tokens}};
+}
+
+Usage UsageFromJson(const Json& j) {
+  Usage u;
+  if (!j.is_object()) return u;
+  u.input_tokens = Int(j, "input_tokens");
+  u.output_tokens = Int(j, "output_tokens");
+  u.cache_read_tokens = Int(j, "cache_read_tokens");
+  u.cache_write_tokens = Int(j, "cache_write_tokens");
+  u.reasoning_tokens = Int(j, "reasoning_tokens");
+  return u;
+}
+
+Json ToJson(const TurnCounters& c) {
+  return Json{{"tool_calls", c.tool_calls},
+              {"tokens", c.tokens},
+              {"model_calls", c.model_calls},
+              {"usage", ToJson(c.usage)}};
+}
+
+TurnCounters TurnCountersFromJson(const Json& j) {
+  TurnCounters c;
+  if (!j.is_object()) return c;
+  c.tool_calls = static_cast<int>(Int(j, "tool_calls"));
+  c.tokens = Int(j, "tokens");
+  c.model_calls = static_cast<int>(Int(j, "model_calls"));
+  if (j.contains("usage")) c.usage = UsageFromJson(j["usage"]);
+  return c;
+}
+
+Json ToJson(const PendingItem& p) {
+  return Json{{"id", p.id},
+              {"kind", PendingKindName(p.kind)},
+              {"tool_use_id", p.tool_use_id},
+              {"tool", p.tool},
+              {"arguments", p.arguments},
+              {"reason", p.reason}};
+}
+
+Result<PendingItem> PendingItemFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("pending item: expected an object");
+  PendingItem p;
+  p.id = Str(j, "id");
+  std::string kind = Str(j, "kind");
+  if (kind == "approval") {
+    p.kind = PendingKind::kApproval;
+  } else if (kind == "question") {
+    p.kind = PendingKind::kQuestion;
+  } else {
+    return InvalidArgument("pending item: unknown kind '" + kind + "'");
+  }
+  p.tool_use_id = Str(j, "tool_use_id");
+  p.tool = Str(j, "tool");
+  if (j.contains("arguments")) p.arguments = j["arguments"];
+  p.reason = Str(j, "reason");
+  if (p.id.empty() || p.tool_use_id.empty()) return InvalidArgument("pending item: missing id");
+  return p;
+}
+
+Json ToJson(const Checkpoint& c) {
+  Json results = Json::array();
+  for (const auto& b : c.results_so_far) results.push_back(ToJson(b));
+  Json outstanding = Json::array();
+  for (const auto& p : c.outstanding) outstanding.push_back(ToJson(p));
+  return Json{{"session_id", c.session_id},
+              {"turn_id", c.turn_id},
+              {"tool_use_ids", c.tool_use_ids},
+              {"results_so_far", std::move(results)},
+              {"outstanding", std::move(outstanding)},
+              {"counters", ToJson(c.counters)},
+              {"command", CommandKindName(c.command)}};
+}
+
+Result<Checkpoint> CheckpointFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("checkpoint: expected an object");
+  Checkpoint c;
+  c.session_id = Str(j, "session_id");
+  c.turn_id = Str(j, "turn_id");
+  if (j.contains("tool_use_ids") && j["tool_use_ids"].is_array()) {
+    for (const auto& id : j["tool_use_ids"]) {
+      if (id.is_string()) c.tool_use_ids.push_back(id.get<std::string>());
+    }
+  }
+  if (j.contains("results_so_far") && j["results_so_far"].is_array()) {
+    for (const auto& bj : j["results_so_far"]) {
+      AL_ASSIGN_OR_RETURN(ContentBlock b, ContentBlockFromJson(bj));
+      c.results_so_far.push_back(std::move(b));
+    }
+  }
+  if (j.contains("outstanding") && j["outstanding"].is_array()) {
+    for (const auto& pj : j["outstanding"]) {
+      AL_ASSIGN_OR_RETURN(PendingItem p, PendingItemFromJson(pj));
+      c.outstanding.push_back(std::move(p));
+    }
+  }
+  if (j.contains("counters")) c.counters = TurnCountersFromJson(j["counters"]);
+  c.command = ParseCommandKind(Str(j, "command")).value_or(CommandKind::kCode);
+  return c;
+}
+
+Json ToJson(const Budget& b) {
+  Json j{{"max_tool_calls", b.max_tool_calls}, {"max_tokens", b.max_tokens}, {"max_turns", b.max_turns}};
+  if (b.max_wall_time) j["max_wall_time_ms"] = b.max_wall_time->count();
+  return j;
+}
+
+}  // namespace agentloop

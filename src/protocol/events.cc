@@ -1,0 +1,96 @@
+#include "agentloop/events.h"
+
+namespace agentloop {
+namespace {
+
+constexpr std::pair<EventType, std::string_view> kNames[] = {
+    {EventType::kTurnBegin, "turn_begin"},
+    {EventType::kTurnEnd, "turn_end"},
+    {EventType::kStepBegin, "step_begin"},
+    {EventType::kStepEnd, "step_end"},
+    {EventType::kTextDelta, "text_delta"},
+    {EventType::kThinkingDelta, "thinking_delta"},
+    {EventType::kMessage, "message"},
+    {EventType::kToolCallBegin, "tool_call_begin"},
+    {EventType::kToolCallEnd, "tool_call_end"},
+    {EventType::kBudgetCheck, "budget_check"},
+    {EventType::kDecision, "decision"},
+    {EventType::kPending, "pending"},
+    {EventType::kCompaction, "compaction"},
+    {EventType::kHookError, "hook_error"},
+    {EventType::kNotice, "notice"},
+    {EventType::kContinuation, "continuation"},
+};
+
+}  // namespace
+
+std::string_view EventTypeName(EventType type) {
+  for (const auto& [t, n] : kNames) {
+    if (t == type) return n;
+  }
+  return "notice";
+}
+
+std::optional<EventType> ParseEventType(std::string_view name) {
+  for (const auto& [t, n] : kNames) {
+    if (n == name) return t;
+  }
+  return std::nullopt;
+}
+
+bool ShouldPersist(EventType type) {
+  switch (type) {
+    case EventType::kTextDelta:
+    case EventType::kThinkingDelta:
+      return false;
+    case EventType::kTurnBegin:
+    case EventType::kTurnEnd:
+    case EventType::kStepBegin:
+    case EventType::kStepEnd:
+    case EventType::kMessage:
+    case EventType::kToolCallBegin:
+    case EventType::kToolCallEnd:
+    case EventType::kBudgetCheck:
+    case EventType::kDecision:
+    case EventType::kPending:
+    case EventType::kCompaction:
+    case EventType::kHookError:
+    case EventType::kNotice:
+    case EventType::kContinuation:
+      return true;
+  }
+  return true;
+}
+
+Json Event::ToJson() const {
+  Json j = Json::object();
+  j["type"] = EventTypeName(type);
+  j["session_id"] = session_id;
+  j["turn_id"] = turn_id;
+  j["seq"] = seq;
+  if (data.is_object()) {
+    for (auto it = data.begin(); it != data.end(); ++it) j[it.key()] = it.value();
+  }
+  return j;
+}
+
+Result<Event> Event::FromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("event: expected an object");
+  auto type_it = j.find("type");
+  if (type_it == j.end() || !type_it->is_string()) return InvalidArgument("event: missing type");
+  auto type = ParseEventType(type_it->get<std::string>());
+  if (!type) return InvalidArgument("event: unknown type '" + type_it->get<std::string>() + "'");
+  Event e;
+  e.type = *type;
+  e.session_id = j.value("session_id", "");
+  e.turn_id = j.value("turn_id", "");
+  e.seq = j.value("seq", uint64_t{0});
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "type" || k == "session_id" || k == "turn_id" || k == "seq") continue;
+    e.data[k] = it.value();
+  }
+  return e;
+}
+
+}  // namespace agentloop

@@ -1,0 +1,114 @@
+#include <gtest/gtest.h>
+
+#include "agentloop/events.h"
+#include "agentloop/tool.h"
+#include "protocol/codec.h"
+
+namespace agentloop {
+namespace {
+
+TEST(CodecTest, MessageRoundTripKeepsThinkingAndToolBlocks) {
+  Message m;
+  m.role = Role::kAssistant;
+  m.content.push_back(ContentBlock::Thinking("hmm", "sig-opaque=="));
+  m.content.push_back(ContentBlock::RedactedThinking("xyz"));
+  m.content.push_back(ContentBlock::Text("hi"));
+  auto tu = ContentBlock::ToolUse("call_1", "read", Json{{"file_path", "a.txt"}});
+  tu.meta = Json{{"item_id", "fc_9"}};
+  m.content.push_back(tu);
+  auto bad = ContentBlock::ToolUse("call_2", "read", nullptr);
+  bad.raw_input = "{not json";
+  m.content.push_back(bad);
+  m.tag = "x";
+  auto back = MessageFromJson(ToJson(m));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(*back, m);
+}
+
+TEST(CodecTest, RejectsMalformed) {
+  EXPECT_FALSE(MessageFromJson(Json{{"role", "robot"}, {"content", Json::array()}}).ok());
+  EXPECT_FALSE(MessageFromJson(Json{{"role", "user"}}).ok());
+  EXPECT_FALSE(ContentBlockFromJson(Json{{"type", "tool_use"}}).ok());
+  EXPECT_FALSE(ContentBlockFromJson(Json{{"type", "video"}}).ok());
+}
+
+TEST(CodecTest, CheckpointRoundTrip) {
+  Checkpoint c;
+  c.session_id = "s";
+  c.turn_id = "t";
+  c.tool_use_ids = {"a", "b"};
+  c.results_so_far.push_back(ContentBlock::ToolResult("a", "ok", false));
+  c.outstanding.push_back(PendingItem{"p1", PendingKind::kQuestion, "b", "ask_user",
+                                      Json{{"question", "why?"}}, "why?"});
+  c.counters.tool_calls = 3;
+  c.command = CommandKind::kFix;
+  auto back = CheckpointFromJson(ToJson(c));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->outstanding, c.outstanding);
+  EXPECT_EQ(back->results_so_far, c.results_so_far);
+  EXPECT_EQ(back->counters, c.counters);
+  EXPECT_EQ(back->command, CommandKind::kFix);
+}
+
+TEST(EventTest, JsonRoundTrip) {
+  Event e{EventType::kToolCallBegin, "s1", "t1", 42, Json{{"id", "c1"}, {"tool", "read"}}};
+  Json j = e.ToJson();
+  EXPECT_EQ(j["type"], "tool_call_begin");
+  EXPECT_EQ(j["seq"], 42);
+  auto back = Event::FromJson(j);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->data, e.data);
+  EXPECT_FALSE(ShouldPersist(EventType::kTextDelta));
+  EXPECT_TRUE(ShouldPersist(EventType::kMessage));
+}
+
+TEST(JsonTest, ParseErrorsNameOffset) {
+  auto r = ParseJson("{\"a\": }");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("byte"), std::string::npos);
+  EXPECT_EQ(DumpJson(Json{{"s", std::string("a\xFF")}}), "{\"s\":\"a\xEF\xBF\xBD\"}");
+}
+
+struct SchemaCase {
+  const char* input;
+  bool ok;
+  const char* message_part;
+};
+
+TEST(SchemaTest, Table) {
+  Json schema = Json::parse(R"({
+    "type": "object",
+    "properties": {
+      "file_path": {"type": "string", "minLength": 1},
+      "offset": {"type": "integer", "minimum": 1},
+      "mode": {"type": "string", "enum": ["a", "b"]},
+      "tags": {"type": "array", "items": {"type": "string"}}
+    },
+    "required": ["file_path"],
+    "additionalProperties": false
+  })");
+  const SchemaCase cases[] = {
+      {R"({"file_path":"x"})", true, ""},
+      {R"({"file_path":"x","offset":3})", true, ""},
+      {R"({"file_path":"x","offset":3.0})", true, ""},
+      {R"({})", false, "file_path: required field is missing"},
+      {R"({"file_path":5})", false, "file_path: expected string, got integer"},
+      {R"({"file_path":""})", false, "file_path: shorter than 1"},
+      {R"({"file_path":"x","offset":0})", false, "offset: must be >= 1"},
+      {R"({"file_path":"x","offset":1.5})", false, "offset: expected integer, got number"},
+      {R"({"file_path":"x","mode":"c"})", false, "mode: must be one of"},
+      {R"({"file_path":"x","tags":["a",1]})", false, "tags[1]: expected string"},
+      {R"({"file_path":"x","extra":1})", false, "extra: unknown field"},
+      {R"([1])", false, "arguments: expected object, got array"},
+  };
+  for (const auto& c : cases) {
+    Status s = ValidateAgainstSchema(Json::parse(c.input), schema);
+    EXPECT_EQ(s.ok(), c.ok) << c.input;
+    if (!c.ok) {
+      EXPECT_NE(s.message().find(c.message_part), std::string::npos) << s.message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace agentloop

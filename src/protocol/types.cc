@@ -1,0 +1,182 @@
+#include "agentloop/types.h"
+
+#include "agentloop/events.h"
+#include "agentloop/provider.h"
+
+namespace agentloop {
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kSystem: return "system";
+    case Role::kUser: return "user";
+    case Role::kAssistant: return "assistant";
+  }
+  return "user";
+}
+
+std::string_view BlockTypeName(BlockType type) {
+  switch (type) {
+    case BlockType::kText: return "text";
+    case BlockType::kThinking: return "thinking";
+    case BlockType::kRedactedThinking: return "redacted_thinking";
+    case BlockType::kToolUse: return "tool_use";
+    case BlockType::kToolResult: return "tool_result";
+  }
+  return "text";
+}
+
+ContentBlock ContentBlock::Text(std::string text) {
+  ContentBlock b;
+  b.type = BlockType::kText;
+  b.text = std::move(text);
+  return b;
+}
+ContentBlock ContentBlock::Thinking(std::string text, std::string signature) {
+  ContentBlock b;
+  b.type = BlockType::kThinking;
+  b.text = std::move(text);
+  b.signature = std::move(signature);
+  return b;
+}
+ContentBlock ContentBlock::RedactedThinking(std::string data) {
+  ContentBlock b;
+  b.type = BlockType::kRedactedThinking;
+  b.data = std::move(data);
+  return b;
+}
+ContentBlock ContentBlock::ToolUse(std::string id, std::string name, Json input) {
+  ContentBlock b;
+  b.type = BlockType::kToolUse;
+  b.id = std::move(id);
+  b.name = std::move(name);
+  b.input = std::move(input);
+  return b;
+}
+ContentBlock ContentBlock::ToolResult(std::string tool_use_id, std::string content, bool is_error) {
+  ContentBlock b;
+  b.type = BlockType::kToolResult;
+  b.tool_use_id = std::move(tool_use_id);
+  b.text = std::move(content);
+  b.is_error = is_error;
+  return b;
+}
+
+Message Message::User(std::string text) {
+  Message m;
+  m.role = Role::kUser;
+  m.content.push_back(ContentBlock::Text(std::move(text)));
+  return m;
+}
+Message Message::Assistant(std::string text) {
+  Message m;
+  m.role = Role::kAssistant;
+  m.content.push_back(ContentBlock::Text(std::move(text)));
+  return m;
+}
+
+std::string Message::JoinedText() const {
+  std::string out;
+  for (const auto& b : content) {
+    if (b.type == BlockType::kText) out += b.text;
+  }
+  return out;
+}
+
+bool Message::HasToolUse() const {
+  for (const auto& b : content) {
+    if (b.type == BlockType::kToolUse) return true;
+  }
+  return false;
+}
+
+Usage& Usage::operator+=(const Usage& o) {
+  input_tokens += o.input_tokens;
+  output_tokens += o.output_tokens;
+  cache_read_tokens += o.cache_read_tokens;
+  cache_write_tokens += o.cache_write_tokens;
+  reasoning_tokens += o.reasoning_tokens;
+  return *this;
+}
+
+std::string_view CommandKindName(CommandKind kind) {
+  switch (kind) {
+    case CommandKind::kCode: return "code";
+    case CommandKind::kExplain: return "explain";
+    case CommandKind::kFix: return "fix";
+    case CommandKind::kPlan: return "plan";
+    case CommandKind::kBuild: return "build";
+  }
+  return "code";
+}
+
+std::optional<CommandKind> ParseCommandKind(std::string_view name) {
+  for (CommandKind k : {CommandKind::kCode, CommandKind::kExplain, CommandKind::kFix,
+                        CommandKind::kPlan, CommandKind::kBuild}) {
+    if (CommandKindName(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+bool IsReadOnly(CommandKind kind) {
+  switch (kind) {
+    case CommandKind::kPlan:
+    case CommandKind::kExplain:
+      return true;
+    case CommandKind::kCode:
+    case CommandKind::kFix:
+    case CommandKind::kBuild:
+      return false;
+  }
+  return false;
+}
+
+Budget DefaultBudget(CommandKind kind) {
+  Budget b;
+  switch (kind) {
+    case CommandKind::kCode: b.max_tool_calls = 20; b.max_tokens = 50'000; break;
+    case CommandKind::kExplain: b.max_tool_calls = 5; b.max_tokens = 20'000; break;
+    case CommandKind::kFix: b.max_tool_calls = 20; b.max_tokens = 50'000; break;
+    case CommandKind::kPlan: b.max_tool_calls = 8; b.max_tokens = 30'000; break;
+    case CommandKind::kBuild: b.max_tool_calls = 30; b.max_tokens = 80'000; break;
+  }
+  b.max_turns = 25;
+  return b;
+}
+
+std::string_view StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kCompleted: return "completed";
+    case StopReason::kBudgetExhausted: return "budget_exhausted";
+    case StopReason::kMaxTurns: return "max_turns";
+    case StopReason::kToolRefused: return "tool_refused";
+    case StopReason::kDenied: return "denied";
+    case StopReason::kPendingApproval: return "pending_approval";
+    case StopReason::kPendingQuestion: return "pending_question";
+    case StopReason::kAborted: return "aborted";
+    case StopReason::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+std::optional<StopReason> ParseStopReason(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(StopReason::kFailed); ++i) {
+    auto r = static_cast<StopReason>(i);
+    if (StopReasonName(r) == name) return r;
+  }
+  return std::nullopt;
+}
+
+std::string_view PendingKindName(PendingKind kind) {
+  return kind == PendingKind::kApproval ? "approval" : "question";
+}
+
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kToolUse: return "tool_use";
+    case FinishReason::kLength: return "length";
+  }
+  return "stop";
+}
+
+}  // namespace agentloop
