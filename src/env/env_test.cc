@@ -1,0 +1,131 @@
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "env/files.h"
+#include "env/process.h"
+
+namespace agentloop {
+namespace {
+
+ProcessOptions Bash(std::string command) {
+  ProcessOptions o;
+  o.argv = {"/bin/bash", "-c", std::move(command)};
+  o.env = {"PATH=/usr/bin:/bin", "MARK=1"};
+  return o;
+}
+
+TEST(RunProcessTest, ReportsExitCodeAndCombinedOutput) {
+  auto r = RunProcess(Bash("echo out; echo err >&2; exit 3"), {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->outcome, ProcessResult::Outcome::kExited);
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->output, "out\nerr\n");
+  EXPECT_FALSE(r->output_truncated);
+}
+
+TEST(RunProcessTest, StdinIsClosedAndEnvIsExactlyTheGivenOne) {
+  auto r = RunProcess(Bash("cat; echo \"[$MARK][${HOME-unset}]\""), {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output, "[1][unset]\n");
+}
+
+TEST(RunProcessTest, CapsOutputKeepingHeadAndTail) {
+  ProcessOptions o = Bash("echo HEAD; head -c 5000000 /dev/zero | tr '\\0' x; echo; echo TAIL");
+  o.output_cap = 1000;
+  auto r = RunProcess(o, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->output_truncated);
+  EXPECT_EQ(r->total_output_bytes, 5000000u + 11u);
+  EXPECT_EQ(r->output.rfind("HEAD\n", 0), 0u);
+  EXPECT_NE(r->output.find("bytes of output omitted"), std::string::npos);
+  EXPECT_EQ(r->output.substr(r->output.size() - 5), "TAIL\n");
+  EXPECT_LT(r->output.size(), 1200u);
+}
+
+TEST(RunProcessTest, TimeoutKillsTheWholeGroup) {
+  ProcessOptions o = Bash("sleep 300 & echo $!; sleep 300");
+  o.timeout = std::chrono::milliseconds(300);
+  auto r = RunProcess(o, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcome, ProcessResult::Outcome::kTimedOut);
+  // The group is gone: no member can receive a signal any more once reaped;
+  // until then kill(-pgid, 0) may still see zombies, so check liveness via
+  // /proc state instead.
+  int child = std::atoi(r->output.c_str());
+  ASSERT_GT(child, 0);
+  std::string stat_path = "/proc/" + std::to_string(child) + "/stat";
+  FILE* f = fopen(stat_path.c_str(), "r");
+  if (f != nullptr) {
+    char buf[512] = {};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    std::string s(buf, n);
+    size_t paren = s.rfind(')');
+    ASSERT_NE(paren, std::string::npos);
+    // SIGKILL is delivered before kill() returns for a sleeping process;
+    // it is dead (zombie or reaped), never running or sleeping.
+    char state = s[paren + 2];
+    EXPECT_TRUE(state == 'Z' || state == 'X') << s;
+  }
+}
+
+TEST(RunProcessTest, CancellationIsEventDriven) {
+  std::stop_source src;
+  std::thread canceller;
+  ProcessOptions o = Bash("echo started; exec sleep 300");
+  o.timeout = std::chrono::milliseconds(0);
+  // Cancel from another thread once the process exists: the request is
+  // processed by the stop_callback, whatever the ordering.
+  canceller = std::thread([&] { src.request_stop(); });
+  auto r = RunProcess(o, src.get_token());
+  canceller.join();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcome, ProcessResult::Outcome::kCancelled);
+}
+
+TEST(RunProcessTest, MissingProgramIsAnError) {
+  ProcessOptions o;
+  o.argv = {"/nonexistent/program"};
+  auto r = RunProcess(o, {});
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(ScrubbedEnvironmentTest, DropsNamedAndApiKeyVariables) {
+  auto env = ScrubbedEnvironment({"PATH"});
+  for (const auto& e : env) {
+    std::string name = e.substr(0, e.find('='));
+    EXPECT_NE(name, "PATH");
+    EXPECT_FALSE(name.size() >= 8 && name.substr(name.size() - 8) == "_API_KEY") << name;
+  }
+}
+
+TEST(WriteFileAtomicTest, ReplacesKeepingModeAndLeavesNoTemp) {
+  char tmpl[] = "/tmp/al_env_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::filesystem::path dir(tmpl);
+  auto file = dir / "f.sh";
+  ASSERT_TRUE(WriteFileAtomic(file, "one").ok());
+  chmod(file.c_str(), 0751);
+  ASSERT_TRUE(WriteFileAtomic(file, "two").ok());
+  auto back = ReadFileToString(file);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, "two");
+  struct stat st;
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0751u);
+  int entries = 0;
+  for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1);
+  EXPECT_EQ(ReadFileToString(dir / "missing").error().code(), Code::kNotFound);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace agentloop
