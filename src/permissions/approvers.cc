@@ -1,0 +1,222 @@
+// Console, durable, fail-closed and callback approvers.
+#include "permissions/approvers.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "agentloop/tool.h"
+#include "base/strings.h"
+
+namespace agentloop::permissions {
+namespace {
+
+constexpr std::string_view kBold = "\x1b[1m";
+constexpr std::string_view kReset = "\x1b[0m";
+
+std::string Cut(std::string_view s, size_t max_chars) {
+  if (s.size() <= max_chars) return std::string(s);
+  std::string_view head = TruncateUtf8(s, max_chars);
+  return std::string(head) + "… (" + std::to_string(s.size() - head.size()) + " more bytes)";
+}
+
+std::string Indent(std::string_view s, std::string_view pad) {
+  std::string out;
+  for (char c : s) {
+    out.push_back(c);
+    if (c == '\n') out.append(pad);
+  }
+  return out;
+}
+
+ApprovalDecision Stopped(const std::stop_token& stop) {
+  if (stop.stop_requested()) return ApprovalDecision::Deny("cancelled before an answer", "console");
+  return ApprovalDecision::Deny("no answer: console input closed", "console");
+}
+
+}  // namespace
+
+std::string FormatArguments(const Json& args, size_t max_chars) {
+  std::string out;
+  if (!args.is_object()) return "  " + Cut(DumpJson(args), max_chars) + "\n";
+  if (args.empty()) return "  (no arguments)\n";
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    std::string value;
+    if (it->is_string()) {
+      std::string s = SanitizeUtf8(it->get_ref<const std::string&>());
+      value = Indent(Cut(s, max_chars), "    ");
+    } else {
+      value = Cut(DumpJson(*it), max_chars);
+    }
+    out += "  " + it.key() + ": " + value + "\n";
+  }
+  return out;
+}
+
+ConsoleApprover::ConsoleApprover(std::istream& in, std::ostream& out, bool is_terminal,
+                                 std::shared_ptr<SessionApprovals> approvals)
+    : ConsoleApprover(in, out, is_terminal, std::move(approvals), Options{}) {}
+
+ConsoleApprover::ConsoleApprover(std::istream& in, std::ostream& out, bool is_terminal,
+                                 std::shared_ptr<SessionApprovals> approvals, Options options)
+    : in_(in),
+      out_(out),
+      is_terminal_(is_terminal),
+      approvals_(std::move(approvals)),
+      options_(options) {}
+
+std::optional<std::string> ConsoleApprover::ReadLine(const std::stop_token& stop) {
+  out_.flush();
+  if (stop.stop_requested()) return std::nullopt;
+  std::string line;
+  if (!std::getline(in_, line)) return std::nullopt;
+  if (stop.stop_requested()) return std::nullopt;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (!is_terminal_) out_ << line << "\n";
+  return line;
+}
+
+ApprovalDecision ConsoleApprover::Decide(const ApprovalRequest& request, std::stop_token stop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop.stop_requested()) return Stopped(stop);
+  if (request.kind == PendingKind::kQuestion) return DecideQuestion(request, stop);
+  return DecideApproval(request, stop);
+}
+
+ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
+                                                 const std::stop_token& stop) {
+  const std::string& tool = request.call.name.empty() ? request.spec.name : request.call.name;
+  out_ << "\n"
+       << (is_terminal_ ? kBold : "") << "Permission needed: " << tool
+       << (is_terminal_ ? kReset : "") << "\n";
+  if (!request.reason.empty()) out_ << "reason: " << request.reason << "\n";
+  out_ << "arguments:\n" << FormatArguments(request.call.input, options_.max_value_chars);
+  int invalid = 0;
+  while (true) {
+    out_ << "Allow? [y] once, [a] for this session, [n] deny, [e] edit arguments: ";
+    std::optional<std::string> line = ReadLine(stop);
+    if (!line) return Stopped(stop);
+    std::string answer = ToLower(Trim(*line));
+    if (answer == "y" || answer == "yes") return ApprovalDecision::Allow("console");
+    if (answer == "a" || answer == "always") {
+      if (approvals_) approvals_->Remember(tool, request.call.input);
+      ApprovalDecision d = ApprovalDecision::Allow("console");
+      d.remember_for_session = true;
+      return d;
+    }
+    if (answer == "n" || answer == "no") {
+      out_ << "Reason (optional, Enter to skip): ";
+      std::optional<std::string> why = ReadLine(stop);
+      if (!why && stop.stop_requested()) return Stopped(stop);
+      std::string reason = why ? std::string(Trim(*why)) : "";
+      if (reason.empty()) reason = "denied at the console";
+      return ApprovalDecision::Deny(reason, "console");
+    }
+    if (answer == "e" || answer == "edit") {
+      out_ << "current arguments: " << DumpJson(request.call.input) << "\n";
+      while (true) {
+        out_ << "New arguments as one line of JSON (empty line: back): ";
+        std::optional<std::string> text = ReadLine(stop);
+        if (!text) return Stopped(stop);
+        if (Trim(*text).empty()) break;
+        Result<Json> parsed = ParseJson(*text);
+        if (!parsed.ok()) {
+          out_ << "invalid JSON: " << parsed.error().message() << "\n";
+        } else if (!parsed->is_object()) {
+          out_ << "invalid arguments: expected a JSON object\n";
+        } else if (Status s = ValidateAgainstSchema(*parsed, request.spec.input_schema); !s.ok()) {
+          out_ << "invalid arguments: " << s.message() << "\n";
+        } else {
+          ApprovalDecision d = ApprovalDecision::Allow("console");
+          d.edited_input = std::move(*parsed);
+          return d;
+        }
+        if (++invalid >= options_.max_invalid_answers) {
+          return ApprovalDecision::Deny("too many invalid answers at the console", "console");
+        }
+      }
+      continue;
+    }
+    out_ << "Please answer y, a, n or e.\n";
+    if (++invalid >= options_.max_invalid_answers) {
+      return ApprovalDecision::Deny("too many invalid answers at the console", "console");
+    }
+  }
+}
+
+ApprovalDecision ConsoleApprover::DecideQuestion(const ApprovalRequest& request,
+                                                 const std::stop_token& stop) {
+  const Json& in = request.call.input;
+  std::string question = request.reason;
+  if (in.is_object() && in.contains("question") && in["question"].is_string()) {
+    question = in["question"].get<std::string>();
+  }
+  std::vector<std::string> options;
+  if (in.is_object() && in.contains("options") && in["options"].is_array()) {
+    for (const auto& o : in["options"]) options.push_back(o.is_string() ? o.get<std::string>() : DumpJson(o));
+  }
+  out_ << "\n" << (is_terminal_ ? kBold : "") << "[ask_user] " << (is_terminal_ ? kReset : "")
+       << question << "\n";
+  if (!options.empty()) {
+    out_ << "options:";
+    for (size_t i = 0; i < options.size(); ++i) out_ << "  " << (i + 1) << ") " << options[i];
+    out_ << "\n";
+  }
+  int invalid = 0;
+  while (true) {
+    out_ << "> ";
+    std::optional<std::string> line = ReadLine(stop);
+    if (!line) return Stopped(stop);
+    std::string answer(Trim(*line));
+    if (answer.empty()) {
+      if (++invalid >= options_.max_invalid_answers) {
+        return ApprovalDecision::Deny("no answer given at the console", "console");
+      }
+      continue;
+    }
+    if (!options.empty() && answer.size() <= 4 &&
+        std::all_of(answer.begin(), answer.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      size_t n = std::stoul(answer);
+      if (n >= 1 && n <= options.size()) answer = options[n - 1];
+    }
+    ApprovalDecision d = ApprovalDecision::Allow("console");
+    d.answer = std::move(answer);
+    return d;
+  }
+}
+
+ApprovalDecision DurableApprover::Decide(const ApprovalRequest&, std::stop_token stop) {
+  if (stop.stop_requested()) return ApprovalDecision::Deny("cancelled", "durable");
+  return ApprovalDecision::Defer("durable");
+}
+
+FailClosedApprover::FailClosedApprover(std::string hint) : hint_(std::move(hint)) {}
+
+ApprovalDecision FailClosedApprover::Decide(const ApprovalRequest& request, std::stop_token) {
+  const std::string& tool = request.call.name.empty() ? request.spec.name : request.call.name;
+  std::string what = request.kind == PendingKind::kQuestion
+                         ? "the question needs an answer"
+                         : "tool '" + tool + "' needs approval";
+  std::string hint = hint_.empty()
+                         ? "configure an approver (run on a terminal, use the durable or webhook "
+                           "approver) or add an allow rule"
+                         : hint_;
+  return ApprovalDecision::Deny(
+      "no approver available: " + what + " and nobody can be asked; " + hint, "fail-closed");
+}
+
+CallbackApprover::CallbackApprover(Fn fn) : fn_(std::move(fn)) {}
+
+ApprovalDecision CallbackApprover::Decide(const ApprovalRequest& request, std::stop_token stop) {
+  if (!fn_) return FailClosedApprover("the embedder's approver callback is empty").Decide(request, stop);
+  try {
+    ApprovalDecision d = fn_(request, stop);
+    if (d.by.empty()) d.by = "embedder";
+    return d;
+  } catch (const std::exception& e) {
+    return ApprovalDecision::Deny(std::string("approver callback failed: ") + e.what(), "embedder");
+  } catch (...) {
+    return ApprovalDecision::Deny("approver callback failed with an unknown exception", "embedder");
+  }
+}
+
+}  // namespace agentloop::permissions

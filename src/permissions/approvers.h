@@ -1,0 +1,111 @@
+// Approvers: who answers an `ask` (or an ask_user question) for the turn.
+//
+//  - ConsoleApprover: a person at a terminal (or any line-oriented streams).
+//  - DurableApprover: nobody is here; answers kDefer so the turn pauses and
+//    the engine saves a checkpoint (answered later by `agentloop approve`).
+//  - FailClosedApprover: no way to ask; denies with a reason that says so.
+//  - CallbackApprover: an embedder's function.
+//  - WebhookApprover (webhook.h): POSTs a signed notification, then defers.
+//
+// Thread-safety: every approver here accepts concurrent Decide calls; the
+// console serialises its prompts with a mutex.
+#pragma once
+
+#include <functional>
+#include <istream>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <stop_token>
+#include <string>
+
+#include "agentloop/permission.h"
+#include "permissions/policy.h"
+
+namespace agentloop::permissions {
+
+// Renders a call's arguments for a person: one `key: value` line per
+// top-level argument, strings shown as text (cut to `max_chars` with a note
+// of how much was left out, multi-line strings indented), other values as
+// compact JSON (cut likewise). Used by the console and `agentloop pending`.
+std::string FormatArguments(const Json& args, size_t max_chars = 400);
+
+class ConsoleApprover final : public Approver {
+ public:
+  struct Options {
+    size_t max_value_chars = 400;  // long argument values are cut
+    int max_invalid_answers = 20;  // then the call is denied
+  };
+
+  // `in`/`out` must outlive the approver. `approvals` (may be null) records
+  // "allow for this session" answers. `is_terminal`: when false the answers
+  // read are echoed to `out`, so a transcript of a scripted session reads
+  // like the terminal did.
+  ConsoleApprover(std::istream& in, std::ostream& out, bool is_terminal,
+                  std::shared_ptr<SessionApprovals> approvals = nullptr);
+  ConsoleApprover(std::istream& in, std::ostream& out, bool is_terminal,
+                  std::shared_ptr<SessionApprovals> approvals, Options options);
+
+  // Approvals: shows the tool, the reason and the arguments, then reads one
+  // of
+  //   y  allow once
+  //   a  allow for this session (this exact access; recorded in `approvals`
+  //      and flagged remember_for_session)
+  //   n  deny; then reads an optional reason line
+  //   e  edit the arguments: reads one line of JSON (an object that satisfies
+  //      the tool's schema); errors re-prompt, an empty line goes back
+  // Questions (kind kQuestion): prints the question and numbered options and
+  // reads an answer line (a number picks an option); returns kAllow with
+  // `answer`.
+  // Blocks on `in`. End of input, or `stop` requested before or after a read,
+  // gives kDeny. by = "console".
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override;
+
+ private:
+  // Reads one line; nullopt at end of input or when stopped.
+  std::optional<std::string> ReadLine(const std::stop_token& stop);
+  ApprovalDecision DecideApproval(const ApprovalRequest& request, const std::stop_token& stop);
+  ApprovalDecision DecideQuestion(const ApprovalRequest& request, const std::stop_token& stop);
+
+  std::istream& in_;
+  std::ostream& out_;
+  const bool is_terminal_;
+  std::shared_ptr<SessionApprovals> approvals_;
+  const Options options_;
+  std::mutex mu_;  // one prompt at a time
+};
+
+// Defers every request (by = "durable"). Records nothing itself: the engine
+// turns kDefer into a checkpoint and the `pending_approval` stop.
+class DurableApprover final : public Approver {
+ public:
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override;
+};
+
+// Denies every request with a reason naming the tool and how to fix it
+// (by = "fail-closed").
+class FailClosedApprover final : public Approver {
+ public:
+  // `hint` is appended to the reason, e.g. "run on a terminal or pass
+  // --approver durable". Empty: a generic hint.
+  explicit FailClosedApprover(std::string hint = "");
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override;
+
+ private:
+  std::string hint_;
+};
+
+// Wraps an embedder's function. A null function denies (fail closed); an
+// exception thrown by the function is caught and becomes a denial that
+// quotes it. An empty `by` in the returned decision is set to "embedder".
+class CallbackApprover final : public Approver {
+ public:
+  using Fn = std::function<ApprovalDecision(const ApprovalRequest&, std::stop_token)>;
+  explicit CallbackApprover(Fn fn);
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override;
+
+ private:
+  Fn fn_;
+};
+
+}  // namespace agentloop::permissions

@@ -1,0 +1,213 @@
+// Rule resolution, the session approval cache and explanations.
+#include "permissions/policy.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/strings.h"
+
+namespace agentloop {
+
+std::string_view DecisionName(Decision d) {
+  switch (d) {
+    case Decision::kAllow: return "allow";
+    case Decision::kAsk: return "ask";
+    case Decision::kDeny: return "deny";
+  }
+  return "deny";
+}
+
+PolicyVerdict DefaultPermissionPolicy::Evaluate(const ToolSpec& spec, const ToolCall&) const {
+  if (spec.mutates) {
+    return {Decision::kAsk, "no rule matched: default ask for mutating tool '" + spec.name + "'", ""};
+  }
+  return {Decision::kAllow, "no rule matched: default allow for read-only tool '" + spec.name + "'",
+          ""};
+}
+
+namespace permissions {
+namespace {
+
+int Strictness(Decision d) {
+  switch (d) {
+    case Decision::kAllow: return 0;
+    case Decision::kAsk: return 1;
+    case Decision::kDeny: return 2;
+  }
+  return 2;
+}
+
+// Key-sorted compact JSON, never throwing (invalid UTF-8 is replaced).
+std::string CanonicalJson(const Json& v) {
+  if (v.is_object()) {
+    std::vector<std::pair<std::string, const Json*>> items;
+    for (auto it = v.begin(); it != v.end(); ++it) items.emplace_back(it.key(), &it.value());
+    std::sort(items.begin(), items.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string out = "{";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += ",";
+      out += DumpJson(Json(items[i].first)) + ":" + CanonicalJson(*items[i].second);
+    }
+    return out + "}";
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) out += ",";
+      out += CanonicalJson(v[i]);
+    }
+    return out + "]";
+  }
+  return DumpJson(v);
+}
+
+}  // namespace
+
+RulesPolicy::RulesPolicy(RuleSet rules, PolicyOptions options)
+    : rules_(std::move(rules)), options_(std::move(options)) {}
+
+std::vector<RulesPolicy::Match> RulesPolicy::MatchingRules(const ToolSpec& spec,
+                                                           const Json& args) const {
+  std::vector<Match> out;
+  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  for (const Rule& r : rules_.rules) {
+    if (RuleApplies(r, spec.name, args, subject, options_.scope, options_.home)) {
+      out.push_back({&r, r.scope.Specificity()});
+    }
+  }
+  return out;
+}
+
+PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) const {
+  return Evaluate(spec, call.input);
+}
+
+PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) const {
+  if (options_.read_only_command && spec.mutates) {
+    return {Decision::kDeny,
+            "read-only command: mutating tool '" + spec.name +
+                "' is refused in plan mode (no rule can override this)",
+            ""};
+  }
+  std::vector<Match> matches = MatchingRules(spec, args);
+  const Match* best = nullptr;
+  for (const Match& m : matches) {
+    if (best == nullptr || m.specificity > best->specificity ||
+        (m.specificity == best->specificity &&
+         Strictness(m.rule->decision) > Strictness(best->rule->decision))) {
+      best = &m;
+    }
+  }
+  if (best != nullptr) {
+    return {best->rule->decision, "matched rule " + best->rule->Describe(),
+            best->rule->DisplayName()};
+  }
+  Decision d = spec.mutates ? options_.default_mutating : options_.default_read_only;
+  return {d,
+          "no rule matched: default " + std::string(DecisionName(d)) + " for " +
+              (spec.mutates ? "mutating" : "read-only") + " tool '" + spec.name + "'",
+          ""};
+}
+
+SessionApprovals::SessionApprovals(std::filesystem::path workspace)
+    : workspace_(std::move(workspace)) {}
+
+std::string SessionApprovals::AccessKey(std::string_view tool, const Json& args,
+                                        const std::filesystem::path& workspace) {
+  std::string key = ToLower(tool) + '\x1f';
+  PatternKind kind = PatternKindForTool(tool);
+  if (kind == PatternKind::kCommand && args.is_object() && args.contains("command") &&
+      args["command"].is_string()) {
+    return key + "command:" + args["command"].get<std::string>();
+  }
+  if (kind == PatternKind::kPath) {
+    CallSubject s = DescribeCall(tool, args, workspace);
+    if (s.path) {
+      return key + "path:" + (s.path->inside ? s.path->relative : s.path->absolute);
+    }
+  }
+  return key + "args:" + CanonicalJson(args);
+}
+
+void SessionApprovals::Remember(std::string_view tool, const Json& args) {
+  std::string k = AccessKey(tool, args, workspace_);
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_.insert(std::move(k));
+}
+
+bool SessionApprovals::Contains(std::string_view tool, const Json& args) const {
+  std::string k = AccessKey(tool, args, workspace_);
+  std::lock_guard<std::mutex> lock(mu_);
+  return keys_.count(k) > 0;
+}
+
+size_t SessionApprovals::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return keys_.size();
+}
+
+void SessionApprovals::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_.clear();
+}
+
+CachedPolicy::CachedPolicy(std::shared_ptr<const PermissionPolicy> inner,
+                           std::shared_ptr<const SessionApprovals> approvals)
+    : inner_(std::move(inner)), approvals_(std::move(approvals)) {}
+
+PolicyVerdict CachedPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) const {
+  PolicyVerdict v = inner_->Evaluate(spec, call);
+  if (v.decision == Decision::kAsk && approvals_->Contains(spec.name, call.input)) {
+    v.decision = Decision::kAllow;
+    v.reason = "allowed for this session (approved earlier for this exact access; was: " +
+               v.reason + ")";
+  }
+  return v;
+}
+
+std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, const Json& args) {
+  std::ostringstream out;
+  PolicyVerdict v = policy.Evaluate(spec, args);
+  out << "tool: " << spec.name << (spec.mutates ? " (mutating)" : " (read-only)") << "\n";
+  out << "decision: " << DecisionName(v.decision) << "\n";
+  out << "reason: " << v.reason << "\n";
+  out << "rule: " << (v.rule.empty() ? "(default)" : v.rule) << "\n";
+  const PolicyOptions& o = policy.options();
+  out << "scope: " << o.scope.tenant << "/" << o.scope.environment << "/" << o.scope.agent << "\n";
+  if (o.read_only_command) {
+    out << "read-only command: mutating tools are denied (plan mode)\n";
+  }
+  CallSubject s = DescribeCall(spec.name, args, o.workspace);
+  if (s.command_line) {
+    out << "simple commands:";
+    if (s.command_line->commands.empty()) out << " (none)";
+    out << "\n";
+    for (const auto& c : s.command_line->commands) {
+      out << "  " << c.text;
+      if (c.bare != c.text) out << "   [bare: " << c.bare << "]";
+      if (c.writes_file) out << "   [writes a file]";
+      out << "\n";
+    }
+    if (!s.command_line->complete) {
+      out << "  (not fully parsed: " << s.command_line->problem
+          << "; allow rules cannot match)\n";
+    }
+  }
+  if (s.path) {
+    out << "path: " << (s.path->inside ? s.path->relative : s.path->absolute)
+        << (s.path->inside ? "" : " (outside the workspace)") << "\n";
+  }
+  std::vector<RulesPolicy::Match> matches = policy.MatchingRules(spec, args);
+  out << "matching rules:";
+  if (matches.empty()) out << " (none)";
+  out << "\n";
+  for (const auto& m : matches) {
+    out << "  " << DecisionName(m.rule->decision) << " " << m.rule->Describe() << " specificity "
+        << m.specificity << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace permissions
+}  // namespace agentloop

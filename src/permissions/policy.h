@@ -1,0 +1,112 @@
+// Permission policies: resolving rules into one decision per call, the
+// session approval cache, and `permissions check` explanations.
+//
+// Resolution (RulesPolicy::Evaluate):
+//  1. In a read-only command (plan, explain) with `read_only_command` set, a
+//     mutating tool is denied, whatever the rules say.
+//  2. Among the rules that apply (rules.h: scope, tool, pattern, condition),
+//     the most specific scope wins (specificity = non-wildcard segments of
+//     `tenant/environment/agent`); within that specificity the strictest
+//     decision wins (deny > ask > allow); among equals the first declared is
+//     named in the reason.
+//  3. No rule applies: the default decision (ask for mutating tools, allow
+//     for read-only ones, unless configured).
+//
+// Thread-safety: RulesPolicy and CachedPolicy are immutable after
+// construction and safe for concurrent Evaluate calls. SessionApprovals is
+// internally synchronised.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agentloop/permission.h"
+#include "permissions/rules.h"
+
+namespace agentloop::permissions {
+
+struct PolicyOptions {
+  Scope scope;                      // where calls happen (for scoped rules)
+  std::filesystem::path workspace;  // absolute; paths are matched relative to it
+  std::string home;                 // expands `~/` in path patterns; empty: none
+  Decision default_mutating = Decision::kAsk;
+  Decision default_read_only = Decision::kAllow;
+  // Plan/explain: mutating tools are denied by Evaluate (the turn enforces
+  // this too; the flag lets `permissions check` show it).
+  bool read_only_command = false;
+};
+
+class RulesPolicy final : public PermissionPolicy {
+ public:
+  RulesPolicy(RuleSet rules, PolicyOptions options);
+
+  // See the file comment. Reasons look like
+  //   matched rule 'bash(git status*)' (allow, from ~/.config/agentloop/config.toml)
+  //   no rule matched: default ask for mutating tool 'write'
+  // `rule` is the deciding rule's DisplayName(), empty for a default.
+  PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall& call) const override;
+  PolicyVerdict Evaluate(const ToolSpec& spec, const Json& args) const;
+
+  struct Match {
+    const Rule* rule;  // points into rules()
+    int specificity;
+  };
+  // Every rule that applies to the call, in declaration order.
+  std::vector<Match> MatchingRules(const ToolSpec& spec, const Json& args) const;
+
+  const RuleSet& rules() const { return rules_; }
+  const PolicyOptions& options() const { return options_; }
+
+ private:
+  RuleSet rules_;
+  PolicyOptions options_;
+};
+
+// "Allow for this session": remembered per exact access. The key is the tool
+// plus the canonical access: for bash the exact command string, for file
+// tools the normalised path, for other tools the canonical (key-sorted) JSON
+// of the arguments. Thread-safe.
+class SessionApprovals {
+ public:
+  explicit SessionApprovals(std::filesystem::path workspace = {});
+
+  void Remember(std::string_view tool, const Json& args);
+  bool Contains(std::string_view tool, const Json& args) const;
+  size_t size() const;
+  void Clear();
+
+  // The cache key of one access (exposed for tests and the event log).
+  static std::string AccessKey(std::string_view tool, const Json& args,
+                               const std::filesystem::path& workspace);
+
+ private:
+  const std::filesystem::path workspace_;
+  mutable std::mutex mu_;
+  std::set<std::string> keys_;  // Guarded by mu_.
+};
+
+// Decorates a policy: an `ask` for an access approved for this session
+// becomes `allow`. Never changes `deny` or `allow`.
+class CachedPolicy final : public PermissionPolicy {
+ public:
+  // REQUIRES: both non-null.
+  CachedPolicy(std::shared_ptr<const PermissionPolicy> inner,
+               std::shared_ptr<const SessionApprovals> approvals);
+
+  PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall& call) const override;
+
+ private:
+  std::shared_ptr<const PermissionPolicy> inner_;
+  std::shared_ptr<const SessionApprovals> approvals_;
+};
+
+// For `agentloop permissions check TOOL JSON_ARGS`: the decision, the reason,
+// the rule that made it, every rule that applied, and for bash the simple
+// commands the line was split into. Several lines, ending with '\n'.
+std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, const Json& args);
+
+}  // namespace agentloop::permissions

@@ -1,0 +1,602 @@
+// Rule parsing, load-time checks and per-rule matching.
+#include "permissions/rules.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/strings.h"
+
+namespace agentloop::permissions {
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ToLower(a) == ToLower(b);
+}
+
+bool ValidToolChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.' || c == '*' || c == ':';
+}
+
+int Strictness(Decision d) {
+  switch (d) {
+    case Decision::kAllow: return 0;
+    case Decision::kAsk: return 1;
+    case Decision::kDeny: return 2;
+  }
+  return 2;
+}
+
+// Numbers, strings, booleans, null, arrays and objects are the categories
+// conditions compare within.
+int Category(const Json& v) {
+  if (v.is_number()) return 0;
+  if (v.is_string()) return 1;
+  if (v.is_boolean()) return 2;
+  if (v.is_null()) return 3;
+  if (v.is_array()) return 4;
+  return 5;
+}
+
+bool SameValue(const Json& a, const Json& b) {
+  if (Category(a) != Category(b)) return false;
+  if (a.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+// -1, 0, 1; nullopt when the two cannot be ordered.
+std::optional<int> Compare(const Json& a, const Json& b) {
+  if (a.is_number() && b.is_number()) {
+    double x = a.get<double>();
+    double y = b.get<double>();
+    if (std::isnan(x) || std::isnan(y)) return std::nullopt;
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  if (a.is_string() && b.is_string()) {
+    int c = a.get_ref<const std::string&>().compare(b.get_ref<const std::string&>());
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  return std::nullopt;
+}
+
+const Json* FindField(const Json& args, std::string_view path) {
+  const Json* cur = &args;
+  for (std::string_view seg : Split(path, '.')) {
+    if (cur->is_object()) {
+      auto it = cur->find(std::string(seg));
+      if (it == cur->end()) return nullptr;
+      cur = &*it;
+    } else if (cur->is_array()) {
+      if (seg.empty() || seg.size() > 9 ||
+          !std::all_of(seg.begin(), seg.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return nullptr;
+      }
+      size_t idx = std::stoul(std::string(seg));
+      if (idx >= cur->size()) return nullptr;
+      cur = &(*cur)[idx];
+    } else {
+      return nullptr;
+    }
+  }
+  return cur;
+}
+
+Status RuleError(std::string_view rule, std::string_view source, std::string_view what) {
+  std::string m = "rule '" + std::string(rule) + "'";
+  if (!source.empty()) m += " from " + std::string(source);
+  m += ": " + std::string(what);
+  return InvalidArgument(std::move(m));
+}
+
+Status CheckCondition(const Condition& c) {
+  if (c.field.empty()) return InvalidArgument("condition has an empty field");
+  for (std::string_view seg : Split(c.field, '.')) {
+    if (seg.empty()) return InvalidArgument("condition field '" + c.field + "' has an empty segment");
+  }
+  switch (c.op) {
+    case ConditionOp::kIn:
+      if (!c.value.is_array()) return InvalidArgument("condition op 'in' needs an array value");
+      break;
+    case ConditionOp::kGt:
+    case ConditionOp::kGte:
+    case ConditionOp::kLt:
+    case ConditionOp::kLte:
+      if (!c.value.is_number() && !c.value.is_string()) {
+        return InvalidArgument("condition op '" + std::string(ConditionOpName(c.op)) +
+                               "' needs a number or string value");
+      }
+      break;
+    default:
+      break;
+  }
+  return Status::Ok();
+}
+
+// "prefix" when `g` is `prefix*` (command) or `prefix/**` (path) with no
+// other wildcard; nullopt otherwise.
+std::optional<std::string> LiteralPrefix(const Rule& r) {
+  if (!r.pattern) return std::nullopt;
+  const std::string& p = *r.pattern;
+  std::string prefix;
+  PatternKind kind = PatternKindForTool(r.tool);
+  if (kind == PatternKind::kCommand && p.size() >= 1 && p.back() == '*' && !p.ends_with(":*")) {
+    prefix = p.substr(0, p.size() - 1);
+  } else if (kind == PatternKind::kPath && p.ends_with("/**")) {
+    prefix = p.substr(0, p.size() - 2);  // keeps the trailing '/'
+  } else {
+    return std::nullopt;
+  }
+  if (prefix.find_first_of("*?[]{}\\") != std::string::npos) return std::nullopt;
+  return prefix;
+}
+
+bool ToolNameCovers(const Rule& a, const Rule& b) {
+  if (a.tool == "*") return true;
+  if (b.tool_glob) return false;  // b is a glob: only `*` certainly covers it
+  return ToolNameMatches(a, b.tool);
+}
+
+bool MatchesPathPattern(const Rule& rule, const NormalizedPath& p, const std::string& home,
+                        bool widen) {
+  const Glob& g = *rule.pattern_glob;
+  const std::string& pat = *rule.pattern;
+  if (pat.starts_with("~/")) {
+    if (home.empty() || p.absolute.empty()) return false;
+    std::string h = home;
+    while (h.size() > 1 && h.back() == '/') h.pop_back();
+    if (!p.absolute.starts_with(h + "/")) return false;
+    return g.Matches("~/" + p.absolute.substr(h.size() + 1));
+  }
+  if (g.absolute()) return !p.absolute.empty() && g.Matches(p.absolute);
+  if (p.inside) return g.Matches(p.relative.empty() ? "." : p.relative);
+  // Outside the workspace: only ask/deny basename patterns reach it.
+  if (widen && g.basename_only()) {
+    return g.Matches(p.absolute.empty() ? p.relative : p.absolute);
+  }
+  return false;
+}
+
+bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
+  const Glob& g = *rule.pattern_glob;
+  const CommandLine& line = *s.command_line;
+  if (rule.decision == Decision::kAllow) {
+    if (!line.complete) return false;
+    if (line.commands.empty()) return g.Matches(Trim(s.command));
+    bool pattern_redirects = rule.pattern->find('>') != std::string::npos;
+    for (const auto& c : line.commands) {
+      if (c.writes_file && !pattern_redirects) return false;
+      if (!g.Matches(c.text)) return false;
+    }
+    return true;
+  }
+  for (const auto& c : line.commands) {
+    if (g.Matches(c.text) || g.Matches(c.bare)) return true;
+  }
+  // What could not be parsed is also tried whole.
+  if (!line.complete || line.commands.empty()) return g.Matches(Trim(s.command));
+  return false;
+}
+
+}  // namespace
+
+std::optional<Decision> ParseDecision(std::string_view name) {
+  std::string n = ToLower(Trim(name));
+  if (n == "allow") return Decision::kAllow;
+  if (n == "ask") return Decision::kAsk;
+  if (n == "deny") return Decision::kDeny;
+  return std::nullopt;
+}
+
+int ScopePattern::Specificity() const {
+  return (tenant != "*") + (environment != "*") + (agent != "*");
+}
+
+bool ScopePattern::Matches(const Scope& s) const {
+  return (tenant == "*" || tenant == s.tenant) &&
+         (environment == "*" || environment == s.environment) && (agent == "*" || agent == s.agent);
+}
+
+std::string ScopePattern::ToString() const { return tenant + "/" + environment + "/" + agent; }
+
+Result<ScopePattern> ParseScopePattern(std::string_view text) {
+  std::vector<std::string_view> segs = Split(Trim(text), '/');
+  if (segs.size() > 3) {
+    return InvalidArgument("scope '" + std::string(text) +
+                           "' has more than 3 segments (tenant/environment/agent)");
+  }
+  ScopePattern p;
+  std::string* slots[3] = {&p.tenant, &p.environment, &p.agent};
+  for (size_t k = 0; k < segs.size(); ++k) {
+    std::string_view seg = Trim(segs[k]);
+    if (seg.empty()) return InvalidArgument("scope '" + std::string(text) + "' has an empty segment");
+    if (seg != "*" && seg.find('*') != std::string_view::npos) {
+      return InvalidArgument("scope segment '" + std::string(seg) +
+                             "' must be a literal or '*' (no partial wildcards)");
+    }
+    *slots[k] = std::string(seg);
+  }
+  return p;
+}
+
+std::string_view ConditionOpName(ConditionOp op) {
+  switch (op) {
+    case ConditionOp::kEq: return "eq";
+    case ConditionOp::kNe: return "ne";
+    case ConditionOp::kGt: return "gt";
+    case ConditionOp::kGte: return "gte";
+    case ConditionOp::kLt: return "lt";
+    case ConditionOp::kLte: return "lte";
+    case ConditionOp::kIn: return "in";
+    case ConditionOp::kContains: return "contains";
+  }
+  return "eq";
+}
+
+std::optional<ConditionOp> ParseConditionOp(std::string_view name) {
+  for (int i = 0; i <= static_cast<int>(ConditionOp::kContains); ++i) {
+    auto op = static_cast<ConditionOp>(i);
+    if (ConditionOpName(op) == name) return op;
+  }
+  return std::nullopt;
+}
+
+bool EvaluateCondition(const Condition& c, const Json& args) {
+  const Json* f = FindField(args, c.field);
+  if (f == nullptr) return false;
+  switch (c.op) {
+    case ConditionOp::kEq:
+      return SameValue(*f, c.value);
+    case ConditionOp::kNe:
+      return Category(*f) == Category(c.value) && !SameValue(*f, c.value);
+    case ConditionOp::kGt:
+    case ConditionOp::kGte:
+    case ConditionOp::kLt:
+    case ConditionOp::kLte: {
+      std::optional<int> cmp = Compare(*f, c.value);
+      if (!cmp) return false;
+      if (c.op == ConditionOp::kGt) return *cmp > 0;
+      if (c.op == ConditionOp::kGte) return *cmp >= 0;
+      if (c.op == ConditionOp::kLt) return *cmp < 0;
+      return *cmp <= 0;
+    }
+    case ConditionOp::kIn:
+      if (!c.value.is_array()) return false;
+      for (const auto& e : c.value) {
+        if (SameValue(*f, e)) return true;
+      }
+      return false;
+    case ConditionOp::kContains:
+      if (f->is_string() && c.value.is_string()) {
+        return f->get_ref<const std::string&>().find(c.value.get_ref<const std::string&>()) !=
+               std::string::npos;
+      }
+      if (f->is_array()) {
+        for (const auto& e : *f) {
+          if (SameValue(e, c.value)) return true;
+        }
+      }
+      return false;
+  }
+  return false;
+}
+
+PatternKind PatternKindForTool(std::string_view tool) {
+  std::string t = ToLower(tool);
+  if (t == "bash") return PatternKind::kCommand;
+  if (t == "read" || t == "write" || t == "edit" || t == "grep" || t == "glob" || t == "ls") {
+    return PatternKind::kPath;
+  }
+  return PatternKind::kNone;
+}
+
+std::string Rule::DisplayName() const { return name.empty() ? text : name; }
+
+std::string Rule::Describe() const {
+  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionName(decision));
+  if (!name.empty()) out += ", " + text;
+  if (scope.Specificity() > 0) out += ", scope " + scope.ToString();
+  if (condition) {
+    out += ", when " + condition->field + " " + std::string(ConditionOpName(condition->op)) + " " +
+           DumpJson(condition->value);
+  }
+  if (!source.empty()) out += ", from " + source;
+  out += ")";
+  return out;
+}
+
+bool ToolNameMatches(const Rule& rule, std::string_view tool) {
+  if (rule.tool == "*") return true;
+  if (rule.tool_glob) return rule.tool_glob->Matches(ToLower(tool));
+  return EqualsIgnoreCase(rule.tool, tool);
+}
+
+Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source) {
+  std::string_view t = Trim(text);
+  if (t.empty()) return RuleError(text, source, "empty rule");
+  Rule r;
+  r.decision = decision;
+  r.source = std::move(source);
+  size_t open = t.find('(');
+  std::string_view tool = t;
+  if (open != std::string_view::npos) {
+    if (t.back() != ')') return RuleError(t, r.source, "unbalanced parentheses (missing ')')");
+    tool = Trim(t.substr(0, open));
+    r.pattern = std::string(t.substr(open + 1, t.size() - open - 2));
+  } else if (t.find(')') != std::string_view::npos) {
+    return RuleError(t, r.source, "unbalanced parentheses (')' without '(')");
+  }
+  if (tool.empty()) return RuleError(t, r.source, "missing tool name before '('");
+  for (char c : tool) {
+    if (!ValidToolChar(c)) {
+      return RuleError(t, r.source, "invalid character '" + std::string(1, c) + "' in tool name");
+    }
+  }
+  r.tool = std::string(tool);
+  if (r.tool != "*" && r.tool.find('*') != std::string::npos) {
+    auto g = Glob::Compile(ToLower(r.tool), GlobMode::kCommand);
+    if (!g.ok()) return RuleError(t, r.source, g.error().message());
+    r.tool_glob = std::make_shared<const Glob>(std::move(*g));
+  }
+  if (r.pattern) {
+    PatternKind kind = PatternKindForTool(r.tool);
+    if (kind == PatternKind::kNone) {
+      return RuleError(t, r.source,
+                       "tool '" + r.tool +
+                           "' takes no pattern (patterns apply to bash and to read, write, edit, "
+                           "grep, glob, ls); use a condition ('when') instead");
+    }
+    auto g = Glob::Compile(*r.pattern, kind == PatternKind::kCommand ? GlobMode::kCommand
+                                                                     : GlobMode::kPath);
+    if (!g.ok()) return RuleError(t, r.source, "pattern does not parse: " + g.error().message());
+    r.pattern_glob = std::make_shared<const Glob>(std::move(*g));
+    r.text = r.tool + "(" + *r.pattern + ")";
+  } else {
+    r.text = r.tool;
+  }
+  return r;
+}
+
+Result<Rule> ParseRuleTable(const Json& table, std::string source) {
+  if (!table.is_object()) return InvalidArgument("rule table from " + source + " is not a table");
+  std::string label = table.contains("name") && table["name"].is_string()
+                          ? table["name"].get<std::string>()
+                          : (table.contains("rule") && table["rule"].is_string()
+                                 ? table["rule"].get<std::string>()
+                                 : DumpJson(table));
+  static const std::vector<std::string> kKeys = {"name",  "rule",  "tool", "pattern",
+                                                 "scope", "when",  "decision"};
+  for (auto it = table.begin(); it != table.end(); ++it) {
+    if (std::find(kKeys.begin(), kKeys.end(), it.key()) == kKeys.end()) {
+      return RuleError(label, source,
+                       "unknown key '" + it.key() +
+                           "' (expected name, rule, tool, pattern, decision, scope, when)");
+    }
+  }
+  auto str = [&](const char* key) -> Result<std::optional<std::string>> {
+    auto it = table.find(key);
+    if (it == table.end()) return std::optional<std::string>();
+    if (!it->is_string()) return RuleError(label, source, std::string("'") + key + "' must be a string");
+    return std::optional<std::string>(it->get<std::string>());
+  };
+  AL_ASSIGN_OR_RETURN(auto decision_s, str("decision"));
+  if (!decision_s) return RuleError(label, source, "missing 'decision' (allow, ask or deny)");
+  std::optional<Decision> decision = ParseDecision(*decision_s);
+  if (!decision) {
+    return RuleError(label, source, "decision '" + *decision_s + "' is not allow, ask or deny");
+  }
+  AL_ASSIGN_OR_RETURN(auto rule_s, str("rule"));
+  AL_ASSIGN_OR_RETURN(auto tool_s, str("tool"));
+  AL_ASSIGN_OR_RETURN(auto pattern_s, str("pattern"));
+  AL_ASSIGN_OR_RETURN(auto name_s, str("name"));
+  AL_ASSIGN_OR_RETURN(auto scope_s, str("scope"));
+  std::string text;
+  if (rule_s) {
+    if (tool_s || pattern_s) return RuleError(label, source, "give either 'rule' or 'tool', not both");
+    text = *rule_s;
+  } else if (tool_s) {
+    text = pattern_s ? *tool_s + "(" + *pattern_s + ")" : *tool_s;
+  } else {
+    return RuleError(label, source, "missing 'rule' or 'tool'");
+  }
+  auto parsed = ParseRule(text, *decision, source);
+  if (!parsed.ok()) return parsed.error();
+  Rule r = std::move(*parsed);
+  if (name_s) r.name = *name_s;
+  if (scope_s) {
+    auto sp = ParseScopePattern(*scope_s);
+    if (!sp.ok()) return RuleError(label, source, sp.error().message());
+    r.scope = *sp;
+  }
+  if (auto w = table.find("when"); w != table.end()) {
+    if (!w->is_object()) return RuleError(label, source, "'when' must be a table {field, op, value}");
+    for (auto it = w->begin(); it != w->end(); ++it) {
+      if (it.key() != "field" && it.key() != "op" && it.key() != "value") {
+        return RuleError(label, source, "unknown key '" + it.key() + "' in 'when'");
+      }
+    }
+    if (!w->contains("field") || !(*w)["field"].is_string()) {
+      return RuleError(label, source, "'when.field' must be a string");
+    }
+    if (!w->contains("op") || !(*w)["op"].is_string()) {
+      return RuleError(label, source, "'when.op' must be a string");
+    }
+    if (!w->contains("value")) return RuleError(label, source, "'when.value' is missing");
+    Condition c;
+    c.field = (*w)["field"].get<std::string>();
+    std::string op = (*w)["op"].get<std::string>();
+    std::optional<ConditionOp> parsed_op = ParseConditionOp(op);
+    if (!parsed_op) {
+      return RuleError(label, source,
+                       "unknown op '" + op + "' (eq, ne, gt, gte, lt, lte, in, contains)");
+    }
+    c.op = *parsed_op;
+    c.value = (*w)["value"];
+    if (Status s = CheckCondition(c); !s.ok()) return RuleError(label, source, s.message());
+    r.condition = std::move(c);
+  }
+  return r;
+}
+
+bool RuleCovers(const Rule& a, const Rule& b) {
+  if (!(a.scope == b.scope)) return false;
+  if (!ToolNameCovers(a, b)) return false;
+  if (a.condition && !(b.condition && *a.condition == *b.condition)) return false;
+  if (!a.pattern || a.pattern_glob->MatchesEverything()) return true;
+  if (!b.pattern) return false;
+  if (*a.pattern == *b.pattern) return true;
+  std::optional<std::string> prefix = LiteralPrefix(a);
+  if (!prefix) return false;
+  if (PatternKindForTool(a.tool) == PatternKind::kPath) {
+    // `dir/**` also matches `dir` itself.
+    std::string_view dir = std::string_view(*prefix).substr(0, prefix->size() - 1);
+    if (*b.pattern == dir) return true;
+  }
+  return b.pattern->starts_with(*prefix);
+}
+
+Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOptions& options) {
+  RuleSet set;
+  std::vector<std::string> errors;
+  for (const RuleSource& src : sources) {
+    auto add_list = [&](const std::vector<std::string>& list, Decision d) {
+      for (const auto& text : list) {
+        auto r = ParseRule(text, d, src.source);
+        if (r.ok()) {
+          set.rules.push_back(std::move(*r));
+        } else {
+          errors.push_back(r.error().message());
+        }
+      }
+    };
+    add_list(src.deny, Decision::kDeny);
+    add_list(src.ask, Decision::kAsk);
+    add_list(src.allow, Decision::kAllow);
+    for (const Json& t : src.tables) {
+      auto r = ParseRuleTable(t, src.source);
+      if (r.ok()) {
+        set.rules.push_back(std::move(*r));
+      } else {
+        errors.push_back(r.error().message());
+      }
+    }
+  }
+  if (!errors.empty()) {
+    std::string m;
+    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e;
+    return InvalidArgument(std::move(m));
+  }
+  for (const Rule& r : set.rules) {
+    std::string where = r.source.empty() ? "" : " from " + r.source;
+    if (!options.known_tools.empty() && r.tool != "*" && !r.tool_glob &&
+        !ToLower(r.tool).starts_with("mcp__")) {
+      bool known = std::any_of(options.known_tools.begin(), options.known_tools.end(),
+                               [&](const std::string& k) { return EqualsIgnoreCase(k, r.tool); });
+      if (!known) {
+        std::string list;
+        for (const auto& k : options.known_tools) list += (list.empty() ? "" : ", ") + k;
+        set.warnings.push_back("rule '" + r.text + "'" + where + " can never match: no tool named '" +
+                               r.tool + "' (known: " + list + ")");
+      }
+    }
+    if (r.pattern && Trim(*r.pattern).empty()) {
+      set.warnings.push_back("rule '" + r.text + "'" + where +
+                             " has an empty pattern and can never match");
+    }
+  }
+  for (size_t i = 0; i < set.rules.size(); ++i) {
+    const Rule& weak = set.rules[i];
+    for (size_t j = 0; j < set.rules.size(); ++j) {
+      const Rule& strong = set.rules[j];
+      if (i == j || Strictness(strong.decision) <= Strictness(weak.decision)) continue;
+      if (RuleCovers(strong, weak)) {
+        set.warnings.push_back("rule " + weak.Describe() + " never takes effect: rule " +
+                               strong.Describe() + " is stricter and matches everything it does");
+        break;
+      }
+    }
+  }
+  return set;
+}
+
+NormalizedPath NormalizeToolPath(std::string_view path, const std::filesystem::path& workspace) {
+  namespace fs = std::filesystem;
+  NormalizedPath out;
+  fs::path p(std::string{path});
+  auto strip = [](std::string s) {
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+  };
+  if (p.is_relative() && workspace.empty()) {
+    std::string rel = strip(p.lexically_normal().generic_string());
+    if (rel.empty()) rel = ".";
+    out.relative = rel;
+    out.inside = rel != ".." && !rel.starts_with("../");
+    return out;
+  }
+  fs::path abs = p.is_relative() ? (workspace / p) : p;
+  out.absolute = strip(abs.lexically_normal().generic_string());
+  if (!workspace.empty()) {
+    fs::path ws = workspace.lexically_normal();
+    std::string ws_s = strip(ws.generic_string());
+    if (out.absolute == ws_s) {
+      out.relative = ".";
+      out.inside = true;
+    } else if (out.absolute.starts_with(ws_s == "/" ? "/" : ws_s + "/")) {
+      out.relative = out.absolute.substr(ws_s == "/" ? 1 : ws_s.size() + 1);
+      out.inside = true;
+    }
+  }
+  return out;
+}
+
+CallSubject DescribeCall(std::string_view tool, const Json& args,
+                         const std::filesystem::path& workspace) {
+  CallSubject s;
+  s.kind = PatternKindForTool(tool);
+  if (!args.is_object()) return s;
+  if (s.kind == PatternKind::kCommand) {
+    auto it = args.find("command");
+    if (it != args.end() && it->is_string()) {
+      s.command = it->get<std::string>();
+      s.command_line = SplitCommandLine(s.command);
+    }
+  } else if (s.kind == PatternKind::kPath) {
+    const Json* p = nullptr;
+    if (auto it = args.find("file_path"); it != args.end() && it->is_string()) p = &*it;
+    if (p == nullptr) {
+      if (auto it = args.find("path"); it != args.end() && it->is_string()) p = &*it;
+    }
+    std::string t = ToLower(tool);
+    if (p != nullptr && !p->get_ref<const std::string&>().empty()) {
+      s.path = NormalizeToolPath(p->get_ref<const std::string&>(), workspace);
+    } else if (p == nullptr && (t == "grep" || t == "glob" || t == "ls")) {
+      s.path = NormalizeToolPath(".", workspace);
+    }
+  }
+  return s;
+}
+
+bool RuleApplies(const Rule& rule, std::string_view tool, const Json& args,
+                 const CallSubject& subject, const Scope& scope, const std::string& home) {
+  if (!rule.scope.Matches(scope)) return false;
+  if (!ToolNameMatches(rule, tool)) return false;
+  if (rule.pattern) {
+    bool widen = rule.decision != Decision::kAllow;
+    switch (PatternKindForTool(rule.tool)) {
+      case PatternKind::kCommand:
+        if (!subject.command_line) return false;
+        if (!MatchesCommandPattern(rule, subject)) return false;
+        break;
+      case PatternKind::kPath:
+        if (!subject.path) return false;
+        if (!MatchesPathPattern(rule, *subject.path, home, widen)) return false;
+        break;
+      case PatternKind::kNone:
+        return false;
+    }
+  }
+  if (rule.condition && !EvaluateCondition(*rule.condition, args)) return false;
+  return true;
+}
+
+}  // namespace agentloop::permissions

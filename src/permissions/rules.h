@@ -1,0 +1,198 @@
+// Permission rules: what they are, how they are written, and whether one
+// applies to a tool call. Resolution among rules is in policy.h.
+//
+// A rule is `tool` or `tool(pattern)` plus a decision (allow, ask, deny),
+// optionally a name, a scope `tenant/environment/agent` (`*` wildcards) and a
+// condition on the arguments `{field, op, value}`. Examples:
+//   bash(git status*)   read(src/**)   edit(*.md)   write(secrets/**)
+//   *                   bash           mcp__github__create_issue
+//
+// Patterns (see glob.h for the glob syntax):
+//  - bash: matched against every simple command of the command line (see
+//    shell_split.h). An allow rule applies only if EVERY simple command
+//    matches, the line could be fully parsed, and no command redirects output
+//    to a file (unless the pattern itself contains '>'); an ask or deny rule
+//    applies if ANY simple command matches, also in its "bare" form
+//    (`sudo /bin/rm x` is caught by `rm*`).
+//  - read, write, edit, grep, glob, ls: a path glob on the `file_path` (or
+//    `path`) argument, normalised relative to the workspace; grep, glob and ls
+//    without a path mean the workspace root ("."). Relative patterns match
+//    paths inside the workspace; `/abs/**` and `~/...` match absolute paths.
+//    A pattern without '/' matches the last component anywhere (`.env`);
+//    for ask/deny rules also outside the workspace.
+//  - other tools take no pattern (use a condition instead).
+//
+// Tool names compare case-insensitively (`Bash(ls)` = `bash(ls)`); a tool
+// name may contain `*` (`mcp__github__*`).
+//
+// Thread-safety: Rule and RuleSet are immutable values after parsing; the
+// compiled matchers they hold are shared and immutable.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/json.h"
+#include "agentloop/permission.h"
+#include "agentloop/status.h"
+#include "permissions/glob.h"
+#include "permissions/shell_split.h"
+
+namespace agentloop::permissions {
+
+// "allow" | "ask" | "deny" (case-insensitive) -> Decision.
+std::optional<Decision> ParseDecision(std::string_view name);
+
+// Where a call happens, for scoped rules.
+struct Scope {
+  std::string tenant = "default";
+  std::string environment = "production";
+  std::string agent = "agentloop";
+};
+
+// `tenant/environment/agent`, each a literal or `*`.
+struct ScopePattern {
+  std::string tenant = "*";
+  std::string environment = "*";
+  std::string agent = "*";
+
+  // Number of non-wildcard segments (0..3).
+  int Specificity() const;
+  bool Matches(const Scope& scope) const;
+  std::string ToString() const;  // "acme/*/*"
+  bool operator==(const ScopePattern&) const = default;
+};
+
+// Parses "a/b/c"; fewer segments are padded with `*` ("acme" =
+// "acme/*/*"). Errors: more than 3 segments, an empty segment, a segment
+// that mixes `*` with other characters.
+Result<ScopePattern> ParseScopePattern(std::string_view text);
+
+enum class ConditionOp { kEq, kNe, kGt, kGte, kLt, kLte, kIn, kContains };
+std::string_view ConditionOpName(ConditionOp op);
+std::optional<ConditionOp> ParseConditionOp(std::string_view name);
+
+// A test on one argument. `field` is a dot path into the arguments
+// ("options.depth", "files.0"). No expressions are evaluated.
+struct Condition {
+  std::string field;
+  ConditionOp op = ConditionOp::kEq;
+  Json value;
+
+  bool operator==(const Condition&) const = default;
+};
+
+// True when the condition holds. A missing field, or a field whose type does
+// not fit the operation (a string compared with gt to a number), is false:
+// the rule does not apply and resolution falls through to other rules.
+//  eq/ne: same JSON type (numbers compare numerically, 1 == 1.0);
+//  gt/gte/lt/lte: two numbers, or two strings (byte order);
+//  in: `value` is an array holding an element equal to the field;
+//  contains: a string field containing the string `value`, or an array
+//  field holding an element equal to `value`.
+bool EvaluateCondition(const Condition& condition, const Json& args);
+
+// How a tool's pattern is interpreted.
+enum class PatternKind { kNone, kCommand, kPath };
+PatternKind PatternKindForTool(std::string_view tool);
+
+struct Rule {
+  std::string name;                    // optional, for messages
+  std::string tool;                    // "*", a tool name, or a name glob
+  std::optional<std::string> pattern;  // as written, without the parentheses
+  std::optional<Condition> condition;
+  ScopePattern scope;
+  Decision decision = Decision::kAsk;
+  std::string source;  // where it came from: a config file path, "--allow", ...
+  std::string text;    // canonical `tool` or `tool(pattern)`
+
+  // Compiled matchers (null when absent). Shared, immutable.
+  std::shared_ptr<const Glob> pattern_glob;
+  std::shared_ptr<const Glob> tool_glob;  // only when `tool` has a wildcard
+
+  // The name if set, else `text`.
+  std::string DisplayName() const;
+  // "'bash(git status*)' (allow, from --allow)", with the scope and the
+  // condition when present.
+  std::string Describe() const;
+};
+
+struct RuleSet {
+  std::vector<Rule> rules;            // declaration order
+  std::vector<std::string> warnings;  // rules that can never take effect
+};
+
+// One layer of rules as configuration and flags give them.
+struct RuleSource {
+  std::string source;  // e.g. "~/.config/agentloop/config.toml" or "--allow"
+  std::vector<std::string> allow;
+  std::vector<std::string> ask;
+  std::vector<std::string> deny;
+  // Structured rules: objects with `rule` ("bash(git *)") or `tool` (plus
+  // optional `pattern`), `decision` (required), and optional `name`, `scope`
+  // ("tenant/env/agent") and `when` ({field, op, value}). Unknown keys are
+  // errors (a misspelt `when` must not silently widen a rule).
+  std::vector<Json> tables;
+};
+
+struct ParseOptions {
+  // Tools the session has; rules naming other tools get a warning (tools
+  // named `mcp__*` are exempt: MCP servers are discovered later). Empty: no
+  // check.
+  std::vector<std::string> known_tools;
+};
+
+// Parses `bash(git status*)`, `read(src/**)`, `*`, `bash`, `mcp__x__y`.
+// Errors (kInvalidArgument) name the rule and the source: an empty rule, a
+// bad tool name, unbalanced parentheses, a pattern on a tool that takes
+// none, a pattern that does not compile.
+Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source);
+
+// Parses one structured rule (see RuleSource::tables).
+Result<Rule> ParseRuleTable(const Json& table, std::string source);
+
+// Parses every layer, in order. All errors are reported together (one
+// kInvalidArgument, messages joined by "; "); nothing is half-loaded.
+// Warnings: unknown tools, empty patterns, rules shadowed by a stricter rule
+// of the same scope that matches everything they do.
+Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources,
+                           const ParseOptions& options = {});
+
+// Whether `a` applies to every call `b` applies to (used for shadowing
+// warnings; conservative: false when unsure).
+bool RuleCovers(const Rule& a, const Rule& b);
+
+// A file path argument, normalised.
+struct NormalizedPath {
+  // Relative to the workspace ("." is the root); empty if outside (when no
+  // workspace is known: the normalised relative path, maybe "../x").
+  std::string relative;
+  std::string absolute;  // empty when no workspace is known and the path is relative
+  bool inside = false;   // within the workspace (or relative with no `..` when unknown)
+};
+NormalizedPath NormalizeToolPath(std::string_view path, const std::filesystem::path& workspace);
+
+// What a rule pattern is matched against, computed once per call.
+struct CallSubject {
+  PatternKind kind = PatternKind::kNone;
+  std::string command;                     // bash: the raw command string
+  std::optional<CommandLine> command_line; // bash: split
+  std::optional<NormalizedPath> path;      // file tools: the path argument
+};
+CallSubject DescribeCall(std::string_view tool, const Json& args,
+                         const std::filesystem::path& workspace);
+
+// Whether `rule` applies to a call of `tool` with `args` in `scope` (tool
+// name, pattern per the rule's decision, condition, scope). `home` expands
+// `~/` in path patterns (empty: such patterns match nothing).
+bool RuleApplies(const Rule& rule, std::string_view tool, const Json& args,
+                 const CallSubject& subject, const Scope& scope, const std::string& home);
+
+// Whether `rule.tool` names `tool` (case-insensitive, globs, `*`).
+bool ToolNameMatches(const Rule& rule, std::string_view tool);
+
+}  // namespace agentloop::permissions
