@@ -61,15 +61,21 @@ struct ApprovalRequest {
 struct ApprovalDecision {
   enum class Kind { kAllow, kDeny, kDefer };
   Kind kind = Kind::kDeny;
-  std::string reason;               // kDeny: shown to the model and the log
-  std::optional<Json> edited_input; // kAllow: run with these arguments instead
-  std::string answer;               // kAllow of a kQuestion: the person's answer
+  std::string reason;                 // kDeny: shown to the model and the log
+  std::optional<Json> edited_input;   // kAllow: run with these arguments instead
+  std::string answer;                 // kAllow of a kQuestion: the person's answer
   bool remember_for_session = false;  // kAllow: allow this exact access again without asking
-  std::string by;                   // who decided: "console", "webhook", "embedder", ...
+  std::string by;                     // who decided: "console", "webhook", "embedder", ...
 
-  static ApprovalDecision Allow(std::string by) { return {Kind::kAllow, "", std::nullopt, "", false, std::move(by)}; }
-  static ApprovalDecision Deny(std::string why, std::string by) { return {Kind::kDeny, std::move(why), std::nullopt, "", false, std::move(by)}; }
-  static ApprovalDecision Defer(std::string by) { return {Kind::kDefer, "", std::nullopt, "", false, std::move(by)}; }
+  static ApprovalDecision Allow(std::string by) {
+    return {Kind::kAllow, "", std::nullopt, "", false, std::move(by)};
+  }
+  static ApprovalDecision Deny(std::string why, std::string by) {
+    return {Kind::kDeny, std::move(why), std::nullopt, "", false, std::move(by)};
+  }
+  static ApprovalDecision Defer(std::string by) {
+    return {Kind::kDefer, "", std::nullopt, "", false, std::move(by)};
+  }
 };
 
 class Approver {

@@ -19,11 +19,11 @@
 namespace agentloop {
 
 struct RunnerDeps {
-  ModelProvider* provider = nullptr;   // required
-  const ToolRegistry* tools = nullptr; // required
-  Approver* approver = nullptr;        // null: every `ask` is denied (fail closed)
-  StreamSink* stream = nullptr;        // optional extra display sink for deltas
-  ToolContext tool_context;            // workspace, ledger, scrubbed env
+  ModelProvider* provider = nullptr;    // required
+  const ToolRegistry* tools = nullptr;  // required
+  Approver* approver = nullptr;         // null: every `ask` is denied (fail closed)
+  StreamSink* stream = nullptr;         // optional extra display sink for deltas
+  ToolContext tool_context;             // workspace, ledger, scrubbed env
 };
 
 // Runs `turn` (already Start()ed) to completion.

@@ -66,7 +66,9 @@ inline Status InvalidArgument(std::string m) { return {Code::kInvalidArgument, s
 inline Status NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
 inline Status AlreadyExists(std::string m) { return {Code::kAlreadyExists, std::move(m)}; }
 inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
-inline Status FailedPrecondition(std::string m) { return {Code::kFailedPrecondition, std::move(m)}; }
+inline Status FailedPrecondition(std::string m) {
+  return {Code::kFailedPrecondition, std::move(m)};
+}
 inline Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
 inline Status DeadlineExceeded(std::string m) { return {Code::kDeadlineExceeded, std::move(m)}; }
 inline Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
@@ -85,7 +87,7 @@ bool IsRetryable(const Status& status);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result constructed from an OK Status");
   }
@@ -119,14 +121,15 @@ class [[nodiscard]] Result {
 #define AL_CONCAT_(a, b) AL_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define AL_RETURN_IF_ERROR(expr)                    \
-  do {                                              \
-    ::agentloop::Status al_status_ = (expr);        \
-    if (!al_status_.ok()) return al_status_;        \
+#define AL_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::agentloop::Status al_status_ = (expr); \
+    if (!al_status_.ok()) return al_status_; \
   } while (0)
 
 // AL_ASSIGN_OR_RETURN(auto x, FunctionReturningResult());
-#define AL_ASSIGN_OR_RETURN(lhs, expr) AL_ASSIGN_OR_RETURN_IMPL_(AL_CONCAT_(al_r_, __LINE__), lhs, expr)
+#define AL_ASSIGN_OR_RETURN(lhs, expr) \
+  AL_ASSIGN_OR_RETURN_IMPL_(AL_CONCAT_(al_r_, __LINE__), lhs, expr)
 #define AL_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.has_value()) return tmp.error();       \

@@ -109,18 +109,18 @@ struct ToolSpec {
   std::string name;
   std::string description;
   Json input_schema = Json::object();  // JSON Schema (object)
-  bool mutates = false;        // writes files, runs commands: refused in read-only commands
-  bool parallel_safe = false;  // may run concurrently with neighbouring safe calls
+  bool mutates = false;                // writes files, runs commands: refused in read-only commands
+  bool parallel_safe = false;          // may run concurrently with neighbouring safe calls
 
   bool operator==(const ToolSpec&) const = default;
 };
 
 struct Usage {
-  int64_t input_tokens = 0;        // uncached prompt tokens
-  int64_t output_tokens = 0;       // includes reasoning tokens
+  int64_t input_tokens = 0;   // uncached prompt tokens
+  int64_t output_tokens = 0;  // includes reasoning tokens
   int64_t cache_read_tokens = 0;
   int64_t cache_write_tokens = 0;
-  int64_t reasoning_tokens = 0;    // part of output_tokens, reported separately
+  int64_t reasoning_tokens = 0;  // part of output_tokens, reported separately
 
   // Tokens charged against a token budget: everything read or written.
   int64_t Total() const {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agentloop/status.h"
+
 #include "base/ids.h"
 #include "base/strings.h"
 
@@ -60,7 +61,10 @@ TEST(IdsTest, UuidShapeAndUniqueness) {
 TEST(StringsTest, Utf8) {
   EXPECT_TRUE(IsValidUtf8("h\xC3\xA9llo"));
   EXPECT_FALSE(IsValidUtf8("bad\xFF"));
-  EXPECT_EQ(SanitizeUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(SanitizeUtf8("a\xFF"
+                         "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(TruncateUtf8("h\xC3\xA9", 2), "h");
   EXPECT_FALSE(IsValidUtf8("\xED\xA0\x80"));  // lone surrogate
 }

@@ -4,20 +4,34 @@ namespace agentloop {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotFound: return "not_found";
-    case Code::kAlreadyExists: return "already_exists";
-    case Code::kPermissionDenied: return "permission_denied";
-    case Code::kFailedPrecondition: return "failed_precondition";
-    case Code::kResourceExhausted: return "resource_exhausted";
-    case Code::kDeadlineExceeded: return "deadline_exceeded";
-    case Code::kCancelled: return "cancelled";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kDataLoss: return "data_loss";
-    case Code::kInternal: return "internal";
-    case Code::kPromptTooLong: return "prompt_too_long";
-    case Code::kBusy: return "busy";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kAlreadyExists:
+      return "already_exists";
+    case Code::kPermissionDenied:
+      return "permission_denied";
+    case Code::kFailedPrecondition:
+      return "failed_precondition";
+    case Code::kResourceExhausted:
+      return "resource_exhausted";
+    case Code::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case Code::kCancelled:
+      return "cancelled";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kDataLoss:
+      return "data_loss";
+    case Code::kInternal:
+      return "internal";
+    case Code::kPromptTooLong:
+      return "prompt_too_long";
+    case Code::kBusy:
+      return "busy";
   }
   return "unknown";
 }

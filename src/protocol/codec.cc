@@ -64,7 +64,8 @@ Result<ContentBlock> ContentBlockFromJson(const Json& j) {
     b.type = BlockType::kToolUse;
     b.id = Str(j, "id");
     b.name = Str(j, "name");
-    if (b.id.empty() || b.name.empty()) return InvalidArgument("tool_use block: missing id or name");
+    if (b.id.empty() || b.name.empty())
+      return InvalidArgument("tool_use block: missing id or name");
     if (j.contains("input")) b.input = j["input"];
     b.raw_input = Str(j, "raw_input");
   } else if (type == "tool_result") {
@@ -150,12 +151,8 @@ TurnCounters TurnCountersFromJson(const Json& j) {
 }
 
 Json ToJson(const PendingItem& p) {
-  return Json{{"id", p.id},
-              {"kind", PendingKindName(p.kind)},
-              {"tool_use_id", p.tool_use_id},
-              {"tool", p.tool},
-              {"arguments", p.arguments},
-              {"reason", p.reason}};
+  return Json{{"id", p.id},     {"kind", PendingKindName(p.kind)}, {"tool_use_id", p.tool_use_id},
+              {"tool", p.tool}, {"arguments", p.arguments},        {"reason", p.reason}};
 }
 
 Result<PendingItem> PendingItemFromJson(const Json& j) {
@@ -220,7 +217,9 @@ Result<Checkpoint> CheckpointFromJson(const Json& j) {
 }
 
 Json ToJson(const Budget& b) {
-  Json j{{"max_tool_calls", b.max_tool_calls}, {"max_tokens", b.max_tokens}, {"max_turns", b.max_turns}};
+  Json j{{"max_tool_calls", b.max_tool_calls},
+         {"max_tokens", b.max_tokens},
+         {"max_turns", b.max_turns}};
   if (b.max_wall_time) j["max_wall_time_ms"] = b.max_wall_time->count();
   return j;
 }

@@ -2,6 +2,7 @@
 
 #include "agentloop/events.h"
 #include "agentloop/tool.h"
+
 #include "protocol/codec.h"
 
 namespace agentloop {

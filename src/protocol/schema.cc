@@ -60,16 +60,20 @@ Status Check(const Json& v, const Json& schema, const std::string& path) {
   }
   if (v.is_string()) {
     auto len = static_cast<int64_t>(v.get_ref<const std::string&>().size());
-    if (auto m = schema.find("minLength"); m != schema.end() && m->is_number() && len < m->get<int64_t>())
+    if (auto m = schema.find("minLength");
+        m != schema.end() && m->is_number() && len < m->get<int64_t>())
       return InvalidArgument(Where(path) + ": shorter than " + m->dump() + " characters");
-    if (auto m = schema.find("maxLength"); m != schema.end() && m->is_number() && len > m->get<int64_t>())
+    if (auto m = schema.find("maxLength");
+        m != schema.end() && m->is_number() && len > m->get<int64_t>())
       return InvalidArgument(Where(path) + ": longer than " + m->dump() + " characters");
   }
   if (v.is_number()) {
     double d = v.get<double>();
-    if (auto m = schema.find("minimum"); m != schema.end() && m->is_number() && d < m->get<double>())
+    if (auto m = schema.find("minimum");
+        m != schema.end() && m->is_number() && d < m->get<double>())
       return InvalidArgument(Where(path) + ": must be >= " + m->dump());
-    if (auto m = schema.find("maximum"); m != schema.end() && m->is_number() && d > m->get<double>())
+    if (auto m = schema.find("maximum");
+        m != schema.end() && m->is_number() && d > m->get<double>())
       return InvalidArgument(Where(path) + ": must be <= " + m->dump());
   }
   if (v.is_object()) {
@@ -78,7 +82,8 @@ Status Check(const Json& v, const Json& schema, const std::string& path) {
     if (auto r = schema.find("required"); r != schema.end() && r->is_array()) {
       for (const auto& name : *r) {
         if (name.is_string() && !v.contains(name.get<std::string>())) {
-          std::string p = path.empty() ? name.get<std::string>() : path + "." + name.get<std::string>();
+          std::string p =
+              path.empty() ? name.get<std::string>() : path + "." + name.get<std::string>();
           return InvalidArgument(p + ": required field is missing");
         }
       }

@@ -7,20 +7,28 @@ namespace agentloop {
 
 std::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kSystem: return "system";
-    case Role::kUser: return "user";
-    case Role::kAssistant: return "assistant";
+    case Role::kSystem:
+      return "system";
+    case Role::kUser:
+      return "user";
+    case Role::kAssistant:
+      return "assistant";
   }
   return "user";
 }
 
 std::string_view BlockTypeName(BlockType type) {
   switch (type) {
-    case BlockType::kText: return "text";
-    case BlockType::kThinking: return "thinking";
-    case BlockType::kRedactedThinking: return "redacted_thinking";
-    case BlockType::kToolUse: return "tool_use";
-    case BlockType::kToolResult: return "tool_result";
+    case BlockType::kText:
+      return "text";
+    case BlockType::kThinking:
+      return "thinking";
+    case BlockType::kRedactedThinking:
+      return "redacted_thinking";
+    case BlockType::kToolUse:
+      return "tool_use";
+    case BlockType::kToolResult:
+      return "tool_result";
   }
   return "text";
 }
@@ -100,11 +108,16 @@ Usage& Usage::operator+=(const Usage& o) {
 
 std::string_view CommandKindName(CommandKind kind) {
   switch (kind) {
-    case CommandKind::kCode: return "code";
-    case CommandKind::kExplain: return "explain";
-    case CommandKind::kFix: return "fix";
-    case CommandKind::kPlan: return "plan";
-    case CommandKind::kBuild: return "build";
+    case CommandKind::kCode:
+      return "code";
+    case CommandKind::kExplain:
+      return "explain";
+    case CommandKind::kFix:
+      return "fix";
+    case CommandKind::kPlan:
+      return "plan";
+    case CommandKind::kBuild:
+      return "build";
   }
   return "code";
 }
@@ -133,11 +146,26 @@ bool IsReadOnly(CommandKind kind) {
 Budget DefaultBudget(CommandKind kind) {
   Budget b;
   switch (kind) {
-    case CommandKind::kCode: b.max_tool_calls = 20; b.max_tokens = 50'000; break;
-    case CommandKind::kExplain: b.max_tool_calls = 5; b.max_tokens = 20'000; break;
-    case CommandKind::kFix: b.max_tool_calls = 20; b.max_tokens = 50'000; break;
-    case CommandKind::kPlan: b.max_tool_calls = 8; b.max_tokens = 30'000; break;
-    case CommandKind::kBuild: b.max_tool_calls = 30; b.max_tokens = 80'000; break;
+    case CommandKind::kCode:
+      b.max_tool_calls = 20;
+      b.max_tokens = 50'000;
+      break;
+    case CommandKind::kExplain:
+      b.max_tool_calls = 5;
+      b.max_tokens = 20'000;
+      break;
+    case CommandKind::kFix:
+      b.max_tool_calls = 20;
+      b.max_tokens = 50'000;
+      break;
+    case CommandKind::kPlan:
+      b.max_tool_calls = 8;
+      b.max_tokens = 30'000;
+      break;
+    case CommandKind::kBuild:
+      b.max_tool_calls = 30;
+      b.max_tokens = 80'000;
+      break;
   }
   b.max_turns = 25;
   return b;
@@ -145,15 +173,24 @@ Budget DefaultBudget(CommandKind kind) {
 
 std::string_view StopReasonName(StopReason reason) {
   switch (reason) {
-    case StopReason::kCompleted: return "completed";
-    case StopReason::kBudgetExhausted: return "budget_exhausted";
-    case StopReason::kMaxTurns: return "max_turns";
-    case StopReason::kToolRefused: return "tool_refused";
-    case StopReason::kDenied: return "denied";
-    case StopReason::kPendingApproval: return "pending_approval";
-    case StopReason::kPendingQuestion: return "pending_question";
-    case StopReason::kAborted: return "aborted";
-    case StopReason::kFailed: return "failed";
+    case StopReason::kCompleted:
+      return "completed";
+    case StopReason::kBudgetExhausted:
+      return "budget_exhausted";
+    case StopReason::kMaxTurns:
+      return "max_turns";
+    case StopReason::kToolRefused:
+      return "tool_refused";
+    case StopReason::kDenied:
+      return "denied";
+    case StopReason::kPendingApproval:
+      return "pending_approval";
+    case StopReason::kPendingQuestion:
+      return "pending_question";
+    case StopReason::kAborted:
+      return "aborted";
+    case StopReason::kFailed:
+      return "failed";
   }
   return "failed";
 }
@@ -172,9 +209,12 @@ std::string_view PendingKindName(PendingKind kind) {
 
 std::string_view FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kToolUse: return "tool_use";
-    case FinishReason::kLength: return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kToolUse:
+      return "tool_use";
+    case FinishReason::kLength:
+      return "length";
   }
   return "stop";
 }

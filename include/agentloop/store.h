@@ -1,0 +1,287 @@
+// SessionStore: where sessions live between processes.
+//
+// A session is a row of metadata plus an append-only log of events (the
+// persisted subset of the turn's event stream, see ShouldPersist). The log is
+// the source of truth: Load() rebuilds the conversation by replaying the
+// `message` and `compaction` events in seq order. Next to the log the store
+// keeps three small tables that must be updated atomically with other
+// processes:
+//   - a session lock: one running turn owns a session (AcquireLock);
+//   - durable pauses: the checkpoint of a paused batch and an index from each
+//     outstanding pending id to it (SaveCheckpoint / ListPending / Resolve);
+//   - key/value state per session (todo loop, reflector nudge).
+//
+// The embedded default is SQLite (OpenSqliteStore); the interface is written
+// so that a PostgreSQL store can implement the same contract. The on-disk
+// format is documented in docs/storage.md.
+//
+// Durability: every mutating call returns OK only after its transaction is
+// committed with synchronous=FULL, i.e. survives a crash or power loss.
+//
+// Thread-safety: a SessionStore may be shared by threads (calls are
+// serialised internally). Several stores (processes) may open the same
+// database; cross-process races are settled by database transactions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/events.h"
+#include "agentloop/json.h"
+#include "agentloop/status.h"
+#include "agentloop/turn.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+// Environment variables passed explicitly (tests never touch the process
+// environment). src/config declares the same alias.
+using EnvMap = std::map<std::string, std::string>;
+
+// The data directory: $AGENTLOOP_HOME, else $XDG_DATA_HOME/agentloop (when
+// absolute), else $HOME/.local/share/agentloop. Pure: reads only `env`, does
+// not create anything. Errors: kFailedPrecondition when none of the three is
+// set.
+Result<std::filesystem::path> DefaultDataDir(const EnvMap& env);
+
+// File name of the SQLite database inside the data directory.
+inline constexpr std::string_view kSessionsDbName = "sessions.db";
+
+struct SessionInfo {
+  std::string id;
+  std::filesystem::path workspace;
+  std::string provider;
+  std::string model;
+  std::string command;  // CommandKindName
+  // The first user message, whitespace collapsed, cut to 80 characters.
+  std::string title;
+  int64_t created_at_ms = 0;  // Unix epoch milliseconds
+  int64_t updated_at_ms = 0;  // last Append
+  uint64_t last_seq = 0;      // highest stored event seq (0: no events)
+
+  bool operator==(const SessionInfo&) const = default;
+};
+
+struct NewSessionParams {
+  std::string id;  // empty: NewUuid()
+  std::filesystem::path workspace;
+  std::string provider;
+  std::string model;
+  CommandKind command = CommandKind::kCode;
+  // Optional; otherwise the title is taken from the first user message
+  // appended.
+  std::string first_message;
+};
+
+struct SessionListOptions {
+  std::optional<std::filesystem::path> workspace;  // only sessions of this workspace
+  int limit = 50;                                  // <= 0: no limit
+};
+
+// One stored event, as written (export writes `json` verbatim, one per line).
+struct StoredEvent {
+  uint64_t seq = 0;
+  std::string type;  // EventTypeName at write time
+  std::string turn_id;
+  std::string json;  // the Event::ToJson() object, compact
+  int64_t created_at_ms = 0;
+};
+
+// The newest `turn_end` event of a session.
+struct LastTurnEnd {
+  std::string turn_id;
+  uint64_t seq = 0;
+  StopReason stop = StopReason::kCompleted;
+  std::string reason;
+  std::string final_text;
+  bool truncated = false;
+  TurnCounters counters;
+};
+
+// A problem found while loading that did not prevent it: a corrupt row of a
+// kind that does not carry history, a repair, a skipped repair.
+struct LoadWarning {
+  uint64_t seq = 0;  // 0 when not about one row
+  std::string message;
+};
+
+struct SessionSnapshot {
+  SessionInfo info;
+  // The history to hand to a Transcript: messages in seq order with
+  // compactions applied and, when needed, the crash-recovery message.
+  std::vector<Message> messages;
+  // Seq of the last stored event (including a repair written by this Load).
+  // The next turn starts at last_seq + 1.
+  uint64_t last_seq = 0;
+  std::optional<LastTurnEnd> last_turn_end;
+  std::optional<Checkpoint> open_checkpoint;
+  std::vector<LoadWarning> warnings;
+  // A crash-recovery message was appended (and persisted) by this Load.
+  bool recovered = false;
+};
+
+struct LoadOptions {
+  // Append and persist the crash-recovery message when the history ends with
+  // unanswered tool calls. The repair is skipped (with a warning) while
+  // another live process holds the session lock, because its tool calls may
+  // simply be running. false: report the history exactly as stored.
+  bool repair = true;
+};
+
+// Held while a turn runs on a session. Destroying it releases the lock.
+// REQUIRES: the store that made it outlives it.
+class SessionLock {
+ public:
+  virtual ~SessionLock() = default;
+  virtual const std::string& session_id() const = 0;
+  // Renews the heartbeat. Errors: kBusy when the lock expired and was taken
+  // over by someone else (the holder must stop writing to the session).
+  virtual Status Refresh() = 0;
+};
+
+// An outstanding pending item with where it lives.
+struct PendingRecord {
+  std::string session_id;
+  std::string checkpoint_id;
+  std::string turn_id;
+  int64_t created_at_ms = 0;
+  PendingItem item;
+};
+
+// What a resolver callback asks for after it has updated the checkpoint.
+enum class ResolveAction {
+  kResolved,    // this item is settled; the batch stays open while others are outstanding
+  kCloseBatch,  // close the whole checkpoint now (a deny cancels the batch)
+};
+
+struct ResolveOutcome {
+  // The pending id was unknown, already resolved, or its batch was closed:
+  // nothing changed and the other fields are empty.
+  bool already_resolved = false;
+  // The checkpoint is closed now (no item left, or kCloseBatch): the caller
+  // resumes (or ends) the turn from `checkpoint`.
+  bool closed = false;
+  std::string checkpoint_id;
+  Checkpoint checkpoint;  // as updated by the callback, `outstanding` without the item
+  PendingItem item;       // the item that was resolved
+};
+
+// Called inside the resolving transaction with the stored checkpoint and the
+// item. It may edit the checkpoint (typically append a tool_result to
+// results_so_far). A non-OK result rolls everything back and the item stays
+// pending. It runs while holding the database write lock: keep it short (no
+// model calls; a tool run holds other writers up to the busy timeout).
+using ResolveFn = std::function<Result<ResolveAction>(Checkpoint&, const PendingItem&)>;
+
+class SessionStore {
+ public:
+  virtual ~SessionStore() = default;
+
+  // --- sessions ---------------------------------------------------------
+
+  // Errors: kAlreadyExists for a duplicate explicit id.
+  virtual Result<SessionInfo> CreateSession(const NewSessionParams& params) = 0;
+  // Newest (last updated) first.
+  virtual Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) = 0;
+  // Errors: kNotFound.
+  virtual Result<SessionInfo> GetSession(std::string_view session_id) = 0;
+  // The full id of the session whose id is or starts with `id_or_prefix`
+  // (at least 4 characters). Errors: kNotFound; kInvalidArgument when the
+  // prefix is ambiguous or too short.
+  virtual Result<std::string> FindSession(std::string_view id_or_prefix) = 0;
+  // The most recently updated session of `workspace` (run --continue).
+  // Errors: kNotFound.
+  virtual Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) = 0;
+  // Deletes the session and every row that belongs to it (events, lock,
+  // checkpoints, pending index, state). Errors: kNotFound; kBusy while a
+  // live process holds its lock.
+  virtual Status RemoveSession(std::string_view session_id) = 0;
+
+  // --- the event log ----------------------------------------------------
+
+  // Persists the events with ShouldPersist(type), in one transaction: all or
+  // none, durable on OK. Each event's session_id must be empty or equal to
+  // `session_id` (it is stored as `session_id`). Errors: kNotFound (no such
+  // session), kAlreadyExists (a seq is already stored: another writer),
+  // kInvalidArgument, kUnavailable (database busy beyond the busy timeout).
+  virtual Status Append(std::string_view session_id, std::span<const Event> events) = 0;
+  // Stored events with seq > after_seq, in seq order, as written (corrupt
+  // rows included verbatim). Errors: kNotFound.
+  virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
+                                                  uint64_t after_seq) = 0;
+  // Rebuilds the session (see SessionSnapshot and docs/storage.md, "Load").
+  // Errors: kNotFound; kDataLoss when a `message` or `compaction` row cannot
+  // be parsed or applied (the history cannot be rebuilt faithfully; the
+  // message names the seq). Corrupt rows of other types are warnings.
+  virtual Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) = 0;
+
+  // --- the session lock -------------------------------------------------
+
+  // Takes the session's lock for `owner_pid`. A lock held by a process that
+  // no longer exists, or whose heartbeat is older than the TTL, is taken
+  // over. Blocks only for the database busy timeout, never for the lock.
+  // Errors: kBusy "session <id> is busy (held by pid N since T)"; kNotFound.
+  virtual Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
+                                                           int64_t owner_pid) = 0;
+
+  // --- durable pauses ---------------------------------------------------
+
+  // Stores a new open checkpoint and indexes each outstanding pending id.
+  // At most one checkpoint per session is open: an older open one is closed
+  // (superseded). Errors: kInvalidArgument (no outstanding item, empty
+  // session id), kAlreadyExists (a pending id is already indexed), kNotFound.
+  virtual Status SaveCheckpoint(const Checkpoint& checkpoint) = 0;
+  // The session's open checkpoint, if any.
+  virtual Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) = 0;
+  // Outstanding items, oldest first; all sessions when `session_id` is empty.
+  virtual Result<std::vector<PendingRecord>> ListPending(
+      std::optional<std::string_view> session_id) = 0;
+  // Resolves one pending item atomically (BEGIN IMMEDIATE): of two racing
+  // resolvers exactly one sees the item. Unknown / resolved / closed id:
+  // {already_resolved = true}, nothing changes. Otherwise `fn` runs; on its
+  // error the transaction rolls back and the error is returned. After `fn`
+  // the item leaves `outstanding`; when none is left or fn returned
+  // kCloseBatch the checkpoint is closed and all its index rows removed.
+  virtual Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn) = 0;
+
+  // --- per-session key/value state --------------------------------------
+
+  // Errors: kNotFound (no such session).
+  virtual Status SetState(std::string_view session_id, std::string_view key, const Json& value) = 0;
+  // nullopt when the key was never set.
+  virtual Result<std::optional<Json>> GetState(std::string_view session_id,
+                                               std::string_view key) = 0;
+};
+
+struct SqliteStoreOptions {
+  // How long a statement waits for another connection's write lock.
+  std::chrono::milliseconds busy_timeout{5000};
+  // A lock whose heartbeat is older than this is taken over.
+  std::chrono::milliseconds lock_ttl{30000};
+  // Refresh held locks from a background thread every lock_ttl / 3.
+  bool lock_heartbeat = true;
+  // Wall clock in Unix epoch milliseconds (tests inject one). Null: system.
+  std::function<int64_t()> now_ms;
+};
+
+// Opens (creating if needed) the database at `db_path` and applies pending
+// schema migrations. Errors: kFailedPrecondition when the database was
+// written by a newer agentloop (unknown schema version); kUnavailable /
+// kInternal when SQLite cannot open it.
+Result<std::unique_ptr<SessionStore>> OpenSqliteStore(const std::filesystem::path& db_path,
+                                                      SqliteStoreOptions options);
+
+// DefaultDataDir(env) / sessions.db, creating the directory (mode 0700).
+Result<std::unique_ptr<SessionStore>> OpenDefaultStore(const EnvMap& env,
+                                                       SqliteStoreOptions options);
+
+}  // namespace agentloop

@@ -1,0 +1,118 @@
+#include "agentloop/runner.h"
+
+#include <exception>
+#include <thread>
+
+namespace agentloop {
+namespace {
+
+// Forwards provider deltas to the turn's event stream and an optional display sink.
+class ForwardingSink final : public StreamSink {
+ public:
+  ForwardingSink(Turn& turn, StreamSink* extra) : turn_(turn), extra_(extra) {}
+  void OnTextDelta(std::string_view text) override {
+    turn_.EmitTextDelta(text);
+    if (extra_ != nullptr) extra_->OnTextDelta(text);
+  }
+  void OnThinkingDelta(std::string_view text) override {
+    turn_.EmitThinkingDelta(text);
+    if (extra_ != nullptr) extra_->OnThinkingDelta(text);
+  }
+
+ private:
+  Turn& turn_;
+  StreamSink* extra_;
+};
+
+Result<ToolOutput> RunOne(const ToolCall& call, const ToolRegistry& tools, ToolContext& ctx) {
+  Tool* tool = tools.Find(call.name);
+  if (tool == nullptr) return ToolOutput::Error("unknown tool '" + call.name + "'");
+  if (ctx.stop.stop_requested()) return ToolOutput::Error("not run: the turn was cancelled");
+  try {
+    return tool->Run(call, ctx);
+  } catch (const std::exception& e) {
+    return ToolOutput::Error("tool '" + call.name + "' failed unexpectedly: " + e.what());
+  } catch (...) {
+    return ToolOutput::Error("tool '" + call.name + "' failed unexpectedly");
+  }
+}
+
+}  // namespace
+
+std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolCall>>& lanes,
+                                             const ToolRegistry& tools, ToolContext& ctx) {
+  std::vector<Result<ToolOutput>> out;
+  for (const auto& lane : lanes) {
+    if (lane.size() == 1) {
+      out.push_back(RunOne(lane[0], tools, ctx));
+      continue;
+    }
+    std::vector<std::optional<Result<ToolOutput>>> slots(lane.size());
+    {
+      std::vector<std::jthread> threads;
+      threads.reserve(lane.size() - 1);
+      for (size_t i = 1; i < lane.size(); ++i) {
+        threads.emplace_back([&, i] {
+          ToolContext local = ctx;  // per-call copy: tools may not share mutable context
+          slots[i].emplace(RunOne(lane[i], tools, local));
+        });
+      }
+      slots[0].emplace(RunOne(lane[0], tools, ctx));
+    }  // joins
+    for (auto& s : slots) out.push_back(std::move(*s));
+  }
+  return out;
+}
+
+TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
+  ToolContext ctx = deps.tool_context;
+  ctx.stop = stop;
+  for (;;) {
+    TurnAction action = turn.Next(stop);
+    if (auto* fin = std::get_if<turn_action::Finished>(&action)) return fin->result;
+    if (auto* call = std::get_if<turn_action::CallModel>(&action)) {
+      ForwardingSink sink(turn, deps.stream);
+      Result<ModelResponse> r = Internal("no provider configured");
+      if (deps.provider != nullptr) {
+        try {
+          r = deps.provider->Complete(call->request, sink, stop);
+        } catch (const std::exception& e) {
+          r = Internal(std::string("provider threw: ") + e.what());
+        }
+      }
+      turn.OnModelResult(std::move(r));
+      continue;
+    }
+    if (auto* decide = std::get_if<turn_action::Decide>(&action)) {
+      std::vector<ApprovalDecision> decisions;
+      for (const auto& req : decide->requests) {
+        ApprovalDecision d = deps.approver != nullptr
+                                 ? deps.approver->Decide(req, stop)
+                                 : ApprovalDecision::Deny(
+                                       "no approver available to decide on '" + req.call.name +
+                                           "' (fail closed); allow it with a rule (e.g. --allow '" +
+                                           req.call.name + "') or run interactively",
+                                       "engine");
+        bool denied = d.kind == ApprovalDecision::Kind::kDeny;
+        decisions.push_back(std::move(d));
+        if (denied) break;  // the batch is cancelled anyway: do not ask about the rest
+      }
+      turn.OnDecisions(std::move(decisions));
+      continue;
+    }
+    if (auto* run = std::get_if<turn_action::RunTools>(&action)) {
+      if (deps.tools == nullptr) {
+        std::vector<Result<ToolOutput>> outs;
+        for (const auto& lane : run->lanes) {
+          for (size_t i = 0; i < lane.size(); ++i) outs.emplace_back(Internal("no tool registry"));
+        }
+        turn.OnToolResults(std::move(outs));
+        continue;
+      }
+      turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx));
+      continue;
+    }
+  }
+}
+
+}  // namespace agentloop

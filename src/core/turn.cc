@@ -1,0 +1,869 @@
+// The turn state machine. Sequence of one step:
+//
+//   PrepareModelCall: cancellation, wall time, max turns, token budget
+//     (budget_check event), request built over a view of the history,
+//     BeforeModelCall hooks ──▶ CallModel
+//   OnModelResult: prompt-too-long → compact prior history and retry;
+//     tokens counted (usage, or the chars/4 estimate); assistant message
+//     appended; no tool calls → settle (turn-end hooks may continue)
+//   ProcessBatch: every call of the batch is decided before any runs
+//     (budget, arguments, plan mode, stuck guard, hooks, rules) ──▶ Decide
+//   OnDecisions: approvals, denials, deferrals
+//   ResolveBatch: a denial cancels the batch; the rest runs ──▶ RunTools
+//   AfterTools: pending items → checkpoint and pause; otherwise one user
+//     message with every result in model order, then the next step.
+//
+// Everything that decides about a tool call is in this file.
+#include "agentloop/turn.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "base/ids.h"
+#include "base/strings.h"
+#include "core/compaction.h"
+#include "core/hook_runner.h"
+#include "protocol/codec.h"
+
+namespace agentloop {
+
+TurnInput TurnInput::Resume(std::vector<ContentBlock> results) {
+  TurnInput in;
+  in.message.role = Role::kUser;
+  in.message.content = std::move(results);
+  in.is_resume = true;
+  return in;
+}
+
+std::string Turn::CheckReadOnly(CommandKind command, const ToolSpec& spec) {
+  if (!IsReadOnly(command) || !spec.mutates) return {};
+  return std::string(kPlanModeRefused) + " tool '" + spec.name +
+         "' can change the workspace and the '" + std::string(CommandKindName(command)) +
+         "' command is read-only; nothing was executed";
+}
+
+namespace {
+
+enum class Phase { kIdle, kNeedModel, kAwaitModel, kAwaitDecisions, kAwaitTools, kFinished };
+
+enum class SlotState { kReady, kToRun, kNeedsDecision, kPending, kDenied };
+
+struct Slot {
+  std::string id;
+  std::string name;
+  Json input;
+  const ToolSpec* spec = nullptr;
+  SlotState state = SlotState::kReady;
+  ContentBlock result;  // valid when kReady or kDenied
+  PendingKind ask_kind = PendingKind::kApproval;
+  std::string reason;  // decision reason (rule) or denial reason
+  std::string rule;
+  std::string pending_id;
+};
+
+struct StopAfter {
+  StopReason stop;
+  std::string reason;
+};
+
+std::string SummaryLine(const std::string& content) {
+  std::string_view s = content;
+  size_t nl = s.find('\n');
+  if (nl != std::string_view::npos) s = s.substr(0, nl);
+  return std::string(TruncateUtf8(s, 200));
+}
+
+}  // namespace
+
+class Turn::Impl {
+ public:
+  Impl(TurnConfig config, Transcript& transcript)
+      : cfg_(std::move(config)), tr_(transcript), counters_(cfg_.counters), seq_(cfg_.first_seq) {
+    if (cfg_.turn_id.empty()) cfg_.turn_id = NewId("turn");
+    if (!cfg_.policy) cfg_.policy = std::make_shared<DefaultPermissionPolicy>();
+    if (!cfg_.clock) cfg_.clock = [] { return std::chrono::steady_clock::now(); };
+    for (const auto& t : cfg_.tools) {
+      if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered_.push_back(t);
+    }
+    hook_ctx_.session_id = cfg_.session_id;
+    hook_ctx_.turn_id = cfg_.turn_id;
+    hook_ctx_.workspace = cfg_.workspace;
+    hook_ctx_.command = cfg_.command;
+  }
+
+  // ---- public surface -------------------------------------------------------
+
+  Status Start(TurnInput input) {
+    if (phase_ != Phase::kIdle) return FailedPrecondition("turn already started");
+    if (input.is_resume) AL_RETURN_IF_ERROR(CheckResume(input.message));
+    start_time_ = cfg_.clock();
+    Emit(EventType::kTurnBegin, [&] {
+      return Json{{"input", input.is_resume ? "resume" : "user"},
+                  {"command", CommandKindName(cfg_.command)},
+                  {"budget", ToJson(cfg_.budget)},
+                  {"counters", ToJson(counters_)}};
+    });
+    AppendMessage(std::move(input.message));
+    protect_from_ = tr_.size() - 1;
+    phase_ = Phase::kNeedModel;
+    OpenRound();
+    return Status::Ok();
+  }
+
+  TurnAction Next(std::stop_token stop) {
+    if (phase_ == Phase::kFinished) return turn_action::Finished{result_};
+    if (!sink_error_.ok()) return FinishNow(StopReason::kFailed, sink_error_.ToString());
+    if (phase_ != Phase::kNeedModel) {
+      return FinishNow(StopReason::kFailed, "internal: Next() called while waiting for a result");
+    }
+    return PrepareModelCall(stop);
+  }
+
+  void OnModelResult(Result<ModelResponse> result) {
+    if (phase_ != Phase::kAwaitModel) return;
+    phase_ = Phase::kNeedModel;
+    if (!result.ok()) return OnModelError(result.error());
+    compactions_ = 0;
+    ModelResponse& resp = *result;
+    counters_.model_calls++;
+    int64_t response_chars = 0;
+    for (const auto& b : resp.content) {
+      response_chars += static_cast<int64_t>(b.text.size() + b.raw_input.size());
+      if (b.type == BlockType::kToolUse && !b.input.is_null()) {
+        response_chars += static_cast<int64_t>(b.input.dump().size());
+      }
+    }
+    if (resp.has_usage && resp.usage.Total() > 0) {
+      counters_.tokens += resp.usage.Total();
+      counters_.usage += resp.usage;
+    } else {
+      // No usage reported: estimate from the transcript size (chars / 4) so
+      // the cap still trips. The estimate never lowers the running total.
+      int64_t estimate = (tr_.chars() + response_chars + 3) / 4;
+      counters_.tokens = std::max(counters_.tokens, estimate);
+    }
+    Message assistant;
+    assistant.role = Role::kAssistant;
+    assistant.content = std::move(resp.content);
+    for (auto& b : assistant.content) {
+      if (b.type == BlockType::kToolUse && b.id.empty()) b.id = NewId("call");
+    }
+    bool has_tools = assistant.HasToolUse();
+    std::string text = assistant.JoinedText();
+    Emit(EventType::kStepEnd, [&] {
+      return Json{{"step", counters_.model_calls},
+                  {"finish", FinishReasonName(resp.finish)},
+                  {"usage", ToJson(resp.usage)},
+                  {"has_usage", resp.has_usage},
+                  {"tokens", counters_.tokens}};
+    });
+
+    bool over_tokens = counters_.tokens > cfg_.budget.max_tokens;
+    bool truncated = resp.finish == FinishReason::kLength;
+    if (over_tokens || truncated) {
+      std::string why = over_tokens ? "token budget exceeded (" + std::to_string(counters_.tokens) +
+                                          " > " + std::to_string(cfg_.budget.max_tokens) + ")"
+                                    : "the response was cut off by the output-token limit";
+      AppendMessage(std::move(assistant));
+      if (has_tools) AnswerOpenCalls("not run: " + why);
+      if (!sink_error_.ok()) return;
+      if (over_tokens) {
+        FinishNow(StopReason::kBudgetExhausted, why, has_tools ? "" : text);
+      } else {
+        truncated_ = true;
+        Settle(text, /*tool_result_count=*/0);
+      }
+      return;
+    }
+    AppendMessage(std::move(assistant));
+    if (!has_tools) return Settle(text, 0);
+    ProcessBatch();
+  }
+
+  void OnDecisions(std::vector<ApprovalDecision> decisions) {
+    if (phase_ != Phase::kAwaitDecisions) return;
+    size_t k = 0;
+    for (auto& slot : slots_) {
+      if (slot.state != SlotState::kNeedsDecision) continue;
+      if (k >= decisions.size()) {
+        // Not asked (an earlier request was denied): skipped with the batch.
+        slot.state = SlotState::kToRun;
+        continue;
+      }
+      ApplyDecision(slot, decisions[k++]);
+    }
+    ResolveBatch();
+  }
+
+  void OnToolResults(std::vector<Result<ToolOutput>> outputs) {
+    if (phase_ != Phase::kAwaitTools) return;
+    size_t k = 0;
+    Status engine_error;
+    for (auto& slot : slots_) {
+      if (slot.state != SlotState::kToRun) continue;
+      ToolOutput out;
+      if (k < outputs.size() && outputs[k].ok()) {
+        out = std::move(*outputs[k]);
+      } else {
+        Status s = k < outputs.size() ? outputs[k].error() : Internal("missing tool output");
+        if (engine_error.ok()) engine_error = s.WithContext("tool '" + slot.name + "'");
+        out = ToolOutput::Error("not run: engine failure: " + s.ToString());
+      }
+      ++k;
+      slot.result = ContentBlock::ToolResult(slot.id, out.content, out.is_error);
+      if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
+      slot.state = SlotState::kReady;
+      Emit(EventType::kToolCallEnd, [&] {
+        return Json{{"id", slot.id},
+                    {"tool", slot.name},
+                    {"is_error", out.is_error},
+                    {"content_bytes", out.content.size()},
+                    {"summary", SummaryLine(out.content)}};
+      });
+      ToolCall call{slot.id, slot.name, slot.input};
+      for (auto& h : cfg_.hooks) {
+        auto hook = h;
+        RunHook(*hook, "after_tool_result",
+                [hook, ctx = hook_ctx_, call, out] { hook->AfterToolResult(ctx, call, out); });
+      }
+    }
+    if (!engine_error.ok()) {
+      PushResults();
+      FinishNow(StopReason::kFailed, engine_error.ToString());
+      return;
+    }
+    AfterTools();
+  }
+
+  void EmitDelta(EventType type, std::string_view text) {
+    Emit(type, [&] { return Json{{"text", text}}; });
+  }
+
+  std::span<const ToolSpec> offered() const { return offered_; }
+  const TurnConfig& config() const { return cfg_; }
+
+ private:
+  // ---- events -------------------------------------------------------------
+
+  template <typename DataFn>
+  void Emit(EventType type, DataFn&& data) {
+    if (cfg_.sink == nullptr) {
+      ++seq_;
+      return;
+    }
+    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, data()};
+    Status s = cfg_.sink->OnEvent(e);
+    if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
+  }
+
+  void AppendMessage(Message m) {
+    const Message& stored = tr_.Append(std::move(m));
+    Emit(EventType::kMessage, [&] { return Json{{"message", ToJson(stored)}}; });
+  }
+
+  // ---- hooks --------------------------------------------------------------
+
+  bool RunHook(Hook& hook, const char* point, std::function<void()> fn) {
+    return hooks_.Run(point, hook.timeout(), std::move(fn),
+                      [&](const std::string& p, const std::string& err) {
+                        Emit(EventType::kHookError, [&] {
+                          return Json{{"hook", hook.name()}, {"point", p}, {"error", err}};
+                        });
+                      });
+  }
+
+  void OpenRound() {
+    round_open_ = true;
+    for (auto& h : cfg_.hooks) {
+      auto hook = h;
+      RunHook(*hook, "turn_start", [hook, ctx = hook_ctx_] { hook->OnTurnStart(ctx); });
+    }
+  }
+
+  // Calls OnTurnEnd on every hook (pairing with OnTurnStart). Returns the
+  // merged verdict.
+  TurnEndVerdict CloseRound(StopReason stop, const std::string& reason, int tool_result_count) {
+    TurnEndVerdict merged;
+    if (!round_open_) return merged;
+    round_open_ = false;
+    for (auto& h : cfg_.hooks) {
+      auto hook = h;
+      auto verdict = std::make_shared<TurnEndVerdict>();
+      TurnEndInfo info;
+      info.stop = stop;
+      info.reason = reason;
+      info.history = tr_.messages();
+      info.tool_result_count = tool_result_count;
+      info.counters = counters_;
+      info.truncated = truncated_;
+      bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict] {
+        *verdict = hook->OnTurnEnd(ctx, info);
+      });
+      if (!ok) continue;
+      if (verdict->continue_turn) merged.continue_turn = true;
+      for (auto& e : verdict->entries) merged.entries.push_back(std::move(e));
+    }
+    return merged;
+  }
+
+  // ---- model calls --------------------------------------------------------
+
+  TurnAction PrepareModelCall(std::stop_token stop) {
+    if (stop.stop_requested()) return FinishNow(StopReason::kAborted, "aborted");
+    const Budget& b = cfg_.budget;
+    if (b.max_wall_time) {
+      auto elapsed =
+          std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.clock() - start_time_);
+      if (elapsed >= *b.max_wall_time) {
+        return FinishNow(StopReason::kBudgetExhausted,
+                         "wall time budget exhausted (" + std::to_string(elapsed.count()) +
+                             " ms >= " + std::to_string(b.max_wall_time->count()) + " ms)");
+      }
+    }
+    bool ok = counters_.model_calls < b.max_turns && counters_.tokens < b.max_tokens &&
+              counters_.tool_calls <= b.max_tool_calls;
+    Emit(EventType::kBudgetCheck, [&] {
+      return Json{{"tool_calls", counters_.tool_calls},
+                  {"max_tool_calls", b.max_tool_calls},
+                  {"tokens", counters_.tokens},
+                  {"max_tokens", b.max_tokens},
+                  {"model_calls", counters_.model_calls},
+                  {"max_turns", b.max_turns},
+                  {"ok", ok}};
+    });
+    if (counters_.model_calls >= b.max_turns) {
+      std::string text =
+          "Stopped after " + std::to_string(b.max_turns) +
+          " turns without a final answer \xE2\x80\x94 the agent may be stuck in a loop.";
+      AppendMessage(Message::Assistant(text));
+      return FinishNow(StopReason::kMaxTurns,
+                       "max turns reached (" + std::to_string(b.max_turns) + ")", text);
+    }
+    if (counters_.tokens >= b.max_tokens) {
+      return FinishNow(StopReason::kBudgetExhausted,
+                       "token budget exhausted (" + std::to_string(counters_.tokens) +
+                           " >= " + std::to_string(b.max_tokens) + ")");
+    }
+    if (!sink_error_.ok()) return FinishNow(StopReason::kFailed, sink_error_.ToString());
+
+    ModelRequest req;
+    req.model = cfg_.model;
+    req.system = cfg_.system_prompt;
+    req.history = tr_.messages();
+    req.tools = offered_;
+    req.max_output_tokens = std::max<int64_t>(1024, b.max_tokens - counters_.tokens);
+    for (auto& h : cfg_.hooks) {
+      auto hook = h;
+      auto copy = std::make_shared<ModelRequest>(req);
+      bool done = RunHook(*hook, "before_model_call",
+                          [hook, ctx = hook_ctx_, copy] { hook->BeforeModelCall(ctx, *copy); });
+      if (done) req = std::move(*copy);
+    }
+    Emit(EventType::kStepBegin, [&] {
+      return Json{{"step", counters_.model_calls + 1},
+                  {"max_output_tokens", req.max_output_tokens},
+                  {"messages", req.message_count()}};
+    });
+    phase_ = Phase::kAwaitModel;
+    return turn_action::CallModel{std::move(req)};
+  }
+
+  void OnModelError(const Status& error) {
+    if (error.code() == Code::kPromptTooLong && compactions_ < cfg_.max_compactions) {
+      ++compactions_;
+      auto r = CompactPriorHistory(tr_, protect_from_, compactions_);
+      if (r) {
+        protect_from_ = protect_from_ - r->dropped + (r->summary ? 1 : 0);
+        Emit(EventType::kCompaction, [&] {
+          return Json{{"from", r->from},
+                      {"to", r->to},
+                      {"attempt", compactions_},
+                      {"drop_prefix", r->dropped},
+                      {"summary", r->summary ? ToJson(*r->summary) : Json(nullptr)}};
+        });
+        return;  // phase is kNeedModel: the next Next() retries
+      }
+    }
+    if (error.code() == Code::kCancelled) {
+      FinishNow(StopReason::kAborted, "aborted");
+      return;
+    }
+    FinishNow(StopReason::kFailed, "model call failed: " + RedactSecrets(error.ToString()));
+  }
+
+  // ---- batches ------------------------------------------------------------
+
+  const ToolSpec* FindSpec(const std::string& name) const {
+    for (const auto& t : cfg_.tools) {
+      if (t.name == name) return &t;
+    }
+    return nullptr;
+  }
+
+  void SetReady(Slot& slot, std::string content, bool is_error) {
+    slot.result = ContentBlock::ToolResult(slot.id, std::move(content), is_error);
+    slot.state = SlotState::kReady;
+  }
+
+  void EmitDecision(const Slot& slot, Decision d, const std::string& by, bool edited) {
+    Emit(EventType::kDecision, [&] {
+      return Json{{"tool_use_id", slot.id}, {"tool", slot.name}, {"decision", DecisionName(d)},
+                  {"reason", slot.reason},  {"rule", slot.rule}, {"by", by},
+                  {"edited", edited}};
+    });
+  }
+
+  // Answers every tool_use of the last assistant message with `why`.
+  void AnswerOpenCalls(const std::string& why) {
+    Message results;
+    results.role = Role::kUser;
+    for (const auto& b : tr_.back().content) {
+      if (b.type == BlockType::kToolUse) {
+        results.content.push_back(ContentBlock::ToolResult(b.id, why, true));
+      }
+    }
+    AppendMessage(std::move(results));
+  }
+
+  std::string StuckKey(const Slot& slot) const { return slot.name + "\x1f" + slot.input.dump(); }
+
+  void ProcessBatch() {
+    slots_.clear();
+    stop_after_.reset();
+    const Message& assistant = tr_.back();
+    for (const auto& b : assistant.content) {
+      if (b.type != BlockType::kToolUse) continue;
+      Slot s;
+      s.id = b.id;
+      s.name = b.name;
+      s.input = b.input;
+      s.spec = FindSpec(b.name);
+      if (!b.raw_input.empty() && b.input.is_null()) {
+        s.reason = b.raw_input;               // kept for the error text below
+        s.state = SlotState::kNeedsDecision;  // placeholder, replaced below
+      }
+      slots_.push_back(std::move(s));
+    }
+    const Budget& budget = cfg_.budget;
+    bool refused = false;
+    for (auto& slot : slots_) {
+      if (stop_after_) {
+        SetReady(slot, "not run: " + stop_after_->reason, true);
+        continue;
+      }
+      if (counters_.tool_calls >= budget.max_tool_calls) {
+        std::string why = "tool call budget exhausted (" + std::to_string(counters_.tool_calls) +
+                          " >= " + std::to_string(budget.max_tool_calls) + ")";
+        stop_after_ = StopAfter{StopReason::kBudgetExhausted, why};
+        SetReady(slot, "not run: " + why, true);
+        continue;
+      }
+      counters_.tool_calls++;
+      if (slot.state == SlotState::kNeedsDecision) {  // arguments were not valid JSON
+        std::string raw(TruncateUtf8(slot.reason, 200));
+        slot.reason.clear();
+        SetReady(slot,
+                 "invalid arguments for tool '" + slot.name + "': not valid JSON: " + raw +
+                     "\nSend the call again with a JSON object as arguments.",
+                 true);
+        continue;
+      }
+      if (slot.spec == nullptr) {
+        std::string names;
+        for (const auto& t : offered_) names += (names.empty() ? "" : ", ") + t.name;
+        SetReady(slot, "unknown tool '" + slot.name + "'; available tools: " + names, true);
+        continue;
+      }
+      if (std::string refusal = Turn::CheckReadOnly(cfg_.command, *slot.spec); !refusal.empty()) {
+        stop_after_ = StopAfter{StopReason::kToolRefused, refusal};
+        SetReady(slot, refusal, true);
+        refused = true;
+        continue;
+      }
+      if (!slot.input.is_object()) {
+        SetReady(slot, "invalid arguments for tool '" + slot.name + "': expected a JSON object",
+                 true);
+        continue;
+      }
+      if (Status v = ValidateAgainstSchema(slot.input, slot.spec->input_schema); !v.ok()) {
+        SetReady(slot, "invalid arguments for tool '" + slot.name + "': " + v.message(), true);
+        continue;
+      }
+      if (cfg_.stuck_repeats > 0) {
+        recent_.push_back(StuckKey(slot));
+        while (static_cast<int>(recent_.size()) > cfg_.stuck_window) recent_.pop_front();
+        int same = static_cast<int>(std::count(recent_.begin(), recent_.end(), recent_.back()));
+        if (same >= cfg_.stuck_repeats) {
+          std::string why = "stuck: tool '" + slot.name + "' was called " + std::to_string(same) +
+                            " times with the same arguments in the last " +
+                            std::to_string(recent_.size()) + " calls";
+          stop_after_ = StopAfter{StopReason::kMaxTurns, why};
+          SetReady(slot, "not run: " + why, true);
+          continue;
+        }
+      }
+      if (!ApplyToolHooks(slot)) continue;
+      if (slot.name == kAskUserTool) {
+        slot.state = SlotState::kNeedsDecision;
+        slot.ask_kind = PendingKind::kQuestion;
+        slot.reason = slot.input.value("question", std::string());
+        continue;
+      }
+      ToolCall call{slot.id, slot.name, slot.input};
+      PolicyVerdict v = cfg_.policy->Evaluate(*slot.spec, call);
+      slot.reason = v.reason;
+      slot.rule = v.rule;
+      switch (v.decision) {
+        case Decision::kAllow:
+          slot.state = SlotState::kToRun;
+          EmitDecision(slot, Decision::kAllow, "rule", false);
+          break;
+        case Decision::kDeny:
+          slot.state = SlotState::kDenied;
+          slot.result = ContentBlock::ToolResult(slot.id, "denied: " + v.reason, true);
+          EmitDecision(slot, Decision::kDeny, "rule", false);
+          break;
+        case Decision::kAsk:
+          slot.state = SlotState::kNeedsDecision;
+          slot.ask_kind = PendingKind::kApproval;
+          break;
+      }
+    }
+    if (refused) {
+      // Plan mode: nothing of this batch runs.
+      for (auto& slot : slots_) {
+        if (slot.state != SlotState::kReady)
+          SetReady(slot, "not run: " + stop_after_->reason, true);
+      }
+      return ResolveBatch();
+    }
+    std::vector<ApprovalRequest> requests;
+    for (auto& slot : slots_) {
+      if (slot.state != SlotState::kNeedsDecision) continue;
+      slot.pending_id = NewUuid();
+      ApprovalRequest r;
+      r.session_id = cfg_.session_id;
+      r.turn_id = cfg_.turn_id;
+      r.kind = slot.ask_kind;
+      r.pending_id = slot.pending_id;
+      r.call = ToolCall{slot.id, slot.name, slot.input};
+      r.spec = *slot.spec;
+      r.reason = slot.reason;
+      r.rule = slot.rule;
+      requests.push_back(std::move(r));
+    }
+    if (!requests.empty()) {
+      phase_ = Phase::kAwaitDecisions;
+      pending_requests_ = std::move(requests);
+      return;
+    }
+    ResolveBatch();
+  }
+
+  // Runs BeforeToolCall hooks. Returns false when the slot got a result.
+  bool ApplyToolHooks(Slot& slot) {
+    for (auto& h : cfg_.hooks) {
+      auto hook = h;
+      auto verdict = std::make_shared<ToolCallVerdict>();
+      ToolCall call{slot.id, slot.name, slot.input};
+      bool ok = RunHook(*hook, "before_tool_call", [hook, ctx = hook_ctx_, call, verdict] {
+        *verdict = hook->BeforeToolCall(ctx, call);
+      });
+      if (!ok) continue;
+      switch (verdict->kind) {
+        case ToolCallVerdict::Kind::kAllow:
+          break;
+        case ToolCallVerdict::Kind::kDeny:
+          SetReady(slot, "blocked by hook '" + std::string(hook->name()) + "': " + verdict->reason,
+                   true);
+          return false;
+        case ToolCallVerdict::Kind::kRewrite:
+          if (Status v = ValidateAgainstSchema(verdict->input, slot.spec->input_schema);
+              !v.ok() || !verdict->input.is_object()) {
+            SetReady(slot,
+                     "hook '" + std::string(hook->name()) +
+                         "' rewrote the arguments into invalid ones: " + v.message(),
+                     true);
+            return false;
+          }
+          slot.input = verdict->input;
+          break;
+      }
+    }
+    return true;
+  }
+
+  void ApplyDecision(Slot& slot, const ApprovalDecision& d) {
+    switch (d.kind) {
+      case ApprovalDecision::Kind::kAllow:
+        if (slot.ask_kind == PendingKind::kQuestion) {
+          SetReady(slot, d.answer, false);
+          EmitDecision(slot, Decision::kAllow, d.by, false);
+          return;
+        }
+        if (d.edited_input) {
+          Status v = d.edited_input->is_object()
+                         ? ValidateAgainstSchema(*d.edited_input, slot.spec->input_schema)
+                         : InvalidArgument("expected a JSON object");
+          if (!v.ok()) {
+            SetReady(slot, "not run: the edited arguments are invalid: " + v.message(), true);
+            EmitDecision(slot, Decision::kDeny, d.by, true);
+            return;
+          }
+          slot.input = *d.edited_input;
+        }
+        slot.state = SlotState::kToRun;
+        slot.reason += " \xE2\x80\x94 approved by " + d.by;
+        EmitDecision(slot, Decision::kAllow, d.by, d.edited_input.has_value());
+        return;
+      case ApprovalDecision::Kind::kDeny:
+        slot.state = SlotState::kDenied;
+        slot.reason = d.reason.empty() ? "denied by " + d.by : d.reason;
+        slot.result = ContentBlock::ToolResult(slot.id, "denied: " + slot.reason, true);
+        EmitDecision(slot, Decision::kDeny, d.by, false);
+        return;
+      case ApprovalDecision::Kind::kDefer:
+        slot.state = SlotState::kPending;
+        EmitDecision(slot, Decision::kAsk, d.by, false);
+        return;
+    }
+  }
+
+  void ResolveBatch() {
+    std::vector<std::string> denied;
+    for (const auto& s : slots_) {
+      if (s.state == SlotState::kDenied) denied.push_back(s.name);
+    }
+    if (!denied.empty()) {
+      std::string tools;
+      for (const auto& n : denied) tools += (tools.empty() ? "" : ", ") + n;
+      for (auto& s : slots_) {
+        if (s.state == SlotState::kToRun || s.state == SlotState::kPending ||
+            s.state == SlotState::kNeedsDecision) {
+          SetReady(s, "skipped: a sibling tool call in this turn (" + tools + ") was denied", true);
+        } else if (s.state == SlotState::kDenied) {
+          s.state = SlotState::kReady;
+        }
+      }
+      PushResults();
+      std::string text =
+          "Stopped \xE2\x80\x94 you denied: " + tools + ". Send another message to continue.";
+      AppendMessage(Message::Assistant(text));
+      FinishNow(StopReason::kDenied, "denied: " + tools, text);
+      return;
+    }
+    std::vector<std::vector<ToolCall>> lanes;
+    bool last_parallel = false;
+    for (auto& s : slots_) {
+      if (s.state != SlotState::kToRun) continue;
+      bool parallel = s.spec != nullptr && s.spec->parallel_safe;
+      if (!(parallel && last_parallel) || lanes.empty()) lanes.emplace_back();
+      lanes.back().push_back(ToolCall{s.id, s.name, s.input});
+      last_parallel = parallel;
+      Emit(EventType::kToolCallBegin, [&] {
+        return Json{{"id", s.id}, {"tool", s.name}, {"input", s.input}};
+      });
+    }
+    if (!sink_error_.ok()) {
+      // The begin record did not reach the store: do not run anything.
+      for (auto& s : slots_) {
+        if (s.state == SlotState::kToRun) SetReady(s, "not run: " + sink_error_.ToString(), true);
+      }
+      PushResults();
+      FinishNow(StopReason::kFailed, sink_error_.ToString());
+      return;
+    }
+    if (!lanes.empty()) {
+      phase_ = Phase::kAwaitTools;
+      pending_lanes_ = std::move(lanes);
+      return;
+    }
+    AfterTools();
+  }
+
+  void PushResults() {
+    Message results;
+    results.role = Role::kUser;
+    for (auto& s : slots_) results.content.push_back(s.result);
+    AppendMessage(std::move(results));
+  }
+
+  void AfterTools() {
+    std::vector<PendingItem> pending;
+    bool any_approval = false;
+    for (const auto& s : slots_) {
+      if (s.state != SlotState::kPending) continue;
+      pending.push_back(PendingItem{s.pending_id, s.ask_kind, s.id, s.name, s.input, s.reason});
+      any_approval = any_approval || s.ask_kind == PendingKind::kApproval;
+    }
+    if (!pending.empty()) {
+      Checkpoint cp;
+      cp.session_id = cfg_.session_id;
+      cp.turn_id = cfg_.turn_id;
+      cp.command = cfg_.command;
+      for (const auto& s : slots_) {
+        cp.tool_use_ids.push_back(s.id);
+        if (s.state == SlotState::kReady) cp.results_so_far.push_back(s.result);
+      }
+      cp.outstanding = pending;
+      cp.counters = counters_;
+      Emit(EventType::kPending, [&] {
+        Json items = Json::array();
+        for (const auto& p : pending) items.push_back(ToJson(p));
+        return Json{{"items", items}, {"checkpoint", ToJson(cp)}};
+      });
+      std::string tools;
+      for (const auto& p : pending) tools += (tools.empty() ? "" : ", ") + p.tool;
+      std::string text = std::string("Stopped \xE2\x80\x94 awaiting durable ") +
+                         (any_approval ? "approval" : "answer") + " for: " + tools + ".";
+      result_.pending = pending;
+      result_.checkpoint = std::move(cp);
+      FinishNow(any_approval ? StopReason::kPendingApproval : StopReason::kPendingQuestion, text,
+                text);
+      return;
+    }
+    PushResults();
+    if (stop_after_) {
+      FinishNow(stop_after_->stop, stop_after_->reason);
+      return;
+    }
+    StepEndInfo info;
+    info.step = counters_.model_calls;
+    info.history = tr_.messages();
+    for (const auto& s : slots_) {
+      info.tool_names.push_back(s.name);
+      info.any_error = info.any_error || s.result.is_error;
+    }
+    for (auto& h : cfg_.hooks) {
+      auto hook = h;
+      RunHook(*hook, "after_step", [hook, ctx = hook_ctx_, info] { hook->AfterStep(ctx, info); });
+    }
+    last_tool_results_ = static_cast<int>(slots_.size());
+    phase_ = Phase::kNeedModel;
+  }
+
+  Status CheckResume(const Message& results) {
+    if (tr_.empty() || tr_.back().role != Role::kAssistant || !tr_.back().HasToolUse()) {
+      return InvalidArgument("resume: the session has no open tool_use message to answer");
+    }
+    std::vector<std::string> want;
+    for (const auto& b : tr_.back().content) {
+      if (b.type == BlockType::kToolUse) want.push_back(b.id);
+    }
+    std::vector<std::string> got;
+    for (const auto& b : results.content) {
+      if (b.type != BlockType::kToolResult) {
+        return InvalidArgument("resume: the resolution must hold only tool_result blocks");
+      }
+      got.push_back(b.tool_use_id);
+    }
+    if (got != want) {
+      return InvalidArgument("resume: the results do not answer every open tool call in order");
+    }
+    return Status::Ok();
+  }
+
+  // ---- endings ------------------------------------------------------------
+
+  // A completed answer: turn-end hooks may ask for another round.
+  void Settle(const std::string& text, int tool_result_count) {
+    std::string reason =
+        truncated_ ? "completed (truncated by the output-token limit)" : "completed";
+    TurnEndVerdict v = CloseRound(StopReason::kCompleted, reason, tool_result_count);
+    if (v.continue_turn && sink_error_.ok()) {
+      for (auto& e : v.entries) AppendMessage(std::move(e));
+      Emit(EventType::kContinuation, [&] {
+        return Json{{"entries", v.entries.size()}, {"model_calls", counters_.model_calls}};
+      });
+      truncated_ = false;
+      phase_ = Phase::kNeedModel;
+      OpenRound();
+      return;
+    }
+    FinishNow(StopReason::kCompleted, reason, text, /*round_closed=*/true);
+  }
+
+  turn_action::Finished FinishNow(StopReason stop, std::string reason, std::string final_text = "",
+                                  bool round_closed = false) {
+    if (phase_ == Phase::kFinished) return turn_action::Finished{result_};
+    if (!round_closed) CloseRound(stop, reason, 0);
+    result_.stop = stop;
+    result_.reason = std::move(reason);
+    result_.final_text = std::move(final_text);
+    result_.truncated = truncated_;
+    result_.counters = counters_;
+    Emit(EventType::kTurnEnd, [&] {
+      Json pending = Json::array();
+      for (const auto& p : result_.pending) pending.push_back(ToJson(p));
+      return Json{{"stop", StopReasonName(result_.stop)}, {"reason", result_.reason},
+                  {"final_text", result_.final_text},     {"truncated", result_.truncated},
+                  {"counters", ToJson(counters_)},        {"pending", pending}};
+    });
+    result_.next_seq = seq_;
+    phase_ = Phase::kFinished;
+    return turn_action::Finished{result_};
+  }
+
+ public:
+  // Filled by ProcessBatch/ResolveBatch for the driver.
+  std::vector<ApprovalRequest> pending_requests_;
+  std::vector<std::vector<ToolCall>> pending_lanes_;
+  Phase phase_ = Phase::kIdle;
+
+ private:
+  TurnConfig cfg_;
+  Transcript& tr_;
+  std::vector<ToolSpec> offered_;
+  TurnCounters counters_;
+  uint64_t seq_;
+  HookContext hook_ctx_;
+  HookRunner hooks_;
+  Status sink_error_;
+  std::chrono::steady_clock::time_point start_time_;
+  size_t protect_from_ = 0;
+  int compactions_ = 0;
+  bool round_open_ = false;
+  bool truncated_ = false;
+  int last_tool_results_ = 0;
+  std::vector<Slot> slots_;
+  std::optional<StopAfter> stop_after_;
+  std::deque<std::string> recent_;
+  TurnResult result_;
+};
+
+Turn::Turn(TurnConfig config, Transcript& transcript)
+    : impl_(std::make_unique<Impl>(std::move(config), transcript)) {}
+Turn::~Turn() = default;
+
+Status Turn::Start(TurnInput input) { return impl_->Start(std::move(input)); }
+
+TurnAction Turn::Next(std::stop_token stop) {
+  switch (impl_->phase_) {
+    case Phase::kAwaitDecisions:
+      return turn_action::Decide{impl_->pending_requests_};
+    case Phase::kAwaitTools:
+      return turn_action::RunTools{impl_->pending_lanes_};
+    case Phase::kIdle:
+    case Phase::kNeedModel:
+    case Phase::kAwaitModel:
+    case Phase::kFinished:
+      break;
+  }
+  return impl_->Next(stop);
+}
+
+void Turn::OnModelResult(Result<ModelResponse> result) { impl_->OnModelResult(std::move(result)); }
+void Turn::OnDecisions(std::vector<ApprovalDecision> decisions) {
+  impl_->OnDecisions(std::move(decisions));
+}
+void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
+  impl_->OnToolResults(std::move(outputs));
+}
+void Turn::EmitTextDelta(std::string_view text) { impl_->EmitDelta(EventType::kTextDelta, text); }
+void Turn::EmitThinkingDelta(std::string_view text) {
+  impl_->EmitDelta(EventType::kThinkingDelta, text);
+}
+std::span<const ToolSpec> Turn::offered_tools() const { return impl_->offered(); }
+const TurnConfig& Turn::config() const { return impl_->config(); }
+
+}  // namespace agentloop

@@ -1,0 +1,874 @@
+#include "agentloop/turn.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "agentloop/runner.h"
+
+#include "core/testing/fakes.h"
+#include "protocol/codec.h"
+
+namespace agentloop {
+namespace {
+
+using testing::Call;
+using testing::CollectingSink;
+using testing::FakeProvider;
+using testing::FnTool;
+using ::testing::HasSubstr;
+using testing::ObjectSchema;
+using testing::ScriptedApprover;
+
+ToolSpec Spec(std::string name, bool mutates, bool parallel, std::vector<std::string> req = {"x"}) {
+  ToolSpec s;
+  s.name = std::move(name);
+  s.description = "test tool";
+  s.input_schema = ObjectSchema(std::move(req));
+  s.mutates = mutates;
+  s.parallel_safe = parallel;
+  return s;
+}
+
+// Every tool_use in an assistant message is answered by exactly one
+// tool_result, in order, in the next message.
+void ExpectValidTranscript(const Transcript& tr, bool allow_open_tail = false) {
+  auto msgs = tr.messages();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (msgs[i].role != Role::kAssistant || !msgs[i].HasToolUse()) continue;
+    if (i + 1 == msgs.size()) {
+      EXPECT_TRUE(allow_open_tail) << "open tool_use at the end of the transcript";
+      continue;
+    }
+    std::vector<std::string> want;
+    for (const auto& b : msgs[i].content) {
+      if (b.type == BlockType::kToolUse) want.push_back(b.id);
+    }
+    std::vector<std::string> got;
+    for (const auto& b : msgs[i + 1].content) {
+      if (b.type == BlockType::kToolResult) got.push_back(b.tool_use_id);
+    }
+    EXPECT_EQ(got, want) << "message " << i;
+  }
+}
+
+class TurnTest : public ::testing::Test {
+ protected:
+  TurnTest() {
+    echo_ =
+        std::make_shared<FnTool>(Spec("echo", false, true), [](const ToolCall& c, ToolContext&) {
+          return Result<ToolOutput>(ToolOutput::Ok("echo:" + c.input.value("x", std::string())));
+        });
+    write_ = std::make_shared<FnTool>(
+        Spec("write", true, false),
+        [](const ToolCall&, ToolContext&) { return Result<ToolOutput>(ToolOutput::Ok("wrote")); });
+    fail_ = std::make_shared<FnTool>(Spec("fail", false, false), [](const ToolCall&, ToolContext&) {
+      return Result<ToolOutput>(ToolOutput::Error("no such file"));
+    });
+    registry_.Add(echo_);
+    registry_.Add(write_);
+    registry_.Add(fail_);
+  }
+
+  TurnConfig Config(CommandKind kind = CommandKind::kCode) {
+    TurnConfig c;
+    c.session_id = "sess";
+    c.turn_id = "turn";
+    c.command = kind;
+    c.budget = DefaultBudget(kind);
+    c.tools = registry_.Specs();
+    c.sink = &sink_;
+    c.system_prompt = "sys";
+    return c;
+  }
+
+  TurnResult Run(TurnConfig cfg, TurnInput input, std::stop_token stop = {}) {
+    Turn turn(std::move(cfg), transcript_);
+    Status s = turn.Start(std::move(input));
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    RunnerDeps deps;
+    deps.provider = &provider_;
+    deps.tools = &registry_;
+    deps.approver = approver_;
+    return RunTurn(turn, deps, stop);
+  }
+  TurnResult Run(TurnConfig cfg, std::string prompt = "hi") {
+    return Run(std::move(cfg), TurnInput::User(std::move(prompt)));
+  }
+
+  FakeProvider provider_;
+  ToolRegistry registry_;
+  Transcript transcript_;
+  CollectingSink sink_;
+  Approver* approver_ = nullptr;
+  std::shared_ptr<FnTool> echo_, write_, fail_;
+};
+
+TEST_F(TurnTest, TextAnswerCompletes) {
+  provider_.Text("hello there", 7);
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(r.final_text, "hello there");
+  EXPECT_EQ(r.counters.model_calls, 1);
+  EXPECT_EQ(r.counters.tool_calls, 0);
+  EXPECT_EQ(r.counters.tokens, 7);
+  ASSERT_EQ(transcript_.size(), 2u);
+  EXPECT_EQ(provider_.requests()[0].system, "sys");
+}
+
+TEST_F(TurnTest, ToolCallThenAnswer) {
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "echo", {{"x", "2"}})}).Text("done");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(r.counters.tool_calls, 2);
+  ASSERT_EQ(transcript_.size(), 4u);
+  const auto& results = transcript_.messages()[2];
+  ASSERT_EQ(results.content.size(), 2u);
+  EXPECT_EQ(results.content[0].tool_use_id, "a");
+  EXPECT_EQ(results.content[0].text, "echo:1");
+  EXPECT_EQ(results.content[1].text, "echo:2");
+  ExpectValidTranscript(transcript_);
+}
+
+TEST(BudgetTest, SeedDefaultsPerCommand) {
+  struct Row {
+    CommandKind kind;
+    int calls;
+    int64_t tokens;
+  };
+  const Row rows[] = {{CommandKind::kCode, 20, 50'000},
+                      {CommandKind::kExplain, 5, 20'000},
+                      {CommandKind::kFix, 20, 50'000},
+                      {CommandKind::kPlan, 8, 30'000},
+                      {CommandKind::kBuild, 30, 80'000}};
+  for (const auto& row : rows) {
+    Budget b = DefaultBudget(row.kind);
+    EXPECT_EQ(b.max_tool_calls, row.calls) << CommandKindName(row.kind);
+    EXPECT_EQ(b.max_tokens, row.tokens);
+    EXPECT_EQ(b.max_turns, 25);
+  }
+  EXPECT_TRUE(IsReadOnly(CommandKind::kPlan));
+  EXPECT_TRUE(IsReadOnly(CommandKind::kExplain));
+  EXPECT_FALSE(IsReadOnly(CommandKind::kBuild));
+}
+
+TEST_F(TurnTest, PlanNinthToolCallExhaustsBudget) {
+  int n = 0;
+  provider_.fallback = [&](int) {
+    ModelResponse r;
+    r.content.push_back(Call("c" + std::to_string(n++), "echo", {{"x", std::to_string(n)}}));
+    r.finish = FinishReason::kToolUse;
+    r.usage.output_tokens = 10;
+    r.has_usage = true;
+    return Result<ModelResponse>(r);
+  };
+  TurnResult r = Run(Config(CommandKind::kPlan));
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "tool call budget exhausted (8 >= 8)");
+  EXPECT_EQ(echo_->runs(), 8);
+  EXPECT_EQ(r.counters.tool_calls, 8);
+  ExpectValidTranscript(transcript_);
+  EXPECT_THAT(transcript_.back().content[0].text, HasSubstr("not run: tool call budget exhausted"));
+}
+
+TEST_F(TurnTest, MidBatchBudgetStopAnswersEveryCall) {
+  auto cfg = Config();
+  cfg.budget.max_tool_calls = 2;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "echo", {{"x", "2"}}),
+                   Call("c", "echo", {{"x", "3"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "tool call budget exhausted (2 >= 2)");
+  EXPECT_EQ(echo_->runs(), 2);
+  ExpectValidTranscript(transcript_);
+  const auto& results = transcript_.back();
+  ASSERT_EQ(results.content.size(), 3u);
+  EXPECT_FALSE(results.content[0].is_error);
+  EXPECT_TRUE(results.content[2].is_error);
+  EXPECT_EQ(provider_.calls(), 1);
+}
+
+TEST_F(TurnTest, TokenBudgetExceededAfterResponse) {
+  auto cfg = Config();
+  cfg.budget.max_tokens = 100;
+  provider_.Text("long answer", 150);
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "token budget exceeded (150 > 100)");
+  EXPECT_EQ(r.final_text, "long answer");
+}
+
+TEST_F(TurnTest, MissingUsageFallsBackToCharEstimate) {
+  auto cfg = Config();
+  cfg.budget.max_tokens = 1000;
+  std::string big(8000, 'x');  // ~2000 tokens by chars/4
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}, /*tokens=*/0).Text("never");
+  TurnResult r = Run(cfg, big);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_THAT(r.reason, HasSubstr("token budget exceeded ("));
+  EXPECT_GT(r.counters.tokens, 2000);
+  EXPECT_EQ(echo_->runs(), 0);
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, BudgetCheckedBeforeEveryModelCall) {
+  auto cfg = Config();
+  cfg.budget.max_tokens = 100;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}, 100).Text("never");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "token budget exhausted (100 >= 100)");
+  EXPECT_EQ(provider_.calls(), 1);
+  EXPECT_EQ(echo_->runs(), 1);
+}
+
+TEST_F(TurnTest, MaxOutputTokensIsRemainingBudgetWithFloor) {
+  auto cfg = Config();
+  cfg.budget.max_tokens = 5000;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}, 4500).Text("ok", 1);
+  Run(cfg);
+  auto reqs = provider_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].max_output_tokens, 5000);
+  EXPECT_EQ(reqs[1].max_output_tokens, 1024);  // max(1024, 500)
+}
+
+TEST_F(TurnTest, MaxTurnsStopsAfterExactlyTheCap) {
+  auto cfg = Config();
+  cfg.budget.max_tool_calls = 1000;
+  cfg.budget.max_tokens = 1'000'000;
+  cfg.stuck_repeats = 0;
+  provider_.fallback = [](int i) {
+    ModelResponse r;
+    r.content.push_back(Call("c" + std::to_string(i), "echo", {{"x", "same"}}));
+    r.finish = FinishReason::kToolUse;
+    r.usage.output_tokens = 1;
+    r.has_usage = true;
+    return Result<ModelResponse>(r);
+  };
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kMaxTurns);
+  EXPECT_EQ(provider_.calls(), 25);
+  EXPECT_THAT(r.final_text, HasSubstr("Stopped after 25 turns without a final answer"));
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, BadArgumentsBecomeErrorResultsAndLoopGoesOn) {
+  ContentBlock bad_json = Call("a", "echo", nullptr);
+  bad_json.raw_input = "{\"x\": ";
+  provider_
+      .Calls({bad_json, Call("b", "echo", {{"y", "1"}}), Call("c", "nope", {{"x", "1"}}),
+              Call("d", "echo", {{"x", 5}}), Call("e", "fail", {{"x", "1"}})})
+      .Text("recovered");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(echo_->runs(), 0);
+  const auto& res = transcript_.messages()[2].content;
+  ASSERT_EQ(res.size(), 5u);
+  EXPECT_TRUE(res[0].is_error);
+  EXPECT_THAT(res[0].text, HasSubstr("not valid JSON"));
+  EXPECT_THAT(res[1].text, HasSubstr("x: required field is missing"));
+  EXPECT_THAT(res[2].text, HasSubstr("unknown tool 'nope'"));
+  EXPECT_THAT(res[3].text, HasSubstr("x: expected string, got integer"));
+  EXPECT_EQ(res[4].text, "no such file");
+  EXPECT_TRUE(res[4].is_error);
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, EngineFailureOfToolFailsTurnWithValidTranscript) {
+  registry_.Add(std::make_shared<FnTool>(Spec("broken", false, false),
+                                         [](const ToolCall&, ToolContext&) -> Result<ToolOutput> {
+                                           return Internal("disk on fire");
+                                         }));
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  provider_.Calls({Call("a", "broken", {{"x", "1"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kFailed);
+  EXPECT_THAT(r.reason, HasSubstr("disk on fire"));
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, ToolUseWithNoCallsCompletes) {
+  ModelResponse resp;
+  resp.content.push_back(ContentBlock::Text("nothing to do"));
+  resp.finish = FinishReason::kToolUse;
+  provider_.Push(resp);
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(r.final_text, "nothing to do");
+  EXPECT_EQ(provider_.calls(), 1);
+}
+
+TEST_F(TurnTest, TruncatedResponseCompletesMarkedTruncated) {
+  ModelResponse resp;
+  resp.content.push_back(ContentBlock::Text("partial ans"));
+  resp.content.push_back(Call("a", "echo", {{"x", "1"}}));
+  resp.finish = FinishReason::kLength;
+  provider_.Push(resp);
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.final_text, "partial ans");
+  EXPECT_EQ(echo_->runs(), 0);
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, PlanModeHidesAndRefusesMutatingTools) {
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "write", {{"x", "f"}})}).Text("no");
+  TurnResult r = Run(Config(CommandKind::kPlan));
+  EXPECT_EQ(r.stop, StopReason::kToolRefused);
+  EXPECT_THAT(r.reason, ::testing::StartsWith("PLAN_MODE_REFUSED:"));
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_EQ(echo_->runs(), 0);  // nothing of the batch runs
+  auto tools = provider_.requests()[0].tools;
+  EXPECT_EQ(std::count(tools.begin(), tools.end(), "write"), 0);
+  EXPECT_EQ(std::count(tools.begin(), tools.end(), "echo"), 1);
+  ExpectValidTranscript(transcript_);
+  EXPECT_EQ(Turn::CheckReadOnly(CommandKind::kPlan, Spec("write", true, false)).substr(0, 18),
+            "PLAN_MODE_REFUSED:");
+  EXPECT_TRUE(Turn::CheckReadOnly(CommandKind::kCode, Spec("write", true, false)).empty());
+}
+
+TEST_F(TurnTest, PlanModeRefusesEvenWhenRulesAllowEverything) {
+  struct AllowAll : PermissionPolicy {
+    PolicyVerdict Evaluate(const ToolSpec&, const ToolCall&) const override {
+      return {Decision::kAllow, "allow all", "*"};
+    }
+  };
+  auto cfg = Config(CommandKind::kExplain);
+  cfg.policy = std::make_shared<AllowAll>();
+  provider_.Calls({Call("b", "write", {{"x", "f"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kToolRefused);
+  EXPECT_EQ(write_->runs(), 0);
+}
+
+TEST_F(TurnTest, CancelledBeforeModelCall) {
+  std::stop_source src;
+  src.request_stop();
+  provider_.Text("never");
+  Turn turn(Config(), transcript_);
+  ASSERT_TRUE(turn.Start(TurnInput::User("hi")).ok());
+  RunnerDeps deps;
+  deps.provider = &provider_;
+  deps.tools = &registry_;
+  TurnResult r = RunTurn(turn, deps, src.get_token());
+  EXPECT_EQ(r.stop, StopReason::kAborted);
+  EXPECT_EQ(r.reason, "aborted");
+  EXPECT_EQ(provider_.calls(), 0);
+}
+
+TEST_F(TurnTest, CancelledDuringToolsEndsAbortedWithValidTranscript) {
+  std::stop_source src;
+  registry_.Add(
+      std::make_shared<FnTool>(Spec("slow", false, false), [&](const ToolCall&, ToolContext& ctx) {
+        src.request_stop();  // e.g. Ctrl-C while running
+        EXPECT_TRUE(ctx.stop.stop_requested());
+        return Result<ToolOutput>(ToolOutput::Error("cancelled"));
+      }));
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  provider_.Calls({Call("a", "slow", {{"x", "1"}}), Call("b", "echo", {{"x", "1"}})}).Text("never");
+  TurnResult r = Run(cfg, TurnInput::User("go"), src.get_token());
+  EXPECT_EQ(r.stop, StopReason::kAborted);
+  EXPECT_EQ(provider_.calls(), 1);
+  EXPECT_EQ(echo_->runs(), 0);
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, ParallelLanesRunSafeCallsConcurrently) {
+  // Two safe calls that each wait for the other: only concurrent execution
+  // lets both finish before the timeout.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  bool both_met = true;
+  registry_.Add(
+      std::make_shared<FnTool>(Spec("meet", false, true), [&](const ToolCall&, ToolContext&) {
+        std::unique_lock<std::mutex> lock(mu);
+        ++arrived;
+        cv.notify_all();
+        bool ok = cv.wait_for(lock, std::chrono::seconds(10), [&] { return arrived >= 2; });
+        if (!ok) both_met = false;
+        return Result<ToolOutput>(ToolOutput::Ok(ok ? "met" : "alone"));
+      }));
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  provider_.Calls({Call("a", "meet", {{"x", "1"}}), Call("b", "meet", {{"x", "2"}}),
+                   Call("c", "write", {{"x", "3"}}), Call("d", "echo", {{"x", "4"}})});
+  provider_.Text("ok");
+  approver_ = nullptr;
+  struct AllowAll : PermissionPolicy {
+    PolicyVerdict Evaluate(const ToolSpec&, const ToolCall&) const override {
+      return {Decision::kAllow, "ok", ""};
+    }
+  };
+  cfg.policy = std::make_shared<AllowAll>();
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_TRUE(both_met);
+  const auto& res = transcript_.messages()[2].content;
+  ASSERT_EQ(res.size(), 4u);
+  EXPECT_EQ(res[0].text, "met");
+  EXPECT_EQ(res[1].text, "met");
+  EXPECT_EQ(res[2].text, "wrote");
+  EXPECT_EQ(res[3].text, "echo:4");
+}
+
+TEST(ToolLanesTest, LanesGroupConsecutiveSafeCalls) {
+  // [safe, safe, unsafe, safe] -> lanes P(2), S, P(1): checked via the Turn's RunTools action.
+  ToolRegistry reg;
+  auto safe = std::make_shared<FnTool>(Spec("s", false, true), [](const ToolCall&, ToolContext&) {
+    return Result<ToolOutput>(ToolOutput::Ok("s"));
+  });
+  auto unsafe = std::make_shared<FnTool>(
+      Spec("u", false, false),
+      [](const ToolCall&, ToolContext&) { return Result<ToolOutput>(ToolOutput::Ok("u")); });
+  reg.Add(safe);
+  reg.Add(unsafe);
+  Transcript tr;
+  TurnConfig cfg;
+  cfg.tools = reg.Specs();
+  Turn turn(cfg, tr);
+  ASSERT_TRUE(turn.Start(TurnInput::User("go")).ok());
+  auto a = turn.Next({});
+  ASSERT_TRUE(std::holds_alternative<turn_action::CallModel>(a));
+  ModelResponse resp;
+  resp.content = {Call("1", "s", {{"x", "a"}}), Call("2", "s", {{"x", "b"}}),
+                  Call("3", "u", {{"x", "c"}}), Call("4", "s", {{"x", "d"}})};
+  resp.finish = FinishReason::kToolUse;
+  turn.OnModelResult(resp);
+  auto b = turn.Next({});
+  auto* run = std::get_if<turn_action::RunTools>(&b);
+  ASSERT_NE(run, nullptr);
+  ASSERT_EQ(run->lanes.size(), 3u);
+  EXPECT_EQ(run->lanes[0].size(), 2u);
+  EXPECT_EQ(run->lanes[1].size(), 1u);
+  EXPECT_EQ(run->lanes[1][0].id, "3");
+  EXPECT_EQ(run->lanes[2].size(), 1u);
+}
+
+TEST_F(TurnTest, StuckLoopGuardStopsRepeatedIdenticalCalls) {
+  auto cfg = Config();
+  cfg.budget.max_tool_calls = 100;
+  cfg.budget.max_tokens = 1'000'000;
+  provider_.fallback = [](int i) {
+    ModelResponse r;
+    r.content.push_back(Call("c" + std::to_string(i), "echo", {{"x", "same"}}));
+    r.finish = FinishReason::kToolUse;
+    r.usage.output_tokens = 1;
+    r.has_usage = true;
+    return Result<ModelResponse>(r);
+  };
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kMaxTurns);
+  EXPECT_EQ(r.reason,
+            "stuck: tool 'echo' was called 8 times with the same arguments in the last 8 calls");
+  EXPECT_EQ(echo_->runs(), 7);
+  ExpectValidTranscript(transcript_);
+}
+
+// ---- permissions and approvals --------------------------------------------
+
+struct MapPolicy : PermissionPolicy {
+  std::map<std::string, Decision> by_tool;
+  PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall&) const override {
+    auto it = by_tool.find(spec.name);
+    Decision d = it == by_tool.end() ? Decision::kAllow : it->second;
+    return {d, "rule for " + spec.name, spec.name};
+  }
+};
+
+TEST_F(TurnTest, RuleDenialCancelsWholeBatch) {
+  auto policy = std::make_shared<MapPolicy>();
+  policy->by_tool["write"] = Decision::kDeny;
+  auto cfg = Config();
+  cfg.policy = policy;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "write", {{"x", "f"}})})
+      .Text("never");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kDenied);
+  EXPECT_EQ(echo_->runs(), 0);
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_EQ(provider_.calls(), 1);
+  ExpectValidTranscript(transcript_);
+  const auto& res = transcript_.messages()[2].content;
+  EXPECT_EQ(res[0].text, "skipped: a sibling tool call in this turn (write) was denied");
+  EXPECT_EQ(res[1].text, "denied: rule for write");
+  EXPECT_EQ(transcript_.back().JoinedText(),
+            "Stopped \xE2\x80\x94 you denied: write. Send another message to continue.");
+}
+
+TEST_F(TurnTest, AskWithoutApproverFailsClosed) {
+  provider_.Calls({Call("b", "write", {{"x", "f"}})});
+  TurnResult r = Run(Config());  // default policy: ask for mutating tools
+  EXPECT_EQ(r.stop, StopReason::kDenied);
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_THAT(transcript_.messages()[2].content[0].text, HasSubstr("no approver available"));
+}
+
+TEST_F(TurnTest, LiveApprovalRunsAndEditedArgumentsAreUsed) {
+  ScriptedApprover approver;
+  ApprovalDecision allow = ApprovalDecision::Allow("console");
+  allow.edited_input = Json{{"x", "edited"}};
+  approver.answers.push_back(allow);
+  approver_ = &approver;
+  auto echo_write =
+      std::make_shared<FnTool>(Spec("write", true, false), [](const ToolCall& c, ToolContext&) {
+        return Result<ToolOutput>(ToolOutput::Ok("wrote " + c.input.value("x", std::string())));
+      });
+  registry_.Add(echo_write);
+  provider_.Calls({Call("b", "write", {{"x", "orig"}})}).Text("done");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(transcript_.messages()[2].content[0].text, "wrote edited");
+  ASSERT_EQ(approver.seen.size(), 1u);
+  EXPECT_EQ(approver.seen[0].call.name, "write");
+  auto decisions = sink_.OfType(EventType::kDecision);
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions[0].data["by"], "console");
+  EXPECT_EQ(decisions[0].data["edited"], true);
+}
+
+TEST_F(TurnTest, InvalidEditedArgumentsDoNotRun) {
+  ScriptedApprover approver;
+  ApprovalDecision allow = ApprovalDecision::Allow("console");
+  allow.edited_input = Json{{"x", 42}};
+  approver.answers.push_back(allow);
+  approver_ = &approver;
+  provider_.Calls({Call("b", "write", {{"x", "orig"}})}).Text("done");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_THAT(transcript_.messages()[2].content[0].text, HasSubstr("edited arguments are invalid"));
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+}
+
+TEST_F(TurnTest, DeferredApprovalPausesWithCheckpointAndResumes) {
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "write", {{"x", "f"}})});
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kPendingApproval);
+  EXPECT_EQ(echo_->runs(), 1);  // allowed sibling ran
+  EXPECT_EQ(write_->runs(), 0);
+  ASSERT_TRUE(r.checkpoint.has_value());
+  EXPECT_EQ(r.checkpoint->results_so_far.size(), 1u);
+  ASSERT_EQ(r.checkpoint->outstanding.size(), 1u);
+  EXPECT_EQ(r.checkpoint->outstanding[0].tool, "write");
+  EXPECT_EQ(r.checkpoint->tool_use_ids, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.final_text, "Stopped \xE2\x80\x94 awaiting durable approval for: write.");
+  EXPECT_TRUE(transcript_.back().HasToolUse());  // assistant message stays open
+  ExpectValidTranscript(transcript_, /*allow_open_tail=*/true);
+  EXPECT_EQ(r.counters.tool_calls, 2);
+
+  // Another process approves: the resolver runs the tool and resumes.
+  std::vector<ContentBlock> results = r.checkpoint->results_so_far;
+  results.push_back(ContentBlock::ToolResult("b", "wrote", false));
+  provider_.Text("all done");
+  auto cfg = Config();
+  cfg.counters = r.checkpoint->counters;
+  TurnResult r2 = Run(cfg, TurnInput::Resume(results));
+  EXPECT_EQ(r2.stop, StopReason::kCompleted);
+  EXPECT_EQ(r2.final_text, "all done");
+  EXPECT_EQ(r2.counters.tool_calls, 2);
+  EXPECT_EQ(r2.counters.model_calls, 2);
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, ResumeRejectsResultsThatDoNotMatch) {
+  provider_.Calls({Call("a", "write", {{"x", "1"}})});
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  Run(Config());
+  Turn turn(Config(), transcript_);
+  Status s = turn.Start(TurnInput::Resume({ContentBlock::ToolResult("zzz", "x", false)}));
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+}
+
+TEST_F(TurnTest, AskUserQuestionLiveAndDurable) {
+  ToolSpec ask;
+  ask.name = "ask_user";
+  ask.input_schema = ObjectSchema({"question"});
+  registry_.Add(std::make_shared<FnTool>(ask, [](const ToolCall&, ToolContext&) {
+    return Result<ToolOutput>(ToolOutput::Error("never run directly"));
+  }));
+  ScriptedApprover approver;
+  ApprovalDecision answer = ApprovalDecision::Allow("console");
+  answer.answer = "blue";
+  approver.answers.push_back(answer);
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  provider_.Calls({Call("q1", "ask_user", {{"question", "colour?"}})})
+      .Calls({Call("q2", "ask_user", {{"question", "size?"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(transcript_.messages()[2].content[0].text, "blue");
+  EXPECT_EQ(approver.seen[0].kind, PendingKind::kQuestion);
+  EXPECT_EQ(approver.seen[0].reason, "colour?");
+  EXPECT_EQ(r.stop, StopReason::kPendingQuestion);
+  ASSERT_EQ(r.pending.size(), 1u);
+  EXPECT_EQ(r.pending[0].kind, PendingKind::kQuestion);
+  EXPECT_EQ(r.pending[0].reason, "size?");
+}
+
+// ---- hooks --------------------------------------------------------------
+
+class RecordingHook : public Hook {
+ public:
+  std::string_view name() const override { return "rec"; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  void OnTurnStart(const HookContext&) override { starts++; }
+  void BeforeModelCall(const HookContext&, ModelRequest& req) override {
+    if (throw_in_model_call) throw std::runtime_error("boom");
+    req.system += "+" + tag;
+  }
+  ToolCallVerdict BeforeToolCall(const HookContext&, const ToolCall& call) override {
+    if (call.input.value("x", std::string()) == "block") return ToolCallVerdict::Deny("not today");
+    if (call.input.value("x", std::string()) == "rewrite")
+      return ToolCallVerdict::Rewrite({{"x", "new"}});
+    return ToolCallVerdict::Allow();
+  }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    ends++;
+    last_stop = info.stop;
+    TurnEndVerdict v;
+    if (continues_left > 0 && info.stop == StopReason::kCompleted) {
+      --continues_left;
+      v.continue_turn = true;
+      Message marker = Message::User("continue please");
+      marker.tag = "test:continue";
+      v.entries.push_back(marker);
+    }
+    return v;
+  }
+  std::atomic<int> starts{0}, ends{0};
+  int continues_left = 0;
+  bool throw_in_model_call = false;
+  std::string tag = "h";
+  StopReason last_stop = StopReason::kFailed;
+  std::chrono::milliseconds timeout_{5000};
+};
+
+TEST_F(TurnTest, HooksTransformRequestsChainAndGateTools) {
+  auto h1 = std::make_shared<RecordingHook>();
+  auto h2 = std::make_shared<RecordingHook>();
+  h2->tag = "g";
+  auto cfg = Config();
+  cfg.hooks = {h1, h2};
+  provider_.Calls({Call("a", "echo", {{"x", "block"}}), Call("b", "echo", {{"x", "rewrite"}})})
+      .Text("ok");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(provider_.requests()[0].system, "sys+h+g");
+  const auto& res = transcript_.messages()[2].content;
+  EXPECT_EQ(res[0].text, "blocked by hook 'rec': not today");
+  EXPECT_TRUE(res[0].is_error);
+  EXPECT_EQ(res[1].text, "echo:new");
+  EXPECT_EQ(h1->starts, 1);
+  EXPECT_EQ(h1->ends, 1);
+}
+
+TEST_F(TurnTest, ThrowingHookIsSkippedAndReported) {
+  auto h = std::make_shared<RecordingHook>();
+  h->throw_in_model_call = true;
+  auto cfg = Config();
+  cfg.hooks = {h};
+  provider_.Text("fine");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(provider_.requests()[0].system, "sys");
+  auto errs = sink_.OfType(EventType::kHookError);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].data["point"], "before_model_call");
+  EXPECT_THAT(errs[0].data["error"].get<std::string>(), HasSubstr("boom"));
+}
+
+class BlockingHook : public Hook {
+ public:
+  std::string_view name() const override { return "slow"; }
+  std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(50); }
+  void BeforeModelCall(const HookContext&, ModelRequest& req) override {
+    std::unique_lock<std::mutex> lock(state->mu);
+    state->cv.wait(lock, [&] { return state->release; });
+    req.system = "hijacked";
+  }
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
+};
+
+TEST_F(TurnTest, TimedOutHookIsSkipped) {
+  auto h = std::make_shared<BlockingHook>();
+  auto cfg = Config();
+  cfg.hooks = {h};
+  provider_.Text("fine");
+  TurnResult r = Run(cfg);
+  {
+    std::lock_guard<std::mutex> lock(h->state->mu);
+    h->state->release = true;
+  }
+  h->state->cv.notify_all();
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(provider_.requests()[0].system, "sys");
+  auto errs = sink_.OfType(EventType::kHookError);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_THAT(errs[0].data["error"].get<std::string>(), HasSubstr("timed out"));
+}
+
+TEST_F(TurnTest, TurnEndHookCanContinueWithHiddenEntries) {
+  auto h = std::make_shared<RecordingHook>();
+  h->continues_left = 2;
+  auto cfg = Config();
+  cfg.hooks = {h};
+  provider_.Text("first").Text("second").Text("third");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(r.final_text, "third");
+  EXPECT_EQ(provider_.calls(), 3);
+  EXPECT_EQ(h->starts, 3);
+  EXPECT_EQ(h->ends, 3);
+  auto reqs = provider_.requests();
+  EXPECT_EQ(reqs[1].all.back().tag, "test:continue");
+  EXPECT_EQ(sink_.OfType(EventType::kContinuation).size(), 2u);
+}
+
+TEST_F(TurnTest, TurnEndIsPairedEvenOnEarlyStop) {
+  auto h = std::make_shared<RecordingHook>();
+  h->continues_left = 5;  // must be ignored: the turn did not complete
+  auto cfg = Config();
+  cfg.hooks = {h};
+  cfg.budget.max_tokens = 5;
+  provider_.Text("too long", 50);
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(h->starts, 1);
+  EXPECT_EQ(h->ends, 1);
+  EXPECT_EQ(h->last_stop, StopReason::kBudgetExhausted);
+}
+
+// ---- events ----------------------------------------------------------------
+
+TEST_F(TurnTest, EventStreamIsOrderedAndSerialisable) {
+  auto cfg = Config();
+  cfg.first_seq = 100;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("done");
+  TurnResult r = Run(cfg);
+  ASSERT_FALSE(sink_.events.empty());
+  EXPECT_EQ(sink_.events.front().type, EventType::kTurnBegin);
+  EXPECT_EQ(sink_.events.back().type, EventType::kTurnEnd);
+  for (size_t i = 0; i < sink_.events.size(); ++i) {
+    EXPECT_EQ(sink_.events[i].seq, 100 + i);
+    EXPECT_EQ(sink_.events[i].session_id, "sess");
+    EXPECT_EQ(sink_.events[i].turn_id, "turn");
+    Json j = sink_.events[i].ToJson();
+    auto back = Event::FromJson(Json::parse(j.dump()));
+    ASSERT_TRUE(back.ok());
+  }
+  EXPECT_EQ(r.next_seq, 100 + sink_.events.size());
+  EXPECT_EQ(sink_.OfType(EventType::kToolCallBegin).size(), 1u);
+  EXPECT_EQ(sink_.OfType(EventType::kToolCallEnd).size(), 1u);
+  EXPECT_EQ(sink_.OfType(EventType::kMessage).size(), 4u);
+  EXPECT_FALSE(sink_.OfType(EventType::kTextDelta).empty());
+  EXPECT_EQ(sink_.events.back().data["stop"], "completed");
+  // tool_call_begin is emitted before the tool's result message.
+  size_t begin_at = 0, result_at = 0;
+  for (size_t i = 0; i < sink_.events.size(); ++i) {
+    if (sink_.events[i].type == EventType::kToolCallBegin) begin_at = i;
+    if (sink_.events[i].type == EventType::kMessage &&
+        sink_.events[i].data["message"]["content"][0]["type"] == "tool_result")
+      result_at = i;
+  }
+  EXPECT_LT(begin_at, result_at);
+}
+
+TEST_F(TurnTest, SinkFailureFailsTheTurnBeforeTheNextStep) {
+  sink_.fail = [](const Event& e) {
+    if (e.type == EventType::kToolCallBegin) return Unavailable("disk full");
+    return Status::Ok();
+  };
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("never");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kFailed);
+  EXPECT_THAT(r.reason, HasSubstr("disk full"));
+  EXPECT_EQ(echo_->runs(), 0);  // the begin record was not stored: nothing runs
+  EXPECT_EQ(provider_.calls(), 1);
+}
+
+TEST_F(TurnTest, WallTimeBudgetUsesInjectedClock) {
+  auto now = std::chrono::steady_clock::time_point{};
+  auto cfg = Config();
+  cfg.budget.max_wall_time = std::chrono::milliseconds(1000);
+  cfg.clock = [&] { return now; };
+  registry_.Add(
+      std::make_shared<FnTool>(Spec("tick", false, false), [&](const ToolCall&, ToolContext&) {
+        now += std::chrono::milliseconds(1500);
+        return Result<ToolOutput>(ToolOutput::Ok("tick"));
+      }));
+  cfg.tools = registry_.Specs();
+  provider_.Calls({Call("a", "tick", {{"x", "1"}})}).Text("never");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "wall time budget exhausted (1500 ms >= 1000 ms)");
+}
+
+TEST_F(TurnTest, PromptTooLongCompactsPriorHistoryAndRetries) {
+  for (int i = 0; i < 10; ++i) {
+    transcript_.Append(Message::User("old question " + std::to_string(i)));
+    transcript_.Append(Message::Assistant("old answer " + std::to_string(i)));
+  }
+  provider_.Push(PromptTooLong("prompt is too long")).Text("fits now");
+  TurnResult r = Run(Config(), "new question");
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  auto reqs = provider_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_LT(reqs[1].messages, reqs[0].messages);
+  EXPECT_EQ(reqs[1].all.back().JoinedText(), "new question");
+  auto comp = sink_.OfType(EventType::kCompaction);
+  ASSERT_EQ(comp.size(), 1u);
+  EXPECT_EQ(comp[0].data["from"], 21);
+}
+
+TEST_F(TurnTest, PromptTooLongGivesUpAfterThreeCompactions) {
+  for (int i = 0; i < 20; ++i) {
+    transcript_.Append(Message::User("q" + std::to_string(i)));
+    transcript_.Append(Message::Assistant("a" + std::to_string(i)));
+  }
+  provider_.fallback = [](int) { return Result<ModelResponse>(PromptTooLong("too many tokens")); };
+  TurnResult r = Run(Config(), "new");
+  EXPECT_EQ(r.stop, StopReason::kFailed);
+  EXPECT_THAT(r.reason, HasSubstr("prompt_too_long"));
+  EXPECT_LE(sink_.OfType(EventType::kCompaction).size(), 3u);
+}
+
+TEST_F(TurnTest, ProviderErrorFailsWithoutLeakingKeys) {
+  provider_.Push(Unavailable("upstream said no for key sk-abcdefghijklmnop1234"));
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kFailed);
+  EXPECT_EQ(r.reason.find("sk-abcdefghijkl"), std::string::npos);
+}
+
+TEST_F(TurnTest, ThinkingBlocksAreKeptVerbatimForTheNextRequest) {
+  ModelResponse resp;
+  resp.content = {ContentBlock::Thinking("let me think", "SIG=="), Call("a", "echo", {{"x", "1"}})};
+  resp.finish = FinishReason::kToolUse;
+  provider_.Push(resp).Text("ok");
+  Run(Config());
+  auto reqs = provider_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  const Message& prior = reqs[1].all[1];
+  ASSERT_EQ(prior.content[0].type, BlockType::kThinking);
+  EXPECT_EQ(prior.content[0].signature, "SIG==");
+  EXPECT_EQ(prior.content[0].text, "let me think");
+}
+
+}  // namespace
+}  // namespace agentloop
