@@ -1,0 +1,108 @@
+// HttpClient: the one libcurl user in agentloop. One multi handle driven by
+// one event thread carries every transfer (no thread per request), so
+// thousands of sessions can stream at once. Connections (and TLS sessions,
+// HTTP/2 where the server offers it) are reused across requests; proxies come
+// from the standard environment variables (libcurl default); TCP_NODELAY is
+// on.
+//
+// Two ways to use it:
+//  - Start(): asynchronous; callbacks run on the event thread and must not
+//    block. Returns a handle whose Cancel() aborts the transfer.
+//  - Fetch(): blocking; runs the handler on the CALLING thread as bytes
+//    arrive (what providers use, so StreamSink deltas stay on the thread that
+//    runs Complete()). A stop token aborts the transfer within ~100 ms.
+//  - Post(): blocking, whole body buffered (webhooks).
+//
+// Errors (transport, not HTTP status): kUnavailable for connection failures
+// (refused, reset, DNS, TLS, truncated body), kDeadlineExceeded for the
+// connect timeout and the idle timeout (no byte for `idle_timeout`),
+// kCancelled when the stop token fired. Messages never contain header values.
+//
+// Thread-safety: all methods are thread-safe. The client must outlive its
+// transfers; the destructor aborts whatever is still running.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "agentloop/status.h"
+
+namespace agentloop {
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+// Case-insensitive header lookup; empty when absent.
+std::string_view FindHeader(const HttpHeaders& headers, std::string_view name);
+
+struct HttpRequest {
+  std::string method = "POST";
+  std::string url;
+  HttpHeaders headers;  // values may be secrets: never logged
+  std::string body;
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds idle_timeout{120000};  // 0 = none
+};
+
+struct HttpResponse {
+  long status = 0;
+  HttpHeaders headers;
+  std::string body;
+};
+
+// Callbacks for one transfer. For Start() they run on the event thread; for
+// Fetch() on the calling thread. A non-OK Status from OnHead/OnBody aborts the
+// transfer and becomes its result.
+class HttpStreamHandler {
+ public:
+  virtual ~HttpStreamHandler() = default;
+  // Called once, before the first OnBody (or at the end when there is no
+  // body), with the final status line and headers.
+  virtual Status OnHead(long status, const HttpHeaders& headers) = 0;
+  virtual Status OnBody(std::string_view bytes) = 0;
+};
+
+class HttpTransfer {
+ public:
+  virtual ~HttpTransfer() = default;
+  // Aborts the transfer; `done` then gets kCancelled (if not already done).
+  virtual void Cancel() = 0;
+};
+
+struct HttpClientOptions {
+  // Upper bound on how long the event thread sleeps between checks of
+  // idle timeouts and cancellations.
+  std::chrono::milliseconds tick{50};
+  long max_connections_per_host = 0;  // 0 = libcurl default (unlimited)
+};
+
+class HttpClient {
+ public:
+  static std::shared_ptr<HttpClient> Create(HttpClientOptions options = {});
+  virtual ~HttpClient() = default;
+
+  // Asynchronous transfer. `handler` is kept alive by the client until
+  // `done` has been called (exactly once, on the event thread).
+  virtual std::shared_ptr<HttpTransfer> Start(HttpRequest request,
+                                              std::shared_ptr<HttpStreamHandler> handler,
+                                              std::function<void(Status)> done) = 0;
+
+  // Blocking streaming transfer: handler callbacks run on this thread.
+  // Returns OK when the body arrived completely (whatever the HTTP status).
+  Status Fetch(HttpRequest request, HttpStreamHandler& handler, std::stop_token stop);
+
+  // Blocking request with the whole body buffered. OK for any HTTP status;
+  // transport failures are errors.
+  Result<HttpResponse> Post(const std::string& url, const HttpHeaders& headers, std::string body,
+                            std::stop_token stop = {});
+
+  // Transfers currently running (for tests and metrics).
+  virtual size_t active_transfers() const = 0;
+};
+
+}  // namespace agentloop

@@ -1,0 +1,93 @@
+// HttpProvider: the ModelProvider behind the three HTTP wire formats. It
+// builds the request body (with the per-message cache), streams the answer
+// through the SSE parser into the format's StreamDecoder on the calling
+// thread, classifies failures and retries the whole request (retry.h).
+// Nothing partial is returned: a failed attempt's content is dropped.
+//
+// Thread-safety: Complete() may run concurrently; per-request state lives on
+// the stack; the message cache and the HTTP client are thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "agentloop/provider.h"
+
+#include "providers/http_client.h"
+#include "providers/message_cache.h"
+#include "providers/retry.h"
+#include "providers/sse_parser.h"
+
+namespace agentloop {
+
+// Turns one stream's SSE events into a ModelResponse, reporting deltas to the
+// sink. Errors: the classified in-stream error, or kDataLoss naming what was
+// malformed or missing.
+class StreamDecoder : public SseHandler {
+ public:
+  // Called at end of stream. `cut_mid_event` is true when the stream ended
+  // inside an event.
+  virtual Result<ModelResponse> Finish(bool cut_mid_event) = 0;
+};
+
+struct WireOptions {
+  // Chat Completions: send `max_tokens` instead of `max_completion_tokens`.
+  bool use_max_tokens_field = false;
+};
+
+// One wire format: request mapping and stream decoding. Stateless.
+class WireFormat {
+ public:
+  virtual ~WireFormat() = default;
+  virtual std::string_view name() const = 0;  // "openai", "anthropic", "openai-responses"
+  virtual std::string path() const = 0;       // appended to the base URL
+  virtual void AddAuthHeaders(const std::string& api_key, HttpHeaders* headers) const = 0;
+  // Fragment for one message: zero or more comma-separated JSON values.
+  virtual std::string SerializeMessage(const Message& m) const = 0;
+  // The whole body; `messages` is the comma-joined fragments.
+  virtual std::string BuildBody(const ModelRequest& request, const std::string& model,
+                                std::string_view messages) const = 0;
+  virtual std::unique_ptr<StreamDecoder> NewDecoder(StreamSink& sink) const = 0;
+};
+
+std::unique_ptr<WireFormat> NewOpenAiChatFormat(WireOptions options);
+std::unique_ptr<WireFormat> NewAnthropicFormat(WireOptions options);
+std::unique_ptr<WireFormat> NewOpenAiResponsesFormat(WireOptions options);
+
+struct HttpProviderOptions {
+  std::string model;     // used when the request names none
+  std::string base_url;  // e.g. "https://api.openai.com/v1"
+  std::string api_key;   // never logged
+  HttpHeaders extra_headers;
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds idle_timeout{120000};
+  RetryPolicy retry;
+  size_t cache_bytes = 128u << 20;
+};
+
+class HttpProvider : public ModelProvider {
+ public:
+  HttpProvider(std::unique_ptr<WireFormat> format, HttpProviderOptions options,
+               std::shared_ptr<HttpClient> client);
+
+  std::string_view name() const override { return format_->name(); }
+  Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
+                                 std::stop_token stop) override;
+
+  // The request body Complete() would send (uses and fills the cache).
+  std::string BuildBody(const ModelRequest& request);
+  const MessageCache& cache() const { return cache_; }
+  const WireFormat& format() const { return *format_; }
+
+ private:
+  Result<ModelResponse> Attempt(const std::string& body, StreamSink& sink,
+                                const std::stop_token& stop, AttemptError* err);
+
+  std::unique_ptr<WireFormat> format_;
+  HttpProviderOptions options_;
+  std::shared_ptr<HttpClient> client_;
+  MessageCache cache_;
+  std::string url_;
+};
+
+}  // namespace agentloop

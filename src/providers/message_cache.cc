@@ -1,0 +1,82 @@
+#include "providers/message_cache.h"
+
+#include <vector>
+
+namespace agentloop {
+
+void MessageCache::AppendMessages(const ModelRequest& request, const Serializer& serialize,
+                                  std::string* out, bool* need_comma) {
+  const size_t n = request.history.size();
+  std::vector<Fragment> frags(n);
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t uid = request.history[i].uid;
+      if (uid == 0) continue;
+      auto it = map_.find(uid);
+      if (it == map_.end()) continue;
+      frags[i] = it->second.fragment;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      ++hits_;
+    }
+  }
+  std::vector<std::pair<uint64_t, Fragment>> fresh;
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!frags[i]) {
+      frags[i] = std::make_shared<const std::string>(serialize(request.history[i]));
+      if (request.history[i].uid != 0) fresh.emplace_back(request.history[i].uid, frags[i]);
+    }
+    total += frags[i]->size() + 1;
+  }
+  if (!fresh.empty()) {
+    std::lock_guard lock(mu_);
+    misses_ += fresh.size();
+    for (auto& [uid, f] : fresh) InsertLocked(uid, std::move(f));
+  }
+  out->reserve(out->size() + total + 4096);
+  auto append = [&](const std::string& f) {
+    if (f.empty()) return;
+    if (*need_comma) out->push_back(',');
+    out->append(f);
+    *need_comma = true;
+  };
+  for (const Fragment& f : frags) append(*f);
+  for (const Message& m : request.tail) append(serialize(m));
+}
+
+void MessageCache::InsertLocked(uint64_t uid, Fragment f) {
+  if (f->size() > max_bytes_) return;
+  auto it = map_.find(uid);
+  if (it != map_.end()) return;  // another thread won the race; same content
+  lru_.push_front(uid);
+  bytes_ += f->size();
+  map_.emplace(uid, Entry{std::move(f), lru_.begin()});
+  while (bytes_ > max_bytes_ && !lru_.empty()) {
+    auto victim = map_.find(lru_.back());
+    bytes_ -= victim->second.fragment->size();
+    map_.erase(victim);
+    lru_.pop_back();
+  }
+}
+
+size_t MessageCache::hits() const {
+  std::lock_guard lock(mu_);
+  return hits_;
+}
+size_t MessageCache::misses() const {
+  std::lock_guard lock(mu_);
+  return misses_;
+}
+size_t MessageCache::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
+}
+void MessageCache::Clear() {
+  std::lock_guard lock(mu_);
+  map_.clear();
+  lru_.clear();
+  bytes_ = 0;
+}
+
+}  // namespace agentloop

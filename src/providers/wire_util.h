@@ -1,0 +1,70 @@
+// Helpers shared by the wire formats (internal to src/providers).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "agentloop/json.h"
+#include "agentloop/types.h"
+
+namespace agentloop::wire {
+
+// JSON string literal for `s` (quoted, escaped, invalid UTF-8 replaced).
+inline std::string Quote(std::string_view s) { return DumpJson(Json(std::string(s))); }
+
+// Sets `b.input` from a model's argument string: the parsed object, or null
+// plus `raw_input` when it is not a JSON object. Empty means {}.
+inline void SetToolArguments(ContentBlock& b, const std::string& args) {
+  if (args.empty()) {
+    b.input = Json::object();
+    return;
+  }
+  Result<Json> j = ParseJson(args);
+  if (j.ok() && j->is_object()) {
+    b.input = std::move(*j);
+  } else {
+    b.input = nullptr;
+    b.raw_input = args;
+  }
+}
+
+// The argument string to send back for a tool_use block.
+inline std::string ToolArguments(const ContentBlock& b) {
+  if (!b.raw_input.empty()) return b.raw_input;
+  if (b.input.is_null()) return "{}";
+  return DumpJson(b.input);
+}
+
+inline std::string Str(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+inline int64_t Int(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+inline const Json* Obj(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_object() ? &*it : nullptr;
+}
+
+// Parses an event's data as a JSON object; kDataLoss naming the event.
+inline Result<Json> ParseEventJson(std::string_view data, std::string_view what) {
+  Result<Json> j = ParseJson(data);
+  if (!j.ok()) {
+    return DataLoss("malformed " + std::string(what) + " event: " + j.error().message());
+  }
+  if (!j->is_object()) return DataLoss("malformed " + std::string(what) + " event: not an object");
+  return j;
+}
+
+// Joins the text blocks of a message.
+inline std::string JoinText(const Message& m) {
+  std::string out;
+  for (const auto& b : m.content) {
+    if (b.type == BlockType::kText) out += b.text;
+  }
+  return out;
+}
+
+}  // namespace agentloop::wire
