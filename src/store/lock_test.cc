@@ -1,0 +1,143 @@
+// The session lock: busy, dead-pid takeover, expiry, release, heartbeat, and
+// exclusion across processes.
+#include <chrono>
+#include <thread>
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include "store/store_test_util.h"
+
+namespace agentloop::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A pid that existed and has exited (reaped), so kill(pid, 0) fails ESRCH.
+pid_t DeadPid() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return pid;
+}
+
+TEST_F(StoreTest, LockIsExclusiveAndReleasedOnDestruction) {
+  std::string id = NewSession();
+  auto first = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)->session_id(), id);
+
+  auto second = store_->AcquireLock(id, getpid());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code(), Code::kBusy);
+  EXPECT_THAT(second.error().message(), HasSubstr("session " + id + " is busy (held by pid " +
+                                                  std::to_string(getpid()) + " since 2023-11-14T"));
+  // Also refused from another connection (another process would see the same).
+  auto other = OpenStore();
+  EXPECT_EQ(other->AcquireLock(id, 12345).error().code(), Code::kBusy);
+
+  first->reset();
+  EXPECT_TRUE(other->AcquireLock(id, getpid()).ok());
+}
+
+TEST_F(StoreTest, LockOfUnknownSessionIsNotFound) {
+  EXPECT_EQ(store_->AcquireLock("nope", getpid()).error().code(), Code::kNotFound);
+}
+
+TEST_F(StoreTest, LockOfDeadProcessIsTakenOver) {
+  std::string id = NewSession();
+  pid_t dead = DeadPid();
+  auto stale = store_->AcquireLock(id, dead);
+  ASSERT_TRUE(stale.ok());
+  auto mine = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  // The old holder has lost it.
+  Status refresh = (*stale)->Refresh();
+  EXPECT_EQ(refresh.code(), Code::kBusy);
+  EXPECT_THAT(refresh.message(), HasSubstr("lost"));
+  // Releasing the stale handle must not release the new holder's lock.
+  stale->reset();
+  EXPECT_EQ(store_->AcquireLock(id, getpid()).error().code(), Code::kBusy);
+  EXPECT_TRUE((*mine)->Refresh().ok());
+}
+
+TEST_F(StoreTest, LockExpiresWithoutHeartbeat) {
+  std::string id = NewSession();
+  auto held = store_->AcquireLock(id, getppid());  // a live process that is not us
+  ASSERT_TRUE(held.ok());
+  clock_ms_ += 29'000;
+  EXPECT_EQ(store_->AcquireLock(id, getpid()).error().code(), Code::kBusy);
+  ASSERT_TRUE((*held)->Refresh().ok());  // heartbeat at +29 s
+  clock_ms_ += 29'000;
+  EXPECT_EQ(store_->AcquireLock(id, getpid()).error().code(), Code::kBusy);
+  clock_ms_ += 2'000;  // 31 s since the last heartbeat
+  EXPECT_TRUE(store_->AcquireLock(id, getpid()).ok());
+}
+
+TEST_F(StoreTest, RemoveRefusedWhileLocked) {
+  std::string id = NewSession();
+  auto held = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(store_->RemoveSession(id).code(), Code::kBusy);
+  held->reset();
+  EXPECT_TRUE(store_->RemoveSession(id).ok());
+}
+
+int64_t HeartbeatOf(const std::filesystem::path& db_path, const std::string& id) {
+  sqlite3* db = nullptr;
+  sqlite3_open(db_path.c_str(), &db);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT heartbeat_at_ms FROM session_locks WHERE session_id = ?", -1, &st,
+                     nullptr);
+  sqlite3_bind_text(st, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+TEST_F(StoreTest, HeartbeatThreadRefreshesTheLock) {
+  SqliteStoreOptions o = Options();
+  o.lock_heartbeat = true;
+  o.lock_ttl = std::chrono::milliseconds(30);  // refresh every 10 ms of real time
+  auto store = SqliteStore::Open(db_path(), o);
+  ASSERT_TRUE(store.ok());
+  std::string id = NewSession();
+  auto lock = (*store)->AcquireLock(id, getpid());
+  ASSERT_TRUE(lock.ok());
+  const int64_t start = clock_ms_.load();
+  ASSERT_EQ(HeartbeatOf(db_path(), id), start);
+  clock_ms_ += 1000;
+  // Wait (bounded) for the background refresh to record the new time.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (HeartbeatOf(db_path(), id) != start + 1000 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(HeartbeatOf(db_path(), id), start + 1000);
+  lock->reset();
+  EXPECT_EQ(HeartbeatOf(db_path(), id), -1);  // released
+}
+
+TEST_F(StoreTest, LockExcludesAnotherProcess) {
+  std::string id = NewSession();
+  auto held = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(held.ok());
+  pid_t child = fork();
+  if (child == 0) {
+    // Child: its own connection, its own pid. Exit code: 0 busy, 1 acquired,
+    // 2 other error.
+    auto s = SqliteStore::Open(db_path(), Options());  // same clock as the holder
+    if (!s.ok()) _exit(2);
+    auto l = (*s)->AcquireLock(id, getpid());
+    _exit(l.ok() ? 1 : l.error().code() == Code::kBusy ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace agentloop::store

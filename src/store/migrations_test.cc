@@ -1,0 +1,124 @@
+// Numbered migrations: fresh database, already migrated, newer database.
+#include "store/migrations.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "store/store_test_util.h"
+
+namespace agentloop::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+int64_t Count(Db& db, const std::string& sql) {
+  auto st = db.Prepare(sql);
+  EXPECT_TRUE(st.ok());
+  auto row = st->Step();
+  EXPECT_TRUE(row.ok() && *row);
+  return st->Int(0);
+}
+
+TEST(MigrationsTest, BuiltinListIsAscendingAndGapFree) {
+  auto list = BuiltinMigrations();
+  ASSERT_FALSE(list.empty());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list[i].version, static_cast<int>(i + 1)) << list[i].name;
+    EXPECT_FALSE(list[i].sql.empty());
+  }
+  EXPECT_EQ(list[0].name, "0001_initial.sql");
+}
+
+TEST(MigrationsTest, FreshDatabaseGetsEveryMigrationOnce) {
+  TempDir dir;
+  auto db = Db::Open(dir.path() / "x.db", 1000);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(*SchemaVersion(**db), 0);
+  ASSERT_TRUE(ApplyMigrations(**db, BuiltinMigrations(), 42).ok());
+  const int newest = BuiltinMigrations().back().version;
+  EXPECT_EQ(*SchemaVersion(**db), newest);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM schema_migrations"), newest);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'events'"), 1);
+  // Already migrated: a second run changes nothing.
+  ASSERT_TRUE(ApplyMigrations(**db, BuiltinMigrations(), 43).ok());
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM schema_migrations"), newest);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM schema_migrations WHERE applied_at_ms = 43"), 0);
+}
+
+TEST(MigrationsTest, OnlyNewerMigrationsRunOnAnOlderDatabase) {
+  TempDir dir;
+  auto db = Db::Open(dir.path() / "x.db", 1000);
+  ASSERT_TRUE(db.ok());
+  const Migration v1[] = {{1, "0001_a.sql", "CREATE TABLE a (x INTEGER);"}};
+  const Migration v2[] = {
+      {1, "0001_a.sql", "CREATE TABLE a (x INTEGER);"},
+      {2, "0002_b.sql", "ALTER TABLE a ADD COLUMN y TEXT; CREATE TABLE b (z);"}};
+  ASSERT_TRUE(ApplyMigrations(**db, v1, 1).ok());
+  // Re-running 0001 would fail (table a exists): it must be skipped.
+  Status s = ApplyMigrations(**db, v2, 2);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(*SchemaVersion(**db), 2);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM pragma_table_info('a') WHERE name = 'y'"), 1);
+}
+
+TEST(MigrationsTest, FailingMigrationLeavesTheOldVersion) {
+  TempDir dir;
+  auto db = Db::Open(dir.path() / "x.db", 1000);
+  ASSERT_TRUE(db.ok());
+  const Migration bad[] = {{1, "0001_a.sql", "CREATE TABLE a (x); CREATE TABLE broken ("}};
+  Status s = ApplyMigrations(**db, bad, 1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("0001_a.sql"));
+  EXPECT_EQ(*SchemaVersion(**db), 0);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'a'"), 0);
+}
+
+TEST(MigrationsTest, NewerDatabaseIsRefused) {
+  TempDir dir;
+  auto path = dir.path() / "sessions.db";
+  {
+    auto store = OpenSqliteStore(path, {});
+    ASSERT_TRUE(store.ok());
+  }
+  {
+    auto db = Db::Open(path, 1000);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(
+        (*db)->Exec("INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 0)").ok());
+  }
+  auto store = OpenSqliteStore(path, {});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(store.error().message(), HasSubstr("schema version 9999"));
+  EXPECT_THAT(store.error().message(), HasSubstr("newer agentloop"));
+  EXPECT_THAT(store.error().message(), HasSubstr(path.string()));
+}
+
+TEST(MigrationsTest, DatabaseIsWalWithForeignKeys) {
+  TempDir dir;
+  auto db = Db::Open(dir.path() / "x.db", 1000);
+  ASSERT_TRUE(db.ok());
+  auto mode = (*db)->Prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(mode.ok() && *mode->Step());
+  EXPECT_EQ(mode->Text(0), "wal");
+  EXPECT_EQ(Count(**db, "PRAGMA foreign_keys"), 1);
+  EXPECT_EQ(Count(**db, "PRAGMA synchronous"), 2);  // FULL
+}
+
+TEST(MigrationsTest, NotADatabaseIsAnError) {
+  TempDir dir;
+  auto path = dir.path() / "junk.db";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("this is not a database file, just text, long enough to look like a header", f);
+    std::fclose(f);
+  }
+  auto store = OpenSqliteStore(path, {});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code(), Code::kDataLoss) << store.error().ToString();
+}
+
+}  // namespace
+}  // namespace agentloop::store

@@ -1,0 +1,220 @@
+// Durable pauses: checkpoints, the pending index, and atomic resolution.
+#include <latch>
+#include <thread>
+
+#include "store/store_test_util.h"
+
+namespace agentloop::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+class PendingTest : public StoreTest {
+ protected:
+  Checkpoint Batch(const std::string& session, std::vector<std::string> pending_ids) {
+    Checkpoint cp;
+    cp.session_id = session;
+    cp.turn_id = "turn_1";
+    cp.command = CommandKind::kFix;
+    cp.counters.tool_calls = 3;
+    cp.tool_use_ids.push_back("tu_run");
+    cp.results_so_far.push_back(ContentBlock::ToolResult("tu_run", "ran", false));
+    for (size_t i = 0; i < pending_ids.size(); ++i) {
+      std::string tu = "tu_" + std::to_string(i);
+      cp.tool_use_ids.push_back(tu);
+      cp.outstanding.push_back({pending_ids[i], PendingKind::kApproval, tu, "bash",
+                                Json{{"command", "make " + std::to_string(i)}}, "ask rule"});
+    }
+    return cp;
+  }
+  static ResolveFn Approve(std::string content) {
+    return [content](Checkpoint& cp, const PendingItem& item) -> Result<ResolveAction> {
+      cp.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, content, false));
+      return ResolveAction::kResolved;
+    };
+  }
+};
+
+TEST_F(PendingTest, SaveListAndOpenCheckpoint) {
+  std::string s1 = NewSession();
+  std::string s2 = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s1, {"p1", "p2"})).ok());
+  clock_ms_ += 5;
+  Checkpoint q = Batch(s2, {"q1"});
+  q.outstanding[0].kind = PendingKind::kQuestion;
+  q.outstanding[0].tool = "ask_user";
+  ASSERT_TRUE(store_->SaveCheckpoint(q).ok());
+
+  auto all = store_->ListPending(std::nullopt);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].item.id, "p1");
+  EXPECT_EQ((*all)[0].session_id, s1);
+  EXPECT_EQ((*all)[0].turn_id, "turn_1");
+  EXPECT_EQ((*all)[0].item.tool, "bash");
+  EXPECT_EQ((*all)[0].item.arguments["command"], "make 0");
+  EXPECT_EQ((*all)[0].item.reason, "ask rule");
+  EXPECT_EQ((*all)[0].created_at_ms, 1'700'000'000'000);
+  EXPECT_EQ((*all)[2].item.kind, PendingKind::kQuestion);
+
+  auto only2 = store_->ListPending(std::string_view(s2));
+  ASSERT_EQ(only2->size(), 1u);
+  EXPECT_EQ((*only2)[0].item.id, "q1");
+
+  auto open = store_->OpenCheckpoint(s1);
+  ASSERT_TRUE(open.ok() && open->has_value());
+  EXPECT_EQ(ToJson(**open), ToJson(Batch(s1, {"p1", "p2"})));
+  EXPECT_EQ((*open)->outstanding.size(), 2u);
+  EXPECT_EQ((*open)->command, CommandKind::kFix);
+  EXPECT_EQ((*open)->counters.tool_calls, 3);
+  EXPECT_FALSE(store_->OpenCheckpoint(NewSession())->has_value());
+}
+
+TEST_F(PendingTest, SaveValidates) {
+  std::string s = NewSession();
+  EXPECT_EQ(store_->SaveCheckpoint(Batch(s, {})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->SaveCheckpoint(Batch("", {"x"})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->SaveCheckpoint(Batch("nope", {"x"})).code(), Code::kNotFound);
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"dup"})).ok());
+  Status again = store_->SaveCheckpoint(Batch(NewSession(), {"dup"}));
+  EXPECT_EQ(again.code(), Code::kAlreadyExists);
+  EXPECT_EQ(store_->ListPending(std::nullopt)->size(), 1u);
+}
+
+TEST_F(PendingTest, ResolveUntilTheBatchCloses) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2"})).ok());
+
+  auto first = store_->Resolve("p2", Approve("out2"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->already_resolved);
+  EXPECT_FALSE(first->closed);
+  EXPECT_EQ(first->item.id, "p2");
+  ASSERT_EQ(first->checkpoint.outstanding.size(), 1u);
+  EXPECT_EQ(first->checkpoint.outstanding[0].id, "p1");
+  EXPECT_EQ(first->checkpoint.results_so_far.size(), 2u);
+  // The change is stored.
+  auto pending = store_->ListPending(std::nullopt);
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].item.id, "p1");
+  EXPECT_EQ((*store_->OpenCheckpoint(s))->results_so_far.size(), 2u);
+
+  auto second = store_->Resolve("p1", Approve("out1"));
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->closed);
+  EXPECT_TRUE(second->checkpoint.outstanding.empty());
+  ASSERT_EQ(second->checkpoint.results_so_far.size(), 3u);
+  EXPECT_EQ(second->checkpoint.results_so_far[2].text, "out1");
+  EXPECT_EQ(second->checkpoint.session_id, s);
+  EXPECT_TRUE(store_->ListPending(std::nullopt)->empty());
+  EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
+}
+
+TEST_F(PendingTest, AlreadyResolvedAndUnknownChangeNothing) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2"})).ok());
+  ASSERT_TRUE(store_->Resolve("p1", Approve("x")).ok());
+  int calls = 0;
+  ResolveFn counting = [&](Checkpoint&, const PendingItem&) -> Result<ResolveAction> {
+    ++calls;
+    return ResolveAction::kResolved;
+  };
+  auto twice = store_->Resolve("p1", counting);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_TRUE(twice->already_resolved);
+  auto unknown = store_->Resolve("nope", counting);
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_TRUE(unknown->already_resolved);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(store_->ListPending(std::nullopt)->size(), 1u);
+  EXPECT_EQ((*store_->OpenCheckpoint(s))->results_so_far.size(), 2u);
+}
+
+TEST_F(PendingTest, DenyClosesTheWholeBatch) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2", "p3"})).ok());
+  auto denied = store_->Resolve("p2", [](Checkpoint& cp, const PendingItem& item) {
+    cp.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, "denied", true));
+    return Result<ResolveAction>(ResolveAction::kCloseBatch);
+  });
+  ASSERT_TRUE(denied.ok());
+  EXPECT_TRUE(denied->closed);
+  // The siblings are still listed in the returned checkpoint so the caller
+  // can answer them as skipped, but they are no longer pending.
+  EXPECT_EQ(denied->checkpoint.outstanding.size(), 2u);
+  EXPECT_TRUE(store_->ListPending(std::nullopt)->empty());
+  EXPECT_TRUE(store_->Resolve("p1", Approve("x"))->already_resolved);
+  EXPECT_TRUE(store_->Resolve("p3", Approve("x"))->already_resolved);
+}
+
+TEST_F(PendingTest, CallbackErrorLeavesTheItemPending) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1"})).ok());
+  auto bad = store_->Resolve("p1", [](Checkpoint& cp, const PendingItem&) -> Result<ResolveAction> {
+    cp.results_so_far.clear();  // must be rolled back
+    return InvalidArgument("edited arguments: missing required field 'command'");
+  });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), Code::kInvalidArgument);
+  EXPECT_THAT(bad.error().message(), HasSubstr("command"));
+  auto pending = store_->ListPending(std::nullopt);
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*store_->OpenCheckpoint(s))->results_so_far.size(), 1u);
+  // A throwing callback is an error too, not a crash.
+  auto threw = store_->Resolve("p1", [](Checkpoint&, const PendingItem&) -> Result<ResolveAction> {
+    throw std::runtime_error("boom");
+  });
+  ASSERT_FALSE(threw.ok());
+  EXPECT_THAT(threw.error().message(), HasSubstr("boom"));
+  // And the item can still be resolved.
+  EXPECT_TRUE(store_->Resolve("p1", Approve("ok"))->closed);
+}
+
+TEST_F(PendingTest, NewCheckpointSupersedesTheOpenOne) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"old1"})).ok());
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"new1"})).ok());
+  auto pending = store_->ListPending(std::nullopt);
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].item.id, "new1");
+  EXPECT_TRUE(store_->Resolve("old1", Approve("x"))->already_resolved);
+}
+
+TEST_F(PendingTest, RacingResolversExactlyOneWins) {
+  std::string s = NewSession();
+  constexpr int kRounds = 20;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kRounds; ++i) ids.push_back("race_" + std::to_string(i));
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, ids)).ok());
+  // Two stores = two connections, as two processes would have.
+  auto a = OpenStore();
+  auto b = OpenStore();
+  for (int round = 0; round < kRounds; ++round) {
+    std::atomic<int> fn_calls{0};
+    std::atomic<int> wins{0};
+    std::atomic<int> already{0};
+    std::latch start(2);
+    auto resolver = [&](SessionStore* store) {
+      start.arrive_and_wait();
+      auto r = store->Resolve(ids[round], [&](Checkpoint& cp, const PendingItem& item) {
+        fn_calls++;
+        cp.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, "ok", false));
+        return Result<ResolveAction>(ResolveAction::kResolved);
+      });
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      (r->already_resolved ? already : wins)++;
+    };
+    std::thread t1(resolver, a.get());
+    std::thread t2(resolver, b.get());
+    t1.join();
+    t2.join();
+    EXPECT_EQ(wins.load(), 1) << "round " << round;
+    EXPECT_EQ(already.load(), 1) << "round " << round;
+    EXPECT_EQ(fn_calls.load(), 1) << "round " << round;
+  }
+  EXPECT_TRUE(store_->ListPending(std::nullopt)->empty());
+  EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
+}
+
+}  // namespace
+}  // namespace agentloop::store

@@ -1,0 +1,150 @@
+#include "store/sqlite_db.h"
+
+#include <memory>
+#include <utility>
+
+namespace agentloop::store {
+
+Status SqliteError(sqlite3* db, int rc, std::string_view what) {
+  std::string msg(what);
+  msg += ": ";
+  msg += db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Unavailable("database is busy: " + msg);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return DataLoss(msg);
+    case SQLITE_CONSTRAINT:
+      return AlreadyExists(msg);
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+      return FailedPrecondition(msg);
+    default:
+      return Internal(msg);
+  }
+}
+
+Stmt::~Stmt() {
+  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+}
+
+Stmt::Stmt(Stmt&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), stmt_(std::exchange(other.stmt_, nullptr)) {}
+
+Stmt& Stmt::operator=(Stmt&& other) noexcept {
+  if (this != &other) {
+    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+    db_ = std::exchange(other.db_, nullptr);
+    stmt_ = std::exchange(other.stmt_, nullptr);
+  }
+  return *this;
+}
+
+Stmt& Stmt::Bind(int index, std::string_view text) {
+  sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+
+Stmt& Stmt::Bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+
+Stmt& Stmt::BindNull(int index) {
+  sqlite3_bind_null(stmt_, index);
+  return *this;
+}
+
+void Stmt::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+Result<bool> Stmt::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteError(db_, rc, "sqlite step");
+}
+
+Status Stmt::Run() {
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return Status::Ok();
+  }
+}
+
+int64_t Stmt::Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+std::string Stmt::Text(int col) const {
+  const auto* p = sqlite3_column_text(stmt_, col);
+  if (p == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(p),
+                     static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+}
+
+bool Stmt::IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+Db::~Db() { sqlite3_close_v2(db_); }
+
+Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy_timeout_ms) {
+  sqlite3* raw = nullptr;
+  int rc =
+      sqlite3_open_v2(path.c_str(), &raw,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqliteError(raw, rc, "cannot open " + path.string());
+    sqlite3_close_v2(raw);
+    return s;
+  }
+  std::unique_ptr<Db> db(new Db(raw));
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, busy_timeout_ms);
+  // journal_mode returns the resulting mode; anything but WAL means the file
+  // system refused it, and durability assumptions would not hold.
+  AL_ASSIGN_OR_RETURN(Stmt wal, db->Prepare("PRAGMA journal_mode=WAL"));
+  AL_ASSIGN_OR_RETURN(bool row, wal.Step());
+  if (!row || wal.Text(0) != "wal") {
+    return FailedPrecondition("cannot enable WAL journal mode on " + path.string());
+  }
+  AL_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+  return db;
+}
+
+Result<Stmt> Db::Prepare(std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "sqlite prepare");
+  return Stmt(db_, stmt);
+}
+
+Status Db::Exec(const std::string& sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (err != nullptr) sqlite3_free(err);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "sqlite exec");
+  return Status::Ok();
+}
+
+int64_t Db::Changes() const { return sqlite3_changes(db_); }
+
+Result<Txn> Txn::Begin(Db& db, bool immediate) {
+  AL_RETURN_IF_ERROR(db.Exec(immediate ? "BEGIN IMMEDIATE" : "BEGIN"));
+  return Txn(&db);
+}
+
+Txn::~Txn() {
+  if (db_ != nullptr) (void)db_->Exec("ROLLBACK");
+}
+
+Status Txn::Commit() {
+  Db* db = std::exchange(db_, nullptr);
+  Status s = db->Exec("COMMIT");
+  if (!s.ok()) (void)db->Exec("ROLLBACK");
+  return s;
+}
+
+}  // namespace agentloop::store

@@ -1,0 +1,91 @@
+// A thin RAII layer over the SQLite C API, used only inside src/store.
+//
+// Db owns one connection; Stmt owns one prepared statement. Errors become
+// Status values: SQLITE_BUSY/LOCKED -> kUnavailable, SQLITE_CORRUPT/NOTADB ->
+// kDataLoss, SQLITE_CONSTRAINT -> kAlreadyExists, anything else kInternal.
+//
+// Thread-safety: none; the owner serialises access to a Db.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <sqlite3.h>
+
+#include "agentloop/status.h"
+
+namespace agentloop::store {
+
+Status SqliteError(sqlite3* db, int rc, std::string_view what);
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  ~Stmt();
+  Stmt(Stmt&& other) noexcept;
+  Stmt& operator=(Stmt&& other) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  // Bind by 1-based index. Text is copied (SQLITE_TRANSIENT).
+  Stmt& Bind(int index, std::string_view text);
+  Stmt& Bind(int index, int64_t value);
+  Stmt& BindNull(int index);
+  // Makes the statement runnable again and clears its bindings.
+  void Reset();
+
+  // Steps once: true when a row is available, false when done.
+  Result<bool> Step();
+  // Steps to completion (for statements that return no rows).
+  Status Run();
+
+  int64_t Int(int col) const;
+  std::string Text(int col) const;
+  bool IsNull(int col) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Db {
+ public:
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  // Opens (creating) the file and sets WAL, synchronous=FULL, foreign keys
+  // and the busy timeout.
+  static Result<std::unique_ptr<Db>> Open(const std::filesystem::path& path, int busy_timeout_ms);
+
+  Result<Stmt> Prepare(std::string_view sql);
+  // Runs one or more statements without results.
+  Status Exec(const std::string& sql);
+  int64_t Changes() const;
+  sqlite3* raw() const { return db_; }
+
+ private:
+  explicit Db(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+};
+
+// A transaction that rolls back unless committed.
+class Txn {
+ public:
+  // immediate: BEGIN IMMEDIATE (takes the write lock now); else BEGIN.
+  static Result<Txn> Begin(Db& db, bool immediate);
+  Txn(Txn&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Txn& operator=(Txn&&) = delete;
+  ~Txn();
+  Status Commit();
+
+ private:
+  explicit Txn(Db* db) : db_(db) {}
+  Db* db_;
+};
+
+}  // namespace agentloop::store

@@ -1,0 +1,700 @@
+// SqliteStore: sessions, the event log, locks, checkpoints and state in one
+// SQLite file. Every mutation is one transaction; every multi-step decision
+// that other processes may race on (lock takeover, resolve, crash repair)
+// runs under BEGIN IMMEDIATE so it sees and changes a consistent state.
+#include "store/sqlite_store.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <ctime>
+#include <map>
+#include <thread>
+
+#include <sys/stat.h>
+
+#include "base/ids.h"
+#include "protocol/codec.h"
+#include "store/migrations.h"
+#include "store/replay.h"
+
+namespace agentloop::store {
+namespace {
+
+constexpr char kSessionColumns[] =
+    "id, workspace, provider, model, command, title, created_at_ms, updated_at_ms, last_seq";
+
+SessionInfo ReadSession(const Stmt& st) {
+  SessionInfo s;
+  s.id = st.Text(0);
+  s.workspace = st.Text(1);
+  s.provider = st.Text(2);
+  s.model = st.Text(3);
+  s.command = st.Text(4);
+  s.title = st.Text(5);
+  s.created_at_ms = st.Int(6);
+  s.updated_at_ms = st.Int(7);
+  s.last_seq = static_cast<uint64_t>(st.Int(8));
+  return s;
+}
+
+std::string NormalizeWorkspace(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path abs = p.is_absolute() ? p : std::filesystem::absolute(p, ec);
+  if (ec) abs = p;
+  std::string s = abs.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+Status SessionNotFound(std::string_view id) {
+  return NotFound("no session '" + std::string(id) + "'");
+}
+
+Result<Checkpoint> ParseCheckpoint(const std::string& json, const std::string& id) {
+  auto j = ParseJson(json);
+  if (!j.ok()) return DataLoss("checkpoint " + id + " is corrupt: " + j.error().message());
+  auto cp = CheckpointFromJson(*j);
+  if (!cp.ok()) return DataLoss("checkpoint " + id + " is corrupt: " + cp.error().message());
+  return std::move(*cp);
+}
+
+// The title candidate of a message event, or empty.
+std::string TitleFrom(const Event& e) {
+  if (e.type != EventType::kMessage) return {};
+  auto mj = e.data.find("message");
+  if (mj == e.data.end()) return {};
+  auto m = MessageFromJson(*mj);
+  if (!m.ok() || m->role != Role::kUser || !m->tag.empty()) return {};
+  return MakeTitle(m->JoinedText());
+}
+
+class SqliteSessionLock final : public SessionLock {
+ public:
+  SqliteSessionLock(SqliteStore* store, std::string session_id, std::string token)
+      : store_(store), session_id_(std::move(session_id)), token_(std::move(token)) {
+    if (store_->options().lock_heartbeat) {
+      auto interval = std::max(store_->options().lock_ttl / 3, std::chrono::milliseconds(10));
+      heartbeat_ = std::jthread([this, interval](std::stop_token stop) {
+        std::mutex mu;
+        std::condition_variable_any cv;
+        std::unique_lock lk(mu);
+        while (!cv.wait_for(lk, stop, interval, [] { return false; }) && !stop.stop_requested()) {
+          (void)store_->RefreshLock(session_id_, token_);
+        }
+      });
+    }
+  }
+  ~SqliteSessionLock() override {
+    if (heartbeat_.joinable()) {
+      heartbeat_.request_stop();
+      heartbeat_.join();
+    }
+    store_->ReleaseLock(session_id_, token_);
+  }
+  const std::string& session_id() const override { return session_id_; }
+  Status Refresh() override { return store_->RefreshLock(session_id_, token_); }
+
+ private:
+  SqliteStore* store_;
+  std::string session_id_;
+  std::string token_;
+  std::jthread heartbeat_;
+};
+
+}  // namespace
+
+std::string FormatUtc(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool ProcessAlive(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) == 0) return true;
+  return errno != ESRCH;  // EPERM: it exists, owned by someone else
+}
+
+SqliteStore::SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options)
+    : db_(std::move(db)), options_(std::move(options)), host_(HostName()) {}
+
+SqliteStore::~SqliteStore() = default;
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
+                                                       SqliteStoreOptions options) {
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<Db> db,
+                      Db::Open(path, static_cast<int>(options.busy_timeout.count())));
+  std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), std::move(options)));
+  AL_RETURN_IF_ERROR(
+      ApplyMigrations(*store->db_, BuiltinMigrations(), store->Now()).WithContext(path.string()));
+  return store;
+}
+
+int64_t SqliteStore::Now() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// --- sessions ---------------------------------------------------------------
+
+Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
+  SessionInfo s;
+  s.id = params.id.empty() ? NewUuid() : params.id;
+  s.workspace = NormalizeWorkspace(params.workspace);
+  s.provider = params.provider;
+  s.model = params.model;
+  s.command = std::string(CommandKindName(params.command));
+  s.title = MakeTitle(params.first_message);
+  s.created_at_ms = s.updated_at_ms = Now();
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO sessions (id, workspace, provider, model,"
+                                            " command, title, created_at_ms, updated_at_ms)"
+                                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+  st.Bind(1, s.id)
+      .Bind(2, s.workspace.string())
+      .Bind(3, s.provider)
+      .Bind(4, s.model)
+      .Bind(5, s.command)
+      .Bind(6, s.title)
+      .Bind(7, s.created_at_ms)
+      .Bind(8, s.updated_at_ms);
+  Status run = st.Run();
+  if (run.code() == Code::kAlreadyExists)
+    return AlreadyExists("session " + s.id + " already exists");
+  AL_RETURN_IF_ERROR(run);
+  return s;
+}
+
+Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOptions& options) {
+  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions";
+  if (options.workspace) sql += " WHERE workspace = ?2";
+  sql += " ORDER BY updated_at_ms DESC, rowid DESC LIMIT ?1";
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(sql));
+  st.Bind(1, int64_t{options.limit > 0 ? options.limit : -1});
+  if (options.workspace) st.Bind(2, NormalizeWorkspace(*options.workspace));
+  std::vector<SessionInfo> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadSession(st));
+  }
+  return out;
+}
+
+Result<SessionInfo> SqliteStore::GetSessionLocked(std::string_view session_id) {
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(std::string("SELECT ") + kSessionColumns +
+                                            " FROM sessions WHERE id = ?"));
+  st.Bind(1, session_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return SessionNotFound(session_id);
+  return ReadSession(st);
+}
+
+Result<SessionInfo> SqliteStore::GetSession(std::string_view session_id) {
+  std::lock_guard lk(mu_);
+  return GetSessionLocked(session_id);
+}
+
+Result<std::string> SqliteStore::FindSession(std::string_view id_or_prefix) {
+  std::lock_guard lk(mu_);
+  if (GetSessionLocked(id_or_prefix).ok()) return std::string(id_or_prefix);
+  if (id_or_prefix.size() < 4) {
+    return InvalidArgument("session id prefix '" + std::string(id_or_prefix) +
+                           "' is too short (at least 4 characters)");
+  }
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db_->Prepare("SELECT id FROM sessions WHERE substr(id, 1, ?) = ? LIMIT 2"));
+  st.Bind(1, static_cast<int64_t>(id_or_prefix.size())).Bind(2, id_or_prefix);
+  std::vector<std::string> ids;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ids.push_back(st.Text(0));
+  }
+  if (ids.empty()) return SessionNotFound(id_or_prefix);
+  if (ids.size() > 1) {
+    return InvalidArgument("session id prefix '" + std::string(id_or_prefix) + "' is ambiguous");
+  }
+  return ids[0];
+}
+
+Result<SessionInfo> SqliteStore::NewestInWorkspace(const std::filesystem::path& workspace) {
+  AL_ASSIGN_OR_RETURN(auto list, ListSessions({workspace, 1}));
+  if (list.empty()) {
+    return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
+  }
+  return list[0];
+}
+
+Status SqliteStore::RemoveSession(std::string_view session_id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
+  if (holder) {
+    return Busy("session " + std::string(session_id) + " is busy (held by pid " +
+                std::to_string(holder->pid) + " since " + FormatUtc(holder->acquired_at_ms) + ")");
+  }
+  // ON DELETE CASCADE removes events, lock, checkpoints, pending index, state.
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("DELETE FROM sessions WHERE id = ?"));
+  AL_RETURN_IF_ERROR(st.Bind(1, session_id).Run());
+  return txn.Commit();
+}
+
+// --- the event log ------------------------------------------------------------
+
+Status SqliteStore::Append(std::string_view session_id, std::span<const Event> events) {
+  const int64_t now = Now();
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(session_id));
+  AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
+                                             " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
+  uint64_t max_seq = info.last_seq;
+  std::string title = info.title;
+  bool any = false;
+  for (const Event& e : events) {
+    if (!ShouldPersist(e.type)) continue;
+    if (!e.session_id.empty() && e.session_id != session_id) {
+      return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
+                             e.session_id + ", not " + std::string(session_id));
+    }
+    Json j = e.ToJson();
+    j["session_id"] = session_id;
+    ins.Bind(1, session_id)
+        .Bind(2, static_cast<int64_t>(e.seq))
+        .Bind(3, EventTypeName(e.type))
+        .Bind(4, e.turn_id)
+        .Bind(5, DumpJson(j))
+        .Bind(6, now);
+    Status s = ins.Run();
+    if (s.code() == Code::kAlreadyExists) {
+      return AlreadyExists("session " + std::string(session_id) + ": event seq " +
+                           std::to_string(e.seq) + " is already stored");
+    }
+    AL_RETURN_IF_ERROR(s);
+    ins.Reset();
+    max_seq = std::max<uint64_t>(max_seq, e.seq);
+    if (title.empty()) title = TitleFrom(e);
+    any = true;
+  }
+  if (!any) return Status::Ok();
+  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET updated_at_ms = ?, last_seq = ?,"
+                                            " title = ? WHERE id = ?"));
+  AL_RETURN_IF_ERROR(up.Bind(1, now)
+                         .Bind(2, static_cast<int64_t>(max_seq))
+                         .Bind(3, title)
+                         .Bind(4, session_id)
+                         .Run());
+  return txn.Commit();
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::EventsLocked(std::string_view session_id,
+                                                           uint64_t after_seq) {
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT seq, type, turn_id, json, created_at_ms"
+                                            " FROM events WHERE session_id = ? AND seq > ?"
+                                            " ORDER BY seq"));
+  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(after_seq));
+  std::vector<StoredEvent> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(
+        {static_cast<uint64_t>(st.Int(0)), st.Text(1), st.Text(2), st.Text(3), st.Int(4)});
+  }
+  return out;
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::Events(std::string_view session_id,
+                                                     uint64_t after_seq) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  return EventsLocked(session_id, after_seq);
+}
+
+Result<SessionSnapshot> SqliteStore::Load(std::string_view session_id, const LoadOptions& options) {
+  // A writer appending between our read and the repair makes us read again;
+  // the session lock normally prevents that, so a few attempts suffice.
+  for (int attempt = 0;; ++attempt) {
+    bool raced = false;
+    auto snap = LoadOnce(session_id, options, &raced);
+    if (!raced || attempt == 3) return snap;
+  }
+}
+
+Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
+                                              const LoadOptions& options, bool* raced) {
+  std::lock_guard lk(mu_);
+  SessionSnapshot snap;
+  std::vector<StoredEvent> rows;
+  {
+    // One read transaction: the session row, events and checkpoint agree.
+    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+    AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id));
+    AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, 0));
+    AL_ASSIGN_OR_RETURN(snap.open_checkpoint, OpenCheckpointLocked(session_id));
+  }
+  auto replayed = Replay(rows);
+  if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
+  ReplayResult replay = std::move(*replayed);
+  snap.messages = std::move(replay.messages);
+  replay.messages.clear();
+  snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
+  snap.last_turn_end = replay.last_turn_end;
+  snap.warnings = replay.warnings;
+  if (!options.repair) return snap;
+
+  replay.messages = snap.messages;  // CrashRepair looks at the rebuilt history
+  std::optional<Message> repair = CrashRepair(replay, snap.open_checkpoint);
+  if (!repair) return snap;
+
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(SessionInfo now_info, GetSessionLocked(session_id));
+  if (now_info.last_seq != snap.info.last_seq) {
+    *raced = true;
+    return Unavailable("session " + std::string(session_id) + " changed while loading");
+  }
+  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
+  if (holder && !(holder->pid == getpid() && holder->host == host_)) {
+    snap.warnings.push_back(
+        {0, "the last tool calls have no results but the session is held by live pid " +
+                std::to_string(holder->pid) + "; not repairing (they may be running)"});
+    return snap;
+  }
+  Event e;
+  e.type = EventType::kMessage;
+  e.session_id = std::string(session_id);
+  e.turn_id = replay.last_message_turn_id;
+  e.seq = snap.last_seq + 1;
+  e.data = Json{{"message", ToJson(*repair)}};
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
+                                             " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
+  AL_RETURN_IF_ERROR(ins.Bind(1, session_id)
+                         .Bind(2, static_cast<int64_t>(e.seq))
+                         .Bind(3, EventTypeName(e.type))
+                         .Bind(4, e.turn_id)
+                         .Bind(5, DumpJson(e.ToJson()))
+                         .Bind(6, now)
+                         .Run());
+  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET last_seq = ?, updated_at_ms = ?"
+                                            " WHERE id = ?"));
+  AL_RETURN_IF_ERROR(
+      up.Bind(1, static_cast<int64_t>(e.seq)).Bind(2, now).Bind(3, session_id).Run());
+  AL_RETURN_IF_ERROR(txn.Commit());
+  snap.warnings.push_back({e.seq, "crash recovery: answered " +
+                                      std::to_string(repair->content.size()) +
+                                      " unanswered tool call(s) with is_error results"});
+  snap.messages.push_back(std::move(*repair));
+  snap.last_seq = e.seq;
+  snap.info.last_seq = e.seq;
+  snap.info.updated_at_ms = now;
+  snap.recovered = true;
+  return snap;
+}
+
+// --- the session lock ---------------------------------------------------------
+
+Result<std::optional<SqliteStore::LockHolder>> SqliteStore::LiveHolderLocked(
+    std::string_view session_id) {
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT owner_pid, owner_host, acquired_at_ms,"
+                                            " heartbeat_at_ms FROM session_locks"
+                                            " WHERE session_id = ?"));
+  st.Bind(1, session_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<LockHolder>();
+  LockHolder h{st.Int(0), st.Text(1), st.Int(2), st.Int(3)};
+  const bool fresh = Now() - h.heartbeat_at_ms < options_.lock_ttl.count();
+  // A pid is only meaningful on its own host; elsewhere the TTL decides.
+  const bool alive = h.host != host_ || ProcessAlive(h.pid);
+  if (fresh && alive) return std::optional<LockHolder>(std::move(h));
+  return std::optional<LockHolder>();
+}
+
+Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view session_id,
+                                                              int64_t owner_pid) {
+  std::string token = NewId("lock");
+  {
+    std::lock_guard lk(mu_);
+    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+    AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
+    if (holder) {
+      return Busy("session " + std::string(session_id) + " is busy (held by pid " +
+                  std::to_string(holder->pid) + " since " + FormatUtc(holder->acquired_at_ms) +
+                  ")");
+    }
+    // Absent, or left by a dead or silent holder: take it over.
+    const int64_t now = Now();
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT OR REPLACE INTO session_locks (session_id,"
+                                              " token, owner_pid, owner_host, acquired_at_ms,"
+                                              " heartbeat_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
+    AL_RETURN_IF_ERROR(st.Bind(1, session_id)
+                           .Bind(2, token)
+                           .Bind(3, owner_pid)
+                           .Bind(4, host_)
+                           .Bind(5, now)
+                           .Bind(6, now)
+                           .Run());
+    AL_RETURN_IF_ERROR(txn.Commit());
+  }
+  return std::unique_ptr<SessionLock>(
+      new SqliteSessionLock(this, std::string(session_id), std::move(token)));
+}
+
+Status SqliteStore::RefreshLock(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE session_locks SET heartbeat_at_ms = ?"
+                                            " WHERE session_id = ? AND token = ?"));
+  AL_RETURN_IF_ERROR(st.Bind(1, Now()).Bind(2, session_id).Bind(3, token).Run());
+  if (db_->Changes() == 0) {
+    return Busy("the lock on session " + session_id + " was lost (taken over after it expired)");
+  }
+  return Status::Ok();
+}
+
+void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(mu_);
+  auto st = db_->Prepare("DELETE FROM session_locks WHERE session_id = ? AND token = ?");
+  // A failed release leaves a row that expires (dead pid or TTL).
+  if (st.ok()) (void)st->Bind(1, session_id).Bind(2, token).Run();
+}
+
+// --- durable pauses -----------------------------------------------------------
+
+Status SqliteStore::CloseCheckpointLocked(const std::string& checkpoint_id) {
+  AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM pending_index WHERE checkpoint_id = ?"));
+  AL_RETURN_IF_ERROR(del.Bind(1, checkpoint_id).Run());
+  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET closed = 1, updated_at_ms = ?"
+                                            " WHERE id = ?"));
+  return up.Bind(1, Now()).Bind(2, checkpoint_id).Run();
+}
+
+Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
+  if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
+  if (checkpoint.outstanding.empty()) {
+    return InvalidArgument("checkpoint of session " + checkpoint.session_id +
+                           " has no outstanding item");
+  }
+  const int64_t now = Now();
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(checkpoint.session_id).status());
+  {
+    AL_ASSIGN_OR_RETURN(Stmt open, db_->Prepare("SELECT id FROM checkpoints"
+                                                " WHERE session_id = ? AND closed = 0"));
+    open.Bind(1, checkpoint.session_id);
+    std::vector<std::string> superseded;
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool row, open.Step());
+      if (!row) break;
+      superseded.push_back(open.Text(0));
+    }
+    for (const auto& id : superseded) AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
+  }
+  const std::string id = NewId("ckpt");
+  AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO checkpoints (id, session_id, turn_id,"
+                                             " json, closed, created_at_ms, updated_at_ms)"
+                                             " VALUES (?, ?, ?, ?, 0, ?, ?)"));
+  AL_RETURN_IF_ERROR(ins.Bind(1, id)
+                         .Bind(2, checkpoint.session_id)
+                         .Bind(3, checkpoint.turn_id)
+                         .Bind(4, DumpJson(ToJson(checkpoint)))
+                         .Bind(5, now)
+                         .Bind(6, now)
+                         .Run());
+  for (const PendingItem& item : checkpoint.outstanding) {
+    if (item.id.empty()) return InvalidArgument("pending item without an id");
+    AL_ASSIGN_OR_RETURN(Stmt idx, db_->Prepare("INSERT INTO pending_index (pending_id,"
+                                               " checkpoint_id, session_id, created_at_ms)"
+                                               " VALUES (?, ?, ?, ?)"));
+    Status s = idx.Bind(1, item.id).Bind(2, id).Bind(3, checkpoint.session_id).Bind(4, now).Run();
+    if (s.code() == Code::kAlreadyExists) {
+      return AlreadyExists("pending id " + item.id + " already exists");
+    }
+    AL_RETURN_IF_ERROR(s);
+  }
+  return txn.Commit();
+}
+
+Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpointLocked(std::string_view session_id) {
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
+                                            " WHERE session_id = ? AND closed = 0"
+                                            " ORDER BY created_at_ms DESC, rowid DESC LIMIT 1"));
+  st.Bind(1, session_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Checkpoint>();
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), st.Text(0)));
+  return std::optional<Checkpoint>(std::move(cp));
+}
+
+Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpoint(std::string_view session_id) {
+  std::lock_guard lk(mu_);
+  return OpenCheckpointLocked(session_id);
+}
+
+Result<std::vector<PendingRecord>> SqliteStore::ListPending(
+    std::optional<std::string_view> session_id) {
+  std::string sql =
+      "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json"
+      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id WHERE c.closed = 0";
+  if (session_id) sql += " AND p.session_id = ?";
+  sql += " ORDER BY p.created_at_ms, p.rowid";
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(sql));
+  if (session_id) st.Bind(1, *session_id);
+  std::map<std::string, Checkpoint> parsed;
+  std::vector<PendingRecord> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    PendingRecord r;
+    std::string pending_id = st.Text(0);
+    r.session_id = st.Text(1);
+    r.checkpoint_id = st.Text(2);
+    r.created_at_ms = st.Int(3);
+    r.turn_id = st.Text(4);
+    auto it = parsed.find(r.checkpoint_id);
+    if (it == parsed.end()) {
+      AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(5), r.checkpoint_id));
+      it = parsed.emplace(r.checkpoint_id, std::move(cp)).first;
+    }
+    auto item = std::find_if(it->second.outstanding.begin(), it->second.outstanding.end(),
+                             [&](const PendingItem& p) { return p.id == pending_id; });
+    if (item == it->second.outstanding.end()) {
+      return DataLoss("pending id " + pending_id + " is indexed but not in checkpoint " +
+                      r.checkpoint_id);
+    }
+    r.item = *item;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const ResolveFn& fn) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT c.id, c.json FROM pending_index p"
+                                            " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                            " WHERE p.pending_id = ? AND c.closed = 0"));
+  st.Bind(1, pending_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  ResolveOutcome out;
+  if (!row) {
+    out.already_resolved = true;
+    return out;  // rollback: nothing was written
+  }
+  out.checkpoint_id = st.Text(0);
+  AL_ASSIGN_OR_RETURN(out.checkpoint, ParseCheckpoint(st.Text(1), out.checkpoint_id));
+  auto& outstanding = out.checkpoint.outstanding;
+  auto item = std::find_if(outstanding.begin(), outstanding.end(),
+                           [&](const PendingItem& p) { return p.id == pending_id; });
+  if (item == outstanding.end()) {
+    out = ResolveOutcome{};
+    out.already_resolved = true;
+    return out;
+  }
+  out.item = *item;
+  Result<ResolveAction> action = Internal("resolver threw");
+  try {
+    action = fn(out.checkpoint, out.item);
+  } catch (const std::exception& e) {
+    action = Internal(std::string("resolver threw: ") + e.what());
+  } catch (...) {
+  }
+  if (!action.ok()) return action.error();  // rollback: the item stays pending
+  std::erase_if(outstanding, [&](const PendingItem& p) { return p.id == pending_id; });
+  out.closed = outstanding.empty() || *action == ResolveAction::kCloseBatch;
+
+  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
+                                            " WHERE id = ?"));
+  AL_RETURN_IF_ERROR(
+      up.Bind(1, DumpJson(ToJson(out.checkpoint))).Bind(2, Now()).Bind(3, out.checkpoint_id).Run());
+  if (out.closed) {
+    AL_RETURN_IF_ERROR(CloseCheckpointLocked(out.checkpoint_id));
+  } else {
+    // Drop the index rows of every item no longer outstanding (this one, and
+    // any the callback removed).
+    AL_ASSIGN_OR_RETURN(Stmt ids, db_->Prepare("SELECT pending_id FROM pending_index"
+                                               " WHERE checkpoint_id = ?"));
+    ids.Bind(1, out.checkpoint_id);
+    std::vector<std::string> gone;
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool r, ids.Step());
+      if (!r) break;
+      std::string id = ids.Text(0);
+      if (std::none_of(outstanding.begin(), outstanding.end(),
+                       [&](const PendingItem& p) { return p.id == id; })) {
+        gone.push_back(std::move(id));
+      }
+    }
+    for (const auto& id : gone) {
+      AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM pending_index WHERE pending_id = ?"));
+      AL_RETURN_IF_ERROR(del.Bind(1, id).Run());
+    }
+  }
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
+// --- state ----------------------------------------------------------------------
+
+Status SqliteStore::SetState(std::string_view session_id, std::string_view key, const Json& value) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO session_state (session_id, key, json,"
+                                            " updated_at_ms) VALUES (?, ?, ?, ?)"
+                                            " ON CONFLICT (session_id, key) DO UPDATE SET"
+                                            " json = excluded.json,"
+                                            " updated_at_ms = excluded.updated_at_ms"));
+  AL_RETURN_IF_ERROR(
+      st.Bind(1, session_id).Bind(2, key).Bind(3, DumpJson(value)).Bind(4, Now()).Run());
+  return txn.Commit();
+}
+
+Result<std::optional<Json>> SqliteStore::GetState(std::string_view session_id,
+                                                  std::string_view key) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT json FROM session_state"
+                                            " WHERE session_id = ? AND key = ?"));
+  st.Bind(1, session_id).Bind(2, key);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Json>();
+  auto j = ParseJson(st.Text(0));
+  if (!j.ok()) {
+    return DataLoss("state '" + std::string(key) + "' of session " + std::string(session_id) +
+                    " is corrupt: " + j.error().message());
+  }
+  return std::optional<Json>(std::move(*j));
+}
+
+}  // namespace agentloop::store
+
+namespace agentloop {
+
+Result<std::unique_ptr<SessionStore>> OpenSqliteStore(const std::filesystem::path& db_path,
+                                                      SqliteStoreOptions options) {
+  AL_ASSIGN_OR_RETURN(auto store, store::SqliteStore::Open(db_path, std::move(options)));
+  return std::unique_ptr<SessionStore>(std::move(store));
+}
+
+}  // namespace agentloop

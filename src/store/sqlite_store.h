@@ -1,0 +1,90 @@
+// The SQLite SessionStore (the embedded default). Schema and invariants:
+// docs/storage.md.
+//
+// One connection per store, guarded by a mutex; cross-process exclusion is
+// done with BEGIN IMMEDIATE transactions (the database write lock) and the
+// session_locks table. Locks held through SqliteSessionLock refresh their
+// heartbeat from a background thread when options.lock_heartbeat is set.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "agentloop/store.h"
+
+#include "store/sqlite_db.h"
+
+namespace agentloop::store {
+
+class SqliteStore final : public SessionStore {
+ public:
+  // Opens the database and applies the builtin migrations.
+  static Result<std::unique_ptr<SqliteStore>> Open(const std::filesystem::path& path,
+                                                   SqliteStoreOptions options);
+  ~SqliteStore() override;
+
+  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
+  Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
+  Result<SessionInfo> GetSession(std::string_view session_id) override;
+  Result<std::string> FindSession(std::string_view id_or_prefix) override;
+  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
+  Status RemoveSession(std::string_view session_id) override;
+
+  Status Append(std::string_view session_id, std::span<const Event> events) override;
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
+  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
+
+  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
+                                                   int64_t owner_pid) override;
+
+  Status SaveCheckpoint(const Checkpoint& checkpoint) override;
+  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
+  Result<std::vector<PendingRecord>> ListPending(
+      std::optional<std::string_view> session_id) override;
+  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn) override;
+
+  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
+  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
+
+  // Used by SqliteSessionLock.
+  Status RefreshLock(const std::string& session_id, const std::string& token);
+  void ReleaseLock(const std::string& session_id, const std::string& token);
+  const SqliteStoreOptions& options() const { return options_; }
+
+ private:
+  SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options);
+
+  struct LockHolder {
+    int64_t pid = 0;
+    std::string host;
+    int64_t acquired_at_ms = 0;
+    int64_t heartbeat_at_ms = 0;
+  };
+
+  int64_t Now() const;
+  // The *Locked helpers REQUIRE mu_ held.
+  Result<SessionInfo> GetSessionLocked(std::string_view session_id);
+  Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
+  Result<std::optional<Checkpoint>> OpenCheckpointLocked(std::string_view session_id);
+  // The holder of the session's lock when it is live (not expired, process
+  // alive), else nullopt.
+  Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);
+  Status CloseCheckpointLocked(const std::string& checkpoint_id);
+  // One Load attempt; sets *raced when another writer appended during it.
+  Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
+                                   bool* raced);
+
+  std::mutex mu_;
+  std::unique_ptr<Db> db_;  // Guarded by mu_.
+  SqliteStoreOptions options_;
+  std::string host_;
+};
+
+// "2024-05-01T12:00:00Z" from Unix epoch milliseconds.
+std::string FormatUtc(int64_t ms);
+
+// Whether a process with this pid exists (kill(pid, 0) != ESRCH).
+bool ProcessAlive(int64_t pid);
+
+}  // namespace agentloop::store

@@ -1,0 +1,437 @@
+// Sessions, the event log, Load (round trip, compaction, crash recovery,
+// corrupt rows) and key/value state of the SQLite store.
+#include <sqlite3.h>
+
+#include "store/replay.h"
+#include "store/store_test_util.h"
+
+namespace agentloop::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(DefaultDataDirTest, Precedence) {
+  EXPECT_EQ(*DefaultDataDir({{"AGENTLOOP_HOME", "/a"}, {"XDG_DATA_HOME", "/x"}, {"HOME", "/h"}}),
+            std::filesystem::path("/a"));
+  EXPECT_EQ(*DefaultDataDir({{"XDG_DATA_HOME", "/x"}, {"HOME", "/h"}}),
+            std::filesystem::path("/x/agentloop"));
+  // A relative XDG_DATA_HOME is invalid per the XDG spec.
+  EXPECT_EQ(*DefaultDataDir({{"XDG_DATA_HOME", "rel"}, {"HOME", "/h"}}),
+            std::filesystem::path("/h/.local/share/agentloop"));
+  EXPECT_EQ(*DefaultDataDir({{"AGENTLOOP_HOME", ""}, {"HOME", "/h"}}),
+            std::filesystem::path("/h/.local/share/agentloop"));
+  auto none = DefaultDataDir({});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code(), Code::kFailedPrecondition);
+}
+
+TEST(DefaultDataDirTest, OpenDefaultStoreCreatesPrivateDir) {
+  TempDir dir;
+  auto home = dir.path() / "nested" / "home";
+  auto store = OpenDefaultStore({{"AGENTLOOP_HOME", home.string()}}, {});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE(std::filesystem::exists(home / "sessions.db"));
+  auto perms = std::filesystem::status(home).permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::all, std::filesystem::perms::owner_all);
+}
+
+TEST(MakeTitleTest, CollapsesAndCuts) {
+  EXPECT_EQ(MakeTitle("  fix\n\tthe   bug  "), "fix the bug");
+  std::string long_text(100, 'x');
+  EXPECT_EQ(MakeTitle(long_text), std::string(80, 'x'));
+  // 80 code points, not bytes: each 'é' is 2 bytes.
+  std::string accents;
+  for (int i = 0; i < 90; ++i) accents += "\xc3\xa9";
+  EXPECT_EQ(MakeTitle(accents).size(), 160u);
+  EXPECT_EQ(MakeTitle(std::string(79, 'a') + " b"), std::string(79, 'a'));
+}
+
+TEST_F(StoreTest, CreateGetListFindRemove) {
+  std::string a = NewSession("/w/one");
+  clock_ms_ += 10;
+  std::string b = NewSession("/w/two/");
+  clock_ms_ += 10;
+  std::string c = NewSession("/w/one");
+
+  auto got = store_->GetSession(b);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->workspace, std::filesystem::path("/w/two"));  // trailing slash dropped
+  EXPECT_EQ(got->provider, "script");
+  EXPECT_EQ(got->model, "m1");
+  EXPECT_EQ(got->command, "code");
+  EXPECT_EQ(got->last_seq, 0u);
+
+  auto all = store_->ListSessions({});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].id, c);  // newest first
+  EXPECT_EQ((*all)[2].id, a);
+
+  auto one = store_->ListSessions({std::filesystem::path("/w/one"), 0});
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->size(), 2u);
+  auto limited = store_->ListSessions({std::nullopt, 1});
+  ASSERT_EQ(limited->size(), 1u);
+
+  // Appending makes a session the newest of its workspace.
+  clock_ms_ += 10;
+  ASSERT_TRUE(store_->Append(a, std::vector<Event>{MessageEvent(1, Message::User("hi"))}).ok());
+  auto newest = store_->NewestInWorkspace("/w/one");
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(newest->id, a);
+  EXPECT_EQ(store_->NewestInWorkspace("/w/none").error().code(), Code::kNotFound);
+
+  EXPECT_EQ(*store_->FindSession(b.substr(0, 8)), b);
+  EXPECT_EQ(*store_->FindSession(b), b);
+  EXPECT_EQ(store_->FindSession("abc").error().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->FindSession("zzzzzzzz").error().code(), Code::kNotFound);
+
+  ASSERT_TRUE(store_->RemoveSession(a).ok());
+  EXPECT_EQ(store_->GetSession(a).error().code(), Code::kNotFound);
+  EXPECT_EQ(store_->RemoveSession(a).code(), Code::kNotFound);
+  EXPECT_EQ(store_->ListSessions({})->size(), 2u);
+}
+
+TEST_F(StoreTest, DuplicateExplicitIdRejected) {
+  NewSessionParams p;
+  p.id = "fixed-id";
+  p.workspace = "/w";
+  ASSERT_TRUE(store_->CreateSession(p).ok());
+  EXPECT_EQ(store_->CreateSession(p).error().code(), Code::kAlreadyExists);
+}
+
+TEST_F(StoreTest, RemoveDeletesEveryRow) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("x"))}).ok());
+  ASSERT_TRUE(store_->SetState(id, "todo", Json{{"a", 1}}).ok());
+  Checkpoint cp;
+  cp.session_id = id;
+  cp.outstanding.push_back({"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r"});
+  ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
+  ASSERT_TRUE(store_->RemoveSession(id).ok());
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path().c_str(), &db), SQLITE_OK);
+  for (const char* table :
+       {"events", "session_locks", "checkpoints", "pending_index", "session_state"}) {
+    std::string sql = std::string("SELECT COUNT(*) FROM ") + table;
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(st, 0), 0) << table;
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, AppendLoadRoundTrip) {
+  std::string id = NewSession();
+  Message user = Message::User("  Please fix\nthe failing test in src/a.cc  ");
+  Message asst = AssistantWithTools({"tu_1"});
+  asst.content[1].meta = Json{{"item_id", "fc_1"}};
+  Message result;
+  result.role = Role::kUser;
+  result.content.push_back(ContentBlock::ToolResult("tu_1", "file body", false));
+  Message final_msg = Message::Assistant("Done.");
+
+  std::vector<Event> events{
+      MakeEvent(EventType::kTurnBegin, 1, Json{{"input", "user"}}),
+      MessageEvent(2, user),
+      MakeEvent(EventType::kTextDelta, 3, Json{{"text", "let"}}),  // not persisted
+      MessageEvent(4, asst),
+      MakeEvent(EventType::kToolCallBegin, 5, Json{{"id", "tu_1"}, {"tool", "read"}}),
+      MakeEvent(EventType::kToolCallEnd, 6, Json{{"id", "tu_1"}, {"is_error", false}}),
+      MessageEvent(7, result),
+      MessageEvent(8, final_msg),
+      MakeEvent(EventType::kTurnEnd, 9,
+                Json{{"stop", "completed"},
+                     {"reason", ""},
+                     {"final_text", "Done."},
+                     {"counters", ToJson(TurnCounters{1, 1234, 2, {}})}}),
+  };
+  ASSERT_TRUE(store_->Append(id, events).ok());
+
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  ASSERT_EQ(snap->messages.size(), 4u);
+  EXPECT_EQ(snap->messages[0], user);
+  EXPECT_EQ(snap->messages[1], asst);
+  EXPECT_EQ(snap->messages[2], result);
+  EXPECT_EQ(snap->messages[3], final_msg);
+  EXPECT_EQ(snap->last_seq, 9u);
+  EXPECT_FALSE(snap->recovered);
+  EXPECT_TRUE(snap->warnings.empty());
+  ASSERT_TRUE(snap->last_turn_end.has_value());
+  EXPECT_EQ(snap->last_turn_end->stop, StopReason::kCompleted);
+  EXPECT_EQ(snap->last_turn_end->final_text, "Done.");
+  EXPECT_EQ(snap->last_turn_end->counters.tokens, 1234);
+  EXPECT_EQ(snap->last_turn_end->seq, 9u);
+  EXPECT_EQ(snap->info.title, "Please fix the failing test in src/a.cc");
+  EXPECT_EQ(snap->info.last_seq, 9u);
+
+  auto stored = store_->Events(id, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 8u);  // the delta is not stored
+  EXPECT_EQ((*stored)[0].type, "turn_begin");
+  EXPECT_EQ((*stored)[2].seq, 4u);
+  auto j = ParseJson((*stored)[1].json);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["session_id"], id);
+  EXPECT_EQ((*j)["seq"], 2);
+  EXPECT_EQ(store_->Events(id, 7)->size(), 2u);
+}
+
+TEST_F(StoreTest, AppendIsAtomicOnDuplicateSeq) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
+  // seq 2 is new but seq 1 collides: nothing of the batch may be stored.
+  std::vector<Event> batch{MessageEvent(2, Message::Assistant("b")),
+                           MessageEvent(1, Message::User("dup"))};
+  Status s = store_->Append(id, batch);
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("seq 1"));
+  EXPECT_EQ(store_->Events(id, 0)->size(), 1u);
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
+}
+
+TEST_F(StoreTest, AppendValidates) {
+  EXPECT_EQ(store_->Append("nope", std::vector<Event>{MessageEvent(1, Message::User("a"))}).code(),
+            Code::kNotFound);
+  std::string id = NewSession();
+  Event e = MessageEvent(1, Message::User("a"));
+  e.session_id = "other";
+  EXPECT_EQ(store_->Append(id, std::vector<Event>{e}).code(), Code::kInvalidArgument);
+  // Only non-persisted events: OK and nothing stored.
+  EXPECT_TRUE(store_->Append(id, std::vector<Event>{MakeEvent(EventType::kTextDelta, 1, {})}).ok());
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 0u);
+}
+
+TEST_F(StoreTest, TitleSkipsTaggedMessages) {
+  std::string id = NewSession();
+  Message marker = Message::User("continue");
+  marker.tag = "todo-loop:continue";
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, marker)}).ok());
+  EXPECT_EQ(store_->GetSession(id)->title, "");
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(2, Message::User("real"))}).ok());
+  EXPECT_EQ(store_->GetSession(id)->title, "real");
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(3, Message::User("later"))}).ok());
+  EXPECT_EQ(store_->GetSession(id)->title, "real");
+}
+
+TEST_F(StoreTest, CompactionReplay) {
+  std::string id = NewSession();
+  Message summary = Message::User("summary of 1-3");
+  summary.tag = "compaction-summary";
+  std::vector<Event> events{
+      MessageEvent(1, Message::User("m1")),
+      MessageEvent(2, Message::Assistant("m2")),
+      MessageEvent(3, Message::User("m3")),
+      MessageEvent(4, Message::Assistant("m4")),
+      // Informational compaction event (no drop_prefix): no effect.
+      MakeEvent(EventType::kCompaction, 5, Json{{"from", 4}, {"to", 2}, {"attempt", 1}}),
+      MakeEvent(EventType::kCompaction, 6, Json{{"drop_prefix", 3}, {"summary", ToJson(summary)}}),
+      MessageEvent(7, Message::User("m5")),
+      // Drop without a summary.
+      MakeEvent(EventType::kCompaction, 8, Json{{"drop_prefix", 1}, {"summary", nullptr}}),
+  };
+  ASSERT_TRUE(store_->Append(id, events).ok());
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  // [m1 m2 m3 m4] -> [S m4] -> [S m4 m5] -> [m4 m5]
+  ASSERT_EQ(snap->messages.size(), 2u);
+  EXPECT_EQ(snap->messages[0], Message::Assistant("m4"));
+  EXPECT_EQ(snap->messages[1], Message::User("m5"));
+}
+
+TEST_F(StoreTest, CompactionBeyondHistoryIsDataLoss) {
+  std::string id = NewSession();
+  std::vector<Event> events{MessageEvent(1, Message::User("m1")),
+                            MakeEvent(EventType::kCompaction, 2, Json{{"drop_prefix", 5}})};
+  ASSERT_TRUE(store_->Append(id, events).ok());
+  auto snap = store_->Load(id, {});
+  ASSERT_FALSE(snap.ok());
+  EXPECT_EQ(snap.error().code(), Code::kDataLoss);
+  EXPECT_THAT(snap.error().message(), HasSubstr("seq 2"));
+}
+
+class CrashRecoveryTest : public StoreTest {
+ protected:
+  // user, assistant(tu_a, tu_b), with `tu_a` begun and, if `end_a`, ended.
+  std::string SessionWithOpenCalls(bool begin_a, bool end_a) {
+    std::string id = NewSession();
+    std::vector<Event> events{MessageEvent(1, Message::User("go")),
+                              MessageEvent(2, AssistantWithTools({"tu_a", "tu_b"}), "turn_9")};
+    uint64_t seq = 3;
+    if (begin_a) {
+      events.push_back(MakeEvent(EventType::kToolCallBegin, seq++, Json{{"id", "tu_a"}}));
+    }
+    if (end_a) events.push_back(MakeEvent(EventType::kToolCallEnd, seq++, Json{{"id", "tu_a"}}));
+    EXPECT_TRUE(store_->Append(id, events).ok());
+    return id;
+  }
+};
+
+TEST_F(CrashRecoveryTest, NotBegunAndBegun) {
+  std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/false);
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_TRUE(snap->recovered);
+  ASSERT_EQ(snap->messages.size(), 3u);
+  const Message& repair = snap->messages.back();
+  EXPECT_EQ(repair.role, Role::kUser);
+  EXPECT_EQ(repair.tag, "crash-recovery");
+  ASSERT_EQ(repair.content.size(), 2u);
+  EXPECT_EQ(repair.content[0].type, BlockType::kToolResult);
+  EXPECT_EQ(repair.content[0].tool_use_id, "tu_a");
+  EXPECT_TRUE(repair.content[0].is_error);
+  EXPECT_EQ(repair.content[0].text, "not run: the process stopped before this tool call finished");
+  EXPECT_EQ(repair.content[1].tool_use_id, "tu_b");
+  EXPECT_TRUE(repair.content[1].is_error);
+  EXPECT_EQ(repair.content[1].text, "not run: the process stopped before this tool call started");
+  EXPECT_EQ(snap->last_seq, 4u);  // events 1..3 plus the repair
+  ASSERT_FALSE(snap->warnings.empty());
+
+  // Persisted once: the stored log now holds the repair, a second Load does
+  // not add another, and it carries the assistant message's turn id.
+  auto stored = store_->Events(id, 0);
+  ASSERT_EQ(stored->size(), 4u);
+  EXPECT_EQ(stored->back().type, "message");
+  EXPECT_EQ(stored->back().turn_id, "turn_9");
+  auto again = store_->Load(id, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->recovered);
+  EXPECT_EQ(again->messages.size(), 3u);
+  EXPECT_EQ(again->messages.back(), repair);
+  EXPECT_EQ(store_->Events(id, 0)->size(), 4u);
+}
+
+TEST_F(CrashRecoveryTest, EndedButResultLost) {
+  std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/true);
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->messages.back().content[0].text, kRanResultLost);
+  EXPECT_TRUE(snap->messages.back().content[0].is_error);
+}
+
+TEST_F(CrashRecoveryTest, ReadOnlyLoadDoesNotRepair) {
+  std::string id = SessionWithOpenCalls(false, false);
+  auto snap = store_->Load(id, {.repair = false});
+  ASSERT_TRUE(snap.ok());
+  EXPECT_FALSE(snap->recovered);
+  EXPECT_EQ(snap->messages.size(), 2u);
+  EXPECT_EQ(store_->Events(id, 0)->size(), 2u);
+}
+
+TEST_F(CrashRecoveryTest, OpenCheckpointCoversMessage) {
+  std::string id = SessionWithOpenCalls(false, false);
+  Checkpoint cp;
+  cp.session_id = id;
+  cp.turn_id = "turn_9";
+  cp.tool_use_ids = {"tu_a", "tu_b"};
+  cp.outstanding.push_back({"p1", PendingKind::kApproval, "tu_a", "read", Json::object(), "ask"});
+  ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok());
+  EXPECT_FALSE(snap->recovered);
+  EXPECT_EQ(snap->messages.size(), 2u);  // the pause keeps the message open
+  ASSERT_TRUE(snap->open_checkpoint.has_value());
+  EXPECT_EQ(snap->open_checkpoint->outstanding[0].id, "p1");
+}
+
+TEST_F(CrashRecoveryTest, NoRepairWhileAnotherLiveProcessHoldsTheLock) {
+  std::string id = SessionWithOpenCalls(true, false);
+  // Our parent (the test runner's shell or ctest) is a live process that is
+  // not us: its calls may still be running.
+  auto lock = store_->AcquireLock(id, getppid());
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok());
+  EXPECT_FALSE(snap->recovered);
+  EXPECT_EQ(snap->messages.size(), 2u);
+  ASSERT_EQ(snap->warnings.size(), 1u);
+  EXPECT_THAT(snap->warnings[0].message, HasSubstr("not repairing"));
+  lock->reset();
+  // Released: the next Load repairs.
+  EXPECT_TRUE(store_->Load(id, {})->recovered);
+}
+
+TEST_F(CrashRecoveryTest, RepairWhenWeHoldTheLock) {
+  std::string id = SessionWithOpenCalls(false, false);
+  auto lock = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(lock.ok());
+  EXPECT_TRUE(store_->Load(id, {})->recovered);
+}
+
+// Overwrites the stored JSON of one event, as a torn or corrupted write would.
+void CorruptRow(const std::filesystem::path& db_path, const std::string& session_id, uint64_t seq) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  std::string sql = "UPDATE events SET json = '{\"type\":\"mess' WHERE session_id = '" +
+                    session_id + "' AND seq = " + std::to_string(seq);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+}
+
+TEST_F(StoreTest, CorruptNonHistoryRowIsReportedNotDropped) {
+  std::string id = NewSession();
+  std::vector<Event> events{
+      MessageEvent(1, Message::User("a")),
+      MakeEvent(EventType::kNotice, 2, Json{{"level", "info"}, {"text", "hello"}}),
+      MessageEvent(3, Message::Assistant("b")),
+  };
+  ASSERT_TRUE(store_->Append(id, events).ok());
+  CorruptRow(db_path(), id, 2);
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_EQ(snap->messages.size(), 2u);
+  ASSERT_EQ(snap->warnings.size(), 1u);
+  EXPECT_EQ(snap->warnings[0].seq, 2u);
+  EXPECT_THAT(snap->warnings[0].message, HasSubstr("corrupt"));
+  // Export still shows the row verbatim.
+  auto stored = store_->Events(id, 0);
+  ASSERT_EQ(stored->size(), 3u);
+  EXPECT_EQ((*stored)[1].json, "{\"type\":\"mess");
+}
+
+TEST_F(StoreTest, CorruptMessageRowIsDataLoss) {
+  std::string id = NewSession();
+  std::vector<Event> events{MessageEvent(1, Message::User("a")),
+                            MessageEvent(2, Message::Assistant("b"))};
+  ASSERT_TRUE(store_->Append(id, events).ok());
+  CorruptRow(db_path(), id, 2);
+  auto snap = store_->Load(id, {});
+  ASSERT_FALSE(snap.ok());
+  EXPECT_EQ(snap.error().code(), Code::kDataLoss);
+  EXPECT_THAT(snap.error().message(), HasSubstr("seq 2"));
+  EXPECT_THAT(snap.error().message(), HasSubstr(id));
+}
+
+TEST_F(StoreTest, State) {
+  std::string id = NewSession();
+  auto missing = store_->GetState(id, "todo");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  ASSERT_TRUE(store_->SetState(id, "todo", Json{{"tasks", Json::array({"a"})}}).ok());
+  ASSERT_TRUE(store_->SetState(id, "todo", Json{{"tasks", Json::array({"a", "b"})}}).ok());
+  ASSERT_TRUE(store_->SetState(id, "nudge", "check the tests").ok());
+  auto todo = store_->GetState(id, "todo");
+  ASSERT_TRUE(todo.ok() && todo->has_value());
+  EXPECT_EQ((**todo)["tasks"].size(), 2u);
+  EXPECT_EQ(**store_->GetState(id, "nudge"), "check the tests");
+  EXPECT_EQ(store_->SetState("nope", "k", 1).code(), Code::kNotFound);
+}
+
+TEST_F(StoreTest, SurvivesReopen) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
+  store_.reset();
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->messages.size(), 1u);
+}
+
+}  // namespace
+}  // namespace agentloop::store
