@@ -1,1 +1,96 @@
+#include "permissions/glob.h"
+
 #include <gtest/gtest.h>
+
+namespace agentloop::permissions {
+namespace {
+
+struct GlobCase {
+  const char* pattern;
+  GlobMode mode;
+  const char* text;
+  bool want;
+};
+
+class GlobMatchTest : public ::testing::TestWithParam<GlobCase> {};
+
+TEST_P(GlobMatchTest, Matches) {
+  const GlobCase& c = GetParam();
+  auto g = Glob::Compile(c.pattern, c.mode);
+  ASSERT_TRUE(g.ok()) << g.error().ToString();
+  EXPECT_EQ(g->Matches(c.text), c.want) << "pattern '" << c.pattern << "' text '" << c.text << "'";
+}
+
+constexpr GlobMode kCmd = GlobMode::kCommand;
+constexpr GlobMode kPath = GlobMode::kPath;
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, GlobMatchTest,
+    ::testing::Values(
+        // Command mode: `*` spans spaces and slashes.
+        GlobCase{"git status*", kCmd, "git status", true},
+        GlobCase{"git status*", kCmd, "git status --short", true},
+        GlobCase{"git status*", kCmd, "git diff", false},
+        GlobCase{"git status*", kCmd, " git status", false},
+        GlobCase{"npm run test:*", kCmd, "npm run test", true},
+        GlobCase{"npm run test:*", kCmd, "npm run test --watch", true},
+        GlobCase{"npm run test:*", kCmd, "npm run tests", false},
+        GlobCase{"*", kCmd, "anything / at all", true},
+        GlobCase{"ls ?", kCmd, "ls a", true},
+        GlobCase{"ls ?", kCmd, "ls ab", false},
+        GlobCase{"make {build,test}", kCmd, "make test", true},
+        GlobCase{"make {build,test}", kCmd, "make clean", false},
+        GlobCase{"cat [abc].txt", kCmd, "cat b.txt", true},
+        GlobCase{"cat [!abc].txt", kCmd, "cat b.txt", false},
+        GlobCase{"cat [a-c].txt", kCmd, "cat c.txt", true},
+        GlobCase{"echo \\*", kCmd, "echo *", true},
+        GlobCase{"echo \\*", kCmd, "echo x", false},
+        // Path mode.
+        GlobCase{"src/**", kPath, "src/a/b/c.cc", true},
+        GlobCase{"src/**", kPath, "src", true},
+        GlobCase{"src/**", kPath, "srcx/a", false},
+        GlobCase{"src/*", kPath, "src/a.cc", true},
+        GlobCase{"src/*", kPath, "src/a/b.cc", false},
+        GlobCase{"src/**/*.cc", kPath, "src/a.cc", true},
+        GlobCase{"src/**/*.cc", kPath, "src/x/y/a.cc", true},
+        GlobCase{"src/**/*.cc", kPath, "src/x/y/a.h", false},
+        GlobCase{"**/test_*.py", kPath, "test_a.py", true},
+        GlobCase{"**/test_*.py", kPath, "a/b/test_a.py", true},
+        GlobCase{"*.md", kPath, "docs/guide/a.md", true},  // basename rule
+        GlobCase{"*.md", kPath, "README.md", true},
+        GlobCase{"*.md", kPath, "docs/a.mdx", false},
+        GlobCase{".env", kPath, "config/.env", true},
+        GlobCase{"secrets/**", kPath, "secrets/prod/key.pem", true},
+        GlobCase{"secrets/**", kPath, "app/secrets/key.pem", false},
+        GlobCase{"/etc/**", kPath, "/etc/passwd", true},
+        GlobCase{"a?c", kPath, "a/c", false},
+        GlobCase{"**", kPath, ".", true},
+        GlobCase{"docs/*.{md,txt}", kPath, "docs/a.txt", true}));
+
+TEST(GlobTest, CompileErrors) {
+  for (const char* bad : {"cat [abc", "a{b,c", "trailing\\", "a{b{c}}"}) {
+    EXPECT_FALSE(Glob::Compile(bad, GlobMode::kCommand).ok()) << bad;
+  }
+}
+
+TEST(GlobTest, Properties) {
+  EXPECT_TRUE(Glob::Compile("*", GlobMode::kCommand)->MatchesEverything());
+  EXPECT_TRUE(Glob::Compile("**", GlobMode::kPath)->MatchesEverything());
+  EXPECT_FALSE(Glob::Compile("src/**", GlobMode::kPath)->MatchesEverything());
+  EXPECT_FALSE(Glob::Compile("git *", GlobMode::kCommand)->MatchesEverything());
+  EXPECT_TRUE(Glob::Compile("git status", GlobMode::kCommand)->IsLiteral());
+  EXPECT_FALSE(Glob::Compile("git*", GlobMode::kCommand)->IsLiteral());
+  EXPECT_TRUE(Glob::Compile("/etc/**", GlobMode::kPath)->absolute());
+  EXPECT_TRUE(Glob::Compile("*.md", GlobMode::kPath)->basename_only());
+}
+
+TEST(GlobTest, LongTextWithManyStarsIsLinear) {
+  // Would be exponential for a naive backtracking matcher.
+  auto g = Glob::Compile("*a*a*a*a*a*a*a*a*a*b", GlobMode::kCommand);
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(g->Matches(std::string(20000, 'a')));
+  EXPECT_TRUE(g->Matches(std::string(20000, 'a') + "b"));
+}
+
+}  // namespace
+}  // namespace agentloop::permissions

@@ -44,7 +44,8 @@ struct SimpleCommand {
 };
 
 struct CommandLine {
-  std::vector<SimpleCommand> commands;  // in source order, nested ones after their parent
+  // In source order; a nested command comes before the command holding it.
+  std::vector<SimpleCommand> commands;
   bool complete = true;                 // false: see the file comment
   std::string problem;                  // why it is incomplete
 };
