@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 
 #include "agentloop/json.h"
+
 #include "base/ids.h"
 #include "base/strings.h"
 

@@ -1,0 +1,408 @@
+// The three wire formats against the fake model server: streamed events,
+// final responses, exact request bodies (golden files), retries and errors.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fake_model_server.h"
+#include "providers/factory.h"
+#include "providers/http_provider.h"
+
+namespace agentloop {
+namespace {
+
+using testing::FakeModelServer;
+
+constexpr char kKey[] = "sk-test-SECRETKEY0123456789";
+
+struct Sink : StreamSink {
+  std::string text, thinking;
+  void OnTextDelta(std::string_view t) override { text += t; }
+  void OnThinkingDelta(std::string_view t) override { thinking += t; }
+};
+
+struct Fixture {
+  std::unique_ptr<FakeModelServer> server;
+  std::unique_ptr<ModelProvider> provider;
+  std::vector<int64_t> waits;
+};
+
+std::unique_ptr<Fixture> Make(const std::string& kind, const Json& script) {
+  auto f = std::make_unique<Fixture>();
+  auto s = FakeModelServer::Start(script);
+  EXPECT_TRUE(s.ok());
+  f->server = std::move(*s);
+  ProviderConfig c;
+  c.kind = kind;
+  c.model = "test-model";
+  c.api_key = kKey;
+  c.base_url = f->server->base_url() + (kind == "anthropic" ? "" : "/v1");
+  c.retry_wait = [w = &f->waits](std::chrono::milliseconds d, const std::stop_token&) {
+    w->push_back(d.count());
+    return true;
+  };
+  auto p = MakeProvider(WithEnvDefaults(c, {}), nullptr);
+  EXPECT_TRUE(p.ok());
+  f->provider = std::move(*p);
+  return f;
+}
+
+// A history exercising every block kind.
+std::vector<Message> RichHistory() {
+  std::vector<Message> h;
+  h.push_back(Message::User("Fix the bug in a.txt"));
+  Message a;
+  a.role = Role::kAssistant;
+  ContentBlock th = ContentBlock::Thinking("I should read it", "sig-abc");
+  th.meta = Json{{"item_id", "rs_9"}};
+  a.content.push_back(th);
+  a.content.push_back(ContentBlock::RedactedThinking("opaque=="));
+  a.content.push_back(ContentBlock::Text("Reading."));
+  ContentBlock call = ContentBlock::ToolUse("call_1", "read", Json{{"path", "a.txt"}});
+  call.meta = Json{{"item_id", "fc_1"}};
+  a.content.push_back(call);
+  ContentBlock bad = ContentBlock::ToolUse("call_2", "bash", nullptr);
+  bad.raw_input = "{\"cmd\": ls";
+  a.content.push_back(bad);
+  h.push_back(a);
+  Message r;
+  r.role = Role::kUser;
+  r.content.push_back(ContentBlock::ToolResult("call_1", "hello", false));
+  r.content.push_back(ContentBlock::ToolResult("call_2", "ERROR: invalid arguments", true));
+  h.push_back(r);
+  Message tool_only;
+  tool_only.role = Role::kAssistant;
+  tool_only.content.push_back(ContentBlock::ToolUse("call_3", "read", Json{{"path", "b"}}));
+  h.push_back(tool_only);
+  Message r2;
+  r2.role = Role::kUser;
+  r2.content.push_back(ContentBlock::ToolResult("call_3", "B", false));
+  h.push_back(r2);
+  Message sys;
+  sys.role = Role::kSystem;
+  sys.tag = "budget-nudge";
+  sys.content.push_back(ContentBlock::Text("Wrap up."));
+  h.push_back(sys);
+  return h;
+}
+
+std::vector<ToolSpec> Tools() {
+  ToolSpec t;
+  t.name = "read";
+  t.description = "Read a file";
+  t.input_schema = Json::parse(R"({"type":"object","properties":{"path":{"type":"string"}},
+                                   "required":["path"]})");
+  return {t};
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void ExpectGolden(const std::string& name, const std::string& body) {
+  Result<Json> j = ParseJson(body);
+  ASSERT_TRUE(j.ok()) << "request body is not JSON: " << body;
+  std::string pretty = j->dump(2) + "\n";
+  std::string path = std::string(AL_GOLDEN_DIR) + "/" + name;
+  const char* update = std::getenv("AL_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path) << pretty;
+    return;
+  }
+  std::string want = ReadFile(path);
+  ASSERT_FALSE(want.empty()) << "missing golden " << path << " (run with AL_UPDATE_GOLDEN=1)";
+  EXPECT_EQ(pretty, want) << "golden mismatch: " << path;
+}
+
+const Json kRichResponse = Json::parse(R"({
+  "thinking": "Need to look", "thinking_signature": "SIG-1",
+  "text": "Let me check both files.",
+  "tool_calls": [{"id": "toolu_1", "name": "read", "input": {"path": "a.txt"}},
+                 {"id": "toolu_2", "name": "bash", "arguments": "{not json"}],
+  "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_tokens": 30}
+})");
+
+class WireFormats : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WireFormats, StreamsAndSendsExactRequest) {
+  const std::string kind = GetParam();
+  Json item = kRichResponse;
+  item["chunk_size"] = 7;  // chunk boundaries anywhere
+  auto f = Make(kind, Json::array({item}));
+  std::vector<Message> h = RichHistory();
+  std::vector<ToolSpec> tools = Tools();
+  ModelRequest req;
+  req.system = "You are a careful agent.";
+  req.history = h;
+  req.tail.push_back(Message::User("[open tasks: 1]"));
+  req.tools = tools;
+  req.max_output_tokens = 1000;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(sink.text, "Let me check both files.");
+  EXPECT_EQ(sink.thinking, "Need to look");
+  ASSERT_EQ(r->content.size(), 4u);
+  EXPECT_EQ(r->content[0].type, BlockType::kThinking);
+  EXPECT_EQ(r->content[0].text, "Need to look");
+  if (kind != "openai") {
+    EXPECT_EQ(r->content[0].signature, "SIG-1");
+  }
+  if (kind == "openai-responses") {
+    EXPECT_EQ(r->content[0].meta["item_id"], "rs_1");
+  }
+  EXPECT_EQ(r->content[1].text, "Let me check both files.");
+  EXPECT_EQ(r->content[2].id, "toolu_1");
+  EXPECT_EQ(r->content[2].name, "read");
+  EXPECT_EQ(r->content[2].input, Json::parse(R"({"path":"a.txt"})"));
+  if (kind == "openai-responses") {
+    EXPECT_EQ(r->content[2].meta["item_id"], "fc_1");
+  }
+  EXPECT_TRUE(r->content[3].input.is_null());
+  EXPECT_EQ(r->content[3].raw_input, "{not json");
+  EXPECT_EQ(r->finish, FinishReason::kToolUse);
+  ASSERT_TRUE(r->has_usage);
+  EXPECT_EQ(r->usage.input_tokens, 100);
+  EXPECT_EQ(r->usage.output_tokens, 20);
+  EXPECT_EQ(r->usage.cache_read_tokens, 30);
+  EXPECT_EQ(r->model, "fake-model");
+
+  auto reqs = f->server->requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  if (kind == "anthropic") {
+    EXPECT_EQ(reqs[0].path, "/v1/messages");
+    EXPECT_EQ(FindHeader(reqs[0].headers, "x-api-key"), kKey);
+    EXPECT_EQ(FindHeader(reqs[0].headers, "anthropic-version"), "2023-06-01");
+  } else {
+    EXPECT_EQ(reqs[0].path, kind == "openai" ? "/v1/chat/completions" : "/v1/responses");
+    EXPECT_EQ(FindHeader(reqs[0].headers, "authorization"), std::string("Bearer ") + kKey);
+  }
+  ExpectGolden(kind + "_request.json", reqs[0].body);
+}
+
+TEST_P(WireFormats, TextOnlyStopAndLength) {
+  auto f =
+      Make(GetParam(), Json::parse(R"([{"text": "done"}, {"text": "cut", "finish": "length"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->finish, FinishReason::kStop);
+  ASSERT_EQ(r->content.size(), 1u);
+  EXPECT_FALSE(r->has_usage);
+  r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->finish, FinishReason::kLength);
+}
+
+TEST_P(WireFormats, RetryAfter429ThenSuccess) {
+  auto f = Make(GetParam(), Json::parse(R"([
+      {"error": {"code": "resource_exhausted", "message": "slow down"},
+       "headers": {"retry-after-ms": "1234"}},
+      {"error": {"code": "unavailable"}},
+      {"text": "ok"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->content[0].text, "ok");
+  ASSERT_EQ(f->waits.size(), 2u);
+  EXPECT_EQ(f->waits[0], 1234);
+  EXPECT_EQ(f->server->requests().size(), 3u);
+  // Every attempt sends the same body.
+  EXPECT_EQ(f->server->requests()[0].body, f->server->requests()[2].body);
+}
+
+TEST_P(WireFormats, BadRequestIsNotRetried) {
+  auto f = Make(
+      GetParam(),
+      Json::parse(
+          R"([{"error": {"code": "invalid_argument", "message": "bad field"}}, {"text": "never"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("bad field"), std::string::npos);
+  EXPECT_EQ(f->server->requests().size(), 1u);
+}
+
+TEST_P(WireFormats, MidStreamErrorRetriesTheWholeRequest) {
+  auto f = Make(GetParam(), Json::parse(R"([
+      {"text": "partial answer", "stream_error": {"type": "overloaded_error", "message": "Overloaded"}},
+      {"text": "full answer"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_EQ(r->content.size(), 1u);
+  EXPECT_EQ(r->content[0].text, "full answer");  // nothing partial
+  EXPECT_EQ(f->server->requests().size(), 2u);
+}
+
+TEST_P(WireFormats, DroppedConnectionIsRetried) {
+  auto f = Make(GetParam(), Json::parse(R"([
+      {"text": "some long text that will be cut", "drop_after_bytes": 40},
+      {"text": "second"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->content[0].text, "second");
+  EXPECT_EQ(f->server->requests().size(), 2u);
+}
+
+TEST_P(WireFormats, PromptTooLongIsClassified) {
+  auto f = Make(
+      GetParam(),
+      Json::parse(
+          R"([{"error": {"code": "prompt_too_long", "message": "prompt is too long: 300000 tokens"}}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kPromptTooLong);
+  EXPECT_EQ(f->server->requests().size(), 1u);
+}
+
+TEST_P(WireFormats, TruncatedStreamIsDataLoss) {
+  auto f = Make(GetParam(), Json::parse(R"([{"text": "abc", "truncate": true}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kDataLoss);
+  EXPECT_NE(r.error().message().find("stream ended without"), std::string::npos)
+      << r.error().message();
+}
+
+TEST_P(WireFormats, MalformedEventIsDataLoss) {
+  auto f =
+      Make(GetParam(), Json::parse(R"([{"raw_sse": "event: message_start\ndata: {nope\n\n"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kDataLoss);
+  EXPECT_NE(r.error().message().find("malformed"), std::string::npos) << r.error().message();
+}
+
+TEST_P(WireFormats, CancellationReturnsCancelled) {
+  auto f = Make(GetParam(), Json::parse(R"([{"text": "late", "delay_ms": 600000}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  std::stop_source src;
+  std::thread t([&] {
+    ASSERT_TRUE(f->server->WaitForRequests(1, std::chrono::seconds(30)));
+    src.request_stop();
+  });
+  auto r = f->provider->Complete(req, sink, src.get_token());
+  t.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kCancelled);
+}
+
+TEST_P(WireFormats, ApiKeyNeverInErrors) {
+  std::string body =
+      std::string(R"({"error": {"message": "Incorrect API key provided: )") + kKey + R"("}})";
+  Json script = Json::array({Json{{"http_status", 401}, {"body", body}}});
+  auto f = Make(GetParam(), script);
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kPermissionDenied);
+  EXPECT_EQ(r.error().message().find(kKey), std::string::npos) << r.error().message();
+  EXPECT_EQ(r.error().message().find("SECRETKEY"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, WireFormats,
+                         ::testing::Values("openai", "anthropic", "openai-responses"),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
+TEST(RequestBuilding, CachedFragmentsAreReused) {
+  HttpProviderOptions o;
+  o.model = "m";
+  o.base_url = "http://127.0.0.1:1";
+  HttpProvider p(NewAnthropicFormat({}), o, nullptr);
+  std::vector<Message> h = RichHistory();
+  for (size_t i = 0; i < h.size(); ++i) h[i].uid = i + 1;
+  ModelRequest req;
+  req.history = h;
+  std::string b1 = p.BuildBody(req);
+  EXPECT_EQ(p.cache().misses(), h.size());
+  std::string b2 = p.BuildBody(req);
+  EXPECT_EQ(b1, b2);
+  EXPECT_EQ(p.cache().hits(), h.size());
+  h.push_back(Message::User("next"));
+  h.back().uid = 100;
+  req.history = h;
+  std::string b3 = p.BuildBody(req);
+  EXPECT_EQ(p.cache().misses(), h.size());
+  EXPECT_NE(b3.find("next"), std::string::npos);
+}
+
+TEST(RequestBuilding, ChatMaxTokensFieldSetting) {
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  req.max_output_tokens = 77;
+  HttpProviderOptions o;
+  o.base_url = "http://127.0.0.1:1";
+  HttpProvider a(NewOpenAiChatFormat({}), o, nullptr);
+  EXPECT_NE(a.BuildBody(req).find("\"max_completion_tokens\":77"), std::string::npos);
+  HttpProvider b(NewOpenAiChatFormat({.use_max_tokens_field = true}), o, nullptr);
+  EXPECT_NE(b.BuildBody(req).find("\"max_tokens\":77"), std::string::npos);
+}
+
+TEST(Factory, EnvDefaultsAndErrors) {
+  ProviderConfig c;
+  c.kind = "anthropic";
+  ProviderConfig d = WithEnvDefaults(c, {{"ANTHROPIC_API_KEY", "k1"}, {"OPENAI_API_KEY", "k2"}});
+  EXPECT_EQ(d.api_key, "k1");
+  EXPECT_EQ(d.base_url, "https://api.anthropic.com");
+  c.kind = "openai";
+  d = WithEnvDefaults(c, {{"OPENAI_BASE_URL", "http://local/v1"}});
+  EXPECT_EQ(d.base_url, "http://local/v1");
+  c.api_key = "explicit";
+  EXPECT_EQ(WithEnvDefaults(c, {{"OPENAI_API_KEY", "env"}}).api_key, "explicit");
+  c.kind = "nope";
+  EXPECT_EQ(MakeProvider(c, nullptr).error().code(), Code::kInvalidArgument);
+  c.kind = "script";
+  EXPECT_EQ(MakeProvider(c, nullptr).error().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace agentloop
