@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "agentloop/tool.h"
+
 #include "base/strings.h"
 
 namespace agentloop::permissions {
@@ -152,10 +153,12 @@ ApprovalDecision ConsoleApprover::DecideQuestion(const ApprovalRequest& request,
   }
   std::vector<std::string> options;
   if (in.is_object() && in.contains("options") && in["options"].is_array()) {
-    for (const auto& o : in["options"]) options.push_back(o.is_string() ? o.get<std::string>() : DumpJson(o));
+    for (const auto& o : in["options"])
+      options.push_back(o.is_string() ? o.get<std::string>() : DumpJson(o));
   }
-  out_ << "\n" << (is_terminal_ ? kBold : "") << "[ask_user] " << (is_terminal_ ? kReset : "")
-       << question << "\n";
+  out_ << "\n"
+       << (is_terminal_ ? kBold : "") << "[ask_user] " << (is_terminal_ ? kReset : "") << question
+       << "\n";
   if (!options.empty()) {
     out_ << "options:";
     for (size_t i = 0; i < options.size(); ++i) out_ << "  " << (i + 1) << ") " << options[i];
@@ -193,9 +196,8 @@ FailClosedApprover::FailClosedApprover(std::string hint) : hint_(std::move(hint)
 
 ApprovalDecision FailClosedApprover::Decide(const ApprovalRequest& request, std::stop_token) {
   const std::string& tool = request.call.name.empty() ? request.spec.name : request.call.name;
-  std::string what = request.kind == PendingKind::kQuestion
-                         ? "the question needs an answer"
-                         : "tool '" + tool + "' needs approval";
+  std::string what = request.kind == PendingKind::kQuestion ? "the question needs an answer"
+                                                            : "tool '" + tool + "' needs approval";
   std::string hint = hint_.empty()
                          ? "configure an approver (run on a terminal, use the durable or webhook "
                            "approver) or add an allow rule"
@@ -207,7 +209,8 @@ ApprovalDecision FailClosedApprover::Decide(const ApprovalRequest& request, std:
 CallbackApprover::CallbackApprover(Fn fn) : fn_(std::move(fn)) {}
 
 ApprovalDecision CallbackApprover::Decide(const ApprovalRequest& request, std::stop_token stop) {
-  if (!fn_) return FailClosedApprover("the embedder's approver callback is empty").Decide(request, stop);
+  if (!fn_)
+    return FailClosedApprover("the embedder's approver callback is empty").Decide(request, stop);
   try {
     ApprovalDecision d = fn_(request, stop);
     if (d.by.empty()) d.by = "embedder";

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "agentloop/permission.h"
+
 #include "permissions/policy.h"
 
 namespace agentloop::permissions {

@@ -1,1 +1,212 @@
+#include "permissions/approvers.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+namespace agentloop::permissions {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = ApprovalDecision::Kind;
+
+Json J(std::string_view text) { return *ParseJson(text); }
+
+ApprovalRequest BashRequest(std::string command) {
+  ApprovalRequest r;
+  r.session_id = "sess_1";
+  r.turn_id = "turn_1";
+  r.pending_id = "pend_1";
+  r.call = ToolCall{"call_1", "bash", Json{{"command", std::move(command)}}};
+  r.spec.name = "bash";
+  r.spec.mutates = true;
+  r.spec.input_schema = J(R"j({"type":"object","required":["command"],
+                              "properties":{"command":{"type":"string"},
+                                            "timeout_ms":{"type":"integer"}}})j");
+  r.reason = "no rule matched: default ask for mutating tool 'bash'";
+  return r;
+}
+
+ApprovalRequest Question() {
+  ApprovalRequest r;
+  r.kind = PendingKind::kQuestion;
+  r.call = ToolCall{"call_q", "ask_user",
+                    J(R"j({"question":"Which database?","options":["sqlite","postgres"]})j")};
+  r.spec.name = "ask_user";
+  r.reason = "Which database?";
+  return r;
+}
+
+struct Console {
+  explicit Console(std::string script) : in(std::move(script)) {}
+  std::istringstream in;
+  std::ostringstream out;
+  std::shared_ptr<SessionApprovals> approvals = std::make_shared<SessionApprovals>("/ws");
+  ConsoleApprover Approver() { return ConsoleApprover(in, out, /*is_terminal=*/false, approvals); }
+};
+
+TEST(ConsoleApproverTest, AllowOnce) {
+  Console c("y\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("make test"), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  EXPECT_FALSE(d.remember_for_session);
+  EXPECT_FALSE(d.edited_input.has_value());
+  EXPECT_EQ(d.by, "console");
+  EXPECT_EQ(c.approvals->size(), 0u);
+  EXPECT_THAT(c.out.str(), HasSubstr("Permission needed: bash"));
+  EXPECT_THAT(c.out.str(), HasSubstr("  command: make test"));
+  EXPECT_THAT(c.out.str(), HasSubstr("reason: no rule matched"));
+}
+
+TEST(ConsoleApproverTest, AllowForSessionRecordsExactAccess) {
+  Console c("what?\na\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("make test"), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  EXPECT_TRUE(d.remember_for_session);
+  EXPECT_THAT(c.out.str(), HasSubstr("Please answer y, a, n or e."));
+  EXPECT_TRUE(c.approvals->Contains("bash", J(R"j({"command":"make test"})j")));
+  EXPECT_FALSE(c.approvals->Contains("bash", J(R"j({"command":"make install"})j")));
+}
+
+TEST(ConsoleApproverTest, DenyWithReason) {
+  Console c("n\nnot on a Friday\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("make deploy"), {});
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_EQ(d.reason, "not on a Friday");
+}
+
+TEST(ConsoleApproverTest, DenyWithoutReasonGetsADefault) {
+  Console c("n\n\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("make deploy"), {});
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_EQ(d.reason, "denied at the console");
+}
+
+TEST(ConsoleApproverTest, EditArgumentsBadThenGoodJson) {
+  Console c(
+      "e\n"
+      "{not json\n"
+      "[1,2]\n"
+      "{\"command\": 5}\n"
+      "{\"command\": \"make test -j2\"}\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("make test"), {});
+  ASSERT_EQ(d.kind, Kind::kAllow);
+  ASSERT_TRUE(d.edited_input.has_value());
+  EXPECT_EQ((*d.edited_input)["command"], "make test -j2");
+  const std::string out = c.out.str();
+  EXPECT_THAT(out, HasSubstr("invalid JSON"));
+  EXPECT_THAT(out, HasSubstr("expected a JSON object"));
+  EXPECT_THAT(out, HasSubstr("invalid arguments: command"));
+}
+
+TEST(ConsoleApproverTest, EditEmptyLineGoesBack) {
+  Console c("e\n\ny\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("ls"), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  EXPECT_FALSE(d.edited_input.has_value());
+}
+
+TEST(ConsoleApproverTest, EndOfInputDenies) {
+  Console c("");
+  ConsoleApprover a = c.Approver();
+  ApprovalDecision d = a.Decide(BashRequest("ls"), {});
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_THAT(d.reason, HasSubstr("input closed"));
+}
+
+TEST(ConsoleApproverTest, StopTokenDeniesWithoutReading) {
+  Console c("y\n");
+  ConsoleApprover a = c.Approver();
+  std::stop_source stop;
+  stop.request_stop();
+  ApprovalDecision d = a.Decide(BashRequest("ls"), stop.get_token());
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_THAT(d.reason, HasSubstr("cancelled"));
+  std::string rest;
+  std::getline(c.in, rest);
+  EXPECT_EQ(rest, "y");  // the answer was not consumed
+}
+
+TEST(ConsoleApproverTest, LongArgumentsAreCut) {
+  Console c("y\n");
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, nullptr, ConsoleApprover::Options{50, 5});
+  ApprovalDecision d = a.Decide(BashRequest("echo " + std::string(500, 'x')), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  EXPECT_THAT(c.out.str(), HasSubstr("(455 more bytes)"));
+  EXPECT_THAT(c.out.str(), ::testing::Not(HasSubstr(std::string(100, 'x'))));
+}
+
+TEST(ConsoleApproverTest, QuestionAnswerByNumberAndByText) {
+  {
+    Console c("\n2\n");
+    ConsoleApprover a = c.Approver();
+    ApprovalDecision d = a.Decide(Question(), {});
+    EXPECT_EQ(d.kind, Kind::kAllow);
+    EXPECT_EQ(d.answer, "postgres");
+    EXPECT_THAT(c.out.str(), HasSubstr("[ask_user] Which database?"));
+    EXPECT_THAT(c.out.str(), HasSubstr("1) sqlite  2) postgres"));
+  }
+  {
+    Console c("  something else  \n");
+    ConsoleApprover a = c.Approver();
+    ApprovalDecision d = a.Decide(Question(), {});
+    EXPECT_EQ(d.answer, "something else");
+  }
+}
+
+TEST(DurableApproverTest, Defers) {
+  DurableApprover a;
+  ApprovalDecision d = a.Decide(BashRequest("ls"), {});
+  EXPECT_EQ(d.kind, Kind::kDefer);
+  EXPECT_EQ(d.by, "durable");
+}
+
+TEST(FailClosedApproverTest, DeniesSayingWhy) {
+  FailClosedApprover a;
+  ApprovalDecision d = a.Decide(BashRequest("ls"), {});
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_THAT(d.reason, HasSubstr("no approver available: tool 'bash' needs approval"));
+  EXPECT_THAT(d.reason, HasSubstr("configure"));
+  ApprovalDecision q = a.Decide(Question(), {});
+  EXPECT_EQ(q.kind, Kind::kDeny);
+  EXPECT_THAT(q.reason, HasSubstr("question"));
+}
+
+TEST(CallbackApproverTest, WrapsFunctionAndFailsClosed) {
+  CallbackApprover allow([](const ApprovalRequest& r, std::stop_token) {
+    ApprovalDecision d = ApprovalDecision::Allow("");
+    d.edited_input = Json{{"command", r.call.input["command"].get<std::string>() + " -v"}};
+    return d;
+  });
+  ApprovalDecision d = allow.Decide(BashRequest("ls"), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  EXPECT_EQ(d.by, "embedder");
+  EXPECT_EQ((*d.edited_input)["command"], "ls -v");
+
+  CallbackApprover empty(nullptr);
+  EXPECT_EQ(empty.Decide(BashRequest("ls"), {}).kind, Kind::kDeny);
+
+  CallbackApprover throws([](const ApprovalRequest&, std::stop_token) -> ApprovalDecision {
+    throw std::runtime_error("boom");
+  });
+  ApprovalDecision t = throws.Decide(BashRequest("ls"), {});
+  EXPECT_EQ(t.kind, Kind::kDeny);
+  EXPECT_THAT(t.reason, HasSubstr("boom"));
+}
+
+TEST(FormatArgumentsTest, OneLinePerArgument) {
+  std::string s = FormatArguments(J(R"j({"file_path":"a.txt","content":"l1\nl2","n":3})j"));
+  EXPECT_EQ(s, "  file_path: a.txt\n  content: l1\n    l2\n  n: 3\n");
+  EXPECT_EQ(FormatArguments(Json::object()), "  (no arguments)\n");
+}
+
+}  // namespace
+}  // namespace agentloop::permissions

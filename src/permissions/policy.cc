@@ -10,16 +10,20 @@ namespace agentloop {
 
 std::string_view DecisionName(Decision d) {
   switch (d) {
-    case Decision::kAllow: return "allow";
-    case Decision::kAsk: return "ask";
-    case Decision::kDeny: return "deny";
+    case Decision::kAllow:
+      return "allow";
+    case Decision::kAsk:
+      return "ask";
+    case Decision::kDeny:
+      return "deny";
   }
   return "deny";
 }
 
 PolicyVerdict DefaultPermissionPolicy::Evaluate(const ToolSpec& spec, const ToolCall&) const {
   if (spec.mutates) {
-    return {Decision::kAsk, "no rule matched: default ask for mutating tool '" + spec.name + "'", ""};
+    return {Decision::kAsk, "no rule matched: default ask for mutating tool '" + spec.name + "'",
+            ""};
   }
   return {Decision::kAllow, "no rule matched: default allow for read-only tool '" + spec.name + "'",
           ""};
@@ -30,9 +34,12 @@ namespace {
 
 int Strictness(Decision d) {
   switch (d) {
-    case Decision::kAllow: return 0;
-    case Decision::kAsk: return 1;
-    case Decision::kDeny: return 2;
+    case Decision::kAllow:
+      return 0;
+    case Decision::kAsk:
+      return 1;
+    case Decision::kDeny:
+      return 2;
   }
   return 2;
 }
@@ -160,8 +167,8 @@ PolicyVerdict CachedPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call)
   PolicyVerdict v = inner_->Evaluate(spec, call);
   if (v.decision == Decision::kAsk && approvals_->Contains(spec.name, call.input)) {
     v.decision = Decision::kAllow;
-    v.reason = "allowed for this session (approved earlier for this exact access; was: " +
-               v.reason + ")";
+    v.reason =
+        "allowed for this session (approved earlier for this exact access; was: " + v.reason + ")";
   }
   return v;
 }
@@ -190,8 +197,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
       out << "\n";
     }
     if (!s.command_line->complete) {
-      out << "  (not fully parsed: " << s.command_line->problem
-          << "; allow rules cannot match)\n";
+      out << "  (not fully parsed: " << s.command_line->problem << "; allow rules cannot match)\n";
     }
   }
   if (s.path) {

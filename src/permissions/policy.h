@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "agentloop/permission.h"
+
 #include "permissions/rules.h"
 
 namespace agentloop::permissions {

@@ -1,1 +1,324 @@
+#include "permissions/policy.h"
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+namespace agentloop::permissions {
+namespace {
+
+using ::testing::HasSubstr;
+
+Json J(std::string_view text) { return *ParseJson(text); }
+
+ToolSpec Spec(std::string name, bool mutates) {
+  ToolSpec s;
+  s.name = std::move(name);
+  s.mutates = mutates;
+  return s;
+}
+
+const ToolSpec kBash = Spec("bash", true);
+const ToolSpec kRead = Spec("read", false);
+const ToolSpec kWrite = Spec("write", true);
+const ToolSpec kEdit = Spec("edit", true);
+const ToolSpec kMcp = Spec("mcp__gh__create_issue", true);
+
+RulesPolicy Policy(std::vector<RuleSource> sources, PolicyOptions opts = {}) {
+  auto set = ParseRules(sources);
+  EXPECT_TRUE(set.ok()) << set.error().ToString();
+  if (opts.workspace.empty()) opts.workspace = "/ws";
+  return RulesPolicy(std::move(*set), std::move(opts));
+}
+
+struct ResolveCase {
+  const char* name;
+  std::vector<std::string> allow, ask, deny;
+  std::vector<const char*> tables;
+  const ToolSpec* spec;
+  const char* args;
+  Decision want;
+  const char* rule;  // expected deciding rule ("" = default)
+};
+
+class ResolveTest : public ::testing::TestWithParam<ResolveCase> {};
+
+TEST_P(ResolveTest, Decides) {
+  const ResolveCase& c = GetParam();
+  RuleSource src{"cfg", c.allow, c.ask, c.deny, {}};
+  for (const char* t : c.tables) src.tables.push_back(J(t));
+  PolicyOptions opts;
+  opts.scope = Scope{"acme", "production", "coder"};
+  RulesPolicy p = Policy({src}, opts);
+  PolicyVerdict v = p.Evaluate(*c.spec, J(c.args));
+  EXPECT_EQ(v.decision, c.want) << c.name << ": " << v.reason;
+  EXPECT_EQ(v.rule, c.rule) << c.name << ": " << v.reason;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ResolveTest,
+    ::testing::Values(
+        ResolveCase{"default mutating asks",
+                    {},
+                    {},
+                    {},
+                    {},
+                    &kWrite,
+                    R"j({"file_path":"a"})j",
+                    Decision::kAsk,
+                    ""},
+        ResolveCase{"default read-only allows",
+                    {},
+                    {},
+                    {},
+                    {},
+                    &kRead,
+                    R"j({"file_path":"a"})j",
+                    Decision::kAllow,
+                    ""},
+        ResolveCase{"allow matches",
+                    {"bash(git status*)"},
+                    {},
+                    {},
+                    {},
+                    &kBash,
+                    R"j({"command":"git status"})j",
+                    Decision::kAllow,
+                    "bash(git status*)"},
+        ResolveCase{"chained rm is not allowed by git status*",
+                    {"bash(git status*)"},
+                    {},
+                    {},
+                    {},
+                    &kBash,
+                    R"j({"command":"git status && rm -rf x"})j",
+                    Decision::kAsk,
+                    ""},
+        ResolveCase{"deny catches chained rm",
+                    {"bash(git status*)"},
+                    {},
+                    {"bash(rm*)"},
+                    {},
+                    &kBash,
+                    R"j({"command":"git status && rm -rf x"})j",
+                    Decision::kDeny,
+                    "bash(rm*)"},
+        ResolveCase{"deny beats allow at equal specificity",
+                    {"bash"},
+                    {},
+                    {"bash(rm*)"},
+                    {},
+                    &kBash,
+                    R"j({"command":"rm x"})j",
+                    Decision::kDeny,
+                    "bash(rm*)"},
+        ResolveCase{"ask beats allow",
+                    {"write"},
+                    {"write(secrets/**)"},
+                    {},
+                    {},
+                    &kWrite,
+                    R"j({"file_path":"secrets/k"})j",
+                    Decision::kAsk,
+                    "write(secrets/**)"},
+        ResolveCase{"allow star allows every tool",
+                    {"*"},
+                    {},
+                    {},
+                    {},
+                    &kMcp,
+                    R"j({})j",
+                    Decision::kAllow,
+                    "*"},
+        ResolveCase{"allow star still loses to a deny",
+                    {"*"},
+                    {},
+                    {"write(secrets/**)"},
+                    {},
+                    &kWrite,
+                    R"j({"file_path":"secrets/k"})j",
+                    Decision::kDeny,
+                    "write(secrets/**)"},
+        ResolveCase{"more specific scope wins over a stricter global rule",
+                    {},
+                    {},
+                    {"bash"},
+                    {R"j({"rule":"bash(make*)","decision":"allow","scope":"acme"})j"},
+                    &kBash,
+                    R"j({"command":"make test"})j",
+                    Decision::kAllow,
+                    "bash(make*)"},
+        ResolveCase{"three segments beat one",
+                    {},
+                    {},
+                    {},
+                    {R"j({"name":"tenant-deny","rule":"edit","decision":"deny","scope":"acme"})j",
+                     R"j({"name":"agent-allow","rule":"edit","decision":"allow",
+                         "scope":"acme/production/coder"})j"},
+                    &kEdit,
+                    R"j({"file_path":"a.md"})j",
+                    Decision::kAllow,
+                    "agent-allow"},
+        ResolveCase{"strictest wins within one specificity",
+                    {},
+                    {},
+                    {},
+                    {R"j({"name":"a","rule":"edit","decision":"allow","scope":"acme"})j",
+                     R"j({"name":"b","rule":"edit","decision":"deny","scope":"*/production"})j",
+                     R"j({"name":"c","rule":"edit","decision":"ask","scope":"acme"})j"},
+                    &kEdit,
+                    R"j({"file_path":"a.md"})j",
+                    Decision::kDeny,
+                    "b"},
+        ResolveCase{"scope of another tenant does not apply",
+                    {},
+                    {},
+                    {},
+                    {R"j({"rule":"edit","decision":"deny","scope":"other"})j"},
+                    &kEdit,
+                    R"j({"file_path":"a.md"})j",
+                    Decision::kAsk,
+                    ""},
+        ResolveCase{"false condition falls through to the next rule",
+                    {"bash"},
+                    {},
+                    {},
+                    {R"j({"rule":"bash","decision":"deny",
+                         "when":{"field":"timeout_ms","op":"gt","value":60000}})j"},
+                    &kBash,
+                    R"j({"command":"ls","timeout_ms":1000})j",
+                    Decision::kAllow,
+                    "bash"},
+        ResolveCase{"true condition applies",
+                    {"bash"},
+                    {},
+                    {},
+                    {R"j({"name":"long-commands","rule":"bash","decision":"deny",
+                         "when":{"field":"timeout_ms","op":"gt","value":60000}})j"},
+                    &kBash,
+                    R"j({"command":"ls","timeout_ms":600000})j",
+                    Decision::kDeny,
+                    "long-commands"},
+        ResolveCase{"path outside workspace does not match relative allow",
+                    {"edit(**)"},
+                    {},
+                    {},
+                    {},
+                    &kEdit,
+                    R"j({"file_path":"/etc/hosts"})j",
+                    Decision::kAsk,
+                    ""}));
+
+TEST(RulesPolicyTest, ReasonNamesRuleDecisionAndSource) {
+  RulesPolicy p =
+      Policy({RuleSource{"~/.config/agentloop/config.toml", {"bash(git status*)"}, {}, {}, {}}});
+  PolicyVerdict v = p.Evaluate(kBash, J(R"j({"command":"git status"})j"));
+  EXPECT_EQ(v.reason,
+            "matched rule 'bash(git status*)' (allow, from ~/.config/agentloop/config.toml)");
+  PolicyVerdict d = p.Evaluate(kWrite, J(R"j({"file_path":"x"})j"));
+  EXPECT_EQ(d.reason, "no rule matched: default ask for mutating tool 'write'");
+  EXPECT_EQ(d.rule, "");
+}
+
+TEST(RulesPolicyTest, ConfiguredDefaults) {
+  PolicyOptions opts;
+  opts.default_mutating = Decision::kDeny;
+  opts.default_read_only = Decision::kAsk;
+  RulesPolicy p = Policy({}, opts);
+  EXPECT_EQ(p.Evaluate(kWrite, J(R"j({"file_path":"x"})j")).decision, Decision::kDeny);
+  EXPECT_EQ(p.Evaluate(kRead, J(R"j({"file_path":"x"})j")).decision, Decision::kAsk);
+  EXPECT_THAT(p.Evaluate(kRead, J(R"j({"file_path":"x"})j")).reason,
+              HasSubstr("default ask for read-only tool 'read'"));
+}
+
+TEST(RulesPolicyTest, ReadOnlyCommandDeniesMutatingToolsWhateverTheRules) {
+  PolicyOptions opts;
+  opts.read_only_command = true;
+  RulesPolicy p = Policy({RuleSource{"--allow", {"*"}, {}, {}, {}}}, opts);
+  PolicyVerdict v = p.Evaluate(kBash, J(R"j({"command":"echo hi > f"})j"));
+  EXPECT_EQ(v.decision, Decision::kDeny);
+  EXPECT_THAT(v.reason, HasSubstr("read-only command"));
+  EXPECT_EQ(p.Evaluate(kRead, J(R"j({"file_path":"x"})j")).decision, Decision::kAllow);
+}
+
+TEST(RulesPolicyTest, EvaluateWithToolCall) {
+  RulesPolicy p = Policy({RuleSource{"f", {"read(src/**)"}, {}, {"read(src/secret.txt)"}, {}}});
+  ToolCall call{"id1", "read", J(R"j({"file_path":"src/secret.txt"})j")};
+  EXPECT_EQ(p.Evaluate(kRead, call).decision, Decision::kDeny);
+}
+
+TEST(DefaultPermissionPolicyTest, AsksForMutatingAllowsReadOnly) {
+  DefaultPermissionPolicy p;
+  EXPECT_EQ(p.Evaluate(kWrite, ToolCall{}).decision, Decision::kAsk);
+  EXPECT_EQ(p.Evaluate(kRead, ToolCall{}).decision, Decision::kAllow);
+  EXPECT_EQ(DecisionName(Decision::kDeny), "deny");
+}
+
+// ---- Session approvals ----------------------------------------------------
+
+TEST(SessionApprovalsTest, KeysAreExactAccesses) {
+  SessionApprovals a("/ws");
+  a.Remember("bash", J(R"j({"command":"npm test","timeout_ms":1000})j"));
+  a.Remember("edit", J(R"j({"file_path":"src/a.cc","old_string":"x","new_string":"y"})j"));
+  a.Remember("mcp__gh__x", J(R"j({"b":1,"a":{"d":2,"c":3}})j"));
+
+  // bash: the exact command string, other arguments ignored.
+  EXPECT_TRUE(a.Contains("bash", J(R"j({"command":"npm test"})j")));
+  EXPECT_FALSE(a.Contains("bash", J(R"j({"command":"npm test && rm -rf x"})j")));
+  EXPECT_FALSE(a.Contains("bash", J(R"j({"command":"npm  test"})j")));
+  // File tools: the normalised path, whatever the other arguments.
+  EXPECT_TRUE(a.Contains("edit", J(R"j({"file_path":"/ws/src/./a.cc","old_string":"q"})j")));
+  EXPECT_FALSE(a.Contains("edit", J(R"j({"file_path":"src/b.cc"})j")));
+  EXPECT_FALSE(a.Contains("write", J(R"j({"file_path":"src/a.cc"})j")));
+  // Others: canonical JSON (key order does not matter, values do).
+  EXPECT_TRUE(a.Contains("mcp__gh__x", J(R"j({"a":{"c":3,"d":2},"b":1})j")));
+  EXPECT_FALSE(a.Contains("mcp__gh__x", J(R"j({"a":{"c":3,"d":2},"b":2})j")));
+  EXPECT_EQ(a.size(), 3u);
+  a.Clear();
+  EXPECT_FALSE(a.Contains("bash", J(R"j({"command":"npm test"})j")));
+}
+
+TEST(CachedPolicyTest, TurnsAskIntoAllowButNeverOverridesDeny) {
+  auto approvals = std::make_shared<SessionApprovals>("/ws");
+  auto inner = std::make_shared<RulesPolicy>(Policy({RuleSource{"f", {}, {}, {"bash(rm*)"}, {}}}));
+  CachedPolicy cached(inner, approvals);
+  ToolCall ls{"1", "bash", J(R"j({"command":"ls"})j")};
+  ToolCall rm{"2", "bash", J(R"j({"command":"rm -rf x"})j")};
+  EXPECT_EQ(cached.Evaluate(kBash, ls).decision, Decision::kAsk);
+  approvals->Remember("bash", ls.input);
+  approvals->Remember("bash", rm.input);
+  PolicyVerdict v = cached.Evaluate(kBash, ls);
+  EXPECT_EQ(v.decision, Decision::kAllow);
+  EXPECT_THAT(v.reason, HasSubstr("allowed for this session"));
+  EXPECT_EQ(cached.Evaluate(kBash, rm).decision, Decision::kDeny);
+  ToolCall other{"3", "bash", J(R"j({"command":"ls -la"})j")};
+  EXPECT_EQ(cached.Evaluate(kBash, other).decision, Decision::kAsk);
+}
+
+// ---- permissions check ------------------------------------------------------
+
+TEST(ExplainDecisionTest, ShowsDecisionRuleAndSimpleCommands) {
+  RulesPolicy p = Policy({RuleSource{"--allow", {"bash(git status*)"}, {}, {}, {}},
+                          RuleSource{"--deny", {}, {}, {"bash(rm*)"}, {}}});
+  std::string out = ExplainDecision(p, kBash, J(R"j({"command":"git status && rm -rf x"})j"));
+  EXPECT_THAT(out, HasSubstr("decision: deny\n"));
+  EXPECT_THAT(out, HasSubstr("reason: matched rule 'bash(rm*)' (deny, from --deny)"));
+  EXPECT_THAT(out, HasSubstr("rule: bash(rm*)\n"));
+  EXPECT_THAT(out, HasSubstr("  git status\n"));
+  EXPECT_THAT(out, HasSubstr("  rm -rf x\n"));
+  EXPECT_THAT(out, HasSubstr("matching rules:\n  deny 'bash(rm*)'"));
+
+  std::string def = ExplainDecision(p, kWrite, J(R"j({"file_path":"/ws/a/../b.txt"})j"));
+  EXPECT_THAT(def, HasSubstr("decision: ask\n"));
+  EXPECT_THAT(def, HasSubstr("rule: (default)\n"));
+  EXPECT_THAT(def, HasSubstr("path: b.txt\n"));
+  EXPECT_THAT(def, HasSubstr("matching rules: (none)\n"));
+
+  PolicyOptions ro;
+  ro.read_only_command = true;
+  RulesPolicy plan = Policy({}, ro);
+  EXPECT_THAT(ExplainDecision(plan, kWrite, J(R"j({"file_path":"x"})j")),
+              HasSubstr("read-only command: mutating tools are denied (plan mode)"));
+}
+
+}  // namespace
+}  // namespace agentloop::permissions

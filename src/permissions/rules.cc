@@ -20,9 +20,12 @@ bool ValidToolChar(char c) {
 
 int Strictness(Decision d) {
   switch (d) {
-    case Decision::kAllow: return 0;
-    case Decision::kAsk: return 1;
-    case Decision::kDeny: return 2;
+    case Decision::kAllow:
+      return 0;
+    case Decision::kAsk:
+      return 1;
+    case Decision::kDeny:
+      return 2;
   }
   return 2;
 }
@@ -91,7 +94,8 @@ Status RuleError(std::string_view rule, std::string_view source, std::string_vie
 Status CheckCondition(const Condition& c) {
   if (c.field.empty()) return InvalidArgument("condition has an empty field");
   for (std::string_view seg : Split(c.field, '.')) {
-    if (seg.empty()) return InvalidArgument("condition field '" + c.field + "' has an empty segment");
+    if (seg.empty())
+      return InvalidArgument("condition field '" + c.field + "' has an empty segment");
   }
   switch (c.op) {
     case ConditionOp::kIn:
@@ -208,7 +212,8 @@ Result<ScopePattern> ParseScopePattern(std::string_view text) {
   std::string* slots[3] = {&p.tenant, &p.environment, &p.agent};
   for (size_t k = 0; k < segs.size(); ++k) {
     std::string_view seg = Trim(segs[k]);
-    if (seg.empty()) return InvalidArgument("scope '" + std::string(text) + "' has an empty segment");
+    if (seg.empty())
+      return InvalidArgument("scope '" + std::string(text) + "' has an empty segment");
     if (seg != "*" && seg.find('*') != std::string_view::npos) {
       return InvalidArgument("scope segment '" + std::string(seg) +
                              "' must be a literal or '*' (no partial wildcards)");
@@ -220,14 +225,22 @@ Result<ScopePattern> ParseScopePattern(std::string_view text) {
 
 std::string_view ConditionOpName(ConditionOp op) {
   switch (op) {
-    case ConditionOp::kEq: return "eq";
-    case ConditionOp::kNe: return "ne";
-    case ConditionOp::kGt: return "gt";
-    case ConditionOp::kGte: return "gte";
-    case ConditionOp::kLt: return "lt";
-    case ConditionOp::kLte: return "lte";
-    case ConditionOp::kIn: return "in";
-    case ConditionOp::kContains: return "contains";
+    case ConditionOp::kEq:
+      return "eq";
+    case ConditionOp::kNe:
+      return "ne";
+    case ConditionOp::kGt:
+      return "gt";
+    case ConditionOp::kGte:
+      return "gte";
+    case ConditionOp::kLt:
+      return "lt";
+    case ConditionOp::kLte:
+      return "lte";
+    case ConditionOp::kIn:
+      return "in";
+    case ConditionOp::kContains:
+      return "contains";
   }
   return "eq";
 }
@@ -345,8 +358,8 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
                            "' takes no pattern (patterns apply to bash and to read, write, edit, "
                            "grep, glob, ls); use a condition ('when') instead");
     }
-    auto g = Glob::Compile(*r.pattern, kind == PatternKind::kCommand ? GlobMode::kCommand
-                                                                     : GlobMode::kPath);
+    auto g = Glob::Compile(*r.pattern,
+                           kind == PatternKind::kCommand ? GlobMode::kCommand : GlobMode::kPath);
     if (!g.ok()) return RuleError(t, r.source, "pattern does not parse: " + g.error().message());
     r.pattern_glob = std::make_shared<const Glob>(std::move(*g));
     r.text = r.tool + "(" + *r.pattern + ")";
@@ -358,13 +371,13 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
 
 Result<Rule> ParseRuleTable(const Json& table, std::string source) {
   if (!table.is_object()) return InvalidArgument("rule table from " + source + " is not a table");
-  std::string label = table.contains("name") && table["name"].is_string()
-                          ? table["name"].get<std::string>()
-                          : (table.contains("rule") && table["rule"].is_string()
-                                 ? table["rule"].get<std::string>()
-                                 : DumpJson(table));
-  static const std::vector<std::string> kKeys = {"name",  "rule",  "tool", "pattern",
-                                                 "scope", "when",  "decision"};
+  std::string label =
+      table.contains("name") && table["name"].is_string()
+          ? table["name"].get<std::string>()
+          : (table.contains("rule") && table["rule"].is_string() ? table["rule"].get<std::string>()
+                                                                 : DumpJson(table));
+  static const std::vector<std::string> kKeys = {"name",  "rule", "tool",    "pattern",
+                                                 "scope", "when", "decision"};
   for (auto it = table.begin(); it != table.end(); ++it) {
     if (std::find(kKeys.begin(), kKeys.end(), it.key()) == kKeys.end()) {
       return RuleError(label, source,
@@ -375,7 +388,8 @@ Result<Rule> ParseRuleTable(const Json& table, std::string source) {
   auto str = [&](const char* key) -> Result<std::optional<std::string>> {
     auto it = table.find(key);
     if (it == table.end()) return std::optional<std::string>();
-    if (!it->is_string()) return RuleError(label, source, std::string("'") + key + "' must be a string");
+    if (!it->is_string())
+      return RuleError(label, source, std::string("'") + key + "' must be a string");
     return std::optional<std::string>(it->get<std::string>());
   };
   AL_ASSIGN_OR_RETURN(auto decision_s, str("decision"));
@@ -391,7 +405,8 @@ Result<Rule> ParseRuleTable(const Json& table, std::string source) {
   AL_ASSIGN_OR_RETURN(auto scope_s, str("scope"));
   std::string text;
   if (rule_s) {
-    if (tool_s || pattern_s) return RuleError(label, source, "give either 'rule' or 'tool', not both");
+    if (tool_s || pattern_s)
+      return RuleError(label, source, "give either 'rule' or 'tool', not both");
     text = *rule_s;
   } else if (tool_s) {
     text = pattern_s ? *tool_s + "(" + *pattern_s + ")" : *tool_s;
@@ -408,7 +423,8 @@ Result<Rule> ParseRuleTable(const Json& table, std::string source) {
     r.scope = *sp;
   }
   if (auto w = table.find("when"); w != table.end()) {
-    if (!w->is_object()) return RuleError(label, source, "'when' must be a table {field, op, value}");
+    if (!w->is_object())
+      return RuleError(label, source, "'when' must be a table {field, op, value}");
     for (auto it = w->begin(); it != w->end(); ++it) {
       if (it.key() != "field" && it.key() != "op" && it.key() != "value") {
         return RuleError(label, source, "unknown key '" + it.key() + "' in 'when'");
@@ -494,8 +510,9 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
       if (!known) {
         std::string list;
         for (const auto& k : options.known_tools) list += (list.empty() ? "" : ", ") + k;
-        set.warnings.push_back("rule '" + r.text + "'" + where + " can never match: no tool named '" +
-                               r.tool + "' (known: " + list + ")");
+        set.warnings.push_back("rule '" + r.text + "'" + where +
+                               " can never match: no tool named '" + r.tool + "' (known: " + list +
+                               ")");
       }
     }
     if (r.pattern && Trim(*r.pattern).empty()) {

@@ -39,6 +39,7 @@
 #include "agentloop/json.h"
 #include "agentloop/permission.h"
 #include "agentloop/status.h"
+
 #include "permissions/glob.h"
 #include "permissions/shell_split.h"
 
@@ -179,9 +180,9 @@ NormalizedPath NormalizeToolPath(std::string_view path, const std::filesystem::p
 // What a rule pattern is matched against, computed once per call.
 struct CallSubject {
   PatternKind kind = PatternKind::kNone;
-  std::string command;                     // bash: the raw command string
-  std::optional<CommandLine> command_line; // bash: split
-  std::optional<NormalizedPath> path;      // file tools: the path argument
+  std::string command;                      // bash: the raw command string
+  std::optional<CommandLine> command_line;  // bash: split
+  std::optional<NormalizedPath> path;       // file tools: the path argument
 };
 CallSubject DescribeCall(std::string_view tool, const Json& args,
                          const std::filesystem::path& workspace);

@@ -30,18 +30,16 @@ TEST_P(ParseRuleTest, Parses) {
   EXPECT_EQ(r->source, "test");
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, ParseRuleTest,
-                         ::testing::Values(ParseCase{"bash(git status*)", "bash", "git status*"},
-                                           ParseCase{"read(src/**)", "read", "src/**"},
-                                           ParseCase{"edit(*.md)", "edit", "*.md"},
-                                           ParseCase{"write(secrets/**)", "write", "secrets/**"},
-                                           ParseCase{"*", "*", std::nullopt},
-                                           ParseCase{"bash", "bash", std::nullopt},
-                                           ParseCase{"  Bash(ls -la)  ", "Bash", "ls -la"},
-                                           ParseCase{"mcp__x__y", "mcp__x__y", std::nullopt},
-                                           ParseCase{"mcp__github__*", "mcp__github__*", std::nullopt},
-                                           ParseCase{"bash(echo (a))", "bash", "echo (a)"},
-                                           ParseCase{"bash()", "bash", ""}));
+INSTANTIATE_TEST_SUITE_P(
+    Table, ParseRuleTest,
+    ::testing::Values(
+        ParseCase{"bash(git status*)", "bash", "git status*"},
+        ParseCase{"read(src/**)", "read", "src/**"}, ParseCase{"edit(*.md)", "edit", "*.md"},
+        ParseCase{"write(secrets/**)", "write", "secrets/**"}, ParseCase{"*", "*", std::nullopt},
+        ParseCase{"bash", "bash", std::nullopt}, ParseCase{"  Bash(ls -la)  ", "Bash", "ls -la"},
+        ParseCase{"mcp__x__y", "mcp__x__y", std::nullopt},
+        ParseCase{"mcp__github__*", "mcp__github__*", std::nullopt},
+        ParseCase{"bash(echo (a))", "bash", "echo (a)"}, ParseCase{"bash()", "bash", ""}));
 
 TEST(ParseRuleTest, ErrorsNameRuleAndSource) {
   struct Case {
@@ -95,13 +93,17 @@ TEST(ParseRuleTableTest, Errors) {
            {R"({"rule": "bash", "decision": "deny", "scope": "a//c"})", "empty segment"},
            {R"({"rule": "bash", "decision": "deny", "scope": "ac*/b"})", "literal or '*'"},
            {R"({"rule": "bash", "decision": "deny", "when": {"field": "x", "op": "like",
-                "value": 1}})", "unknown op"},
+                "value": 1}})",
+            "unknown op"},
            {R"({"rule": "bash", "decision": "deny", "when": {"field": "x", "op": "in",
-                "value": 1}})", "needs an array"},
+                "value": 1}})",
+            "needs an array"},
            {R"({"rule": "bash", "decision": "deny", "when": {"field": "x", "op": "gt",
-                "value": true}})", "number or string"},
+                "value": true}})",
+            "number or string"},
            {R"({"rule": "bash", "decision": "deny", "when": {"field": "a..b", "op": "eq",
-                "value": 1}})", "empty segment"},
+                "value": 1}})",
+            "empty segment"},
            {R"({"rule": "bash", "decision": "deny", "when": {"field": "x", "op": "eq"}})",
             "'when.value' is missing"}}) {
     auto r = ParseRuleTable(J(c.json), "cfg");
@@ -140,7 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
         CondCase{"n", ConditionOp::kNe, "\"x\"", false},  // mismatch falls through
         CondCase{"n", ConditionOp::kGt, "4", true}, CondCase{"n", ConditionOp::kGt, "5", false},
         CondCase{"n", ConditionOp::kGte, "5", true}, CondCase{"f", ConditionOp::kLt, "3", true},
-        CondCase{"f", ConditionOp::kLt, "2.5", false}, CondCase{"f", ConditionOp::kLte, "2.5", true},
+        CondCase{"f", ConditionOp::kLt, "2.5", false},
+        CondCase{"f", ConditionOp::kLte, "2.5", true},
         CondCase{"n", ConditionOp::kGt, "\"4\"", false},  // mismatch
         CondCase{"s", ConditionOp::kGt, "\"hello\"", true},
         CondCase{"s", ConditionOp::kLt, "3", false},  // mismatch
@@ -170,15 +173,15 @@ TEST(NormalizeToolPathTest, Table) {
     const char* abs;
     bool inside;
   };
-  for (const Case& c : std::vector<Case>{
-           {"src/a.cc", "src/a.cc", "/work/proj/src/a.cc", true},
-           {"./src/../docs/x.md", "docs/x.md", "/work/proj/docs/x.md", true},
-           {"/work/proj/src/", "src", "/work/proj/src", true},
-           {"/work/proj", ".", "/work/proj", true},
-           {".", ".", "/work/proj", true},
-           {"../other/x", "", "/work/other/x", false},
-           {"/work/projx/a", "", "/work/projx/a", false},
-           {"src/../../etc/passwd", "", "/work/etc/passwd", false}}) {
+  for (const Case& c :
+       std::vector<Case>{{"src/a.cc", "src/a.cc", "/work/proj/src/a.cc", true},
+                         {"./src/../docs/x.md", "docs/x.md", "/work/proj/docs/x.md", true},
+                         {"/work/proj/src/", "src", "/work/proj/src", true},
+                         {"/work/proj", ".", "/work/proj", true},
+                         {".", ".", "/work/proj", true},
+                         {"../other/x", "", "/work/other/x", false},
+                         {"/work/projx/a", "", "/work/projx/a", false},
+                         {"src/../../etc/passwd", "", "/work/etc/passwd", false}}) {
     NormalizedPath p = NormalizeToolPath(c.in, ws);
     EXPECT_EQ(p.relative, c.rel) << c.in;
     EXPECT_EQ(p.absolute, c.abs) << c.in;
@@ -251,8 +254,7 @@ INSTANTIATE_TEST_SUITE_P(
         ApplyCase{"read(.env)", kD, "read", R"({"file_path": "/elsewhere/.env"})", true},
         ApplyCase{"read(**)", kA, "read", R"({"file_path": "/etc/passwd"})", false},
         ApplyCase{"read(/etc/**)", kD, "read", R"({"file_path": "/etc/passwd"})", true},
-        ApplyCase{"read(~/.ssh/**)", kD, "read", R"({"file_path": "/home/me/.ssh/id_rsa"})",
-                  true},
+        ApplyCase{"read(~/.ssh/**)", kD, "read", R"({"file_path": "/home/me/.ssh/id_rsa"})", true},
         ApplyCase{"read(~/.ssh/**)", kD, "read", R"({"file_path": "/home/you/.ssh/id_rsa"})",
                   false},
         ApplyCase{"grep(src/**)", kA, "grep", R"({"pattern": "x", "path": "src/lib"})", true},
@@ -283,7 +285,8 @@ TEST(RuleAppliesTest, ConditionAndScope) {
 
 TEST(ParseRulesTest, ListsAndTablesInOrder) {
   RuleSource flags{"--allow", {"bash(git status*)", "*"}, {"write"}, {"bash(rm*)"}, {}};
-  RuleSource cfg{"config.toml", {}, {}, {}, {J(R"j({"rule": "read(src/**)", "decision": "deny"})j")}};
+  RuleSource cfg{
+      "config.toml", {}, {}, {}, {J(R"j({"rule": "read(src/**)", "decision": "deny"})j")}};
   auto set = ParseRules({flags, cfg});
   ASSERT_TRUE(set.ok()) << set.error().ToString();
   ASSERT_EQ(set->rules.size(), 5u);

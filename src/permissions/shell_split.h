@@ -46,8 +46,8 @@ struct SimpleCommand {
 struct CommandLine {
   // In source order; a nested command comes before the command holding it.
   std::vector<SimpleCommand> commands;
-  bool complete = true;                 // false: see the file comment
-  std::string problem;                  // why it is incomplete
+  bool complete = true;  // false: see the file comment
+  std::string problem;   // why it is incomplete
 };
 
 CommandLine SplitCommandLine(std::string_view line);

@@ -62,13 +62,11 @@ INSTANTIATE_TEST_SUITE_P(
         SplitCase{"cat <<'EOF' > f.txt\nrm -rf x\nEOF\nls", {"cat << 'EOF' > f.txt", "ls"}, true},
         SplitCase{"cat <<EOF\n$(rm -rf x)\nEOF", {"cat << EOF", "rm -rf x"}, true},
         SplitCase{"cat <<-EOF\n\tdata\n\tEOF\necho done", {"cat <<- EOF", "echo done"}, true},
-        SplitCase{"ec\\\nho hi", {"echo hi"}, true},
-        SplitCase{"", {}, true},
+        SplitCase{"ec\\\nho hi", {"echo hi"}, true}, SplitCase{"", {}, true},
         // Incomplete lines.
         SplitCase{"echo 'unterminated", {"echo 'unterminated"}, false},
         SplitCase{"echo \"unterminated", {"echo \"unterminated"}, false},
-        SplitCase{"echo $(ls", {"ls", "echo $(ls"}, false},
-        SplitCase{"ls )", {"ls"}, false},
+        SplitCase{"echo $(ls", {"ls", "echo $(ls"}, false}, SplitCase{"ls )", {"ls"}, false},
         SplitCase{"echo ${x:-$(rm -rf y)}", {"echo ${x:-$(rm -rf y)}"}, false},
         SplitCase{"cat <<EOF\nno end", {"cat << EOF"}, false}));
 
@@ -128,6 +126,34 @@ TEST(UnquoteWordTest, Table) {
   EXPECT_EQ(UnquoteWord("a\\ b"), "a b");
   EXPECT_EQ(UnquoteWord("$'a\\nb'"), "a\nb");
   EXPECT_EQ(UnquoteWord("r'm'"), "rm");
+}
+
+}  // namespace
+}  // namespace agentloop::permissions
+
+namespace agentloop::permissions {
+namespace {
+
+// Random lines made of shell metacharacters: the splitter must terminate,
+// never produce an empty command, and never read out of bounds (run under
+// ASan in CI).
+TEST(SplitTest, RandomMetacharacterSoup) {
+  const std::string alphabet = "ab $()`'\"\\;&|<>\n#{}=-c\t2*";
+  uint64_t state = 42;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>(state >> 33);
+  };
+  for (int i = 0; i < 3000; ++i) {
+    std::string line;
+    size_t len = next() % 40;
+    for (size_t k = 0; k < len; ++k) line.push_back(alphabet[next() % alphabet.size()]);
+    CommandLine got = SplitCommandLine(line);
+    for (const auto& c : got.commands) EXPECT_FALSE(c.text.empty()) << line;
+    if (!got.complete) {
+      EXPECT_FALSE(got.problem.empty()) << line;
+    }
+  }
 }
 
 }  // namespace

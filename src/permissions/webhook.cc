@@ -1,14 +1,14 @@
 // Webhook signing (OpenSSL HMAC) and delivery with retries.
 #include "permissions/webhook.h"
 
+#include <condition_variable>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include <condition_variable>
-
-#include "agentloop/types.h"
 #include "agentloop/tool.h"
+#include "agentloop/types.h"
 
 namespace agentloop::permissions {
 namespace {

@@ -49,8 +49,8 @@ bool VerifySignature(std::string_view secret, std::string_view body, std::string
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 // POSTs `body` to `url`; OK on a 2xx answer. Must not throw.
-using HttpPostFn =
-    std::function<Status(const std::string& url, const HttpHeaders& headers, const std::string& body)>;
+using HttpPostFn = std::function<Status(const std::string& url, const HttpHeaders& headers,
+                                        const std::string& body)>;
 
 struct WebhookDelivery {
   std::string pending_id;
