@@ -1,0 +1,32 @@
+#include "tools/builtin.h"
+
+#include "tools/tools.h"
+
+namespace agentloop {
+
+std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& options) {
+  tools::GrepToolOptions grep;
+  grep.output_cap_chars = options.output_cap_chars;
+  tools::GlobToolOptions glob;
+  glob.output_cap_chars = options.output_cap_chars;
+  tools::BashToolOptions bash;
+  bash.sandbox = options.sandbox;
+  bash.default_timeout_ms = options.bash_default_timeout_ms;
+  bash.max_timeout_ms = options.bash_max_timeout_ms;
+  bash.output_cap_chars = options.output_cap_chars;
+  return {
+      std::make_shared<tools::ReadTool>(),
+      std::make_shared<tools::WriteTool>(),
+      std::make_shared<tools::EditTool>(),
+      std::make_shared<tools::GrepTool>(grep),
+      std::make_shared<tools::GlobTool>(glob),
+      std::make_shared<tools::LsTool>(1000, options.output_cap_chars),
+      std::make_shared<tools::BashTool>(bash),
+  };
+}
+
+void RegisterBuiltinTools(ToolRegistry& registry, const BuiltinToolOptions& options) {
+  for (auto& tool : MakeBuiltinTools(options)) registry.Add(std::move(tool));
+}
+
+}  // namespace agentloop
