@@ -1,0 +1,209 @@
+// Layered configuration: TOML files, AGENTLOOP_* environment variables and
+// command-line flags merged into one typed Config that remembers, for every
+// value, where it came from (for `agentloop config show`).
+//
+// Layers, later wins:
+//   1. defaults
+//   2. the user file       $AGENTLOOP_CONFIG, else $XDG_CONFIG_HOME/agentloop/config.toml,
+//                          else ~/.config/agentloop/config.toml
+//   3. the workspace file  <workspace>/.agentloop/config.toml
+//   4. environment         AGENTLOOP_<KEY> (dots and dashes become underscores)
+//   5. flags               FlagOverride{key, value, flag} from the CLI
+// Scalars: the last layer that sets a key wins. Lists (permission rules,
+// skills and memory dirs, hooks) accumulate across layers, in layer order.
+//
+// Validation: an unknown key is a warning (with a suggestion); an
+// out-of-range number is clamped to its cap with a warning (never honoured
+// beyond it); a value of the wrong type, an unknown enum value or a malformed
+// file is an error that names the file and line (or the variable or flag).
+// Security-sensitive keys (where the API key is sent, who approves, hooks
+// that run commands, the sandbox) are ignored with a warning when they come
+// from the workspace file: a cloned repository must not be able to set them.
+// The key reference is docs/config.md.
+//
+// Thread-safety: pure functions over values; nothing here touches the
+// process environment except ProcessEnv().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/json.h"
+#include "agentloop/permission.h"
+#include "agentloop/status.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+// Same alias as agentloop/store.h.
+using EnvMap = std::map<std::string, std::string>;
+
+// A copy of the process environment (for the CLI's main; tests build maps).
+EnvMap ProcessEnv();
+
+struct ConfigOrigin {
+  enum class Kind { kDefault, kFile, kEnv, kFlag };
+  Kind kind = Kind::kDefault;
+  std::string source;  // kFile: path; kEnv: variable name; kFlag: flag, e.g. "--model"
+  int line = 0;        // kFile: 1-based line of the value
+
+  // "default", "/home/u/.config/agentloop/config.toml:3",
+  // "env AGENTLOOP_MODEL", "flag --model".
+  std::string ToString() const;
+  bool operator==(const ConfigOrigin&) const = default;
+};
+
+template <typename T>
+struct Sourced {
+  T value{};
+  ConfigOrigin origin;
+};
+
+enum class OutputFormat { kText, kJson, kStreamJson };
+std::string_view OutputFormatName(OutputFormat f);  // "text" | "json" | "stream-json"
+
+enum class ApproverKind {
+  kAuto,  // console on a terminal, durable otherwise (the CLI decides)
+  kConsole,
+  kDurable,
+  kWebhook,
+};
+std::string_view ApproverKindName(ApproverKind k);
+
+struct CommandBudgetConfig {
+  Sourced<int64_t> max_tool_calls;
+  Sourced<int64_t> max_tokens;
+  Sourced<int64_t> max_turns;
+  Sourced<int64_t> max_wall_time_ms;  // 0: no wall-time limit
+};
+
+// One [[hooks]] entry: run `command` at `event` (a Hook method in snake case:
+// turn_start, before_model_call, before_tool_call, after_tool_result,
+// after_step, turn_end), for `tools` (empty: all).
+struct HookConfig {
+  std::string name;
+  std::string event;
+  std::string command;
+  int64_t timeout_ms = 5000;
+  std::vector<std::string> tools;
+  ConfigOrigin origin;
+};
+
+struct Config {
+  struct Provider {
+    Sourced<std::string>
+        kind;  // "" (not configured) | openai | anthropic | openai-responses | script
+    Sourced<std::string> model;
+    Sourced<std::string> base_url;
+    Sourced<std::string> api_key_env;       // "": the provider's usual variable
+    Sourced<std::string> max_tokens_field;  // "" | max_tokens | max_completion_tokens
+    Sourced<std::string> script;            // the scripted provider's script file
+  } provider;
+
+  Sourced<CommandKind> command;
+  Sourced<OutputFormat> output;
+  Sourced<std::string> system_prompt_file;
+  // Indexed by CommandKind (code, explain, fix, plan, build).
+  std::array<CommandBudgetConfig, 5> budget;
+
+  struct Permissions {
+    std::vector<Sourced<std::string>> allow;  // rule strings, e.g. "bash(git status*)"
+    std::vector<Sourced<std::string>> ask;
+    std::vector<Sourced<std::string>> deny;
+    // nullopt: ask for mutating tools, allow read-only ones.
+    Sourced<std::optional<Decision>> default_decision;
+  } permissions;
+
+  struct Approver {
+    Sourced<ApproverKind> kind;
+    Sourced<std::string> webhook_url;
+    Sourced<std::string> secret_env;  // variable holding the HMAC secret
+  } approver;
+
+  struct Tools {
+    Sourced<std::string> sandbox;  // "workspace" (file tools confined) | "none"
+    Sourced<int64_t> bash_timeout_ms;
+  } tools;
+
+  struct TodoLoop {
+    Sourced<bool> enabled;
+    Sourced<int64_t> max_rounds;
+    Sourced<int64_t> max_strikes;
+    Sourced<bool> inject_state;
+    Sourced<int64_t> max_injected_tasks;
+  } todo_loop;
+
+  struct Reflector {
+    Sourced<bool> enabled;
+  } reflector;
+
+  std::vector<Sourced<std::string>> skills_dirs;
+  std::vector<Sourced<std::string>> memory_dirs;
+  std::vector<HookConfig> hooks;
+
+  // The budget of `kind` as the engine uses it.
+  Budget BudgetFor(CommandKind kind) const;
+};
+
+// Every value at its default (origin kDefault).
+Config DefaultConfig();
+
+// A flag from the command line. `key` is a config key ("provider.model");
+// the budget keys also exist without a command ("budget.max_tool_calls")
+// and then apply to every command. For list keys each override appends one
+// element (so `--allow` may repeat).
+struct FlagOverride {
+  std::string key;
+  std::string value;
+  std::string flag;  // as typed, for provenance, e.g. "--model"
+};
+
+struct ConfigSources {
+  EnvMap env;
+  std::filesystem::path workspace;  // empty: no workspace file
+  // Overrides the user file location (tests); otherwise UserConfigPath(env).
+  std::optional<std::filesystem::path> user_file;
+  std::vector<FlagOverride> flags;
+};
+
+struct LoadedConfig {
+  Config config;
+  // Human-readable, each starting with its location ("file:line: ...").
+  std::vector<std::string> warnings;
+  std::vector<std::filesystem::path> files;  // the files that existed and were read
+};
+
+// $AGENTLOOP_CONFIG, else $XDG_CONFIG_HOME/agentloop/config.toml (absolute
+// XDG_CONFIG_HOME only), else $HOME/.config/agentloop/config.toml.
+// Errors: kFailedPrecondition when none is set.
+Result<std::filesystem::path> UserConfigPath(const EnvMap& env);
+// <workspace>/.agentloop/config.toml
+std::filesystem::path WorkspaceConfigPath(const std::filesystem::path& workspace);
+
+// Loads and merges every layer. A missing file is skipped. Errors:
+// kInvalidArgument naming the file and line (malformed TOML, wrong type,
+// unknown enum value), the variable, or the flag; kFailedPrecondition when a
+// file exists but cannot be read.
+Result<LoadedConfig> LoadConfig(const ConfigSources& sources);
+
+// One line of `agentloop config show`.
+struct ConfigEntry {
+  std::string key;  // list elements are "key[i]"
+  Json value;
+  std::string origin;  // ConfigOrigin::ToString()
+};
+// Every key (defaults included) in reference order.
+std::vector<ConfigEntry> DescribeConfig(const Config& config);
+// DescribeConfig as aligned text: `key = value  # origin` per line.
+std::string FormatConfig(const Config& config);
+
+// The known keys (reference order), e.g. for `--help` or completion.
+std::vector<std::string> ConfigKeys();
+
+}  // namespace agentloop

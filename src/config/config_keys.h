@@ -1,0 +1,58 @@
+// The registry of configuration keys: name, type, range, and how a value is
+// read from and written into Config. Everything that lists keys (TOML walk,
+// environment mapping, flags, `config show`, docs) goes through it, so a key
+// is added in exactly one place (config_keys.cc).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+
+namespace agentloop::config {
+
+enum class ValueKind { kInt, kBool, kString, kEnum, kList };
+
+struct KeySpec {
+  std::string name;
+  ValueKind kind = ValueKind::kString;
+  int64_t min = 0;  // kInt: values are clamped to [min, max]
+  int64_t max = 0;
+  std::vector<std::string> choices;  // kEnum
+  // Ignored (with a warning) when set by the workspace file.
+  bool sensitive = false;
+  // "budget.max_tool_calls" and friends: set every command's value; not
+  // shown by `config show` (the per-command keys are).
+  bool all_commands = false;
+  // Writes a value already checked by Coerce.
+  std::function<void(Config&, const Json&, const ConfigOrigin&)> set;
+  // The current value (kList: an array) and its origin(s) (kList: one per element).
+  std::function<Json(const Config&)> get;
+  std::function<std::vector<ConfigOrigin>(const Config&)> origins;
+};
+
+// All keys in reference order.
+const std::vector<KeySpec>& Keys();
+const KeySpec* FindKey(std::string_view name);
+// Whether `name` is a table that contains keys ("provider", "budget.code").
+bool IsTable(std::string_view name);
+// "AGENTLOOP_PROVIDER_MODEL" -> the key, including the short aliases
+// (AGENTLOOP_PROVIDER, AGENTLOOP_MODEL, AGENTLOOP_BASE_URL). Null if none.
+const KeySpec* FindEnvKey(std::string_view var);
+std::string EnvName(std::string_view key);
+// The closest known key or table to `name`, or empty.
+std::string Suggest(std::string_view name);
+
+// Checks and converts `raw` to the key's type. `from_text`: `raw` is a
+// string from the environment or a flag, to be parsed ("42", "true",
+// "a,b"). Clamping notes are appended to `notes`. Errors: the reason,
+// without location (the caller adds it).
+Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
+                    std::vector<std::string>* notes);
+
+// Hook events accepted in [[hooks]].
+const std::vector<std::string>& HookEvents();
+
+}  // namespace agentloop::config
