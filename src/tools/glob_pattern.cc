@@ -279,16 +279,20 @@ bool GlobPattern::MatchAlt(const Alt& alt, std::string_view path) const {
     cur = heap_buf.data();
   }
   uint8_t* nxt = cur + n + 1;
+  // State values: bit 0 = active, bit 1 = just entered from the previous
+  // token. `**/` may only be skipped when entered: once it has consumed
+  // characters it must end with a '/'.
   auto close = [&](uint8_t* s) {
     for (size_t i = 0; i < n; ++i) {
-      if (s[i] && (tk[i].kind == Kind::kStar || tk[i].kind == Kind::kDStar ||
-                   tk[i].kind == Kind::kDirPrefix)) {
-        s[i + 1] = 1;
+      if (!s[i]) continue;
+      Kind k = tk[i].kind;
+      if (k == Kind::kStar || k == Kind::kDStar || (k == Kind::kDirPrefix && (s[i] & 2))) {
+        s[i + 1] = 3;
       }
     }
   };
   std::memset(cur, 0, n + 1);
-  cur[0] = 1;
+  cur[0] = 3;
   close(cur);
   for (char ch : path) {
     unsigned char c = static_cast<unsigned char>(ch);
@@ -299,23 +303,23 @@ bool GlobPattern::MatchAlt(const Alt& alt, std::string_view path) const {
       const Token& t = tk[i];
       switch (t.kind) {
         case Kind::kLit:
-          if (c == t.lit) nxt[i + 1] = 1, any = true;
+          if (c == t.lit) nxt[i + 1] = 3, any = true;
           break;
         case Kind::kAny:
-          if (c != '/') nxt[i + 1] = 1, any = true;
+          if (c != '/') nxt[i + 1] = 3, any = true;
           break;
         case Kind::kClass:
-          if (classes_[t.cls][c]) nxt[i + 1] = 1, any = true;
+          if (classes_[t.cls][c]) nxt[i + 1] = 3, any = true;
           break;
         case Kind::kStar:
-          if (c != '/') nxt[i] = 1, any = true;
+          if (c != '/') nxt[i] |= 1, any = true;
           break;
         case Kind::kDStar:
-          nxt[i] = 1, any = true;
+          nxt[i] |= 1, any = true;
           break;
         case Kind::kDirPrefix:
-          nxt[i] = 1, any = true;
-          if (c == '/') nxt[i + 1] = 1;
+          nxt[i] |= 1, any = true;
+          if (c == '/') nxt[i + 1] = 3;
           break;
       }
     }

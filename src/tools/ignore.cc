@@ -90,7 +90,10 @@ bool IsIgnored(const IgnoreNode* node, std::string_view abs_path, bool is_dir) {
   std::string_view base = slash == std::string_view::npos ? abs_path : abs_path.substr(slash + 1);
   const IgnoreNode* exclude_node = nullptr;
   for (; node != nullptr; node = node->parent.get()) {
-    if (abs_path.size() <= node->dir.size() + 1) continue;
+    if (abs_path.size() <= node->dir.size() + 1 || abs_path[node->dir.size()] != '/' ||
+        abs_path.compare(0, node->dir.size(), node->dir) != 0) {
+      continue;
+    }
     std::string_view rel = abs_path.substr(node->dir.size() + 1);
     Verdict v = Check(node->dot_ignore, rel, base, is_dir);
     if (v == Verdict::kNone) v = Check(node->git_ignore, rel, base, is_dir);
