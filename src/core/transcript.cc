@@ -7,7 +7,9 @@ namespace agentloop {
 Transcript::Transcript() : next_uid_(RandomU64() | 1) {}
 
 Transcript::Transcript(std::vector<Message> messages) : Transcript() {
-  messages_.reserve(messages.size());
+  // Head room so the first appends after loading a long session do not move
+  // the whole history.
+  messages_.reserve(messages.size() + messages.size() / 2 + 64);
   for (auto& m : messages) Append(std::move(m));
 }
 

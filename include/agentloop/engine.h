@@ -1,0 +1,197 @@
+// Engine and Session: the composition root that wires the turn state machine
+// to a session store, a provider, the built-in tools, permission rules,
+// approvers and hooks. The CLI and (later) the HTTP server are thin drivers
+// over these two classes; neither contains loop logic.
+//
+// Engine: process-wide, owns the session store and the shared HTTP client.
+// Session: one conversation, opened (created or loaded) by Engine; holds the
+// session lock while it is open, so a second process that opens the same
+// session gets kBusy "session ... is busy".
+//
+// Durability: every event the store must keep is committed before the next
+// step starts (the store's Append is the turn's event sink); a paused turn's
+// checkpoint is stored before Run() returns; Resolve() continues a paused
+// turn from any process.
+//
+// Thread-safety: Engine methods may be called from several threads; a
+// Session is used by one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "agentloop/events.h"
+#include "agentloop/permission.h"
+#include "agentloop/provider.h"
+#include "agentloop/status.h"
+#include "agentloop/store.h"
+#include "agentloop/turn.h"
+#include "agentloop/types.h"
+
+namespace agentloop {
+
+struct EngineOptions {
+  // The process environment, passed explicitly (API keys, AGENTLOOP_HOME,
+  // XDG dirs, HOME). Tests pass their own.
+  EnvMap env;
+  // Data directory (sessions.db, memory, proposals). Empty: DefaultDataDir(env).
+  std::filesystem::path data_dir;
+  // Use this store instead of opening <data_dir>/sessions.db.
+  std::shared_ptr<SessionStore> store;
+};
+
+enum class ApproverMode {
+  kAuto,     // console when `interactive`, else durable
+  kConsole,  // ask on the terminal (needs SessionCallbacks::console_approver)
+  kDurable,  // record the pending approval and pause the turn
+  kWebhook,  // POST a signed notification, then pause durably
+  kNone,     // no approver: every `ask` is denied (fail closed)
+};
+
+struct SessionOptions {
+  std::filesystem::path workspace;  // absolute; default: current directory
+  std::string session_id;           // open this session (id or unique prefix); empty: new
+  bool continue_latest = false;     // open the newest session of `workspace`
+
+  // Provider.
+  std::string provider = "openai";  // openai | anthropic | openai-responses | script
+  std::string model;
+  std::string base_url;
+  std::string api_key;  // empty: from env (OPENAI_API_KEY / ANTHROPIC_API_KEY)
+  std::string script_path;
+  bool use_max_tokens_field = false;
+
+  // Command and budgets (unset: the command's defaults).
+  CommandKind command = CommandKind::kCode;
+  std::optional<int> max_tool_calls;
+  std::optional<int64_t> max_tokens;
+  std::optional<int> max_turns;
+  std::optional<std::chrono::milliseconds> max_wall_time;
+
+  // System prompt: replaces the built-in one when set (AGENTS.md, memory and
+  // skill indexes are still appended).
+  std::optional<std::string> system_prompt;
+
+  // Permission rules as users write them ("bash(git status*)", "*"), with
+  // where they came from for messages.
+  struct RuleSource {
+    std::string rule;
+    std::string source;  // "--allow", "~/.config/agentloop/config.toml:12", ...
+  };
+  std::vector<RuleSource> allow, ask, deny;
+  std::optional<Decision> default_mutating;   // unset: ask
+  std::optional<Decision> default_read_only;  // unset: allow
+
+  ApproverMode approver = ApproverMode::kAuto;
+  bool interactive = false;  // a person is at a terminal
+  std::string webhook_url;
+  std::string webhook_secret;
+
+  // Tools.
+  std::string sandbox = "off";  // off | workspace-write | read-only
+  int bash_timeout_ms = 120000;
+
+  // Todo continuation (SEMANTICS 2).
+  bool todo_loop = true;
+  int todo_max_rounds = 12;
+  int todo_max_strikes = 2;
+  bool todo_inject_state = true;
+  int todo_max_injected_tasks = 6;
+
+  // Learning loop (SEMANTICS 3).
+  bool reflector = true;
+};
+
+// Hooks for the front end while a turn runs. All optional.
+struct SessionCallbacks {
+  EventSink* observer = nullptr;     // every event (after the store has it)
+  StreamSink* stream = nullptr;      // text and thinking deltas
+  Approver* console_approver = nullptr;  // live approver for ApproverMode::kConsole/kAuto
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual const std::string& id() const = 0;
+  virtual const SessionInfo& info() const = 0;
+  // The history as loaded plus what turns added.
+  virtual std::span<const Message> history() const = 0;
+  // Warnings from loading (crash recovery, corrupt rows).
+  virtual const std::vector<std::string>& load_warnings() const = 0;
+  // Notices produced by hooks outside turns (e.g. the todo loop's warnings).
+  virtual std::optional<Checkpoint> open_checkpoint() const = 0;
+
+  // Runs one turn on `prompt`. Returns the result also for stops that are
+  // not errors (budget, pause, denial). Errors (non-OK) only for engine
+  // faults before the turn could start (e.g. a paused batch is open:
+  // kFailedPrecondition naming the pending ids).
+  virtual Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
+                                 std::stop_token stop) = 0;
+
+  // Changes the model for later turns (/model NAME).
+  virtual Status SetModel(const std::string& model) = 0;
+  // Runs `/todoloop ARGS` and returns the status lines.
+  virtual std::string TodoLoopCommand(const std::string& args) = 0;
+  // Budgets of the session's command (for /status).
+  virtual Budget budget() const = 0;
+  // Totals over the turns run by this object.
+  virtual TurnCounters totals() const = 0;
+};
+
+// How a person resolves a pending item.
+struct Resolution {
+  enum class Kind { kApprove, kDeny, kAnswer };
+  Kind kind = Kind::kApprove;
+  std::optional<Json> edited_arguments;  // kApprove: run with these instead
+  std::string reason;                    // kDeny
+  std::string answer;                    // kAnswer
+  std::string by = "cli";                // who resolved (for the event log)
+};
+
+struct ResolveReport {
+  bool already_resolved = false;
+  std::string session_id;
+  PendingItem item;
+  int outstanding = 0;               // items still pending in the batch
+  std::optional<TurnResult> resumed; // set when the batch completed and the turn ran on
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  static Result<std::unique_ptr<Engine>> Create(EngineOptions options);
+
+  virtual SessionStore& store() = 0;
+
+  // Creates or loads a session and takes its lock. Errors: kBusy (another
+  // process runs it), kNotFound, kInvalidArgument (bad options, e.g. no
+  // model or API key for the provider: the message says how to configure
+  // one), kDataLoss (unreadable history).
+  virtual Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) = 0;
+
+  // Resolves a pending approval or question from any process. Approve runs
+  // the tool (with edited arguments after validation against its schema: an
+  // invalid edit is refused with kInvalidArgument and the item stays
+  // pending); deny closes the batch; answer becomes the tool result. When
+  // the last outstanding item of the batch is resolved the turn continues
+  // with `options` (the session's provider, budgets, ...) and may pause
+  // again. Resolving twice answers already_resolved and changes nothing.
+  virtual Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
+                                        const SessionOptions& options,
+                                        const SessionCallbacks& callbacks,
+                                        std::stop_token stop) = 0;
+
+  virtual Result<std::vector<PendingRecord>> ListPending(
+      std::optional<std::string> session_id) = 0;
+};
+
+// The explanation for a missing provider configuration, shown by run/chat.
+std::string HowToConfigureProvider();
+
+}  // namespace agentloop
