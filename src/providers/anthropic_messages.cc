@@ -206,15 +206,18 @@ class AnthropicFormat : public WireFormat {
     return DumpJson(j);
   }
 
-  std::string BuildBody(const ModelRequest& r, const std::string& model,
-                        std::string_view messages) const override {
-    std::string out;
-    out.reserve(messages.size() + 1024);
-    out += "{\"model\":" + Quote(model) + ",\"max_tokens\":" + std::to_string(r.max_output_tokens);
+  std::string BodyPrefix(const ModelRequest& r, const std::string& model,
+                         bool* has_item) const override {
+    std::string out =
+        "{\"model\":" + Quote(model) + ",\"max_tokens\":" + std::to_string(r.max_output_tokens);
     if (!r.system.empty()) out += ",\"system\":" + Quote(r.system);
     out += ",\"messages\":[";
-    out.append(messages);
-    out += "]";
+    *has_item = false;
+    return out;
+  }
+
+  std::string BodySuffix(const ModelRequest& r) const override {
+    std::string out = "]";
     if (!r.tools.empty()) {
       Json tools = Json::array();
       for (const ToolSpec& t : r.tools) {

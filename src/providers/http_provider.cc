@@ -51,13 +51,15 @@ HttpProvider::HttpProvider(std::unique_ptr<WireFormat> format, HttpProviderOptio
 }
 
 std::string HttpProvider::BuildBody(const ModelRequest& request) {
-  std::string messages;
-  bool comma = false;
-  cache_.AppendMessages(
-      request, [this](const Message& m) { return format_->SerializeMessage(m); }, &messages,
-      &comma);
   const std::string& model = request.model.empty() ? options_.model : request.model;
-  return format_->BuildBody(request, model, messages);
+  bool comma = false;
+  std::string out = format_->BodyPrefix(request, model, &comma);
+  std::string suffix = format_->BodySuffix(request);
+  cache_.AppendMessages(
+      request, [this](const Message& m) { return format_->SerializeMessage(m); }, &out, &comma,
+      suffix.size());
+  out += suffix;
+  return out;
 }
 
 Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink& sink,

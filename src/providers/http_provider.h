@@ -44,9 +44,13 @@ class WireFormat {
   virtual void AddAuthHeaders(const std::string& api_key, HttpHeaders* headers) const = 0;
   // Fragment for one message: zero or more comma-separated JSON values.
   virtual std::string SerializeMessage(const Message& m) const = 0;
-  // The whole body; `messages` is the comma-joined fragments.
-  virtual std::string BuildBody(const ModelRequest& request, const std::string& model,
-                                std::string_view messages) const = 0;
+  // The body is BodyPrefix + comma-joined message fragments + BodySuffix, so
+  // it is assembled in one buffer with one copy of each cached fragment.
+  // `*has_item` says whether the prefix already holds a list item (then the
+  // first fragment needs a comma).
+  virtual std::string BodyPrefix(const ModelRequest& request, const std::string& model,
+                                 bool* has_item) const = 0;
+  virtual std::string BodySuffix(const ModelRequest& request) const = 0;
   virtual std::unique_ptr<StreamDecoder> NewDecoder(StreamSink& sink) const = 0;
 };
 
@@ -77,6 +81,7 @@ class HttpProvider : public ModelProvider {
   // The request body Complete() would send (uses and fills the cache).
   std::string BuildBody(const ModelRequest& request);
   const MessageCache& cache() const { return cache_; }
+  MessageCache& mutable_cache() { return cache_; }
   const WireFormat& format() const { return *format_; }
 
  private:

@@ -5,7 +5,7 @@
 namespace agentloop {
 
 void MessageCache::AppendMessages(const ModelRequest& request, const Serializer& serialize,
-                                  std::string* out, bool* need_comma) {
+                                  std::string* out, bool* need_comma, size_t reserve_extra) {
   const size_t n = request.history.size();
   std::vector<Fragment> frags(n);
   {
@@ -34,7 +34,13 @@ void MessageCache::AppendMessages(const ModelRequest& request, const Serializer&
     misses_ += fresh.size();
     for (auto& [uid, f] : fresh) InsertLocked(uid, std::move(f));
   }
-  out->reserve(out->size() + total + 4096);
+  std::vector<std::string> tail;
+  tail.reserve(request.tail.size());
+  for (const Message& m : request.tail) {
+    tail.push_back(serialize(m));
+    total += tail.back().size() + 1;
+  }
+  out->reserve(out->size() + total + reserve_extra);
   auto append = [&](const std::string& f) {
     if (f.empty()) return;
     if (*need_comma) out->push_back(',');
@@ -42,7 +48,7 @@ void MessageCache::AppendMessages(const ModelRequest& request, const Serializer&
     *need_comma = true;
   };
   for (const Fragment& f : frags) append(*f);
-  for (const Message& m : request.tail) append(serialize(m));
+  for (const std::string& f : tail) append(f);
 }
 
 void MessageCache::InsertLocked(uint64_t uid, Fragment f) {

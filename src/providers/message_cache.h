@@ -30,9 +30,10 @@ class MessageCache {
 
   // Appends the fragments of every message of `request` (history then tail),
   // comma-joined, to `out`. `*need_comma` says whether `out` already holds an
-  // item; it is updated.
+  // item; it is updated. `reserve_extra` is how many more bytes the caller
+  // will append afterwards (so the buffer grows once).
   void AppendMessages(const ModelRequest& request, const Serializer& serialize, std::string* out,
-                      bool* need_comma);
+                      bool* need_comma, size_t reserve_extra = 0);
 
   size_t hits() const;
   size_t misses() const;

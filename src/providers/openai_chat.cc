@@ -197,21 +197,19 @@ class ChatFormat : public WireFormat {
     return out;
   }
 
-  std::string BuildBody(const ModelRequest& r, const std::string& model,
-                        std::string_view messages) const override {
-    std::string out;
-    out.reserve(messages.size() + 1024);
-    out += "{\"model\":" + Quote(model) + ",\"messages\":[";
-    bool first = true;
+  std::string BodyPrefix(const ModelRequest& r, const std::string& model,
+                         bool* has_item) const override {
+    std::string out = "{\"model\":" + Quote(model) + ",\"messages\":[";
+    *has_item = false;
     if (!r.system.empty()) {
       out += "{\"role\":\"system\",\"content\":" + Quote(r.system) + "}";
-      first = false;
+      *has_item = true;
     }
-    if (!messages.empty()) {
-      if (!first) out.push_back(',');
-      out.append(messages);
-    }
-    out += "],\"stream\":true,\"stream_options\":{\"include_usage\":true}";
+    return out;
+  }
+
+  std::string BodySuffix(const ModelRequest& r) const override {
+    std::string out = "],\"stream\":true,\"stream_options\":{\"include_usage\":true}";
     out += options_.use_max_tokens_field ? ",\"max_tokens\":" : ",\"max_completion_tokens\":";
     out += std::to_string(r.max_output_tokens);
     if (!r.tools.empty()) {

@@ -247,15 +247,17 @@ class ResponsesFormat : public WireFormat {
     return out;
   }
 
-  std::string BuildBody(const ModelRequest& r, const std::string& model,
-                        std::string_view messages) const override {
-    std::string out;
-    out.reserve(messages.size() + 1024);
-    out += "{\"model\":" + Quote(model);
+  std::string BodyPrefix(const ModelRequest& r, const std::string& model,
+                         bool* has_item) const override {
+    std::string out = "{\"model\":" + Quote(model);
     if (!r.system.empty()) out += ",\"instructions\":" + Quote(r.system);
     out += ",\"input\":[";
-    out.append(messages);
-    out += "]";
+    *has_item = false;
+    return out;
+  }
+
+  std::string BodySuffix(const ModelRequest& r) const override {
+    std::string out = "]";
     if (!r.tools.empty()) {
       Json tools = Json::array();
       for (const ToolSpec& t : r.tools) {

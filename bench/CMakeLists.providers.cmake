@@ -1,0 +1,6 @@
+if(TARGET al_providers)
+  add_executable(sse_parse_bench ${CMAKE_CURRENT_LIST_DIR}/sse_parse_bench.cc)
+  target_link_libraries(sse_parse_bench PRIVATE al_providers benchmark::benchmark)
+  add_executable(request_build_bench ${CMAKE_CURRENT_LIST_DIR}/request_build_bench.cc)
+  target_link_libraries(request_build_bench PRIVATE al_providers benchmark::benchmark)
+endif()
