@@ -6,30 +6,7 @@
 
 #include "base/strings.h"
 
-namespace agentloop {
-
-std::string_view DecisionName(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return "allow";
-    case Decision::kAsk:
-      return "ask";
-    case Decision::kDeny:
-      return "deny";
-  }
-  return "deny";
-}
-
-PolicyVerdict DefaultPermissionPolicy::Evaluate(const ToolSpec& spec, const ToolCall&) const {
-  if (spec.mutates) {
-    return {Decision::kAsk, "no rule matched: default ask for mutating tool '" + spec.name + "'",
-            ""};
-  }
-  return {Decision::kAllow, "no rule matched: default allow for read-only tool '" + spec.name + "'",
-          ""};
-}
-
-namespace permissions {
+namespace agentloop::permissions {
 namespace {
 
 int Strictness(Decision d) {
@@ -112,7 +89,7 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) cons
   }
   Decision d = spec.mutates ? options_.default_mutating : options_.default_read_only;
   return {d,
-          "no rule matched: default " + std::string(DecisionName(d)) + " for " +
+          "no rule matched: default " + std::string(DecisionWord(d)) + " for " +
               (spec.mutates ? "mutating" : "read-only") + " tool '" + spec.name + "'",
           ""};
 }
@@ -177,7 +154,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   std::ostringstream out;
   PolicyVerdict v = policy.Evaluate(spec, args);
   out << "tool: " << spec.name << (spec.mutates ? " (mutating)" : " (read-only)") << "\n";
-  out << "decision: " << DecisionName(v.decision) << "\n";
+  out << "decision: " << DecisionWord(v.decision) << "\n";
   out << "reason: " << v.reason << "\n";
   out << "rule: " << (v.rule.empty() ? "(default)" : v.rule) << "\n";
   const PolicyOptions& o = policy.options();
@@ -209,11 +186,10 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   if (matches.empty()) out << " (none)";
   out << "\n";
   for (const auto& m : matches) {
-    out << "  " << DecisionName(m.rule->decision) << " " << m.rule->Describe() << " specificity "
+    out << "  " << DecisionWord(m.rule->decision) << " " << m.rule->Describe() << " specificity "
         << m.specificity << "\n";
   }
   return out.str();
 }
 
-}  // namespace permissions
-}  // namespace agentloop
+}  // namespace agentloop::permissions

@@ -246,11 +246,12 @@ TEST(RulesPolicyTest, EvaluateWithToolCall) {
   EXPECT_EQ(p.Evaluate(kRead, call).decision, Decision::kDeny);
 }
 
-TEST(DefaultPermissionPolicyTest, AsksForMutatingAllowsReadOnly) {
-  DefaultPermissionPolicy p;
-  EXPECT_EQ(p.Evaluate(kWrite, ToolCall{}).decision, Decision::kAsk);
-  EXPECT_EQ(p.Evaluate(kRead, ToolCall{}).decision, Decision::kAllow);
-  EXPECT_EQ(DecisionName(Decision::kDeny), "deny");
+TEST(DecisionWordTest, Names) {
+  EXPECT_EQ(DecisionWord(Decision::kAllow), "allow");
+  EXPECT_EQ(DecisionWord(Decision::kAsk), "ask");
+  EXPECT_EQ(DecisionWord(Decision::kDeny), "deny");
+  EXPECT_EQ(ParseDecision(" Deny "), Decision::kDeny);
+  EXPECT_EQ(ParseDecision("maybe"), std::nullopt);
 }
 
 // ---- Session approvals ----------------------------------------------------

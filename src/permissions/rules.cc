@@ -183,6 +183,18 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
 
 }  // namespace
 
+std::string_view DecisionWord(Decision d) {
+  switch (d) {
+    case Decision::kAllow:
+      return "allow";
+    case Decision::kAsk:
+      return "ask";
+    case Decision::kDeny:
+      return "deny";
+  }
+  return "deny";
+}
+
 std::optional<Decision> ParseDecision(std::string_view name) {
   std::string n = ToLower(Trim(name));
   if (n == "allow") return Decision::kAllow;
@@ -305,7 +317,7 @@ PatternKind PatternKindForTool(std::string_view tool) {
 std::string Rule::DisplayName() const { return name.empty() ? text : name; }
 
 std::string Rule::Describe() const {
-  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionName(decision));
+  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionWord(decision));
   if (!name.empty()) out += ", " + text;
   if (scope.Specificity() > 0) out += ", scope " + scope.ToString();
   if (condition) {

@@ -45,6 +45,9 @@
 
 namespace agentloop::permissions {
 
+// "allow" | "ask" | "deny". (Same as agentloop::DecisionName, which lives in
+// al_core; this module sits below core and cannot link it.)
+std::string_view DecisionWord(Decision d);
 // "allow" | "ask" | "deny" (case-insensitive) -> Decision.
 std::optional<Decision> ParseDecision(std::string_view name);
 
