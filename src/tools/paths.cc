@@ -137,8 +137,12 @@ Result<ResolvedPath> ResolvePath(const ToolContext& ctx, std::string_view input,
         continue;
       }
       if (errno == ENOTDIR) {
-        return InvalidArgument("'" + std::string(input) + "': " + DisplayPath(ctx, cur) +
-                               " is not a directory");
+        std::string msg = "'";
+        msg += input;
+        msg += "': ";
+        msg += DisplayPath(ctx, cur);
+        msg += " is not a directory";
+        return InvalidArgument(std::move(msg));
       }
       return PermissionDenied("cannot access '" + std::string(input) +
                               "': " + std::strerror(errno));
