@@ -69,14 +69,14 @@ KeySpec EnumKey(std::string name, std::vector<std::pair<std::string, E>> map, Ac
   for (const auto& [s, e] : map) k.choices.push_back(s);
   k.set = [acc, map](Config& c, const Json& v, const ConfigOrigin& o) {
     const std::string s = v.get<std::string>();
-    for (const auto& [name, e] : map) {
-      if (name == s) acc(c) = {e, o};
+    for (const auto& [choice, e] : map) {
+      if (choice == s) acc(c) = {e, o};
     }
   };
   k.get = [acc, map](const Config& c) {
     const E value = acc(Mut(c)).value;
-    for (const auto& [name, e] : map) {
-      if (e == value) return Json(name);
+    for (const auto& [choice, e] : map) {
+      if (e == value) return Json(choice);
     }
     return Json(nullptr);
   };

@@ -100,25 +100,44 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
   return out;
 }
 
+namespace {
+
+bool Covers(const Checkpoint& cp, const Message& m) {
+  for (const ContentBlock& b : m.content) {
+    if (b.type == BlockType::kToolUse &&
+        std::find(cp.tool_use_ids.begin(), cp.tool_use_ids.end(), b.id) != cp.tool_use_ids.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<Message> CrashRepair(const ReplayResult& replay,
-                                   const std::optional<Checkpoint>& open) {
+                                   const std::optional<Checkpoint>& open,
+                                   const std::optional<Checkpoint>& last_closed) {
   if (replay.messages.empty()) return std::nullopt;
   const Message& last = replay.messages.back();
   if (last.role != Role::kAssistant || !last.HasToolUse()) return std::nullopt;
-  if (open) {
-    for (const ContentBlock& b : last.content) {
-      if (b.type == BlockType::kToolUse &&
-          std::find(open->tool_use_ids.begin(), open->tool_use_ids.end(), b.id) !=
-              open->tool_use_ids.end()) {
-        return std::nullopt;  // a durable pause keeps this message open on purpose
-      }
-    }
-  }
+  // A durable pause keeps this message open on purpose.
+  if (open && Covers(*open, last)) return std::nullopt;
+  const Checkpoint* resolved = last_closed && Covers(*last_closed, last) ? &*last_closed : nullptr;
   Message repair;
   repair.role = Role::kUser;
   repair.tag = std::string(kRecoveryTag);
   for (const ContentBlock& b : last.content) {
     if (b.type != BlockType::kToolUse) continue;
+    const ContentBlock* known = nullptr;
+    if (resolved != nullptr) {
+      for (const ContentBlock& r : resolved->results_so_far) {
+        if (r.type == BlockType::kToolResult && r.tool_use_id == b.id) known = &r;
+      }
+    }
+    if (known != nullptr) {
+      repair.content.push_back(*known);
+      continue;
+    }
     std::string_view text = kNotRunNotStarted;
     if (replay.begun.count(b.id) != 0) {
       text = replay.ended.count(b.id) != 0 ? kRanResultLost : kNotRunNotFinished;

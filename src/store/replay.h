@@ -45,8 +45,13 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows);
 // The user message answering the unanswered tool_use blocks of the last
 // message, or nullopt when the history does not end with such a message or
 // `open` (the open checkpoint) covers it (a durable pause, not a crash).
+// `last_closed` is the session's most recently closed checkpoint: when it
+// covers the message (its batch was resolved but the process stopped before
+// the turn resumed), its results_so_far are used for the ids they answer, so
+// results of calls that did run are not lost.
 std::optional<Message> CrashRepair(const ReplayResult& replay,
-                                   const std::optional<Checkpoint>& open);
+                                   const std::optional<Checkpoint>& open,
+                                   const std::optional<Checkpoint>& last_closed = std::nullopt);
 
 // The title of a session from a user message: whitespace runs collapsed to
 // one space, trimmed, cut to 80 characters (code points).

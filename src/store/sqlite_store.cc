@@ -344,12 +344,16 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
   std::lock_guard lk(mu_);
   SessionSnapshot snap;
   std::vector<StoredEvent> rows;
+  std::optional<Checkpoint> last_closed;
   {
     // One read transaction: the session row, events and checkpoint agree.
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
     AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id));
     AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, 0));
-    AL_ASSIGN_OR_RETURN(snap.open_checkpoint, OpenCheckpointLocked(session_id));
+    AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, /*closed=*/false));
+    if (options.repair) {
+      AL_ASSIGN_OR_RETURN(last_closed, CheckpointLocked(session_id, /*closed=*/true));
+    }
   }
   auto replayed = Replay(rows);
   if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
@@ -362,7 +366,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
   if (!options.repair) return snap;
 
   replay.messages = snap.messages;  // CrashRepair looks at the rebuilt history
-  std::optional<Message> repair = CrashRepair(replay, snap.open_checkpoint);
+  std::optional<Message> repair = CrashRepair(replay, snap.open_checkpoint, last_closed);
   if (!repair) return snap;
 
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
@@ -534,11 +538,12 @@ Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
   return txn.Commit();
 }
 
-Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpointLocked(std::string_view session_id) {
+Result<std::optional<Checkpoint>> SqliteStore::CheckpointLocked(std::string_view session_id,
+                                                                bool closed) {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
-                                            " WHERE session_id = ? AND closed = 0"
-                                            " ORDER BY created_at_ms DESC, rowid DESC LIMIT 1"));
-  st.Bind(1, session_id);
+                                            " WHERE session_id = ? AND closed = ?"
+                                            " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
+  st.Bind(1, session_id).Bind(2, int64_t{closed ? 1 : 0});
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<Checkpoint>();
   AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), st.Text(0)));
@@ -547,7 +552,7 @@ Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpointLocked(std::string_
 
 Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpoint(std::string_view session_id) {
   std::lock_guard lk(mu_);
-  return OpenCheckpointLocked(session_id);
+  return CheckpointLocked(session_id, /*closed=*/false);
 }
 
 Result<std::vector<PendingRecord>> SqliteStore::ListPending(

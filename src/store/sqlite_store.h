@@ -66,7 +66,8 @@ class SqliteStore final : public SessionStore {
   // The *Locked helpers REQUIRE mu_ held.
   Result<SessionInfo> GetSessionLocked(std::string_view session_id);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
-  Result<std::optional<Checkpoint>> OpenCheckpointLocked(std::string_view session_id);
+  // The newest open (closed = false) or closed checkpoint of the session.
+  Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id, bool closed);
   // The holder of the session's lock when it is live (not expired, process
   // alive), else nullopt.
   Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);

@@ -338,6 +338,31 @@ TEST_F(CrashRecoveryTest, OpenCheckpointCoversMessage) {
   EXPECT_EQ(snap->open_checkpoint->outstanding[0].id, "p1");
 }
 
+TEST_F(CrashRecoveryTest, ResolvedButNotResumedKeepsKnownResults) {
+  // tu_a ran before the pause (its result is in results_so_far); tu_b was
+  // approved by a resolver, which then stopped before resuming the turn.
+  std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/true);
+  Checkpoint cp;
+  cp.session_id = id;
+  cp.tool_use_ids = {"tu_a", "tu_b"};
+  cp.results_so_far.push_back(ContentBlock::ToolResult("tu_a", "real output", false));
+  cp.outstanding.push_back({"pb", PendingKind::kApproval, "tu_b", "read", Json::object(), "ask"});
+  ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
+  auto resolved = store_->Resolve("pb", [](Checkpoint& c, const PendingItem& item) {
+    c.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, "approved out", false));
+    return Result<ResolveAction>(ResolveAction::kResolved);
+  });
+  ASSERT_TRUE(resolved.ok() && resolved->closed);
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok());
+  ASSERT_TRUE(snap->recovered);
+  const Message& repair = snap->messages.back();
+  ASSERT_EQ(repair.content.size(), 2u);
+  EXPECT_EQ(repair.content[0].text, "real output");
+  EXPECT_FALSE(repair.content[0].is_error);
+  EXPECT_EQ(repair.content[1].text, "approved out");
+}
+
 TEST_F(CrashRecoveryTest, NoRepairWhileAnotherLiveProcessHoldsTheLock) {
   std::string id = SessionWithOpenCalls(true, false);
   // Our parent (the test runner's shell or ctest) is a live process that is
