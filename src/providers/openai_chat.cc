@@ -78,7 +78,11 @@ class ChatDecoder : public StreamDecoder {
           Call& call = calls_[index];
           if (std::string id = wire::Str(tc, "id"); !id.empty()) call.id = id;
           if (const Json* f = wire::Obj(tc, "function")) {
-            if (std::string n = wire::Str(*f, "name"); !n.empty()) call.name += n;
+            // Only the first piece should carry the name; some servers repeat
+            // it whole in every piece, so a repeat is not appended.
+            if (std::string n = wire::Str(*f, "name"); !n.empty() && n != call.name) {
+              call.name += n;
+            }
             call.args += wire::Str(*f, "arguments");
           }
         }
