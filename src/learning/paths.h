@@ -1,0 +1,41 @@
+// Where the learning loop keeps its files, and the user/workspace scope.
+//
+//   <data_dir>/memory/               user memories   (+ usage.json)
+//   <workspace>/.agentloop/memory/   workspace memories (+ usage.json)
+//   <config_dir>/skills/             user skills, e.g. ~/.config/agentloop/skills
+//   <workspace>/.agentloop/skills/   workspace skills (+ usage.json in each)
+//   <data_dir>/proposals/            reflection proposals (one JSON file each)
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+namespace agentloop::learning {
+
+enum class Scope { kUser, kWorkspace };
+std::string_view ScopeName(Scope scope);  // "user" | "workspace"
+// Accepts "user" and "workspace" ("project" as an alias of workspace).
+std::optional<Scope> ParseScope(std::string_view name);
+
+struct LearningDirs {
+  std::filesystem::path user_memory;
+  std::filesystem::path workspace_memory;  // empty: no workspace scope
+  std::filesystem::path user_skills;
+  std::filesystem::path workspace_skills;  // empty: no workspace scope
+  std::filesystem::path proposals;
+};
+
+// The layout above. `config_dir` is e.g. $XDG_CONFIG_HOME/agentloop or
+// ~/.config/agentloop; `workspace` may be empty.
+LearningDirs MakeLearningDirs(const std::filesystem::path& data_dir,
+                              const std::filesystem::path& config_dir,
+                              const std::filesystem::path& workspace);
+
+// <workspace>/.agentloop/memory and <workspace>/.agentloop/skills.
+std::filesystem::path WorkspaceMemoryDir(const std::filesystem::path& workspace);
+std::filesystem::path WorkspaceSkillsDir(const std::filesystem::path& workspace);
+
+}  // namespace agentloop::learning

@@ -1,0 +1,146 @@
+#include "learning/text.h"
+
+#include <cctype>
+
+#include "base/strings.h"
+
+namespace agentloop::learning {
+namespace {
+
+// Decodes one code point at `i` (advancing `i`). Invalid bytes decode as
+// U+FFFD and advance by one.
+char32_t Decode(std::string_view s, size_t& i) {
+  auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    ++i;
+    return b0;
+  }
+  int len = (b0 & 0xE0) == 0xC0 ? 2 : (b0 & 0xF0) == 0xE0 ? 3 : (b0 & 0xF8) == 0xF0 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) {
+    ++i;
+    return 0xFFFD;
+  }
+  char32_t cp = b0 & (0x7F >> len);
+  for (int k = 1; k < len; ++k) {
+    auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) {
+      ++i;
+      return 0xFFFD;
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  i += len;
+  return cp;
+}
+
+void Encode(char32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+bool IsLineBreakLike(char32_t c) {
+  return c == '\r' || c == '\n' || c == '\t' || c == 0x2028 || c == 0x2029 || c == 0x85;
+}
+
+bool IsDeleted(char32_t c) {
+  if (c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0x9F)) return true;
+  if (c >= 0x200B && c <= 0x200F) return true;
+  if (c >= 0x202A && c <= 0x202E) return true;
+  if (c >= 0x2066 && c <= 0x2069) return true;
+  return c == 0xFEFF || (c >= 0xD800 && c <= 0xDFFF);
+}
+
+}  // namespace
+
+size_t CodePointCount(std::string_view s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size();) {
+    Decode(s, i);
+    ++n;
+  }
+  return n;
+}
+
+std::string_view PrefixCodePoints(std::string_view s, size_t max) {
+  size_t i = 0;
+  for (size_t n = 0; n < max && i < s.size(); ++n) Decode(s, i);
+  return s.substr(0, i);
+}
+
+std::string Clip(std::string_view text, size_t max) {
+  std::string_view t = Trim(text);
+  std::string_view head = PrefixCodePoints(t, max);
+  if (head.size() == t.size()) return std::string(t);
+  return std::string(head) + "…";
+}
+
+std::string SanitizeInline(std::string_view text, size_t max_code_points) {
+  std::string valid = SanitizeUtf8(text);
+  std::string out;
+  out.reserve(valid.size());
+  bool in_break = false;
+  for (size_t i = 0; i < valid.size();) {
+    char32_t c = Decode(valid, i);
+    if (IsLineBreakLike(c)) {
+      if (!in_break) out.push_back(' ');
+      in_break = true;
+      continue;
+    }
+    in_break = false;
+    if (IsDeleted(c)) continue;
+    if (c == '<') {
+      out += "&lt;";
+      continue;
+    }
+    Encode(c, out);
+  }
+  std::string trimmed(Trim(out));
+  std::string_view head = PrefixCodePoints(trimmed, max_code_points);
+  if (head.size() == trimmed.size()) return trimmed;
+  return std::string(Trim(head)) + "…";
+}
+
+bool IsSlug(std::string_view name, size_t max_len) {
+  if (name.empty() || name.size() > max_len) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!alnum && !(i > 0 && c == '-')) return false;
+  }
+  return true;
+}
+
+std::string Slugify(std::string_view text, size_t max_len) {
+  std::string out;
+  bool dash = false;
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) && c < 0x80) {
+      if (dash && !out.empty()) out.push_back('-');
+      dash = false;
+      out.push_back(static_cast<char>(std::tolower(c)));
+      if (out.size() >= max_len) break;
+    } else {
+      dash = true;
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  if (out.size() > max_len) out.resize(max_len);
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "item" : out;
+}
+
+}  // namespace agentloop::learning
