@@ -1,10 +1,10 @@
 // Building a request from a ~1 MB transcript (target < 1 ms): the first
 // build (every message serialised) and the next step's build (all history
 // cached, two new messages), for the three wire formats.
-#include <benchmark/benchmark.h>
-
 #include <string>
 #include <vector>
+
+#include <benchmark/benchmark.h>
 
 #include "providers/http_provider.h"
 
@@ -25,8 +25,8 @@ std::vector<Message> Transcript() {
     a.uid = uid++;
     Message r;
     r.role = Role::kUser;
-    r.content.push_back(ContentBlock::ToolResult("call_" + std::to_string(i),
-                                                 "line \"quoted\"\n" + chunk, false));
+    r.content.push_back(
+        ContentBlock::ToolResult("call_" + std::to_string(i), "line \"quoted\"\n" + chunk, false));
     r.uid = uid++;
     if (i == 0) {
       Message u = Message::User("Please refactor the project");

@@ -1,9 +1,9 @@
 // SSE parsing throughput (target >= 500 MB/s): the parser alone, and the
 // parser plus the Chat Completions / Anthropic decoders, over realistic
 // streams fed in 16 KiB reads.
-#include <benchmark/benchmark.h>
-
 #include <string>
+
+#include <benchmark/benchmark.h>
 
 #include "providers/http_provider.h"
 #include "providers/sse_parser.h"
@@ -22,9 +22,10 @@ struct Null : SseHandler {
 // ~`bytes` of Chat Completions chunks, each carrying `piece` bytes of text.
 std::string ChatStream(size_t bytes, size_t piece) {
   std::string text(piece, 'x');
-  std::string ev = "data: {\"id\":\"chatcmpl-123\",\"object\":\"chat.completion.chunk\",\"created\":1,"
-                   "\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" +
-                   text + "\"},\"finish_reason\":null}]}\n\n";
+  std::string ev =
+      "data: {\"id\":\"chatcmpl-123\",\"object\":\"chat.completion.chunk\",\"created\":1,"
+      "\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" +
+      text + "\"},\"finish_reason\":null}]}\n\n";
   std::string out;
   while (out.size() < bytes) out += ev;
   return out;

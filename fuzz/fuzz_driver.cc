@@ -75,18 +75,38 @@ int main(int argc, char** argv) {
   }
   for (const std::string& s : pool) Run(s);
   std::mt19937_64 rng(seed);
-  const char kTokens[][24] = {"\n", "\r\n", "\r", "data: ", "event: ", ":", "{", "}", "\"",
-                              "[DONE]", "null", "\"index\":", "\"type\":\"error\"", "\xff\xfe"};
+  const char kTokens[][24] = {"\n",
+                              "\r\n",
+                              "\r",
+                              "data: ",
+                              "event: ",
+                              ":",
+                              "{",
+                              "}",
+                              "\"",
+                              "[DONE]",
+                              "null",
+                              "\"index\":",
+                              "\"type\":\"error\"",
+                              "\xff\xfe"};
   for (long it = 0; it < iterations; ++it) {
     std::string s = pool[rng() % pool.size()];
     int mutations = 1 + static_cast<int>(rng() % 8);
     for (int m = 0; m < mutations && !s.empty(); ++m) {
       size_t pos = rng() % s.size();
       switch (rng() % 5) {
-        case 0: s[pos] = static_cast<char>(rng()); break;
-        case 1: s.erase(pos, 1 + rng() % 16); break;
-        case 2: s.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]); break;
-        case 3: s.resize(pos); break;
+        case 0:
+          s[pos] = static_cast<char>(rng());
+          break;
+        case 1:
+          s.erase(pos, 1 + rng() % 16);
+          break;
+        case 2:
+          s.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]);
+          break;
+        case 3:
+          s.resize(pos);
+          break;
         case 4: {
           const std::string& other = pool[rng() % pool.size()];
           size_t from = rng() % other.size();
