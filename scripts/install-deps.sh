@@ -9,7 +9,7 @@ PKGS=(
   libre2-dev libedit-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   clang-format clang-tidy
-  ripgrep bubblewrap python3 procps time
+  ripgrep bubblewrap python3 procps time hyperfine
 )
 missing=()
 for p in "${PKGS[@]}"; do

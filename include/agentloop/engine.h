@@ -110,8 +110,8 @@ struct SessionOptions {
 
 // Hooks for the front end while a turn runs. All optional.
 struct SessionCallbacks {
-  EventSink* observer = nullptr;     // every event (after the store has it)
-  StreamSink* stream = nullptr;      // text and thinking deltas
+  EventSink* observer = nullptr;         // every event (after the store has it)
+  StreamSink* stream = nullptr;          // text and thinking deltas
   Approver* console_approver = nullptr;  // live approver for ApproverMode::kConsole/kAuto
 };
 
@@ -138,6 +138,10 @@ class Session {
   virtual Status SetModel(const std::string& model) = 0;
   // Runs `/todoloop ARGS` and returns the status lines.
   virtual std::string TodoLoopCommand(const std::string& args) = 0;
+  // The todo continuation's state for this session: {rounds, max_rounds,
+  // strikes, max_strikes, paused, reason, disabled, anchor}; null when the
+  // todo loop is off.
+  virtual Json todo_loop_status() const = 0;
   // Budgets of the session's command (for /status).
   virtual Budget budget() const = 0;
   // Totals over the turns run by this object.
@@ -158,8 +162,8 @@ struct ResolveReport {
   bool already_resolved = false;
   std::string session_id;
   PendingItem item;
-  int outstanding = 0;               // items still pending in the batch
-  std::optional<TurnResult> resumed; // set when the batch completed and the turn ran on
+  int outstanding = 0;                // items still pending in the batch
+  std::optional<TurnResult> resumed;  // set when the batch completed and the turn ran on
 };
 
 class Engine {
@@ -187,8 +191,7 @@ class Engine {
                                         const SessionCallbacks& callbacks,
                                         std::stop_token stop) = 0;
 
-  virtual Result<std::vector<PendingRecord>> ListPending(
-      std::optional<std::string> session_id) = 0;
+  virtual Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) = 0;
 };
 
 // The explanation for a missing provider configuration, shown by run/chat.

@@ -46,6 +46,11 @@ namespace agentloop {
 inline constexpr std::string_view kPlanModeRefused = "PLAN_MODE_REFUSED:";
 // Name of the built-in question tool (never gated by rules).
 inline constexpr std::string_view kAskUserTool = "ask_user";
+// Tag of assistant-role messages the engine writes itself when it stops a
+// turn ("Stopped after 25 turns ...", "Stopped — you denied: ..."): they are
+// not the model's words.
+inline constexpr std::string_view kEngineStopTag = "engine-stop";
+Message EngineStopMessage(std::string text);
 
 struct TurnConfig {
   std::string session_id;
@@ -150,6 +155,11 @@ class Turn {
   void OnModelResult(Result<ModelResponse> result);
   void OnDecisions(std::vector<ApprovalDecision> decisions);
   void OnToolResults(std::vector<Result<ToolOutput>> outputs);
+
+  // Queues a `notice` event from a hook (any thread). It is emitted on the
+  // turn's thread right after the hook call returns, so notices keep their
+  // place in the stream (always before turn_end).
+  void PostNotice(std::string level, std::string text);
 
   // Stream deltas from the provider, forwarded as events.
   void EmitTextDelta(std::string_view text);

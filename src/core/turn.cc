@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <mutex>
 
 #include "base/ids.h"
 #include "base/strings.h"
@@ -65,6 +66,16 @@ struct StopAfter {
   StopReason stop;
   std::string reason;
 };
+
+}  // namespace
+
+Message EngineStopMessage(std::string text) {
+  Message m = Message::Assistant(std::move(text));
+  m.tag = std::string(kEngineStopTag);
+  return m;
+}
+
+namespace {
 
 std::string SummaryLine(const std::string& content) {
   std::string_view s = content;
@@ -264,12 +275,32 @@ class Turn::Impl {
   // ---- hooks --------------------------------------------------------------
 
   bool RunHook(Hook& hook, const char* point, std::function<void()> fn) {
-    return hooks_.Run(point, hook.timeout(), std::move(fn),
-                      [&](const std::string& p, const std::string& err) {
-                        Emit(EventType::kHookError, [&] {
-                          return Json{{"hook", hook.name()}, {"point", p}, {"error", err}};
-                        });
-                      });
+    bool ok = hooks_.Run(point, hook.timeout(), std::move(fn),
+                         [&](const std::string& p, const std::string& err) {
+                           Emit(EventType::kHookError, [&] {
+                             return Json{{"hook", hook.name()}, {"point", p}, {"error", err}};
+                           });
+                         });
+    DrainNotices();
+    return ok;
+  }
+
+ public:
+  void PostNotice(std::string level, std::string text) {
+    std::lock_guard<std::mutex> lock(notices_mu_);
+    notices_.emplace_back(std::move(level), std::move(text));
+  }
+
+ private:
+  void DrainNotices() {
+    std::vector<std::pair<std::string, std::string>> notes;
+    {
+      std::lock_guard<std::mutex> lock(notices_mu_);
+      notes.swap(notices_);
+    }
+    for (const auto& [level, text] : notes) {
+      Emit(EventType::kNotice, [&] { return Json{{"level", level}, {"text", text}}; });
+    }
   }
 
   void OpenRound() {
@@ -335,7 +366,7 @@ class Turn::Impl {
       std::string text =
           "Stopped after " + std::to_string(b.max_turns) +
           " turns without a final answer \xE2\x80\x94 the agent may be stuck in a loop.";
-      AppendMessage(Message::Assistant(text));
+      AppendMessage(EngineStopMessage(text));
       return FinishNow(StopReason::kMaxTurns,
                        "max turns reached (" + std::to_string(b.max_turns) + ")", text);
     }
@@ -648,7 +679,7 @@ class Turn::Impl {
       PushResults();
       std::string text =
           "Stopped \xE2\x80\x94 you denied: " + tools + ". Send another message to continue.";
-      AppendMessage(Message::Assistant(text));
+      AppendMessage(EngineStopMessage(text));
       FinishNow(StopReason::kDenied, "denied: " + tools, text);
       return;
     }
@@ -792,6 +823,7 @@ class Turn::Impl {
     result_.final_text = std::move(final_text);
     result_.truncated = truncated_;
     result_.counters = counters_;
+    DrainNotices();
     Emit(EventType::kTurnEnd, [&] {
       Json pending = Json::array();
       for (const auto& p : result_.pending) pending.push_back(ToJson(p));
@@ -829,6 +861,8 @@ class Turn::Impl {
   std::optional<StopAfter> stop_after_;
   std::deque<std::string> recent_;
   TurnResult result_;
+  std::mutex notices_mu_;
+  std::vector<std::pair<std::string, std::string>> notices_;  // Guarded by notices_mu_.
 };
 
 Turn::Turn(TurnConfig config, Transcript& transcript)
@@ -858,6 +892,9 @@ void Turn::OnDecisions(std::vector<ApprovalDecision> decisions) {
 }
 void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
   impl_->OnToolResults(std::move(outputs));
+}
+void Turn::PostNotice(std::string level, std::string text) {
+  impl_->PostNotice(std::move(level), std::move(text));
 }
 void Turn::EmitTextDelta(std::string_view text) { impl_->EmitDelta(EventType::kTextDelta, text); }
 void Turn::EmitThinkingDelta(std::string_view text) {

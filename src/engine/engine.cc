@@ -1,0 +1,791 @@
+// The composition root: picks and wires the store, provider, tools, rules,
+// approvers and hooks around the turn state machine.
+//
+// Persistence: StoreSink is the turn's event sink. It buffers the events the
+// store keeps and commits them at the step boundaries the durability
+// contract names: before a model call (step_begin), before a tool runs
+// (tool_call_begin), when a batch pauses (pending) and when the turn ends.
+// A failed commit fails the turn before its next step.
+#include "agentloop/engine.h"
+
+#include <unistd.h>
+
+#include <mutex>
+
+#include "agentloop/runner.h"
+
+#include "base/ids.h"
+#include "base/strings.h"
+#include "engine/ask_user.h"
+#include "engine/system_prompt.h"
+#include "permissions/approvers.h"
+#include "permissions/policy.h"
+#include "permissions/webhook.h"
+#include "protocol/codec.h"
+#include "providers/factory.h"
+#include "providers/http_client.h"
+#include "todo/todo_loop_hook.h"
+#include "todo/todo_tool.h"
+#include "tools/builtin.h"
+
+namespace agentloop {
+
+std::string HowToConfigureProvider() {
+  return "No model provider is configured. Choose one of:\n"
+         "  export OPENAI_API_KEY=sk-...        (OpenAI; --provider openai, the default)\n"
+         "  export ANTHROPIC_API_KEY=sk-ant-... and pass --provider anthropic\n"
+         "  --base-url http://127.0.0.1:8080/v1  (a local OpenAI-compatible server: llama.cpp, "
+         "vLLM, Ollama)\n"
+         "  --provider script --script FILE      (replay a scripted conversation, offline)\n"
+         "or set them in ~/.config/agentloop/config.toml:\n"
+         "  [provider]\n"
+         "  kind = \"anthropic\"\n"
+         "  model = \"claude-sonnet-4-5\"\n";
+}
+
+namespace {
+
+constexpr std::string_view kTodoStateKey = "todo_loop";
+
+std::string DefaultModel(const std::string& provider) {
+  if (provider == "anthropic") return "claude-sonnet-4-5";
+  if (provider == "openai-responses") return "gpt-5";
+  if (provider == "script") return "script";
+  return "gpt-4.1";
+}
+
+// Buffers persisted events and commits them at step boundaries; forwards
+// every event to the front end's observer after the store has it.
+class StoreSink final : public EventSink {
+ public:
+  StoreSink(SessionStore& store, std::string session_id, EventSink* observer)
+      : store_(store), session_id_(std::move(session_id)), observer_(observer) {}
+
+  Status OnEvent(const Event& event) override {
+    if (ShouldPersist(event.type)) {
+      buffer_.push_back(event);
+      if (IsBoundary(event.type)) AL_RETURN_IF_ERROR(Flush());
+    }
+    // The front end sees every event at once, in seq order; a display
+    // failure (e.g. a closed pipe) never fails the turn.
+    if (observer_ != nullptr) (void)observer_->OnEvent(event);
+    return Status::Ok();
+  }
+
+  Status Flush() {
+    if (buffer_.empty()) return Status::Ok();
+    Status s = store_.Append(session_id_, buffer_);
+    if (!s.ok()) return s.WithContext("saving session " + session_id_);
+    buffer_.clear();
+    return Status::Ok();
+  }
+
+ private:
+  static bool IsBoundary(EventType t) {
+    switch (t) {
+      case EventType::kStepBegin:
+      case EventType::kToolCallBegin:
+      case EventType::kPending:
+      case EventType::kTurnEnd:
+      case EventType::kDecision:
+        return true;
+      case EventType::kTurnBegin:
+      case EventType::kStepEnd:
+      case EventType::kTextDelta:
+      case EventType::kThinkingDelta:
+      case EventType::kMessage:
+      case EventType::kToolCallEnd:
+      case EventType::kBudgetCheck:
+      case EventType::kCompaction:
+      case EventType::kHookError:
+      case EventType::kNotice:
+      case EventType::kContinuation:
+        return false;
+    }
+    return true;
+  }
+
+  SessionStore& store_;
+  std::string session_id_;
+  EventSink* observer_;
+  std::vector<Event> buffer_;
+};
+
+// Always defers: the turn pauses and the checkpoint is stored.
+class DurableApprover final : public Approver {
+ public:
+  ApprovalDecision Decide(const ApprovalRequest&, std::stop_token) override {
+    return ApprovalDecision::Defer("durable");
+  }
+};
+
+// Remembers "allow for this session" answers in the session's cache.
+class RememberingApprover final : public Approver {
+ public:
+  RememberingApprover(Approver& inner, std::shared_ptr<permissions::SessionApprovals> approvals)
+      : inner_(inner), approvals_(std::move(approvals)) {}
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override {
+    ApprovalDecision d = inner_.Decide(request, stop);
+    if (d.kind == ApprovalDecision::Kind::kAllow && d.remember_for_session &&
+        request.kind == PendingKind::kApproval) {
+      approvals_->Remember(request.call.name,
+                           d.edited_input ? *d.edited_input : request.call.input);
+    }
+    return d;
+  }
+
+ private:
+  Approver& inner_;
+  std::shared_ptr<permissions::SessionApprovals> approvals_;
+};
+
+// The scripted provider replays its script from the start. A session that
+// is reopened (resume, approve in another process) continues where the
+// stored history left off: skip one response per model-written assistant
+// message already in the history.
+class ResumingScriptProvider final : public ModelProvider {
+ public:
+  ResumingScriptProvider(std::unique_ptr<ModelProvider> inner, int skip)
+      : inner_(std::move(inner)), skip_(skip) {}
+  std::string_view name() const override { return inner_->name(); }
+  Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
+                                 std::stop_token stop) override {
+    StreamSink quiet;
+    for (; skip_ > 0; --skip_) (void)inner_->Complete(request, quiet, stop);
+    return inner_->Complete(request, sink, stop);
+  }
+
+ private:
+  std::unique_ptr<ModelProvider> inner_;
+  int skip_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+class EngineImpl;
+
+class SessionImpl final : public Session {
+ public:
+  SessionImpl(EngineImpl& engine, SessionOptions options, SessionInfo info,
+              std::unique_ptr<SessionLock> lock, SessionSnapshot snapshot)
+      : engine_(engine),
+        options_(std::move(options)),
+        info_(std::move(info)),
+        lock_(std::move(lock)),
+        transcript_(std::move(snapshot.messages)),
+        next_seq_(snapshot.last_seq + 1),
+        open_checkpoint_(std::move(snapshot.open_checkpoint)) {
+    for (const auto& w : snapshot.warnings) {
+      warnings_.push_back(w.seq > 0 ? "event " + std::to_string(w.seq) + ": " + w.message
+                                    : w.message);
+    }
+    if (snapshot.recovered) {
+      warnings_.push_back(
+          "the previous run stopped while tools were running; the unfinished calls were "
+          "answered as not run");
+    }
+  }
+
+  Status Init();
+
+  const std::string& id() const override { return info_.id; }
+  const SessionInfo& info() const override { return info_; }
+  std::span<const Message> history() const override { return transcript_.messages(); }
+  const std::vector<std::string>& load_warnings() const override { return warnings_; }
+  std::optional<Checkpoint> open_checkpoint() const override { return open_checkpoint_; }
+
+  Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
+                         std::stop_token stop) override {
+    if (open_checkpoint_) {
+      std::string ids;
+      for (const auto& p : open_checkpoint_->outstanding) ids += (ids.empty() ? "" : ", ") + p.id;
+      return FailedPrecondition("session " + info_.id + " is paused waiting for: " + ids +
+                                "; resolve with `agentloop approve|deny|answer ID` first");
+    }
+    return RunTurnWith(TurnInput::User(prompt), callbacks, stop, std::nullopt);
+  }
+
+  // Runs a turn: a new user input, or the resumption of a paused batch.
+  Result<TurnResult> RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
+                                 std::stop_token stop, std::optional<Checkpoint> resumed_from);
+
+  Status SetModel(const std::string& model) override {
+    if (Trim(model).empty()) return InvalidArgument("model name is empty");
+    options_.model = model;
+    return RebuildProvider();
+  }
+
+  std::string TodoLoopCommand(const std::string& args) override {
+    if (!todo_loop_) return "todo-loop: off for this session (--no-todo-loop)";
+    std::string out =
+        todo_loop_->TodoLoopCommand(info_.id, args, transcript_.messages(), options_.workspace);
+    SaveTodoState();
+    return out;
+  }
+
+  Json todo_loop_status() const override {
+    if (!todo_loop_) return nullptr;
+    return todo_loop_->Status(info_.id).ToJson();
+  }
+
+  Budget budget() const override { return EffectiveBudget(); }
+  TurnCounters totals() const override { return totals_; }
+
+  const SessionOptions& options() const { return options_; }
+  const ToolRegistry& tools() const { return registry_; }
+  ToolContext MakeToolContext() const {
+    ToolContext ctx;
+    ctx.workspace = options_.workspace;
+    ctx.session_id = info_.id;
+    ctx.ledger = ledger_;
+    ctx.scrubbed_env = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTLOOP_WEBHOOK_SECRET"};
+    return ctx;
+  }
+  uint64_t next_seq() const { return next_seq_; }
+  Status AppendEvents(std::vector<Event> events);
+  void AppendMessageLocal(Message m) { transcript_.Append(std::move(m)); }
+  void ClearCheckpoint() { open_checkpoint_.reset(); }
+
+ private:
+  Budget EffectiveBudget() const {
+    Budget b = DefaultBudget(options_.command);
+    if (options_.max_tool_calls) b.max_tool_calls = *options_.max_tool_calls;
+    if (options_.max_tokens) b.max_tokens = *options_.max_tokens;
+    if (options_.max_turns) b.max_turns = *options_.max_turns;
+    if (options_.max_wall_time) b.max_wall_time = *options_.max_wall_time;
+    return b;
+  }
+  Status RebuildProvider();
+  void SaveTodoState() {
+    if (!todo_loop_) return;
+    (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
+  }
+  SessionStore& engine_store();
+
+  EngineImpl& engine_;
+  SessionOptions options_;
+  SessionInfo info_;
+  std::unique_ptr<SessionLock> lock_;
+  Transcript transcript_;
+  uint64_t next_seq_;
+  std::optional<Checkpoint> open_checkpoint_;
+  std::vector<std::string> warnings_;
+  std::unique_ptr<ModelProvider> provider_;
+  ToolRegistry registry_;
+  std::shared_ptr<ReadLedger> ledger_ = std::make_shared<ReadLedger>();
+  std::shared_ptr<permissions::SessionApprovals> approvals_;
+  std::shared_ptr<const PermissionPolicy> policy_;
+  std::vector<std::shared_ptr<Hook>> hooks_;
+  std::shared_ptr<todo::TodoLoopHook> todo_loop_;
+  std::string system_prompt_;
+  TurnCounters totals_;
+  std::mutex notes_mu_;
+  Turn* current_turn_ = nullptr;  // Guarded by notes_mu_; set while a turn runs.
+};
+
+class EngineImpl final : public Engine {
+ public:
+  explicit EngineImpl(EngineOptions options) : options_(std::move(options)) {}
+
+  Status Init() {
+    if (options_.store) {
+      store_ = options_.store;
+      return Status::Ok();
+    }
+    std::filesystem::path dir = options_.data_dir;
+    if (dir.empty()) {
+      AL_ASSIGN_OR_RETURN(dir, DefaultDataDir(options_.env));
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      return Unavailable("cannot create data directory " + dir.string() + ": " + ec.message());
+    data_dir_ = dir;
+    AL_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(dir / kSessionsDbName, SqliteStoreOptions{}));
+    store_ = std::move(store);
+    return Status::Ok();
+  }
+
+  SessionStore& store() override { return *store_; }
+  const EngineOptions& options() const { return options_; }
+
+  std::shared_ptr<HttpClient> http() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!http_) http_ = HttpClient::Create();
+    return http_;
+  }
+
+  Result<std::unique_ptr<SessionImpl>> OpenImpl(SessionOptions options) {
+    std::error_code ec;
+    if (options.workspace.empty()) options.workspace = std::filesystem::current_path(ec);
+    auto canon = std::filesystem::canonical(options.workspace, ec);
+    if (ec) {
+      return InvalidArgument("workspace " + options.workspace.string() +
+                             " is not an accessible directory: " + ec.message());
+    }
+    if (!std::filesystem::is_directory(canon)) {
+      return InvalidArgument("workspace " + canon.string() + " is not a directory");
+    }
+    options.workspace = canon;
+    if (options.model.empty()) options.model = DefaultModel(options.provider);
+
+    std::string session_id;
+    if (!options.session_id.empty()) {
+      AL_ASSIGN_OR_RETURN(session_id, store_->FindSession(options.session_id));
+    } else if (options.continue_latest) {
+      AL_ASSIGN_OR_RETURN(SessionInfo newest, store_->NewestInWorkspace(options.workspace));
+      session_id = newest.id;
+    }
+    SessionInfo info;
+    if (session_id.empty()) {
+      NewSessionParams p;
+      p.workspace = options.workspace;
+      p.provider = options.provider;
+      p.model = options.model;
+      p.command = options.command;
+      AL_ASSIGN_OR_RETURN(info, store_->CreateSession(p));
+    } else {
+      AL_ASSIGN_OR_RETURN(info, store_->GetSession(session_id));
+    }
+    AL_ASSIGN_OR_RETURN(auto lock, store_->AcquireLock(info.id, static_cast<int64_t>(getpid())));
+    AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store_->Load(info.id, LoadOptions{}));
+    info = snap.info;
+    auto session = std::make_unique<SessionImpl>(*this, std::move(options), info, std::move(lock),
+                                                 std::move(snap));
+    AL_RETURN_IF_ERROR(session->Init());
+    return session;
+  }
+
+  Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) override {
+    AL_ASSIGN_OR_RETURN(auto s, OpenImpl(options));
+    return std::unique_ptr<Session>(std::move(s));
+  }
+
+  Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) override {
+    if (session_id) {
+      AL_ASSIGN_OR_RETURN(std::string full, store_->FindSession(*session_id));
+      return store_->ListPending(std::string_view(full));
+    }
+    return store_->ListPending(std::nullopt);
+  }
+
+  Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
+                                const SessionOptions& options, const SessionCallbacks& callbacks,
+                                std::stop_token stop) override;
+
+ private:
+  EngineOptions options_;
+  std::filesystem::path data_dir_;
+  std::shared_ptr<SessionStore> store_;
+  std::mutex mu_;
+  std::shared_ptr<HttpClient> http_;  // Guarded by mu_.
+};
+
+SessionStore& SessionImpl::engine_store() { return engine_.store(); }
+
+Status SessionImpl::RebuildProvider() {
+  ProviderConfig pc;
+  pc.kind = options_.provider;
+  pc.model = options_.model;
+  pc.base_url = options_.base_url;
+  pc.api_key = options_.api_key;
+  pc.script_path = options_.script_path;
+  pc.use_max_tokens_field = options_.use_max_tokens_field;
+  pc = WithEnvDefaults(pc, engine_.options().env);
+  bool remote = pc.kind == "openai" || pc.kind == "anthropic" || pc.kind == "openai-responses";
+  if (remote && pc.api_key.empty() && options_.base_url.empty()) {
+    return InvalidArgument(HowToConfigureProvider());
+  }
+  std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();
+  AL_ASSIGN_OR_RETURN(provider_, MakeProvider(pc, client));
+  if (pc.kind == "script") {
+    int answered = 0;
+    for (const auto& m : transcript_.messages()) {
+      if (m.role == Role::kAssistant && m.tag.empty()) ++answered;
+    }
+    if (answered > 0) {
+      provider_ = std::make_unique<ResumingScriptProvider>(std::move(provider_), answered);
+    }
+  }
+  return Status::Ok();
+}
+
+Status SessionImpl::Init() {
+  AL_RETURN_IF_ERROR(RebuildProvider());
+
+  BuiltinToolOptions tool_opts;
+  tool_opts.sandbox = options_.sandbox;
+  tool_opts.bash_default_timeout_ms = options_.bash_timeout_ms;
+  RegisterBuiltinTools(registry_, tool_opts);
+  auto todo_tool = std::make_shared<todo::TodoTool>();
+  registry_.Add(todo_tool);
+  registry_.Add(MakeAskUserTool());
+  todo_tool->ReplayFromHistory(info_.id, transcript_.messages());
+  hooks_.push_back(std::make_shared<todo::TodoReplayHook>(todo_tool));
+
+  // Rules: config layers and flags, then the read-only command's own deny.
+  std::vector<permissions::RuleSource> sources;
+  auto add = [&](const std::vector<SessionOptions::RuleSource>& rules, Decision d) {
+    for (const auto& r : rules) {
+      permissions::RuleSource src;
+      src.source = r.source;
+      if (d == Decision::kAllow) src.allow.push_back(r.rule);
+      if (d == Decision::kAsk) src.ask.push_back(r.rule);
+      if (d == Decision::kDeny) src.deny.push_back(r.rule);
+      sources.push_back(std::move(src));
+    }
+  };
+  add(options_.deny, Decision::kDeny);
+  add(options_.ask, Decision::kAsk);
+  add(options_.allow, Decision::kAllow);
+  permissions::ParseOptions parse_opts;
+  for (const auto& spec : registry_.Specs()) parse_opts.known_tools.push_back(spec.name);
+  AL_ASSIGN_OR_RETURN(permissions::RuleSet rules, permissions::ParseRules(sources, parse_opts));
+  for (const auto& w : rules.warnings) warnings_.push_back("permissions: " + w);
+  permissions::PolicyOptions popts;
+  popts.workspace = options_.workspace;
+  auto home = engine_.options().env.find("HOME");
+  if (home != engine_.options().env.end()) popts.home = home->second;
+  if (options_.default_mutating) popts.default_mutating = *options_.default_mutating;
+  if (options_.default_read_only) popts.default_read_only = *options_.default_read_only;
+  popts.read_only_command = IsReadOnly(options_.command);
+  auto inner = std::make_shared<permissions::RulesPolicy>(std::move(rules), popts);
+  approvals_ = std::make_shared<permissions::SessionApprovals>(options_.workspace);
+  policy_ = std::make_shared<permissions::CachedPolicy>(inner, approvals_);
+
+  if (options_.todo_loop) {
+    todo::TodoLoopOptions topts;
+    topts.config.max_rounds = options_.todo_max_rounds;
+    topts.config.max_strikes = options_.todo_max_strikes;
+    topts.config.inject_state = options_.todo_inject_state;
+    topts.config.max_injected_tasks = options_.todo_max_injected_tasks;
+    auto home_it = engine_.options().env.find("HOME");
+    if (home_it != engine_.options().env.end()) {
+      topts.kill_switch_global =
+          std::filesystem::path(home_it->second) / ".config/agentloop/todo-loop-off";
+    }
+    topts.notify = [this](const std::string&, const std::string& level, const std::string& text) {
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
+    };
+    todo_loop_ = std::make_shared<todo::TodoLoopHook>(std::move(topts));
+    auto state = engine_.store().GetState(info_.id, kTodoStateKey);
+    if (state.ok() && state->has_value()) (void)todo_loop_->ImportState(info_.id, **state);
+    hooks_.push_back(todo_loop_);
+  }
+
+  SystemPromptParts parts;
+  parts.base_override = options_.system_prompt;
+  parts.workspace = options_.workspace;
+  parts.command = options_.command;
+  system_prompt_ = BuildSystemPrompt(parts);
+  return Status::Ok();
+}
+
+Status SessionImpl::AppendEvents(std::vector<Event> events) {
+  for (auto& e : events) {
+    e.session_id = info_.id;
+    e.seq = next_seq_++;
+  }
+  return engine_.store().Append(info_.id, events);
+}
+
+Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
+                                            std::stop_token stop,
+                                            std::optional<Checkpoint> resumed_from) {
+  if (lock_) {
+    Status s = lock_->Refresh();
+    if (!s.ok()) return s;
+  }
+  StoreSink sink(engine_.store(), info_.id, callbacks.observer);
+  TurnConfig cfg;
+  cfg.session_id = info_.id;
+  if (resumed_from) {
+    cfg.turn_id = resumed_from->turn_id;
+    cfg.counters = resumed_from->counters;
+    cfg.command = resumed_from->command;
+  } else {
+    cfg.command = options_.command;
+  }
+  cfg.model = options_.model;
+  cfg.system_prompt = system_prompt_;
+  cfg.budget = EffectiveBudget();
+  cfg.tools = registry_.Specs();
+  cfg.policy = policy_;
+  cfg.hooks = hooks_;
+  cfg.sink = &sink;
+  cfg.first_seq = next_seq_;
+  cfg.workspace = options_.workspace;
+
+  Turn turn(cfg, transcript_);
+  AL_RETURN_IF_ERROR(turn.Start(std::move(input)));
+
+  DurableApprover durable;
+  std::unique_ptr<Approver> webhook;
+  Approver* chosen = nullptr;
+  switch (options_.approver) {
+    case ApproverMode::kAuto:
+      chosen = options_.interactive && callbacks.console_approver != nullptr
+                   ? callbacks.console_approver
+                   : static_cast<Approver*>(&durable);
+      break;
+    case ApproverMode::kConsole:
+      chosen = callbacks.console_approver;
+      break;
+    case ApproverMode::kDurable:
+      chosen = &durable;
+      break;
+    case ApproverMode::kWebhook: {
+      permissions::WebhookOptions w;
+      w.url = options_.webhook_url;
+      w.secret = options_.webhook_secret;
+      auto http = engine_.http();
+      w.post = [http](const std::string& url, const permissions::HttpHeaders& headers,
+                      const std::string& body) -> Status {
+        AL_ASSIGN_OR_RETURN(HttpResponse r, http->Post(url, headers, body));
+        if (r.status < 200 || r.status >= 300) {
+          return Unavailable("webhook answered HTTP " + std::to_string(r.status));
+        }
+        return Status::Ok();
+      };
+      auto created = permissions::WebhookApprover::Create(std::move(w));
+      if (!created.ok()) return created.error().WithContext("webhook approver");
+      webhook = std::move(*created);
+      chosen = webhook.get();
+      break;
+    }
+    case ApproverMode::kNone:
+      chosen = nullptr;
+      break;
+  }
+  std::optional<RememberingApprover> remembering;
+  if (chosen != nullptr) remembering.emplace(*chosen, approvals_);
+
+  RunnerDeps deps;
+  deps.provider = provider_.get();
+  deps.tools = &registry_;
+  deps.approver = remembering ? &*remembering : nullptr;
+  deps.stream = callbacks.stream;
+  deps.tool_context = MakeToolContext();
+  {
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    current_turn_ = &turn;
+  }
+  TurnResult result = agentloop::RunTurn(turn, deps, stop);
+  {
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    current_turn_ = nullptr;
+  }
+  next_seq_ = result.next_seq;
+  Status flushed = sink.Flush();
+
+  SaveTodoState();
+
+  if (result.checkpoint) {
+    Status s = engine_.store().SaveCheckpoint(*result.checkpoint);
+    if (!s.ok()) return s.WithContext("saving the paused batch");
+    open_checkpoint_ = result.checkpoint;
+  }
+  totals_.tool_calls += result.counters.tool_calls;
+  totals_.tokens += result.counters.tokens;
+  totals_.model_calls += result.counters.model_calls;
+  totals_.usage += result.counters.usage;
+  if (!flushed.ok() && result.stop != StopReason::kFailed) {
+    result.stop = StopReason::kFailed;
+    result.reason = flushed.ToString();
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------
+
+Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
+                                          const Resolution& resolution,
+                                          const SessionOptions& options,
+                                          const SessionCallbacks& callbacks, std::stop_token stop) {
+  ResolveReport report;
+  // Find the session that owns the item.
+  AL_ASSIGN_OR_RETURN(auto all, store_->ListPending(std::nullopt));
+  const PendingRecord* rec = nullptr;
+  for (const auto& r : all) {
+    if (r.item.id == pending_id) rec = &r;
+  }
+  if (rec == nullptr) {
+    report.already_resolved = true;
+    return report;
+  }
+  report.session_id = rec->session_id;
+  report.item = rec->item;
+  if (resolution.kind == Resolution::Kind::kAnswer && rec->item.kind != PendingKind::kQuestion) {
+    return InvalidArgument("pending item " + pending_id +
+                           " is an approval, not a question: use `agentloop approve` or `deny`");
+  }
+  if (resolution.kind != Resolution::Kind::kAnswer && rec->item.kind == PendingKind::kQuestion &&
+      resolution.kind == Resolution::Kind::kApprove) {
+    return InvalidArgument("pending item " + pending_id + " is a question: use `agentloop answer " +
+                           pending_id + " TEXT`");
+  }
+
+  // Open the session: takes its lock (a running turn makes this kBusy) and
+  // gives the tools and the workspace the session was created with.
+  SessionOptions opts = options;
+  opts.session_id = rec->session_id;
+  AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
+  opts.workspace = info.workspace;
+  if (opts.provider.empty()) opts.provider = info.provider;
+  if (opts.model.empty()) opts.model = info.model;
+  AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts));
+
+  std::vector<Event> decision_events;
+  auto decision_event = [&](const PendingItem& item, std::string_view decision, bool edited) {
+    Event e;
+    e.type = EventType::kDecision;
+    e.data = Json{{"tool_use_id", item.tool_use_id},
+                  {"tool", item.tool},
+                  {"decision", decision},
+                  {"reason", resolution.reason},
+                  {"rule", ""},
+                  {"by", resolution.by},
+                  {"edited", edited},
+                  {"pending_id", item.id}};
+    return e;
+  };
+
+  // The session lock is held (every resolver and every turn takes it), so
+  // the item cannot be resolved by anyone else until we are done: run an
+  // approved tool now, outside the store's write transaction (a long bash
+  // call must not hold other sessions' writers up), then record the result
+  // atomically.
+  auto open = session->open_checkpoint();
+  bool outstanding = false;
+  if (open) {
+    for (const auto& p : open->outstanding) outstanding = outstanding || p.id == pending_id;
+  }
+  if (!outstanding) {
+    report.already_resolved = true;
+    return report;
+  }
+  std::optional<ContentBlock> approved_result;
+  if (resolution.kind == Resolution::Kind::kApprove) {
+    const PendingItem& item = rec->item;
+    Tool* tool = session->tools().Find(item.tool);
+    if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
+    Json args = resolution.edited_arguments ? *resolution.edited_arguments : item.arguments;
+    if (!args.is_object()) return InvalidArgument("edited arguments must be a JSON object");
+    AL_RETURN_IF_ERROR(ValidateAgainstSchema(args, tool->spec().input_schema)
+                           .WithContext("edited arguments for '" + item.tool + "'"));
+    if (std::string r = Turn::CheckReadOnly(open->command, tool->spec()); !r.empty()) {
+      return FailedPrecondition(r);
+    }
+    ToolContext ctx = session->MakeToolContext();
+    ctx.stop = stop;
+    Result<ToolOutput> out = tool->Run(ToolCall{item.tool_use_id, item.tool, args}, ctx);
+    ToolOutput o =
+        out.ok() ? *out : ToolOutput::Error("not run: engine failure: " + out.error().ToString());
+    ContentBlock b = ContentBlock::ToolResult(item.tool_use_id, o.content, o.is_error);
+    if (!o.details.is_null()) b.meta = Json{{"details", o.details}};
+    approved_result = std::move(b);
+  }
+
+  auto fn = [&](Checkpoint& cp, const PendingItem& item) -> Result<ResolveAction> {
+    switch (resolution.kind) {
+      case Resolution::Kind::kApprove:
+        cp.results_so_far.push_back(*approved_result);
+        decision_events.push_back(
+            decision_event(item, "allow", resolution.edited_arguments.has_value()));
+        return ResolveAction::kResolved;
+      case Resolution::Kind::kAnswer:
+        cp.results_so_far.push_back(
+            ContentBlock::ToolResult(item.tool_use_id, resolution.answer, false));
+        decision_events.push_back(decision_event(item, "allow", false));
+        return ResolveAction::kResolved;
+      case Resolution::Kind::kDeny: {
+        std::string why =
+            resolution.reason.empty() ? "denied by " + resolution.by : resolution.reason;
+        cp.results_so_far.push_back(
+            ContentBlock::ToolResult(item.tool_use_id, "denied: " + why, true));
+        for (const auto& other : cp.outstanding) {
+          if (other.id == item.id) continue;
+          cp.results_so_far.push_back(ContentBlock::ToolResult(
+              other.tool_use_id,
+              "skipped: a sibling tool call in this turn (" + item.tool + ") was denied", true));
+        }
+        decision_events.push_back(decision_event(item, "deny", false));
+        return ResolveAction::kCloseBatch;
+      }
+    }
+    return Internal("unknown resolution");
+  };
+  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome, store_->Resolve(pending_id, fn));
+  if (outcome.already_resolved) {
+    report.already_resolved = true;
+    return report;
+  }
+  for (auto& e : decision_events) e.turn_id = outcome.checkpoint.turn_id;
+  AL_RETURN_IF_ERROR(session->AppendEvents(decision_events));
+  report.outstanding = static_cast<int>(outcome.checkpoint.outstanding.size());
+  if (!outcome.closed) return report;
+
+  // The batch is complete: results in the model's order.
+  const Checkpoint& cp = outcome.checkpoint;
+  std::vector<ContentBlock> ordered;
+  for (const auto& id : cp.tool_use_ids) {
+    for (const auto& b : cp.results_so_far) {
+      if (b.tool_use_id == id) {
+        ordered.push_back(b);
+        break;
+      }
+    }
+  }
+  session->ClearCheckpoint();
+  if (resolution.kind == Resolution::Kind::kDeny) {
+    // The denial ends the turn, as a live denial would.
+    Message results;
+    results.role = Role::kUser;
+    results.content = ordered;
+    std::string text = "Stopped \xE2\x80\x94 you denied: " + report.item.tool +
+                       ". Send another message to continue.";
+    std::vector<Event> events;
+    for (Message m : {results, EngineStopMessage(text)}) {
+      session->AppendMessageLocal(m);
+      Event e;
+      e.type = EventType::kMessage;
+      e.turn_id = cp.turn_id;
+      e.data = Json{{"message", ToJson(m)}};
+      events.push_back(std::move(e));
+    }
+    TurnResult tr;
+    tr.stop = StopReason::kDenied;
+    tr.reason = "denied: " + report.item.tool;
+    tr.final_text = text;
+    tr.counters = cp.counters;
+    Event end;
+    end.type = EventType::kTurnEnd;
+    end.turn_id = cp.turn_id;
+    end.data = Json{{"stop", "denied"},
+                    {"reason", tr.reason},
+                    {"final_text", text},
+                    {"truncated", false},
+                    {"counters", ToJson(cp.counters)},
+                    {"pending", Json::array()}};
+    events.push_back(end);
+    AL_RETURN_IF_ERROR(session->AppendEvents(events));
+    tr.next_seq = session->next_seq();
+    report.resumed = tr;
+    return report;
+  }
+  AL_ASSIGN_OR_RETURN(TurnResult tr,
+                      session->RunTurnWith(TurnInput::Resume(ordered), callbacks, stop, cp));
+  report.resumed = std::move(tr);
+  return report;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(EngineOptions options) {
+  auto engine = std::make_unique<EngineImpl>(std::move(options));
+  AL_RETURN_IF_ERROR(engine->Init());
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+}  // namespace agentloop

@@ -1,0 +1,298 @@
+#include "agentloop/engine.h"
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "base/ids.h"
+#include "engine/system_prompt.h"
+
+namespace agentloop {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("al_engine_" + NewId("t"))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void WriteFile(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class CollectEvents : public EventSink {
+ public:
+  std::vector<Event> events;
+  Status OnEvent(const Event& e) override {
+    events.push_back(e);
+    return Status::Ok();
+  }
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() {
+    workspace_ = tmp_.path() / "ws";
+    fs::create_directories(workspace_);
+    EngineOptions eo;
+    eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+    eo.data_dir = tmp_.path() / "data";
+    auto e = Engine::Create(eo);
+    EXPECT_TRUE(e.ok()) << e.error().ToString();
+    engine_ = std::move(*e);
+  }
+
+  SessionOptions Options(const std::string& script) {
+    fs::path script_path = tmp_.path() / ("script_" + NewId("s") + ".json");
+    WriteFile(script_path, script);
+    SessionOptions o;
+    o.workspace = workspace_;
+    o.provider = "script";
+    o.script_path = script_path.string();
+    o.approver = ApproverMode::kDurable;
+    return o;
+  }
+
+  TempDir tmp_;
+  fs::path workspace_;
+  std::unique_ptr<Engine> engine_;
+};
+
+constexpr const char* kWriteScript = R"({"responses": [
+  {"tool_calls": [{"id": "c1", "name": "write", "input": {"file_path": "hello.txt", "content": "hi\n"}}]},
+  {"text": "wrote hello.txt"}
+]})";
+
+TEST_F(EngineTest, RunWritesAndPersistsTheSession) {
+  auto o = Options(kWriteScript);
+  o.allow.push_back({"*", "--allow"});
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    CollectEvents ev;
+    SessionCallbacks cb;
+    cb.observer = &ev;
+    auto r = (*s)->Run("create hello.txt", cb, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+    EXPECT_EQ(r->final_text, "wrote hello.txt");
+    EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+    ASSERT_FALSE(ev.events.empty());
+    EXPECT_EQ(ev.events.back().type, EventType::kTurnEnd);
+    id = (*s)->id();
+    EXPECT_EQ((*s)->history().size(), 4u);
+  }
+  SessionOptions reopen = Options(kWriteScript);
+  reopen.session_id = id.substr(0, 8);
+  auto again = engine_->OpenSession(reopen);
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  ASSERT_EQ((*again)->history().size(), 4u);
+  EXPECT_EQ((*again)->history()[3].JoinedText(), "wrote hello.txt");
+  EXPECT_TRUE((*again)->load_warnings().empty());
+}
+
+TEST_F(EngineTest, SecondOpenOfARunningSessionIsBusy) {
+  auto o = Options(kWriteScript);
+  auto first = engine_->OpenSession(o);
+  ASSERT_TRUE(first.ok());
+  SessionOptions o2 = Options(kWriteScript);
+  o2.session_id = (*first)->id();
+  auto second = engine_->OpenSession(o2);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().code(), Code::kBusy);
+  EXPECT_THAT(second.error().message(), HasSubstr("busy"));
+}
+
+TEST_F(EngineTest, DurablePauseThenApproveFromAnotherSessionObject) {
+  auto o = Options(kWriteScript);
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("create hello.txt", {}, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->stop, StopReason::kPendingApproval);
+    ASSERT_EQ(r->pending.size(), 1u);
+    pending_id = r->pending[0].id;
+    EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+    // A new prompt while paused is refused with the ids to resolve.
+    auto blocked = (*s)->Run("another", {}, {});
+    ASSERT_FALSE(blocked.ok());
+    EXPECT_THAT(blocked.error().message(), HasSubstr(pending_id));
+  }
+  auto pending = engine_->ListPending(std::nullopt);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].item.tool, "write");
+
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  auto rep = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_FALSE(rep->already_resolved);
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
+  EXPECT_EQ(rep->resumed->final_text, "wrote hello.txt");
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+
+  auto twice = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(twice.ok());
+  EXPECT_TRUE(twice->already_resolved);
+  EXPECT_TRUE(engine_->ListPending(std::nullopt)->empty());
+}
+
+TEST_F(EngineTest, InvalidEditLeavesItemPendingThenValidEditRuns) {
+  auto o = Options(kWriteScript);
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("go", {}, {});
+    ASSERT_TRUE(r.ok());
+    pending_id = r->pending.at(0).id;
+  }
+  Resolution bad;
+  bad.edited_arguments = Json{{"file_path", 5}};
+  auto rep = engine_->Resolve(pending_id, bad, Options(kWriteScript), {}, {});
+  ASSERT_FALSE(rep.ok());
+  EXPECT_EQ(rep.error().code(), Code::kInvalidArgument);
+  EXPECT_EQ(engine_->ListPending(std::nullopt)->size(), 1u);
+
+  Resolution good;
+  good.edited_arguments = Json{{"file_path", "other.txt"}, {"content", "edited\n"}};
+  auto rep2 = engine_->Resolve(pending_id, good, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(rep2.ok()) << rep2.error().ToString();
+  EXPECT_EQ(ReadFile(workspace_ / "other.txt"), "edited\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+}
+
+TEST_F(EngineTest, DenyClosesTheBatchAndEndsTheTurnDenied) {
+  auto o = Options(kWriteScript);
+  std::string pending_id, session_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("go", {}, {});
+    ASSERT_TRUE(r.ok());
+    pending_id = r->pending.at(0).id;
+    session_id = (*s)->id();
+  }
+  Resolution deny;
+  deny.kind = Resolution::Kind::kDeny;
+  deny.reason = "not that file";
+  auto rep = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kDenied);
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+  SessionOptions reopen = Options(kWriteScript);
+  reopen.session_id = session_id;
+  auto s = engine_->OpenSession(reopen);
+  ASSERT_TRUE(s.ok());
+  auto h = (*s)->history();
+  ASSERT_GE(h.size(), 4u);
+  EXPECT_EQ(h[2].content.at(0).text, "denied: not that file");
+  EXPECT_FALSE((*s)->open_checkpoint().has_value());
+}
+
+TEST_F(EngineTest, DurableQuestionIsAnsweredAndTheTurnResumes) {
+  auto o = Options(R"({"responses": [
+    {"tool_calls": [{"id": "q", "name": "ask_user", "input": {"question": "Which colour?"}}]},
+    {"text": "ok, blue it is"}
+  ]})");
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("paint", {}, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->stop, StopReason::kPendingQuestion);
+    pending_id = r->pending.at(0).id;
+    EXPECT_EQ(r->pending[0].reason, "Which colour?");
+  }
+  Resolution approve;  // the wrong verb for a question
+  auto wrong = engine_->Resolve(pending_id, approve, o, {}, {});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(wrong.error().message(), HasSubstr("answer"));
+  Resolution answer;
+  answer.kind = Resolution::Kind::kAnswer;
+  answer.answer = "blue";
+  auto rep = engine_->Resolve(pending_id, answer, o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->final_text, "ok, blue it is");
+}
+
+TEST_F(EngineTest, PlanModeForgedWriteChangesNothing) {
+  auto o = Options(kWriteScript);
+  o.command = CommandKind::kPlan;
+  o.allow.push_back({"*", "--allow"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Run("plan it", {}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stop, StopReason::kToolRefused);
+  EXPECT_THAT(r->reason, ::testing::StartsWith("PLAN_MODE_REFUSED:"));
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+}
+
+TEST_F(EngineTest, MissingApiKeySaysHowToConfigure) {
+  SessionOptions o;
+  o.workspace = workspace_;
+  o.provider = "openai";
+  auto s = engine_->OpenSession(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  EXPECT_THAT(s.error().message(), HasSubstr("OPENAI_API_KEY"));
+}
+
+TEST_F(EngineTest, AskWithoutAnyApproverFailsClosed) {
+  auto o = Options(kWriteScript);
+  o.approver = ApproverMode::kNone;
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Run("go", {}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stop, StopReason::kDenied);
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+}
+
+TEST(SystemPromptTest, IncludesAgentsFilesFromRepoRootDown) {
+  TempDir t;
+  fs::create_directories(t.path() / "repo/.git");
+  fs::create_directories(t.path() / "repo/sub/ws");
+  WriteFile(t.path() / "AGENTS.md", "OUTSIDE THE REPO");
+  WriteFile(t.path() / "repo/AGENTS.md", "ROOT RULES");
+  WriteFile(t.path() / "repo/sub/ws/AGENTS.md", "WORKSPACE RULES");
+  SystemPromptParts p;
+  p.workspace = t.path() / "repo/sub/ws";
+  p.command = CommandKind::kPlan;
+  std::string s = BuildSystemPrompt(p);
+  EXPECT_THAT(s, HasSubstr("ROOT RULES"));
+  EXPECT_THAT(s, HasSubstr("WORKSPACE RULES"));
+  EXPECT_EQ(s.find("OUTSIDE THE REPO"), std::string::npos);
+  EXPECT_LT(s.find("ROOT RULES"), s.find("WORKSPACE RULES"));
+  EXPECT_THAT(s, HasSubstr("read-only"));
+}
+
+}  // namespace
+}  // namespace agentloop
