@@ -25,8 +25,4 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
   };
 }
 
-void RegisterBuiltinTools(ToolRegistry& registry, const BuiltinToolOptions& options) {
-  for (auto& tool : MakeBuiltinTools(options)) registry.Add(std::move(tool));
-}
-
 }  // namespace agentloop

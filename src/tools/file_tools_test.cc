@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "tools/builtin.h"
 #include "tools/test_util.h"
 #include "tools/tools.h"
 
@@ -289,6 +290,17 @@ TEST(ToolSpecsTest, NamesArgumentsAndFlagsAreTheContract) {
   bad = ValidateAgainstSchema(Json{{"pattern", "x"}, {"output_mode", "lines"}},
                               GrepTool().spec().input_schema);
   EXPECT_FALSE(bad.ok());
+}
+
+TEST(BuiltinToolsTest, SevenToolsInOrderWithOptionsApplied) {
+  BuiltinToolOptions o;
+  o.bash_max_timeout_ms = 5000;
+  auto tools = MakeBuiltinTools(o);
+  std::vector<std::string> names;
+  for (const auto& t : tools) names.push_back(t->spec().name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"read", "write", "edit", "grep", "glob", "ls", "bash"}));
+  EXPECT_EQ(tools[6]->spec().input_schema["properties"]["timeout_ms"]["maximum"], 5000);
 }
 
 }  // namespace
