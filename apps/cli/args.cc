@@ -1,0 +1,445 @@
+#include "args.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <string>
+
+namespace agentloop::cli {
+namespace {
+
+using Mask = uint32_t;
+constexpr Mask Bit(Subcommand s) { return Mask{1} << static_cast<int>(s); }
+
+// Subcommands that run (or continue) a turn and print its result.
+constexpr Mask kTurn = Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subcommand::kResume) |
+                       Bit(Subcommand::kApprove) | Bit(Subcommand::kDeny) |
+                       Bit(Subcommand::kAnswer);
+constexpr Mask kAll = ~Mask{0};
+// Flags that shape the configuration are also accepted by `config show`
+// (to see their effect) and rules/command by `permissions check`.
+constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig);
+constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
+constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
+                         Bit(Subcommand::kPending) | Bit(Subcommand::kPermissions);
+
+enum class FlagId {
+  kConfig,  // maps to `config_key`
+  kWorkspace,
+  kSession,
+  kContinue,
+  kQuiet,
+  kHelp,
+  kVersion,
+  kArgs,
+  kReason,
+  kNoTodoLoop,
+};
+
+enum class ValueCheck { kNone, kText, kPositiveInt, kChoice };
+
+struct FlagSpec {
+  std::string_view name;  // without the dashes
+  char short_name;        // 0: none
+  FlagId id;
+  std::string_view config_key;  // FlagId::kConfig only
+  ValueCheck value;             // kNone: a switch
+  std::string_view choices;     // kChoice: '|'-separated
+  std::string_view value_name;  // for the help text
+  Mask accepted_by;
+  std::string_view help;
+};
+
+// The one list of flags (order = help order).
+constexpr std::array kFlags = {
+    FlagSpec{"provider", 0, FlagId::kConfig, "provider.kind", ValueCheck::kChoice,
+             "openai|anthropic|openai-responses|script", "NAME", kConfigured,
+             "model API: openai, anthropic, openai-responses or script"},
+    FlagSpec{"model", 0, FlagId::kConfig, "provider.model", ValueCheck::kText, "", "NAME",
+             kConfigured, "model name, e.g. gpt-4.1 or claude-sonnet-4-5"},
+    FlagSpec{"base-url", 0, FlagId::kConfig, "provider.base_url", ValueCheck::kText, "", "URL",
+             kConfigured, "API endpoint (OpenAI-compatible servers, proxies)"},
+    FlagSpec{"script", 0, FlagId::kConfig, "provider.script", ValueCheck::kText, "", "FILE",
+             kConfigured, "script of the scripted provider (--provider script)"},
+    FlagSpec{"command", 0, FlagId::kConfig, "command", ValueCheck::kChoice,
+             "code|explain|fix|plan|build", "KIND", kRules,
+             "code, explain, fix, plan or build (plan/explain are read-only)"},
+    FlagSpec{"max-tool-calls", 0, FlagId::kConfig, "budget.max_tool_calls",
+             ValueCheck::kPositiveInt, "", "N", kConfigured, "tool-call budget of a turn"},
+    FlagSpec{"max-tokens", 0, FlagId::kConfig, "budget.max_tokens", ValueCheck::kPositiveInt, "",
+             "N", kConfigured, "token budget of a turn"},
+    FlagSpec{"max-turns", 0, FlagId::kConfig, "budget.max_turns", ValueCheck::kPositiveInt, "", "N",
+             kConfigured, "model calls allowed in a turn"},
+    FlagSpec{"workspace", 'C', FlagId::kWorkspace, "", ValueCheck::kText, "", "DIR", kAll,
+             "workspace directory (default: the current directory)"},
+    FlagSpec{"session", 0, FlagId::kSession, "", ValueCheck::kText, "", "ID",
+             Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subcommand::kPending),
+             "continue this session (id or unique prefix)"},
+    FlagSpec{"continue", 0, FlagId::kContinue, "", ValueCheck::kNone, "", "",
+             Bit(Subcommand::kRun) | Bit(Subcommand::kChat),
+             "continue the newest session of the workspace"},
+    FlagSpec{"output", 0, FlagId::kConfig, "output", ValueCheck::kChoice, "text|json|stream-json",
+             "FORMAT", kOutput | Bit(Subcommand::kConfig), "text, json or stream-json"},
+    FlagSpec{"system-prompt-file", 0, FlagId::kConfig, "system_prompt_file", ValueCheck::kText, "",
+             "FILE", kConfigured, "replace the built-in system prompt"},
+    FlagSpec{"allow", 0, FlagId::kConfig, "permissions.allow", ValueCheck::kText, "", "RULE",
+             kRules, "allow tool calls matching RULE (repeatable; '*' = all)"},
+    FlagSpec{"ask", 0, FlagId::kConfig, "permissions.ask", ValueCheck::kText, "", "RULE", kRules,
+             "ask before tool calls matching RULE (repeatable)"},
+    FlagSpec{"deny", 0, FlagId::kConfig, "permissions.deny", ValueCheck::kText, "", "RULE", kRules,
+             "deny tool calls matching RULE (repeatable)"},
+    FlagSpec{"no-todo-loop", 0, FlagId::kNoTodoLoop, "todo_loop.enabled", ValueCheck::kNone, "", "",
+             kConfigured, "do not continue automatically on open todos"},
+    FlagSpec{"args", 0, FlagId::kArgs, "", ValueCheck::kText, "", "JSON", Bit(Subcommand::kApprove),
+             "approve with these (edited) arguments"},
+    FlagSpec{"reason", 0, FlagId::kReason, "", ValueCheck::kText, "", "TEXT",
+             Bit(Subcommand::kDeny), "why the call is denied (the model sees it)"},
+    FlagSpec{"quiet", 'q', FlagId::kQuiet, "", ValueCheck::kNone, "", "", kAll,
+             "no progress or summary on stderr"},
+    FlagSpec{"help", 'h', FlagId::kHelp, "", ValueCheck::kNone, "", "", kAll, "show help"},
+    FlagSpec{"version", 'V', FlagId::kVersion, "", ValueCheck::kNone, "", "", kAll,
+             "print the version"},
+};
+
+struct SubcommandSpec {
+  Subcommand id;
+  std::string_view name;
+  std::string_view synopsis;
+  std::string_view summary;
+};
+
+constexpr std::array kSubcommands = {
+    SubcommandSpec{Subcommand::kRun, "run", "run [FLAGS] PROMPT",
+                   "run one turn (PROMPT - reads stdin)"},
+    SubcommandSpec{Subcommand::kChat, "chat", "chat [FLAGS]", "interactive session"},
+    SubcommandSpec{Subcommand::kSessions, "sessions", "sessions list|show ID|export ID|rm ID",
+                   "stored sessions"},
+    SubcommandSpec{Subcommand::kResume, "resume", "resume ID [PROMPT]",
+                   "continue a stored session"},
+    SubcommandSpec{Subcommand::kConfig, "config", "config show",
+                   "merged configuration with provenance"},
+    SubcommandSpec{Subcommand::kPending, "pending", "pending [--session ID]",
+                   "approvals and questions that wait"},
+    SubcommandSpec{Subcommand::kApprove, "approve", "approve ID [--args JSON]",
+                   "approve a pending tool call and continue the turn"},
+    SubcommandSpec{Subcommand::kDeny, "deny", "deny ID [--reason TEXT]",
+                   "deny a pending tool call"},
+    SubcommandSpec{Subcommand::kAnswer, "answer", "answer ID TEXT",
+                   "answer a pending question and continue the turn"},
+    SubcommandSpec{Subcommand::kPermissions, "permissions", "permissions check TOOL JSON_ARGS",
+                   "explain the permission decision for a call"},
+    SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
+};
+
+const SubcommandSpec* FindSubcommand(std::string_view name) {
+  for (const SubcommandSpec& s : kSubcommands) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const FlagSpec* FindLong(std::string_view name) {
+  for (const FlagSpec& f : kFlags) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+const FlagSpec* FindShort(char c) {
+  for (const FlagSpec& f : kFlags) {
+    if (f.short_name != 0 && f.short_name == c) return &f;
+  }
+  return nullptr;
+}
+
+std::string DisplayName(const FlagSpec& f) { return "--" + std::string(f.name); }
+
+bool InChoices(std::string_view choices, std::string_view v) {
+  size_t start = 0;
+  while (start <= choices.size()) {
+    size_t bar = choices.find('|', start);
+    std::string_view c =
+        choices.substr(start, bar == std::string_view::npos ? std::string_view::npos : bar - start);
+    if (c == v) return true;
+    if (bar == std::string_view::npos) break;
+    start = bar + 1;
+  }
+  return false;
+}
+
+Status CheckValue(const FlagSpec& f, const std::string& v) {
+  switch (f.value) {
+    case ValueCheck::kNone:
+    case ValueCheck::kText:
+      return Status::Ok();
+    case ValueCheck::kPositiveInt: {
+      int64_t n = 0;
+      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || ptr != v.data() + v.size() || n <= 0) {
+        return InvalidArgument(DisplayName(f) + " needs a positive integer, got '" + v + "'");
+      }
+      return Status::Ok();
+    }
+    case ValueCheck::kChoice: {
+      if (InChoices(f.choices, v)) return Status::Ok();
+      std::string choices(f.choices);
+      std::replace(choices.begin(), choices.end(), '|', ' ');
+      return InvalidArgument(DisplayName(f) + " must be one of: " + choices + " (got '" + v + "')");
+    }
+  }
+  return Status::Ok();
+}
+
+struct SeenFlag {
+  const FlagSpec* spec;
+  std::string value;
+};
+
+Status Apply(const SeenFlag& seen, CliArgs& args) {
+  const FlagSpec& f = *seen.spec;
+  switch (f.id) {
+    case FlagId::kConfig:
+      args.config_flags.push_back({std::string(f.config_key), seen.value, DisplayName(f)});
+      break;
+    case FlagId::kNoTodoLoop:
+      args.config_flags.push_back({std::string(f.config_key), "false", DisplayName(f)});
+      break;
+    case FlagId::kWorkspace:
+      if (seen.value.empty()) return InvalidArgument("-C/--workspace needs a directory");
+      args.workspace = seen.value;
+      break;
+    case FlagId::kSession:
+      args.session = seen.value;
+      break;
+    case FlagId::kContinue:
+      args.continue_latest = true;
+      break;
+    case FlagId::kQuiet:
+      args.quiet = true;
+      break;
+    case FlagId::kHelp:
+      args.help = true;
+      break;
+    case FlagId::kVersion:
+      args.version = true;
+      break;
+    case FlagId::kArgs:
+      args.edited_args = seen.value;
+      break;
+    case FlagId::kReason:
+      args.reason = seen.value;
+      break;
+  }
+  return Status::Ok();
+}
+
+Status CheckPositionals(CliArgs& args) {
+  const auto& p = args.positionals;
+  auto need = [&](bool ok, std::string_view what) -> Status {
+    if (ok) return Status::Ok();
+    return InvalidArgument("usage: agentloop " + std::string(what));
+  };
+  switch (args.subcommand) {
+    case Subcommand::kNone:
+      return Status::Ok();
+    case Subcommand::kRun:
+      if (p.empty()) return InvalidArgument("run needs a PROMPT (use - to read it from stdin)");
+      if (args.session && args.continue_latest) {
+        return InvalidArgument("--session and --continue cannot be combined");
+      }
+      return Status::Ok();
+    case Subcommand::kChat:
+      if (args.session && args.continue_latest) {
+        return InvalidArgument("--session and --continue cannot be combined");
+      }
+      return need(p.empty(), "chat [FLAGS] (a prompt is typed at the chat prompt)");
+    case Subcommand::kSessions: {
+      if (p.empty())
+        return InvalidArgument("usage: agentloop sessions list|show ID|export ID|rm ID");
+      const std::string& verb = p[0];
+      if (verb == "list") return need(p.size() == 1, "sessions list");
+      if (verb == "show" || verb == "export" || verb == "rm") {
+        return need(p.size() == 2, "sessions " + verb + " ID");
+      }
+      return InvalidArgument("unknown sessions command '" + verb +
+                             "' (expected list, show, export or rm)");
+    }
+    case Subcommand::kResume:
+      return need(!p.empty(), "resume ID [PROMPT]");
+    case Subcommand::kConfig:
+      return need(p.size() == 1 && p[0] == "show", "config show");
+    case Subcommand::kPending:
+      return need(p.empty(), "pending [--session ID]");
+    case Subcommand::kApprove:
+      return need(p.size() == 1, "approve ID [--args JSON]");
+    case Subcommand::kDeny:
+      return need(p.size() == 1, "deny ID [--reason TEXT]");
+    case Subcommand::kAnswer:
+      return need(p.size() >= 2, "answer ID TEXT");
+    case Subcommand::kPermissions:
+      return need(p.size() == 3 && p[0] == "check", "permissions check TOOL JSON_ARGS");
+    case Subcommand::kHelp:
+      if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
+      if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {
+        return InvalidArgument("unknown subcommand '" + p[0] + "'");
+      }
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view SubcommandName(Subcommand s) {
+  for (const SubcommandSpec& spec : kSubcommands) {
+    if (spec.id == s) return spec.name;
+  }
+  return "";
+}
+
+std::optional<Subcommand> ParseSubcommand(std::string_view name) {
+  const SubcommandSpec* s = FindSubcommand(name);
+  if (s == nullptr) return std::nullopt;
+  return s->id;
+}
+
+std::optional<std::string> CliArgs::FlagValue(std::string_view key) const {
+  std::optional<std::string> v;
+  for (const ConfigFlag& f : config_flags) {
+    if (f.key == key) v = f.value;
+  }
+  return v;
+}
+
+Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
+  CliArgs args;
+  std::vector<SeenFlag> seen;
+  bool flags_done = false;
+  bool have_subcommand = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (!flags_done && a == "--") {
+      flags_done = true;
+      continue;
+    }
+    bool is_flag = !flags_done && a.size() > 1 && a[0] == '-';
+    if (!is_flag) {
+      if (!have_subcommand) {
+        const SubcommandSpec* s = FindSubcommand(a);
+        if (s == nullptr) {
+          return InvalidArgument("unknown subcommand '" + a +
+                                 "' (run `agentloop --help` for the list)");
+        }
+        args.subcommand = s->id;
+        have_subcommand = true;
+      } else {
+        args.positionals.push_back(a);
+      }
+      continue;
+    }
+    const FlagSpec* spec = nullptr;
+    std::optional<std::string> inline_value;
+    if (a[1] == '-') {
+      std::string_view body = std::string_view(a).substr(2);
+      size_t eq = body.find('=');
+      if (eq != std::string_view::npos) {
+        inline_value = std::string(body.substr(eq + 1));
+        body = body.substr(0, eq);
+      }
+      spec = FindLong(body);
+      if (spec == nullptr) {
+        return InvalidArgument("unknown flag '--" + std::string(body) + "'");
+      }
+    } else {
+      spec = FindShort(a[1]);
+      if (spec == nullptr) return InvalidArgument("unknown flag '" + a + "'");
+      if (a.size() > 2) {
+        if (spec->value == ValueCheck::kNone) return InvalidArgument("unknown flag '" + a + "'");
+        inline_value = a.substr(2);
+      }
+    }
+    SeenFlag sf{spec, ""};
+    if (spec->value == ValueCheck::kNone) {
+      if (inline_value) return InvalidArgument(DisplayName(*spec) + " takes no value");
+    } else if (inline_value) {
+      sf.value = *inline_value;
+    } else {
+      if (i + 1 >= argv.size()) {
+        return InvalidArgument(DisplayName(*spec) + " needs a value (" +
+                               std::string(spec->value_name) + ")");
+      }
+      sf.value = argv[++i];
+    }
+    AL_RETURN_IF_ERROR(CheckValue(*spec, sf.value));
+    seen.push_back(std::move(sf));
+  }
+
+  // `help` and `--help` always work; --version wins over everything.
+  for (const SeenFlag& sf : seen) {
+    if (sf.spec->id == FlagId::kHelp || sf.spec->id == FlagId::kVersion) {
+      AL_RETURN_IF_ERROR(Apply(sf, args));
+    }
+  }
+  if (args.help || args.version) return args;
+  if (args.subcommand == Subcommand::kNone) {
+    return InvalidArgument("missing subcommand (run `agentloop --help` for the list)");
+  }
+  for (const SeenFlag& sf : seen) {
+    if ((sf.spec->accepted_by & Bit(args.subcommand)) == 0) {
+      return InvalidArgument(DisplayName(*sf.spec) + " does not apply to `agentloop " +
+                             std::string(SubcommandName(args.subcommand)) + "`");
+    }
+    AL_RETURN_IF_ERROR(Apply(sf, args));
+  }
+  AL_RETURN_IF_ERROR(CheckPositionals(args));
+  return args;
+}
+
+std::string UsageText(Subcommand subcommand) {
+  std::string out;
+  if (subcommand == Subcommand::kNone || subcommand == Subcommand::kHelp) {
+    out +=
+        "agentloop: a coding agent in your terminal\n\n"
+        "Usage: agentloop SUBCOMMAND [FLAGS] [ARGS]\n\nSubcommands:\n";
+    for (const SubcommandSpec& s : kSubcommands) {
+      std::string syn(s.synopsis);
+      out += "  " + syn + std::string(syn.size() < 38 ? 38 - syn.size() : 1, ' ') +
+             std::string(s.summary) + "\n";
+    }
+    out += "\nFlags:\n";
+  } else {
+    for (const SubcommandSpec& s : kSubcommands) {
+      if (s.id == subcommand) {
+        out += "Usage: agentloop " + std::string(s.synopsis) + "\n  " + std::string(s.summary) +
+               "\n\nFlags:\n";
+      }
+    }
+  }
+  for (const FlagSpec& f : kFlags) {
+    if (subcommand != Subcommand::kNone && subcommand != Subcommand::kHelp &&
+        (f.accepted_by & Bit(subcommand)) == 0) {
+      continue;
+    }
+    std::string left = "  ";
+    if (f.short_name != 0) {
+      left += std::string("-") + f.short_name + ", ";
+    } else {
+      left += "    ";
+    }
+    left += "--" + std::string(f.name);
+    if (f.value != ValueCheck::kNone) left += " " + std::string(f.value_name);
+    out += left + std::string(left.size() < 32 ? 32 - left.size() : 1, ' ') + std::string(f.help) +
+           "\n";
+  }
+  if (subcommand == Subcommand::kNone || subcommand == Subcommand::kHelp) {
+    out +=
+        "\nExit codes: 0 completed, 1 failed, 2 usage or configuration error,\n"
+        "3 budget exhausted or max turns, 4 denied or refused, 5 waiting for an\n"
+        "approval or answer, 130 interrupted.\n"
+        "Documentation: docs/cli.md\n";
+  }
+  return out;
+}
+
+}  // namespace agentloop::cli

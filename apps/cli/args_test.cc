@@ -1,0 +1,176 @@
+#include "args.h"
+
+#include <gtest/gtest.h>
+
+namespace agentloop::cli {
+namespace {
+
+Result<CliArgs> P(std::vector<std::string> v) { return ParseArgs(v); }
+
+TEST(ArgsTest, RunWithFlagsInAnyOrder) {
+  auto a = P({"--quiet", "run", "--provider", "script", "--script=s.json", "-C", "/tmp", "fix",
+              "the bug", "--allow", "*", "--allow", "bash(make*)", "--max-tool-calls", "7"});
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->subcommand, Subcommand::kRun);
+  EXPECT_EQ(a->positionals, (std::vector<std::string>{"fix", "the bug"}));
+  EXPECT_TRUE(a->quiet);
+  EXPECT_EQ(a->workspace, "/tmp");
+  EXPECT_EQ(a->FlagValue("provider.kind"), "script");
+  EXPECT_EQ(a->FlagValue("provider.script"), "s.json");
+  EXPECT_EQ(a->FlagValue("budget.max_tool_calls"), "7");
+  int allows = 0;
+  for (const ConfigFlag& f : a->config_flags) {
+    if (f.key == "permissions.allow") {
+      ++allows;
+      EXPECT_EQ(f.flag, "--allow");
+    }
+  }
+  EXPECT_EQ(allows, 2);
+}
+
+TEST(ArgsTest, ShortWorkspaceGlued) {
+  auto a = P({"run", "-C/work", "hi"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->workspace, "/work");
+}
+
+TEST(ArgsTest, DashIsAPositional) {
+  auto a = P({"run", "-"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->positionals, std::vector<std::string>{"-"});
+}
+
+TEST(ArgsTest, DoubleDashEndsFlags) {
+  auto a = P({"run", "--", "--not-a-flag"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->positionals, std::vector<std::string>{"--not-a-flag"});
+}
+
+TEST(ArgsTest, UsageErrors) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"frobnicate"},
+      {"run"},
+      {"run", "--model"},
+      {"run", "--bogus", "x"},
+      {"run", "--output", "xml", "x"},
+      {"run", "--provider", "gemini", "x"},
+      {"run", "--command", "destroy", "x"},
+      {"run", "--max-tool-calls", "0", "x"},
+      {"run", "--max-tokens", "12abc", "x"},
+      {"run", "--quiet=yes", "x"},
+      {"run", "--session", "a", "--continue", "x"},
+      {"chat", "hello"},
+      {"sessions"},
+      {"sessions", "show"},
+      {"sessions", "list", "extra"},
+      {"sessions", "purge", "x"},
+      {"config"},
+      {"config", "edit"},
+      {"approve"},
+      {"approve", "a", "b"},
+      {"answer", "id"},
+      {"deny", "id", "--args", "{}"},
+      {"approve", "id", "--reason", "no"},
+      {"permissions", "check", "bash"},
+      {"sessions", "list", "--allow", "*"},
+      {"pending", "extra"},
+      {"help", "nosuch"},
+  };
+  for (const auto& argv : bad) {
+    std::string joined;
+    for (const auto& s : argv) joined += s + " ";
+    auto a = P(argv);
+    EXPECT_FALSE(a.ok()) << joined;
+    if (!a.ok()) {
+      EXPECT_EQ(a.error().code(), Code::kInvalidArgument) << joined;
+      EXPECT_FALSE(a.error().message().empty());
+    }
+  }
+}
+
+TEST(ArgsTest, HelpAndVersionNeedNoSubcommand) {
+  auto v = P({"--version"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->version);
+  auto h = P({"run", "--help"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  EXPECT_EQ(h->subcommand, Subcommand::kRun);
+}
+
+TEST(ArgsTest, SubcommandsParse) {
+  EXPECT_TRUE(P({"sessions", "list"}).ok());
+  EXPECT_TRUE(P({"sessions", "show", "abcd"}).ok());
+  EXPECT_TRUE(P({"sessions", "export", "abcd"}).ok());
+  EXPECT_TRUE(P({"sessions", "rm", "abcd"}).ok());
+  EXPECT_TRUE(P({"resume", "abcd"}).ok());
+  EXPECT_TRUE(P({"resume", "abcd", "go", "on"}).ok());
+  EXPECT_TRUE(P({"config", "show", "--model", "m"}).ok());
+  EXPECT_TRUE(P({"pending", "--session", "abcd"}).ok());
+  auto ap = P({"approve", "p1", "--args", "{\"a\":1}"});
+  ASSERT_TRUE(ap.ok());
+  EXPECT_EQ(ap->edited_args, "{\"a\":1}");
+  auto dn = P({"deny", "p1", "--reason", "too risky"});
+  ASSERT_TRUE(dn.ok());
+  EXPECT_EQ(dn->reason, "too risky");
+  auto an = P({"answer", "p1", "blue", "please"});
+  ASSERT_TRUE(an.ok());
+  EXPECT_EQ(an->positionals.size(), 3u);
+  auto pc = P({"permissions", "check", "bash", "{\"command\":\"ls\"}", "--deny", "bash"});
+  ASSERT_TRUE(pc.ok());
+  auto nt = P({"run", "--no-todo-loop", "x"});
+  ASSERT_TRUE(nt.ok());
+  EXPECT_EQ(nt->FlagValue("todo_loop.enabled"), "false");
+  auto cont = P({"run", "--continue", "more"});
+  ASSERT_TRUE(cont.ok());
+  EXPECT_TRUE(cont->continue_latest);
+}
+
+TEST(ArgsTest, LaterFlagWins) {
+  auto a = P({"run", "--model", "a", "--model=b", "x"});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->FlagValue("provider.model"), "b");
+}
+
+TEST(ArgsTest, UsageTextListsEveryFlagAndSubcommand) {
+  std::string u = UsageText(Subcommand::kNone);
+  for (const char* s : {"run",
+                        "chat",
+                        "sessions",
+                        "resume",
+                        "config show",
+                        "pending",
+                        "approve",
+                        "deny",
+                        "answer",
+                        "permissions check",
+                        "--provider",
+                        "--model",
+                        "--base-url",
+                        "--script",
+                        "--command",
+                        "--max-tool-calls",
+                        "--max-tokens",
+                        "--max-turns",
+                        "--workspace",
+                        "--session",
+                        "--output",
+                        "--system-prompt-file",
+                        "--quiet",
+                        "--version",
+                        "--help",
+                        "--allow",
+                        "--ask",
+                        "--deny",
+                        "--no-todo-loop",
+                        "--continue"}) {
+    EXPECT_NE(u.find(s), std::string::npos) << s;
+  }
+  std::string run = UsageText(Subcommand::kRun);
+  EXPECT_NE(run.find("--max-turns"), std::string::npos);
+  EXPECT_EQ(run.find("--reason"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace agentloop::cli

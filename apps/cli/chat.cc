@@ -1,0 +1,378 @@
+// `agentloop chat`: the interactive mode. Line editing and history through
+// libedit's readline interface on a terminal, plain lines otherwise (so a
+// script can pipe a conversation in). Multi-line input: a trailing backslash
+// continues the line; a line `"""` opens a block that the next `"""` closes.
+// Slash commands go through one table (kSlashCommands).
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include <editline/readline.h>
+
+#include "commands.h"
+#include "interrupt.h"
+#include "permissions/approvers.h"
+
+namespace agentloop::cli {
+namespace {
+
+// ------------------------------------------------------- line reading ----
+
+enum class ReadStatus { kLine, kEof, kInterrupted };
+
+struct ReadResult {
+  ReadStatus status = ReadStatus::kEof;
+  std::string line;
+};
+
+class LineReader {
+ public:
+  virtual ~LineReader() = default;
+  virtual ReadResult Read(const std::string& prompt) = 0;
+  virtual void Remember(const std::string& entry) { (void)entry; }
+};
+
+// Reads a character for libedit; a Ctrl-C at the prompt ends the read so
+// the chat can clear the line.
+int InterruptibleGetc(FILE* stream) {
+  (void)stream;
+  unsigned char c = 0;
+  while (true) {
+    ssize_t n = read(STDIN_FILENO, &c, 1);
+    if (n == 1) return c;
+    if (n < 0 && errno == EINTR) {
+      if (Interrupts::Count() > 0) return EOF;
+      continue;
+    }
+    return EOF;
+  }
+}
+
+class EditLineReader final : public LineReader {
+ public:
+  explicit EditLineReader(std::string history_file) : history_file_(std::move(history_file)) {
+    rl_readline_name = "agentloop";
+    rl_catch_signals = 0;
+    rl_getc_function = InterruptibleGetc;
+    using_history();
+    stifle_history(1000);
+    if (!history_file_.empty()) read_history(history_file_.c_str());
+  }
+
+  ReadResult Read(const std::string& prompt) override {
+    char* raw = readline(prompt.c_str());
+    if (raw == nullptr) {
+      if (Interrupts::Count() > 0) return {ReadStatus::kInterrupted, ""};
+      return {ReadStatus::kEof, ""};
+    }
+    std::string line(raw);
+    free(raw);  // NOLINT: allocated by readline
+    Interrupts::Clear();
+    return {ReadStatus::kLine, std::move(line)};
+  }
+
+  void Remember(const std::string& entry) override {
+    if (entry.empty()) return;
+    add_history(entry.c_str());
+    if (!history_file_.empty()) write_history(history_file_.c_str());
+  }
+
+ private:
+  std::string history_file_;
+};
+
+class StreamLineReader final : public LineReader {
+ public:
+  explicit StreamLineReader(std::istream& in) : in_(in) {}
+  ReadResult Read(const std::string& prompt) override {
+    (void)prompt;
+    std::string line;
+    if (!std::getline(in_, line)) return {ReadStatus::kEof, ""};
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return {ReadStatus::kLine, std::move(line)};
+  }
+
+ private:
+  std::istream& in_;
+};
+
+// Reads one message: continuation lines and """ blocks joined with '\n'.
+ReadResult ReadMessage(LineReader& reader, std::ostream& err) {
+  ReadResult first = reader.Read("› ");
+  if (first.status != ReadStatus::kLine) return first;
+  std::string text;
+  if (first.line == "\"\"\"") {
+    while (true) {
+      ReadResult r = reader.Read("… ");
+      if (r.status == ReadStatus::kInterrupted) return r;
+      if (r.status == ReadStatus::kEof || r.line == "\"\"\"") break;
+      if (!text.empty()) text += '\n';
+      text += r.line;
+    }
+    reader.Remember(text);
+    return {ReadStatus::kLine, text};
+  }
+  std::string line = first.line;
+  while (!line.empty() && line.back() == '\\') {
+    line.pop_back();
+    text += line + "\n";
+    ReadResult r = reader.Read("… ");
+    if (r.status == ReadStatus::kInterrupted) return r;
+    if (r.status == ReadStatus::kEof) {
+      line.clear();
+      break;
+    }
+    line = r.line;
+  }
+  text += line;
+  (void)err;
+  reader.Remember(text);
+  return {ReadStatus::kLine, text};
+}
+
+// -------------------------------------------------------------- state ----
+
+struct ChatState {
+  const CommandEnv& env;
+  CliSettings settings;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Session> session;
+  TurnPrinter printer;
+  std::shared_ptr<permissions::SessionApprovals> approvals;
+  permissions::ConsoleApprover console;
+  bool exit = false;
+
+  ChatState(const CommandEnv& e, CliSettings s, std::unique_ptr<Engine> eng)
+      : env(e),
+        settings(std::move(s)),
+        engine(std::move(eng)),
+        printer(settings.output, e.out, e.err, StyleFor(e.args, e.ctx)),
+        approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
+        console(e.in, e.err, e.ctx.stdin_tty, approvals) {}
+
+  std::string Model() const {
+    if (!settings.session.model.empty()) return settings.session.model;
+    return session ? session->info().model : std::string();
+  }
+
+  Status Open() {
+    session.reset();
+    Result<std::unique_ptr<Session>> s = engine->OpenSession(settings.session);
+    if (!s.ok()) return s.error();
+    session = std::move(*s);
+    // Later opens (after /clear) start fresh unless told otherwise.
+    settings.session.continue_latest = false;
+    settings.session.session_id = session->id();
+    for (const std::string& w : session->load_warnings()) {
+      env.err << "agentloop: warning: " << w << "\n";
+    }
+    return Status::Ok();
+  }
+};
+
+// ----------------------------------------------------- slash commands ----
+
+struct SlashCommand {
+  std::string_view name;
+  std::string_view args;
+  std::string_view help;
+  std::function<void(ChatState&, const std::string&)> run;
+};
+
+void Help(ChatState& st, const std::string& args);
+
+void Status_(ChatState& st, const std::string& args) {
+  (void)args;
+  Budget b = st.session->budget();
+  TurnCounters t = st.session->totals();
+  std::ostream& o = st.env.err;
+  o << "session   " << st.session->id() << "\nmodel     " << st.Model() << " ("
+    << st.settings.session.provider << ")\ncommand   "
+    << CommandKindName(st.settings.session.command) << "\nbudget    per turn: " << b.max_tool_calls
+    << " tool calls, " << GroupDigits(b.max_tokens) << " tokens, " << b.max_turns
+    << " model calls\nused      " << t.tool_calls << " tool calls, " << GroupDigits(t.tokens)
+    << " tokens (in " << GroupDigits(t.usage.input_tokens) << ", out "
+    << GroupDigits(t.usage.output_tokens) << ", cached " << GroupDigits(t.usage.cache_read_tokens)
+    << "), " << t.model_calls << " model calls\n";
+  if (std::optional<Checkpoint> cp = st.session->open_checkpoint()) {
+    o << PendingInstructions(cp->outstanding);
+  }
+}
+
+void SessionCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  const SessionInfo& i = st.session->info();
+  st.env.err << "session   " << i.id << "\nworkspace " << i.workspace.string() << "\ntitle     "
+             << i.title << "\nresume    agentloop resume " << i.id << "\n";
+}
+
+void ModelCmd(ChatState& st, const std::string& args) {
+  if (args.empty()) {
+    st.env.err << "model: " << st.Model() << "\n";
+    return;
+  }
+  Status s = st.session->SetModel(args);
+  if (!s.ok()) {
+    st.env.err << "agentloop: " << s.message() << "\n";
+    return;
+  }
+  st.settings.session.model = args;
+  st.env.err << "model set to " << args << "\n";
+}
+
+void ClearCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  st.settings.session.session_id.clear();
+  st.approvals->Clear();
+  Status s = st.Open();
+  if (!s.ok()) {
+    st.env.err << "agentloop: " << s.message() << "\n";
+    st.exit = true;
+    return;
+  }
+  st.env.err << "new session " << st.session->id() << "\n";
+}
+
+void ExitCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  st.exit = true;
+}
+
+void TodoLoopCmd(ChatState& st, const std::string& args) {
+  std::string out = st.session->TodoLoopCommand(args.empty() ? "status" : args);
+  st.env.err << out;
+  if (!out.empty() && out.back() != '\n') st.env.err << "\n";
+}
+
+const std::vector<SlashCommand>& SlashCommands() {
+  static const std::vector<SlashCommand> kSlashCommands = {
+      {"help", "", "this list", Help},
+      {"status", "", "budgets used, tokens, session", Status_},
+      {"session", "", "the session id and how to resume it", SessionCmd},
+      {"model", "[NAME]", "show or change the model for the next turns", ModelCmd},
+      {"clear", "", "start a new session", ClearCmd},
+      {"todoloop", "status|pause|resume|reset", "the todo continuation loop", TodoLoopCmd},
+      {"exit", "", "leave (also /quit, Ctrl-D)", ExitCmd},
+      {"quit", "", "", ExitCmd},
+  };
+  return kSlashCommands;
+}
+
+void Help(ChatState& st, const std::string& args) {
+  (void)args;
+  for (const SlashCommand& c : SlashCommands()) {
+    if (c.help.empty()) continue;
+    std::string left =
+        "/" + std::string(c.name) + (c.args.empty() ? "" : " " + std::string(c.args));
+    st.env.err << "  " << left << std::string(left.size() < 34 ? 34 - left.size() : 1, ' ')
+               << c.help << "\n";
+  }
+  st.env.err << "  end a line with \\ to continue it; \"\"\" opens and closes a multi-line "
+                "block\n  Ctrl-C interrupts the running turn; a second Ctrl-C exits\n";
+}
+
+void RunSlash(ChatState& st, const std::string& text) {
+  std::string body = text.substr(1);
+  size_t sp = body.find_first_of(" \t");
+  std::string name = body.substr(0, sp);
+  std::string args = sp == std::string::npos ? "" : body.substr(sp + 1);
+  while (!args.empty() && (args.back() == ' ' || args.back() == '\t')) args.pop_back();
+  size_t lead = args.find_first_not_of(" \t");
+  args = lead == std::string::npos ? "" : args.substr(lead);
+  for (const SlashCommand& c : SlashCommands()) {
+    if (c.name == name) {
+      c.run(st, args);
+      return;
+    }
+  }
+  st.env.err << "unknown command /" << name << " (try /help)\n";
+}
+
+void RunChatTurn(ChatState& st, const std::string& prompt) {
+  if (std::optional<Checkpoint> cp = st.session->open_checkpoint()) {
+    st.env.err << "the session is paused; answer first (from another terminal):\n"
+               << PendingInstructions(cp->outstanding);
+    return;
+  }
+  SessionCallbacks cb;
+  cb.observer = &st.printer;
+  cb.stream = &st.printer;
+  if (st.settings.session.interactive) cb.console_approver = &st.console;
+  st.printer.BeginTurn();
+  std::stop_token stop = Interrupts::Arm();
+  Result<TurnResult> r = st.session->Run(prompt, cb, stop);
+  Interrupts::Disarm();
+  if (!r.ok()) {
+    st.printer.FinishWithError(r.error());
+    return;
+  }
+  st.printer.Finish(st.session->id(), *r, st.Model());
+}
+
+std::string HistoryFile(const CliContext& ctx) {
+  Result<std::filesystem::path> dir = DefaultDataDir(ctx.env);
+  if (!dir.ok()) return "";
+  std::error_code ec;
+  std::filesystem::create_directories(*dir, ec);
+  return (*dir / "chat_history").string();
+}
+
+}  // namespace
+
+int RunChat(const CommandEnv& e, CliSettings settings) {
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  if (!engine.ok()) {
+    e.err << "agentloop: " << engine.error().message() << "\n";
+    return ExitCodeFor(engine.error());
+  }
+  if (!settings.session.session_id.empty()) {
+    FillFromStoredSession(**engine, settings.session.session_id, settings, e.args);
+  } else if (settings.session.continue_latest) {
+    Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(settings.workspace);
+    if (newest.ok()) FillFromStoredSession(**engine, newest->id, settings, e.args);
+  }
+  if (!settings.provider_configured) {
+    e.err << HowToConfigureProvider();
+    return kExitUsage;
+  }
+  ChatState st(e, std::move(settings), std::move(*engine));
+  if (Status s = st.Open(); !s.ok()) {
+    e.err << "agentloop: " << s.message() << "\n";
+    return ExitCodeFor(s);
+  }
+  std::unique_ptr<LineReader> reader;
+  if (e.ctx.stdin_tty) {
+    reader = std::make_unique<EditLineReader>(HistoryFile(e.ctx));
+  } else {
+    reader = std::make_unique<StreamLineReader>(e.in);
+  }
+  if (!e.args.quiet) {
+    e.err << "agentloop chat · session " << st.session->id() << " · " << st.Model() << " · "
+          << st.settings.workspace.string() << "\n/help for commands, /exit to leave\n";
+  }
+  while (!st.exit) {
+    ReadResult r = ReadMessage(*reader, e.err);
+    if (r.status == ReadStatus::kEof) break;
+    if (r.status == ReadStatus::kInterrupted) {
+      if (Interrupts::Count() >= 2) break;
+      e.err << "^C (Ctrl-C again or /exit to leave)\n";
+      continue;
+    }
+    std::string text = r.line;
+    size_t first = text.find_first_not_of(" \t\n");
+    if (first == std::string::npos) continue;
+    if (text[first] == '/') {
+      RunSlash(st, text.substr(first));
+      continue;
+    }
+    RunChatTurn(st, text);
+  }
+  if (!e.args.quiet && e.ctx.stdin_tty) e.err << "\n";
+  return kExitOk;
+}
+
+}  // namespace agentloop::cli

@@ -1,0 +1,670 @@
+#include "commands.h"
+
+#include <ctime>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "interrupt.h"
+#include "permissions/approvers.h"
+#include "permissions/policy.h"
+#include "permissions/rules.h"
+#include "protocol/codec.h"
+#include "tools/builtin.h"
+
+#ifndef AL_VERSION
+#define AL_VERSION "0.0.0"
+#endif
+
+namespace agentloop::cli {
+namespace {
+
+std::string Join(const std::vector<std::string>& v, size_t from) {
+  std::string out;
+  for (size_t i = from; i < v.size(); ++i) {
+    if (i > from) out += ' ';
+    out += v[i];
+  }
+  return out;
+}
+
+int UsageError(const CommandEnv& e, const Status& s) {
+  e.err << "agentloop: " << s.message() << "\n";
+  if (e.args.subcommand != Subcommand::kNone) {
+    e.err << "(see `agentloop " << SubcommandName(e.args.subcommand) << " --help`)\n";
+  }
+  return kExitUsage;
+}
+
+// Reports an error of a command that has no turn printer.
+int Fail(const CommandEnv& e, OutputFormat format, const Status& s) {
+  if (format != OutputFormat::kText) e.out << DumpJson(ErrorJson(s)) << "\n";
+  e.err << "agentloop: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+void PrintWarnings(const CommandEnv& e, const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) e.err << "agentloop: warning: " << w << "\n";
+}
+
+// Loads the settings; on error prints it and sets *exit_code.
+std::optional<CliSettings> Settings(const CommandEnv& e, int* exit_code) {
+  Result<CliSettings> s = LoadSettings(e.args, e.ctx);
+  if (!s.ok()) {
+    *exit_code = UsageError(e, s.error());
+    return std::nullopt;
+  }
+  PrintWarnings(e, s->loaded.warnings);
+  return std::move(*s);
+}
+
+int NoProvider(const CommandEnv& e) {
+  e.err << HowToConfigureProvider();
+  if (!HowToConfigureProvider().empty() && HowToConfigureProvider().back() != '\n') e.err << "\n";
+  return kExitUsage;
+}
+
+std::string ModelFor(const CliSettings& s, const Session* session) {
+  if (!s.session.model.empty()) return s.session.model;
+  return session != nullptr ? session->info().model : std::string();
+}
+
+// Everything a turn-running command needs around Session::Run / Resolve.
+struct TurnDriver {
+  TurnDriver(const CommandEnv& e, const CliSettings& s)
+      : printer(s.output, e.out, e.err, StyleFor(e.args, e.ctx)),
+        approvals(std::make_shared<permissions::SessionApprovals>(s.workspace)),
+        console(e.in, e.err, e.ctx.stdin_tty, approvals) {
+    callbacks.observer = &printer;
+    callbacks.stream = &printer;
+    if (s.session.interactive) callbacks.console_approver = &console;
+  }
+  TurnPrinter printer;
+  std::shared_ptr<permissions::SessionApprovals> approvals;
+  permissions::ConsoleApprover console;
+  SessionCallbacks callbacks;
+};
+
+// A paused session shown like the end of a paused turn.
+TurnResult PausedResult(const Checkpoint& cp) {
+  TurnResult r;
+  bool question = !cp.outstanding.empty();
+  for (const PendingItem& p : cp.outstanding)
+    question = question && p.kind == PendingKind::kQuestion;
+  r.stop = question ? StopReason::kPendingQuestion : StopReason::kPendingApproval;
+  r.reason = "the session is paused: " + std::to_string(cp.outstanding.size()) +
+             " item(s) wait for an answer";
+  r.pending = cp.outstanding;
+  r.counters = cp.counters;
+  r.checkpoint = cp;
+  return r;
+}
+
+int RunTurn(const CommandEnv& e, const CliSettings& s, Session& session,
+            const std::string& prompt) {
+  TurnDriver driver(e, s);
+  for (const std::string& w : session.load_warnings()) e.err << "agentloop: warning: " << w << "\n";
+  if (std::optional<Checkpoint> cp = session.open_checkpoint()) {
+    e.err << "agentloop: session " << session.id()
+          << " is paused; answer the pending items before sending a new prompt\n";
+    return driver.printer.Finish(session.id(), PausedResult(*cp), ModelFor(s, &session));
+  }
+  driver.printer.BeginTurn();
+  std::stop_token stop = Interrupts::Arm();
+  Result<TurnResult> result = session.Run(prompt, driver.callbacks, stop);
+  Interrupts::Disarm();
+  if (!result.ok()) return driver.printer.FinishWithError(result.error());
+  return driver.printer.Finish(session.id(), *result, ModelFor(s, &session));
+}
+
+Result<std::string> ReadPrompt(const CommandEnv& e, const std::vector<std::string>& p,
+                               size_t from) {
+  std::string prompt = Join(p, from);
+  if (prompt == "-") {
+    prompt.assign(std::istreambuf_iterator<char>(e.in), std::istreambuf_iterator<char>());
+  }
+  if (prompt.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return InvalidArgument("the prompt is empty");
+  }
+  return prompt;
+}
+
+// Whether the newest turn of the session began and never ended (the process
+// died in it).
+bool LastTurnInterrupted(SessionStore& store, const std::string& session_id) {
+  Result<std::vector<StoredEvent>> events = store.Events(session_id, 0);
+  if (!events.ok()) return false;
+  uint64_t last_begin = 0, last_end = 0;
+  for (const StoredEvent& ev : *events) {
+    if (ev.type == "turn_begin") last_begin = ev.seq;
+    if (ev.type == "turn_end") last_end = ev.seq;
+  }
+  return last_begin > last_end;
+}
+
+// ---------------------------------------------------------------- run ----
+
+int CmdRun(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  Result<std::string> prompt = ReadPrompt(e, e.args.positionals, 0);
+  if (!prompt.ok()) return UsageError(e, prompt.error());
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  if (!engine.ok()) return Fail(e, s->output, engine.error());
+  if (e.args.session) FillFromStoredSession(**engine, *e.args.session, *s, e.args);
+  if (e.args.continue_latest) {
+    Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(s->workspace);
+    if (newest.ok()) FillFromStoredSession(**engine, newest->id, *s, e.args);
+  }
+  if (!s->provider_configured) return NoProvider(e);
+  Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
+  if (!session.ok()) return Fail(e, s->output, session.error());
+  return RunTurn(e, *s, **session, *prompt);
+}
+
+// ------------------------------------------------------------- resume ----
+
+int CmdResume(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  const std::string& id = e.args.positionals[0];
+  std::optional<std::string> prompt;
+  if (e.args.positionals.size() > 1) {
+    Result<std::string> p = ReadPrompt(e, e.args.positionals, 1);
+    if (!p.ok()) return UsageError(e, p.error());
+    prompt = *p;
+  }
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  if (!engine.ok()) return Fail(e, s->output, engine.error());
+  FillFromStoredSession(**engine, id, *s, e.args);
+  s->session.session_id = id;
+  if (!s->provider_configured) return NoProvider(e);
+  Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
+  if (!session.ok()) return Fail(e, s->output, session.error());
+  if (prompt) return RunTurn(e, *s, **session, *prompt);
+
+  // No prompt: continue a turn the process died in, show a pause, or (on a
+  // terminal) open the chat.
+  if ((*session)->open_checkpoint()) return RunTurn(e, *s, **session, "");
+  bool interrupted = LastTurnInterrupted((*engine)->store(), (*session)->id());
+  if (interrupted) {
+    e.err << "agentloop: continuing the interrupted turn of session " << (*session)->id() << "\n";
+    return RunTurn(e, *s, **session, "");
+  }
+  if (e.ctx.stdin_tty && s->output == OutputFormat::kText) {
+    s->session.session_id = (*session)->id();
+    session->reset();  // chat opens it again (and takes the lock)
+    return RunChat(e, std::move(*s));
+  }
+  return UsageError(e, InvalidArgument("session " + (*session)->id() +
+                                       " has no interrupted turn to continue; give a PROMPT"));
+}
+
+// ------------------------------------------------ approve / deny / answer ----
+
+int CmdResolve(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  const std::string& id = e.args.positionals[0];
+  Resolution res;
+  res.by = "cli";
+  switch (e.args.subcommand) {
+    case Subcommand::kApprove:
+      res.kind = Resolution::Kind::kApprove;
+      if (e.args.edited_args) {
+        Result<Json> j = ParseJson(*e.args.edited_args);
+        if (!j.ok() || !j->is_object()) {
+          return UsageError(e, InvalidArgument("--args must be a JSON object"));
+        }
+        res.edited_arguments = *j;
+      }
+      break;
+    case Subcommand::kDeny:
+      res.kind = Resolution::Kind::kDeny;
+      res.reason = e.args.reason.value_or("denied by the user");
+      break;
+    default:
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = Join(e.args.positionals, 1);
+      break;
+  }
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  if (!engine.ok()) return Fail(e, s->output, engine.error());
+  std::string session_id;
+  if (Result<std::vector<PendingRecord>> all = (*engine)->ListPending(std::nullopt); all.ok()) {
+    for (const PendingRecord& r : *all) {
+      if (r.item.id == id) session_id = r.session_id;
+    }
+  }
+  if (!session_id.empty()) {
+    FillFromStoredSession(**engine, session_id, *s, e.args);
+    s->session.session_id = session_id;
+  }
+  TurnDriver driver(e, *s);
+  driver.printer.BeginTurn();
+  std::stop_token stop = Interrupts::Arm();
+  Result<ResolveReport> report = (*engine)->Resolve(id, res, s->session, driver.callbacks, stop);
+  Interrupts::Disarm();
+  if (!report.ok()) return driver.printer.FinishWithError(report.error());
+  if (report->already_resolved) {
+    return driver.printer.FinishWithError(FailedPrecondition(
+        "pending item " + id + " is already resolved (or unknown); nothing changed"));
+  }
+  std::string model = s->session.model;
+  if (report->resumed) return driver.printer.Finish(report->session_id, *report->resumed, model);
+  if (report->outstanding > 0) {
+    if (s->output == OutputFormat::kText && !e.args.quiet) {
+      e.err << "resolved " << id << "; " << report->outstanding
+            << " more item(s) of this batch still wait\n";
+    }
+    Result<std::vector<PendingRecord>> rest = (*engine)->ListPending(report->session_id);
+    Checkpoint cp;
+    if (rest.ok()) {
+      for (const PendingRecord& r : *rest) cp.outstanding.push_back(r.item);
+    }
+    return driver.printer.Finish(report->session_id, PausedResult(cp), model);
+  }
+  // The batch closed without the turn running on.
+  TurnResult r;
+  r.stop = res.kind == Resolution::Kind::kDeny ? StopReason::kDenied : StopReason::kCompleted;
+  r.reason = res.kind == Resolution::Kind::kDeny ? "denied: " + res.reason : "resolved";
+  return driver.printer.Finish(report->session_id, r, model);
+}
+
+// ------------------------------------------------------------ pending ----
+
+std::string Age(int64_t ms) {
+  int64_t now = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  int64_t s = (now - ms) / 1000;
+  if (s < 0) s = 0;
+  if (s < 60) return std::to_string(s) + "s ago";
+  if (s < 3600) return std::to_string(s / 60) + "m ago";
+  if (s < 86400) return std::to_string(s / 3600) + "h ago";
+  return std::to_string(s / 86400) + "d ago";
+}
+
+int CmdPending(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  if (!engine.ok()) return Fail(e, s->output, engine.error());
+  std::optional<std::string> session;
+  if (e.args.session) {
+    Result<std::string> full = (*engine)->store().FindSession(*e.args.session);
+    if (!full.ok()) return Fail(e, s->output, full.error());
+    session = *full;
+  }
+  Result<std::vector<PendingRecord>> items = (*engine)->ListPending(session);
+  if (!items.ok()) return Fail(e, s->output, items.error());
+  if (s->output != OutputFormat::kText) {
+    Json arr = Json::array();
+    for (const PendingRecord& r : *items) {
+      Json j = PendingItemJson(r.item);
+      j["session_id"] = r.session_id;
+      j["turn_id"] = r.turn_id;
+      j["created_at_ms"] = r.created_at_ms;
+      arr.push_back(std::move(j));
+    }
+    e.out << DumpJson(arr) << "\n";
+    return kExitOk;
+  }
+  if (items->empty()) {
+    e.out << "nothing is pending\n";
+    return kExitOk;
+  }
+  for (const PendingRecord& r : *items) {
+    e.out << r.item.id << "  " << PendingKindName(r.item.kind) << "  " << r.item.tool
+          << "  session " << r.session_id << "  " << Age(r.created_at_ms) << "\n";
+    if (!r.item.reason.empty()) e.out << "  reason: " << r.item.reason << "\n";
+    if (r.item.kind == PendingKind::kApproval) {
+      std::istringstream lines(permissions::FormatArguments(r.item.arguments));
+      for (std::string line; std::getline(lines, line);) e.out << "    " << line << "\n";
+    }
+    std::istringstream how(PendingInstructions({r.item}));
+    std::string first;
+    std::getline(how, first);  // the description line repeats the above
+    for (std::string line; std::getline(how, line);) e.out << line << "\n";
+  }
+  return kExitOk;
+}
+
+// ----------------------------------------------------------- sessions ----
+
+std::string FormatTime(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+Json SessionInfoJson(const SessionInfo& i) {
+  return Json{{"id", i.id},
+              {"workspace", i.workspace.string()},
+              {"provider", i.provider},
+              {"model", i.model},
+              {"command", i.command},
+              {"title", i.title},
+              {"created_at_ms", i.created_at_ms},
+              {"updated_at_ms", i.updated_at_ms},
+              {"last_seq", i.last_seq}};
+}
+
+void PrintMessage(std::ostream& out, const Message& m) {
+  std::string who = m.tag.empty() ? std::string(RoleName(m.role))
+                                  : std::string(RoleName(m.role)) + " [" + m.tag + "]";
+  for (const ContentBlock& b : m.content) {
+    switch (b.type) {
+      case BlockType::kText:
+        if (!b.text.empty()) out << who << ": " << b.text << "\n";
+        break;
+      case BlockType::kToolUse:
+        out << who << ": → " << DescribeToolCall(b.name, b.input) << "\n";
+        break;
+      case BlockType::kToolResult: {
+        std::string first = b.text.substr(0, b.text.find('\n'));
+        if (first.size() > 120) first = first.substr(0, 120) + "…";
+        out << "  " << (b.is_error ? "✗ " : "✓ ") << first << "\n";
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+int CmdSessions(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  const OutputFormat fmt = s->output;
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  if (!engine.ok()) return Fail(e, fmt, engine.error());
+  SessionStore& store = (*engine)->store();
+  const std::string& verb = e.args.positionals[0];
+
+  if (verb == "list") {
+    SessionListOptions opts;
+    opts.limit = 0;
+    if (e.args.workspace) opts.workspace = s->workspace;
+    Result<std::vector<SessionInfo>> list = store.ListSessions(opts);
+    if (!list.ok()) return Fail(e, fmt, list.error());
+    if (fmt != OutputFormat::kText) {
+      Json arr = Json::array();
+      for (const SessionInfo& i : *list) arr.push_back(SessionInfoJson(i));
+      e.out << DumpJson(arr) << "\n";
+      return kExitOk;
+    }
+    if (list->empty()) {
+      e.out << "no sessions\n";
+      return kExitOk;
+    }
+    for (const SessionInfo& i : *list) {
+      e.out << i.id << "  " << FormatTime(i.updated_at_ms) << "  " << i.command << "  "
+            << (i.model.empty() ? i.provider : i.model) << "  " << i.title << "\n";
+    }
+    return kExitOk;
+  }
+
+  Result<std::string> id = store.FindSession(e.args.positionals[1]);
+  if (!id.ok()) return Fail(e, fmt, id.error());
+
+  if (verb == "export") {
+    Result<std::vector<StoredEvent>> events = store.Events(*id, 0);
+    if (!events.ok()) return Fail(e, fmt, events.error());
+    for (const StoredEvent& ev : *events) e.out << ev.json << "\n";
+    return kExitOk;
+  }
+  if (verb == "rm") {
+    Status st = store.RemoveSession(*id);
+    if (!st.ok()) return Fail(e, fmt, st);
+    if (fmt == OutputFormat::kText) {
+      e.out << "removed " << *id << "\n";
+    } else {
+      e.out << DumpJson(Json{{"removed", *id}}) << "\n";
+    }
+    return kExitOk;
+  }
+  // show
+  LoadOptions lo;
+  lo.repair = false;
+  Result<SessionSnapshot> snap = store.Load(*id, lo);
+  if (!snap.ok()) return Fail(e, fmt, snap.error());
+  if (fmt != OutputFormat::kText) {
+    Json j = Json::object();
+    j["session"] = SessionInfoJson(snap->info);
+    Json msgs = Json::array();
+    for (const Message& m : snap->messages) msgs.push_back(ToJson(m));
+    j["messages"] = std::move(msgs);
+    if (snap->last_turn_end) {
+      const LastTurnEnd& t = *snap->last_turn_end;
+      j["last_turn"] = Json{{"turn_id", t.turn_id},
+                            {"status", std::string(StopReasonName(t.stop))},
+                            {"reason", t.reason},
+                            {"final_text", t.final_text},
+                            {"counters", ToJson(t.counters)}};
+    }
+    Json pending = Json::array();
+    if (snap->open_checkpoint) {
+      for (const PendingItem& p : snap->open_checkpoint->outstanding) {
+        pending.push_back(PendingItemJson(p));
+      }
+    }
+    j["pending"] = std::move(pending);
+    Json warnings = Json::array();
+    for (const LoadWarning& w : snap->warnings) warnings.push_back(w.message);
+    j["warnings"] = std::move(warnings);
+    e.out << DumpJson(j) << "\n";
+    return kExitOk;
+  }
+  const SessionInfo& i = snap->info;
+  e.out << "session   " << i.id << "\nworkspace " << i.workspace.string() << "\nprovider  "
+        << i.provider << (i.model.empty() ? "" : " / " + i.model) << "\ncommand   " << i.command
+        << "\ncreated   " << FormatTime(i.created_at_ms) << "\nupdated   "
+        << FormatTime(i.updated_at_ms) << "\nevents    " << i.last_seq << "\n";
+  if (snap->last_turn_end) {
+    const LastTurnEnd& t = *snap->last_turn_end;
+    e.out << "last turn " << StopReasonName(t.stop) << " · " << t.counters.tool_calls
+          << " tool calls · " << GroupDigits(t.counters.tokens) << " tokens\n";
+  }
+  for (const LoadWarning& w : snap->warnings) e.out << "warning   " << w.message << "\n";
+  e.out << "\n";
+  for (const Message& m : snap->messages) PrintMessage(e.out, m);
+  if (snap->open_checkpoint)
+    e.out << "\n" << PendingInstructions(snap->open_checkpoint->outstanding);
+  return kExitOk;
+}
+
+// ------------------------------------------------------------- config ----
+
+int CmdConfig(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  if (s->output != OutputFormat::kText) {
+    Json arr = Json::array();
+    for (const ConfigEntry& c : DescribeConfig(s->loaded.config)) {
+      arr.push_back(Json{{"key", c.key}, {"value", c.value}, {"origin", c.origin}});
+    }
+    Json files = Json::array();
+    for (const auto& f : s->loaded.files) files.push_back(f.string());
+    e.out << DumpJson(
+                 Json{{"entries", arr}, {"files", files}, {"workspace", s->workspace.string()}})
+          << "\n";
+    return kExitOk;
+  }
+  e.out << "# workspace " << s->workspace.string() << "\n";
+  for (const auto& f : s->loaded.files) e.out << "# read " << f.string() << "\n";
+  e.out << FormatConfig(s->loaded.config);
+  return kExitOk;
+}
+
+// -------------------------------------------------------- permissions ----
+
+int CmdPermissions(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  const std::string& tool = e.args.positionals[1];
+  Result<Json> args = ParseJson(e.args.positionals[2]);
+  if (!args.ok() || !args->is_object()) {
+    return UsageError(e, InvalidArgument("JSON_ARGS must be a JSON object, e.g. '{\"command\": "
+                                         "\"git status\"}'"));
+  }
+  // The tools a session has: the built-ins, todo and ask_user.
+  std::vector<ToolSpec> specs;
+  for (const auto& t : MakeBuiltinTools(BuiltinToolOptions())) specs.push_back(t->spec());
+  specs.push_back(ToolSpec{"todo", "", Json::object(), false, false});
+  specs.push_back(ToolSpec{std::string(kAskUserTool), "", Json::object(), false, false});
+  std::optional<ToolSpec> spec;
+  std::vector<std::string> names;
+  for (const ToolSpec& t : specs) {
+    names.push_back(t.name);
+    if (t.name == tool) spec = t;
+  }
+  if (!spec) {
+    e.err << "agentloop: warning: '" << tool
+          << "' is not a built-in tool; checked as a mutating tool\n";
+    spec = ToolSpec{tool, "", Json::object(), true, false};
+  }
+  const Config& c = s->loaded.config;
+  std::vector<permissions::RuleSource> sources;
+  auto add = [&](const std::vector<Sourced<std::string>>& rules, Decision d) {
+    for (const Sourced<std::string>& r : rules) {
+      permissions::RuleSource src;
+      src.source =
+          r.origin.kind == ConfigOrigin::Kind::kFlag ? r.origin.source : r.origin.ToString();
+      (d == Decision::kAllow ? src.allow
+       : d == Decision::kAsk ? src.ask
+                             : src.deny)
+          .push_back(r.value);
+      sources.push_back(std::move(src));
+    }
+  };
+  add(c.permissions.allow, Decision::kAllow);
+  add(c.permissions.ask, Decision::kAsk);
+  add(c.permissions.deny, Decision::kDeny);
+  permissions::ParseOptions po;
+  po.known_tools = names;
+  Result<permissions::RuleSet> rules = permissions::ParseRules(sources, po);
+  if (!rules.ok()) return UsageError(e, rules.error());
+  PrintWarnings(e, rules->warnings);
+  permissions::PolicyOptions opts;
+  opts.workspace = s->workspace;
+  if (auto it = e.ctx.env.find("HOME"); it != e.ctx.env.end()) opts.home = it->second;
+  if (s->session.default_mutating) opts.default_mutating = *s->session.default_mutating;
+  if (s->session.default_read_only) opts.default_read_only = *s->session.default_read_only;
+  opts.read_only_command = IsReadOnly(s->session.command);
+  permissions::RulesPolicy policy(std::move(*rules), opts);
+  if (s->output != OutputFormat::kText) {
+    PolicyVerdict v = policy.Evaluate(*spec, *args);
+    e.out << DumpJson(Json{{"tool", tool},
+                           {"decision", std::string(permissions::DecisionWord(v.decision))},
+                           {"reason", v.reason},
+                           {"rule", v.rule}})
+          << "\n";
+    return kExitOk;
+  }
+  e.out << permissions::ExplainDecision(policy, *spec, *args);
+  return kExitOk;
+}
+
+}  // namespace
+
+Style StyleFor(const CliArgs& args, const CliContext& ctx) {
+  Style st;
+  auto no_color = ctx.env.find("NO_COLOR");
+  bool color_off = no_color != ctx.env.end() && !no_color->second.empty();
+  auto term = ctx.env.find("TERM");
+  bool dumb = term != ctx.env.end() && term->second == "dumb";
+  st.color = ctx.stderr_tty && !color_off && !dumb;
+  st.spinner = ctx.stderr_tty && !dumb;
+  st.quiet = args.quiet;
+  return st;
+}
+
+Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx) {
+  EngineOptions opts;
+  opts.env = ctx.env;
+  return Engine::Create(std::move(opts));
+}
+
+void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
+                           const CliArgs& args) {
+  (void)args;
+  Result<std::string> id = engine.store().FindSession(session_id);
+  if (!id.ok()) return;
+  Result<SessionInfo> info = engine.store().GetSession(*id);
+  if (!info.ok()) return;
+  const Config& c = settings.loaded.config;
+  bool explicit_provider = !c.provider.kind.value.empty() || !c.provider.script.value.empty();
+  if (!explicit_provider && !info->provider.empty()) {
+    settings.session.provider = info->provider;
+    settings.provider_configured = true;
+    if (c.provider.model.value.empty()) settings.session.model = info->model;
+  }
+  if (c.command.origin.kind == ConfigOrigin::Kind::kDefault) {
+    if (std::optional<CommandKind> k = ParseCommandKind(info->command)) {
+      settings.session.command = *k;
+    }
+  }
+}
+
+int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::istream& in,
+           std::ostream& out, std::ostream& err) {
+  Result<CliArgs> parsed = ParseArgs(argv);
+  if (!parsed.ok()) {
+    err << "agentloop: " << parsed.error().message() << "\n";
+    return kExitUsage;
+  }
+  const CliArgs& args = *parsed;
+  if (args.version) {
+    out << "agentloop " << AL_VERSION << "\n";
+    return kExitOk;
+  }
+  if (args.help || args.subcommand == Subcommand::kHelp) {
+    Subcommand which = args.subcommand;
+    if (which == Subcommand::kHelp && !args.positionals.empty()) {
+      which = ParseSubcommand(args.positionals[0]).value_or(Subcommand::kNone);
+    }
+    out << UsageText(which);
+    return kExitOk;
+  }
+  CommandEnv e{args, ctx, in, out, err};
+  switch (args.subcommand) {
+    case Subcommand::kRun:
+      return CmdRun(e);
+    case Subcommand::kChat: {
+      int code = 0;
+      std::optional<CliSettings> s = Settings(e, &code);
+      if (!s) return code;
+      return RunChat(e, std::move(*s));
+    }
+    case Subcommand::kSessions:
+      return CmdSessions(e);
+    case Subcommand::kResume:
+      return CmdResume(e);
+    case Subcommand::kConfig:
+      return CmdConfig(e);
+    case Subcommand::kPending:
+      return CmdPending(e);
+    case Subcommand::kApprove:
+    case Subcommand::kDeny:
+    case Subcommand::kAnswer:
+      return CmdResolve(e);
+    case Subcommand::kPermissions:
+      return CmdPermissions(e);
+    case Subcommand::kNone:
+    case Subcommand::kHelp:
+      break;
+  }
+  out << UsageText(Subcommand::kNone);
+  return kExitUsage;
+}
+
+}  // namespace agentloop::cli

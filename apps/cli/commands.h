@@ -1,0 +1,49 @@
+// The subcommands of `agentloop` (docs/cli.md). Each returns the process
+// exit code (output.h). main() builds the CliContext and calls RunCli.
+//
+// Thread-safety: one command per process; not reentrant.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agentloop/engine.h"
+
+#include "args.h"
+#include "output.h"
+#include "settings.h"
+
+namespace agentloop::cli {
+
+// Parses `argv` (without the program name) and runs the subcommand.
+int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::istream& in,
+           std::ostream& out, std::ostream& err);
+
+// Shared by the subcommands and chat.
+struct CommandEnv {
+  const CliArgs& args;
+  const CliContext& ctx;
+  std::istream& in;
+  std::ostream& out;
+  std::ostream& err;
+};
+
+// The terminal style for `ctx` and `args` (colour only on a terminal without
+// NO_COLOR; spinner only on a terminal).
+Style StyleFor(const CliArgs& args, const CliContext& ctx);
+
+// Creates the engine over the data directory of ctx.env.
+Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx);
+
+// Fills what the flags and files left unset (provider, model, command) from
+// the stored session `session_id` (id or prefix). Unknown ids are left to
+// OpenSession to report.
+void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
+                           const CliArgs& args);
+
+// The interactive mode (chat.cc).
+int RunChat(const CommandEnv& env, CliSettings settings);
+
+}  // namespace agentloop::cli

@@ -1,0 +1,432 @@
+#include "output.h"
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "pricing.h"
+#include "protocol/codec.h"
+
+namespace agentloop::cli {
+namespace {
+
+constexpr std::string_view kRed = "31";
+constexpr std::string_view kGreen = "32";
+constexpr std::string_view kYellow = "33";
+constexpr std::string_view kCyan = "36";
+constexpr std::string_view kDim = "2";
+
+// Cuts `s` to at most `max` bytes on a UTF-8 boundary, adding "…".
+std::string Cut(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  s.resize(n);
+  return s + "…";
+}
+
+// First line, whitespace runs collapsed.
+std::string OneLine(std::string_view s) {
+  std::string out;
+  bool space = false;
+  for (char c : s) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+std::string StringArg(const Json& input, const char* key) {
+  if (!input.is_object()) return "";
+  auto it = input.find(key);
+  if (it == input.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+std::string FormatSeconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+int ExitCodeFor(StopReason stop) {
+  switch (stop) {
+    case StopReason::kCompleted:
+      return kExitOk;
+    case StopReason::kFailed:
+      return kExitFailed;
+    case StopReason::kBudgetExhausted:
+    case StopReason::kMaxTurns:
+      return kExitBudget;
+    case StopReason::kDenied:
+    case StopReason::kToolRefused:
+      return kExitDenied;
+    case StopReason::kPendingApproval:
+    case StopReason::kPendingQuestion:
+      return kExitPending;
+    case StopReason::kAborted:
+      return kExitInterrupted;
+  }
+  return kExitFailed;
+}
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case Code::kOk:
+      return kExitOk;
+    case Code::kInvalidArgument:
+    case Code::kNotFound:
+      return kExitUsage;
+    case Code::kCancelled:
+      return kExitInterrupted;
+    default:
+      return kExitFailed;
+  }
+}
+
+std::string GroupDigits(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+Json PendingItemJson(const PendingItem& item) {
+  return Json{{"id", item.id},
+              {"kind", std::string(PendingKindName(item.kind))},
+              {"tool", item.tool},
+              {"arguments", item.arguments.is_null() ? Json::object() : item.arguments},
+              {"reason", item.reason},
+              {"tool_use_id", item.tool_use_id}};
+}
+
+Json TurnResultJson(const std::string& session_id, const TurnResult& result,
+                    const std::optional<TodoLoopInfo>& todo_loop,
+                    std::optional<std::chrono::milliseconds> duration, const std::string& model) {
+  Json j = Json::object();
+  j["session_id"] = session_id;
+  j["status"] = std::string(StopReasonName(result.stop));
+  j["reason"] = result.reason;
+  j["final_text"] = result.final_text;
+  j["truncated"] = result.truncated;
+  j["tool_calls"] = result.counters.tool_calls;
+  j["tokens"] = result.counters.tokens;
+  j["turns"] = result.counters.model_calls;
+  j["usage"] = ToJson(result.counters.usage);
+  Json pending = Json::array();
+  for (const PendingItem& p : result.pending) pending.push_back(PendingItemJson(p));
+  j["pending"] = std::move(pending);
+  if (todo_loop) {
+    j["todo_loop"] = Json{{"rounds", todo_loop->rounds},
+                          {"max_rounds", todo_loop->max_rounds},
+                          {"strikes", todo_loop->strikes},
+                          {"max_strikes", todo_loop->max_strikes},
+                          {"reason", todo_loop->reason}};
+  }
+  if (duration) j["duration_ms"] = duration->count();
+  if (!model.empty()) {
+    j["model"] = model;
+    if (std::optional<double> cost = EstimateCostUsd(model, result.counters.usage)) {
+      j["cost_usd"] = *cost;
+    }
+  }
+  j["exit_code"] = ExitCodeFor(result.stop);
+  return j;
+}
+
+std::string PendingInstructions(const std::vector<PendingItem>& items) {
+  std::string out;
+  for (const PendingItem& p : items) {
+    if (p.kind == PendingKind::kQuestion) {
+      out += "waiting for an answer: " + p.reason + "\n";
+      out += "  agentloop answer " + p.id + " \"YOUR ANSWER\"\n";
+    } else {
+      out += "waiting for approval: " + DescribeToolCall(p.tool, p.arguments);
+      if (!p.reason.empty()) out += "  (" + p.reason + ")";
+      out += "\n";
+      out += "  agentloop approve " + p.id + "   [--args JSON]\n";
+      out += "  agentloop deny " + p.id + "      [--reason TEXT]\n";
+    }
+  }
+  return out;
+}
+
+std::string DescribeToolCall(const std::string& tool, const Json& input, size_t max_chars) {
+  std::string detail;
+  if (std::string c = StringArg(input, "command"); !c.empty()) {
+    detail = c;
+  } else if (std::string p = StringArg(input, "file_path"); !p.empty()) {
+    detail = p;
+  } else if (std::string pat = StringArg(input, "pattern"); !pat.empty()) {
+    detail = pat;
+    if (std::string path = StringArg(input, "path"); !path.empty()) detail += " in " + path;
+  } else if (std::string path = StringArg(input, "path"); !path.empty()) {
+    detail = path;
+  } else if (std::string q = StringArg(input, "question"); !q.empty()) {
+    detail = q;
+  } else if (std::string a = StringArg(input, "action"); !a.empty()) {
+    detail = a;
+    if (std::string s = StringArg(input, "subject"); !s.empty()) detail += " " + s;
+  } else if (input.is_object() && !input.empty()) {
+    detail = DumpJson(input);
+  }
+  detail = Cut(OneLine(detail), max_chars);
+  return detail.empty() ? tool : tool + "  " + detail;
+}
+
+Json ErrorJson(const Status& status) {
+  return Json{
+      {"error", {{"code", std::string(CodeName(status.code()))}, {"message", status.message()}}},
+      {"exit_code", ExitCodeFor(status)}};
+}
+
+TurnPrinter::TurnPrinter(OutputFormat format, std::ostream& out, std::ostream& err, Style style)
+    : format_(format), out_(out), err_(err), style_(style) {
+  started_ = std::chrono::steady_clock::now();
+}
+
+TurnPrinter::~TurnPrinter() {
+  {
+    std::lock_guard lock(spin_mu_);
+    spin_shutdown_ = true;
+  }
+  spin_cv_.notify_all();
+  if (spin_thread_.joinable()) spin_thread_.join();
+}
+
+std::string TurnPrinter::Paint(std::string_view text, std::string_view code) const {
+  if (!style_.color) return std::string(text);
+  return "\033[" + std::string(code) + "m" + std::string(text) + "\033[0m";
+}
+
+void TurnPrinter::BeginTurn() {
+  started_ = std::chrono::steady_clock::now();
+  streamed_text_ = false;
+  at_line_start_ = true;
+  todo_loop_.reset();
+}
+
+void TurnPrinter::StartSpinner(std::string label) {
+  if (!style_.spinner || style_.quiet || format_ != OutputFormat::kText) return;
+  {
+    std::lock_guard lock(spin_mu_);
+    spin_label_ = std::move(label);
+    spin_active_ = true;
+  }
+  if (!spin_thread_.joinable()) spin_thread_ = std::thread([this] { SpinnerLoop(); });
+  spin_cv_.notify_all();
+}
+
+void TurnPrinter::StopSpinner() {
+  if (!spin_thread_.joinable()) return;
+  std::lock_guard lock(spin_mu_);
+  spin_active_ = false;
+  if (spin_drawn_) {
+    err_ << "\r\033[K" << std::flush;
+    spin_drawn_ = false;
+  }
+}
+
+void TurnPrinter::SpinnerLoop() {
+  static constexpr const char* kFrames[] = {"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"};
+  size_t frame = 0;
+  std::unique_lock lock(spin_mu_);
+  while (!spin_shutdown_) {
+    if (!spin_active_) {
+      spin_cv_.wait(lock, [&] { return spin_shutdown_ || spin_active_; });
+      continue;
+    }
+    auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started_);
+    err_ << "\r\033[K" << Paint(kFrames[frame++ % 10], kCyan) << " " << spin_label_ << " "
+         << Paint(FormatSeconds(elapsed), kDim) << std::flush;
+    spin_drawn_ = true;
+    spin_cv_.wait_for(lock, std::chrono::milliseconds(80),
+                      [&] { return spin_shutdown_ || !spin_active_; });
+  }
+}
+
+void TurnPrinter::EnsureNewlineOnStdout() {
+  if (!at_line_start_) {
+    out_ << "\n" << std::flush;
+    at_line_start_ = true;
+  }
+}
+
+void TurnPrinter::OnTextDelta(std::string_view text) {
+  if (format_ != OutputFormat::kText || text.empty()) return;
+  StopSpinner();
+  out_ << text << std::flush;
+  streamed_text_ = true;
+  at_line_start_ = text.back() == '\n';
+}
+
+void TurnPrinter::OnThinkingDelta(std::string_view text) {
+  (void)text;
+  if (format_ != OutputFormat::kText) return;
+  StartSpinner("thinking");
+}
+
+Status TurnPrinter::OnEvent(const Event& event) {
+  if (event.type == EventType::kContinuation) {
+    TodoLoopInfo info;
+    info.rounds = event.data.value("round", 0);
+    info.max_rounds = event.data.value("max_rounds", 0);
+    info.strikes = event.data.value("strikes", 0);
+    info.max_strikes = event.data.value("max_strikes", 0);
+    info.reason = event.data.value("reason", std::string());
+    todo_loop_ = info;
+  }
+  if (format_ == OutputFormat::kStreamJson) {
+    out_ << DumpJson(event.ToJson()) << "\n" << std::flush;
+    return Status::Ok();
+  }
+  if (format_ != OutputFormat::kText || style_.quiet) return Status::Ok();
+
+  const Json& d = event.data;
+  switch (event.type) {
+    case EventType::kStepBegin:
+      StartSpinner("working");
+      break;
+    case EventType::kStepEnd:
+      StopSpinner();
+      break;
+    case EventType::kToolCallBegin: {
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      std::string tool = d.value("tool", std::string());
+      Json input = d.contains("input") ? d["input"] : Json::object();
+      err_ << Paint("→ ", kCyan) << DescribeToolCall(tool, input) << "\n" << std::flush;
+      StartSpinner("running " + tool);
+      break;
+    }
+    case EventType::kToolCallEnd: {
+      StopSpinner();
+      bool is_error = d.value("is_error", false);
+      std::string summary = OneLine(d.value("summary", std::string()));
+      if (is_error || !summary.empty()) {
+        err_ << "  " << (is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
+             << Paint(Cut(summary, 160), kDim) << "\n"
+             << std::flush;
+      }
+      break;
+    }
+    case EventType::kDecision: {
+      std::string decision = d.value("decision", std::string());
+      if (decision == "deny") {
+        StopSpinner();
+        EnsureNewlineOnStdout();
+        err_ << Paint("✗ denied ", kRed) << d.value("tool", std::string()) << ": "
+             << d.value("reason", std::string()) << "\n"
+             << std::flush;
+      }
+      break;
+    }
+    case EventType::kNotice: {
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      std::string level = d.value("level", std::string("info"));
+      err_ << Paint("• ", level == "warning" ? kYellow : kDim) << d.value("text", std::string())
+           << "\n"
+           << std::flush;
+      break;
+    }
+    case EventType::kContinuation: {
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      err_ << Paint("↻ todo loop: round " + std::to_string(todo_loop_->rounds) + "/" +
+                        std::to_string(todo_loop_->max_rounds),
+                    kCyan);
+      if (!todo_loop_->reason.empty()) err_ << " (" << todo_loop_->reason << ")";
+      err_ << "\n" << std::flush;
+      break;
+    }
+    case EventType::kCompaction:
+      StopSpinner();
+      err_ << Paint("… history compacted", kDim) << "\n" << std::flush;
+      break;
+    case EventType::kHookError:
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      err_ << Paint("! hook " + d.value("hook", std::string()) + " failed: ", kYellow)
+           << d.value("error", std::string()) << "\n"
+           << std::flush;
+      break;
+    default:
+      break;
+  }
+  return Status::Ok();
+}
+
+int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
+                        const std::string& model) {
+  StopSpinner();
+  auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started_);
+  const int code = ExitCodeFor(result.stop);
+  const bool paused =
+      result.stop == StopReason::kPendingApproval || result.stop == StopReason::kPendingQuestion;
+  switch (format_) {
+    case OutputFormat::kJson:
+      out_ << DumpJson(TurnResultJson(session_id, result, todo_loop_, elapsed, model)) << "\n"
+           << std::flush;
+      if (paused && !style_.quiet) err_ << PendingInstructions(result.pending) << std::flush;
+      return code;
+    case OutputFormat::kStreamJson:
+      if (paused && !style_.quiet) err_ << PendingInstructions(result.pending) << std::flush;
+      return code;
+    case OutputFormat::kText:
+      break;
+  }
+  if (!streamed_text_ && result.stop == StopReason::kCompleted && !result.final_text.empty()) {
+    out_ << result.final_text;
+    at_line_start_ = result.final_text.back() == '\n';
+  }
+  EnsureNewlineOnStdout();
+  if (paused) {
+    err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")\n"
+         << PendingInstructions(result.pending) << std::flush;
+  } else if (result.stop != StopReason::kCompleted) {
+    err_ << Paint("■ " + std::string(StopReasonName(result.stop)), kRed);
+    if (!result.reason.empty()) err_ << ": " << result.reason;
+    err_ << "\n" << std::flush;
+  }
+  if (style_.quiet) return code;
+  if (result.truncated) {
+    err_ << Paint("(the answer was cut off by the output-token limit)", kYellow) << "\n";
+  }
+  std::string line = std::string(StopReasonName(result.stop)) + " · " +
+                     std::to_string(result.counters.tool_calls) + " tool call" +
+                     (result.counters.tool_calls == 1 ? "" : "s") + " · " +
+                     GroupDigits(result.counters.tokens) + " tokens · " + FormatSeconds(elapsed);
+  if (std::optional<double> cost = EstimateCostUsd(model, result.counters.usage)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " · $%.4f", *cost);
+    line += buf;
+  }
+  line += " · session " + session_id;
+  err_ << Paint(line, kDim) << "\n" << std::flush;
+  return code;
+}
+
+int TurnPrinter::FinishWithError(const Status& status) {
+  StopSpinner();
+  if (format_ == OutputFormat::kText) EnsureNewlineOnStdout();
+  if (format_ != OutputFormat::kText) {
+    out_ << DumpJson(ErrorJson(status)) << "\n" << std::flush;
+  }
+  err_ << "agentloop: " << status.message() << "\n" << std::flush;
+  return ExitCodeFor(status);
+}
+
+}  // namespace agentloop::cli

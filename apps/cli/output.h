@@ -1,0 +1,145 @@
+// What the CLI prints while a turn runs and when it ends, in the three
+// output formats, and the exit codes (docs/cli.md):
+//
+//   text         assistant words streamed to stdout; tool activity, notices,
+//                a spinner (terminal only) and the final summary on stderr
+//   stream-json  one Event::ToJson() object per line on stdout
+//   json         one object on stdout when the turn ends (TurnResultJson)
+//
+// Exit codes: 0 completed, 1 failed, 2 usage/configuration error,
+// 3 budget_exhausted or max_turns, 4 denied or tool_refused, 5 paused on a
+// pending approval or question, 130 interrupted.
+//
+// Thread-safety: a TurnPrinter is driven by the thread that runs the turn
+// (events and deltas arrive on it); its spinner thread only draws.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <iosfwd>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentloop/events.h"
+#include "agentloop/provider.h"
+#include "agentloop/status.h"
+#include "agentloop/turn.h"
+#include "agentloop/types.h"
+
+#include "config/config.h"
+
+namespace agentloop::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitBudget = 3;
+inline constexpr int kExitDenied = 4;
+inline constexpr int kExitPending = 5;
+inline constexpr int kExitInterrupted = 130;
+
+int ExitCodeFor(StopReason stop);
+// Errors before or outside a turn: kInvalidArgument and kNotFound are usage
+// or configuration errors (2), kCancelled is an interruption (130),
+// everything else (kBusy, kDataLoss, ...) is 1.
+int ExitCodeFor(const Status& status);
+
+// How the terminal may be decorated.
+struct Style {
+  bool color = false;    // ANSI colours (stderr a terminal and NO_COLOR unset)
+  bool spinner = false;  // stderr is a terminal
+  bool quiet = false;    // --quiet: no progress, no summary
+};
+
+// The todo loop's state from the last `continuation` event of a turn.
+struct TodoLoopInfo {
+  int rounds = 0;
+  int max_rounds = 0;
+  int strikes = 0;
+  int max_strikes = 0;
+  std::string reason;
+};
+
+// The `--output json` object (see docs/cli.md for the fields).
+Json TurnResultJson(const std::string& session_id, const TurnResult& result,
+                    const std::optional<TodoLoopInfo>& todo_loop,
+                    std::optional<std::chrono::milliseconds> duration, const std::string& model);
+
+// One pending item as JSON: {id, kind, tool, arguments, reason, tool_use_id}.
+Json PendingItemJson(const PendingItem& item);
+
+// Human instructions for answering paused items, e.g.
+//   waiting for approval: bash {"command":"make"} (matched rule ...)
+//     agentloop approve 7f3a... [--args JSON]
+//     agentloop deny 7f3a... [--reason TEXT]
+std::string PendingInstructions(const std::vector<PendingItem>& items);
+
+// A one-line description of a tool call for the activity log, e.g.
+// "bash  make test", "read  src/main.py", "grep  TODO in src".
+std::string DescribeToolCall(const std::string& tool, const Json& input, size_t max_chars = 100);
+
+// "1,234"
+std::string GroupDigits(int64_t n);
+
+// Formats a JSON error object {"error": {"code", "message"}} for the json
+// and stream-json formats.
+Json ErrorJson(const Status& status);
+
+class TurnPrinter final : public EventSink, public StreamSink {
+ public:
+  // `out` and `err` must outlive the printer.
+  TurnPrinter(OutputFormat format, std::ostream& out, std::ostream& err, Style style);
+  ~TurnPrinter() override;
+  TurnPrinter(const TurnPrinter&) = delete;
+  TurnPrinter& operator=(const TurnPrinter&) = delete;
+
+  // Resets per-turn state; call before each turn (or resolution).
+  void BeginTurn();
+
+  Status OnEvent(const Event& event) override;
+  void OnTextDelta(std::string_view text) override;
+  void OnThinkingDelta(std::string_view text) override;
+
+  // Prints the end of the turn: the summary (text), the object (json), or
+  // nothing more (stream-json); and, when paused, how to answer. Returns the
+  // exit code. `model` prices the cost line.
+  int Finish(const std::string& session_id, const TurnResult& result, const std::string& model);
+
+  // Reports an error that ended the command (stderr; in json and
+  // stream-json also an error object on stdout). Returns the exit code.
+  int FinishWithError(const Status& status);
+
+  const std::optional<TodoLoopInfo>& todo_loop() const { return todo_loop_; }
+
+ private:
+  void StartSpinner(std::string label);
+  void StopSpinner();
+  void SpinnerLoop();
+  void EnsureNewlineOnStdout();
+  std::string Paint(std::string_view text, std::string_view code) const;
+
+  const OutputFormat format_;
+  std::ostream& out_;
+  std::ostream& err_;
+  const Style style_;
+
+  std::chrono::steady_clock::time_point started_;
+  bool streamed_text_ = false;
+  bool at_line_start_ = true;
+  bool saw_delta_events_ = false;
+  std::optional<TodoLoopInfo> todo_loop_;
+
+  // Spinner (text format on a terminal).
+  std::mutex spin_mu_;
+  std::condition_variable spin_cv_;
+  std::thread spin_thread_;
+  bool spin_active_ = false;    // Guarded by spin_mu_.
+  bool spin_shutdown_ = false;  // Guarded by spin_mu_.
+  std::string spin_label_;      // Guarded by spin_mu_.
+  bool spin_drawn_ = false;     // Guarded by spin_mu_.
+};
+
+}  // namespace agentloop::cli

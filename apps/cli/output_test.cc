@@ -1,0 +1,214 @@
+#include "output.h"
+
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "pricing.h"
+
+namespace agentloop::cli {
+namespace {
+
+TEST(ExitCodeTest, EveryStopReason) {
+  EXPECT_EQ(ExitCodeFor(StopReason::kCompleted), 0);
+  EXPECT_EQ(ExitCodeFor(StopReason::kFailed), 1);
+  EXPECT_EQ(ExitCodeFor(StopReason::kBudgetExhausted), 3);
+  EXPECT_EQ(ExitCodeFor(StopReason::kMaxTurns), 3);
+  EXPECT_EQ(ExitCodeFor(StopReason::kDenied), 4);
+  EXPECT_EQ(ExitCodeFor(StopReason::kToolRefused), 4);
+  EXPECT_EQ(ExitCodeFor(StopReason::kPendingApproval), 5);
+  EXPECT_EQ(ExitCodeFor(StopReason::kPendingQuestion), 5);
+  EXPECT_EQ(ExitCodeFor(StopReason::kAborted), 130);
+}
+
+TEST(ExitCodeTest, Statuses) {
+  EXPECT_EQ(ExitCodeFor(InvalidArgument("x")), 2);
+  EXPECT_EQ(ExitCodeFor(NotFound("x")), 2);
+  EXPECT_EQ(ExitCodeFor(Busy("x")), 1);
+  EXPECT_EQ(ExitCodeFor(DataLoss("x")), 1);
+  EXPECT_EQ(ExitCodeFor(Cancelled("x")), 130);
+}
+
+TurnResult Paused() {
+  TurnResult r;
+  r.stop = StopReason::kPendingApproval;
+  r.reason = "waiting";
+  r.counters.tool_calls = 2;
+  r.counters.tokens = 1234;
+  r.counters.model_calls = 3;
+  PendingItem p;
+  p.id = "pend-1";
+  p.kind = PendingKind::kApproval;
+  p.tool = "bash";
+  p.tool_use_id = "c1";
+  p.arguments = Json{{"command", "make test"}};
+  p.reason = "no rule matched";
+  r.pending.push_back(p);
+  return r;
+}
+
+TEST(TurnResultJsonTest, HasTheDocumentedFields) {
+  TodoLoopInfo todo{2, 12, 1, 2, "open tasks"};
+  Json j = TurnResultJson("s1", Paused(), todo, std::chrono::milliseconds(1500), "gpt-4o");
+  EXPECT_EQ(j["session_id"], "s1");
+  EXPECT_EQ(j["status"], "pending_approval");
+  EXPECT_EQ(j["reason"], "waiting");
+  EXPECT_EQ(j["final_text"], "");
+  EXPECT_EQ(j["tool_calls"], 2);
+  EXPECT_EQ(j["tokens"], 1234);
+  EXPECT_EQ(j["turns"], 3);
+  EXPECT_EQ(j["exit_code"], 5);
+  EXPECT_EQ(j["duration_ms"], 1500);
+  ASSERT_EQ(j["pending"].size(), 1u);
+  EXPECT_EQ(j["pending"][0]["id"], "pend-1");
+  EXPECT_EQ(j["pending"][0]["kind"], "approval");
+  EXPECT_EQ(j["pending"][0]["tool"], "bash");
+  EXPECT_EQ(j["pending"][0]["arguments"]["command"], "make test");
+  EXPECT_EQ(j["pending"][0]["reason"], "no rule matched");
+  EXPECT_EQ(j["todo_loop"]["rounds"], 2);
+  EXPECT_EQ(j["todo_loop"]["strikes"], 1);
+  EXPECT_TRUE(j.contains("cost_usd"));
+  Json unknown = TurnResultJson("s1", Paused(), std::nullopt, std::nullopt, "my-local-model");
+  EXPECT_FALSE(unknown.contains("cost_usd"));
+  EXPECT_FALSE(unknown.contains("todo_loop"));
+}
+
+TEST(PendingInstructionsTest, SaysHowToAnswer) {
+  std::string s = PendingInstructions(Paused().pending);
+  EXPECT_NE(s.find("agentloop approve pend-1"), std::string::npos);
+  EXPECT_NE(s.find("agentloop deny pend-1"), std::string::npos);
+  EXPECT_NE(s.find("make test"), std::string::npos);
+  PendingItem q;
+  q.id = "q1";
+  q.kind = PendingKind::kQuestion;
+  q.reason = "which colour?";
+  std::string t = PendingInstructions({q});
+  EXPECT_NE(t.find("agentloop answer q1"), std::string::npos);
+  EXPECT_NE(t.find("which colour?"), std::string::npos);
+}
+
+TEST(DescribeToolCallTest, PicksTheTellingArgument) {
+  EXPECT_EQ(DescribeToolCall("bash", Json{{"command", "make\n test"}}), "bash  make test");
+  EXPECT_EQ(DescribeToolCall("read", Json{{"file_path", "a.py"}}), "read  a.py");
+  EXPECT_EQ(DescribeToolCall("grep", Json{{"pattern", "TODO"}, {"path", "src"}}),
+            "grep  TODO in src");
+  EXPECT_EQ(DescribeToolCall("ls", Json::object()), "ls");
+  std::string long_cmd(500, 'x');
+  EXPECT_LE(DescribeToolCall("bash", Json{{"command", long_cmd}}, 50).size(), 60u);
+}
+
+TEST(GroupDigitsTest, Groups) {
+  EXPECT_EQ(GroupDigits(0), "0");
+  EXPECT_EQ(GroupDigits(999), "999");
+  EXPECT_EQ(GroupDigits(1000), "1,000");
+  EXPECT_EQ(GroupDigits(1234567), "1,234,567");
+}
+
+TEST(PricingTest, LongestPrefixAndUnknown) {
+  ASSERT_TRUE(FindPrice("gpt-4o-mini-2024-07-18"));
+  EXPECT_DOUBLE_EQ(FindPrice("gpt-4o-mini-2024-07-18")->input, 0.15);
+  EXPECT_DOUBLE_EQ(FindPrice("gpt-4o")->input, 2.50);
+  EXPECT_DOUBLE_EQ(FindPrice("anthropic/claude-sonnet-4-5")->output, 15.0);
+  EXPECT_FALSE(FindPrice("llama-3-local"));
+  Usage u;
+  u.input_tokens = 1'000'000;
+  u.output_tokens = 1'000'000;
+  EXPECT_DOUBLE_EQ(*EstimateCostUsd("gpt-4o", u), 12.5);
+}
+
+Event Ev(EventType t, Json data) {
+  Event e;
+  e.type = t;
+  e.session_id = "s1";
+  e.turn_id = "t1";
+  e.seq = 7;
+  e.data = std::move(data);
+  return e;
+}
+
+TEST(TurnPrinterTest, StreamJsonWritesOneObjectPerEvent) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kStreamJson, out, err, Style());
+  p.BeginTurn();
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin, Json{{"id", "c1"}, {"tool", "read"}})).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kNotice, Json{{"level", "info"}, {"text", "hi"}})).ok());
+  p.OnTextDelta("ignored in stream-json");
+  std::istringstream lines(out.str());
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    Result<Json> j = ParseJson(line);
+    ASSERT_TRUE(j.ok()) << line;
+    EXPECT_EQ((*j)["session_id"], "s1");
+    ++n;
+  }
+  EXPECT_EQ(n, 2);
+  TurnResult r;
+  EXPECT_EQ(p.Finish("s1", r, ""), 0);
+}
+
+TEST(TurnPrinterTest, TextStreamsToStdoutAndSummarisesOnStderr) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  p.OnTextDelta("Hello ");
+  p.OnTextDelta("world");
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin,
+                           Json{{"id", "c1"}, {"tool", "bash"}, {"input", {{"command", "make"}}}}))
+                  .ok());
+  TurnResult r;
+  r.final_text = "Hello world";
+  r.counters.tool_calls = 1;
+  r.counters.tokens = 2000;
+  EXPECT_EQ(p.Finish("s1", r, ""), 0);
+  EXPECT_EQ(out.str(), "Hello world\n");  // newline before the tool line, no repeat
+  EXPECT_NE(err.str().find("bash  make"), std::string::npos);
+  EXPECT_NE(err.str().find("1 tool call"), std::string::npos);
+  EXPECT_NE(err.str().find("2,000 tokens"), std::string::npos);
+  EXPECT_EQ(err.str().find("\033["), std::string::npos);  // no colour without a terminal
+}
+
+TEST(TurnPrinterTest, TextPrintsFinalTextWhenNothingStreamed) {
+  std::ostringstream out, err;
+  Style quiet;
+  quiet.quiet = true;
+  TurnPrinter p(OutputFormat::kText, out, err, quiet);
+  p.BeginTurn();
+  TurnResult r;
+  r.final_text = "done";
+  EXPECT_EQ(p.Finish("s1", r, ""), 0);
+  EXPECT_EQ(out.str(), "done\n");
+  EXPECT_EQ(err.str(), "");
+}
+
+TEST(TurnPrinterTest, JsonPrintsOneObjectAndPendingHelp) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kJson, out, err, Style());
+  p.BeginTurn();
+  p.OnTextDelta("not printed");
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kContinuation, Json{{"round", 1},
+                                                          {"max_rounds", 12},
+                                                          {"strikes", 0},
+                                                          {"max_strikes", 2},
+                                                          {"reason", "open"}}))
+                  .ok());
+  EXPECT_EQ(p.Finish("s1", Paused(), ""), 5);
+  Result<Json> j = ParseJson(out.str());
+  ASSERT_TRUE(j.ok()) << out.str();
+  EXPECT_EQ((*j)["status"], "pending_approval");
+  EXPECT_EQ((*j)["todo_loop"]["max_rounds"], 12);
+  EXPECT_NE(err.str().find("agentloop approve pend-1"), std::string::npos);
+}
+
+TEST(TurnPrinterTest, ErrorsAreJsonInJsonModes) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kJson, out, err, Style());
+  EXPECT_EQ(p.FinishWithError(Busy("session s1 is busy")), 1);
+  Result<Json> j = ParseJson(out.str());
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["error"]["code"], "busy");
+  EXPECT_NE(err.str().find("busy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace agentloop::cli

@@ -1,0 +1,178 @@
+#include "settings.h"
+
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+namespace agentloop::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A path from the configuration: relative paths in a file are relative to
+// that file's directory, from flags and the environment to the current
+// directory.
+fs::path ResolvePath(const Sourced<std::string>& v, const CliContext& ctx) {
+  fs::path p(v.value);
+  if (p.is_absolute()) return p;
+  if (v.origin.kind == ConfigOrigin::Kind::kFile) {
+    return fs::path(v.origin.source).parent_path() / p;
+  }
+  return ctx.cwd / p;
+}
+
+std::string Lookup(const EnvMap& env, const std::string& name) {
+  auto it = env.find(name);
+  return it == env.end() ? std::string() : it->second;
+}
+
+Result<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgument("cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void AddRules(const std::vector<Sourced<std::string>>& in,
+              std::vector<SessionOptions::RuleSource>& out) {
+  for (const Sourced<std::string>& r : in) {
+    std::string source =
+        r.origin.kind == ConfigOrigin::Kind::kFlag ? r.origin.source : r.origin.ToString();
+    out.push_back({r.value, source});
+  }
+}
+
+}  // namespace
+
+Result<fs::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx) {
+  fs::path ws = args.workspace ? fs::path(*args.workspace) : ctx.cwd;
+  if (ws.is_relative()) ws = ctx.cwd / ws;
+  std::error_code ec;
+  if (!fs::is_directory(ws, ec)) {
+    return InvalidArgument("workspace " + ws.string() + " is not a directory");
+  }
+  fs::path canon = fs::weakly_canonical(ws, ec);
+  if (ec) return ws.lexically_normal();
+  return canon;
+}
+
+Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& workspace,
+                                        const CliContext& ctx, bool* provider_configured) {
+  SessionOptions o;
+  o.workspace = workspace;
+
+  // Provider: configured, or inferred from --script or an API key.
+  std::string kind = config.provider.kind.value;
+  if (kind.empty() && !config.provider.script.value.empty()) kind = "script";
+  if (kind.empty() && !Lookup(ctx.env, "OPENAI_API_KEY").empty()) kind = "openai";
+  if (kind.empty() && !Lookup(ctx.env, "ANTHROPIC_API_KEY").empty()) kind = "anthropic";
+  if (provider_configured != nullptr) *provider_configured = !kind.empty();
+  if (!kind.empty()) o.provider = kind;
+  o.model = config.provider.model.value;
+  o.base_url = config.provider.base_url.value;
+  if (!config.provider.api_key_env.value.empty()) {
+    o.api_key = Lookup(ctx.env, config.provider.api_key_env.value);
+    if (o.api_key.empty()) {
+      return InvalidArgument("provider.api_key_env names " + config.provider.api_key_env.value +
+                             " (" + config.provider.api_key_env.origin.ToString() +
+                             "), but that variable is not set");
+    }
+  }
+  if (!config.provider.script.value.empty()) {
+    o.script_path = ResolvePath(config.provider.script, ctx).string();
+  }
+  o.use_max_tokens_field = config.provider.max_tokens_field.value == "max_tokens";
+
+  // Command and budgets: only values that were set somewhere; otherwise the
+  // engine applies the command's defaults (also for a resumed session whose
+  // command differs).
+  o.command = config.command.value;
+  const CommandBudgetConfig& b = config.budget[static_cast<size_t>(o.command)];
+  auto set = [](const Sourced<int64_t>& v) {
+    return v.origin.kind != ConfigOrigin::Kind::kDefault;
+  };
+  if (set(b.max_tool_calls)) o.max_tool_calls = static_cast<int>(b.max_tool_calls.value);
+  if (set(b.max_tokens)) o.max_tokens = b.max_tokens.value;
+  if (set(b.max_turns)) o.max_turns = static_cast<int>(b.max_turns.value);
+  if (set(b.max_wall_time_ms) && b.max_wall_time_ms.value > 0) {
+    o.max_wall_time = std::chrono::milliseconds(b.max_wall_time_ms.value);
+  }
+
+  if (!config.system_prompt_file.value.empty()) {
+    fs::path p = ResolvePath(config.system_prompt_file, ctx);
+    Result<std::string> text = ReadFile(p);
+    if (!text.ok()) {
+      return InvalidArgument("system prompt file: " + text.error().message() + " (" +
+                             config.system_prompt_file.origin.ToString() + ")");
+    }
+    o.system_prompt = std::move(*text);
+  }
+
+  AddRules(config.permissions.allow, o.allow);
+  AddRules(config.permissions.ask, o.ask);
+  AddRules(config.permissions.deny, o.deny);
+  if (config.permissions.default_decision.value) {
+    o.default_mutating = *config.permissions.default_decision.value;
+    o.default_read_only = *config.permissions.default_decision.value;
+  }
+
+  switch (config.approver.kind.value) {
+    case ApproverKind::kAuto:
+      o.approver = ApproverMode::kAuto;
+      break;
+    case ApproverKind::kConsole:
+      o.approver = ApproverMode::kConsole;
+      break;
+    case ApproverKind::kDurable:
+      o.approver = ApproverMode::kDurable;
+      break;
+    case ApproverKind::kWebhook:
+      o.approver = ApproverMode::kWebhook;
+      break;
+  }
+  o.interactive = ctx.stdin_tty && ctx.stderr_tty;
+  o.webhook_url = config.approver.webhook_url.value;
+  if (!config.approver.secret_env.value.empty()) {
+    o.webhook_secret = Lookup(ctx.env, config.approver.secret_env.value);
+  }
+  if (o.approver == ApproverMode::kWebhook && o.webhook_url.empty()) {
+    return InvalidArgument("approver.kind is webhook (" + config.approver.kind.origin.ToString() +
+                           ") but approver.webhook_url is not set");
+  }
+
+  o.bash_timeout_ms = static_cast<int>(config.tools.bash_timeout_ms.value);
+
+  o.todo_loop = config.todo_loop.enabled.value;
+  o.todo_max_rounds = static_cast<int>(config.todo_loop.max_rounds.value);
+  o.todo_max_strikes = static_cast<int>(config.todo_loop.max_strikes.value);
+  o.todo_inject_state = config.todo_loop.inject_state.value;
+  o.todo_max_injected_tasks = static_cast<int>(config.todo_loop.max_injected_tasks.value);
+  o.reflector = config.reflector.enabled.value;
+  return o;
+}
+
+Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
+  CliSettings s;
+  AL_ASSIGN_OR_RETURN(s.workspace, ResolveWorkspace(args, ctx));
+  ConfigSources sources;
+  sources.env = ctx.env;
+  sources.workspace = s.workspace;
+  for (const ConfigFlag& f : args.config_flags) {
+    sources.flags.push_back({f.key, f.value, f.flag});
+  }
+  Result<LoadedConfig> loaded = LoadConfig(sources);
+  if (!loaded.ok()) {
+    // Every configuration problem is a usage/configuration error (exit 2).
+    return InvalidArgument(loaded.error().message());
+  }
+  s.loaded = std::move(*loaded);
+  s.output = s.loaded.config.output.value;
+  AL_ASSIGN_OR_RETURN(s.session,
+                      ToSessionOptions(s.loaded.config, s.workspace, ctx, &s.provider_configured));
+  if (args.session) s.session.session_id = *args.session;
+  s.session.continue_latest = args.continue_latest;
+  return s;
+}
+
+}  // namespace agentloop::cli

@@ -1,0 +1,56 @@
+// From the command line and the configuration layers to the engine's
+// SessionOptions: the one place where the CLI maps Config (src/config) to
+// what Engine::OpenSession takes.
+//
+// Thread-safety: pure functions over values (they read files named by the
+// configuration, nothing else).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentloop/engine.h"
+#include "agentloop/status.h"
+
+#include "args.h"
+#include "config/config.h"
+
+namespace agentloop::cli {
+
+// What the process knows about its surroundings (passed explicitly so tests
+// never touch the real environment).
+struct CliContext {
+  EnvMap env;
+  std::filesystem::path cwd;
+  bool stdin_tty = false;
+  bool stdout_tty = false;
+  bool stderr_tty = false;
+};
+
+struct CliSettings {
+  LoadedConfig loaded;
+  std::filesystem::path workspace;  // absolute, exists
+  OutputFormat output = OutputFormat::kText;
+  SessionOptions session;
+  // provider.kind was set, or inferred from --script or an API key variable.
+  bool provider_configured = false;
+};
+
+// -C/--workspace (relative to ctx.cwd) or the current directory, made
+// absolute and normal. Errors: kInvalidArgument when it is not a directory.
+Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx);
+
+// Loads the layers (user file, workspace file, environment, the flags of
+// `args`) and maps them. Errors: kInvalidArgument for configuration errors
+// (named file and line, variable or flag) and unreadable files named by the
+// configuration (system prompt file); the CLI exits 2 on them.
+Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx);
+
+// The mapping itself (exposed for tests). `workspace` is absolute.
+Result<SessionOptions> ToSessionOptions(const Config& config,
+                                        const std::filesystem::path& workspace,
+                                        const CliContext& ctx, bool* provider_configured);
+
+}  // namespace agentloop::cli

@@ -1,0 +1,161 @@
+#include "settings.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "base/ids.h"
+
+namespace agentloop::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SettingsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("al_cli_settings_" + NewId("t"));
+    fs::create_directories(root_ / "home");
+    fs::create_directories(root_ / "ws" / ".agentloop");
+    ctx_.env = {{"HOME", (root_ / "home").string()}};
+    ctx_.cwd = root_ / "ws";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  Result<CliSettings> Load(std::vector<std::string> argv) {
+    Result<CliArgs> a = ParseArgs(argv);
+    EXPECT_TRUE(a.ok()) << a.error().ToString();
+    if (!a.ok()) return a.error();
+    return LoadSettings(*a, ctx_);
+  }
+
+  void Write(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+
+  fs::path root_;
+  CliContext ctx_;
+};
+
+TEST_F(SettingsTest, FlagsMapToSessionOptions) {
+  auto s = Load({"run",
+                 "--provider",
+                 "anthropic",
+                 "--model",
+                 "claude-x",
+                 "--base-url",
+                 "http://127.0.0.1:9",
+                 "--command",
+                 "fix",
+                 "--max-tool-calls",
+                 "3",
+                 "--max-tokens",
+                 "5000",
+                 "--max-turns",
+                 "4",
+                 "--allow",
+                 "*",
+                 "--deny",
+                 "bash(rm*)",
+                 "--no-todo-loop",
+                 "--output",
+                 "json",
+                 "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  const SessionOptions& o = s->session;
+  EXPECT_TRUE(s->provider_configured);
+  EXPECT_EQ(o.provider, "anthropic");
+  EXPECT_EQ(o.model, "claude-x");
+  EXPECT_EQ(o.base_url, "http://127.0.0.1:9");
+  EXPECT_EQ(o.command, CommandKind::kFix);
+  EXPECT_EQ(o.max_tool_calls, 3);
+  EXPECT_EQ(o.max_tokens, 5000);
+  EXPECT_EQ(o.max_turns, 4);
+  ASSERT_EQ(o.allow.size(), 1u);
+  EXPECT_EQ(o.allow[0].rule, "*");
+  EXPECT_EQ(o.allow[0].source, "--allow");
+  ASSERT_EQ(o.deny.size(), 1u);
+  EXPECT_EQ(o.deny[0].rule, "bash(rm*)");
+  EXPECT_FALSE(o.todo_loop);
+  EXPECT_EQ(s->output, OutputFormat::kJson);
+  EXPECT_EQ(o.workspace, fs::weakly_canonical(root_ / "ws"));
+}
+
+TEST_F(SettingsTest, UnsetBudgetsStayUnset) {
+  auto s = Load({"run", "--provider", "openai", "x"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->session.max_tool_calls);
+  EXPECT_FALSE(s->session.max_tokens);
+  EXPECT_FALSE(s->session.max_turns);
+}
+
+TEST_F(SettingsTest, NoProviderIsReported) {
+  auto s = Load({"run", "x"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->provider_configured);
+}
+
+TEST_F(SettingsTest, ProviderInferredFromKeyOrScript) {
+  ctx_.env["ANTHROPIC_API_KEY"] = "k";
+  auto s = Load({"run", "x"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->provider_configured);
+  EXPECT_EQ(s->session.provider, "anthropic");
+  ctx_.env.erase("ANTHROPIC_API_KEY");
+  auto t = Load({"run", "--script", "demo.json", "x"});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->session.provider, "script");
+  EXPECT_EQ(t->session.script_path, (root_ / "ws" / "demo.json").string());
+}
+
+TEST_F(SettingsTest, WorkspaceFileAndProvenance) {
+  Write(root_ / "ws" / ".agentloop" / "config.toml",
+        "[provider]\nkind = \"script\"\nscript = \"s.json\"\n[permissions]\nallow = [\"read\"]\n");
+  auto s = Load({"run", "--allow", "bash(ls)", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->session.provider, "script");
+  // Relative to the file's directory.
+  EXPECT_EQ(s->session.script_path, (root_ / "ws" / ".agentloop" / "s.json").string());
+  ASSERT_EQ(s->session.allow.size(), 2u);
+  EXPECT_EQ(s->session.allow[0].rule, "read");
+  EXPECT_NE(s->session.allow[0].source.find("config.toml:"), std::string::npos);
+  EXPECT_EQ(s->session.allow[1].source, "--allow");
+}
+
+TEST_F(SettingsTest, MalformedFileIsAnInvalidArgumentNamingTheFile) {
+  Write(root_ / "ws" / ".agentloop" / "config.toml", "[provider\nkind = 3\n");
+  auto s = Load({"run", "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(s.error().message().find("config.toml"), std::string::npos);
+}
+
+TEST_F(SettingsTest, MissingWorkspaceIsAnError) {
+  auto s = Load({"run", "-C", (root_ / "nope").string(), "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+}
+
+TEST_F(SettingsTest, SystemPromptFileIsRead) {
+  Write(root_ / "ws" / "sp.txt", "be brief");
+  auto s = Load({"run", "--system-prompt-file", "sp.txt", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->session.system_prompt, "be brief");
+  auto bad = Load({"run", "--system-prompt-file", "missing.txt", "x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), Code::kInvalidArgument);
+}
+
+TEST_F(SettingsTest, InteractiveOnlyWithTerminals) {
+  auto s = Load({"run", "x"});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->session.interactive);
+  ctx_.stdin_tty = ctx_.stderr_tty = true;
+  auto t = Load({"run", "x"});
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->session.interactive);
+}
+
+}  // namespace
+}  // namespace agentloop::cli

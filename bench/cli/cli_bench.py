@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Whole-process benchmarks of the `agentloop` command (docs/bench/cli.md).
+
+  1. start → first request: from the fork of `agentloop run` to the moment the
+     model server accepts its connection (a tiny in-process listener records
+     the accept time and answers one streamed OpenAI Chat completion).
+  2. a 50-step scripted run end to end (49 `read` tool calls and a final
+     answer) against agentloop-fake-server, vs the fake server answering the
+     same 50 requests to a plain keep-alive HTTP client.
+  3. peak RSS of that run (/usr/bin/time -v, "Maximum resident set size").
+
+Usage:
+  bench/cli/cli_bench.py --bin build/rel/apps/cli/agentloop \
+      --fake-server build/rel/tests/support/agentloop-fake-server [--runs 15] [--data-dir DIR]
+
+--data-dir chooses where AGENTLOOP_HOME lives (the session store fsyncs every
+commit, so the disk matters); default: a temporary directory under /tmp.
+Python 3 standard library only; hyperfine is used for (2) when installed.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+OPENAI_SSE = (
+    'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+    '{"role":"assistant","content":"ok"},"finish_reason":null}]}\n\n'
+    'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},'
+    '"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,'
+    '"total_tokens":11}}\n\n'
+    'data: [DONE]\n\n')
+
+
+class FirstRequestListener:
+    """Accepts connections; records when each one arrived; answers one completion."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = []
+        self.lock = threading.Lock()
+        self.event = threading.Event()
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            t = time.perf_counter()
+            with self.lock:
+                self.accepted.append(t)
+            self.event.set()
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def serve(conn):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                conn.close()
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        payload = OPENAI_SSE.encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Content-Length: " + str(len(payload)).encode() +
+                     b"\r\nConnection: close\r\n\r\n" + payload)
+        conn.close()
+
+
+def child_env(data_dir, home):
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
+            "AGENTLOOP_HOME": data_dir, "OPENAI_API_KEY": "sk-bench", "LANG": "C.UTF-8"}
+
+
+def bench_first_request(args, ws, data_dir, home):
+    listener = FirstRequestListener()
+    samples = []
+    for _ in range(args.runs):
+        listener.event.clear()
+        n = len(listener.accepted)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [args.bin, "run", "--provider", "openai", "--base-url",
+             "http://127.0.0.1:%d" % listener.port, "--model", "gpt-4.1", "-C", ws, "--quiet",
+             "hello"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=child_env(data_dir, home))
+        listener.event.wait(30)
+        with listener.lock:
+            t1 = listener.accepted[n]
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode != 0:
+            sys.exit("agentloop failed: %s" % err.decode())
+        samples.append((t1 - t0) * 1000)
+    return samples
+
+
+def fifty_step_script():
+    items = []
+    for i in range(49):
+        items.append({"tool_calls": [{"id": "c%d" % i, "name": "read",
+                                      "input": {"file_path": "stats.py", "limit": i + 1}}],
+                      "usage": {"input_tokens": 100, "output_tokens": 10}})
+    items.append({"text": "done", "usage": {"input_tokens": 100, "output_tokens": 1}})
+    return {"responses": items}
+
+
+class FakeServer:
+    def __init__(self, binary, script_path):
+        self.proc = subprocess.Popen(
+            [binary, "--port", "0", "--script", script_path, "--exit-on-stdin-eof"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().split()
+        self.port = int(line[1])
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def run_cmd(args, script_path, ws, port):
+    return [args.bin, "run", "--provider", "openai", "--base-url", "http://127.0.0.1:%d" % port,
+            "--model", "gpt-4.1", "-C", ws, "--allow", "*", "--max-tool-calls", "100",
+            "--max-turns", "100", "--max-tokens", "1000000", "--quiet", "read stats.py 49 times"]
+
+
+def bench_fifty_steps(args, ws, data_dir, home, script_path):
+    agent, server_only = [], []
+    body = json.dumps({"model": "gpt-4.1", "stream": True, "messages": [
+        {"role": "user", "content": "x"}]})
+    for _ in range(args.runs):
+        # The server alone: 50 requests over one keep-alive connection.
+        srv = FakeServer(args.fake_server, script_path)
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port)
+        t0 = time.perf_counter()
+        for _ in range(50):
+            conn.request("POST", "/chat/completions", body,
+                         {"Content-Type": "application/json", "Authorization": "Bearer x"})
+            r = conn.getresponse()
+            r.read()
+        server_only.append((time.perf_counter() - t0) * 1000)
+        conn.close()
+        srv.stop()
+        # The whole agentloop run.
+        srv = FakeServer(args.fake_server, script_path)
+        t0 = time.perf_counter()
+        p = subprocess.run(run_cmd(args, script_path, ws, srv.port), capture_output=True,
+                           env=child_env(data_dir, home), timeout=120)
+        agent.append((time.perf_counter() - t0) * 1000)
+        srv.stop()
+        if p.returncode != 0:
+            sys.exit("50-step run failed (%d): %s" % (p.returncode, p.stderr.decode()))
+    return agent, server_only
+
+
+def bench_rss(args, ws, data_dir, home, script_path):
+    values = []
+    for _ in range(max(3, args.runs // 3)):
+        srv = FakeServer(args.fake_server, script_path)
+        p = subprocess.run(["/usr/bin/time", "-v"] + run_cmd(args, script_path, ws, srv.port),
+                           capture_output=True, text=True, env=child_env(data_dir, home),
+                           timeout=120)
+        srv.stop()
+        for line in p.stderr.splitlines():
+            if "Maximum resident set size" in line:
+                values.append(int(line.split(":")[1]) / 1024.0)
+    return values
+
+
+def hyperfine_fifty(args, ws, data_dir, home, script_path):
+    """hyperfine over the whole run (a fresh fake server per run via --prepare)."""
+    if shutil.which("hyperfine") is None:
+        return None
+    port_file = os.path.join(home, "port")
+    # One server per measured run: started by --prepare, stopped by the next.
+    prepare = ("pkill -F {pid} 2>/dev/null; ({srv} --port 0 --script {script} > {port} & "
+               "echo $! > {pid}); while ! grep -q PORT {port}; do :; done").format(
+                   srv=args.fake_server, script=script_path, port=port_file,
+                   pid=port_file + ".pid")
+    cmd = " ".join(run_cmd(args, script_path, ws, 0)).replace(
+        "http://127.0.0.1:0", "http://127.0.0.1:$(cut -d' ' -f2 %s)" % port_file)
+    cmd = cmd.replace("read stats.py 49 times", "'read stats.py 49 times'")
+    out = os.path.join(home, "hf.json")
+    env = dict(os.environ)
+    env.update(child_env(data_dir, home))
+    r = subprocess.run(["hyperfine", "--runs", str(args.runs), "--prepare", prepare,
+                        "--export-json", out, "--shell", "bash", cmd], capture_output=True,
+                       text=True, env=env)
+    subprocess.run("pkill -F %s.pid" % port_file, shell=True)
+    if r.returncode != 0:
+        print("hyperfine failed:", r.stderr, file=sys.stderr)
+        return None
+    with open(out) as f:
+        res = json.load(f)["results"][0]
+    return res["median"] * 1000, res["stddev"] * 1000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--fake-server", required=True)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--data-dir", default="")
+    ap.add_argument("--examples", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                       "examples"))
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="al_cli_bench_")
+    try:
+        home = os.path.join(tmp, "home")
+        os.makedirs(home)
+        data_dir = args.data_dir or os.path.join(tmp, "data")
+        ws = os.path.join(tmp, "ws")
+        shutil.copytree(os.path.join(args.examples, "demo"), ws)
+        script_path = os.path.join(tmp, "fifty.json")
+        with open(script_path, "w") as f:
+            json.dump(fifty_step_script(), f)
+
+        first = bench_first_request(args, ws, data_dir, home)
+        agent, server = bench_fifty_steps(args, ws, data_dir, home, script_path)
+        rss = bench_rss(args, ws, data_dir, home, script_path)
+        hf = hyperfine_fifty(args, ws, data_dir, home, script_path)
+
+        med = statistics.median
+        print("data dir: %s" % data_dir)
+        print("start -> first request: median %.2f ms (min %.2f, max %.2f, n=%d)" %
+              (med(first), min(first), max(first), len(first)))
+        print("50-step run: median %.1f ms (min %.1f, n=%d)" % (med(agent), min(agent),
+                                                              len(agent)))
+        print("fake server alone, 50 requests: median %.1f ms (min %.1f)" %
+              (med(server), min(server)))
+        print("ratio run / server: %.2f" % (med(agent) / med(server)))
+        if hf:
+            print("hyperfine 50-step run: median %.1f ms ± %.1f" % hf)
+        print("peak RSS of the 50-step run: median %.1f MB (max %.1f, n=%d)" %
+              (med(rss), max(rss), len(rss)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

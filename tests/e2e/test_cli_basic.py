@@ -1,0 +1,325 @@
+"""End-to-end: the agentloop command against the scripted provider.
+
+Covers the offline demo, the three output formats, every exit code, the
+sessions subcommands, resume / --continue, the busy session, config show,
+permissions check and chat over a pipe.
+"""
+
+import json
+import os
+import subprocess
+import unittest
+
+from e2e_util import (BUGGY_LINE, BIN, CliTestCase, DEMO_SCRIPT, TIMEOUT, interrupt,
+                      json_lines, load_demo_script)
+
+
+class DemoTest(CliTestCase):
+
+    def test_demo_fixes_the_bug_in_text_mode(self):
+        p = self.script_run("--allow", "*")
+        self.assert_code(p, 0)
+        self.assert_fixed()
+        self.assertIn("The tests pass now", p.stdout)
+        # Tool activity and the summary go to stderr, never to stdout.
+        self.assertIn("edit  stats.py", p.stderr)
+        self.assertIn("4 tool calls", p.stderr)
+        self.assertNotIn("tool calls", p.stdout)
+        self.assertNotIn("\033[", p.stderr)  # no colour without a terminal
+
+    def test_json_output(self):
+        p = self.script_run("--allow", "*", "--output", "json")
+        self.assert_code(p, 0)
+        r = self.json_result(p)
+        for key in ("session_id", "status", "reason", "final_text", "tool_calls", "tokens",
+                    "turns", "pending"):
+            self.assertIn(key, r)
+        self.assertEqual(r["status"], "completed")
+        self.assertEqual(r["tool_calls"], 4)
+        self.assertEqual(r["turns"], 5)
+        script_tokens = sum(i["usage"]["input_tokens"] + i["usage"]["output_tokens"]
+                            for i in load_demo_script()["responses"])
+        self.assertEqual(r["tokens"], script_tokens)
+        self.assertEqual(r["pending"], [])
+        self.assertIn("Fixed the bug", r["final_text"])
+        self.assert_fixed()
+
+    def test_stream_json_output(self):
+        p = self.script_run("--allow", "*", "--output", "stream-json")
+        self.assert_code(p, 0)
+        events = json_lines(p.stdout)
+        types = [e["type"] for e in events]
+        self.assertEqual(types[0], "turn_begin")
+        self.assertEqual(types[-1], "turn_end")
+        self.assertEqual(events[-1]["stop"], "completed")
+        self.assertEqual(types.count("tool_call_begin"), 4)
+        self.assertEqual(types.count("tool_call_end"), 4)
+        seqs = [e["seq"] for e in events]
+        self.assertEqual(seqs, sorted(seqs))
+        self.assertEqual(len(set(seqs)), len(seqs))
+        sid = events[0]["session_id"]
+        self.assertTrue(all(e["session_id"] == sid for e in events))
+        # What was persisted is what was streamed (deltas are display-only).
+        stored = {e["seq"]: e for e in self.export(sid)}
+        for e in events:
+            if e["type"] in ("text_delta", "thinking_delta"):
+                self.assertNotIn(e["seq"], stored)
+            else:
+                self.assertEqual(stored[e["seq"]], e)
+
+    def test_prompt_from_stdin(self):
+        p = self.run_cli("run", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws,
+                         "--allow", "*", "--output", "json", "-", stdin="fix the bug\n")
+        self.assert_code(p, 0)
+        sid = self.json_result(p)["session_id"]
+        show = self.run_cli("sessions", "show", sid, "--output", "json")
+        self.assert_code(show, 0)
+        first = json.loads(show.stdout)["messages"][0]
+        self.assertEqual(first["role"], "user")
+        self.assertIn("fix the bug", json.dumps(first))
+
+
+class ExitCodeTest(CliTestCase):
+
+    def test_version_and_help(self):
+        p = self.run_cli("--version")
+        self.assert_code(p, 0)
+        self.assertTrue(p.stdout.startswith("agentloop "))
+        h = self.run_cli("--help")
+        self.assert_code(h, 0)
+        for word in ("run", "chat", "sessions", "resume", "pending", "approve", "--max-tool-calls"):
+            self.assertIn(word, h.stdout)
+        self.assert_code(self.run_cli("run", "--help"), 0)
+
+    def test_usage_errors_exit_2(self):
+        for args in (["run"], ["frobnicate"], ["run", "--bogus", "x"],
+                     ["run", "--output", "xml", "x"], ["sessions", "show"],
+                     ["run", "-C", os.path.join(self.tmp, "missing"), "x"],
+                     ["approve", "x", "--args", "not json"]):
+            p = self.run_cli(*args)
+            self.assert_code(p, 2)
+            self.assertIn("agentloop:", p.stderr)
+
+    def test_no_provider_says_how_to_configure(self):
+        p = self.run_cli("run", "-C", self.ws, "hello")
+        self.assert_code(p, 2)
+        self.assertIn("No model provider is configured", p.stderr)
+        self.assertIn("--provider script", p.stderr)
+        c = self.run_cli("chat", "-C", self.ws)
+        self.assert_code(c, 2)
+        self.assertIn("No model provider is configured", c.stderr)
+
+    def test_malformed_config_exits_2_naming_the_file(self):
+        os.makedirs(os.path.join(self.ws, ".agentloop"))
+        with open(os.path.join(self.ws, ".agentloop", "config.toml"), "w") as f:
+            f.write("[provider\nkind = 1\n")
+        p = self.script_run("--allow", "*")
+        self.assert_code(p, 2)
+        self.assertIn("config.toml", p.stderr)
+
+    def test_failed_exits_1(self):
+        s = self.write("fail.json", [{"error": {"code": "internal", "message": "boom"}}])
+        p = self.script_run("--output", "json", script=s)
+        self.assert_code(p, 1)
+        self.assertEqual(self.json_result(p)["status"], "failed")
+
+    def test_budget_exits_3(self):
+        p = self.script_run("--allow", "*", "--max-tool-calls", "1", "--output", "json")
+        self.assert_code(p, 3)
+        self.assertEqual(self.json_result(p)["status"], "budget_exhausted")
+
+    def test_max_turns_exits_3(self):
+        p = self.script_run("--allow", "*", "--max-turns", "2", "--output", "json")
+        self.assert_code(p, 3)
+        self.assertEqual(self.json_result(p)["status"], "max_turns")
+
+    def test_denied_exits_4(self):
+        p = self.script_run("--allow", "*", "--deny", "bash", "--output", "json")
+        self.assert_code(p, 4)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "denied")
+        self.assertIn(BUGGY_LINE, self.read_ws())
+
+    def test_pending_exits_5_and_says_how_to_answer(self):
+        p = self.script_run("--output", "json")
+        self.assert_code(p, 5)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "pending_approval")
+        self.assertEqual(len(r["pending"]), 1)
+        item = r["pending"][0]
+        self.assertEqual(item["tool"], "bash")
+        self.assertEqual(item["kind"], "approval")
+        self.assertIn("command", item["arguments"])
+        self.assertIn("agentloop approve " + item["id"], p.stderr)
+
+    def test_sigint_exits_130(self):
+        slow = load_demo_script()
+        slow["responses"][1]["delay_ms"] = 20000
+        s = self.write("slow.json", slow)
+        proc = self.spawn("run", "--provider", "script", "--script", s, "-C", self.ws, "--allow",
+                          "*", "--output", "stream-json", "fix the bug")
+        # Interrupt once the second model call has begun.
+        steps = 0
+        for line in proc.stdout:
+            if json.loads(line)["type"] == "step_begin":
+                steps += 1
+                if steps == 2:
+                    interrupt(proc)
+                    break
+        out, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 130, err)
+        last = json_lines(out)[-1]
+        self.assertEqual(last["type"], "turn_end")
+        self.assertEqual(last["stop"], "aborted")
+
+
+class SessionsTest(CliTestCase):
+
+    def run_demo(self):
+        p = self.script_run("--allow", "*", "--output", "json")
+        self.assert_code(p, 0)
+        return self.json_result(p)["session_id"]
+
+    def test_list_show_export_rm(self):
+        sid = self.run_demo()
+        ls = self.run_cli("sessions", "list")
+        self.assert_code(ls, 0)
+        self.assertIn(sid, ls.stdout)
+        self.assertIn("fix the bug", ls.stdout)
+        lj = self.run_cli("sessions", "list", "--output", "json")
+        self.assertEqual([s["id"] for s in json.loads(lj.stdout)], [sid])
+
+        show = self.run_cli("sessions", "show", sid[:8])
+        self.assert_code(show, 0)
+        self.assertIn(sid, show.stdout)
+        self.assertIn("edit  stats.py", show.stdout)
+        sj = json.loads(self.run_cli("sessions", "show", sid, "--output", "json").stdout)
+        self.assertEqual(sj["session"]["id"], sid)
+        self.assertEqual(sj["last_turn"]["status"], "completed")
+        self.assertEqual(sj["pending"], [])
+
+        events = self.export(sid)
+        self.assertEqual(events[0]["type"], "turn_begin")
+        self.assertEqual(events[-1]["type"], "turn_end")
+        self.assertEqual([e["seq"] for e in events], sorted(e["seq"] for e in events))
+
+        rm = self.run_cli("sessions", "rm", sid)
+        self.assert_code(rm, 0)
+        self.assertNotIn(sid, self.run_cli("sessions", "list").stdout)
+        self.assert_code(self.run_cli("sessions", "show", sid), 2)
+
+    def test_resume_with_prompt_and_continue(self):
+        sid = self.run_demo()
+        more = self.write("more.json", load_demo_script()["responses"] + [
+            {"text": "Nothing else to do.", "usage": {"input_tokens": 10, "output_tokens": 5}},
+            {"text": "Still nothing.", "usage": {"input_tokens": 10, "output_tokens": 5}}])
+        p = self.run_cli("resume", sid, "--provider", "script", "--script", more, "--output",
+                         "json", "anything else?")
+        self.assert_code(p, 0)
+        r = self.json_result(p)
+        self.assertEqual(r["session_id"], sid)
+        self.assertEqual(r["final_text"], "Nothing else to do.")
+        c = self.run_cli("run", "--continue", "--provider", "script", "--script", more, "-C",
+                         self.ws, "--output", "json", "and now?")
+        self.assert_code(c, 0)
+        r2 = self.json_result(c)
+        self.assertEqual(r2["session_id"], sid)
+        self.assertEqual(r2["final_text"], "Still nothing.")
+        ends = [e for e in self.export(sid) if e["type"] == "turn_end"]
+        self.assertEqual(len(ends), 3)
+
+    def test_resume_without_interrupted_turn_needs_a_prompt(self):
+        sid = self.run_demo()
+        p = self.run_cli("resume", sid, "--provider", "script", "--script", DEMO_SCRIPT)
+        self.assert_code(p, 2)
+        self.assertIn("PROMPT", p.stderr)
+
+    def test_second_process_gets_session_busy(self):
+        sid = self.run_demo()
+        slow = load_demo_script()["responses"] + [
+            {"text": "slow answer", "delay_ms": 20000}]
+        s = self.write("slow.json", slow)
+        proc = self.spawn("resume", sid, "--provider", "script", "--script", s, "--output",
+                          "stream-json", "wait")
+        first = proc.stdout.readline()  # the turn has begun: the lock is held
+        self.assertEqual(json.loads(first)["type"], "turn_begin")
+        other = self.run_cli("resume", sid, "--provider", "script", "--script", s, "again")
+        self.assertEqual(other.returncode, 1, other.stderr)
+        self.assertIn("busy", other.stderr)
+        rm = self.run_cli("sessions", "rm", sid)
+        self.assertEqual(rm.returncode, 1, rm.stderr)
+        self.assertIn("busy", rm.stderr)
+        interrupt(proc)
+        proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 130)
+
+
+class ConfigAndPermissionsTest(CliTestCase):
+
+    def test_config_show_has_provenance(self):
+        os.makedirs(os.path.join(self.ws, ".agentloop"))
+        with open(os.path.join(self.ws, ".agentloop", "config.toml"), "w") as f:
+            f.write("[provider]\nmodel = \"from-file\"\n")
+        p = self.run_cli("config", "show", "-C", self.ws, "--max-turns", "7")
+        self.assert_code(p, 0)
+        self.assertIn("from-file", p.stdout)
+        self.assertIn("config.toml:2", p.stdout)
+        self.assertIn("flag --max-turns", p.stdout)
+        env = self.env(AGENTLOOP_MODEL="from-env")
+        e = self.run_cli("config", "show", "-C", self.ws, "--output", "json", env=env)
+        entries = {x["key"]: x for x in json.loads(e.stdout)["entries"]}
+        self.assertEqual(entries["provider.model"]["value"], "from-env")
+        self.assertIn("AGENTLOOP_MODEL", entries["provider.model"]["origin"])
+
+    def test_permissions_check(self):
+        p = self.run_cli("permissions", "check", "bash", '{"command": "git status"}', "-C",
+                         self.ws, "--allow", "bash(git status*)", "--output", "json")
+        self.assert_code(p, 0)
+        self.assertEqual(json.loads(p.stdout)["decision"], "allow")
+        q = self.run_cli("permissions", "check", "bash",
+                         '{"command": "git status && rm -rf x"}', "-C", self.ws, "--allow",
+                         "bash(git status*)", "--output", "json")
+        self.assertNotEqual(json.loads(q.stdout)["decision"], "allow")
+        t = self.run_cli("permissions", "check", "write", '{"file_path": "a.txt", "content": ""}',
+                         "-C", self.ws, "--allow", "*", "--command", "plan")
+        self.assert_code(t, 0)
+        self.assertIn("deny", t.stdout)
+
+
+class ChatTest(CliTestCase):
+
+    def test_chat_over_a_pipe(self):
+        more = self.write("chat.json", load_demo_script()["responses"] + [
+            {"text": "You're welcome.", "usage": {"input_tokens": 10, "output_tokens": 5}}])
+        lines = "\n".join([
+            "/help", "fix the \\", "bug", "/status", "/todoloop status", "/model other-model",
+            '"""', "thanks", "a lot", '"""', "/session", "/nosuch", "/exit", "never sent"]) + "\n"
+        p = self.run_cli("chat", "--provider", "script", "--script", more, "-C", self.ws,
+                         "--allow", "*", stdin=lines)
+        self.assert_code(p, 0)
+        self.assert_fixed()
+        self.assertIn("/todoloop", p.stderr)   # /help
+        self.assertIn("tool calls", p.stderr)  # /status
+        self.assertIn("model set to other-model", p.stderr)
+        self.assertIn("unknown command /nosuch", p.stderr)
+        self.assertIn("You're welcome.", p.stdout)
+        sessions = json.loads(self.run_cli("sessions", "list", "--output", "json").stdout)
+        self.assertEqual(len(sessions), 1)
+        events = self.export(sessions[0]["id"])
+        users = [e for e in events if e["type"] == "message" and e["message"]["role"] == "user"
+                 and any(b.get("type") == "text" for b in e["message"]["content"])]
+        texts = [b["text"] for e in users for b in e["message"]["content"] if b["type"] == "text"]
+        self.assertIn("fix the \nbug", texts)
+        self.assertIn("thanks\na lot", texts)
+
+    def test_clear_starts_a_new_session(self):
+        more = self.write("chat.json", [{"text": "one"}, {"text": "two"}])
+        p = self.run_cli("chat", "--provider", "script", "--script", more, "-C", self.ws,
+                         stdin="hi\n/clear\nhello\n")
+        self.assert_code(p, 0)
+        sessions = json.loads(self.run_cli("sessions", "list", "--output", "json").stdout)
+        self.assertEqual(len(sessions), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
