@@ -147,6 +147,16 @@ TEST_F(GrepToolTest, HugeFileIsSearched) {
   EXPECT_EQ(out.content, "huge.txt:600001:the needle\n");
 }
 
+TEST_F(GrepToolTest, CancelledWalkReportsCancellation) {
+  t_.Write("a/b.txt", "needle\n");
+  std::stop_source stop;
+  stop.request_stop();
+  t_.ctx().stop = stop.get_token();
+  auto out = Grep(Json{{"pattern", "needle"}});
+  EXPECT_TRUE(out.is_error);
+  EXPECT_EQ(out.content, "grep was cancelled");
+}
+
 TEST(MatcherTest, LiteralAndRegexAgreeOnEveryOffset) {
   // The SIMD literal scan must find matches at any alignment and at the end.
   for (bool ci : {false, true}) {
