@@ -18,6 +18,13 @@
 #include "base/strings.h"
 #include "engine/ask_user.h"
 #include "engine/system_prompt.h"
+#include "learning/learning_tools.h"
+#include "learning/memory_store.h"
+#include "learning/paths.h"
+#include "learning/proposals.h"
+#include "learning/reflector_hook.h"
+#include "learning/skills.h"
+#include "learning/usage.h"
 #include "permissions/approvers.h"
 #include "permissions/policy.h"
 #include "permissions/webhook.h"
@@ -46,6 +53,11 @@ std::string HowToConfigureProvider() {
 namespace {
 
 constexpr std::string_view kTodoStateKey = "todo_loop";
+constexpr std::string_view kReflectorStateKey = "reflector";
+// How long a closing session waits for a reflection in flight (the
+// reflector's own timeout is 30 s).
+constexpr std::chrono::seconds kReflectionDrain{35};
+constexpr size_t kMemoryIndexChars = 2000;
 
 std::string DefaultModel(const std::string& provider) {
   if (provider == "anthropic") return "claude-sonnet-4-5";
@@ -145,7 +157,7 @@ class RememberingApprover final : public Approver {
 // message already in the history.
 class ResumingScriptProvider final : public ModelProvider {
  public:
-  ResumingScriptProvider(std::unique_ptr<ModelProvider> inner, int skip)
+  ResumingScriptProvider(std::shared_ptr<ModelProvider> inner, int skip)
       : inner_(std::move(inner)), skip_(skip) {}
   std::string_view name() const override { return inner_->name(); }
   Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
@@ -156,7 +168,7 @@ class ResumingScriptProvider final : public ModelProvider {
   }
 
  private:
-  std::unique_ptr<ModelProvider> inner_;
+  std::shared_ptr<ModelProvider> inner_;
   int skip_;
 };
 
@@ -185,6 +197,16 @@ class SessionImpl final : public Session {
       warnings_.push_back(
           "the previous run stopped while tools were running; the unfinished calls were "
           "answered as not run");
+    }
+  }
+
+  ~SessionImpl() override {
+    if (reflector_) {
+      // A one-shot run waits (bounded) for a reflection in flight, then keeps
+      // an undelivered nudge with the session for its next run.
+      reflector_->WaitForIdle(kReflectionDrain);
+      SaveReflectorState();
+      reflector_->OnShutdown();
     }
   }
 
@@ -263,6 +285,10 @@ class SessionImpl final : public Session {
     (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
   }
   SessionStore& engine_store();
+  void SaveReflectorState() {
+    if (!reflector_) return;
+    (void)engine_store().SetState(info_.id, kReflectorStateKey, reflector_->ExportState(info_.id));
+  }
 
   EngineImpl& engine_;
   SessionOptions options_;
@@ -272,13 +298,14 @@ class SessionImpl final : public Session {
   uint64_t next_seq_;
   std::optional<Checkpoint> open_checkpoint_;
   std::vector<std::string> warnings_;
-  std::unique_ptr<ModelProvider> provider_;
+  std::shared_ptr<ModelProvider> provider_;
   ToolRegistry registry_;
   std::shared_ptr<ReadLedger> ledger_ = std::make_shared<ReadLedger>();
   std::shared_ptr<permissions::SessionApprovals> approvals_;
   std::shared_ptr<const PermissionPolicy> policy_;
   std::vector<std::shared_ptr<Hook>> hooks_;
   std::shared_ptr<todo::TodoLoopHook> todo_loop_;
+  std::shared_ptr<learning::ReflectorHook> reflector_;
   std::string system_prompt_;
   TurnCounters totals_;
   std::mutex notes_mu_;
@@ -290,10 +317,6 @@ class EngineImpl final : public Engine {
   explicit EngineImpl(EngineOptions options) : options_(std::move(options)) {}
 
   Status Init() {
-    if (options_.store) {
-      store_ = options_.store;
-      return Status::Ok();
-    }
     std::filesystem::path dir = options_.data_dir;
     if (dir.empty()) {
       AL_ASSIGN_OR_RETURN(dir, DefaultDataDir(options_.env));
@@ -303,6 +326,10 @@ class EngineImpl final : public Engine {
     if (ec)
       return Unavailable("cannot create data directory " + dir.string() + ": " + ec.message());
     data_dir_ = dir;
+    if (options_.store) {
+      store_ = options_.store;
+      return Status::Ok();
+    }
     AL_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(dir / kSessionsDbName, SqliteStoreOptions{}));
     store_ = std::move(store);
     return Status::Ok();
@@ -310,6 +337,7 @@ class EngineImpl final : public Engine {
 
   SessionStore& store() override { return *store_; }
   const EngineOptions& options() const { return options_; }
+  const std::filesystem::path& data_dir() const { return data_dir_; }
 
   std::shared_ptr<HttpClient> http() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -399,14 +427,15 @@ Status SessionImpl::RebuildProvider() {
     return InvalidArgument(HowToConfigureProvider());
   }
   std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();
-  AL_ASSIGN_OR_RETURN(provider_, MakeProvider(pc, client));
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made, MakeProvider(pc, client));
+  provider_ = std::move(made);
   if (pc.kind == "script") {
     int answered = 0;
     for (const auto& m : transcript_.messages()) {
       if (m.role == Role::kAssistant && m.tag.empty()) ++answered;
     }
     if (answered > 0) {
-      provider_ = std::make_unique<ResumingScriptProvider>(std::move(provider_), answered);
+      provider_ = std::make_shared<ResumingScriptProvider>(provider_, answered);
     }
   }
   return Status::Ok();
@@ -422,6 +451,17 @@ Status SessionImpl::Init() {
   auto todo_tool = std::make_shared<todo::TodoTool>();
   registry_.Add(todo_tool);
   registry_.Add(MakeAskUserTool());
+  // Learning: memory and skill tools (usage counts and the reflector below).
+  const EnvMap& env = engine_.options().env;
+  std::filesystem::path config_dir;
+  if (auto x = env.find("XDG_CONFIG_HOME"); x != env.end() && !x->second.empty()) {
+    config_dir = std::filesystem::path(x->second) / "agentloop";
+  } else if (auto h = env.find("HOME"); h != env.end()) {
+    config_dir = std::filesystem::path(h->second) / ".config/agentloop";
+  }
+  learning::LearningDirs dirs =
+      learning::MakeLearningDirs(engine_.data_dir(), config_dir, options_.workspace);
+  for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
   todo_tool->ReplayFromHistory(info_.id, transcript_.messages());
   hooks_.push_back(std::make_shared<todo::TodoReplayHook>(todo_tool));
 
@@ -476,10 +516,27 @@ Status SessionImpl::Init() {
     hooks_.push_back(todo_loop_);
   }
 
+  hooks_.push_back(
+      std::make_shared<learning::UsageHook>(std::make_shared<learning::UsageTracker>()));
+  if (options_.reflector) {
+    learning::ReflectorOptions ropts;
+    ropts.provider = provider_;
+    ropts.model = options_.model;
+    ropts.proposals = std::make_shared<learning::ProposalStore>(dirs.proposals);
+    reflector_ = std::make_shared<learning::ReflectorHook>(std::move(ropts));
+    auto state = engine_.store().GetState(info_.id, kReflectorStateKey);
+    if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
+    hooks_.push_back(reflector_);
+  }
+
   SystemPromptParts parts;
   parts.base_override = options_.system_prompt;
   parts.workspace = options_.workspace;
   parts.command = options_.command;
+  parts.extra_sections.push_back(
+      learning::MemoryStore(dirs.user_memory, dirs.workspace_memory).Index(kMemoryIndexChars));
+  parts.extra_sections.push_back(
+      learning::SkillStore(dirs.user_skills, dirs.workspace_skills).Index());
   system_prompt_ = BuildSystemPrompt(parts);
   return Status::Ok();
 }
@@ -582,6 +639,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   Status flushed = sink.Flush();
 
   SaveTodoState();
+  SaveReflectorState();
 
   if (result.checkpoint) {
     Status s = engine_.store().SaveCheckpoint(*result.checkpoint);
