@@ -286,21 +286,19 @@ class Turn::Impl {
   }
 
  public:
-  void PostNotice(std::string level, std::string text) {
+  void PostEvent(EventType type, Json data) {
     std::lock_guard<std::mutex> lock(notices_mu_);
-    notices_.emplace_back(std::move(level), std::move(text));
+    notices_.emplace_back(type, std::move(data));
   }
 
  private:
   void DrainNotices() {
-    std::vector<std::pair<std::string, std::string>> notes;
+    std::vector<std::pair<EventType, Json>> posted;
     {
       std::lock_guard<std::mutex> lock(notices_mu_);
-      notes.swap(notices_);
+      posted.swap(notices_);
     }
-    for (const auto& [level, text] : notes) {
-      Emit(EventType::kNotice, [&] { return Json{{"level", level}, {"text", text}}; });
-    }
+    for (auto& [type, data] : posted) Emit(type, [&] { return std::move(data); });
   }
 
   void OpenRound() {
@@ -804,7 +802,8 @@ class Turn::Impl {
     if (v.continue_turn && sink_error_.ok()) {
       for (auto& e : v.entries) AppendMessage(std::move(e));
       Emit(EventType::kContinuation, [&] {
-        return Json{{"entries", v.entries.size()}, {"model_calls", counters_.model_calls}};
+        return Json{
+            {"by", "hooks"}, {"entries", v.entries.size()}, {"model_calls", counters_.model_calls}};
       });
       truncated_ = false;
       phase_ = Phase::kNeedModel;
@@ -862,7 +861,7 @@ class Turn::Impl {
   std::deque<std::string> recent_;
   TurnResult result_;
   std::mutex notices_mu_;
-  std::vector<std::pair<std::string, std::string>> notices_;  // Guarded by notices_mu_.
+  std::vector<std::pair<EventType, Json>> notices_;  // Guarded by notices_mu_.
 };
 
 Turn::Turn(TurnConfig config, Transcript& transcript)
@@ -894,8 +893,10 @@ void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
   impl_->OnToolResults(std::move(outputs));
 }
 void Turn::PostNotice(std::string level, std::string text) {
-  impl_->PostNotice(std::move(level), std::move(text));
+  impl_->PostEvent(EventType::kNotice,
+                   Json{{"level", std::move(level)}, {"text", std::move(text)}});
 }
+void Turn::PostEvent(EventType type, Json data) { impl_->PostEvent(type, std::move(data)); }
 void Turn::EmitTextDelta(std::string_view text) { impl_->EmitDelta(EventType::kTextDelta, text); }
 void Turn::EmitThinkingDelta(std::string_view text) {
   impl_->EmitDelta(EventType::kThinkingDelta, text);

@@ -510,6 +510,13 @@ Status SessionImpl::Init() {
       std::lock_guard<std::mutex> lock(notes_mu_);
       if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
     };
+    topts.on_decision = [this](const std::string&, const Json& decision) {
+      std::lock_guard<std::mutex> lock(notes_mu_);
+      if (current_turn_ == nullptr) return;
+      Json data = decision.is_object() ? decision : Json::object();
+      data["by"] = "todo-loop";
+      current_turn_->PostEvent(EventType::kContinuation, std::move(data));
+    };
     todo_loop_ = std::make_shared<todo::TodoLoopHook>(std::move(topts));
     auto state = engine_.store().GetState(info_.id, kTodoStateKey);
     if (state.ok() && state->has_value()) (void)todo_loop_->ImportState(info_.id, **state);
