@@ -4,6 +4,8 @@
 // continues the line; a line `"""` opens a block that the next `"""` closes.
 // Slash commands go through one table (kSlashCommands).
 #include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -55,6 +57,10 @@ int InterruptibleGetc(FILE* stream) {
 class EditLineReader final : public LineReader {
  public:
   explicit EditLineReader(std::string history_file) : history_file_(std::move(history_file)) {
+    // libedit decodes the prompt and the input with the locale's character
+    // set (in the "C" locale a non-ASCII prompt crashes it).
+    setlocale(LC_CTYPE, "");
+    utf8_ = std::string_view(nl_langinfo(CODESET)) == "UTF-8";
     rl_readline_name = "agentloop";
     rl_catch_signals = 0;
     rl_getc_function = InterruptibleGetc;
@@ -64,7 +70,9 @@ class EditLineReader final : public LineReader {
   }
 
   ReadResult Read(const std::string& prompt) override {
-    char* raw = readline(prompt.c_str());
+    std::string shown = prompt;
+    if (!utf8_) shown = prompt.rfind("›", 0) == 0 ? "> " : "... ";
+    char* raw = readline(shown.c_str());
     if (raw == nullptr) {
       if (Interrupts::Count() > 0) return {ReadStatus::kInterrupted, ""};
       return {ReadStatus::kEof, ""};
@@ -83,6 +91,7 @@ class EditLineReader final : public LineReader {
 
  private:
   std::string history_file_;
+  bool utf8_ = false;
 };
 
 class StreamLineReader final : public LineReader {

@@ -19,6 +19,12 @@
 namespace agentloop::cli {
 namespace {
 
+// The message that continues a turn a dead process left unfinished (the
+// history already says, through the crash-recovery results, what was cut).
+constexpr std::string_view kContinuePrompt =
+    "The previous turn was interrupted before it finished (the agentloop process stopped). "
+    "Continue the task from where it stopped.";
+
 std::string Join(const std::vector<std::string>& v, size_t from) {
   std::string out;
   for (size_t i = from; i < v.size(); ++i) {
@@ -105,8 +111,10 @@ int RunTurn(const CommandEnv& e, const CliSettings& s, Session& session,
   TurnDriver driver(e, s);
   for (const std::string& w : session.load_warnings()) e.err << "agentloop: warning: " << w << "\n";
   if (std::optional<Checkpoint> cp = session.open_checkpoint()) {
-    e.err << "agentloop: session " << session.id()
-          << " is paused; answer the pending items before sending a new prompt\n";
+    if (!prompt.empty()) {
+      e.err << "agentloop: session " << session.id()
+            << " is paused; answer the pending items before sending a new prompt\n";
+    }
     return driver.printer.Finish(session.id(), PausedResult(*cp), ModelFor(s, &session));
   }
   driver.printer.BeginTurn();
@@ -190,8 +198,10 @@ int CmdResume(const CommandEnv& e) {
   if ((*session)->open_checkpoint()) return RunTurn(e, *s, **session, "");
   bool interrupted = LastTurnInterrupted((*engine)->store(), (*session)->id());
   if (interrupted) {
-    e.err << "agentloop: continuing the interrupted turn of session " << (*session)->id() << "\n";
-    return RunTurn(e, *s, **session, "");
+    if (!e.args.quiet) {
+      e.err << "agentloop: continuing the interrupted turn of session " << (*session)->id() << "\n";
+    }
+    return RunTurn(e, *s, **session, std::string(kContinuePrompt));
   }
   if (e.ctx.stdin_tty && s->output == OutputFormat::kText) {
     s->session.session_id = (*session)->id();
@@ -233,15 +243,22 @@ int CmdResolve(const CommandEnv& e) {
   }
   Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
-  std::string session_id;
+  std::optional<PendingRecord> record;
   if (Result<std::vector<PendingRecord>> all = (*engine)->ListPending(std::nullopt); all.ok()) {
     for (const PendingRecord& r : *all) {
-      if (r.item.id == id) session_id = r.session_id;
+      if (r.item.id == id) record = r;
     }
   }
-  if (!session_id.empty()) {
-    FillFromStoredSession(**engine, session_id, *s, e.args);
-    s->session.session_id = session_id;
+  if (record) {
+    FillFromStoredSession(**engine, record->session_id, *s, e.args);
+    s->session.session_id = record->session_id;
+    if (s->output == OutputFormat::kText && !e.args.quiet) {
+      const char* verb = res.kind == Resolution::Kind::kDeny      ? "denying"
+                         : res.kind == Resolution::Kind::kApprove ? "approving"
+                                                                  : "answering";
+      const Json& args = res.edited_arguments ? *res.edited_arguments : record->item.arguments;
+      e.err << verb << " " << DescribeToolCall(record->item.tool, args) << "\n";
+    }
   }
   TurnDriver driver(e, *s);
   driver.printer.BeginTurn();

@@ -127,11 +127,10 @@ Json TurnResultJson(const std::string& session_id, const TurnResult& result,
   for (const PendingItem& p : result.pending) pending.push_back(PendingItemJson(p));
   j["pending"] = std::move(pending);
   if (todo_loop) {
-    j["todo_loop"] = Json{{"rounds", todo_loop->rounds},
-                          {"max_rounds", todo_loop->max_rounds},
-                          {"strikes", todo_loop->strikes},
-                          {"max_strikes", todo_loop->max_strikes},
-                          {"reason", todo_loop->reason}};
+    j["todo_loop"] = Json{{"rounds", todo_loop->rounds},   {"max_rounds", todo_loop->max_rounds},
+                          {"strikes", todo_loop->strikes}, {"max_strikes", todo_loop->max_strikes},
+                          {"reason", todo_loop->reason},   {"continued", todo_loop->continued},
+                          {"open", todo_loop->open}};
   }
   if (duration) j["duration_ms"] = duration->count();
   if (!model.empty()) {
@@ -220,6 +219,7 @@ void TurnPrinter::StartSpinner(std::string label) {
   if (!style_.spinner || style_.quiet || format_ != OutputFormat::kText) return;
   {
     std::lock_guard lock(spin_mu_);
+    if (!spin_active_ || spin_label_ != label) spin_started_ = std::chrono::steady_clock::now();
     spin_label_ = std::move(label);
     spin_active_ = true;
   }
@@ -247,7 +247,7 @@ void TurnPrinter::SpinnerLoop() {
       continue;
     }
     auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - started_);
+        std::chrono::steady_clock::now() - spin_started_);
     err_ << "\r\033[K" << Paint(kFrames[frame++ % 10], kCyan) << " " << spin_label_ << " "
          << Paint(FormatSeconds(elapsed), kDim) << std::flush;
     spin_drawn_ = true;
@@ -285,6 +285,8 @@ Status TurnPrinter::OnEvent(const Event& event) {
     info.strikes = event.data.value("strikes", 0);
     info.max_strikes = event.data.value("max_strikes", 0);
     info.reason = event.data.value("reason", std::string());
+    info.continued = event.data.value("continue", false);
+    info.open = event.data.value("open", 0);
     todo_loop_ = info;
   }
   if (format_ == OutputFormat::kStreamJson) {
@@ -342,12 +344,14 @@ Status TurnPrinter::OnEvent(const Event& event) {
       break;
     }
     case EventType::kContinuation: {
+      // Only a continuation is news; a stop is reported by the loop's notice.
+      if (!d.value("continue", false)) break;
       StopSpinner();
       EnsureNewlineOnStdout();
       err_ << Paint("↻ todo loop: round " + std::to_string(todo_loop_->rounds) + "/" +
                         std::to_string(todo_loop_->max_rounds),
                     kCyan);
-      if (!todo_loop_->reason.empty()) err_ << " (" << todo_loop_->reason << ")";
+      if (int open = d.value("open", 0); open > 0) err_ << " (" << open << " open)";
       err_ << "\n" << std::flush;
       break;
     }

@@ -61,6 +61,8 @@ struct TodoLoopInfo {
   int strikes = 0;
   int max_strikes = 0;
   std::string reason;
+  bool continued = false;  // the loop started another round
+  int open = 0;            // open tasks at the decision
 };
 
 // The `--output json` object (see docs/cli.md for the fields).
@@ -136,10 +138,11 @@ class TurnPrinter final : public EventSink, public StreamSink {
   std::mutex spin_mu_;
   std::condition_variable spin_cv_;
   std::thread spin_thread_;
-  bool spin_active_ = false;    // Guarded by spin_mu_.
-  bool spin_shutdown_ = false;  // Guarded by spin_mu_.
-  std::string spin_label_;      // Guarded by spin_mu_.
-  bool spin_drawn_ = false;     // Guarded by spin_mu_.
+  bool spin_active_ = false;                            // Guarded by spin_mu_.
+  bool spin_shutdown_ = false;                          // Guarded by spin_mu_.
+  std::string spin_label_;                              // Guarded by spin_mu_.
+  std::chrono::steady_clock::time_point spin_started_;  // Guarded by spin_mu_.
+  bool spin_drawn_ = false;                             // Guarded by spin_mu_.
 };
 
 }  // namespace agentloop::cli
