@@ -1,7 +1,6 @@
 #include "base/strings.h"
 
 #include <cctype>
-#include <regex>
 
 namespace agentloop {
 namespace {
@@ -102,9 +101,48 @@ std::string ToLower(std::string_view s) {
   return out;
 }
 
+namespace {
+
+bool IsKeyChar(char c, bool allow_dot) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+         (allow_dot && c == '.');
+}
+
+}  // namespace
+
 std::string RedactSecrets(std::string_view text) {
-  static const std::regex kKey(R"((sk-[A-Za-z0-9_\-]{8,})|(Bearer\s+[A-Za-z0-9._\-]{12,}))");
-  return std::regex_replace(std::string(text), kKey, "[REDACTED]");
+  // A hand-written scanner (no std::regex: linear, allocation-light, and no
+  // library surprises): `sk-` + 8 or more key characters, and `Bearer ` + 12
+  // or more token characters, become [REDACTED].
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, 3, "sk-") == 0) {
+      size_t j = i + 3;
+      while (j < text.size() && IsKeyChar(text[j], /*allow_dot=*/false)) ++j;
+      if (j - (i + 3) >= 8) {
+        out += "[REDACTED]";
+        i = j;
+        continue;
+      }
+    }
+    if (text.compare(i, 6, "Bearer") == 0) {
+      size_t j = i + 6;
+      size_t ws = j;
+      while (j < text.size() && std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+      size_t start = j;
+      while (j < text.size() && IsKeyChar(text[j], /*allow_dot=*/true)) ++j;
+      if (j > ws && start > ws && j - start >= 12) {
+        out += "[REDACTED]";
+        i = j;
+        continue;
+      }
+    }
+    out.push_back(text[i]);
+    ++i;
+  }
+  return out;
 }
 
 }  // namespace agentloop

@@ -206,7 +206,12 @@ class SessionImpl final : public Session {
       // an undelivered nudge with the session for its next run.
       reflector_->WaitForIdle(kReflectionDrain);
       SaveReflectorState();
-      reflector_->OnShutdown();
+    }
+    for (auto& h : hooks_) {
+      try {
+        h->OnShutdown();
+      } catch (...) {  // a hook never fails the engine, not even at shutdown
+      }
     }
   }
 
