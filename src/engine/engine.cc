@@ -268,6 +268,12 @@ class SessionImpl final : public Session {
     ctx.session_id = info_.id;
     ctx.ledger = ledger_;
     ctx.scrubbed_env = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTLOOP_WEBHOOK_SECRET"};
+    // Skills may ship extra files the model reads with `read`.
+    for (const auto& dir : {learning_dirs_.user_skills, learning_dirs_.workspace_skills}) {
+      std::error_code ec;
+      auto canon = std::filesystem::canonical(dir, ec);
+      if (!ec) ctx.extra_read_roots.push_back(canon);
+    }
     return ctx;
   }
   uint64_t next_seq() const { return next_seq_; }
@@ -311,6 +317,7 @@ class SessionImpl final : public Session {
   std::vector<std::shared_ptr<Hook>> hooks_;
   std::shared_ptr<todo::TodoLoopHook> todo_loop_;
   std::shared_ptr<learning::ReflectorHook> reflector_;
+  learning::LearningDirs learning_dirs_;
   std::string system_prompt_;
   TurnCounters totals_;
   std::mutex notes_mu_;
@@ -467,6 +474,7 @@ Status SessionImpl::Init() {
   learning::LearningDirs dirs =
       learning::MakeLearningDirs(engine_.data_dir(), config_dir, options_.workspace);
   for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
+  learning_dirs_ = dirs;
   todo_tool->ReplayFromHistory(info_.id, transcript_.messages());
   hooks_.push_back(std::make_shared<todo::TodoReplayHook>(todo_tool));
 
