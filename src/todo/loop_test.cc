@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(
         DecideCase{"custom_caps_in_text",
                    In("completed", 0, "x", 7, 9, "a", State(0, 0, "", 0, "a"), Config(5, 3)),
                    {true, State(1, 0, "x", 0, "a"), "continuing: round 1/5, 7 open"}}),
-    [](const ::testing::TestParamInfo<DecideCase>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<DecideCase>& tp) { return std::string(tp.param.name); });
 
 TEST(DecideTest, TwoUnchangedSettlesStopWithDefaults) {
   LoopState s;

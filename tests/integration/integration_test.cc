@@ -148,8 +148,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, ProviderFormatTest,
                          ::testing::Values(FormatCase{"openai", "/chat/completions", true},
                                            FormatCase{"anthropic", "/v1/messages", false},
                                            FormatCase{"openai-responses", "/responses", true}),
-                         [](const auto& info) {
-                           std::string n = info.param.provider;
+                         [](const auto& tp) {
+                           std::string n = tp.param.provider;
                            for (auto& c : n) {
                              if (c == '-') c = '_';
                            }
