@@ -31,6 +31,11 @@ void OnSigint(int) {
   (void)ignored;
 }
 
+// SIGPIPE (stdout closed by `| head`) must not kill a turn half-way. A
+// handler, unlike SIG_IGN, is reset by exec, so tools' children still get
+// the default behaviour.
+void OnSigpipe(int) {}
+
 void Watch() {
   char b;
   while (true) {
@@ -54,6 +59,11 @@ void Interrupts::Install() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking read at the chat prompt returns EINTR
   sigaction(SIGINT, &sa, nullptr);
+  struct sigaction pipe_sa = {};
+  pipe_sa.sa_handler = OnSigpipe;
+  sigemptyset(&pipe_sa.sa_mask);
+  pipe_sa.sa_flags = SA_RESTART;
+  sigaction(SIGPIPE, &pipe_sa, nullptr);
   std::thread(Watch).detach();
 }
 

@@ -16,7 +16,8 @@ namespace agentloop::cli {
 
 class Interrupts {
  public:
-  // Installs the SIGINT handler and starts the watcher thread.
+  // Installs the SIGINT handler (and a no-op SIGPIPE handler, so a closed
+  // stdout never kills a turn) and starts the watcher thread.
   static void Install();
 
   // A fresh stop token for the next turn; SIGINT count reset to zero.

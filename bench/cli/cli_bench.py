@@ -119,6 +119,19 @@ def bench_first_request(args, ws, data_dir, home):
     return samples
 
 
+def bench_process_floor(args, runs):
+    """Fork+exec+exit of `agentloop --version` and of /bin/true (machine noise)."""
+    out = {}
+    for name, cmd in (("agentloop --version", [args.bin, "--version"]), ("/bin/true", ["/bin/true"])):
+        samples = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL)
+            samples.append((time.perf_counter() - t0) * 1000)
+        out[name] = samples
+    return out
+
+
 def fifty_step_script():
     items = []
     for i in range(49):
@@ -239,6 +252,7 @@ def main():
         with open(script_path, "w") as f:
             json.dump(fifty_step_script(), f)
 
+        floor = bench_process_floor(args, max(args.runs, 20))
         first = bench_first_request(args, ws, data_dir, home)
         agent, server = bench_fifty_steps(args, ws, data_dir, home, script_path)
         rss = bench_rss(args, ws, data_dir, home, script_path)
@@ -246,6 +260,9 @@ def main():
 
         med = statistics.median
         print("data dir: %s" % data_dir)
+        for name, samples in floor.items():
+            print("process floor, %s: median %.2f ms (min %.2f)" % (name, med(samples),
+                                                                   min(samples)))
         print("start -> first request: median %.2f ms (min %.2f, max %.2f, n=%d)" %
               (med(first), min(first), max(first), len(first)))
         print("50-step run: median %.1f ms (min %.1f, n=%d)" % (med(agent), min(agent),

@@ -176,6 +176,19 @@ class ExitCodeTest(CliTestCase):
         self.assertEqual(ends[0]["stop"], "aborted")
 
 
+    def test_closed_stdout_does_not_kill_the_turn(self):
+        proc = self.spawn("run", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws,
+                          "--allow", "*", "--output", "stream-json", "fix the bug")
+        first = json.loads(proc.stdout.readline())
+        proc.stdout.close()  # like `| head -1`
+        proc.wait(timeout=TIMEOUT)
+        proc.stderr.close()
+        self.assertEqual(proc.returncode, 0)
+        ends = [e for e in self.export(first["session_id"]) if e["type"] == "turn_end"]
+        self.assertEqual(ends[0]["stop"], "completed")
+        self.assert_fixed()
+
+
 class SessionsTest(CliTestCase):
 
     def run_demo(self):
