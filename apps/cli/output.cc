@@ -401,8 +401,13 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
     err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")\n"
          << PendingInstructions(result.pending) << std::flush;
   } else if (result.stop != StopReason::kCompleted) {
-    err_ << Paint("■ " + std::string(StopReasonName(result.stop)), kRed);
-    if (!result.reason.empty()) err_ << ": " << result.reason;
+    std::string name(StopReasonName(result.stop));
+    if (result.reason.rfind(name + ":", 0) == 0) {
+      err_ << Paint("■ " + name, kRed) << result.reason.substr(name.size());
+    } else {
+      err_ << Paint("■ " + name, kRed);
+      if (!result.reason.empty()) err_ << ": " << result.reason;
+    }
     err_ << "\n" << std::flush;
   }
   if (style_.quiet) return code;

@@ -200,6 +200,19 @@ TEST(TurnPrinterTest, JsonPrintsOneObjectAndPendingHelp) {
   EXPECT_NE(err.str().find("agentloop approve pend-1"), std::string::npos);
 }
 
+TEST(TurnPrinterTest, StopLineDoesNotRepeatTheStopName) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  TurnResult r;
+  r.stop = StopReason::kDenied;
+  r.reason = "denied: bash";
+  EXPECT_EQ(p.Finish("s1", r, ""), 4);
+  EXPECT_NE(err.str().find("■ denied: bash"), std::string::npos) << err.str();
+  EXPECT_EQ(err.str().find("denied: denied"), std::string::npos) << err.str();
+  EXPECT_EQ(out.str(), "");  // the synthetic stop text is not the model's answer
+}
+
 TEST(TurnPrinterTest, ErrorsAreJsonInJsonModes) {
   std::ostringstream out, err;
   TurnPrinter p(OutputFormat::kJson, out, err, Style());
