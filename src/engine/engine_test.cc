@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/ids.h"
+#include "base/testing/files.h"
 #include "engine/system_prompt.h"
 
 namespace agentloop {
@@ -14,29 +15,9 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("al_engine_" + NewId("t"))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-void WriteFile(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
 
 class CollectEvents : public EventSink {
  public:

@@ -10,6 +10,7 @@
 #include "agentloop/engine.h"
 
 #include "base/ids.h"
+#include "base/testing/files.h"
 #include "fake_model_server.h"
 #include "permissions/webhook.h"
 
@@ -20,29 +21,9 @@ namespace fs = std::filesystem;
 using testing::FakeModelServer;
 using ::testing::HasSubstr;
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("al_integ_" + NewId("t"))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-void WriteFile(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
 
 class Events : public EventSink {
  public:
