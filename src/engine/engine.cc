@@ -34,6 +34,7 @@
 #include "todo/todo_loop_hook.h"
 #include "todo/todo_tool.h"
 #include "tools/builtin.h"
+#include "tools/paths.h"
 
 namespace agentloop {
 
@@ -296,6 +297,33 @@ class SessionImpl final : public Session {
     (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
   }
   SessionStore& engine_store();
+
+  // A reopened session (resume, approve in another process) remembers the
+  // files the model already looked at: every successful read, write or edit
+  // in the stored history marks its file, resolved as the tools resolve it.
+  void RebuildReadLedger() {
+    std::map<std::string, const ContentBlock*> calls;
+    ToolContext ctx = MakeToolContext();
+    for (const auto& m : transcript_.messages()) {
+      for (const auto& b : m.content) {
+        if (b.type == BlockType::kToolUse) {
+          calls[b.id] = &b;
+        } else if (b.type == BlockType::kToolResult && !b.is_error) {
+          auto it = calls.find(b.tool_use_id);
+          if (it == calls.end()) continue;
+          const ContentBlock& use = *it->second;
+          if (use.name != "read" && use.name != "write" && use.name != "edit") continue;
+          if (!use.input.is_object() || !use.input.contains("file_path") ||
+              !use.input["file_path"].is_string()) {
+            continue;
+          }
+          auto rp = tools::ResolvePath(ctx, use.input["file_path"].get<std::string>(),
+                                       tools::Access::kRead);
+          if (rp.ok() && rp->exists) ledger_->MarkRead(rp->abs);
+        }
+      }
+    }
+  }
   void SaveReflectorState() {
     if (!reflector_) return;
     (void)engine_store().SetState(info_.id, kReflectorStateKey, reflector_->ExportState(info_.id));
@@ -476,6 +504,7 @@ Status SessionImpl::Init() {
   for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
   learning_dirs_ = dirs;
   todo_tool->ReplayFromHistory(info_.id, transcript_.messages());
+  RebuildReadLedger();
   hooks_.push_back(std::make_shared<todo::TodoReplayHook>(todo_tool));
 
   // Rules: config layers and flags, then the read-only command's own deny.
@@ -520,6 +549,8 @@ Status SessionImpl::Init() {
           std::filesystem::path(home_it->second) / ".config/agentloop/todo-loop-off";
     }
     topts.notify = [this](const std::string&, const std::string& level, const std::string& text) {
+      // "No list" is the common case, not news: keep the stream quiet.
+      if (text == "todo-loop: stopped: no list") return;
       std::lock_guard<std::mutex> lock(notes_mu_);
       if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
     };

@@ -91,6 +91,37 @@ TEST_F(EngineTest, RunWritesAndPersistsTheSession) {
   EXPECT_TRUE((*again)->load_warnings().empty());
 }
 
+// Regression (CLI e2e "pauses then other processes approve"): a reopened
+// session must remember the files the model read before, or write/edit of
+// an existing file is refused after a restart.
+TEST_F(EngineTest, ReopenedSessionRemembersFilesAlreadyRead) {
+  WriteFile(workspace_ / "notes.txt", "old\n");
+  const char* script = R"({"responses": [
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "notes.txt"}}]},
+    {"text": "read it"},
+    {"tool_calls": [{"id": "w1", "name": "write", "input": {"file_path": "notes.txt", "content": "new\n"}}]},
+    {"text": "rewrote it"}
+  ]})";
+  auto o = Options(script);
+  o.allow.push_back({"*", "--allow"});
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("look", {}, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->final_text, "read it");
+    id = (*s)->id();
+  }
+  o.session_id = id;
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Run("now rewrite it", {}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->final_text, "rewrote it");
+  EXPECT_EQ(ReadFile(workspace_ / "notes.txt"), "new\n");
+}
+
 TEST_F(EngineTest, SecondOpenOfARunningSessionIsBusy) {
   auto o = Options(kWriteScript);
   auto first = engine_->OpenSession(o);
