@@ -160,7 +160,9 @@ Applied Apply(const std::vector<Message>& stored, std::vector<Message> tail = {}
   req.ForEachMessage([&](const Message& m) { out.all.push_back(m); });
   // History stays a prefix view of the store (no copies there).
   EXPECT_LE(req.history.size(), stored.size());
-  if (!req.history.empty()) EXPECT_EQ(req.history.data(), stored.data());
+  if (!req.history.empty()) {
+    EXPECT_EQ(req.history.data(), stored.data());
+  }
   return out;
 }
 
