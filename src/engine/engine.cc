@@ -100,8 +100,10 @@ class StoreSink final : public EventSink {
       case EventType::kToolCallBegin:
       case EventType::kPending:
       case EventType::kTurnEnd:
-      case EventType::kDecision:
         return true;
+      // A decision is committed with the tool_call_begin (or pending) that
+      // follows it: one commit instead of two per step.
+      case EventType::kDecision:
       case EventType::kTurnBegin:
       case EventType::kStepEnd:
       case EventType::kTextDelta:
