@@ -13,7 +13,8 @@ namespace {
 class InstantProvider : public ModelProvider {
  public:
   std::string_view name() const override { return "instant"; }
-  Result<ModelResponse> Complete(const ModelRequest& request, StreamSink&, std::stop_token) override {
+  Result<ModelResponse> Complete(const ModelRequest& request, StreamSink&,
+                                 std::stop_token) override {
     benchmark::DoNotOptimize(request.history.data());
     ModelResponse r;
     r.content.push_back(ContentBlock::ToolUse("call_" + std::to_string(n_++), "noop",
@@ -90,9 +91,8 @@ void BM_StepOverhead(benchmark::State& state) {
     transcript_owner.reset();
     state.ResumeTiming();
   }
-  state.counters["us_per_step"] = benchmark::Counter(static_cast<double>(steps),
-                                                     benchmark::Counter::kIsRate |
-                                                         benchmark::Counter::kInvert);
+  state.counters["us_per_step"] = benchmark::Counter(
+      static_cast<double>(steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_StepOverhead)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
