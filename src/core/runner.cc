@@ -48,16 +48,16 @@ std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolC
       continue;
     }
     std::vector<std::optional<Result<ToolOutput>>> slots(lane.size());
+    // Per-call copies made before any call starts: tools may not share
+    // mutable context.
+    std::vector<ToolContext> contexts(lane.size(), ctx);
     {
       std::vector<std::jthread> threads;
       threads.reserve(lane.size() - 1);
       for (size_t i = 1; i < lane.size(); ++i) {
-        threads.emplace_back([&, i] {
-          ToolContext local = ctx;  // per-call copy: tools may not share mutable context
-          slots[i].emplace(RunOne(lane[i], tools, local));
-        });
+        threads.emplace_back([&, i] { slots[i].emplace(RunOne(lane[i], tools, contexts[i])); });
       }
-      slots[0].emplace(RunOne(lane[0], tools, ctx));
+      slots[0].emplace(RunOne(lane[0], tools, contexts[0]));
     }  // joins
     for (auto& s : slots) out.push_back(std::move(*s));
   }
@@ -86,13 +86,20 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
     if (auto* decide = std::get_if<turn_action::Decide>(&action)) {
       std::vector<ApprovalDecision> decisions;
       for (const auto& req : decide->requests) {
-        ApprovalDecision d = deps.approver != nullptr
-                                 ? deps.approver->Decide(req, stop)
-                                 : ApprovalDecision::Deny(
-                                       "no approver available to decide on '" + req.call.name +
-                                           "' (fail closed); allow it with a rule (e.g. --allow '" +
-                                           req.call.name + "') or run interactively",
-                                       "engine");
+        ApprovalDecision d =
+            ApprovalDecision::Deny("no approver available to decide on '" + req.call.name +
+                                       "' (fail closed); allow it with a rule (e.g. --allow '" +
+                                       req.call.name + "') or run interactively",
+                                   "engine");
+        if (deps.approver != nullptr) {
+          try {
+            d = deps.approver->Decide(req, stop);
+          } catch (const std::exception& e) {
+            d = ApprovalDecision::Deny(std::string("the approver failed: ") + e.what(), "engine");
+          } catch (...) {
+            d = ApprovalDecision::Deny("the approver failed", "engine");
+          }
+        }
         bool denied = d.kind == ApprovalDecision::Kind::kDeny;
         decisions.push_back(std::move(d));
         if (denied) break;  // the batch is cancelled anyway: do not ask about the rest

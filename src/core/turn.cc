@@ -194,14 +194,21 @@ class Turn::Impl {
   void OnDecisions(std::vector<ApprovalDecision> decisions) {
     if (phase_ != Phase::kAwaitDecisions) return;
     size_t k = 0;
+    bool denied = false;
     for (auto& slot : slots_) {
       if (slot.state != SlotState::kNeedsDecision) continue;
       if (k >= decisions.size()) {
-        // Not asked (an earlier request was denied): skipped with the batch.
-        slot.state = SlotState::kToRun;
+        if (denied) {
+          // Not asked after a denial: skipped with the batch below.
+          slot.state = SlotState::kToRun;
+        } else {
+          // Never run what nobody decided on.
+          SetReady(slot, "not run: no decision was made about this call", true);
+        }
         continue;
       }
       ApplyDecision(slot, decisions[k++]);
+      denied = denied || slot.state == SlotState::kDenied;
     }
     ResolveBatch();
   }
@@ -239,7 +246,7 @@ class Turn::Impl {
       }
     }
     if (!engine_error.ok()) {
-      PushResults();
+      PushResults("the turn failed: " + engine_error.ToString());
       FinishNow(StopReason::kFailed, engine_error.ToString());
       return;
     }
@@ -566,6 +573,15 @@ class Turn::Impl {
       }
       return ResolveBatch();
     }
+    if (stop_after_) {
+      // The turn stops after this batch (budget, stuck guard): do not ask a
+      // person about calls that could not run anyway.
+      for (auto& slot : slots_) {
+        if (slot.state == SlotState::kNeedsDecision) {
+          SetReady(slot, "not run: " + stop_after_->reason, true);
+        }
+      }
+    }
     std::vector<ApprovalRequest> requests;
     for (auto& slot : slots_) {
       if (slot.state != SlotState::kNeedsDecision) continue;
@@ -695,10 +711,7 @@ class Turn::Impl {
     }
     if (!sink_error_.ok()) {
       // The begin record did not reach the store: do not run anything.
-      for (auto& s : slots_) {
-        if (s.state == SlotState::kToRun) SetReady(s, "not run: " + sink_error_.ToString(), true);
-      }
-      PushResults();
+      PushResults(sink_error_.ToString());
       FinishNow(StopReason::kFailed, sink_error_.ToString());
       return;
     }
@@ -710,10 +723,16 @@ class Turn::Impl {
     AfterTools();
   }
 
-  void PushResults() {
+  // Appends one user message with every slot's result, in model order. A
+  // slot still without a result (a pending sibling when the turn fails) is
+  // answered "not run: <why>", so the transcript stays valid.
+  void PushResults(const std::string& why = "the turn stopped before this call was decided") {
     Message results;
     results.role = Role::kUser;
-    for (auto& s : slots_) results.content.push_back(s.result);
+    for (auto& s : slots_) {
+      if (s.state != SlotState::kReady) SetReady(s, "not run: " + why, true);
+      results.content.push_back(s.result);
+    }
     AppendMessage(std::move(results));
   }
 

@@ -617,6 +617,61 @@ TEST_F(TurnTest, AskUserQuestionLiveAndDurable) {
   EXPECT_EQ(r.pending[0].reason, "size?");
 }
 
+// Review findings (second reader): regression tests.
+
+TEST_F(TurnTest, EngineFailureWithPendingSiblingStillAnswersEveryCall) {
+  registry_.Add(std::make_shared<FnTool>(Spec("broken", false, false),
+                                         [](const ToolCall&, ToolContext&) -> Result<ToolOutput> {
+                                           return Internal("disk on fire");
+                                         }));
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  provider_.Calls({Call("a", "broken", {{"x", "1"}}), Call("b", "write", {{"x", "f"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kFailed);
+  ExpectValidTranscript(transcript_);
+  const auto& res = transcript_.back().content;
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[1].tool_use_id, "b");
+  EXPECT_THAT(res[1].text, HasSubstr("not run: the turn failed"));
+  EXPECT_EQ(write_->runs(), 0);
+}
+
+TEST_F(TurnTest, CallsWithoutADecisionNeverRun) {
+  Turn turn(Config(), transcript_);
+  ASSERT_TRUE(turn.Start(TurnInput::User("go")).ok());
+  ASSERT_TRUE(std::holds_alternative<turn_action::CallModel>(turn.Next({})));
+  ModelResponse resp;
+  resp.content = {Call("b", "write", {{"x", "f"}})};
+  resp.finish = FinishReason::kToolUse;
+  turn.OnModelResult(resp);
+  ASSERT_TRUE(std::holds_alternative<turn_action::Decide>(turn.Next({})));
+  turn.OnDecisions({});  // a driver that answers nothing
+  auto next = turn.Next({});
+  EXPECT_FALSE(std::holds_alternative<turn_action::RunTools>(next));
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_THAT(transcript_.back().content.at(0).text, HasSubstr("no decision"));
+}
+
+TEST_F(TurnTest, NoOneIsAskedAboutCallsThatCannotRun) {
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Allow("console"));
+  approver_ = &approver;
+  auto cfg = Config();
+  cfg.budget.max_tool_calls = 2;
+  provider_.Calls({Call("w", "write", {{"x", "f"}}), Call("a", "echo", {{"x", "1"}}),
+                   Call("b", "echo", {{"x", "2"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_TRUE(approver.seen.empty());
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_EQ(echo_->runs(), 1);
+  ExpectValidTranscript(transcript_);
+}
+
 // ---- hooks --------------------------------------------------------------
 
 class RecordingHook : public Hook {

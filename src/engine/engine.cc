@@ -629,9 +629,6 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   cfg.first_seq = next_seq_;
   cfg.workspace = options_.workspace;
 
-  Turn turn(cfg, transcript_);
-  AL_RETURN_IF_ERROR(turn.Start(std::move(input)));
-
   DurableApprover durable;
   std::unique_ptr<Approver> webhook;
   Approver* chosen = nullptr;
@@ -673,20 +670,34 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   std::optional<RememberingApprover> remembering;
   if (chosen != nullptr) remembering.emplace(*chosen, approvals_);
 
+  // Only now, with everything that can fail set up, does the input enter
+  // the history.
+  Turn turn(cfg, transcript_);
+  AL_RETURN_IF_ERROR(turn.Start(std::move(input)));
+
   RunnerDeps deps;
   deps.provider = provider_.get();
   deps.tools = &registry_;
   deps.approver = remembering ? &*remembering : nullptr;
   deps.stream = callbacks.stream;
   deps.tool_context = MakeToolContext();
+  struct CurrentTurn {
+    SessionImpl& s;
+    CurrentTurn(SessionImpl& session, Turn* t) : s(session) {
+      std::lock_guard<std::mutex> lock(s.notes_mu_);
+      s.current_turn_ = t;
+    }
+    ~CurrentTurn() {
+      std::lock_guard<std::mutex> lock(s.notes_mu_);
+      s.current_turn_ = nullptr;
+    }
+    CurrentTurn(const CurrentTurn&) = delete;
+    CurrentTurn& operator=(const CurrentTurn&) = delete;
+  };
+  TurnResult result;
   {
-    std::lock_guard<std::mutex> lock(notes_mu_);
-    current_turn_ = &turn;
-  }
-  TurnResult result = agentloop::RunTurn(turn, deps, stop);
-  {
-    std::lock_guard<std::mutex> lock(notes_mu_);
-    current_turn_ = nullptr;
+    CurrentTurn current(*this, &turn);  // hooks' notices go to this turn while it runs
+    result = agentloop::RunTurn(turn, deps, stop);
   }
   next_seq_ = result.next_seq;
   Status flushed = sink.Flush();
@@ -745,6 +756,9 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   opts.session_id = rec->session_id;
   AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
   opts.workspace = info.workspace;
+  // The paused turn continues under its own command (budgets, policy,
+  // plan mode), whatever the resolver's flags say.
+  if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
   if (opts.provider.empty()) opts.provider = info.provider;
   if (opts.model.empty()) opts.model = info.model;
   AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts));
@@ -792,7 +806,10 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
     }
     ToolContext ctx = session->MakeToolContext();
     ctx.stop = stop;
-    Result<ToolOutput> out = tool->Run(ToolCall{item.tool_use_id, item.tool, args}, ctx);
+    // Through the runner's path: an exception from the tool becomes is_error.
+    std::vector<Result<ToolOutput>> outs =
+        RunToolLanes({{ToolCall{item.tool_use_id, item.tool, args}}}, session->tools(), ctx);
+    Result<ToolOutput>& out = outs.at(0);
     ToolOutput o =
         out.ok() ? *out : ToolOutput::Error("not run: engine failure: " + out.error().ToString());
     ContentBlock b = ContentBlock::ToolResult(item.tool_use_id, o.content, o.is_error);
