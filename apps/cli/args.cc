@@ -129,6 +129,12 @@ constexpr std::array kSubcommands = {
                    "answer a pending question and continue the turn"},
     SubcommandSpec{Subcommand::kPermissions, "permissions", "permissions check TOOL JSON_ARGS",
                    "explain the permission decision for a call"},
+    SubcommandSpec{Subcommand::kProposals, "proposals", "proposals list|accept ID|reject ID",
+                   "review what the reflector proposed to remember"},
+    SubcommandSpec{Subcommand::kMemory, "memory", "memory list",
+                   "saved memories with their use counts"},
+    SubcommandSpec{Subcommand::kSkills, "skills", "skills list",
+                   "available skills with their use counts"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
 };
 
@@ -279,6 +285,14 @@ Status CheckPositionals(CliArgs& args) {
       return need(p.size() >= 2, "answer ID TEXT");
     case Subcommand::kPermissions:
       return need(p.size() == 3 && p[0] == "check", "permissions check TOOL JSON_ARGS");
+    case Subcommand::kProposals:
+      if (p.size() == 1 && p[0] == "list") return Status::Ok();
+      if (p.size() == 2 && (p[0] == "accept" || p[0] == "reject")) return Status::Ok();
+      return InvalidArgument("usage: agentloop proposals list|accept ID|reject ID");
+    case Subcommand::kMemory:
+      return need(p.size() == 1 && p[0] == "list", "memory list");
+    case Subcommand::kSkills:
+      return need(p.size() == 1 && p[0] == "list", "skills list");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

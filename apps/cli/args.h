@@ -34,7 +34,10 @@ enum class Subcommand {
   kDeny,
   kAnswer,
   kPermissions,
-  kHelp,  // `agentloop help [SUBCOMMAND]`
+  kProposals,  // proposals list|accept ID|reject ID
+  kMemory,     // memory list
+  kSkills,     // skills list
+  kHelp,       // `agentloop help [SUBCOMMAND]`
 };
 
 std::string_view SubcommandName(Subcommand s);

@@ -6,6 +6,11 @@
 #include <sstream>
 
 #include "interrupt.h"
+#include "learning/listing.h"
+#include "learning/memory_store.h"
+#include "learning/paths.h"
+#include "learning/proposals.h"
+#include "learning/skills.h"
 #include "permissions/approvers.h"
 #include "permissions/policy.h"
 #include "permissions/rules.h"
@@ -632,6 +637,62 @@ void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSet
   }
 }
 
+// ------------------------------------------------- learning (issue 8) ----
+
+// The memory, skill and proposal directories for the workspace of -C (or
+// the current directory), laid out as the engine lays them out.
+Result<learning::LearningDirs> LearningDirsFor(const CommandEnv& e) {
+  AL_ASSIGN_OR_RETURN(std::filesystem::path data_dir, DefaultDataDir(e.ctx.env));
+  std::filesystem::path config_dir;
+  if (auto x = e.ctx.env.find("XDG_CONFIG_HOME"); x != e.ctx.env.end() && !x->second.empty()) {
+    config_dir = std::filesystem::path(x->second) / "agentloop";
+  } else if (auto h = e.ctx.env.find("HOME"); h != e.ctx.env.end()) {
+    config_dir = std::filesystem::path(h->second) / ".config/agentloop";
+  }
+  std::error_code ec;
+  std::filesystem::path ws = e.args.workspace ? std::filesystem::path(*e.args.workspace)
+                                              : std::filesystem::current_path(ec);
+  auto canon = std::filesystem::weakly_canonical(ws, ec);
+  return learning::MakeLearningDirs(data_dir, config_dir, ec ? ws : canon);
+}
+
+int CmdLearning(const CommandEnv& e) {
+  Result<learning::LearningDirs> dirs = LearningDirsFor(e);
+  if (!dirs.ok()) {
+    e.err << "agentloop: " << dirs.error().message() << "\n";
+    return kExitUsage;
+  }
+  learning::MemoryStore memory(dirs->user_memory, dirs->workspace_memory);
+  learning::SkillStore skills(dirs->user_skills, dirs->workspace_skills);
+  switch (e.args.subcommand) {
+    case Subcommand::kMemory:
+      e.out << learning::FormatUsageRows(learning::MemoryRows(memory), "memory");
+      return kExitOk;
+    case Subcommand::kSkills:
+      e.out << learning::FormatUsageRows(learning::SkillRows(skills), "skill");
+      return kExitOk;
+    default:
+      break;
+  }
+  learning::ProposalStore proposals(dirs->proposals);
+  const std::string& verb = e.args.positionals[0];
+  if (verb == "list") {
+    e.out << learning::FormatProposals(proposals.List(std::nullopt));
+    return kExitOk;
+  }
+  const std::string& id = e.args.positionals[1];
+  Result<learning::ProposalRecord> r =
+      verb == "accept" ? proposals.Accept(id, memory, skills) : proposals.Reject(id);
+  if (!r.ok()) {
+    e.err << "agentloop: " << r.error().message() << "\n";
+    return r.error().code() == Code::kNotFound || r.error().code() == Code::kInvalidArgument
+               ? kExitUsage
+               : kExitFailed;
+  }
+  e.out << (verb == "accept" ? "accepted " : "rejected ") << r->id << "\n";
+  return kExitOk;
+}
+
 int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::istream& in,
            std::ostream& out, std::ostream& err) {
   Result<CliArgs> parsed = ParseArgs(argv);
@@ -676,6 +737,10 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdResolve(e);
     case Subcommand::kPermissions:
       return CmdPermissions(e);
+    case Subcommand::kProposals:
+    case Subcommand::kMemory:
+    case Subcommand::kSkills:
+      return CmdLearning(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;
