@@ -5,6 +5,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "config/config.h"
 #include "interrupt.h"
 #include "learning/listing.h"
 #include "learning/memory_store.h"
@@ -644,11 +645,7 @@ void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSet
 Result<learning::LearningDirs> LearningDirsFor(const CommandEnv& e) {
   AL_ASSIGN_OR_RETURN(std::filesystem::path data_dir, DefaultDataDir(e.ctx.env));
   std::filesystem::path config_dir;
-  if (auto x = e.ctx.env.find("XDG_CONFIG_HOME"); x != e.ctx.env.end() && !x->second.empty()) {
-    config_dir = std::filesystem::path(x->second) / "agentloop";
-  } else if (auto h = e.ctx.env.find("HOME"); h != e.ctx.env.end()) {
-    config_dir = std::filesystem::path(h->second) / ".config/agentloop";
-  }
+  if (auto dir = UserConfigDir(e.ctx.env); dir.ok()) config_dir = *dir;
   std::error_code ec;
   std::filesystem::path ws = e.args.workspace ? std::filesystem::path(*e.args.workspace)
                                               : std::filesystem::current_path(ec);

@@ -343,15 +343,23 @@ Config DefaultConfig() {
   return c;
 }
 
-Result<std::filesystem::path> UserConfigPath(const EnvMap& env) {
-  if (std::string p = Get(env, "AGENTLOOP_CONFIG"); !p.empty()) return std::filesystem::path(p);
+Result<std::filesystem::path> UserConfigDir(const EnvMap& env) {
   if (std::string x = Get(env, "XDG_CONFIG_HOME"); !x.empty() && x.front() == '/') {
-    return std::filesystem::path(x) / "agentloop" / "config.toml";
+    return std::filesystem::path(x) / "agentloop";
   }
   if (std::string h = Get(env, "HOME"); !h.empty()) {
-    return std::filesystem::path(h) / ".config" / "agentloop" / "config.toml";
+    return std::filesystem::path(h) / ".config" / "agentloop";
   }
-  return FailedPrecondition("cannot locate the user config: set HOME or AGENTLOOP_CONFIG");
+  return FailedPrecondition("cannot locate the user config directory: set HOME");
+}
+
+Result<std::filesystem::path> UserConfigPath(const EnvMap& env) {
+  if (std::string p = Get(env, "AGENTLOOP_CONFIG"); !p.empty()) return std::filesystem::path(p);
+  Result<std::filesystem::path> dir = UserConfigDir(env);
+  if (!dir.ok()) {
+    return FailedPrecondition("cannot locate the user config: set HOME or AGENTLOOP_CONFIG");
+  }
+  return *dir / "config.toml";
 }
 
 std::filesystem::path WorkspaceConfigPath(const std::filesystem::path& workspace) {

@@ -179,6 +179,10 @@ struct LoadedConfig {
   std::vector<std::filesystem::path> files;  // the files that existed and were read
 };
 
+// The user's agentloop config directory (config.toml, skills, the todo-loop
+// kill switch): $XDG_CONFIG_HOME/agentloop (absolute XDG_CONFIG_HOME only),
+// else $HOME/.config/agentloop. Errors: kFailedPrecondition when neither is set.
+Result<std::filesystem::path> UserConfigDir(const EnvMap& env);
 // $AGENTLOOP_CONFIG, else $XDG_CONFIG_HOME/agentloop/config.toml (absolute
 // XDG_CONFIG_HOME only), else $HOME/.config/agentloop/config.toml.
 // Errors: kFailedPrecondition when none is set.

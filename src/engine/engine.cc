@@ -16,6 +16,7 @@
 
 #include "base/ids.h"
 #include "base/strings.h"
+#include "config/config.h"
 #include "engine/ask_user.h"
 #include "engine/system_prompt.h"
 #include "learning/learning_tools.h"
@@ -494,13 +495,8 @@ Status SessionImpl::Init() {
   registry_.Add(todo_tool);
   registry_.Add(MakeAskUserTool());
   // Learning: memory and skill tools (usage counts and the reflector below).
-  const EnvMap& env = engine_.options().env;
   std::filesystem::path config_dir;
-  if (auto x = env.find("XDG_CONFIG_HOME"); x != env.end() && !x->second.empty()) {
-    config_dir = std::filesystem::path(x->second) / "agentloop";
-  } else if (auto h = env.find("HOME"); h != env.end()) {
-    config_dir = std::filesystem::path(h->second) / ".config/agentloop";
-  }
+  if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) config_dir = *dir;
   learning::LearningDirs dirs =
       learning::MakeLearningDirs(engine_.data_dir(), config_dir, options_.workspace);
   for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
@@ -545,10 +541,8 @@ Status SessionImpl::Init() {
     topts.config.max_strikes = options_.todo_max_strikes;
     topts.config.inject_state = options_.todo_inject_state;
     topts.config.max_injected_tasks = options_.todo_max_injected_tasks;
-    auto home_it = engine_.options().env.find("HOME");
-    if (home_it != engine_.options().env.end()) {
-      topts.kill_switch_global =
-          std::filesystem::path(home_it->second) / ".config/agentloop/todo-loop-off";
+    if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) {
+      topts.kill_switch_global = *dir / "todo-loop-off";
     }
     topts.notify = [this](const std::string&, const std::string& level, const std::string& text) {
       // "No list" is the common case, not news: keep the stream quiet.
