@@ -5,7 +5,10 @@
 // hook that throws or times out is logged (a hook_error event) and skipped:
 // a hook never fails a turn. A timed-out hook is abandoned, not killed: its
 // result is ignored, and it must not keep references to its arguments past
-// the call.
+// the call. A timed call runs on a helper thread (the handoff costs two
+// context switches); a hook whose timeout() is zero is trusted to return
+// promptly and runs inline on the turn's thread, with exceptions still
+// contained. The built-in hooks (todo, learning) are inline.
 //
 // Pairing: every OnTurnStart is followed by exactly one OnTurnEnd, also when
 // the turn stops early (budget, pause, cancel, failure). When OnTurnEnd asks
@@ -79,6 +82,7 @@ class Hook {
  public:
   virtual ~Hook() = default;
   virtual std::string_view name() const = 0;
+  // Zero: run inline, no timeout (for hooks that never block for long).
   virtual std::chrono::milliseconds timeout() const { return std::chrono::seconds(5); }
 
   virtual void OnTurnStart(const HookContext& ctx) { (void)ctx; }

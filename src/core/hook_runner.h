@@ -28,6 +28,8 @@ class HookRunner {
   // Runs `fn` on the worker and waits up to `timeout`. Returns true when it
   // completed normally; false (after calling on_error) when it threw or timed
   // out. `fn` must own what it touches after a timeout (capture copies).
+  // A zero (or negative) timeout runs `fn` inline on the calling thread: the
+  // hook is trusted to return promptly; a throw is still contained.
   bool Run(const std::string& point, std::chrono::milliseconds timeout, std::function<void()> fn,
            const ErrorFn& on_error);
 

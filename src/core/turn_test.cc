@@ -2,6 +2,8 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -742,6 +744,37 @@ TEST_F(TurnTest, ThrowingHookIsSkippedAndReported) {
   ASSERT_EQ(errs.size(), 1u);
   EXPECT_EQ(errs[0].data["point"], "before_model_call");
   EXPECT_THAT(errs[0].data["error"].get<std::string>(), HasSubstr("boom"));
+}
+
+// A trusted (timeout zero) hook runs on the turn's own thread; a throw is
+// still contained and reported.
+class InlineHook : public Hook {
+ public:
+  std::string_view name() const override { return "inline"; }
+  std::chrono::milliseconds timeout() const override { return {}; }
+  void BeforeModelCall(const HookContext&, ModelRequest& req) override {
+    thread = std::this_thread::get_id();
+    req.system += "+inline";
+  }
+  void AfterStep(const HookContext&, const StepEndInfo&) override {
+    throw std::runtime_error("inline boom");
+  }
+  std::thread::id thread;
+};
+
+TEST_F(TurnTest, ZeroTimeoutHookRunsInlineAndThrowsAreContained) {
+  auto h = std::make_shared<InlineHook>();
+  auto cfg = Config();
+  cfg.hooks = {h};
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("fine");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(h->thread, std::this_thread::get_id());
+  EXPECT_EQ(provider_.requests()[0].system, "sys+inline");
+  auto errs = sink_.OfType(EventType::kHookError);
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_EQ(errs[0].data["point"], "after_step");
+  EXPECT_THAT(errs[0].data["error"].get<std::string>(), HasSubstr("inline boom"));
 }
 
 class BlockingHook : public Hook {

@@ -78,6 +78,7 @@ class ReflectorHook : public Hook {
   ReflectorHook& operator=(const ReflectorHook&) = delete;
 
   std::string_view name() const override { return "reflector"; }
+  std::chrono::milliseconds timeout() const override { return {}; }  // inline: never blocks
   void BeforeModelCall(const HookContext& ctx, ModelRequest& request) override;
   TurnEndVerdict OnTurnEnd(const HookContext& ctx, const TurnEndInfo& info) override;
   void OnShutdown() override;

@@ -95,6 +95,7 @@ class UsageHook : public Hook {
  public:
   explicit UsageHook(std::shared_ptr<UsageTracker> tracker) : tracker_(std::move(tracker)) {}
   std::string_view name() const override { return "learning-usage"; }
+  std::chrono::milliseconds timeout() const override { return {}; }  // inline: never blocks
   void AfterToolResult(const HookContext& ctx, const ToolCall& call,
                        const ToolOutput& output) override;
   TurnEndVerdict OnTurnEnd(const HookContext& ctx, const TurnEndInfo& info) override;

@@ -95,6 +95,7 @@ class TodoLoopHook : public Hook {
   explicit TodoLoopHook(TodoLoopOptions options);
 
   std::string_view name() const override { return "todo-loop"; }
+  std::chrono::milliseconds timeout() const override { return {}; }  // inline: never blocks
   void BeforeModelCall(const HookContext& ctx, ModelRequest& request) override;
   void AfterStep(const HookContext& ctx, const StepEndInfo& info) override;
   TurnEndVerdict OnTurnEnd(const HookContext& ctx, const TurnEndInfo& info) override;

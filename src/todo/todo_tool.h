@@ -68,6 +68,7 @@ class TodoReplayHook : public Hook {
  public:
   explicit TodoReplayHook(std::shared_ptr<TodoTool> tool) : tool_(std::move(tool)) {}
   std::string_view name() const override { return "todo-replay"; }
+  std::chrono::milliseconds timeout() const override { return {}; }  // inline: never blocks
   void BeforeModelCall(const HookContext& ctx, ModelRequest& request) override;
 
  private:
