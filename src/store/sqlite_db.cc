@@ -1,9 +1,19 @@
 #include "store/sqlite_db.h"
 
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace agentloop::store {
+
+// Idle prepared statements of one connection, by SQL text (one per text: a
+// statement taken twice at once gets a fresh second copy, finalized when
+// done). `open` turns false when the Db closes; later releases finalize.
+struct StmtCache {
+  bool open = true;
+  std::unordered_map<std::string, sqlite3_stmt*> idle;
+};
 
 Status SqliteError(sqlite3* db, int rc, std::string_view what) {
   std::string msg(what);
@@ -27,18 +37,35 @@ Status SqliteError(sqlite3* db, int rc, std::string_view what) {
   }
 }
 
-Stmt::~Stmt() {
-  if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+void Stmt::Release() {
+  if (stmt_ == nullptr) return;
+  sqlite3_stmt* st = std::exchange(stmt_, nullptr);
+  if (home_ && home_->open) {
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    auto [it, inserted] = home_->idle.try_emplace(sqlite3_sql(st), st);
+    if (inserted) {
+      home_.reset();
+      return;
+    }
+  }
+  home_.reset();
+  sqlite3_finalize(st);
 }
 
+Stmt::~Stmt() { Release(); }
+
 Stmt::Stmt(Stmt&& other) noexcept
-    : db_(std::exchange(other.db_, nullptr)), stmt_(std::exchange(other.stmt_, nullptr)) {}
+    : db_(std::exchange(other.db_, nullptr)),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      home_(std::move(other.home_)) {}
 
 Stmt& Stmt::operator=(Stmt&& other) noexcept {
   if (this != &other) {
-    if (stmt_ != nullptr) sqlite3_finalize(stmt_);
+    Release();
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
+    home_ = std::move(other.home_);
   }
   return *this;
 }
@@ -88,7 +115,14 @@ std::string Stmt::Text(int col) const {
 
 bool Stmt::IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
-Db::~Db() { sqlite3_close_v2(db_); }
+Db::Db(sqlite3* db) : db_(db), cache_(std::make_shared<StmtCache>()) {}
+
+Db::~Db() {
+  cache_->open = false;
+  for (auto& [sql, st] : cache_->idle) sqlite3_finalize(st);
+  cache_->idle.clear();
+  sqlite3_close_v2(db_);  // deferred while a live Stmt still holds a statement
+}
 
 Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy_timeout_ms) {
   sqlite3* raw = nullptr;
@@ -115,10 +149,21 @@ Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy
 }
 
 Result<Stmt> Db::Prepare(std::string_view sql) {
+  // Keyed by the text as given; sqlite3_sql() returns the same text (the
+  // statements here are single statements without trailing text).
+  auto it = cache_->idle.find(std::string(sql));
+  if (it != cache_->idle.end()) {
+    sqlite3_stmt* st = it->second;
+    cache_->idle.erase(it);
+    return Stmt(db_, st, cache_);
+  }
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  const char* tail = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, &tail);
   if (rc != SQLITE_OK) return SqliteError(db_, rc, "sqlite prepare");
-  return Stmt(db_, stmt);
+  // Only a statement whose text is exactly `sql` can be found again.
+  bool cacheable = stmt != nullptr && tail == sql.data() + sql.size() && sqlite3_sql(stmt) == sql;
+  return Stmt(db_, stmt, cacheable ? cache_ : nullptr);
 }
 
 Status Db::Exec(const std::string& sql) {
@@ -132,7 +177,8 @@ Status Db::Exec(const std::string& sql) {
 int64_t Db::Changes() const { return sqlite3_changes(db_); }
 
 Result<Txn> Txn::Begin(Db& db, bool immediate) {
-  AL_RETURN_IF_ERROR(db.Exec(immediate ? "BEGIN IMMEDIATE" : "BEGIN"));
+  AL_ASSIGN_OR_RETURN(Stmt begin, db.Prepare(immediate ? "BEGIN IMMEDIATE" : "BEGIN"));
+  AL_RETURN_IF_ERROR(begin.Run());
   return Txn(&db);
 }
 
@@ -142,7 +188,10 @@ Txn::~Txn() {
 
 Status Txn::Commit() {
   Db* db = std::exchange(db_, nullptr);
-  Status s = db->Exec("COMMIT");
+  Status s = [&] {
+    AL_ASSIGN_OR_RETURN(Stmt commit, db->Prepare("COMMIT"));
+    return commit.Run();
+  }();
   if (!s.ok()) (void)db->Exec("ROLLBACK");
   return s;
 }

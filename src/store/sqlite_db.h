@@ -1,6 +1,10 @@
 // A thin RAII layer over the SQLite C API, used only inside src/store.
 //
-// Db owns one connection; Stmt owns one prepared statement. Errors become
+// Db owns one connection; Stmt owns one prepared statement while it lives.
+// Db::Prepare keeps finished statements in a per-connection cache keyed by
+// their SQL text and hands them out again (reset, bindings cleared): the store
+// runs the same few statements for every event, and parsing them each time was
+// most of its CPU. A Stmt may outlive its Db (it is then finalized). Errors become
 // Status values: SQLITE_BUSY/LOCKED -> kUnavailable, SQLITE_CORRUPT/NOTADB ->
 // kDataLoss, SQLITE_CONSTRAINT -> kAlreadyExists, anything else kInternal.
 //
@@ -9,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,10 +26,13 @@ namespace agentloop::store {
 
 Status SqliteError(sqlite3* db, int rc, std::string_view what);
 
+struct StmtCache;
+
 class Stmt {
  public:
   Stmt() = default;
-  Stmt(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  Stmt(sqlite3* db, sqlite3_stmt* stmt, std::shared_ptr<StmtCache> home = nullptr)
+      : db_(db), stmt_(stmt), home_(std::move(home)) {}
   ~Stmt();
   Stmt(Stmt&& other) noexcept;
   Stmt& operator=(Stmt&& other) noexcept;
@@ -48,8 +56,11 @@ class Stmt {
   bool IsNull(int col) const;
 
  private:
+  void Release();  // back to the cache, or finalized
+
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
+  std::shared_ptr<StmtCache> home_;  // null: not cached
 };
 
 class Db {
@@ -69,8 +80,9 @@ class Db {
   sqlite3* raw() const { return db_; }
 
  private:
-  explicit Db(sqlite3* db) : db_(db) {}
+  explicit Db(sqlite3* db);
   sqlite3* db_;
+  std::shared_ptr<StmtCache> cache_;
 };
 
 // A transaction that rolls back unless committed.
