@@ -5,7 +5,7 @@
 set -euo pipefail
 PKGS=(
   build-essential g++ cmake ninja-build ccache pkg-config git
-  nlohmann-json3-dev libcurl4-openssl-dev libsqlite3-dev libssl-dev
+  nlohmann-json3-dev libboost-dev libsqlite3-dev libssl-dev
   libre2-dev libedit-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   clang-format clang-tidy

@@ -1,17 +1,45 @@
+// HttpClient on Boost.Beast/Asio: one io_context, one event thread. Every
+// transfer is a chain of completion handlers on that thread: resolve ->
+// connect -> [proxy CONNECT] -> [TLS handshake] -> write -> read head -> read
+// body pieces. One steady_timer per transfer enforces the connect timeout
+// and then the idle timeout; Cancel() and the destructor abort by closing the
+// socket, so whatever operation is pending completes and the transfer ends.
 #include "providers/http_client.h"
 
 #include <strings.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
+#include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
-#include <curl/curl.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "base/strings.h"
-#include "providers/retry.h"
 
 namespace agentloop {
 
@@ -24,278 +52,848 @@ std::string_view FindHeader(const HttpHeaders& headers, std::string_view name) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-void GlobalInit() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+std::string StripBrackets(std::string s) {
+  if (s.size() >= 2 && s.front() == '[' && s.back() == ']') return s.substr(1, s.size() - 2);
+  return s;
 }
 
-class CurlClient;
+}  // namespace
 
-struct Transfer : HttpTransfer {
-  std::weak_ptr<CurlClient> client;
+bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy) {
+  std::string h = StripBrackets(ToLower(host));
+  if (h == "localhost" || EndsWith(h, ".localhost") || StartsWith(h, "127.") || h == "::1") {
+    return true;
+  }
+  for (std::string_view e : Split(no_proxy, ',')) {
+    e = Trim(e);
+    if (e.empty()) continue;
+    if (e == "*") return true;
+    std::string entry = StripBrackets(ToLower(e));
+    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
+    if (entry.empty()) continue;
+    if (h == entry) return true;
+    if (h.size() > entry.size() && EndsWith(h, entry) && h[h.size() - entry.size() - 1] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+constexpr size_t kMaxIdlePerOrigin = 8;
+constexpr auto kIdleLifetime = std::chrono::seconds(60);
+constexpr size_t kBodyChunk = 16384;
+constexpr uint32_t kHeaderLimit = 64 * 1024;
+
+struct Url {
+  bool https = false;
+  std::string host;  // without IPv6 brackets
+  std::string port;
+  std::string target;    // path + query
+  std::string userinfo;  // user:pass (proxy URLs only)
+  bool ipv6 = false;
+
+  bool DefaultPort() const { return port == (https ? "443" : "80"); }
+  std::string Authority() const { return (ipv6 ? "[" + host + "]" : host) + ":" + port; }
+  std::string HostHeader() const {
+    std::string h = ipv6 ? "[" + host + "]" : host;
+    return DefaultPort() ? h : h + ":" + port;
+  }
+};
+
+bool BadChar(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
+
+// Parses http(s)://[userinfo@]host[:port][/path][?query][#fragment]. Error
+// messages never repeat the URL (it may carry keys).
+Result<Url> ParseUrl(std::string_view url, bool is_proxy) {
+  Url u;
+  std::string scheme = "http";
+  if (size_t p = url.find("://"); p != std::string_view::npos) {
+    scheme = ToLower(url.substr(0, p));
+    url.remove_prefix(p + 3);
+  } else if (!is_proxy) {
+    return InvalidArgument("bad URL: no scheme (expected http:// or https://)");
+  }
+  if (scheme == "https" && !is_proxy) {
+    u.https = true;
+  } else if (scheme != "http") {
+    return InvalidArgument(
+        std::string(is_proxy ? "unsupported proxy scheme '" : "unsupported URL scheme '") + scheme +
+        (is_proxy ? "' (expected http)" : "' (expected http or https)"));
+  }
+  size_t end = url.find_first_of("/?#");
+  std::string_view authority = url.substr(0, end);
+  std::string_view rest = end == std::string_view::npos ? std::string_view() : url.substr(end);
+  if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    u.userinfo = std::string(authority.substr(0, at));
+    authority.remove_prefix(at + 1);
+  }
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    size_t rb = authority.find(']');
+    if (rb == std::string_view::npos) return InvalidArgument("bad URL: unterminated IPv6 address");
+    u.host = std::string(authority.substr(1, rb - 1));
+    u.ipv6 = true;
+    std::string_view after = authority.substr(rb + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return InvalidArgument("bad URL: junk after the IPv6 address");
+      port = after.substr(1);
+    }
+  } else {
+    if (size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+      port = authority.substr(colon + 1);
+      authority = authority.substr(0, colon);
+    }
+    u.host = std::string(authority);
+  }
+  if (u.host.empty()) return InvalidArgument("bad URL: no host");
+  for (char c : u.host) {
+    if (BadChar(c) || c == '/' || c == '\\') return InvalidArgument("bad URL: invalid host");
+  }
+  if (port.empty()) {
+    u.port = u.https ? "443" : "80";
+  } else {
+    long n = 0;
+    for (char c : port) {
+      if (c < '0' || c > '9' || n > 65535) return InvalidArgument("bad URL: invalid port");
+      n = n * 10 + (c - '0');
+    }
+    if (n < 1 || n > 65535) return InvalidArgument("bad URL: invalid port");
+    u.port = std::to_string(n);
+  }
+  if (size_t hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
+  if (rest.empty()) {
+    u.target = "/";
+  } else if (rest.front() == '?') {
+    u.target = "/" + std::string(rest);
+  } else {
+    u.target = std::string(rest);
+  }
+  for (char c : u.target) {
+    if (BadChar(c)) return InvalidArgument("bad URL: invalid character in the path");
+  }
+  return u;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::string Base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+struct Proxy {
+  bool configured = false;
+  Status error;  // a bad proxy setting fails the requests that would use it
+  Url url;
+  std::string authorization;  // "Basic ..." or empty; never logged
+};
+
+Proxy ParseProxy(const std::optional<std::string>& option, const char* lower, const char* upper) {
+  std::string value;
+  if (option) {
+    value = *option;
+  } else if (const char* v = std::getenv(lower); v != nullptr && *v != '\0') {
+    value = v;
+  } else if (const char* w = std::getenv(upper); w != nullptr && *w != '\0') {
+    value = w;
+  }
+  Proxy p;
+  value = std::string(Trim(value));
+  if (value.empty()) return p;
+  p.configured = true;
+  Result<Url> u = ParseUrl(value, true);
+  if (!u.ok()) {
+    p.error =
+        InvalidArgument(std::string("bad proxy setting (") + lower + "): " + u.error().message());
+    return p;
+  }
+  p.url = std::move(*u);
+  if (!p.url.userinfo.empty()) {
+    std::string_view ui = p.url.userinfo;
+    size_t colon = ui.find(':');
+    std::string user = PercentDecode(ui.substr(0, colon));
+    std::string pass =
+        colon == std::string_view::npos ? std::string() : PercentDecode(ui.substr(colon + 1));
+    p.authorization = "Basic " + Base64(user + ":" + pass);
+    p.url.userinfo.clear();
+  }
+  return p;
+}
+
+std::string NoProxySetting(const std::optional<std::string>& option) {
+  if (option) return *option;
+  if (const char* v = std::getenv("no_proxy"); v != nullptr) return v;
+  if (const char* v = std::getenv("NO_PROXY"); v != nullptr) return v;
+  return {};
+}
+
+bool ValidHeaderName(std::string_view n) {
+  if (n.empty()) return false;
+  for (char c : n) {
+    if (BadChar(c) || c == ':' || static_cast<unsigned char>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
+bool ValidHeaderValue(std::string_view v) {
+  for (char c : v) {
+    if (c == '\r' || c == '\n' || c == '\0') return false;
+  }
+  return true;
+}
+
+// One TCP (or TLS) connection. Owned by one transfer at a time or by the idle
+// pool.
+struct Conn {
+  explicit Conn(asio::io_context& ioc) : sock(ioc) {}
+  tcp::socket sock;  // plain http
+  std::unique_ptr<ssl::stream<tcp::socket>> tls;
+  beast::flat_buffer buf;
+  std::string key;
+  Clock::time_point idle_since;
+  uint64_t gen = 0;
+  bool in_pool = false;
+
+  tcp::socket& Lowest() { return tls ? tls->next_layer() : sock; }
+  void Close() {
+    error_code ec;
+    Lowest().close(ec);
+  }
+  template <typename F>
+  void With(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(sock);
+    }
+  }
+};
+
+class BeastClient;
+
+struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
+  Transfer(BeastClient* c, asio::io_context& ioc) : client(c), resolver(ioc), timer(ioc) {}
+  void Cancel() override;
+
+  BeastClient* client;  // event thread only; outlives the transfer
+  std::weak_ptr<BeastClient> weak_client;
   HttpRequest request;
   std::shared_ptr<HttpStreamHandler> handler;
   std::function<void(Status)> done;
-  std::atomic<bool> cancelled{false};
 
   // Event-thread state.
-  CURL* easy = nullptr;
-  curl_slist* header_list = nullptr;
-  bool head_sent = false;
-  long status = 0;
-  HttpHeaders headers;
-  Status handler_error;
-  Clock::time_point last_activity;
-  curl_off_t last_dl = 0, last_ul = 0;
-  char errbuf[CURL_ERROR_SIZE] = {0};
-
-  void Cancel() override;
+  Url url;
+  const Proxy* proxy = nullptr;
+  std::string key;
+  tcp::resolver resolver;
+  asio::steady_timer timer;
+  Clock::time_point deadline = Clock::time_point::max();
+  Status deadline_status;
+  bool timer_armed = false;
+  Clock::time_point armed_at;
+  std::shared_ptr<Conn> conn;
+  bool reused = false, retried = false, finished = false;
+  std::optional<Status> abort;
+  http::request<http::string_body> req;
+  http::request<http::empty_body> connect_req;
+  std::optional<http::response_parser<http::empty_body>> connect_parser;
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  std::unique_ptr<char[]> body_buf;
 };
 
-class CurlClient : public HttpClient, public std::enable_shared_from_this<CurlClient> {
+class BeastClient : public HttpClient, public std::enable_shared_from_this<BeastClient> {
  public:
-  explicit CurlClient(HttpClientOptions options) : options_(options) {
-    GlobalInit();
-    multi_ = curl_multi_init();
-    if (options_.max_connections_per_host > 0) {
-      curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, options_.max_connections_per_host);
-    }
-    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-    thread_ = std::thread([this] { Run(); });
+  explicit BeastClient(HttpClientOptions options)
+      : options_(std::move(options)),
+        work_(asio::make_work_guard(ioc_)),
+        http_proxy_(ParseProxy(options_.http_proxy, "http_proxy", "HTTP_PROXY")),
+        https_proxy_(ParseProxy(options_.https_proxy, "https_proxy", "HTTPS_PROXY")),
+        no_proxy_(NoProxySetting(options_.no_proxy)) {
+    thread_ = std::thread([this] {
+      while (true) {
+        try {
+          ioc_.run();
+          return;
+        } catch (...) {  // handlers catch what they call; keep the thread alive
+        }
+      }
+    });
   }
 
-  ~CurlClient() override {
-    shutdown_.store(true);
-    curl_multi_wakeup(multi_);
+  ~BeastClient() override {
+    asio::post(ioc_, [this] {
+      shutting_down_ = true;
+      std::vector<std::shared_ptr<Transfer>> running(active_.begin(), active_.end());
+      for (auto& t : running) Abort(t, Cancelled("http client shut down"));
+      for (auto& [key, conns] : idle_) {
+        for (auto& c : conns) {
+          c->in_pool = false;
+          c->Close();
+        }
+      }
+      idle_.clear();
+    });
+    work_.reset();
     thread_.join();
-    for (auto& [easy, t] : active_) Finish(t, Cancelled("http client shut down"), false);
-    active_.clear();
-    std::vector<std::shared_ptr<Transfer>> pending;
-    {
-      std::lock_guard lock(mu_);
-      pending.swap(pending_);
-    }
-    for (auto& t : pending) t->done(Cancelled("http client shut down"));
-    curl_multi_cleanup(multi_);
   }
 
   std::shared_ptr<HttpTransfer> Start(HttpRequest request,
                                       std::shared_ptr<HttpStreamHandler> handler,
                                       std::function<void(Status)> done) override {
-    auto t = std::make_shared<Transfer>();
-    t->client = weak_from_this();
+    auto t = std::make_shared<Transfer>(this, ioc_);
+    t->weak_client = weak_from_this();
     t->request = std::move(request);
     t->handler = std::move(handler);
     t->done = std::move(done);
-    {
-      std::lock_guard lock(mu_);
-      pending_.push_back(t);
-    }
-    curl_multi_wakeup(multi_);
+    active_count_.fetch_add(1);
+    asio::post(ioc_, [this, t] { Begin(t); });
     return t;
   }
 
   size_t active_transfers() const override { return active_count_.load(); }
 
-  void Wake() { curl_multi_wakeup(multi_); }
+  void PostAbort(std::shared_ptr<Transfer> t) {
+    asio::post(ioc_, [this, t] { Abort(t, Cancelled("request cancelled")); });
+  }
 
  private:
-  static size_t OnWrite(char* ptr, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    size_t len = size * n;
-    if (t->cancelled.load(std::memory_order_relaxed)) return 0;
-    t->last_activity = Clock::now();
-    if (!t->head_sent && !SendHead(t)) return 0;
-    Status st = t->handler->OnBody(std::string_view(ptr, len));
-    if (!st.ok()) {
-      t->handler_error = std::move(st);
-      return 0;
-    }
-    return len;
-  }
+  using TransferPtr = std::shared_ptr<Transfer>;
 
-  static size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
-    auto* t = static_cast<Transfer*>(user);
-    size_t len = size * n;
-    t->last_activity = Clock::now();
-    std::string_view line(ptr, len);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-    if (StartsWith(line, "HTTP/")) {
-      t->headers.clear();
-      size_t sp = line.find(' ');
-      if (sp != std::string_view::npos)
-        t->status = std::atol(std::string(line.substr(sp + 1, 3)).c_str());
-    } else if (size_t colon = line.find(':'); colon != std::string_view::npos) {
-      t->headers.emplace_back(std::string(Trim(line.substr(0, colon))),
-                              std::string(Trim(line.substr(colon + 1))));
-    }
-    return len;
-  }
+  // ---- lifecycle ----
 
-  static int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
-    auto* t = static_cast<Transfer*>(user);
-    if (dlnow != t->last_dl || ulnow != t->last_ul) {
-      t->last_dl = dlnow;
-      t->last_ul = ulnow;
-      t->last_activity = Clock::now();
+  void Begin(const TransferPtr& t) {
+    active_.insert(t);
+    if (shutting_down_) return Finish(t, Cancelled("http client shut down"));
+    Result<Url> u = ParseUrl(t->request.url, false);
+    if (!u.ok()) return Finish(t, u.error());
+    if (!u->userinfo.empty()) {
+      return Finish(t, InvalidArgument("bad URL: credentials in the URL are not supported"));
     }
-    return t->cancelled.load(std::memory_order_relaxed) ? 1 : 0;
-  }
-
-  // Returns false when the handler refused the head.
-  static bool SendHead(Transfer* t) {
-    t->head_sent = true;
-    long code = 0;
-    if (curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code != 0) {
-      t->status = code;
+    t->url = std::move(*u);
+    const Proxy& proxy = t->url.https ? https_proxy_ : http_proxy_;
+    if (proxy.configured && !HttpProxyBypassed(t->url.host, no_proxy_)) {
+      if (!proxy.error.ok()) return Finish(t, proxy.error);
+      t->proxy = &proxy;
     }
-    Status st = t->handler->OnHead(t->status, t->headers);
-    if (!st.ok()) {
-      t->handler_error = std::move(st);
-      return false;
+    if (t->url.https) {
+      Status st = EnsureTls();
+      if (!st.ok()) return Finish(t, st);
     }
-    return true;
-  }
-
-  Status Setup(Transfer* t) {
-    CURL* e = curl_easy_init();
-    if (e == nullptr) return Internal("curl_easy_init failed");
-    t->easy = e;
-    const HttpRequest& r = t->request;
-    curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
-    if (r.method == "POST") {
-      curl_easy_setopt(e, CURLOPT_POST, 1L);
-    } else if (r.method == "GET") {
-      curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    if (t->proxy != nullptr && !t->url.https) {
+      t->key = "http-proxy " + t->proxy->url.Authority();  // any origin
     } else {
-      curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+      t->key = (t->url.https ? "https://" : "http://") + t->url.Authority();
+      if (t->proxy != nullptr) t->key += " via " + t->proxy->url.Authority();
     }
-    if (r.method != "GET") {
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.body.data());
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+    Status st = BuildRequest(*t);
+    if (!st.ok()) return Finish(t, st);
+    if (std::shared_ptr<Conn> c = TakeIdle(t->key)) {
+      t->conn = std::move(c);
+      t->reused = true;
+      Send(t);
+    } else {
+      Connect(t);
     }
+  }
+
+  Status BuildRequest(Transfer& t) {
+    const HttpRequest& r = t.request;
     for (const auto& [k, v] : r.headers) {
-      std::string h = k + ": " + v;
-      t->header_list = curl_slist_append(t->header_list, h.c_str());
+      if (!ValidHeaderName(k)) return InvalidArgument("invalid HTTP header name");
+      if (!ValidHeaderValue(v)) return InvalidArgument("invalid value for HTTP header " + k);
     }
-    t->header_list = curl_slist_append(t->header_list, "Expect:");
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(r.connect_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &CurlClient::OnWrite);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &CurlClient::OnHeader);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
-    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, &CurlClient::OnProgress);
-    curl_easy_setopt(e, CURLOPT_XFERINFODATA, t);
-    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
-    t->last_activity = Clock::now();
-    if (curl_multi_add_handle(multi_, e) != CURLM_OK)
-      return Internal("curl_multi_add_handle failed");
+    if (r.method.empty() || !ValidHeaderName(r.method)) {
+      return InvalidArgument("invalid HTTP method");
+    }
+    try {
+      auto& req = t.req;
+      req.version(11);
+      http::verb verb = http::string_to_verb(r.method);
+      if (verb == http::verb::unknown) {
+        req.method_string(r.method);
+      } else {
+        req.method(verb);
+      }
+      bool absolute = t.proxy != nullptr && !t.url.https;
+      req.target(absolute ? "http://" + t.url.HostHeader() + t.url.target : t.url.target);
+      req.set(http::field::host, t.url.HostHeader());
+      req.set(http::field::user_agent, "agentloop");
+      req.set(http::field::accept, "*/*");
+      for (const auto& [k, v] : r.headers) {
+        http::field f = http::string_to_field(k);
+        if (f == http::field::content_length || f == http::field::transfer_encoding) continue;
+        if (f == http::field::host || f == http::field::user_agent || f == http::field::accept) {
+          req.set(f, v);
+        } else {
+          req.insert(k, v);
+        }
+      }
+      if (absolute && !t.proxy->authorization.empty()) {
+        req.set(http::field::proxy_authorization, t.proxy->authorization);
+      }
+      req.body() = r.body;
+      if (!r.body.empty() || (verb != http::verb::get && verb != http::verb::head)) {
+        req.content_length(r.body.size());
+      }
+    } catch (const std::exception&) {
+      return InvalidArgument("cannot build the HTTP request");
+    }
     return Status::Ok();
   }
 
-  // Removes the transfer from curl and reports `status`.
-  void Finish(const std::shared_ptr<Transfer>& t, Status status, bool erase) {
-    if (t->easy != nullptr) {
-      curl_multi_remove_handle(multi_, t->easy);
-      curl_easy_cleanup(t->easy);
-      t->easy = nullptr;
+  Status EnsureTls() {
+    if (tls_ctx_) return tls_status_;
+    tls_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
+    SSL_CTX_set_min_proto_version(tls_ctx_->native_handle(), TLS1_2_VERSION);
+    tls_ctx_->set_verify_mode(ssl::verify_peer);
+    error_code ec;
+    // Honours SSL_CERT_FILE / SSL_CERT_DIR (OpenSSL reads them here).
+    tls_ctx_->set_default_verify_paths(ec);
+    if (!options_.ca_file.empty()) {
+      tls_ctx_->load_verify_file(options_.ca_file, ec);
+      if (ec) {
+        tls_status_ =
+            InvalidArgument("cannot load CA file " + options_.ca_file + ": " + ec.message());
+      }
     }
-    curl_slist_free_all(t->header_list);
-    t->header_list = nullptr;
-    if (erase) active_count_.fetch_sub(1);
+    return tls_status_;
+  }
+
+  void Connect(const TransferPtr& t) {
+    t->reused = false;
+    t->conn = std::make_shared<Conn>(ioc_);
+    t->conn->key = t->key;
+    if (t->url.https) t->conn->tls = std::make_unique<ssl::stream<tcp::socket>>(ioc_, *tls_ctx_);
+    const Url& dial = t->proxy != nullptr ? t->proxy->url : t->url;
+    std::string what = (t->proxy != nullptr ? "proxy " : "") + dial.Authority();
+    if (t->request.connect_timeout.count() > 0) {
+      SetDeadline(t, Clock::now() + t->request.connect_timeout,
+                  DeadlineExceeded("connecting to " + what + " timed out after " +
+                                   std::to_string(t->request.connect_timeout.count()) + " ms"));
+    } else {
+      SetDeadline(t, Clock::time_point::max(), Status::Ok());
+    }
+    error_code ec;
+    asio::ip::address addr = asio::ip::make_address(dial.host, ec);
+    if (!ec) {
+      tcp::endpoint ep(addr, static_cast<uint16_t>(std::stoi(dial.port)));
+      t->conn->Lowest().async_connect(ep,
+                                      [this, t, what](error_code e) { OnConnected(t, e, what); });
+      return;
+    }
+    t->resolver.async_resolve(
+        dial.host, dial.port,
+        [this, t, what, host = dial.host](error_code e, tcp::resolver::results_type results) {
+          if (Aborted(t)) return;
+          if (e) return Fail(t, Unavailable("could not resolve host " + host + ": " + e.message()));
+          asio::async_connect(
+              t->conn->Lowest(), results,
+              [this, t, what](error_code e2, const tcp::endpoint&) { OnConnected(t, e2, what); });
+        });
+  }
+
+  void OnConnected(const TransferPtr& t, error_code ec, const std::string& what) {
+    if (Aborted(t)) return;
+    if (ec) return Fail(t, Unavailable("connect to " + what + " failed: " + ec.message()));
+    error_code ignored;
+    t->conn->Lowest().set_option(tcp::no_delay(true), ignored);
+    t->conn->Lowest().set_option(asio::socket_base::keep_alive(true), ignored);
+    if (t->proxy != nullptr && t->url.https) return ProxyConnect(t);
+    if (t->url.https) return Handshake(t);
+    Send(t);
+  }
+
+  void ProxyConnect(const TransferPtr& t) {
+    std::string proxy_name = "proxy " + t->proxy->url.Authority();
+    try {
+      t->connect_req = {http::verb::connect, t->url.Authority(), 11};
+      t->connect_req.set(http::field::host, t->url.Authority());
+      t->connect_req.set(http::field::user_agent, "agentloop");
+      if (!t->proxy->authorization.empty()) {
+        t->connect_req.set(http::field::proxy_authorization, t->proxy->authorization);
+      }
+    } catch (const std::exception&) {
+      return Fail(t, InvalidArgument("cannot build the CONNECT request"));
+    }
+    http::async_write(
+        t->conn->Lowest(), t->connect_req, [this, t, proxy_name](error_code ec, size_t) {
+          if (Aborted(t)) return;
+          if (ec)
+            return Fail(t, Unavailable(proxy_name + ": sending CONNECT failed: " + ec.message()));
+          t->connect_parser.emplace();
+          t->connect_parser->skip(true);
+          t->connect_parser->header_limit(kHeaderLimit);
+          http::async_read_header(
+              t->conn->Lowest(), t->conn->buf, *t->connect_parser,
+              [this, t, proxy_name](error_code e, size_t) {
+                if (Aborted(t)) return;
+                if (e) {
+                  return Fail(t,
+                              Unavailable(proxy_name + ": no answer to CONNECT: " + e.message()));
+                }
+                unsigned status = t->connect_parser->get().result_int();
+                t->connect_parser.reset();
+                if (status / 100 != 2) {
+                  std::string msg = proxy_name + " refused the tunnel to " + t->url.Authority() +
+                                    " (HTTP " + std::to_string(status) + ")";
+                  if (status == 407) msg += ": proxy authentication required";
+                  return Fail(t, Unavailable(msg));
+                }
+                if (t->conn->buf.size() != 0) {
+                  return Fail(t, Unavailable(proxy_name + " sent data after the CONNECT answer"));
+                }
+                Handshake(t);
+              });
+        });
+  }
+
+  void Handshake(const TransferPtr& t) {
+    SSL* s = t->conn->tls->native_handle();
+    error_code ec;
+    asio::ip::make_address(t->url.host, ec);
+    bool is_ip = !ec;
+    if (is_ip) {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), t->url.host.c_str());
+    } else {
+      SSL_set_tlsext_host_name(s, t->url.host.c_str());
+      X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(s), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      SSL_set1_host(s, t->url.host.c_str());
+    }
+    t->conn->tls->set_verify_mode(ssl::verify_peer);
+    t->conn->tls->async_handshake(ssl::stream_base::client, [this, t](error_code e) {
+      if (Aborted(t)) return;
+      if (e) {
+        long vr = SSL_get_verify_result(t->conn->tls->native_handle());
+        std::string cause = vr != X509_V_OK ? std::string("certificate verify failed: ") +
+                                                  X509_verify_cert_error_string(vr)
+                                            : e.message();
+        return Fail(t,
+                    Unavailable("TLS handshake with " + t->url.Authority() + " failed: " + cause));
+      }
+      Send(t);
+    });
+  }
+
+  void Send(const TransferPtr& t) {
+    SetIdleDeadline(t);
+    t->conn->With([&](auto& stream) {
+      http::async_write(stream, t->req, [this, t](error_code ec, size_t) {
+        if (Aborted(t)) return;
+        if (ec) {
+          if (CanRetry(t, ec)) return Retry(t);
+          return Fail(t, TransportError(*t, ec));
+        }
+        Touch(t);
+        NewParser(t);
+        ReadHead(t);
+      });
+    });
+  }
+
+  void NewParser(const TransferPtr& t) {
+    t->parser.emplace();
+    // Not boost::none: Beast 1.74 compares content-length > none as true.
+    t->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+    t->parser->header_limit(kHeaderLimit);
+    if (t->req.method() == http::verb::head) t->parser->skip(true);
+  }
+
+  void ReadHead(const TransferPtr& t) {
+    t->conn->With([&](auto& stream) {
+      http::async_read_header(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
+        if (Aborted(t)) return;
+        if (ec) {
+          if (CanRetry(t, ec)) return Retry(t);
+          return Fail(t, TransportError(*t, ec));
+        }
+        Touch(t);
+        unsigned status = t->parser->get().result_int();
+        if (status >= 100 && status < 200 && status != 101) {  // interim answer
+          NewParser(t);
+          return ReadHead(t);
+        }
+        HttpHeaders headers;
+        for (const auto& f : t->parser->get()) {
+          headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+        }
+        Status st = CallHandler(t, [&] { return t->handler->OnHead(status, headers); });
+        if (!st.ok()) return Fail(t, st);
+        t->body_buf = std::make_unique<char[]>(kBodyChunk);
+        ReadBody(t);
+      });
+    });
+  }
+
+  void ReadBody(const TransferPtr& t) {
+    if (t->parser->is_done()) return Complete(t);
+    t->parser->get().body().data = t->body_buf.get();
+    t->parser->get().body().size = kBodyChunk;
+    t->conn->With([&](auto& stream) {
+      http::async_read_some(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
+        if (Aborted(t)) return;
+        if (ec == http::error::need_buffer) ec = {};
+        size_t got = kBodyChunk - t->parser->get().body().size;
+        if (got > 0) {
+          Touch(t);
+          Status st = CallHandler(
+              t, [&] { return t->handler->OnBody(std::string_view(t->body_buf.get(), got)); });
+          if (!st.ok()) return Fail(t, st);
+        }
+        if (ec) return Fail(t, TransportError(*t, ec));
+        ReadBody(t);
+      });
+    });
+  }
+
+  void Complete(const TransferPtr& t) {
+    std::shared_ptr<Conn> c = std::move(t->conn);
+    if (t->parser->get().keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
+      Release(std::move(c));
+    } else {
+      c->Close();
+    }
+    Finish(t, Status::Ok());
+  }
+
+  // A reused connection the server closed meanwhile: one fresh attempt.
+  bool CanRetry(const TransferPtr& t, error_code ec) {
+    if (!t->reused || t->retried) return false;
+    if (t->parser && t->parser->got_some()) return false;
+    return ec == http::error::end_of_stream || ec == asio::error::eof ||
+           ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+           ec == asio::error::connection_aborted || ec == ssl::error::stream_truncated;
+  }
+
+  void Retry(const TransferPtr& t) {
+    t->retried = true;
+    t->conn->Close();
+    t->conn.reset();
+    t->parser.reset();
+    Connect(t);
+  }
+
+  static Status TransportError(const Transfer& t, error_code ec) {
+    std::string where = t.url.Authority();
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+        ec == asio::error::eof || ec == ssl::error::stream_truncated) {
+      return Unavailable("connection to " + where + " closed before the response was complete");
+    }
+    if (ec == asio::error::connection_reset)
+      return Unavailable("connection to " + where + " reset");
+    if (ec.category() == http::make_error_code(http::error::bad_version).category()) {
+      return Unavailable("invalid HTTP response from " + where + ": " + ec.message());
+    }
+    return Unavailable("connection to " + where + " failed: " + ec.message());
+  }
+
+  template <typename F>
+  static Status CallHandler(const TransferPtr&, F&& f) {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      return Internal(std::string("http stream handler threw: ") + e.what());
+    } catch (...) {
+      return Internal("http stream handler threw");
+    }
+  }
+
+  // Ends the transfer if it was aborted (or already ended) while an
+  // operation was pending; every completion handler starts with this.
+  bool Aborted(const TransferPtr& t) {
+    if (t->finished) return true;
+    if (t->abort) {
+      Fail(t, *t->abort);
+      return true;
+    }
+    return false;
+  }
+
+  void Abort(const TransferPtr& t, Status why) {
+    if (t->finished || t->abort) return;
+    t->abort = std::move(why);
+    t->resolver.cancel();
+    if (t->conn) t->conn->Close();
+  }
+
+  void Fail(const TransferPtr& t, Status st) {
+    if (t->conn) {
+      t->conn->Close();
+      t->conn.reset();
+    }
+    Finish(t, std::move(st));
+  }
+
+  void Finish(const TransferPtr& t, Status st) {
+    if (t->finished) return;
+    t->finished = true;
+    t->timer.cancel();
+    t->resolver.cancel();
+    active_.erase(t);
+    active_count_.fetch_sub(1);
     std::function<void(Status)> done = std::move(t->done);
     t->handler.reset();
-    if (done) done(std::move(status));
-  }
-
-  Status Complete(Transfer* t, CURLcode code) {
-    if (!t->handler_error.ok()) return t->handler_error;
-    if (t->cancelled.load()) return Cancelled("request cancelled");
-    if (code != CURLE_OK) {
-      std::string detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror(code);
-      return ClassifyTransportError(static_cast<int>(code), RedactSecrets(detail));
-    }
-    if (!t->head_sent && !SendHead(t)) return t->handler_error;
-    return Status::Ok();
-  }
-
-  void Run() {
-    while (!shutdown_.load()) {
-      std::vector<std::shared_ptr<Transfer>> added;
-      {
-        std::lock_guard lock(mu_);
-        added.swap(pending_);
-      }
-      for (auto& t : added) {
-        active_count_.fetch_add(1);
-        Status st = Setup(t.get());
-        if (!st.ok()) {
-          Finish(t, st, true);
-          continue;
-        }
-        active_[t->easy] = t;
-      }
-      // Cancellations and idle timeouts.
-      Clock::time_point now = Clock::now();
-      std::vector<std::pair<CURL*, Status>> ended;
-      for (auto& [easy, t] : active_) {
-        if (t->cancelled.load()) {
-          ended.emplace_back(easy, Cancelled("request cancelled"));
-        } else if (t->request.idle_timeout.count() > 0 &&
-                   now - t->last_activity > t->request.idle_timeout) {
-          ended.emplace_back(
-              easy, DeadlineExceeded("no data from the server for " +
-                                     std::to_string(t->request.idle_timeout.count()) + " ms"));
-        }
-      }
-      for (auto& [easy, st] : ended) End(easy, std::move(st));
-
-      int running = 0;
-      curl_multi_perform(multi_, &running);
-      int left = 0;
-      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-        if (msg->msg != CURLMSG_DONE) continue;
-        auto it = active_.find(msg->easy_handle);
-        if (it == active_.end()) continue;
-        Status st = Complete(it->second.get(), msg->data.result);
-        End(msg->easy_handle, std::move(st));
-      }
-      int timeout = static_cast<int>(options_.tick.count());
-      if (active_.empty()) timeout = 1000;
-      curl_multi_poll(multi_, nullptr, 0, timeout, nullptr);
+    t->parser.reset();
+    t->body_buf.reset();
+    if (!done) return;
+    try {
+      done(std::move(st));
+    } catch (...) {  // a throwing callback must not kill the event thread
     }
   }
 
-  void End(CURL* easy, Status st) {
-    auto it = active_.find(easy);
-    if (it == active_.end()) return;
-    std::shared_ptr<Transfer> t = std::move(it->second);
-    active_.erase(it);
-    Finish(t, std::move(st), true);
+  // ---- timeouts ----
+
+  void SetDeadline(const TransferPtr& t, Clock::time_point when, Status why) {
+    t->deadline = when;
+    t->deadline_status = std::move(why);
+    if (when == Clock::time_point::max()) return;
+    if (!t->timer_armed || when < t->armed_at) Arm(t);
+  }
+
+  void SetIdleDeadline(const TransferPtr& t) {
+    auto idle = t->request.idle_timeout;
+    if (idle.count() <= 0) return SetDeadline(t, Clock::time_point::max(), Status::Ok());
+    SetDeadline(t, Clock::now() + idle,
+                DeadlineExceeded("no data from " + t->url.Authority() + " for " +
+                                 std::to_string(idle.count()) + " ms"));
+  }
+
+  void Touch(const TransferPtr& t) {
+    auto idle = t->request.idle_timeout;
+    if (idle.count() > 0) t->deadline = Clock::now() + idle;
+  }
+
+  void Arm(const TransferPtr& t) {
+    t->timer_armed = true;
+    t->armed_at = t->deadline;
+    t->timer.expires_at(t->deadline);
+    t->timer.async_wait([this, t](error_code ec) {
+      if (ec == asio::error::operation_aborted || t->finished) return;
+      t->timer_armed = false;
+      if (t->deadline == Clock::time_point::max()) return;
+      if (Clock::now() >= t->deadline) return Abort(t, t->deadline_status);
+      Arm(t);
+    });
+  }
+
+  // ---- idle connection pool ----
+
+  std::shared_ptr<Conn> TakeIdle(const std::string& key) {
+    auto it = idle_.find(key);
+    if (it == idle_.end()) return nullptr;
+    auto& conns = it->second;
+    std::shared_ptr<Conn> found;
+    Clock::time_point now = Clock::now();
+    while (!conns.empty() && !found) {
+      std::shared_ptr<Conn> c = std::move(conns.back());
+      conns.pop_back();
+      c->in_pool = false;
+      ++c->gen;
+      error_code ec;
+      c->Lowest().cancel(ec);  // the readability watch
+      if (now - c->idle_since > kIdleLifetime || !c->Lowest().is_open()) {
+        c->Close();
+      } else {
+        found = std::move(c);
+      }
+    }
+    if (conns.empty()) idle_.erase(it);
+    return found;
+  }
+
+  void Release(std::shared_ptr<Conn> c) {
+    if (shutting_down_) return c->Close();
+    auto& conns = idle_[c->key];
+    Clock::time_point now = Clock::now();
+    while (!conns.empty() &&
+           (conns.size() >= kMaxIdlePerOrigin || now - conns.front()->idle_since > kIdleLifetime)) {
+      conns.front()->in_pool = false;
+      conns.front()->Close();
+      conns.erase(conns.begin());
+    }
+    c->in_pool = true;
+    c->idle_since = now;
+    uint64_t gen = ++c->gen;
+    conns.push_back(c);
+    // An idle connection that becomes readable was closed by the server (or
+    // sent something unsolicited): drop it.
+    c->Lowest().async_wait(tcp::socket::wait_read, [this, c, gen](error_code) {
+      if (!c->in_pool || c->gen != gen) return;
+      c->in_pool = false;
+      auto it = idle_.find(c->key);
+      if (it != idle_.end()) {
+        auto& v = it->second;
+        v.erase(std::remove(v.begin(), v.end(), c), v.end());
+        if (v.empty()) idle_.erase(it);
+      }
+      c->Close();
+    });
   }
 
   HttpClientOptions options_;
-  CURLM* multi_ = nullptr;
+  asio::io_context ioc_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
-  std::atomic<bool> shutdown_{false};
   std::atomic<size_t> active_count_{0};
-  std::mutex mu_;
-  std::vector<std::shared_ptr<Transfer>> pending_;
-  std::unordered_map<CURL*, std::shared_ptr<Transfer>> active_;  // event thread only
+  const Proxy http_proxy_;
+  const Proxy https_proxy_;
+  const std::string no_proxy_;
+
+  // Event-thread state.
+  bool shutting_down_ = false;
+  std::unique_ptr<ssl::context> tls_ctx_;
+  Status tls_status_;
+  std::unordered_set<TransferPtr> active_;
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Conn>>> idle_;
 };
 
 void Transfer::Cancel() {
-  cancelled.store(true);
-  if (auto c = client.lock()) c->Wake();
+  if (auto c = weak_client.lock()) c->PostAbort(shared_from_this());
 }
 
 // Moves events from the event thread to the thread blocked in Fetch().
@@ -347,7 +945,7 @@ struct BufferingHandler : HttpStreamHandler {
 }  // namespace
 
 std::shared_ptr<HttpClient> HttpClient::Create(HttpClientOptions options) {
-  return std::make_shared<CurlClient>(options);
+  return std::make_shared<BeastClient>(std::move(options));
 }
 
 Status HttpClient::Fetch(HttpRequest request, HttpStreamHandler& handler, std::stop_token stop) {

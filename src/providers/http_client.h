@@ -1,11 +1,21 @@
-// HttpClient: the one libcurl user in agentloop. One multi handle driven by
-// one event thread carries every transfer (no thread per request), so
-// thousands of sessions can stream at once. Connections (and TLS sessions,
-// HTTP/2 where the server offers it) are reused across requests; proxies come
-// from the standard environment variables (libcurl default); TCP_NODELAY is
-// on.
+// HttpClient: agentloop's one HTTP/1.1 client (Boost.Beast/Asio, OpenSSL for
+// TLS). One io_context driven by one event thread carries every transfer (no
+// thread per request), so thousands of sessions can stream at once.
+// Keep-alive connections are pooled per origin (at most 8 idle per origin,
+// dropped after 60 s idle or when the server closes them); a reused
+// connection that fails before any response byte is retried once on a fresh
+// one. TCP_NODELAY is on. https verifies the peer (system CA store,
+// SSL_CERT_FILE / SSL_CERT_DIR, HttpClientOptions::ca_file) and the host name,
+// and sends SNI.
 //
-// Two ways to use it:
+// Proxies come from the environment like curl: https_proxy/HTTPS_PROXY for
+// https (CONNECT tunnel, then TLS to the origin), http_proxy/HTTP_PROXY for
+// http (absolute-form request target), no_proxy/NO_PROXY (comma list of host
+// suffixes, `*` = all); localhost/127.0.0.1/::1 are never proxied. Proxy URLs
+// are http://[user:pass@]host[:port] (Basic auth); credentials are never
+// logged.
+//
+// Three ways to use it:
 //  - Start(): asynchronous; callbacks run on the event thread and must not
 //    block. Returns a handle whose Cancel() aborts the transfer.
 //  - Fetch(): blocking; runs the handler on the CALLING thread as bytes
@@ -14,9 +24,11 @@
 //  - Post(): blocking, whole body buffered (webhooks).
 //
 // Errors (transport, not HTTP status): kUnavailable for connection failures
-// (refused, reset, DNS, TLS, truncated body), kDeadlineExceeded for the
-// connect timeout and the idle timeout (no byte for `idle_timeout`),
-// kCancelled when the stop token fired. Messages never contain header values.
+// (refused, reset, DNS, TLS, proxy, truncated body), kDeadlineExceeded for
+// the connect timeout (resolve + connect + proxy + TLS handshake) and the
+// idle timeout (no byte for `idle_timeout`), kCancelled when the stop token
+// fired or Cancel() was called, kInvalidArgument for a bad or unsupported URL.
+// Messages name host and port, never header values, paths or credentials.
 //
 // Thread-safety: all methods are thread-safe. The client must outlive its
 // transfers; the destructor aborts whatever is still running.
@@ -25,6 +37,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -75,11 +88,22 @@ class HttpTransfer {
 };
 
 struct HttpClientOptions {
-  // Upper bound on how long the event thread sleeps between checks of
-  // idle timeouts and cancellations.
+  // Unused (timeouts and cancellations are events now); kept for callers.
   std::chrono::milliseconds tick{50};
-  long max_connections_per_host = 0;  // 0 = libcurl default (unlimited)
+  // Ignored: connections per origin are not capped (idle ones are).
+  long max_connections_per_host = 0;
+  // Extra trusted CA certificates (PEM file), added to the system store.
+  std::string ca_file;
+  // Proxy settings; unset = from the environment (see above). An empty
+  // string means "no proxy" / "no exceptions".
+  std::optional<std::string> http_proxy;
+  std::optional<std::string> https_proxy;
+  std::optional<std::string> no_proxy;
 };
+
+// Whether `host` bypasses the proxy under `no_proxy` (comma list of host
+// names or domain suffixes, `*` = all). Loopback hosts always bypass.
+bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy);
 
 class HttpClient {
  public:

@@ -5,8 +5,6 @@
 #include <mutex>
 #include <random>
 
-#include <curl/curl.h>
-
 #include "agentloop/json.h"
 
 #include "base/ids.h"
@@ -91,41 +89,6 @@ Status ClassifyHttpStatus(long status, std::string_view body) {
   if (status >= 400 && status < 500) return InvalidArgument(text);
   if (status >= 500) return Internal(text);
   return Internal("unexpected " + text);
-}
-
-Status ClassifyTransportError(int curl_code, std::string_view detail) {
-  std::string msg(detail);
-  switch (static_cast<CURLcode>(curl_code)) {
-    case CURLE_OK:
-      return Status::Ok();
-    case CURLE_OPERATION_TIMEDOUT:
-      return DeadlineExceeded("timed out: " + msg);
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_HTTP3:
-    case CURLE_WEIRD_SERVER_REPLY:
-    case CURLE_PROXY:
-      return Unavailable("connection failed: " + msg);
-    case CURLE_ABORTED_BY_CALLBACK:
-      return Cancelled("request cancelled");
-    case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL:
-      return InvalidArgument("bad URL: " + msg);
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CACERT_BADFILE:
-      return PermissionDenied("TLS verification failed: " + msg);
-    default:
-      return Internal("http transport error: " + msg);
-  }
 }
 
 std::optional<std::chrono::milliseconds> ParseRetryAfter(const HttpHeaders& headers) {

@@ -1,7 +1,8 @@
 // Failure classification and the retry loop shared by the HTTP providers.
 //
-// Classification is here and only here: HTTP statuses and libcurl errors map
-// to Status codes; whether a code is retried is decided by IsRetryable()
+// Classification of HTTP statuses is here and only here (transport errors
+// are classified by the HTTP client, http_client.h); statuses map to Status
+// codes; whether a code is retried is decided by IsRetryable()
 // (status.h). 408/409/429/500/502/503/504/529 and connection failures are
 // retryable; other 4xx are not; 400/413 answers that say the prompt is too
 // long become kPromptTooLong (the engine compacts and retries).
@@ -26,10 +27,6 @@ namespace agentloop {
 // the provider's error message (from a JSON error body when there is one),
 // with secrets redacted and length bounded.
 Status ClassifyHttpStatus(long status, std::string_view body);
-
-// Maps a libcurl CURLcode (as int) to a Status: kDeadlineExceeded for
-// timeouts, kUnavailable for connection/transport failures, kInternal else.
-Status ClassifyTransportError(int curl_code, std::string_view detail);
 
 // Whether an error body / message says the prompt exceeded the context
 // window (SEMANTICS 4.6).
