@@ -1,8 +1,22 @@
 #include "providers/http_client.h"
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <thread>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include "fake_model_server.h"
 
@@ -137,6 +151,545 @@ TEST(HttpClient, AsyncStartCallsDoneOnce) {
   ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return done > 0; }));
   EXPECT_TRUE(result.ok());
   EXPECT_EQ(handler->body, "hi");
+}
+
+}  // namespace
+}  // namespace agentloop
+
+// ---- helpers for the tests below: raw servers, TLS, a CONNECT proxy ----
+
+namespace agentloop {
+namespace {
+
+namespace asio = boost::asio;
+namespace ssl = asio::ssl;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+// A listening socket on 127.0.0.1 (ephemeral port).
+int Listen(int* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, 16) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+int ConnectLocal(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads one request head (and no body); empty on EOF.
+std::string ReadHead(int fd) {
+  std::string head;
+  char c;
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    if (::recv(fd, &c, 1, 0) != 1) return {};
+    head += c;
+  }
+  return head;
+}
+
+bool SendAll(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// A keep-alive server whose first connection answers one request and then
+// closes when the second request arrives (a server that timed the connection
+// out just as the client reused it). Later connections answer everything.
+class FlakyKeepAliveServer {
+ public:
+  FlakyKeepAliveServer() {
+    fd_ = Listen(&port_);
+    thread_ = std::thread([this] {
+      for (int n = 0;; ++n) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;
+        ++accepted_;
+        for (int req = 0; !ReadHead(c).empty(); ++req) {
+          if (n == 0 && req == 1) break;  // close without answering
+          if (!SendAll(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) break;
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~FlakyKeepAliveServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+struct KeyAndCert {
+  std::string key_pem, cert_pem;
+};
+
+// A self-signed certificate (P-256) for `san`, e.g.
+// "DNS:localhost,IP:127.0.0.1".
+KeyAndCert MakeSelfSigned(const std::string& san) {
+  KeyAndCert out;
+  EVP_PKEY* pkey = EVP_EC_gen("P-256");
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+  X509_set_pubkey(x, pkey);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("agentloop test"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509V3_CTX v3;
+  X509V3_set_ctx_nodb(&v3);
+  X509V3_set_ctx(&v3, x, x, nullptr, nullptr, 0);
+  for (auto [nid, value] : {std::pair<int, std::string>{NID_subject_alt_name, san},
+                            {NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &v3, nid, value.c_str());
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  X509_sign(x, pkey, EVP_sha256());
+  BIO* b = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(b, x);
+  char* data = nullptr;
+  long len = BIO_get_mem_data(b, &data);
+  out.cert_pem.assign(data, static_cast<size_t>(len));
+  BIO_free(b);
+  b = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(b, pkey, nullptr, nullptr, 0, nullptr, nullptr);
+  len = BIO_get_mem_data(b, &data);
+  out.key_pem.assign(data, static_cast<size_t>(len));
+  BIO_free(b);
+  X509_free(x);
+  EVP_PKEY_free(pkey);
+  return out;
+}
+
+// The certificate as a file (for HttpClientOptions::ca_file), removed at the
+// end of the test.
+class TempPem {
+ public:
+  explicit TempPem(const std::string& pem) {
+    static std::atomic<int> n{0};
+    path_ = ::testing::TempDir() + "al_http_ca_" + std::to_string(::getpid()) + "_" +
+            std::to_string(n++) + ".pem";
+    std::ofstream(path_) << pem;
+  }
+  ~TempPem() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// HTTPS on 127.0.0.1 (a thread per connection), answering "secure <target>"
+// to every request.
+class TlsServer {
+ public:
+  explicit TlsServer(const KeyAndCert& kc)
+      : ctx_(ssl::context::tls_server),
+        acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    ctx_.use_certificate_chain(asio::buffer(kc.cert_pem));
+    ctx_.use_private_key(asio::buffer(kc.key_pem), ssl::context::pem);
+    port_ = acceptor_.local_endpoint().port();
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~TlsServer() {
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    thread_.join();
+    for (auto& t : conns_) t.join();  // clients are gone: their connections closed
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_.load(); }
+  int handshake_failures() const { return handshake_failures_.load(); }
+
+ private:
+  void Loop() {
+    while (true) {
+      tcp::socket sock(ioc_);
+      boost::system::error_code ec;
+      acceptor_.accept(sock, ec);
+      if (ec) return;
+      ++accepted_;
+      conns_.emplace_back([this, sock = std::move(sock)]() mutable { Serve(std::move(sock)); });
+    }
+  }
+
+  void Serve(tcp::socket sock) {
+    boost::system::error_code ec;
+    ssl::stream<tcp::socket> s(std::move(sock), ctx_);
+    s.handshake(ssl::stream_base::server, ec);
+    if (ec) {
+      ++handshake_failures_;
+      return;
+    }
+    boost::beast::flat_buffer buf;
+    while (true) {
+      http::request<http::string_body> req;
+      http::read(s, buf, req, ec);
+      if (ec) return;
+      http::response<http::string_body> res{http::status::ok, 11};
+      res.body() = "secure " + std::string(req.target());
+      res.prepare_payload();
+      http::write(s, res, ec);
+      if (ec) return;
+    }
+  }
+
+  asio::io_context ioc_;
+  ssl::context ctx_;
+  tcp::acceptor acceptor_;
+  int port_ = 0;
+  std::atomic<int> accepted_{0}, handshake_failures_{0};
+  std::thread thread_;
+  std::vector<std::thread> conns_;  // accept thread only, then the destructor
+};
+
+// An HTTP CONNECT proxy on 127.0.0.1 that records each request head and
+// tunnels to 127.0.0.1:`target_port` whatever host was asked for (so tests
+// can use names that need no DNS). With `status` != 200 it refuses.
+class ConnectProxy {
+ public:
+  explicit ConnectProxy(int target_port, int status = 200) : target_(target_port), status_(status) {
+    fd_ = Listen(&port_);
+    thread_ = std::thread([this] {
+      while (true) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;
+        std::string head = ReadHead(c);
+        {
+          std::lock_guard l(mu_);
+          heads_.push_back(head);
+        }
+        if (status_ != 200) {
+          SendAll(c, "HTTP/1.1 " + std::to_string(status_) + " No\r\nContent-Length: 0\r\n\r\n");
+          ::close(c);
+          continue;
+        }
+        int up = ConnectLocal(target_);
+        SendAll(c, "HTTP/1.1 200 Connection established\r\n\r\n");
+        Relay(c, up);
+        ::close(up);
+        ::close(c);
+      }
+    });
+  }
+  ~ConnectProxy() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> heads() const {
+    std::lock_guard l(mu_);
+    return heads_;
+  }
+
+ private:
+  static void Relay(int a, int b) {
+    pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+    char buf[16384];
+    while (::poll(fds, 2, -1) > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].revents == 0) continue;
+        ssize_t n = ::recv(fds[i].fd, buf, sizeof(buf), 0);
+        if (n <= 0 || !SendAll(fds[1 - i].fd, std::string_view(buf, static_cast<size_t>(n))))
+          return;
+      }
+    }
+  }
+
+  int target_, status_;
+  int fd_ = -1;
+  int port_ = 0;
+  mutable std::mutex mu_;
+  std::vector<std::string> heads_;
+  std::thread thread_;
+};
+
+HttpRequest Get(const std::string& url) {
+  HttpRequest r;
+  r.method = "GET";
+  r.url = url;
+  return r;
+}
+
+TEST(HttpClient, SequentialStreamsReuseOneConnection) {
+  Json script = Json::array();
+  for (int i = 0; i < 3; ++i) script.push_back(Json{{"text", "hello " + std::to_string(i)}});
+  auto server = FakeModelServer::Start(script);
+  ASSERT_TRUE(server.ok());
+  auto client = HttpClient::Create();
+  for (int i = 0; i < 3; ++i) {
+    HttpRequest req;
+    req.url = (*server)->base_url() + "/chat/completions";
+    req.body = "{}";
+    Buffer b;
+    Status st = client->Fetch(req, b, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_NE(b.body.find("\"hel\""), std::string::npos);  // text comes in 3-byte pieces
+    EXPECT_NE(b.body.find("[DONE]"), std::string::npos);
+  }
+  EXPECT_EQ((*server)->connections_accepted(), 1u);
+}
+
+TEST(HttpClient, RequestHeadersAndTarget) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "x"}])"));
+  ASSERT_TRUE(server.ok());
+  auto client = HttpClient::Create();
+  auto r = client->Post((*server)->base_url() + "?a=1#frag", {{"User-Agent", "custom"}}, "abc");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  auto reqs = (*server)->requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].method, "POST");
+  EXPECT_EQ(reqs[0].path, "/?a=1");
+  EXPECT_EQ(FindHeader(reqs[0].headers, "host"), "127.0.0.1:" + std::to_string((*server)->port()));
+  EXPECT_EQ(FindHeader(reqs[0].headers, "user-agent"), "custom");
+  EXPECT_EQ(FindHeader(reqs[0].headers, "content-length"), "3");
+}
+
+TEST(HttpClient, ReusedConnectionClosedByServerIsRetriedOnce) {
+  FlakyKeepAliveServer server;
+  auto client = HttpClient::Create();
+  std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/";
+  for (int i = 0; i < 2; ++i) {
+    Buffer b;
+    Status st = client->Fetch(Get(url), b, {});
+    ASSERT_TRUE(st.ok()) << i << ": " << st.ToString();
+    EXPECT_EQ(b.status, 200);
+    EXPECT_EQ(b.body, "ok");
+  }
+  EXPECT_EQ(server.accepted(), 2);
+}
+
+TEST(HttpClient, UnsupportedSchemeIsInvalidArgument) {
+  auto client = HttpClient::Create();
+  auto r = client->Post("ftp://127.0.0.1/x", {}, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("ftp"), std::string::npos);
+  auto r2 = client->Post("127.0.0.1/x", {}, "");
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.error().code(), Code::kInvalidArgument);
+}
+
+TEST(HttpClient, HeaderValuesAreNotEchoedInErrors) {
+  auto client = HttpClient::Create();
+  auto r =
+      client->Post("http://127.0.0.1:1/x", {{"Authorization", "Bearer sk-secret\r\nX: y"}}, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
+  EXPECT_EQ(r.error().message().find("sk-secret"), std::string::npos);
+}
+
+TEST(HttpClient, CancelMidStream) {
+  auto server = FakeModelServer::Start(
+      Json::parse(R"([{"text": "a b c d e f", "chunk_size": 5, "latency_ms": 600000}])"));
+  ASSERT_TRUE(server.ok());
+  auto client = HttpClient::Create();
+  struct Handler : HttpStreamHandler {
+    std::mutex m;
+    std::condition_variable cv;
+    std::string body;
+    Status OnHead(long, const HttpHeaders&) override { return Status::Ok(); }
+    Status OnBody(std::string_view b) override {
+      std::lock_guard l(m);
+      body += b;
+      cv.notify_all();
+      return Status::Ok();
+    }
+  };
+  auto handler = std::make_shared<Handler>();
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<Status> result;
+  HttpRequest req;
+  req.url = (*server)->base_url() + "/chat/completions";
+  auto transfer = client->Start(req, handler, [&](Status s) {
+    std::lock_guard l(m);
+    result = s;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock l(handler->m);
+    ASSERT_TRUE(
+        handler->cv.wait_for(l, std::chrono::seconds(30), [&] { return !handler->body.empty(); }));
+  }
+  transfer->Cancel();
+  std::unique_lock l(m);
+  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return result.has_value(); }));
+  EXPECT_EQ(result->code(), Code::kCancelled);
+  EXPECT_EQ(handler->body.size(), 5u);
+  EXPECT_EQ(client->active_transfers(), 0u);
+}
+
+TEST(HttpClient, DestructorAbortsRunningTransfers) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"text": "late", "delay_ms": 600000}])"));
+  ASSERT_TRUE(server.ok());
+  auto client = HttpClient::Create();
+  std::optional<Status> result;  // written on the event thread before ~HttpClient returns
+  HttpRequest req;
+  req.url = (*server)->base_url() + "/chat/completions";
+  client->Start(req, std::make_shared<Buffer>(), [&](Status s) { result = s; });
+  ASSERT_TRUE((*server)->WaitForRequests(1, std::chrono::seconds(30)));
+  client.reset();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->code(), Code::kCancelled);
+}
+
+TEST(HttpClient, HttpsWithCaFile) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  TempPem ca(kc.cert_pem);
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.ca_file = ca.path();
+  auto client = HttpClient::Create(opts);
+  for (std::string host : {"127.0.0.1", "localhost", "localhost"}) {
+    Buffer b;
+    Status st = client->Fetch(
+        Get("https://" + host + ":" + std::to_string(server.port()) + "/a?b=1"), b, {});
+    ASSERT_TRUE(st.ok()) << host << ": " << st.ToString();
+    EXPECT_EQ(b.status, 200);
+    EXPECT_EQ(b.body, "secure /a?b=1");
+  }
+  EXPECT_EQ(server.accepted(), 2);  // one per origin, kept alive
+}
+
+TEST(HttpClient, HttpsWithoutTrustFailsVerification) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  TlsServer server(kc);
+  auto client = HttpClient::Create();
+  Buffer b;
+  Status st = client->Fetch(Get("https://127.0.0.1:" + std::to_string(server.port()) + "/"), b, {});
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("certificate verify failed"), std::string::npos) << st.message();
+  EXPECT_EQ(b.status, 0);
+}
+
+TEST(HttpClient, HttpsHostNameMismatchFails) {
+  KeyAndCert kc = MakeSelfSigned("DNS:origin.test");
+  TempPem ca(kc.cert_pem);
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.ca_file = ca.path();
+  auto client = HttpClient::Create(opts);
+  Buffer b;
+  Status st = client->Fetch(Get("https://127.0.0.1:" + std::to_string(server.port()) + "/"), b, {});
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("mismatch"), std::string::npos) << st.message();
+}
+
+TEST(HttpClient, HttpsThroughConnectProxy) {
+  KeyAndCert kc = MakeSelfSigned("DNS:origin.test");
+  TempPem ca(kc.cert_pem);
+  TlsServer server(kc);
+  ConnectProxy proxy(server.port());
+  HttpClientOptions opts;
+  opts.ca_file = ca.path();
+  opts.https_proxy = "http://user:p%40ss@127.0.0.1:" + std::to_string(proxy.port());
+  opts.no_proxy = "";
+  auto client = HttpClient::Create(opts);
+  std::string url = "https://origin.test:" + std::to_string(server.port()) + "/v1/x";
+  for (int i = 0; i < 2; ++i) {
+    Buffer b;
+    Status st = client->Fetch(Get(url), b, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(b.body, "secure /v1/x");
+  }
+  auto heads = proxy.heads();
+  ASSERT_EQ(heads.size(), 1u);  // the tunnel is kept alive
+  EXPECT_EQ(heads[0].substr(0, heads[0].find("\r\n")),
+            "CONNECT origin.test:" + std::to_string(server.port()) + " HTTP/1.1");
+  EXPECT_NE(heads[0].find("Proxy-Authorization: Basic dXNlcjpwQHNz"), std::string::npos)
+      << heads[0];  // base64("user:p@ss")
+}
+
+TEST(HttpClient, ProxyRefusalIsUnavailableWithoutCredentials) {
+  ConnectProxy proxy(1, 407);
+  HttpClientOptions opts;
+  opts.https_proxy = "http://user:topsecret@127.0.0.1:" + std::to_string(proxy.port());
+  opts.no_proxy = "";
+  auto client = HttpClient::Create(opts);
+  Buffer b;
+  Status st = client->Fetch(Get("https://origin.test/"), b, {});
+  EXPECT_EQ(st.code(), Code::kUnavailable);
+  EXPECT_NE(st.message().find("407"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("topsecret"), std::string::npos);
+  EXPECT_EQ(st.message().find("user"), std::string::npos);
+}
+
+TEST(HttpClient, HttpProxyGetsAbsoluteFormTarget) {
+  auto proxy = FakeModelServer::Start(
+      Json::parse(R"([{"http_status": 200, "body": "a"}, {"http_status": 200, "body": "b"}])"));
+  ASSERT_TRUE(proxy.ok());
+  HttpClientOptions opts;
+  opts.http_proxy = "127.0.0.1:" + std::to_string((*proxy)->port());  // scheme optional
+  opts.no_proxy = "example.com";
+  auto client = HttpClient::Create(opts);
+  auto r = client->Post("http://origin.test:8080/hook?x=1", {}, "{}");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->body, "a");
+  auto r2 = client->Post("http://other.test/", {}, "{}");
+  ASSERT_TRUE(r2.ok()) << r2.error().ToString();
+  auto reqs = (*proxy)->requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].path, "http://origin.test:8080/hook?x=1");
+  EXPECT_EQ(FindHeader(reqs[0].headers, "host"), "origin.test:8080");
+  EXPECT_EQ(FindHeader(reqs[0].headers, "proxy-authorization"), "");
+  EXPECT_EQ(reqs[1].path, "http://other.test/");
+  EXPECT_EQ((*proxy)->connections_accepted(), 1u);  // one proxy connection for all origins
+}
+
+TEST(HttpClient, LoopbackAndNoProxyBypassTheProxy) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "direct"}])"));
+  ASSERT_TRUE(server.ok());
+  HttpClientOptions opts;
+  opts.http_proxy = "http://127.0.0.1:1";  // nothing listens there
+  opts.no_proxy = "";
+  auto client = HttpClient::Create(opts);
+  auto r = client->Post((*server)->base_url() + "/", {}, "");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->body, "direct");
+
+  EXPECT_TRUE(HttpProxyBypassed("localhost", ""));
+  EXPECT_TRUE(HttpProxyBypassed("[::1]", ""));
+  EXPECT_TRUE(HttpProxyBypassed("api.example.com", "foo.org, .example.com"));
+  EXPECT_TRUE(HttpProxyBypassed("example.com", "example.com"));
+  EXPECT_TRUE(HttpProxyBypassed("API.Example.com", "example.com"));
+  EXPECT_FALSE(HttpProxyBypassed("badexample.com", "example.com"));
+  EXPECT_FALSE(HttpProxyBypassed("api.openai.com", "example.com"));
+  EXPECT_TRUE(HttpProxyBypassed("api.openai.com", "*"));
+  EXPECT_FALSE(HttpProxyBypassed("api.openai.com", ""));
 }
 
 }  // namespace
