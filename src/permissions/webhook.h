@@ -8,7 +8,7 @@
 // exact body bytes with HMAC-SHA256 under a shared secret and POSTs it with
 //   Content-Type: application/json
 //   X-Agentloop-Signature: sha256=<lower-case hex>
-// through an injected HTTP function (libcurl lives in src/providers; the
+// through an injected HTTP function (the HTTP client lives in src/providers; the
 // engine wires it). Retryable failures (IsRetryable) are retried with
 // exponential backoff. Whatever happens the answer is kDefer: the pending
 // item is in the engine's checkpoint either way, so a lost notification
