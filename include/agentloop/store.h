@@ -16,7 +16,10 @@
 // format is documented in docs/storage.md.
 //
 // Durability: every mutating call returns OK only after its transaction is
-// committed with synchronous=FULL, i.e. survives a crash or power loss.
+// committed. With StoreSync::kFull (the default) the commit is on disk and
+// survives a crash or power loss; with kNormal it survives a crash or kill of
+// the process, but the last commits before a power loss or OS crash may be
+// rolled back (the database stays consistent either way).
 //
 // Thread-safety: a SessionStore may be shared by threads (calls are
 // serialised internally). Several stores (processes) may open the same
@@ -262,7 +265,21 @@ class SessionStore {
                                                std::string_view key) = 0;
 };
 
+// How a commit reaches the disk (SQLite's synchronous pragma; the database is
+// always in WAL mode). docs/storage.md, "Durability"; config key store.sync.
+enum class StoreSync {
+  // synchronous=FULL: the WAL is fsync'd at every commit; a commit that
+  // returned OK survives a power loss or OS crash.
+  kFull,
+  // synchronous=NORMAL: no fsync at commit (only at checkpoints); a commit
+  // survives a crash or kill of the process, but the last commits before a
+  // power loss or OS crash may be rolled back. The database stays consistent.
+  kNormal,
+};
+
 struct SqliteStoreOptions {
+  // Durability of a commit (see StoreSync).
+  StoreSync sync = StoreSync::kFull;
   // How long a statement waits for another connection's write lock.
   std::chrono::milliseconds busy_timeout{5000};
   // A lock whose heartbeat is older than this is taken over.

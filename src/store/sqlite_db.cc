@@ -124,7 +124,8 @@ Db::~Db() {
   sqlite3_close_v2(db_);  // deferred while a live Stmt still holds a statement
 }
 
-Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy_timeout_ms) {
+Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy_timeout_ms,
+                                     StoreSync sync) {
   sqlite3* raw = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &raw,
@@ -144,7 +145,9 @@ Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy
   if (!row || wal.Text(0) != "wal") {
     return FailedPrecondition("cannot enable WAL journal mode on " + path.string());
   }
-  AL_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+  AL_RETURN_IF_ERROR(db->Exec(sync == StoreSync::kNormal ? "PRAGMA synchronous=NORMAL;"
+                                                         : "PRAGMA synchronous=FULL;"));
+  AL_RETURN_IF_ERROR(db->Exec("PRAGMA foreign_keys=ON;"));
   return db;
 }
 
@@ -175,6 +178,13 @@ Status Db::Exec(const std::string& sql) {
 }
 
 int64_t Db::Changes() const { return sqlite3_changes(db_); }
+
+Result<int64_t> Db::Synchronous() {
+  AL_ASSIGN_OR_RETURN(Stmt st, Prepare("PRAGMA synchronous"));
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Internal("PRAGMA synchronous returned no row");
+  return st.Int(0);
+}
 
 Result<Txn> Txn::Begin(Db& db, bool immediate) {
   AL_ASSIGN_OR_RETURN(Stmt begin, db.Prepare(immediate ? "BEGIN IMMEDIATE" : "BEGIN"));

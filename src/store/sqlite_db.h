@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include "agentloop/status.h"
+#include "agentloop/store.h"
 
 namespace agentloop::store {
 
@@ -69,14 +70,24 @@ class Db {
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
 
-  // Opens (creating) the file and sets WAL, synchronous=FULL, foreign keys
-  // and the busy timeout.
-  static Result<std::unique_ptr<Db>> Open(const std::filesystem::path& path, int busy_timeout_ms);
+  // Opens (creating) the file and sets WAL, the synchronous pragma, foreign
+  // keys and the busy timeout. `sync`:
+  //   kFull   synchronous=FULL: a commit is on disk when it returns (survives
+  //           a power loss or OS crash).
+  //   kNormal synchronous=NORMAL (with WAL): a commit survives a crash or kill
+  //           of the process, but the last commits before a power loss or OS
+  //           crash may be rolled back; the database stays consistent either
+  //           way. Saves one fsync per commit.
+  // The pragma is per connection: every process chooses for its own commits.
+  static Result<std::unique_ptr<Db>> Open(const std::filesystem::path& path, int busy_timeout_ms,
+                                          StoreSync sync = StoreSync::kFull);
 
   Result<Stmt> Prepare(std::string_view sql);
   // Runs one or more statements without results.
   Status Exec(const std::string& sql);
   int64_t Changes() const;
+  // PRAGMA synchronous of this connection: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+  Result<int64_t> Synchronous();
   sqlite3* raw() const { return db_; }
 
  private:

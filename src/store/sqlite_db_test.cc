@@ -112,5 +112,23 @@ TEST(SqliteDbTest, TransactionsCommitAndRollBackThroughCachedStatements) {
   EXPECT_EQ(CountRows(*db), 3);
 }
 
+TEST(SqliteDbTest, OpenSetsTheSynchronousPragma) {
+  agentloop::testing::TempDir dir;
+  auto full = Db::Open(dir.path() / "f.db", 1000);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(*(*full)->Synchronous(), 2);  // FULL by default
+  auto normal = Db::Open(dir.path() / "n.db", 1000, StoreSync::kNormal);
+  ASSERT_TRUE(normal.ok()) << normal.status().ToString();
+  EXPECT_EQ(*(*normal)->Synchronous(), 1);  // NORMAL
+  // Still WAL: NORMAL is only safe against corruption in WAL mode.
+  auto mode = (*normal)->Prepare("PRAGMA journal_mode");
+  ASSERT_TRUE(mode.ok());
+  ASSERT_TRUE(*mode->Step());
+  EXPECT_EQ(mode->Text(0), "wal");
+  auto explicit_full = Db::Open(dir.path() / "n.db", 1000, StoreSync::kFull);
+  ASSERT_TRUE(explicit_full.ok());
+  EXPECT_EQ(*(*explicit_full)->Synchronous(), 2);  // per connection, not per file
+}
+
 }  // namespace
 }  // namespace agentloop::store

@@ -136,7 +136,7 @@ SqliteStore::~SqliteStore() = default;
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
                                                        SqliteStoreOptions options) {
   AL_ASSIGN_OR_RETURN(std::unique_ptr<Db> db,
-                      Db::Open(path, static_cast<int>(options.busy_timeout.count())));
+                      Db::Open(path, static_cast<int>(options.busy_timeout.count()), options.sync));
   std::unique_ptr<SqliteStore> store(new SqliteStore(std::move(db), std::move(options)));
   AL_RETURN_IF_ERROR(
       ApplyMigrations(*store->db_, BuiltinMigrations(), store->Now()).WithContext(path.string()));
@@ -461,6 +461,11 @@ Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view s
   }
   return std::unique_ptr<SessionLock>(
       new SqliteSessionLock(this, std::string(session_id), std::move(token)));
+}
+
+Result<int64_t> SqliteStore::Synchronous() {
+  std::lock_guard lk(mu_);
+  return db_->Synchronous();
 }
 
 Status SqliteStore::RefreshLock(const std::string& session_id, const std::string& token) {

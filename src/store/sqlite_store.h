@@ -51,6 +51,8 @@ class SqliteStore final : public SessionStore {
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
   const SqliteStoreOptions& options() const { return options_; }
+  // PRAGMA synchronous in effect on the store's connection (1 NORMAL, 2 FULL).
+  Result<int64_t> Synchronous();
 
  private:
   SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options);

@@ -35,6 +35,44 @@ TEST(DefaultDataDirTest, OpenDefaultStoreCreatesPrivateDir) {
   EXPECT_EQ(perms & std::filesystem::perms::all, std::filesystem::perms::owner_all);
 }
 
+// store.sync: the pragma is in effect on the store's own connection, also
+// through OpenDefaultStore, and a second connection (another process) keeps
+// its own choice.
+TEST_F(StoreTest, SyncModeSetsThePragmaOfTheConnection) {
+  auto full = store_->Synchronous();
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(*full, 2);  // FULL: the default
+
+  SqliteStoreOptions o = Options();
+  o.sync = StoreSync::kNormal;
+  auto normal = SqliteStore::Open(db_path(), o);
+  ASSERT_TRUE(normal.ok()) << normal.status().ToString();
+  auto mode = (*normal)->Synchronous();
+  ASSERT_TRUE(mode.ok()) << mode.status().ToString();
+  EXPECT_EQ(*mode, 1);  // NORMAL
+  EXPECT_EQ(*store_->Synchronous(), 2);
+
+  // Commits on the NORMAL connection work and are seen by the FULL one.
+  NewSessionParams p;
+  p.workspace = "/work/ws";
+  p.provider = "script";
+  auto created = (*normal)->CreateSession(p);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_TRUE(store_->GetSession(created->id).ok());
+}
+
+TEST(DefaultDataDirTest, OpenDefaultStorePassesTheSyncMode) {
+  TempDir dir;
+  SqliteStoreOptions o;
+  o.lock_heartbeat = false;
+  o.sync = StoreSync::kNormal;
+  auto store = OpenDefaultStore({{"AGENTLOOP_HOME", dir.path().string()}}, o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto* sqlite = dynamic_cast<SqliteStore*>(store->get());
+  ASSERT_NE(sqlite, nullptr);
+  EXPECT_EQ(*sqlite->Synchronous(), 1);
+}
+
 TEST(MakeTitleTest, CollapsesAndCuts) {
   EXPECT_EQ(MakeTitle("  fix\n\tthe   bug  "), "fix the bug");
   std::string long_text(100, 'x');
