@@ -333,7 +333,7 @@ std::string HistoryFile(const CliContext& ctx) {
 }  // namespace
 
 int RunChat(const CommandEnv& e, CliSettings settings) {
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, settings);
   if (!engine.ok()) {
     e.err << "agentloop: " << engine.error().message() << "\n";
     return ExitCodeFor(engine.error());

@@ -164,7 +164,7 @@ int CmdRun(const CommandEnv& e) {
   if (!s) return code;
   Result<std::string> prompt = ReadPrompt(e, e.args.positionals, 0);
   if (!prompt.ok()) return UsageError(e, prompt.error());
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   if (e.args.session) FillFromStoredSession(**engine, *e.args.session, *s, e.args);
   if (e.args.continue_latest) {
@@ -190,7 +190,7 @@ int CmdResume(const CommandEnv& e) {
     if (!p.ok()) return UsageError(e, p.error());
     prompt = *p;
   }
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   FillFromStoredSession(**engine, id, *s, e.args);
   s->session.session_id = id;
@@ -247,7 +247,7 @@ int CmdResolve(const CommandEnv& e) {
       res.answer = Join(e.args.positionals, 1);
       break;
   }
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   std::optional<PendingRecord> record;
   if (Result<std::vector<PendingRecord>> all = (*engine)->ListPending(std::nullopt); all.ok()) {
@@ -313,7 +313,7 @@ int CmdPending(const CommandEnv& e) {
   int code = 0;
   std::optional<CliSettings> s = Settings(e, &code);
   if (!s) return code;
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   std::optional<std::string> session;
   if (e.args.session) {
@@ -406,7 +406,7 @@ int CmdSessions(const CommandEnv& e) {
   std::optional<CliSettings> s = Settings(e, &code);
   if (!s) return code;
   const OutputFormat fmt = s->output;
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx);
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, fmt, engine.error());
   SessionStore& store = (*engine)->store();
   const std::string& verb = e.args.positionals[0];
@@ -611,10 +611,8 @@ Style StyleFor(const CliArgs& args, const CliContext& ctx) {
   return st;
 }
 
-Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx) {
-  EngineOptions opts;
-  opts.env = ctx.env;
-  return Engine::Create(std::move(opts));
+Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings) {
+  return Engine::Create(ToEngineOptions(settings.loaded.config, ctx));
 }
 
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,

@@ -34,8 +34,9 @@ struct CommandEnv {
 // NO_COLOR; spinner only on a terminal).
 Style StyleFor(const CliArgs& args, const CliContext& ctx);
 
-// Creates the engine over the data directory of ctx.env.
-Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx);
+// Creates the engine over the data directory of ctx.env, with the
+// process-wide settings (ToEngineOptions: store.sync).
+Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings);
 
 // Fills what the flags and files left unset (provider, model, command) from
 // the stored session `session_id` (id or prefix). Unknown ids are left to

@@ -57,6 +57,14 @@ Result<fs::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx) {
   return canon;
 }
 
+EngineOptions ToEngineOptions(const Config& config, const CliContext& ctx) {
+  EngineOptions o;
+  o.env = ctx.env;
+  // The config module validated the value (an unknown one became "full").
+  o.store_sync = config.store.sync.value == "normal" ? StoreSync::kNormal : StoreSync::kFull;
+  return o;
+}
+
 Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& workspace,
                                         const CliContext& ctx, bool* provider_configured) {
   SessionOptions o;

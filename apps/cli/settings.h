@@ -1,6 +1,6 @@
 // From the command line and the configuration layers to the engine's
-// SessionOptions: the one place where the CLI maps Config (src/config) to
-// what Engine::OpenSession takes.
+// EngineOptions and SessionOptions: the one place where the CLI maps Config
+// (src/config) to what Engine::Create and Engine::OpenSession take.
 //
 // Thread-safety: pure functions over values (they read files named by the
 // configuration, nothing else).
@@ -47,6 +47,11 @@ Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliCon
 // (named file and line, variable or flag) and unreadable files named by the
 // configuration (system prompt file); the CLI exits 2 on them.
 Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx);
+
+// The process-wide part of the mapping: the environment and the store's
+// durability (store.sync). Every subcommand that opens the store uses it, so
+// `agentloop approve` in another process honours the same setting.
+EngineOptions ToEngineOptions(const Config& config, const CliContext& ctx);
 
 // The mapping itself (exposed for tests). `workspace` is absolute.
 Result<SessionOptions> ToSessionOptions(const Config& config,

@@ -44,6 +44,9 @@ struct EngineOptions {
   std::filesystem::path data_dir;
   // Use this store instead of opening <data_dir>/sessions.db.
   std::shared_ptr<SessionStore> store;
+  // Durability of the commits of the store opened at <data_dir>/sessions.db
+  // (config key store.sync; see StoreSync). Ignored when `store` is set.
+  StoreSync store_sync = StoreSync::kFull;
 };
 
 enum class ApproverMode {

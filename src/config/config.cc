@@ -340,6 +340,7 @@ Config DefaultConfig() {
   c.todo_loop.inject_state.value = true;
   c.todo_loop.max_injected_tasks.value = 6;
   c.reflector.enabled.value = false;
+  c.store.sync.value = "full";
   return c;
 }
 

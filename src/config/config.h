@@ -15,10 +15,13 @@
 // Validation: an unknown key is a warning (with a suggestion); an
 // out-of-range number is clamped to its cap with a warning (never honoured
 // beyond it); a value of the wrong type, an unknown enum value or a malformed
-// file is an error that names the file and line (or the variable or flag).
+// file is an error that names the file and line (or the variable or flag),
+// except for an enum with a safe fallback (store.sync), where it is a warning
+// and the fallback is used.
 // Security-sensitive keys (where the API key is sent, who approves, hooks
-// that run commands, the sandbox) are ignored with a warning when they come
-// from the workspace file: a cloned repository must not be able to set them.
+// that run commands, the sandbox) and the durability of the user's session
+// store are ignored with a warning when they come from the workspace file: a
+// cloned repository must not be able to set them.
 // The key reference is docs/config.md.
 //
 // Thread-safety: pure functions over values; nothing here touches the
@@ -142,6 +145,13 @@ struct Config {
   struct Reflector {
     Sourced<bool> enabled;
   } reflector;
+
+  struct Store {
+    // "full" (a commit is on disk when it returns) | "normal" (survives a
+    // crash of the process, not necessarily a power loss); agentloop/store.h
+    // StoreSync. Not from the workspace file.
+    Sourced<std::string> sync;
+  } store;
 
   std::vector<Sourced<std::string>> skills_dirs;
   std::vector<Sourced<std::string>> memory_dirs;

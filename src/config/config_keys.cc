@@ -221,6 +221,13 @@ std::vector<KeySpec> BuildKeys() {
       [](Config & c) -> auto& { return c.todo_loop.max_injected_tasks; }));
   keys.push_back(BoolKey(
       "reflector.enabled", [](Config & c) -> auto& { return c.reflector.enabled; }));
+  // Weakens durability only (no secret, no code): still the user's choice,
+  // not a repository's; the store is shared by every workspace.
+  KeySpec sync = StringKey(
+      "store.sync", [](Config & c) -> auto& { return c.store.sync; }, {"full", "normal"},
+      /*sensitive=*/true);
+  sync.fallback = "full";
+  keys.push_back(std::move(sync));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(
@@ -383,6 +390,11 @@ Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
       }
       std::string list;
       for (const auto& c : key.choices) list += (list.empty() ? "" : ", ") + c;
+      if (!key.fallback.empty()) {
+        notes->push_back("must be one of " + list + "; got " + Show(raw) + "; using '" +
+                         key.fallback + "'");
+        return Json(key.fallback);
+      }
       return InvalidArgument("must be one of " + list + "; got " + Show(raw));
     }
     case ValueKind::kList: {

@@ -21,6 +21,10 @@ struct KeySpec {
   int64_t min = 0;  // kInt: values are clamped to [min, max]
   int64_t max = 0;
   std::vector<std::string> choices;  // kEnum
+  // kEnum: when set, an unknown value (or one of the wrong type) is a warning
+  // and this value is used, instead of an error. For keys whose default is
+  // the safe choice (store.sync).
+  std::string fallback;
   // Ignored (with a warning) when set by the workspace file.
   bool sensitive = false;
   // "budget.max_tool_calls" and friends: set every command's value; not
@@ -47,8 +51,8 @@ std::string Suggest(std::string_view name);
 
 // Checks and converts `raw` to the key's type. `from_text`: `raw` is a
 // string from the environment or a flag, to be parsed ("42", "true",
-// "a,b"). Clamping notes are appended to `notes`. Errors: the reason,
-// without location (the caller adds it).
+// "a,b"). Clamping and fallback notes are appended to `notes`. Errors: the
+// reason, without location (the caller adds it).
 Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
                     std::vector<std::string>* notes);
 

@@ -339,6 +339,73 @@ TEST_F(ConfigTest, DescribeAndFormatShowEveryKeyWithOrigin) {
   EXPECT_THAT(text, HasSubstr("# default"));
 }
 
+TEST_F(ConfigTest, StoreSyncDefaultsToFullAndLayersOverride) {
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.store.sync.value, "full");
+    EXPECT_EQ(c.config.store.sync.origin.ToString(), "default");
+  }
+  WriteUser("[store]\nsync = \"normal\"\n");
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_TRUE(c.warnings.empty());
+    EXPECT_EQ(c.config.store.sync.value, "normal");
+    EXPECT_EQ(c.config.store.sync.origin.ToString(), user_file_.string() + ":2");
+  }
+  env_["AGENTLOOP_STORE_SYNC"] = "full";
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.store.sync.value, "full");
+    EXPECT_EQ(c.config.store.sync.origin.ToString(), "env AGENTLOOP_STORE_SYNC");
+  }
+  flags_.push_back({"store.sync", "normal", "--store-sync"});
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.store.sync.value, "normal");
+    EXPECT_EQ(c.config.store.sync.origin.ToString(), "flag --store-sync");
+  }
+  // `config show` lists it with its origin.
+  std::string text = FormatConfig(MustLoad().config);
+  EXPECT_THAT(text, AllOf(HasSubstr("store.sync = \"normal\""), HasSubstr("# flag --store-sync")));
+}
+
+TEST_F(ConfigTest, BadStoreSyncIsAWarningAndFallsBackToFull) {
+  // Unlike other enums (an error), an unknown value falls back to the safe
+  // default: a typo never weakens durability and never blocks a run.
+  WriteUser("[store]\nsync = \"off\"\n");
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.store.sync.value, "full");
+  EXPECT_EQ(c.config.store.sync.origin.ToString(), user_file_.string() + ":2");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr(user_file_.string() + ":2"), HasSubstr("store.sync"),
+                                   HasSubstr("one of full, normal"), HasSubstr("'off'"),
+                                   HasSubstr("using 'full'")));
+  // A later bad layer does not keep an earlier "normal".
+  WriteUser("[store]\nsync = \"normal\"\n");
+  env_["AGENTLOOP_STORE_SYNC"] = "NORMAL";
+  c = MustLoad();
+  EXPECT_EQ(c.config.store.sync.value, "full");
+  EXPECT_EQ(c.config.store.sync.origin.ToString(), "env AGENTLOOP_STORE_SYNC");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr("env AGENTLOOP_STORE_SYNC"), HasSubstr("'NORMAL'")));
+  // The wrong type too.
+  env_.clear();
+  WriteUser("[store]\nsync = 1\n");
+  c = MustLoad();
+  EXPECT_EQ(c.config.store.sync.value, "full");
+  EXPECT_EQ(c.warnings.size(), 1u);
+}
+
+TEST_F(ConfigTest, StoreSyncIsIgnoredFromWorkspace) {
+  WriteWorkspace("[store]\nsync = \"normal\"\n");
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.store.sync.value, "full");
+  EXPECT_EQ(c.config.store.sync.origin.ToString(), "default");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr("'store.sync' is ignored in a workspace config"),
+                                   HasSubstr("AGENTLOOP_STORE_SYNC")));
+}
+
 TEST_F(ConfigTest, EveryKeyHasAnEnvName) {
   for (const auto& k : config::Keys()) {
     EXPECT_EQ(config::FindEnvKey(config::EnvName(k.name)), &k) << k.name;

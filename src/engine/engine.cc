@@ -373,7 +373,9 @@ class EngineImpl final : public Engine {
       store_ = options_.store;
       return Status::Ok();
     }
-    AL_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(dir / kSessionsDbName, SqliteStoreOptions{}));
+    SqliteStoreOptions store_options;
+    store_options.sync = options_.store_sync;
+    AL_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(dir / kSessionsDbName, store_options));
     store_ = std::move(store);
     return Status::Ok();
   }

@@ -8,6 +8,7 @@
 #include "base/ids.h"
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
+#include "store/sqlite_store.h"
 
 namespace agentloop {
 namespace {
@@ -120,6 +121,35 @@ TEST_F(EngineTest, ReopenedSessionRemembersFilesAlreadyRead) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->final_text, "rewrote it");
   EXPECT_EQ(ReadFile(workspace_ / "notes.txt"), "new\n");
+}
+
+// store.sync reaches the connection of the store the engine opens.
+TEST_F(EngineTest, StoreSyncOptionSetsThePragmaOfTheOpenedStore) {
+  auto pragma = [](Engine& e) -> int64_t {
+    auto* sqlite = dynamic_cast<store::SqliteStore*>(&e.store());
+    EXPECT_NE(sqlite, nullptr);
+    if (sqlite == nullptr) return -1;
+    auto v = sqlite->Synchronous();
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : -1;
+  };
+  EXPECT_EQ(pragma(*engine_), 2);  // default: FULL
+  EngineOptions eo;
+  eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+  eo.data_dir = tmp_.path() / "data";
+  eo.store_sync = StoreSync::kNormal;
+  auto normal = Engine::Create(eo);
+  ASSERT_TRUE(normal.ok()) << normal.error().ToString();
+  EXPECT_EQ(pragma(**normal), 1);  // NORMAL
+  // And a turn commits through it.
+  auto o = Options(kWriteScript);
+  o.allow.push_back({"*", "--allow"});
+  auto session = (*normal)->OpenSession(o);
+  ASSERT_TRUE(session.ok()) << session.error().ToString();
+  auto r = (*session)->Run("create hello.txt", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
 }
 
 TEST_F(EngineTest, SecondOpenOfARunningSessionIsBusy) {

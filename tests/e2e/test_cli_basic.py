@@ -287,6 +287,39 @@ class ConfigAndPermissionsTest(CliTestCase):
         self.assertEqual(entries["provider.model"]["value"], "from-env")
         self.assertIn("AGENTLOOP_MODEL", entries["provider.model"]["origin"])
 
+    def test_store_sync_setting(self):
+        # Default, environment (with provenance), a bad value (warning and the
+        # safe fallback) and the workspace file (ignored with a warning).
+        p = self.run_cli("config", "show", "-C", self.ws)
+        self.assert_code(p, 0)
+        self.assertRegex(p.stdout, r'store\.sync = "full" +# default')
+        e = self.run_cli("config", "show", "-C", self.ws,
+                         env=self.env(AGENTLOOP_STORE_SYNC="normal"))
+        self.assert_code(e, 0)
+        self.assertRegex(e.stdout, r'store\.sync = "normal" +# env AGENTLOOP_STORE_SYNC')
+        bad = self.run_cli("config", "show", "-C", self.ws,
+                           env=self.env(AGENTLOOP_STORE_SYNC="off"))
+        self.assert_code(bad, 0)
+        self.assertRegex(bad.stdout, r'store\.sync = "full"')
+        self.assertIn("store.sync: must be one of full, normal; got 'off'; using 'full'",
+                      bad.stderr)
+        os.makedirs(os.path.join(self.ws, ".agentloop"))
+        with open(os.path.join(self.ws, ".agentloop", "config.toml"), "w") as f:
+            f.write("[store]\nsync = \"normal\"\n")
+        w = self.run_cli("config", "show", "-C", self.ws)
+        self.assertRegex(w.stdout, r'store\.sync = "full" +# default')
+        self.assertIn("'store.sync' is ignored in a workspace config", w.stderr)
+        # A run with NORMAL commits completes and its session is stored.
+        r = self.run_cli("run", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws,
+                         "--allow", "*", "--output", "json", "fix the bug",
+                         env=self.env(AGENTLOOP_STORE_SYNC="normal"))
+        self.assert_code(r, 0)
+        self.assert_fixed()
+        sid = self.json_result(r)["session_id"]
+        listed = self.run_cli("sessions", "list", "--output", "json")
+        self.assert_code(listed, 0)
+        self.assertEqual([s["id"] for s in json.loads(listed.stdout)], [sid])
+
     def test_permissions_check(self):
         p = self.run_cli("permissions", "check", "bash", '{"command": "git status"}', "-C",
                          self.ws, "--allow", "bash(git status*)", "--output", "json")
