@@ -219,12 +219,11 @@ class AnthropicFormat : public WireFormat {
   std::string BodySuffix(const ModelRequest& r) const override {
     std::string out = "]";
     if (!r.tools.empty()) {
-      Json tools = Json::array();
-      for (const ToolSpec& t : r.tools) {
-        tools.push_back(Json{
-            {"name", t.name}, {"description", t.description}, {"input_schema", t.input_schema}});
-      }
-      out += ",\"tools\":" + DumpJson(tools);
+      out += ",\"tools\":";
+      out += tools_.Get(r.tools, [](const ToolSpec& t) {
+        return Json{
+            {"name", t.name}, {"description", t.description}, {"input_schema", t.input_schema}};
+      });
     }
     out += ",\"stream\":true}";
     return out;
@@ -236,6 +235,7 @@ class AnthropicFormat : public WireFormat {
 
  private:
   WireOptions options_;
+  wire::ToolsJsonCache tools_;
 };
 
 }  // namespace

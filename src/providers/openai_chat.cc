@@ -217,14 +217,13 @@ class ChatFormat : public WireFormat {
     out += options_.use_max_tokens_field ? ",\"max_tokens\":" : ",\"max_completion_tokens\":";
     out += std::to_string(r.max_output_tokens);
     if (!r.tools.empty()) {
-      Json tools = Json::array();
-      for (const ToolSpec& t : r.tools) {
-        tools.push_back(Json{
+      out += ",\"tools\":";
+      out += tools_.Get(r.tools, [](const ToolSpec& t) {
+        return Json{
             {"type", "function"},
             {"function",
-             {{"name", t.name}, {"description", t.description}, {"parameters", t.input_schema}}}});
-      }
-      out += ",\"tools\":" + DumpJson(tools);
+             {{"name", t.name}, {"description", t.description}, {"parameters", t.input_schema}}}};
+      });
     }
     out += "}";
     return out;
@@ -236,6 +235,7 @@ class ChatFormat : public WireFormat {
 
  private:
   WireOptions options_;
+  wire::ToolsJsonCache tools_;
 };
 
 }  // namespace

@@ -259,14 +259,13 @@ class ResponsesFormat : public WireFormat {
   std::string BodySuffix(const ModelRequest& r) const override {
     std::string out = "]";
     if (!r.tools.empty()) {
-      Json tools = Json::array();
-      for (const ToolSpec& t : r.tools) {
-        tools.push_back(Json{{"type", "function"},
-                             {"name", t.name},
-                             {"description", t.description},
-                             {"parameters", t.input_schema}});
-      }
-      out += ",\"tools\":" + DumpJson(tools);
+      out += ",\"tools\":";
+      out += tools_.Get(r.tools, [](const ToolSpec& t) {
+        return Json{{"type", "function"},
+                    {"name", t.name},
+                    {"description", t.description},
+                    {"parameters", t.input_schema}};
+      });
     }
     out += ",\"max_output_tokens\":" + std::to_string(r.max_output_tokens);
     out += ",\"stream\":true,\"store\":false,\"include\":[\"reasoning.encrypted_content\"]}";
@@ -279,6 +278,7 @@ class ResponsesFormat : public WireFormat {
 
  private:
   WireOptions options_;
+  wire::ToolsJsonCache tools_;
 };
 
 }  // namespace

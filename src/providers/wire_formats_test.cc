@@ -374,6 +374,40 @@ TEST(RequestBuilding, CachedFragmentsAreReused) {
   EXPECT_NE(b3.find("next"), std::string::npos);
 }
 
+// The tool list is serialized once and reused, but a changed tool (here its
+// schema only) must show up in the next body, in every format.
+TEST(RequestBuilding, ToolListFollowsChangedTools) {
+  HttpProviderOptions o;
+  o.model = "m";
+  o.base_url = "http://127.0.0.1:1";
+  std::vector<std::unique_ptr<WireFormat>> formats;
+  formats.push_back(NewOpenAiChatFormat({}));
+  formats.push_back(NewAnthropicFormat({}));
+  formats.push_back(NewOpenAiResponsesFormat({}));
+  for (auto& f : formats) {
+    HttpProvider p(std::move(f), o, nullptr);
+    std::vector<Message> h{Message::User("hi")};
+    std::vector<ToolSpec> tools(1);
+    tools[0].name = "probe";
+    tools[0].description = "d";
+    tools[0].input_schema =
+        Json{{"type", "object"}, {"properties", {{"alpha", {{"type", "string"}}}}}};
+    ModelRequest req;
+    req.history = h;
+    req.tools = tools;
+    std::string b1 = p.BuildBody(req);
+    EXPECT_EQ(p.BuildBody(req), b1);
+    EXPECT_NE(b1.find("alpha"), std::string::npos);
+    tools[0].input_schema["properties"] = Json{{"beta", {{"type", "string"}}}};
+    std::string b2 = p.BuildBody(req);
+    EXPECT_EQ(b2.find("alpha"), std::string::npos) << b2;
+    EXPECT_NE(b2.find("beta"), std::string::npos) << b2;
+    req.tools = {};
+    std::string b3 = p.BuildBody(req);
+    EXPECT_EQ(b3.find("probe"), std::string::npos) << b3;
+  }
+}
+
 TEST(RequestBuilding, ChatMaxTokensFieldSetting) {
   std::vector<Message> h{Message::User("hi")};
   ModelRequest req;

@@ -1,8 +1,12 @@
 // Helpers shared by the wire formats (internal to src/providers).
 #pragma once
 
+#include <algorithm>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agentloop/json.h"
 #include "agentloop/types.h"
@@ -57,6 +61,33 @@ inline Result<Json> ParseEventJson(std::string_view data, std::string_view what)
   if (!j->is_object()) return DataLoss("malformed " + std::string(what) + " event: not an object");
   return j;
 }
+
+// The serialized tool list of a request, rebuilt only when the offered tools
+// change. The schemas are the same for every request of a session, and
+// serializing them anew was the largest part of building a request body;
+// comparing them with the cached copy costs a fraction of that.
+// Thread-safe (a format may serve several sessions at once).
+class ToolsJsonCache {
+ public:
+  // `entry` maps one ToolSpec to its wire JSON; it must depend only on the
+  // spec (the cache is keyed by the specs).
+  template <typename Entry>
+  std::string Get(std::span<const ToolSpec> tools, Entry&& entry) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!std::equal(tools.begin(), tools.end(), key_.begin(), key_.end())) {
+      Json all = Json::array();
+      for (const ToolSpec& t : tools) all.push_back(entry(t));
+      json_ = DumpJson(all);
+      key_.assign(tools.begin(), tools.end());
+    }
+    return json_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<ToolSpec> key_;  // Guarded by mu_.
+  mutable std::string json_;           // Guarded by mu_.
+};
 
 // Joins the text blocks of a message.
 inline std::string JoinText(const Message& m) {
