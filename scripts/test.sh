@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test with the `ci` preset:
 # warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer, all unit,
-# integration and end-to-end tests; plus the format and layering checks.
+# integration and end-to-end tests; plus the format and layering checks. Then
+# the README's first command (scripts/demo.sh): the release build, linked
+# statically against Debian's archives (AL_STATIC_DEPS), must build and run.
 # (One sanitized build instead of two keeps CI well inside its time limit on
 # two cores; `cmake --workflow --preset dev|asan|release` are for developers.)
 set -euo pipefail
@@ -10,4 +12,5 @@ cd "$(dirname "$0")/.."
 ./scripts/check-layering.sh
 ./scripts/format.sh --check || echo "format: differences found (see above); run scripts/format.sh"
 cmake --workflow --preset ci
+./scripts/demo.sh
 echo "all tests passed"

@@ -6,15 +6,19 @@
      the accept time and answers one streamed OpenAI Chat completion).
   2. a 50-step scripted run end to end (49 `read` tool calls and a final
      answer) against agentloop-fake-server, vs the fake server answering the
-     same 50 requests to a plain keep-alive HTTP client.
+     same 50 requests (recorded from the run: the growing transcript, tools
+     and all) to a plain keep-alive HTTP client. A 1-step run gives the fixed
+     cost of a process, so (50-step - 1-step) / 49 is the cost of a step.
   3. peak RSS of that run (/usr/bin/time -v, "Maximum resident set size").
 
 Usage:
   bench/cli/cli_bench.py --bin build/rel/apps/cli/agentloop \
       --fake-server build/rel/tests/support/agentloop-fake-server [--runs 15] [--data-dir DIR]
+      [--sync full|normal]
 
---data-dir chooses where AGENTLOOP_HOME lives (the session store fsyncs every
-commit, so the disk matters); default: a temporary directory under /tmp.
+--data-dir chooses where AGENTLOOP_HOME lives (with store.sync = full, the
+default, the session store fsyncs every commit, so the disk matters); default:
+a temporary directory under /tmp. --sync sets AGENTLOOP_STORE_SYNC.
 Python 3 standard library only; hyperfine is used for (2) when installed.
 """
 
@@ -92,9 +96,13 @@ class FirstRequestListener:
         conn.close()
 
 
+SYNC = "full"  # set from --sync
+
+
 def child_env(data_dir, home):
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
-            "AGENTLOOP_HOME": data_dir, "OPENAI_API_KEY": "sk-bench", "LANG": "C.UTF-8"}
+            "AGENTLOOP_HOME": data_dir, "OPENAI_API_KEY": "sk-bench", "LANG": "C.UTF-8",
+            "AGENTLOOP_STORE_SYNC": SYNC}
 
 
 def bench_first_request(args, ws, data_dir, home):
@@ -132,9 +140,9 @@ def bench_process_floor(args, runs):
     return out
 
 
-def fifty_step_script():
+def fifty_step_script(steps=50):
     items = []
-    for i in range(49):
+    for i in range(steps - 1):
         items.append({"tool_calls": [{"id": "c%d" % i, "name": "read",
                                       "input": {"file_path": "stats.py", "limit": i + 1}}],
                       "usage": {"input_tokens": 100, "output_tokens": 10}})
@@ -143,9 +151,10 @@ def fifty_step_script():
 
 
 class FakeServer:
-    def __init__(self, binary, script_path):
+    def __init__(self, binary, script_path, record=None):
+        extra = ["--record", record] if record else []
         self.proc = subprocess.Popen(
-            [binary, "--port", "0", "--script", script_path, "--exit-on-stdin-eof"],
+            [binary, "--port", "0", "--script", script_path, "--exit-on-stdin-eof"] + extra,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()
         self.port = int(line[1])
@@ -161,33 +170,54 @@ def run_cmd(args, script_path, ws, port):
             "--max-turns", "100", "--max-tokens", "1000000", "--quiet", "read stats.py 49 times"]
 
 
-def bench_fifty_steps(args, ws, data_dir, home, script_path):
-    agent, server_only = [], []
-    body = json.dumps({"model": "gpt-4.1", "stream": True, "messages": [
-        {"role": "user", "content": "x"}]})
+def replay(args, script_path, bodies):
+    """The fake server alone: `bodies` POSTed over one keep-alive connection."""
+    srv = FakeServer(args.fake_server, script_path)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port)
+    t0 = time.perf_counter()
+    for body in bodies:
+        conn.request("POST", "/chat/completions", body,
+                     {"Content-Type": "application/json", "Authorization": "Bearer x"})
+        r = conn.getresponse()
+        r.read()
+    ms = (time.perf_counter() - t0) * 1000
+    conn.close()
+    srv.stop()
+    return ms
+
+
+def run_agent(args, script_path, ws, data_dir, home, record=None):
+    srv = FakeServer(args.fake_server, script_path, record)
+    t0 = time.perf_counter()
+    p = subprocess.run(run_cmd(args, script_path, ws, srv.port), capture_output=True,
+                       env=child_env(data_dir, home), timeout=120)
+    ms = (time.perf_counter() - t0) * 1000
+    srv.stop()
+    if p.returncode != 0:
+        sys.exit("agentloop run failed (%d): %s" % (p.returncode, p.stderr.decode()))
+    return ms
+
+
+def bench_fifty_steps(args, ws, data_dir, home, script_path, one_step_path):
+    """Returns (agent 50-step ms, agent 1-step ms, server replaying the run's
+    own 50 requests ms, server answering 50 tiny requests ms)."""
+    record = os.path.join(home, "requests.jsonl")
+    run_agent(args, script_path, ws, data_dir, home, record)  # warm-up, and the recording
+    with open(record) as f:
+        recorded = [json.loads(line) for line in f]
+    bodies = [r["body"] if isinstance(r["body"], str) else json.dumps(r["body"])
+              for r in recorded]
+    if len(bodies) != 50:
+        sys.exit("expected 50 recorded requests, got %d" % len(bodies))
+    tiny = [json.dumps({"model": "gpt-4.1", "stream": True,
+                        "messages": [{"role": "user", "content": "x"}]})] * 50
+    agent, one, server, server_tiny = [], [], [], []
     for _ in range(args.runs):
-        # The server alone: 50 requests over one keep-alive connection.
-        srv = FakeServer(args.fake_server, script_path)
-        conn = http.client.HTTPConnection("127.0.0.1", srv.port)
-        t0 = time.perf_counter()
-        for _ in range(50):
-            conn.request("POST", "/chat/completions", body,
-                         {"Content-Type": "application/json", "Authorization": "Bearer x"})
-            r = conn.getresponse()
-            r.read()
-        server_only.append((time.perf_counter() - t0) * 1000)
-        conn.close()
-        srv.stop()
-        # The whole agentloop run.
-        srv = FakeServer(args.fake_server, script_path)
-        t0 = time.perf_counter()
-        p = subprocess.run(run_cmd(args, script_path, ws, srv.port), capture_output=True,
-                           env=child_env(data_dir, home), timeout=120)
-        agent.append((time.perf_counter() - t0) * 1000)
-        srv.stop()
-        if p.returncode != 0:
-            sys.exit("50-step run failed (%d): %s" % (p.returncode, p.stderr.decode()))
-    return agent, server_only
+        server.append(replay(args, script_path, bodies))
+        server_tiny.append(replay(args, script_path, tiny))
+        agent.append(run_agent(args, script_path, ws, data_dir, home))
+        one.append(run_agent(args, one_step_path, ws, data_dir, home))
+    return agent, one, server, server_tiny
 
 
 def bench_rss(args, ws, data_dir, home, script_path):
@@ -238,9 +268,12 @@ def main():
     ap.add_argument("--fake-server", required=True)
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--data-dir", default="")
+    ap.add_argument("--sync", choices=["full", "normal"], default="full")
     ap.add_argument("--examples", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                        "examples"))
     args = ap.parse_args()
+    global SYNC
+    SYNC = args.sync
     tmp = tempfile.mkdtemp(prefix="al_cli_bench_")
     try:
         home = os.path.join(tmp, "home")
@@ -251,15 +284,19 @@ def main():
         script_path = os.path.join(tmp, "fifty.json")
         with open(script_path, "w") as f:
             json.dump(fifty_step_script(), f)
+        one_step_path = os.path.join(tmp, "one.json")
+        with open(one_step_path, "w") as f:
+            json.dump(fifty_step_script(1), f)
 
         floor = bench_process_floor(args, max(args.runs, 20))
         first = bench_first_request(args, ws, data_dir, home)
-        agent, server = bench_fifty_steps(args, ws, data_dir, home, script_path)
+        agent, one, server, server_tiny = bench_fifty_steps(args, ws, data_dir, home,
+                                                            script_path, one_step_path)
         rss = bench_rss(args, ws, data_dir, home, script_path)
         hf = hyperfine_fifty(args, ws, data_dir, home, script_path)
 
         med = statistics.median
-        print("data dir: %s" % data_dir)
+        print("data dir: %s, store.sync = %s" % (data_dir, SYNC))
         for name, samples in floor.items():
             print("process floor, %s: median %.2f ms (min %.2f)" % (name, med(samples),
                                                                    min(samples)))
@@ -267,9 +304,15 @@ def main():
               (med(first), min(first), max(first), len(first)))
         print("50-step run: median %.1f ms (min %.1f, n=%d)" % (med(agent), min(agent),
                                                               len(agent)))
-        print("fake server alone, 50 requests: median %.1f ms (min %.1f)" %
+        print("1-step run (fixed cost of a process): median %.1f ms (min %.1f)" %
+              (med(one), min(one)))
+        print("per step: %.2f ms" % ((med(agent) - med(one)) / 49))
+        print("fake server alone, the run's 50 recorded requests: median %.1f ms (min %.1f)" %
               (med(server), min(server)))
-        print("ratio run / server: %.2f" % (med(agent) / med(server)))
+        print("fake server alone, 50 tiny requests: median %.1f ms (min %.1f)" %
+              (med(server_tiny), min(server_tiny)))
+        print("ratio run / server (recorded requests): %.2f" % (med(agent) / med(server)))
+        print("ratio run / server (tiny requests): %.2f" % (med(agent) / med(server_tiny)))
         if hf:
             print("hyperfine 50-step run: median %.1f ms ± %.1f" % hf)
         print("peak RSS of the 50-step run: median %.1f MB (max %.1f, n=%d)" %
