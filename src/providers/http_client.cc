@@ -696,7 +696,9 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
 
   void Complete(const TransferPtr& t) {
     std::shared_ptr<Conn> c = std::move(t->conn);
-    if (t->parser->get().keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
+    // The parser's keep_alive(), not the message's: a body that ended with
+    // the connection (no Content-Length, not chunked) leaves nothing to reuse.
+    if (t->parser->keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
       Release(std::move(c));
     } else {
       c->Close();

@@ -3,8 +3,13 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -444,6 +449,40 @@ HttpRequest Get(const std::string& url) {
   return r;
 }
 
+// A server on 127.0.0.1 that serves its connections one after another with
+// `serve(fd, n)` (n counts the connections from 0).
+class RawServer {
+ public:
+  explicit RawServer(std::function<void(int, int)> serve) : serve_(std::move(serve)) {
+    fd_ = Listen(&port_);
+    thread_ = std::thread([this] {
+      for (int n = 0;; ++n) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) return;
+        ++accepted_;
+        serve_(c, n);
+        ::close(c);
+      }
+    });
+  }
+  ~RawServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  int accepted() const { return accepted_.load(); }
+
+ private:
+  std::function<void(int, int)> serve_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
 TEST(HttpClient, SequentialStreamsReuseOneConnection) {
   Json script = Json::array();
   for (int i = 0; i < 3; ++i) script.push_back(Json{{"text", "hello " + std::to_string(i)}});
@@ -668,6 +707,46 @@ TEST(HttpClient, HttpProxyGetsAbsoluteFormTarget) {
   EXPECT_EQ(FindHeader(reqs[0].headers, "proxy-authorization"), "");
   EXPECT_EQ(reqs[1].path, "http://other.test/");
   EXPECT_EQ((*proxy)->connections_accepted(), 1u);  // one proxy connection for all origins
+}
+
+// A response without Content-Length or chunking ends when the server closes:
+// that connection must not go back to the pool (the message says keep-alive,
+// the parser knows better). The second request starts from the first one's
+// callback, before the pool's read-watch could notice the close.
+TEST(HttpClient, ResponseEndedByCloseIsNotPooled) {
+  std::atomic<int> requests_after_eof{0};
+  RawServer server([&](int fd, int) {
+    if (ReadHead(fd).empty()) return;
+    SendAll(fd, "HTTP/1.1 200 OK\r\n\r\nuntil eof");
+    ::shutdown(fd, SHUT_WR);  // the body ends here; the read side stays open
+    if (!ReadHead(fd).empty()) ++requests_after_eof;
+  });
+  auto client = HttpClient::Create();
+  HttpClient* c = client.get();
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<Status> r1, r2;
+  auto first = std::make_shared<Buffer>();
+  auto second = std::make_shared<Buffer>();
+  std::string url = server.url("/");
+  client->Start(Get(url), first, [&](Status s) {
+    c->Start(Get(url), second, [&](Status s2) {
+      std::lock_guard l(m);
+      r2 = s2;
+      cv.notify_all();
+    });
+    std::lock_guard l(m);
+    r1 = s;
+    cv.notify_all();
+  });
+  std::unique_lock l(m);
+  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(30), [&] { return r1 && r2; }));
+  ASSERT_TRUE(r1->ok()) << r1->ToString();
+  ASSERT_TRUE(r2->ok()) << r2->ToString();
+  EXPECT_EQ(first->body, "until eof");
+  EXPECT_EQ(second->body, "until eof");
+  EXPECT_EQ(requests_after_eof.load(), 0);
+  EXPECT_EQ(server.accepted(), 2);
 }
 
 TEST(HttpClient, LoopbackAndNoProxyBypassTheProxy) {
