@@ -321,7 +321,10 @@ struct Conn {
 class BeastClient;
 
 struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
-  Transfer(BeastClient* c, asio::io_context& ioc) : client(c), resolver(ioc), timer(ioc) {}
+  Transfer(BeastClient* c, asio::io_context& ioc) : client(c) {
+    resolver.emplace(ioc);
+    timer.emplace(ioc);
+  }
   void Cancel() override;
 
   BeastClient* client;  // event thread only; outlives the transfer
@@ -334,8 +337,10 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   Url url;
   const Proxy* proxy = nullptr;
   std::string key;
-  tcp::resolver resolver;
-  asio::steady_timer timer;
+  // Destroyed by Finish() on the event thread: the handle may outlive the
+  // client, and these must not outlive its io_context.
+  std::optional<tcp::resolver> resolver;
+  std::optional<asio::steady_timer> timer;
   Clock::time_point deadline = Clock::time_point::max();
   Status deadline_status;
   bool timer_armed = false;
@@ -530,7 +535,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
                                       [this, t, what](error_code e) { OnConnected(t, e, what); });
       return;
     }
-    t->resolver.async_resolve(
+    t->resolver->async_resolve(
         dial.host, dial.port,
         [this, t, what, host = dial.host](error_code e, tcp::resolver::results_type results) {
           if (Aborted(t)) return;
@@ -762,7 +767,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   void Abort(const TransferPtr& t, Status why) {
     if (t->finished || t->abort) return;
     t->abort = std::move(why);
-    t->resolver.cancel();
+    t->resolver->cancel();
     if (t->conn) t->conn->Close();
   }
 
@@ -777,8 +782,12 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   void Finish(const TransferPtr& t, Status st) {
     if (t->finished) return;
     t->finished = true;
-    t->timer.cancel();
-    t->resolver.cancel();
+    t->timer.reset();  // cancels: a pending wait ends with operation_aborted
+    t->resolver.reset();
+    if (t->conn) {
+      t->conn->Close();
+      t->conn.reset();
+    }
     active_.erase(t);
     active_count_.fetch_sub(1);
     std::function<void(Status)> done = std::move(t->done);
@@ -817,8 +826,8 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   void Arm(const TransferPtr& t) {
     t->timer_armed = true;
     t->armed_at = t->deadline;
-    t->timer.expires_at(t->deadline);
-    t->timer.async_wait([this, t](error_code ec) {
+    t->timer->expires_at(t->deadline);
+    t->timer->async_wait([this, t](error_code ec) {
       if (ec == asio::error::operation_aborted || t->finished) return;
       t->timer_armed = false;
       if (t->deadline == Clock::time_point::max()) return;

@@ -749,6 +749,25 @@ TEST(HttpClient, ResponseEndedByCloseIsNotPooled) {
   EXPECT_EQ(server.accepted(), 2);
 }
 
+// The handle from Start() may be kept (and Cancel()ed) after the client is
+// gone: its timer and resolver must not outlive the client's io_context.
+TEST(HttpClient, TransferHandleMayOutliveTheClient) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"text": "late", "delay_ms": 600000}])"));
+  ASSERT_TRUE(server.ok());
+  auto client = HttpClient::Create();
+  std::optional<Status> result;  // written on the event thread before ~HttpClient returns
+  HttpRequest req;
+  req.url = (*server)->base_url() + "/chat/completions";
+  std::shared_ptr<HttpTransfer> transfer =
+      client->Start(req, std::make_shared<Buffer>(), [&](Status s) { result = s; });
+  ASSERT_TRUE((*server)->WaitForRequests(1, std::chrono::seconds(30)));
+  client.reset();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->code(), Code::kCancelled);
+  transfer->Cancel();  // no client any more: nothing happens
+  transfer.reset();
+}
+
 TEST(HttpClient, LoopbackAndNoProxyBypassTheProxy) {
   auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "direct"}])"));
   ASSERT_TRUE(server.ok());
