@@ -995,20 +995,22 @@ Status HttpClient::Fetch(HttpRequest request, HttpStreamHandler& handler, std::s
       finished = bridge->done;
       result = bridge->result;
     }
-    if (new_head) {
-      Status st = handler.OnHead(status, headers);
-      if (!st.ok()) {
-        transfer->Cancel();
-        return st;
+    // A throwing handler leaves Fetch, but must not leave the transfer
+    // running (streaming, buffering, billing) behind it.
+    Status st;
+    try {
+      if (new_head) st = handler.OnHead(status, headers);
+      if (st.ok() && !local.empty()) {
+        st = handler.OnBody(local);
+        local.clear();
       }
+    } catch (...) {
+      transfer->Cancel();
+      throw;
     }
-    if (!local.empty()) {
-      Status st = handler.OnBody(local);
-      local.clear();
-      if (!st.ok()) {
-        transfer->Cancel();
-        return st;
-      }
+    if (!st.ok()) {
+      transfer->Cancel();
+      return st;
     }
     if (finished) return result;
   }

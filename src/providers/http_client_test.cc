@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -766,6 +767,25 @@ TEST(HttpClient, TransferHandleMayOutliveTheClient) {
   EXPECT_EQ(result->code(), Code::kCancelled);
   transfer->Cancel();  // no client any more: nothing happens
   transfer.reset();
+}
+
+// A Fetch() handler that throws: the exception reaches the caller and the
+// transfer is cancelled (its connection closed), not left streaming.
+TEST(HttpClient, ThrowingFetchHandlerCancelsTheTransfer) {
+  std::promise<void> closed;
+  RawServer server([&](int fd, int) {
+    if (ReadHead(fd).empty()) return;
+    SendAll(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n");
+    ReadHead(fd);  // returns when the client closes the connection
+    closed.set_value();
+  });
+  auto client = HttpClient::Create();
+  struct Thrower : HttpStreamHandler {
+    Status OnHead(long, const HttpHeaders&) override { return Status::Ok(); }
+    Status OnBody(std::string_view) override { throw std::runtime_error("sink failed"); }
+  } handler;
+  EXPECT_THROW(client->Fetch(Get(server.url("/")), handler, {}), std::runtime_error);
+  EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
 }
 
 TEST(HttpClient, LoopbackAndNoProxyBypassTheProxy) {
