@@ -769,6 +769,87 @@ TEST(HttpClient, TransferHandleMayOutliveTheClient) {
   transfer.reset();
 }
 
+// Beast's default body limit (8 MB) is lifted: a big body arrives whole,
+// with a Content-Length or chunked.
+TEST(HttpClient, BodiesLargerThanEightMegabytes) {
+  const std::string big(9 << 20, 'x');
+  RawServer server([&](int fd, int) {
+    for (int n = 0; !ReadHead(fd).empty(); ++n) {
+      if (n == 0) {
+        SendAll(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: " + std::to_string(big.size()) +
+                        "\r\n\r\n" + big);
+      } else {
+        std::string out = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        for (size_t i = 0; i < big.size(); i += 1 << 20)
+          out += "100000\r\n" + big.substr(i, 1 << 20) + "\r\n";
+        SendAll(fd, out + "0\r\n\r\n");
+      }
+    }
+  });
+  auto client = HttpClient::Create();
+  for (long want : {400, 200}) {
+    auto r = client->Post(server.url("/"), {}, "{}");
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->status, want);
+    EXPECT_EQ(r->body.size(), big.size());
+  }
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+// 1xx answers are skipped; a HEAD answer has no body whatever its
+// Content-Length says; the connection stays usable after both.
+TEST(HttpClient, InterimAnswersAndHead) {
+  RawServer server([&](int fd, int) {
+    for (int n = 0;; ++n) {
+      std::string head = ReadHead(fd);
+      if (head.empty()) return;
+      if (n == 0) {
+        SendAll(fd,
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n"
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      } else if (head.rfind("HEAD ", 0) == 0) {
+        SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n");
+      } else {
+        SendAll(fd, "HTTP/1.1 204 No Content\r\n\r\n");
+      }
+    }
+  });
+  auto client = HttpClient::Create();
+  Buffer b1, b2, b3;
+  ASSERT_TRUE(client->Fetch(Get(server.url("/a")), b1, {}).ok());
+  EXPECT_EQ(b1.status, 200);
+  EXPECT_EQ(b1.body, "ok");
+  HttpRequest head = Get(server.url("/b"));
+  head.method = "HEAD";
+  Status st = client->Fetch(head, b2, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(b2.status, 200);
+  EXPECT_EQ(b2.body, "");
+  ASSERT_TRUE(client->Fetch(Get(server.url("/c")), b3, {}).ok());
+  EXPECT_EQ(b3.status, 204);
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+// A proxy that sends bytes after its 200 to CONNECT (or a body with its
+// refusal) fails the request cleanly.
+TEST(HttpClient, ConnectAnswersWithExtraBytes) {
+  for (std::string answer : {"HTTP/1.1 200 OK\r\n\r\ngarbage",
+                             "HTTP/1.1 403 Forbidden\r\nContent-Length: 5\r\n\r\nnope!"}) {
+    RawServer proxy([&](int fd, int) {
+      if (!ReadHead(fd).empty()) SendAll(fd, answer);
+      ReadHead(fd);  // until the client closes
+    });
+    HttpClientOptions opts;
+    opts.https_proxy = proxy.url("");
+    opts.no_proxy = "";
+    auto client = HttpClient::Create(opts);
+    Buffer b;
+    Status st = client->Fetch(Get("https://origin.test/"), b, {});
+    EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+    EXPECT_EQ(b.status, 0);
+  }
+}
+
 // A Fetch() handler that throws: the exception reaches the caller and the
 // transfer is cancelled (its connection closed), not left streaming.
 TEST(HttpClient, ThrowingFetchHandlerCancelsTheTransfer) {
