@@ -400,7 +400,18 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     t->handler = std::move(handler);
     t->done = std::move(done);
     active_count_.fetch_add(1);
-    asio::post(ioc_, [this, t] { Begin(t); });
+    asio::post(ioc_, [this, t] {
+      // Begin creates the TLS context and the connection objects, which can
+      // throw (bad_alloc, system_error from OpenSSL): the transfer then fails
+      // instead of never finishing.
+      try {
+        Begin(t);
+      } catch (const std::exception& e) {
+        Finish(t, Internal(std::string("http client: ") + e.what()));
+      } catch (...) {
+        Finish(t, Internal("http client: unknown exception"));
+      }
+    });
     return t;
   }
 
@@ -497,7 +508,11 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
 
   Status EnsureTls() {
     if (tls_ctx_) return tls_status_;
-    tls_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
+    try {
+      tls_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
+    } catch (const std::exception& e) {
+      return Unavailable(std::string("cannot set up TLS: ") + e.what());
+    }
     SSL_CTX_set_min_proto_version(tls_ctx_->native_handle(), TLS1_2_VERSION);
     tls_ctx_->set_verify_mode(ssl::verify_peer);
     error_code ec;
