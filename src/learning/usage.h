@@ -95,7 +95,10 @@ class UsageHook : public Hook {
  public:
   explicit UsageHook(std::shared_ptr<UsageTracker> tracker) : tracker_(std::move(tracker)) {}
   std::string_view name() const override { return "learning-usage"; }
-  std::chrono::milliseconds timeout() const override { return {}; }  // inline: never blocks
+  // Inline. Not free of blocking: a result or turn end that reports memory or
+  // skill uses updates the sidecar file (flock on its directory, write,
+  // fsync) on the turn's thread; calls without uses touch no file.
+  std::chrono::milliseconds timeout() const override { return {}; }
   void AfterToolResult(const HookContext& ctx, const ToolCall& call,
                        const ToolOutput& output) override;
   TurnEndVerdict OnTurnEnd(const HookContext& ctx, const TurnEndInfo& info) override;
