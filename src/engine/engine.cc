@@ -60,6 +60,7 @@ constexpr std::string_view kReflectorStateKey = "reflector";
 // reflector's own timeout is 30 s).
 constexpr std::chrono::seconds kReflectionDrain{35};
 constexpr size_t kMemoryIndexChars = 2000;
+constexpr std::chrono::seconds kLockRecheck{1};
 
 std::string DefaultModel(const std::string& provider) {
   if (provider == "anthropic") return "claude-sonnet-4-5";
@@ -190,6 +191,7 @@ class SessionImpl final : public Session {
         options_(std::move(options)),
         info_(std::move(info)),
         lock_(std::move(lock)),
+        lock_checked_at_(std::chrono::steady_clock::now()),
         transcript_(std::move(snapshot.messages)),
         next_seq_(snapshot.last_seq + 1),
         open_checkpoint_(std::move(snapshot.open_checkpoint)) {
@@ -336,6 +338,8 @@ class SessionImpl final : public Session {
   SessionOptions options_;
   SessionInfo info_;
   std::unique_ptr<SessionLock> lock_;
+  // When the lock was last known to be ours (acquired or refreshed).
+  std::chrono::steady_clock::time_point lock_checked_at_;
   Transcript transcript_;
   uint64_t next_seq_;
   std::optional<Checkpoint> open_checkpoint_;
@@ -601,9 +605,14 @@ Status SessionImpl::AppendEvents(std::vector<Event> events) {
 Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
                                             std::stop_token stop,
                                             std::optional<Checkpoint> resumed_from) {
-  if (lock_) {
+  // Before a turn, make sure the session lock is still ours (another process
+  // takes it over only after the lock's TTL, 30 s, without a heartbeat). A lock
+  // acquired or checked within the last second needs no new check: that
+  // saves a durable commit (an fsync) before the first request of a run.
+  if (lock_ && std::chrono::steady_clock::now() - lock_checked_at_ >= kLockRecheck) {
     Status s = lock_->Refresh();
     if (!s.ok()) return s;
+    lock_checked_at_ = std::chrono::steady_clock::now();
   }
   StoreSink sink(engine_.store(), info_.id, callbacks.observer);
   TurnConfig cfg;
