@@ -1,11 +1,13 @@
 #include "learning/usage.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <system_error>
+#include <thread>
 
 #include <sys/file.h>
 
@@ -23,14 +25,26 @@ int64_t SystemNowMs() {
       .count();
 }
 
-// An exclusive flock on a directory, released on destruction.
+// An exclusive flock on a directory, released on destruction. Bounded: the
+// usage hook runs on the turn's thread, so a holder that never lets go (a
+// stopped process) must not stall the turn; after ~2 s the lock is not taken
+// and the update is skipped (use counts are advisory).
 class DirLock {
  public:
   explicit DirLock(const fs::path& dir) {
     fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd_ >= 0) {
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    if (fd_ < 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    auto pause = std::chrono::microseconds(200);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if ((errno != EWOULDBLOCK && errno != EINTR) ||
+          std::chrono::steady_clock::now() >= deadline) {
+        ::close(fd_);
+        fd_ = -1;
+        return;
       }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(50000));
     }
   }
   ~DirLock() {

@@ -97,7 +97,8 @@ class UsageHook : public Hook {
   std::string_view name() const override { return "learning-usage"; }
   // Inline. Not free of blocking: a result or turn end that reports memory or
   // skill uses updates the sidecar file (flock on its directory, write,
-  // fsync) on the turn's thread; calls without uses touch no file.
+  // fsync) on the turn's thread; calls without uses touch no file. The flock
+  // waits at most ~2 s, then the update is skipped.
   std::chrono::milliseconds timeout() const override { return {}; }
   void AfterToolResult(const HookContext& ctx, const ToolCall& call,
                        const ToolOutput& output) override;
