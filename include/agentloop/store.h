@@ -236,6 +236,21 @@ class SessionStore {
   virtual Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
                                                            int64_t owner_pid) = 0;
 
+  // A new session whose lock `owner_pid` already holds: CreateSession and
+  // AcquireLock. The default makes the two calls; a store that can do both
+  // in one transaction should (one durable commit fewer when a run starts,
+  // and no moment where the session exists unlocked).
+  struct LockedSession {
+    SessionInfo info;
+    std::unique_ptr<SessionLock> lock;
+  };
+  virtual Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
+                                                    int64_t owner_pid) {
+    AL_ASSIGN_OR_RETURN(SessionInfo info, CreateSession(params));
+    AL_ASSIGN_OR_RETURN(auto lock, AcquireLock(info.id, owner_pid));
+    return LockedSession{std::move(info), std::move(lock)};
+  }
+
   // --- durable pauses ---------------------------------------------------
 
   // Stores a new open checkpoint and indexes each outstanding pending id.

@@ -416,17 +416,22 @@ class EngineImpl final : public Engine {
       session_id = newest.id;
     }
     SessionInfo info;
+    std::unique_ptr<SessionLock> lock;
+    const auto pid = static_cast<int64_t>(getpid());
     if (session_id.empty()) {
       NewSessionParams p;
       p.workspace = options.workspace;
       p.provider = options.provider;
       p.model = options.model;
       p.command = options.command;
-      AL_ASSIGN_OR_RETURN(info, store_->CreateSession(p));
+      // Created and locked in one commit.
+      AL_ASSIGN_OR_RETURN(auto created, store_->CreateLockedSession(p, pid));
+      info = std::move(created.info);
+      lock = std::move(created.lock);
     } else {
       AL_ASSIGN_OR_RETURN(info, store_->GetSession(session_id));
+      AL_ASSIGN_OR_RETURN(lock, store_->AcquireLock(info.id, pid));
     }
-    AL_ASSIGN_OR_RETURN(auto lock, store_->AcquireLock(info.id, static_cast<int64_t>(getpid())));
     AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store_->Load(info.id, LoadOptions{}));
     info = snap.info;
     auto session = std::make_unique<SessionImpl>(*this, std::move(options), info, std::move(lock),

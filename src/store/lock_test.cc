@@ -41,6 +41,39 @@ TEST_F(StoreTest, LockIsExclusiveAndReleasedOnDestruction) {
   EXPECT_TRUE(other->AcquireLock(id, getpid()).ok());
 }
 
+TEST_F(StoreTest, CreateLockedSessionCreatesItAlreadyLocked) {
+  NewSessionParams p;
+  p.workspace = "/tmp/ws";
+  p.provider = "script";
+  auto created = store_->CreateLockedSession(p, getpid());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const std::string id = created->info.id;
+  EXPECT_EQ(created->lock->session_id(), id);
+  EXPECT_TRUE(store_->GetSession(id).ok());
+  // Held: from this connection and from another one.
+  EXPECT_EQ(store_->AcquireLock(id, getpid()).error().code(), Code::kBusy);
+  auto other = OpenStore();
+  EXPECT_EQ(other->AcquireLock(id, 12345).error().code(), Code::kBusy);
+  EXPECT_TRUE(created->lock->Refresh().ok());
+  created->lock.reset();
+  EXPECT_TRUE(other->AcquireLock(id, getpid()).ok());
+}
+
+TEST_F(StoreTest, CreateLockedSessionWithADuplicateIdChangesNothing) {
+  std::string id = NewSession();
+  auto held = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(held.ok());
+  NewSessionParams p;
+  p.id = id;
+  p.workspace = "/tmp/other";
+  auto dup = store_->CreateLockedSession(p, 4242);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.error().code(), Code::kAlreadyExists);
+  // The existing session and its holder are untouched.
+  EXPECT_NE(store_->GetSession(id)->workspace, std::filesystem::path("/tmp/other"));
+  EXPECT_TRUE((*held)->Refresh().ok());
+}
+
 TEST_F(StoreTest, LockOfUnknownSessionIsNotFound) {
   EXPECT_EQ(store_->AcquireLock("nope", getpid()).error().code(), Code::kNotFound);
 }

@@ -152,7 +152,7 @@ int64_t SqliteStore::Now() const {
 
 // --- sessions ---------------------------------------------------------------
 
-Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
+SessionInfo SqliteStore::NewSessionInfo(const NewSessionParams& params) const {
   SessionInfo s;
   s.id = params.id.empty() ? NewUuid() : params.id;
   s.workspace = NormalizeWorkspace(params.workspace);
@@ -161,7 +161,10 @@ Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
   s.command = std::string(CommandKindName(params.command));
   s.title = MakeTitle(params.first_message);
   s.created_at_ms = s.updated_at_ms = Now();
-  std::lock_guard lk(mu_);
+  return s;
+}
+
+Status SqliteStore::InsertSessionLocked(const SessionInfo& s) {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO sessions (id, workspace, provider, model,"
                                             " command, title, created_at_ms, updated_at_ms)"
                                             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
@@ -174,10 +177,32 @@ Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
       .Bind(7, s.created_at_ms)
       .Bind(8, s.updated_at_ms);
   Status run = st.Run();
-  if (run.code() == Code::kAlreadyExists)
+  if (run.code() == Code::kAlreadyExists) {
     return AlreadyExists("session " + s.id + " already exists");
-  AL_RETURN_IF_ERROR(run);
+  }
+  return run;
+}
+
+Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
+  SessionInfo s = NewSessionInfo(params);
+  std::lock_guard lk(mu_);
+  AL_RETURN_IF_ERROR(InsertSessionLocked(s));
   return s;
+}
+
+Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSessionParams& params,
+                                                                    int64_t owner_pid) {
+  SessionInfo s = NewSessionInfo(params);
+  std::string token = NewId("lock");
+  {
+    std::lock_guard lk(mu_);
+    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+    AL_RETURN_IF_ERROR(InsertSessionLocked(s));
+    AL_RETURN_IF_ERROR(InsertLockLocked(s.id, token, owner_pid));
+    AL_RETURN_IF_ERROR(txn.Commit());
+  }
+  std::unique_ptr<SessionLock> lock(new SqliteSessionLock(this, s.id, std::move(token)));
+  return LockedSession{std::move(s), std::move(lock)};
 }
 
 Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOptions& options) {
@@ -446,21 +471,26 @@ Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view s
                   ")");
     }
     // Absent, or left by a dead or silent holder: take it over.
-    const int64_t now = Now();
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT OR REPLACE INTO session_locks (session_id,"
-                                              " token, owner_pid, owner_host, acquired_at_ms,"
-                                              " heartbeat_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
-    AL_RETURN_IF_ERROR(st.Bind(1, session_id)
-                           .Bind(2, token)
-                           .Bind(3, owner_pid)
-                           .Bind(4, host_)
-                           .Bind(5, now)
-                           .Bind(6, now)
-                           .Run());
+    AL_RETURN_IF_ERROR(InsertLockLocked(session_id, token, owner_pid));
     AL_RETURN_IF_ERROR(txn.Commit());
   }
   return std::unique_ptr<SessionLock>(
       new SqliteSessionLock(this, std::string(session_id), std::move(token)));
+}
+
+Status SqliteStore::InsertLockLocked(std::string_view session_id, const std::string& token,
+                                     int64_t owner_pid) {
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT OR REPLACE INTO session_locks (session_id,"
+                                            " token, owner_pid, owner_host, acquired_at_ms,"
+                                            " heartbeat_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
+  return st.Bind(1, session_id)
+      .Bind(2, token)
+      .Bind(3, owner_pid)
+      .Bind(4, host_)
+      .Bind(5, now)
+      .Bind(6, now)
+      .Run();
 }
 
 Result<int64_t> SqliteStore::Synchronous() {

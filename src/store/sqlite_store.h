@@ -37,6 +37,8 @@ class SqliteStore final : public SessionStore {
 
   Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
                                                    int64_t owner_pid) override;
+  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
+                                            int64_t owner_pid) override;
 
   Status SaveCheckpoint(const Checkpoint& checkpoint) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
@@ -67,6 +69,9 @@ class SqliteStore final : public SessionStore {
   int64_t Now() const;
   // The *Locked helpers REQUIRE mu_ held.
   Result<SessionInfo> GetSessionLocked(std::string_view session_id);
+  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
+  Status InsertSessionLocked(const SessionInfo& s);
+  Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
   // The newest open (closed = false) or closed checkpoint of the session.
   Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id, bool closed);
