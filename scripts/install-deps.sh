@@ -7,6 +7,7 @@ PKGS=(
   build-essential g++ cmake ninja-build ccache pkg-config git
   nlohmann-json3-dev libboost-dev libsqlite3-dev libssl-dev
   libre2-dev libedit-dev libtomlplusplus-dev
+  libbsd-dev libmd-dev libncurses-dev  # static archives for the release build (AL_STATIC_DEPS)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   clang-format clang-tidy
   ripgrep bubblewrap python3 procps time hyperfine
