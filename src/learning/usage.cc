@@ -1,10 +1,10 @@
 #include "learning/usage.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <system_error>
 #include <thread>
