@@ -341,6 +341,10 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   // client, and these must not outlive its io_context.
   std::optional<tcp::resolver> resolver;
   std::optional<asio::steady_timer> timer;
+  std::optional<asio::steady_timer> attempt_timer;  // per-address fallback
+  std::vector<tcp::endpoint> endpoints;             // addresses to try, in order
+  size_t attempt = 0;                               // index into endpoints
+  error_code connect_error;                         // the last attempt's failure
   Clock::time_point deadline = Clock::time_point::max();
   Status deadline_status;
   bool timer_armed = false;
@@ -545,20 +549,79 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     error_code ec;
     asio::ip::address addr = asio::ip::make_address(dial.host, ec);
     if (!ec) {
-      tcp::endpoint ep(addr, static_cast<uint16_t>(std::stoi(dial.port)));
-      t->conn->Lowest().async_connect(ep,
-                                      [this, t, what](error_code e) { OnConnected(t, e, what); });
-      return;
+      return ConnectTo(t, {tcp::endpoint(addr, static_cast<uint16_t>(std::stoi(dial.port)))}, what);
+    }
+    if (options_.resolve_for_test) {
+      std::vector<tcp::endpoint> eps;
+      for (const auto& [ip, port] : options_.resolve_for_test(dial.host)) {
+        eps.emplace_back(asio::ip::make_address(ip), port);
+      }
+      if (eps.empty()) return Fail(t, Unavailable("could not resolve host " + dial.host));
+      return ConnectTo(t, std::move(eps), what);
     }
     t->resolver->async_resolve(
         dial.host, dial.port,
         [this, t, what, host = dial.host](error_code e, tcp::resolver::results_type results) {
           if (Aborted(t)) return;
           if (e) return Fail(t, Unavailable("could not resolve host " + host + ": " + e.message()));
-          asio::async_connect(
-              t->conn->Lowest(), results,
-              [this, t, what](error_code e2, const tcp::endpoint&) { OnConnected(t, e2, what); });
+          std::vector<tcp::endpoint> eps;
+          for (const auto& r : results) eps.push_back(r.endpoint());
+          ConnectTo(t, std::move(eps), what);
         });
+  }
+
+  // IPv6 and IPv4 addresses alternate, starting with the family the
+  // resolver put first (its order follows the system's preferences).
+  static std::vector<tcp::endpoint> Interleave(std::vector<tcp::endpoint> eps) {
+    if (eps.empty()) return eps;
+    const bool first_v6 = eps.front().address().is_v6();
+    std::vector<tcp::endpoint> a, b, out;
+    for (auto& e : eps) (e.address().is_v6() == first_v6 ? a : b).push_back(e);
+    for (size_t i = 0; i < a.size() || i < b.size(); ++i) {
+      if (i < a.size()) out.push_back(a[i]);
+      if (i < b.size()) out.push_back(b[i]);
+    }
+    return out;
+  }
+
+  void ConnectTo(const TransferPtr& t, std::vector<tcp::endpoint> eps, const std::string& what) {
+    t->endpoints = Interleave(std::move(eps));
+    t->attempt = 0;
+    ConnectAttempt(t, what);
+  }
+
+  // One address at a time. A stale completion (of an attempt the fallback
+  // timer abandoned) is recognised by its index and ignored.
+  void ConnectAttempt(const TransferPtr& t, const std::string& what) {
+    if (t->attempt >= t->endpoints.size()) {
+      return Fail(t, Unavailable("connect to " + what + " failed: " + t->connect_error.message()));
+    }
+    const size_t n = t->attempt;
+    error_code ignored;
+    t->conn->Lowest().close(ignored);
+    if (n + 1 < t->endpoints.size()) {
+      if (!t->attempt_timer) t->attempt_timer.emplace(ioc_);
+      t->attempt_timer->expires_after(options_.connect_attempt_delay);
+      t->attempt_timer->async_wait([this, t, n, what](error_code ec) {
+        if (ec || t->finished || t->attempt != n) return;
+        if (Aborted(t)) return;
+        t->connect_error = asio::error::timed_out;
+        ++t->attempt;  // makes the pending connect's completion stale
+        error_code ig;
+        t->conn->Lowest().close(ig);
+        ConnectAttempt(t, what);
+      });
+    }
+    t->conn->Lowest().async_connect(t->endpoints[n], [this, t, n, what](error_code e) {
+      if (t->finished || t->attempt != n) return;
+      if (t->attempt_timer) t->attempt_timer->cancel();
+      if (e && !t->abort) {
+        t->connect_error = e;
+        ++t->attempt;
+        return ConnectAttempt(t, what);
+      }
+      OnConnected(t, e, what);
+    });
   }
 
   void OnConnected(const TransferPtr& t, error_code ec, const std::string& what) {
@@ -798,6 +861,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     if (t->finished) return;
     t->finished = true;
     t->timer.reset();  // cancels: a pending wait ends with operation_aborted
+    t->attempt_timer.reset();
     t->resolver.reset();
     if (t->conn) {
       t->conn->Close();

@@ -99,6 +99,16 @@ struct HttpClientOptions {
   std::optional<std::string> http_proxy;
   std::optional<std::string> https_proxy;
   std::optional<std::string> no_proxy;
+  // A host name with several addresses is tried one address at a time, IPv6
+  // and IPv4 alternating. An attempt that has neither connected nor failed
+  // after this long is abandoned for the next address, so a black-holed
+  // address (broken IPv6 routes drop packets silently) does not use up the
+  // whole connect timeout; the last address gets what is left of it.
+  std::chrono::milliseconds connect_attempt_delay{1000};
+  // Tests only: answers name lookups instead of DNS (the endpoints to try,
+  // in order). Null: the system resolver.
+  std::function<std::vector<std::pair<std::string, uint16_t>>(const std::string& host)>
+      resolve_for_test;
 };
 
 // Whether `host` bypasses the proxy under `no_proxy` (comma list of host

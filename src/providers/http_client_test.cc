@@ -443,6 +443,76 @@ class ConnectProxy {
   std::thread thread_;
 };
 
+// A listener whose accept queue is full: Linux drops further SYNs, so a
+// connect to it neither succeeds nor fails (like a black-holed route).
+struct BlackHole {
+  int fd = -1, filler = -1, port = 0;
+  BlackHole() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, 0) != 0) return;
+    socklen_t len = sizeof(a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    filler = ConnectLocal(port);  // fills the queue (never accepted)
+  }
+  ~BlackHole() {
+    if (filler >= 0) ::close(filler);
+    if (fd >= 0) ::close(fd);
+  }
+  BlackHole(const BlackHole&) = delete;
+  BlackHole& operator=(const BlackHole&) = delete;
+};
+
+TEST(HttpClient, BlackHoledAddressFallsBackToTheNextOne) {
+  BlackHole hole;
+  ASSERT_GE(hole.filler, 0);
+  auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "ok"}])"));
+  ASSERT_TRUE(server.ok());
+  const auto good = static_cast<uint16_t>((*server)->port());
+  HttpClientOptions o;
+  o.http_proxy = "";
+  o.connect_attempt_delay = std::chrono::milliseconds(100);
+  std::vector<std::string> asked;
+  o.resolve_for_test = [&](const std::string& host) {
+    asked.push_back(host);
+    return std::vector<std::pair<std::string, uint16_t>>{
+        {"127.0.0.1", static_cast<uint16_t>(hole.port)}, {"127.0.0.1", good}};
+  };
+  auto client = HttpClient::Create(o);
+  // Without the fallback this waits for the whole 10 s connect timeout and
+  // fails with kDeadlineExceeded.
+  auto r = client->Post("http://model.test:" + std::to_string(good) + "/x", {}, "");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "ok");
+  EXPECT_EQ(asked, std::vector<std::string>{"model.test"});
+  EXPECT_EQ((*server)->connections_accepted(), 1u);
+}
+
+TEST(HttpClient, EveryAddressRefusedIsUnavailableNamingTheLastError) {
+  int closed_port;
+  {
+    auto s = FakeModelServer::Start(Json::array());
+    ASSERT_TRUE(s.ok());
+    closed_port = (*s)->port();
+  }
+  HttpClientOptions o;
+  o.http_proxy = "";
+  o.resolve_for_test = [&](const std::string&) {
+    return std::vector<std::pair<std::string, uint16_t>>{
+        {"127.0.0.1", static_cast<uint16_t>(closed_port)},
+        {"127.0.0.1", static_cast<uint16_t>(closed_port)}};
+  };
+  auto client = HttpClient::Create(o);
+  auto r = client->Post("http://model.test:1/x", {}, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kUnavailable);
+  EXPECT_NE(r.error().message().find("refused"), std::string::npos) << r.error().message();
+}
+
 HttpRequest Get(const std::string& url) {
   HttpRequest r;
   r.method = "GET";
