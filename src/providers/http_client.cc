@@ -620,6 +620,10 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
         ++t->attempt;
         return ConnectAttempt(t, what);
       }
+      // Settled. The fallback timer may have fired already, its completion
+      // queued behind this one (cancel() cannot recall it): past the last
+      // index, that completion is stale and leaves this connection alone.
+      t->attempt = t->endpoints.size();
       OnConnected(t, e, what);
     });
   }
