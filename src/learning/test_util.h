@@ -1,37 +1,13 @@
-// Test helpers: a fresh temporary directory per test.
+// Test helpers for the learning tests: the project's temporary directory and
+// file helpers (src/base/testing/files.h), under the names these tests use.
 #pragma once
 
-#include <filesystem>
-#include <fstream>
-#include <string>
-
-#include "base/ids.h"
+#include "base/testing/files.h"
 
 namespace agentloop::learning::testing {
 
-class TempDir {
- public:
-  TempDir() : path_(std::filesystem::temp_directory_path() / ("al_learning_" + NewId("t"))) {
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-inline void WriteFile(const std::filesystem::path& p, const std::string& text) {
-  std::filesystem::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-inline std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using agentloop::testing::ReadFile;
+using agentloop::testing::TempDir;
+using agentloop::testing::WriteFile;
 
 }  // namespace agentloop::learning::testing
