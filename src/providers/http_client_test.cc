@@ -173,12 +173,12 @@ namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 // A listening socket on 127.0.0.1 (ephemeral port).
-int Listen(int* port) {
+int Listen(int* port, int backlog = 16) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, 16) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, backlog) != 0) {
     ::close(fd);
     return -1;
   }
@@ -448,15 +448,8 @@ class ConnectProxy {
 struct BlackHole {
   int fd = -1, filler = -1, port = 0;
   BlackHole() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || ::listen(fd, 0) != 0) return;
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    filler = ConnectLocal(port);  // fills the queue (never accepted)
+    fd = Listen(&port, /*backlog=*/0);
+    if (fd >= 0) filler = ConnectLocal(port);  // fills the queue (never accepted)
   }
   ~BlackHole() {
     if (filler >= 0) ::close(filler);
