@@ -7,6 +7,21 @@
 #include <thread>
 
 namespace agentloop {
+namespace {
+
+// Runs `fn`; returns "" or what it threw.
+std::string RunContained(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return std::string("threw: ") + e.what();
+  } catch (...) {
+    return "threw a non-standard exception";
+  }
+  return {};
+}
+
+}  // namespace
 
 struct HookRunner::Worker {
   struct Task {
@@ -31,14 +46,7 @@ struct HookRunner::Worker {
         task = std::move(self->queue.front());
         self->queue.pop_front();
       }
-      std::string err;
-      try {
-        task.fn();
-      } catch (const std::exception& e) {
-        err = std::string("threw: ") + e.what();
-      } catch (...) {
-        err = "threw a non-standard exception";
-      }
+      std::string err = RunContained(task.fn);
       task.fn = nullptr;  // release captures before signalling
       {
         std::lock_guard<std::mutex> lock(self->mu);
@@ -67,14 +75,7 @@ bool HookRunner::Run(const std::string& point, std::chrono::milliseconds timeout
   if (timeout <= std::chrono::milliseconds::zero()) {
     // A trusted hook: no thread handoff (two context switches per call add up
     // to most of a step's overhead), exceptions still contained.
-    std::string err;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      err = std::string("threw: ") + e.what();
-    } catch (...) {
-      err = "threw a non-standard exception";
-    }
+    std::string err = RunContained(fn);
     if (err.empty()) return true;
     on_error(point, err);
     return false;
