@@ -1,7 +1,9 @@
 #include "store/sqlite_db.h"
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -12,7 +14,12 @@ namespace agentloop::store {
 // done). `open` turns false when the Db closes; later releases finalize.
 struct StmtCache {
   bool open = true;
-  std::unordered_map<std::string, sqlite3_stmt*> idle;
+  // Transparent: Prepare looks up by string_view without building a string.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, Hash, std::equal_to<>> idle;
 };
 
 Status SqliteError(sqlite3* db, int rc, std::string_view what) {
@@ -154,7 +161,7 @@ Result<std::unique_ptr<Db>> Db::Open(const std::filesystem::path& path, int busy
 Result<Stmt> Db::Prepare(std::string_view sql) {
   // Keyed by the text as given; sqlite3_sql() returns the same text (the
   // statements here are single statements without trailing text).
-  auto it = cache_->idle.find(std::string(sql));
+  auto it = cache_->idle.find(sql);
   if (it != cache_->idle.end()) {
     sqlite3_stmt* st = it->second;
     cache_->idle.erase(it);
