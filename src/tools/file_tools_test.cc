@@ -104,6 +104,31 @@ TEST(ReadToolTest, AwkwardFiles) {
   out = RunTool(read, t.ctx(), Json{{"file_path", "nope.txt"}});
   EXPECT_TRUE(out.is_error);
   EXPECT_TRUE(Has(out.content, "not found"));
+  // A FIFO with no writer: refused at once, not waited on.
+  ASSERT_EQ(mkfifo((t.ws() / "pipe").c_str(), 0600), 0);
+  out = RunTool(read, t.ctx(), Json{{"file_path", "pipe"}});
+  EXPECT_TRUE(out.is_error);
+  EXPECT_TRUE(Has(out.content, "not a regular file")) << out.content;
+}
+
+// Files under the read tool's map threshold are read, larger ones mapped:
+// both paths give the same lines.
+TEST(ReadToolTest, SmallAndMappedFilesReadAlike) {
+  TempWorkspace t;
+  std::string small;
+  for (int i = 1; i <= 100; ++i) small += "row " + std::to_string(i) + "\n";
+  std::string big = small;
+  while (big.size() < (2u << 20)) big += std::string(80, 'y') + "\n";
+  t.Write("small.txt", small);
+  t.Write("big.txt", big);
+  ReadTool read;
+  auto a = RunTool(read, t.ctx(), Json{{"file_path", "small.txt"}, {"offset", 40}, {"limit", 3}});
+  auto b = RunTool(read, t.ctx(), Json{{"file_path", "big.txt"}, {"offset", 40}, {"limit", 3}});
+  const std::string lines = "    40\trow 40\n    41\trow 41\n    42\trow 42\n";
+  EXPECT_FALSE(a.is_error);
+  EXPECT_FALSE(b.is_error);
+  EXPECT_EQ(a.content.substr(0, lines.size()), lines) << a.content;
+  EXPECT_EQ(b.content.substr(0, lines.size()), lines) << b.content;
 }
 
 TEST(WriteToolTest, CreatesParentsAndRefusesUnreadOverwrite) {

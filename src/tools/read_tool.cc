@@ -1,11 +1,3 @@
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstring>
-
-#include <sys/mman.h>
-#include <sys/stat.h>
-
 #include "base/strings.h"
 #include "tools/paths.h"
 #include "tools/search.h"
@@ -17,48 +9,9 @@ namespace {
 constexpr int64_t kDefaultLimit = 2000;
 constexpr size_t kMaxLineChars = 2000;
 
-// A read-only view of a file: mmap'ed when non-empty.
-class MappedFile {
- public:
-  ~MappedFile() {
-    if (data_ != nullptr) munmap(data_, size_);
-  }
-  // errno-style failure message, or empty on success.
-  std::string Open(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::strerror(errno);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-      std::string err = std::strerror(errno);
-      close(fd);
-      return err;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      close(fd);
-      return "not a regular file";
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-      void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (m == MAP_FAILED) {
-        std::string err = std::strerror(errno);
-        close(fd);
-        return err;
-      }
-      data_ = m;
-    }
-    close(fd);
-    return {};
-  }
-  std::string_view view() const {
-    return data_ == nullptr ? std::string_view()
-                            : std::string_view(static_cast<char*>(data_), size_);
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
+// Files this large are mapped rather than read: the tool shows at most
+// 2000 lines of them, so copying all of a big log into memory would be waste.
+constexpr size_t kReadMapThreshold = 1u << 20;
 
 }  // namespace
 
@@ -100,10 +53,11 @@ Result<ToolOutput> ReadTool::Run(const ToolCall& call, ToolContext& ctx) {
   if (rp.is_dir) {
     return ToolOutput::Error(rp.display + " is a directory, not a file; use ls to list it.");
   }
-  MappedFile file;
-  std::string err = file.Open(rp.abs);
-  if (!err.empty()) return ToolOutput::Error("Cannot read " + rp.display + ": " + err);
-  std::string_view data = file.view();
+  FileReader file(kReadMapThreshold);
+  std::string_view data;
+  if (!file.Read(rp.abs.c_str(), &data)) {
+    return ToolOutput::Error("Cannot read " + rp.display + ": " + file.error());
+  }
   if (ctx.ledger) ctx.ledger->MarkRead(rp.abs);
 
   ToolOutput out;

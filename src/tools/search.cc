@@ -17,7 +17,6 @@
 namespace agentloop::tools {
 namespace {
 
-constexpr size_t kMapThreshold = 64u << 20;  // files above this are mmap'ed
 constexpr size_t kBinaryProbe = 64u << 10;
 
 // Rough frequency rank of bytes in source code and prose: higher is more
@@ -450,20 +449,34 @@ void FileReader::Unmap() {
   }
 }
 
+bool FileReader::Fail(std::string reason) {
+  error_ = std::move(reason);
+  return false;
+}
+
 bool FileReader::Read(const char* path, std::string_view* data) {
   Unmap();
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return false;
+  error_.clear();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+  // below as not a regular file); reads of regular files never block on it.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return Fail(std::strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    std::string err = std::strerror(errno);
     close(fd);
-    return false;
+    return Fail(std::move(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Fail("not a regular file");
   }
   size_t size = static_cast<size_t>(st.st_size);
-  if (size >= kMapThreshold) {
+  if (size >= map_threshold_) {
     void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    std::string err = m == MAP_FAILED ? std::strerror(errno) : std::string();
     close(fd);
-    if (m == MAP_FAILED) return false;
+    if (m == MAP_FAILED) return Fail(std::move(err));
     madvise(m, size, MADV_SEQUENTIAL);
     map_ = m;
     map_size_ = size;
@@ -476,10 +489,11 @@ bool FileReader::Read(const char* path, std::string_view* data) {
     ssize_t n = read(fd, buf_.data() + got, size - got);
     if (n < 0) {
       if (errno == EINTR) continue;
+      std::string err = std::strerror(errno);
       close(fd);
-      return false;
+      return Fail(std::move(err));
     }
-    if (n == 0) break;
+    if (n == 0) break;  // the file shrank while we read it
     got += static_cast<size_t>(n);
   }
   close(fd);
