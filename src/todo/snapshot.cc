@@ -42,8 +42,9 @@ uint64_t Fnv1a(std::string_view s) {
   return h;
 }
 
-std::optional<Json> FindIn(const Combined& all) {
-  for (size_t i = all.size(); i-- > 0;) {
+// The newest snapshot details among all[lo, hi).
+std::optional<Json> FindIn(const Combined& all, size_t lo, size_t hi) {
+  for (size_t i = hi; i-- > lo;) {
     const Message& m = all[i];
     if (m.role != Role::kUser) continue;
     for (size_t k = m.content.size(); k-- > 0;) {
@@ -62,6 +63,37 @@ std::optional<Json> FindIn(const Combined& all) {
     }
   }
   return std::nullopt;
+}
+
+std::optional<Json> FindIn(const Combined& all) { return FindIn(all, 0, all.size()); }
+
+// The anchor of the newest human message among all[lo, hi), "" when none.
+std::string AnchorIn(const Combined& all, size_t lo, size_t hi) {
+  for (size_t i = hi; i-- > lo;) {
+    const Message& m = all[i];
+    if (!IsHumanMessage(m)) continue;
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx",
+                  static_cast<unsigned long long>(Fnv1a(m.JoinedText())));
+    return std::to_string(i) + ":" + hex;
+  }
+  return "";
+}
+
+TodoSnapshot SnapshotFrom(const std::optional<Json>& details, std::string anchor) {
+  TodoSnapshot snap;
+  TaskList list = details ? TaskListFromDetails(*details) : TaskList{};
+  for (const Task& t : list.tasks) {
+    if (t.status == TaskStatus::kDeleted) continue;
+    SnapshotTask st{t.id, std::string(TaskStatusName(t.status)), t.subject,
+                    t.active_form.value_or("")};
+    if (!snap.signature.empty()) snap.signature += ",";
+    snap.signature += std::to_string(t.id) + ":" + st.status;
+    if (IsOpen(t.status)) snap.open.push_back(st);
+    snap.tasks.push_back(std::move(st));
+  }
+  snap.anchor = std::move(anchor);
+  return snap;
 }
 
 }  // namespace
@@ -107,31 +139,35 @@ TaskList ReplayList(std::span<const Message> history, std::span<const Message> t
 
 std::string NewestHumanAnchor(std::span<const Message> history, std::span<const Message> tail) {
   Combined all(history, tail);
-  for (size_t i = all.size(); i-- > 0;) {
-    const Message& m = all[i];
-    if (!IsHumanMessage(m)) continue;
-    char hex[17];
-    std::snprintf(hex, sizeof(hex), "%016llx",
-                  static_cast<unsigned long long>(Fnv1a(m.JoinedText())));
-    return std::to_string(i) + ":" + hex;
-  }
-  return "";
+  return AnchorIn(all, 0, all.size());
 }
 
 TodoSnapshot ReadSnapshot(std::span<const Message> history, std::span<const Message> tail) {
-  TodoSnapshot snap;
-  TaskList list = ReplayList(history, tail);
-  for (const Task& t : list.tasks) {
-    if (t.status == TaskStatus::kDeleted) continue;
-    SnapshotTask st{t.id, std::string(TaskStatusName(t.status)), t.subject,
-                    t.active_form.value_or("")};
-    if (!snap.signature.empty()) snap.signature += ",";
-    snap.signature += std::to_string(t.id) + ":" + st.status;
-    if (IsOpen(t.status)) snap.open.push_back(st);
-    snap.tasks.push_back(std::move(st));
+  Combined all(history, tail);
+  return SnapshotFrom(FindIn(all), AnchorIn(all, 0, all.size()));
+}
+
+TodoSnapshot SnapshotCursor::Read(std::span<const Message> history,
+                                  std::span<const Message> tail) {
+  Combined all(history, tail);
+  const size_t n = history.size();
+  bool same = searched_ > 0 && searched_ <= n && first_uid_ != 0 && last_uid_ != 0 &&
+              history.front().uid == first_uid_ && history[searched_ - 1].uid == last_uid_;
+  if (!same) {
+    searched_ = 0;
+    details_.reset();
+    anchor_.clear();
   }
-  snap.anchor = NewestHumanAnchor(history, tail);
-  return snap;
+  if (auto d = FindIn(all, searched_, n)) details_ = std::move(d);
+  if (std::string a = AnchorIn(all, searched_, n); !a.empty()) anchor_ = std::move(a);
+  searched_ = n;
+  first_uid_ = n > 0 ? history.front().uid : 0;
+  last_uid_ = n > 0 ? history.back().uid : 0;
+  // The tail is transient: searched every time, and newer than the history.
+  std::optional<Json> tail_details = FindIn(all, n, all.size());
+  std::string tail_anchor = AnchorIn(all, n, all.size());
+  return SnapshotFrom(tail_details ? tail_details : details_,
+                      tail_anchor.empty() ? anchor_ : tail_anchor);
 }
 
 std::optional<Json> CarriedSnapshotMeta(std::span<const Message> dropped) {

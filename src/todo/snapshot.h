@@ -85,6 +85,26 @@ TaskList ReplayList(std::span<const Message> history, std::span<const Message> t
 // The loop's view of the history: tracked/open tasks, signature and anchor.
 TodoSnapshot ReadSnapshot(std::span<const Message> history, std::span<const Message> tail = {});
 
+// Remembers how far one session's history has been searched, so that the
+// loop's per-step reads cost O(new messages), not O(history): a session's
+// history only grows between steps. A history that changed otherwise
+// (compaction replaced its prefix, a message was popped) is recognised by
+// the uids of its first and last searched messages and searched again in
+// full; messages without a uid (0) are always searched in full.
+// Not thread-safe: one per session, used by one step at a time.
+class SnapshotCursor {
+ public:
+  // Same results as ReadSnapshot(history, tail).
+  TodoSnapshot Read(std::span<const Message> history, std::span<const Message> tail = {});
+
+ private:
+  size_t searched_ = 0;  // history[0, searched_) has been searched
+  uint64_t first_uid_ = 0;
+  uint64_t last_uid_ = 0;
+  std::optional<Json> details_;  // newest snapshot details in that prefix
+  std::string anchor_;           // newest human anchor in that prefix
+};
+
 // The anchor: "<index>:<fnv1a-64 hex of the joined text>" of the newest human
 // message (index into history+tail), "" when there is none. The index makes
 // two identical messages ("go on", "go on") distinct budgets; note that a

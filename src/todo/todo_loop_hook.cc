@@ -113,6 +113,20 @@ bool TodoLoopHook::Paused(const std::string& session_id, const std::filesystem::
   return s.paused;
 }
 
+TodoSnapshot TodoLoopHook::ReadSessionSnapshot(const std::string& session_id,
+                                               std::span<const Message> history,
+                                               std::span<const Message> tail) {
+  SnapshotCursor cursor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cursor = std::move(sessions_[session_id].cursor);
+  }
+  TodoSnapshot snapshot = cursor.Read(history, tail);
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_[session_id].cursor = std::move(cursor);
+  return snapshot;
+}
+
 void TodoLoopHook::Deliver(const std::string& session_id, const std::vector<Note>& notes) const {
   if (!options_.notify) return;
   for (const Note& n : notes) {
@@ -129,7 +143,7 @@ void TodoLoopHook::BeforeModelCall(const HookContext& ctx, ModelRequest& request
     if (Paused(ctx.session_id, ctx.workspace) || IsDisabled(ctx.workspace)) return;
     LoopConfig config = CurrentConfig();
     if (!config.inject_state) return;
-    TodoSnapshot snapshot = ReadSnapshot(request.history, request.tail);
+    TodoSnapshot snapshot = ReadSessionSnapshot(ctx.session_id, request.history, request.tail);
     if (snapshot.open.empty()) return;
     int rounds = 0;
     {
@@ -174,7 +188,7 @@ void TodoLoopHook::AfterStep(const HookContext& ctx, const StepEndInfo& info) {
   try {
     if (Paused(ctx.session_id, ctx.workspace) || IsDisabled(ctx.workspace)) return;
     if (info.tool_names.empty()) return;
-    TodoSnapshot snapshot = ReadSnapshot(info.history);
+    TodoSnapshot snapshot = ReadSessionSnapshot(ctx.session_id, info.history);
     std::vector<Note> notes;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -189,7 +203,7 @@ TurnEndVerdict TodoLoopHook::OnTurnEnd(const HookContext& ctx, const TurnEndInfo
   try {
     if (Paused(ctx.session_id, ctx.workspace) || IsDisabled(ctx.workspace)) return {};
     LoopConfig config = CurrentConfig();
-    TodoSnapshot snapshot = ReadSnapshot(info.history);
+    TodoSnapshot snapshot = ReadSessionSnapshot(ctx.session_id, info.history);
     std::string outcome(StopReasonName(info.stop));
     std::vector<Note> notes;
 

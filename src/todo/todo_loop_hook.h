@@ -140,6 +140,7 @@ class TodoLoopHook : public Hook {
     int last_open_count = 0;
     std::filesystem::path workspace;
     Json last_decision;  // null until the first settle
+    SnapshotCursor cursor;  // makes each step's snapshot read O(new messages)
   };
   struct Note {
     std::string level;
@@ -152,6 +153,11 @@ class TodoLoopHook : public Hook {
                 std::vector<Note>& notes);
   void Deliver(const std::string& session_id, const std::vector<Note>& notes) const;
   bool Paused(const std::string& session_id, const std::filesystem::path& workspace);
+  // ReadSnapshot through the session's cursor (taken out of the map while
+  // it reads, so the lock is not held over the search).
+  TodoSnapshot ReadSessionSnapshot(const std::string& session_id,
+                                   std::span<const Message> history,
+                                   std::span<const Message> tail = {});
 
   const TodoLoopOptions options_;
   mutable std::mutex mu_;

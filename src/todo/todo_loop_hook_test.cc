@@ -87,6 +87,77 @@ class History {
   int calls_ = 0;
 };
 
+// The messages with uids given like a Transcript gives them (from `next`).
+std::vector<Message> WithUids(std::vector<Message> msgs, uint64_t next) {
+  for (Message& m : msgs) m.uid = next++;
+  return msgs;
+}
+
+void ExpectSameSnapshot(const TodoSnapshot& got, const TodoSnapshot& want, const char* when) {
+  EXPECT_EQ(got.tasks, want.tasks) << when;
+  EXPECT_EQ(got.open, want.open) << when;
+  EXPECT_EQ(got.signature, want.signature) << when;
+  EXPECT_EQ(got.anchor, want.anchor) << when;
+}
+
+// The cursor searches only what was appended since its last read, and gives
+// what a full search gives, also after the history was rewritten.
+TEST(SnapshotCursorTest, IncrementalReadsMatchFullReads) {
+  History h;
+  h.Human("fix the build");
+  SnapshotCursor cursor;
+  std::vector<Message> msgs = WithUids(h.messages(), 100);
+  ExpectSameSnapshot(cursor.Read(msgs), ReadSnapshot(msgs), "human only");
+  h.Todo(R"({"action":"create","tasks":[{"subject":"a"},{"subject":"b"}]})").Tool("bash");
+  msgs = WithUids(h.messages(), 100);
+  TodoSnapshot got = cursor.Read(msgs);
+  ExpectSameSnapshot(got, ReadSnapshot(msgs), "after the list");
+  EXPECT_EQ(got.open.size(), 2u);
+  h.Human("go on").Todo(R"({"action":"update","id":1,"status":"completed"})");
+  msgs = WithUids(h.messages(), 100);
+  got = cursor.Read(msgs);
+  ExpectSameSnapshot(got, ReadSnapshot(msgs), "after an update");
+  EXPECT_EQ(got.open.size(), 1u);
+  EXPECT_EQ(got.anchor.substr(0, 2), "5:");
+
+  // Searched messages are not searched again: the cursor still answers from
+  // what it saw even when (against the contract) an old message is changed
+  // in place under the same uid.
+  std::vector<Message> doctored = msgs;
+  for (Message& m : doctored) {
+    for (ContentBlock& b : m.content) b.meta = Json();
+  }
+  EXPECT_EQ(cursor.Read(doctored).open.size(), 1u);
+  EXPECT_TRUE(ReadSnapshot(doctored).open.empty());
+
+  // A transient tail is searched every time and does not stick.
+  std::vector<Message> tail = {Message::User("from the tail")};
+  ExpectSameSnapshot(cursor.Read(msgs, tail), ReadSnapshot(msgs, tail), "with a tail");
+  ExpectSameSnapshot(cursor.Read(msgs), ReadSnapshot(msgs), "tail gone");
+
+  // Compaction: the prefix holding the list is replaced by a summary with
+  // new uids; the list is gone and the cursor must not remember it.
+  std::vector<Message> compacted = {Message::User("summary of earlier work")};
+  compacted[0].uid = 900;
+  compacted[0].tag = "compaction-summary";
+  Message last = msgs.back();
+  compacted.push_back(last);
+  got = cursor.Read(compacted);
+  ExpectSameSnapshot(got, ReadSnapshot(compacted), "after compaction");
+
+  // The last message popped and another appended in its place.
+  std::vector<Message> popped = msgs;
+  popped.back() = Message::Assistant("different");
+  popped.back().uid = 901;
+  ExpectSameSnapshot(cursor.Read(popped), ReadSnapshot(popped), "after a pop");
+
+  // Messages without uids are searched in full every time.
+  std::vector<Message> plain = h.messages();
+  ExpectSameSnapshot(cursor.Read(plain), ReadSnapshot(plain), "no uids");
+  plain.resize(2);
+  ExpectSameSnapshot(cursor.Read(plain), ReadSnapshot(plain), "no uids, shorter");
+}
+
 struct Recorded {
   std::vector<std::pair<std::string, std::string>> notes;  // level, text
   std::vector<Json> decisions;
