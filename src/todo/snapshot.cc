@@ -147,8 +147,7 @@ TodoSnapshot ReadSnapshot(std::span<const Message> history, std::span<const Mess
   return SnapshotFrom(FindIn(all), AnchorIn(all, 0, all.size()));
 }
 
-TodoSnapshot SnapshotCursor::Read(std::span<const Message> history,
-                                  std::span<const Message> tail) {
+TodoSnapshot SnapshotCursor::Read(std::span<const Message> history, std::span<const Message> tail) {
   Combined all(history, tail);
   const size_t n = history.size();
   bool same = searched_ > 0 && searched_ <= n && first_uid_ != 0 && last_uid_ != 0 &&

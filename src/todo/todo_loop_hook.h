@@ -139,7 +139,7 @@ class TodoLoopHook : public Hook {
     std::string reason = "idle";
     int last_open_count = 0;
     std::filesystem::path workspace;
-    Json last_decision;  // null until the first settle
+    Json last_decision;     // null until the first settle
     SnapshotCursor cursor;  // makes each step's snapshot read O(new messages)
   };
   struct Note {
@@ -155,8 +155,7 @@ class TodoLoopHook : public Hook {
   bool Paused(const std::string& session_id, const std::filesystem::path& workspace);
   // ReadSnapshot through the session's cursor (taken out of the map while
   // it reads, so the lock is not held over the search).
-  TodoSnapshot ReadSessionSnapshot(const std::string& session_id,
-                                   std::span<const Message> history,
+  TodoSnapshot ReadSessionSnapshot(const std::string& session_id, std::span<const Message> history,
                                    std::span<const Message> tail = {});
 
   const TodoLoopOptions options_;
