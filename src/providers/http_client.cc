@@ -760,22 +760,60 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     });
   }
 
+  // Parses body bytes already in the connection's buffer into the body
+  // buffer, without I/O, until the buffer is used up, the body buffer is
+  // full or the message is done. Beast's read_some stops after each chunk;
+  // a streamed response sends one SSE event per chunk, and handing each to
+  // the handler on its own cost a trip through the event loop and a wake-up
+  // of the thread waiting in Fetch per event.
+  static error_code DrainBuffered(const TransferPtr& t) {
+    error_code ec;
+    while (t->conn->buf.size() > 0 && !t->parser->is_done() && t->parser->get().body().size > 0) {
+      size_t n = t->parser->put(t->conn->buf.data(), ec);
+      t->conn->buf.consume(n);
+      if (ec == http::error::need_more || ec == http::error::need_buffer) return {};
+      if (ec) return ec;
+      if (n == 0) break;
+    }
+    return ec;
+  }
+
+  // Hands what the body buffer holds to the handler; false when the
+  // transfer ended (failed) meanwhile.
+  bool DeliverBody(const TransferPtr& t) {
+    size_t got = kBodyChunk - t->parser->get().body().size;
+    if (got == 0) return true;
+    Touch(t);
+    Status st = CallHandler(
+        t, [&] { return t->handler->OnBody(std::string_view(t->body_buf.get(), got)); });
+    if (!st.ok()) {
+      Fail(t, st);
+      return false;
+    }
+    return true;
+  }
+
   void ReadBody(const TransferPtr& t) {
-    if (t->parser->is_done()) return Complete(t);
-    t->parser->get().body().data = t->body_buf.get();
-    t->parser->get().body().size = kBodyChunk;
+    while (true) {
+      if (t->parser->is_done()) return Complete(t);
+      t->parser->get().body().data = t->body_buf.get();
+      t->parser->get().body().size = kBodyChunk;
+      if (error_code ec = DrainBuffered(t)) {
+        if (!DeliverBody(t)) return;
+        return Fail(t, TransportError(*t, ec));
+      }
+      if (t->parser->get().body().size == kBodyChunk && !t->parser->is_done()) break;
+      if (!DeliverBody(t) || Aborted(t)) return;  // the handler may have cancelled
+    }
     t->conn->With([&](auto& stream) {
       http::async_read_some(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
         if (Aborted(t)) return;
         if (ec == http::error::need_buffer) ec = {};
-        size_t got = kBodyChunk - t->parser->get().body().size;
-        if (got > 0) {
-          Touch(t);
-          Status st = CallHandler(
-              t, [&] { return t->handler->OnBody(std::string_view(t->body_buf.get(), got)); });
-          if (!st.ok()) return Fail(t, st);
-        }
+        // The rest of what this read brought goes to the handler with it.
+        if (!ec) ec = DrainBuffered(t);
+        if (!DeliverBody(t)) return;
         if (ec) return Fail(t, TransportError(*t, ec));
+        if (Aborted(t)) return;
         ReadBody(t);
       });
     });
