@@ -30,6 +30,21 @@ Result<int> SchemaVersion(Db& db) {
 
 Status ApplyMigrations(Db& db, std::span<const Migration> migrations, int64_t now_ms) {
   int newest = migrations.empty() ? 0 : migrations.back().version;
+  {
+    // The common case, an up-to-date database, needs no write lock: one
+    // read, instead of a write transaction per migration.
+    AL_ASSIGN_OR_RETURN(Txn read, Txn::Begin(db, /*immediate=*/false));
+    AL_ASSIGN_OR_RETURN(Stmt has,
+                        db.Prepare("SELECT COUNT(*) FROM sqlite_schema"
+                                   " WHERE type = 'table' AND name = 'schema_migrations'"));
+    AL_ASSIGN_OR_RETURN(bool row, has.Step());
+    if (row && has.Int(0) == 1) {
+      AL_ASSIGN_OR_RETURN(Stmt st,
+                          db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+      AL_ASSIGN_OR_RETURN(bool got, st.Step());
+      if (got && st.Int(0) == newest) return Status::Ok();
+    }
+  }
   for (const Migration& m : migrations) {
     // Re-read the version inside the write transaction: another process may
     // have migrated since we looked.

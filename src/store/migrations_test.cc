@@ -74,6 +74,47 @@ TEST(MigrationsTest, FailingMigrationLeavesTheOldVersion) {
   EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'a'"), 0);
 }
 
+// 0002 rebuilds the event log as a rowid table: every event of a version-1
+// database survives in order, (session_id, seq) stays unique, and deleting a
+// session still deletes its events.
+TEST(MigrationsTest, EventLogKeepsItsEventsThroughTheRowidRebuild) {
+  TempDir dir;
+  auto db = Db::Open(dir.path() / "x.db", 1000);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(ApplyMigrations(**db, BuiltinMigrations().first(1), 1).ok());
+  ASSERT_TRUE((*db)
+                  ->Exec("INSERT INTO sessions (id, workspace, created_at_ms, updated_at_ms)"
+                         " VALUES ('b', '/w', 1, 1), ('a', '/w', 1, 1);"
+                         "INSERT INTO events (session_id, seq, type, json, created_at_ms) VALUES"
+                         " ('b', 1, 'message', '{\"n\":\"b1\"}', 5),"
+                         " ('a', 2, 'message', '{\"n\":\"a2\"}', 6),"
+                         " ('a', 1, 'message', '{\"n\":\"a1\"}', 7),"
+                         " ('b', 2, 'step_end', '{\"n\":\"b2\"}', 8);")
+                  .ok());
+  ASSERT_TRUE(ApplyMigrations(**db, BuiltinMigrations(), 2).ok());
+  EXPECT_EQ(*SchemaVersion(**db), BuiltinMigrations().back().version);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM events"), 4);
+  auto st = (*db)->Prepare(
+      "SELECT session_id, seq, type, json, created_at_ms FROM events"
+      " ORDER BY id");
+  ASSERT_TRUE(st.ok());
+  std::vector<std::string> rows;
+  while (*st->Step()) {
+    rows.push_back(st->Text(0) + "/" + std::to_string(st->Int(1)) + "/" + st->Text(2) + "/" +
+                   st->Text(3) + "/" + std::to_string(st->Int(4)));
+  }
+  EXPECT_THAT(rows, ::testing::ElementsAre(
+                        "a/1/message/{\"n\":\"a1\"}/7", "a/2/message/{\"n\":\"a2\"}/6",
+                        "b/1/message/{\"n\":\"b1\"}/5", "b/2/step_end/{\"n\":\"b2\"}/8"));
+  Status dup = (*db)->Exec(
+      "INSERT INTO events (session_id, seq, type, json, created_at_ms)"
+      " VALUES ('a', 2, 'message', '{}', 9)");
+  EXPECT_EQ(dup.code(), Code::kAlreadyExists) << dup.ToString();
+  ASSERT_TRUE((*db)->Exec("DELETE FROM sessions WHERE id = 'a'").ok());
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM events"), 2);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'events_by_session'"), 1);
+}
+
 TEST(MigrationsTest, NewerDatabaseIsRefused) {
   TempDir dir;
   auto path = dir.path() / "sessions.db";
