@@ -24,8 +24,18 @@
 namespace agentloop::store {
 namespace {
 
+// A session's last activity and last seq are read from its newest event (an
+// index seek on events_by_session), not kept in its row: updating the row on
+// every commit rewrote the sessions page and both of its index pages, three
+// of the ~eight pages a commit wrote. The row's updated_at_ms and last_seq
+// columns keep their creation values (the rows of a database written before
+// this are never behind their events, so MAX() keeps them exact too).
 constexpr char kSessionColumns[] =
-    "id, workspace, provider, model, command, title, created_at_ms, updated_at_ms, last_seq";
+    "id, workspace, provider, model, command, title, created_at_ms,"
+    " MAX(updated_at_ms, COALESCE((SELECT e.created_at_ms FROM events e"
+    " WHERE e.session_id = sessions.id ORDER BY e.seq DESC LIMIT 1), 0)) AS activity_ms,"
+    " MAX(last_seq, COALESCE((SELECT MAX(e.seq) FROM events e"
+    " WHERE e.session_id = sessions.id), 0))";
 
 SessionInfo ReadSession(const Stmt& st) {
   SessionInfo s;
@@ -208,7 +218,7 @@ Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSes
 Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOptions& options) {
   std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions";
   if (options.workspace) sql += " WHERE workspace = ?2";
-  sql += " ORDER BY updated_at_ms DESC, rowid DESC LIMIT ?1";
+  sql += " ORDER BY activity_ms DESC, rowid DESC LIMIT ?1";
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(sql));
   st.Bind(1, int64_t{options.limit > 0 ? options.limit : -1});
@@ -288,11 +298,17 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
   const int64_t now = Now();
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(session_id));
+  std::string old_title;
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT title FROM sessions WHERE id = ?"));
+    st.Bind(1, session_id);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return SessionNotFound(session_id);
+    old_title = st.Text(0);
+  }
   AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
                                              " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
-  uint64_t max_seq = info.last_seq;
-  std::string title = info.title;
+  std::string title = old_title;
   bool any = false;
   for (const Event& e : events) {
     if (!ShouldPersist(e.type)) continue;
@@ -315,18 +331,14 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
     }
     AL_RETURN_IF_ERROR(s);
     ins.Reset();
-    max_seq = std::max<uint64_t>(max_seq, e.seq);
     if (title.empty()) title = TitleFrom(e);
     any = true;
   }
   if (!any) return Status::Ok();
-  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET updated_at_ms = ?, last_seq = ?,"
-                                            " title = ? WHERE id = ?"));
-  AL_RETURN_IF_ERROR(up.Bind(1, now)
-                         .Bind(2, static_cast<int64_t>(max_seq))
-                         .Bind(3, title)
-                         .Bind(4, session_id)
-                         .Run());
+  if (title != old_title) {  // once per session: the first user message
+    AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
+    AL_RETURN_IF_ERROR(up.Bind(1, title).Bind(2, session_id).Run());
+  }
   return txn.Commit();
 }
 
@@ -423,10 +435,6 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
                          .Bind(5, DumpJson(e.ToJson()))
                          .Bind(6, now)
                          .Run());
-  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET last_seq = ?, updated_at_ms = ?"
-                                            " WHERE id = ?"));
-  AL_RETURN_IF_ERROR(
-      up.Bind(1, static_cast<int64_t>(e.seq)).Bind(2, now).Bind(3, session_id).Run());
   AL_RETURN_IF_ERROR(txn.Commit());
   snap.warnings.push_back({e.seq, "crash recovery: answered " +
                                       std::to_string(repair->content.size()) +

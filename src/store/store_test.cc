@@ -130,6 +130,41 @@ TEST_F(StoreTest, CreateGetListFindRemove) {
   EXPECT_EQ(store_->ListSessions({})->size(), 2u);
 }
 
+// A commit writes events only: the session's last activity and last seq are
+// read from its newest event, and its row keeps its creation values (no
+// sessions page and index pages rewritten per commit).
+TEST_F(StoreTest, ActivityAndLastSeqComeFromTheEventLog) {
+  const int64_t created = clock_ms_.load();
+  std::string a = NewSession("/w/one");
+  clock_ms_ += 100;
+  std::string b = NewSession("/w/one");
+  clock_ms_ += 100;
+  ASSERT_TRUE(store_
+                  ->Append(a, std::vector<Event>{MessageEvent(1, Message::User("first words")),
+                                                 MessageEvent(2, Message::Assistant("ok"))})
+                  .ok());
+  auto got = store_->GetSession(a);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->updated_at_ms, created + 200);
+  EXPECT_EQ(got->last_seq, 2u);
+  EXPECT_EQ(got->title, "first words");
+  auto list = store_->ListSessions({});
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].id, a);  // the newer activity first, though b was created later
+  EXPECT_EQ((*list)[0].last_seq, 2u);
+  EXPECT_EQ((*list)[1].last_seq, 0u);
+
+  auto db = Db::Open(db_path(), 1000);
+  ASSERT_TRUE(db.ok());
+  auto row = (*db)->Prepare("SELECT updated_at_ms, last_seq FROM sessions WHERE id = ?");
+  ASSERT_TRUE(row.ok());
+  row->Bind(1, a);
+  ASSERT_TRUE(*row->Step());
+  EXPECT_EQ(row->Int(0), created);
+  EXPECT_EQ(row->Int(1), 0);
+}
+
 TEST_F(StoreTest, DuplicateExplicitIdRejected) {
   NewSessionParams p;
   p.id = "fixed-id";
