@@ -8,14 +8,14 @@
 #include <cpuid.h>
 #include <fcntl.h>
 #include <spawn.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 extern char** environ;
 
