@@ -57,6 +57,10 @@ struct Event {
 
   // One JSON object: type, session_id, turn_id, seq, then the data fields.
   Json ToJson() const;
+  // DumpJson(ToJson()) with session_id set to `session_id`, the same text,
+  // written without copying `data` into a new object (what the store does
+  // for every event it commits).
+  std::string Dump(std::string_view session_id) const;
   static Result<Event> FromJson(const Json& j);
 };
 

@@ -74,6 +74,33 @@ Json Event::ToJson() const {
   return j;
 }
 
+std::string Event::Dump(std::string_view session_id_override) const {
+  bool shadowed = false;  // a data field named like an envelope field
+  if (data.is_object()) {
+    for (const char* k : {"type", "session_id", "turn_id", "seq"}) {
+      shadowed = shadowed || data.contains(k);
+    }
+  }
+  if (shadowed) {
+    Json j = ToJson();
+    j["session_id"] = session_id_override;
+    return DumpJson(j);
+  }
+  Json envelope = Json::object();
+  envelope["type"] = EventTypeName(type);
+  envelope["session_id"] = session_id_override;
+  envelope["turn_id"] = turn_id;
+  envelope["seq"] = seq;
+  std::string out = DumpJson(envelope);
+  if (data.is_object() && !data.empty()) {
+    std::string fields = DumpJson(data);  // "{...}": splice its members in
+    out.pop_back();                       // the envelope's '}'
+    out += ',';
+    out.append(fields, 1, std::string::npos);
+  }
+  return out;
+}
+
 Result<Event> Event::FromJson(const Json& j) {
   if (!j.is_object()) return InvalidArgument("event: expected an object");
   auto type_it = j.find("type");

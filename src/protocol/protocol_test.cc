@@ -63,6 +63,24 @@ TEST(EventTest, JsonRoundTrip) {
   EXPECT_TRUE(ShouldPersist(EventType::kMessage));
 }
 
+// Event::Dump writes what DumpJson(ToJson()) with the session id replaced
+// writes, for every shape of data.
+TEST(EventTest, DumpIsTheTextOfToJson) {
+  std::vector<Event> events = {
+      {EventType::kToolCallBegin, "s1", "t1", 42, Json{{"id", "c1"}, {"tool", "read"}}},
+      {EventType::kMessage, "", "t\"2", 7,
+       Json{{"message", Json{{"role", "user"}, {"text", "caf\xc3\xa9 \n\x01 \xff"}}}}},
+      {EventType::kStepEnd, "s1", "", 1, Json::object()},
+      {EventType::kNotice, "s1", "t", 3, Json()},
+      {EventType::kNotice, "s1", "t", 4, Json{{"seq", 99}, {"x", 1}, {"session_id", "other"}}},
+  };
+  for (const Event& e : events) {
+    Json j = e.ToJson();
+    j["session_id"] = "sess";
+    EXPECT_EQ(e.Dump("sess"), DumpJson(j)) << DumpJson(j);
+  }
+}
+
 TEST(JsonTest, ParseErrorsNameOffset) {
   auto r = ParseJson("{\"a\": }");
   ASSERT_FALSE(r.ok());

@@ -316,13 +316,11 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
       return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
                              e.session_id + ", not " + std::string(session_id));
     }
-    Json j = e.ToJson();
-    j["session_id"] = session_id;
     ins.Bind(1, session_id)
         .Bind(2, static_cast<int64_t>(e.seq))
         .Bind(3, EventTypeName(e.type))
         .Bind(4, e.turn_id)
-        .Bind(5, DumpJson(j))
+        .Bind(5, e.Dump(session_id))
         .Bind(6, now);
     Status s = ins.Run();
     if (s.code() == Code::kAlreadyExists) {
