@@ -153,6 +153,52 @@ TEST_F(StoreTest, HeartbeatThreadRefreshesTheLock) {
   EXPECT_EQ(HeartbeatOf(db_path(), id), -1);  // released
 }
 
+size_t ThreadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// One heartbeat thread per store refreshes every lock it holds: a server
+// holding many sessions does not hold a thread per session.
+TEST_F(StoreTest, OneHeartbeatThreadRefreshesEveryHeldLock) {
+  SqliteStoreOptions o = Options();
+  o.lock_heartbeat = true;
+  o.lock_ttl = std::chrono::milliseconds(30);
+  auto store = SqliteStore::Open(db_path(), o);
+  ASSERT_TRUE(store.ok());
+  std::string a = NewSession();
+  std::string b = NewSession();
+  const size_t before = ThreadCount();
+  auto la = (*store)->AcquireLock(a, getpid());
+  ASSERT_TRUE(la.ok());
+  EXPECT_EQ(ThreadCount(), before + 1);
+  auto lb = (*store)->AcquireLock(b, getpid());
+  ASSERT_TRUE(lb.ok());
+  EXPECT_EQ(ThreadCount(), before + 1);
+  const int64_t start = clock_ms_.load();
+  clock_ms_ += 1000;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((HeartbeatOf(db_path(), a) != start + 1000 || HeartbeatOf(db_path(), b) != start + 1000) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(HeartbeatOf(db_path(), a), start + 1000);
+  EXPECT_EQ(HeartbeatOf(db_path(), b), start + 1000);
+  // A released lock stays released: the heartbeat does not bring it back.
+  la->reset();
+  clock_ms_ += 1000;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (HeartbeatOf(db_path(), b) != start + 2000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(HeartbeatOf(db_path(), b), start + 2000);
+  EXPECT_EQ(HeartbeatOf(db_path(), a), -1);
+  lb->reset();
+  store->reset();
+  EXPECT_EQ(ThreadCount(), before);
+}
+
 TEST_F(StoreTest, LockExcludesAnotherProcess) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getpid());

@@ -92,23 +92,10 @@ class SqliteSessionLock final : public SessionLock {
  public:
   SqliteSessionLock(SqliteStore* store, std::string session_id, std::string token)
       : store_(store), session_id_(std::move(session_id)), token_(std::move(token)) {
-    if (store_->options().lock_heartbeat) {
-      auto interval = std::max(store_->options().lock_ttl / 3, std::chrono::milliseconds(10));
-      heartbeat_ = std::jthread([this, interval](std::stop_token stop) {
-        std::mutex mu;
-        std::condition_variable_any cv;
-        std::unique_lock lk(mu);
-        while (!cv.wait_for(lk, stop, interval, [] { return false; }) && !stop.stop_requested()) {
-          (void)store_->RefreshLock(session_id_, token_);
-        }
-      });
-    }
+    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, token_);
   }
   ~SqliteSessionLock() override {
-    if (heartbeat_.joinable()) {
-      heartbeat_.request_stop();
-      heartbeat_.join();
-    }
+    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, token_);
     store_->ReleaseLock(session_id_, token_);
   }
   const std::string& session_id() const override { return session_id_; }
@@ -118,7 +105,6 @@ class SqliteSessionLock final : public SessionLock {
   SqliteStore* store_;
   std::string session_id_;
   std::string token_;
-  std::jthread heartbeat_;
 };
 
 }  // namespace
@@ -141,7 +127,45 @@ bool ProcessAlive(int64_t pid) {
 SqliteStore::SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options)
     : db_(std::move(db)), options_(std::move(options)), host_(HostName()) {}
 
-SqliteStore::~SqliteStore() = default;
+SqliteStore::~SqliteStore() {
+  {
+    std::lock_guard lk(beat_mu_);
+    stopping_ = true;
+  }
+  beat_cv_.notify_all();
+  if (beat_thread_.joinable()) beat_thread_.join();
+}
+
+void SqliteStore::StartHeartbeat(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(beat_mu_);
+  beating_.emplace(session_id, token);
+  if (!beat_thread_.joinable() && !stopping_)
+    beat_thread_ = std::thread([this] { HeartbeatLoop(); });
+}
+
+void SqliteStore::StopHeartbeat(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(beat_mu_);
+  auto [first, last] = beating_.equal_range(session_id);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == token) {
+      beating_.erase(it);
+      break;
+    }
+  }
+}
+
+void SqliteStore::HeartbeatLoop() {
+  const auto interval = std::max(options_.lock_ttl / 3, std::chrono::milliseconds(10));
+  std::unique_lock lk(beat_mu_);
+  while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
+    std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
+    lk.unlock();
+    // A lock released meanwhile is not refreshed back: RefreshLock only
+    // updates a row that still carries this token.
+    for (const auto& [id, token] : held) (void)RefreshLock(id, token);
+    lk.lock();
+  }
+}
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
                                                        SqliteStoreOptions options) {

@@ -4,12 +4,17 @@
 // One connection per store, guarded by a mutex; cross-process exclusion is
 // done with BEGIN IMMEDIATE transactions (the database write lock) and the
 // session_locks table. Locks held through SqliteSessionLock refresh their
-// heartbeat from a background thread when options.lock_heartbeat is set.
+// heartbeat when options.lock_heartbeat is set: ONE background thread per
+// store refreshes every lock the store holds (started with the first lock),
+// so a server holding many sessions does not hold a thread per session.
 #pragma once
 
+#include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "agentloop/store.h"
 
@@ -52,6 +57,9 @@ class SqliteStore final : public SessionStore {
   // Used by SqliteSessionLock.
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
+  // Adds/removes a held lock to/from the ones the heartbeat thread refreshes.
+  void StartHeartbeat(const std::string& session_id, const std::string& token);
+  void StopHeartbeat(const std::string& session_id, const std::string& token);
   const SqliteStoreOptions& options() const { return options_; }
   // PRAGMA synchronous in effect on the store's connection (1 NORMAL, 2 FULL).
   Result<int64_t> Synchronous();
@@ -83,10 +91,22 @@ class SqliteStore final : public SessionStore {
   Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
                                    bool* raced);
 
+  // The heartbeat thread's loop: refreshes every lock in beating_ every
+  // lock_ttl / 3 until stopping_.
+  void HeartbeatLoop();
+
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.
   SqliteStoreOptions options_;
   std::string host_;
+
+  // Lock order: beat_mu_ is never held while taking mu_ (the loop copies the
+  // held locks out, then refreshes them).
+  std::mutex beat_mu_;
+  std::condition_variable beat_cv_;
+  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
+  bool stopping_ = false;                            // guarded by beat_mu_
+  std::thread beat_thread_;                          // started under beat_mu_
 };
 
 // "2024-05-01T12:00:00Z" from Unix epoch milliseconds.
