@@ -803,7 +803,9 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
         return Fail(t, TransportError(*t, ec));
       }
       if (t->parser->get().body().size == kBodyChunk && !t->parser->is_done()) break;
-      if (!DeliverBody(t) || Aborted(t)) return;  // the handler may have cancelled
+      // An abort (Cancel() posts one) is seen here only once it has run;
+      // one delivered from inside OnBody ends the transfer at the next read.
+      if (!DeliverBody(t) || Aborted(t)) return;
     }
     t->conn->With([&](auto& stream) {
       http::async_read_some(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {

@@ -35,7 +35,7 @@ Status ApplyMigrations(Db& db, std::span<const Migration> migrations, int64_t no
     // read, instead of a write transaction per migration.
     AL_ASSIGN_OR_RETURN(Txn read, Txn::Begin(db, /*immediate=*/false));
     AL_ASSIGN_OR_RETURN(Stmt has,
-                        db.Prepare("SELECT COUNT(*) FROM sqlite_schema"
+                        db.Prepare("SELECT COUNT(*) FROM sqlite_master"
                                    " WHERE type = 'table' AND name = 'schema_migrations'"));
     AL_ASSIGN_OR_RETURN(bool row, has.Step());
     if (row && has.Int(0) == 1) {

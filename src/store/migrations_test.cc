@@ -112,7 +112,7 @@ TEST(MigrationsTest, EventLogKeepsItsEventsThroughTheRowidRebuild) {
   EXPECT_EQ(dup.code(), Code::kAlreadyExists) << dup.ToString();
   ASSERT_TRUE((*db)->Exec("DELETE FROM sessions WHERE id = 'a'").ok());
   EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM events"), 2);
-  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'events_by_session'"), 1);
+  EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'events_by_session'"), 1);
 }
 
 TEST(MigrationsTest, NewerDatabaseIsRefused) {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <map>
+#include <system_error>
 #include <thread>
 
 #include <sys/stat.h>
@@ -25,15 +26,16 @@ namespace agentloop::store {
 namespace {
 
 // A session's last activity and last seq are read from its newest event (an
-// index seek on events_by_session), not kept in its row: updating the row on
-// every commit rewrote the sessions page and both of its index pages, three
-// of the ~eight pages a commit wrote. The row's updated_at_ms and last_seq
-// columns keep their creation values (the rows of a database written before
-// this are never behind their events, so MAX() keeps them exact too).
+// index seek on events_by_session), not rewritten in its row on every
+// commit: that rewrote the sessions page and both of its index pages, three
+// of the ~8 pages a commit wrote. The row's updated_at_ms is the ORDER key
+// of `sessions list` and `run --continue` (indexed, so a LIMIT 1 is one
+// seek); Append moves it only when another session sorts first (see
+// BumpIfNotNewestLocked), which keeps that order the order of last activity.
 constexpr char kSessionColumns[] =
     "id, workspace, provider, model, command, title, created_at_ms,"
     " MAX(updated_at_ms, COALESCE((SELECT e.created_at_ms FROM events e"
-    " WHERE e.session_id = sessions.id ORDER BY e.seq DESC LIMIT 1), 0)) AS activity_ms,"
+    " WHERE e.session_id = sessions.id ORDER BY e.seq DESC LIMIT 1), 0)),"
     " MAX(last_seq, COALESCE((SELECT MAX(e.seq) FROM events e"
     " WHERE e.session_id = sessions.id), 0))";
 
@@ -138,9 +140,18 @@ SqliteStore::~SqliteStore() {
 
 void SqliteStore::StartHeartbeat(const std::string& session_id, const std::string& token) {
   std::lock_guard lk(beat_mu_);
+  if (stopping_) return;
+  if (!beat_thread_.joinable()) {
+    try {
+      beat_thread_ = std::thread([this] { HeartbeatLoop(); });
+    } catch (const std::system_error&) {
+      // No thread to be had (process limit): the lock is still held, and
+      // is refreshed by Refresh() (the engine does before each turn) but
+      // not in between.
+      return;
+    }
+  }
   beating_.emplace(session_id, token);
-  if (!beat_thread_.joinable() && !stopping_)
-    beat_thread_ = std::thread([this] { HeartbeatLoop(); });
 }
 
 void SqliteStore::StopHeartbeat(const std::string& session_id, const std::string& token) {
@@ -242,7 +253,7 @@ Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSes
 Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOptions& options) {
   std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions";
   if (options.workspace) sql += " WHERE workspace = ?2";
-  sql += " ORDER BY activity_ms DESC, rowid DESC LIMIT ?1";
+  sql += " ORDER BY updated_at_ms DESC, rowid DESC LIMIT ?1";
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(sql));
   st.Bind(1, int64_t{options.limit > 0 ? options.limit : -1});
@@ -361,7 +372,23 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
     AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
     AL_RETURN_IF_ERROR(up.Bind(1, title).Bind(2, session_id).Run());
   }
+  AL_RETURN_IF_ERROR(BumpIfNotNewestLocked(session_id, now));
   return txn.Commit();
+}
+
+Status SqliteStore::BumpIfNotNewestLocked(std::string_view session_id, int64_t now) {
+  // The first row of the list order (sessions_by_updated holds
+  // (updated_at_ms, rowid): one seek). A session already first stays first
+  // after this commit, and every other keeps its place below it: the order
+  // stays the order of last activity without writing the row. Otherwise the
+  // session moves above the first.
+  AL_ASSIGN_OR_RETURN(Stmt top, db_->Prepare("SELECT id, updated_at_ms FROM sessions"
+                                             " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
+  AL_ASSIGN_OR_RETURN(bool row, top.Step());
+  if (!row || top.Text(0) == session_id) return Status::Ok();
+  const int64_t above = std::max(now, top.Int(1) + 1);
+  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET updated_at_ms = ? WHERE id = ?"));
+  return up.Bind(1, above).Bind(2, session_id).Run();
 }
 
 Result<std::vector<StoredEvent>> SqliteStore::EventsLocked(std::string_view session_id,
@@ -457,6 +484,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
                          .Bind(5, DumpJson(e.ToJson()))
                          .Bind(6, now)
                          .Run());
+  AL_RETURN_IF_ERROR(BumpIfNotNewestLocked(session_id, now));
   AL_RETURN_IF_ERROR(txn.Commit());
   snap.warnings.push_back({e.seq, "crash recovery: answered " +
                                       std::to_string(repair->content.size()) +

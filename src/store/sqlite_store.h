@@ -87,6 +87,9 @@ class SqliteStore final : public SessionStore {
   // alive), else nullopt.
   Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);
   Status CloseCheckpointLocked(const std::string& checkpoint_id);
+  // After appending to a session: moves its updated_at_ms above the first
+  // session of the list order unless it is that session.
+  Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);
   // One Load attempt; sets *raced when another writer appended during it.
   Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
                                    bool* raced);

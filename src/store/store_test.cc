@@ -131,8 +131,9 @@ TEST_F(StoreTest, CreateGetListFindRemove) {
 }
 
 // A commit writes events only: the session's last activity and last seq are
-// read from its newest event, and its row keeps its creation values (no
-// sessions page and index pages rewritten per commit).
+// read from its newest event. Its row's updated_at_ms (the indexed list
+// order) moves only when another session sorted first, and the list order
+// stays the order of last activity.
 TEST_F(StoreTest, ActivityAndLastSeqComeFromTheEventLog) {
   const int64_t created = clock_ms_.load();
   std::string a = NewSession("/w/one");
@@ -157,12 +158,29 @@ TEST_F(StoreTest, ActivityAndLastSeqComeFromTheEventLog) {
 
   auto db = Db::Open(db_path(), 1000);
   ASSERT_TRUE(db.ok());
-  auto row = (*db)->Prepare("SELECT updated_at_ms, last_seq FROM sessions WHERE id = ?");
-  ASSERT_TRUE(row.ok());
-  row->Bind(1, a);
-  ASSERT_TRUE(*row->Step());
-  EXPECT_EQ(row->Int(0), created);
-  EXPECT_EQ(row->Int(1), 0);
+  auto row_of = [&](const std::string& id) {
+    auto st = (*db)->Prepare("SELECT updated_at_ms, last_seq FROM sessions WHERE id = ?");
+    EXPECT_TRUE(st.ok());
+    st->Bind(1, id);
+    EXPECT_TRUE(*st->Step());
+    return std::pair<int64_t, int64_t>(st->Int(0), st->Int(1));
+  };
+  EXPECT_EQ(row_of(a), std::make_pair(created + 200, int64_t{0}));  // moved above b once
+  // a is first now: its next commit leaves the row alone.
+  clock_ms_ += 100;
+  ASSERT_TRUE(
+      store_->Append(a, std::vector<Event>{MessageEvent(3, Message::Assistant("more"))}).ok());
+  EXPECT_EQ(row_of(a), std::make_pair(created + 200, int64_t{0}));
+  EXPECT_EQ(store_->GetSession(a)->updated_at_ms, created + 300);
+  EXPECT_EQ(store_->GetSession(a)->last_seq, 3u);
+  // b commits: it moves above a (same millisecond: one above).
+  ASSERT_TRUE(store_->Append(b, std::vector<Event>{MessageEvent(1, Message::User("b"))}).ok());
+  EXPECT_EQ(store_->NewestInWorkspace("/w/one")->id, b);
+  EXPECT_EQ(row_of(b).first, created + 300);
+  ASSERT_TRUE(
+      store_->Append(a, std::vector<Event>{MessageEvent(4, Message::Assistant("a again"))}).ok());
+  EXPECT_EQ(store_->NewestInWorkspace("/w/one")->id, a);
+  EXPECT_EQ(row_of(a).first, created + 301);
 }
 
 TEST_F(StoreTest, DuplicateExplicitIdRejected) {

@@ -119,7 +119,7 @@ TodoSnapshot TodoLoopHook::ReadSessionSnapshot(const std::string& session_id,
   SnapshotCursor cursor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    cursor = std::move(sessions_[session_id].cursor);
+    cursor = std::exchange(sessions_[session_id].cursor, SnapshotCursor{});
   }
   TodoSnapshot snapshot = cursor.Read(history, tail);
   std::lock_guard<std::mutex> lock(mu_);

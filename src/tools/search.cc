@@ -471,6 +471,9 @@ bool FileReader::Read(const char* path, std::string_view* data) {
     close(fd);
     return Fail("not a regular file");
   }
+  // Blocking again for the reads: some FUSE and network file systems honour
+  // O_NONBLOCK on regular files and would answer EAGAIN.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   size_t size = static_cast<size_t>(st.st_size);
   if (size >= map_threshold_) {
     void* m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
