@@ -966,6 +966,37 @@ TEST(HttpClient, ChunksReceivedTogetherAreDeliveredTogether) {
   EXPECT_LE(handler->calls, 5) << "each chunk was handed over on its own";
 }
 
+// Bytes already received reach the handler before any more arrive, also
+// when they end with part of the next chunk's header.
+TEST(HttpClient, ReceivedChunkIsDeliveredBeforeTheNextArrives) {
+  std::promise<void> got_first;
+  std::atomic<bool> delivered_in_time{false};
+  RawServer server([&](int fd, int) {
+    if (ReadHead(fd).empty()) return;
+    SendAll(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n3");
+    delivered_in_time =
+        got_first.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    SendAll(fd, "\r\nabc\r\n0\r\n\r\n");
+  });
+  struct Handler : HttpStreamHandler {
+    std::promise<void>* first;
+    std::string body;
+    Status OnHead(long, const HttpHeaders&) override { return Status::Ok(); }
+    Status OnBody(std::string_view b) override {
+      bool had = body.find("first") != std::string::npos;
+      body += b;
+      if (!had && body.find("first") != std::string::npos) first->set_value();
+      return Status::Ok();
+    }
+  } handler;
+  handler.first = &got_first;
+  auto client = HttpClient::Create();
+  Status st = client->Fetch(Get(server.url("/")), handler, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(handler.body, "firstabc");
+  EXPECT_TRUE(delivered_in_time.load()) << "the first chunk waited for the next one";
+}
+
 TEST(HttpClient, LoopbackAndNoProxyBypassTheProxy) {
   auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "direct"}])"));
   ASSERT_TRUE(server.ok());
