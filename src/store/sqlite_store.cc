@@ -171,9 +171,9 @@ void SqliteStore::HeartbeatLoop() {
   while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
     std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
     lk.unlock();
-    // A lock released meanwhile is not refreshed back: RefreshLock only
-    // updates a row that still carries this token.
-    for (const auto& [id, token] : held) (void)RefreshLock(id, token);
+    // A lock released meanwhile is not refreshed back: the UPDATE only
+    // touches a row that still carries this token.
+    (void)RefreshLocks(held);
     lk.lock();
   }
 }
@@ -565,6 +565,23 @@ Status SqliteStore::RefreshLock(const std::string& session_id, const std::string
     return Busy("the lock on session " + session_id + " was lost (taken over after it expired)");
   }
   return Status::Ok();
+}
+
+Status SqliteStore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
+  if (held.empty()) return Status::Ok();
+  // One write transaction (and one commit) for every held lock: with many
+  // locks, one slow commit per lock could leave the last ones unrefreshed
+  // for longer than their TTL.
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE session_locks SET heartbeat_at_ms = ?"
+                                            " WHERE session_id = ? AND token = ?"));
+  const int64_t now = Now();
+  for (const auto& [id, token] : held) {
+    AL_RETURN_IF_ERROR(st.Bind(1, now).Bind(2, id).Bind(3, token).Run());
+    st.Reset();
+  }
+  return txn.Commit();
 }
 
 void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& token) {

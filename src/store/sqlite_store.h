@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "agentloop/store.h"
 
@@ -97,6 +99,8 @@ class SqliteStore final : public SessionStore {
   // The heartbeat thread's loop: refreshes every lock in beating_ every
   // lock_ttl / 3 until stopping_.
   void HeartbeatLoop();
+  // Refreshes the (session id, token) locks in one transaction.
+  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
 
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.
