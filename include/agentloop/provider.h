@@ -33,6 +33,10 @@ struct ModelRequest {
   // shortens `history` by one.
   std::vector<Message> tail;
   std::span<const ToolSpec> tools;
+  // Identity of `tools` for per-request caches (a format's serialized tool
+  // list): requests with the same non-zero tools_uid offer identical tools.
+  // 0: compare the tools themselves. Whoever changes `tools` sets it to 0.
+  uint64_t tools_uid = 0;
   int64_t max_output_tokens = 4096;
 
   // Calls `fn(const Message&)` for history then tail, in order.

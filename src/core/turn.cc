@@ -387,6 +387,7 @@ class Turn::Impl {
     req.system = cfg_.system_prompt;
     req.history = tr_.messages();
     req.tools = offered_;
+    req.tools_uid = offered_uid_;
     req.max_output_tokens = std::max<int64_t>(1024, b.max_tokens - counters_.tokens);
     for (auto& h : cfg_.hooks) {
       auto hook = h;
@@ -394,6 +395,10 @@ class Turn::Impl {
       bool done = RunHook(*hook, "before_model_call",
                           [hook, ctx = hook_ctx_, copy] { hook->BeforeModelCall(ctx, *copy); });
       if (done) req = std::move(*copy);
+    }
+    // A hook that offered other tools voids the identity of the offer.
+    if (req.tools.data() != offered_.data() || req.tools.size() != offered_.size()) {
+      req.tools_uid = 0;
     }
     Emit(EventType::kStepBegin, [&] {
       return Json{{"step", counters_.model_calls + 1},
@@ -864,6 +869,9 @@ class Turn::Impl {
   TurnConfig cfg_;
   Transcript& tr_;
   std::vector<ToolSpec> offered_;
+  // Identity of offered_ for providers' caches (ModelRequest::tools_uid):
+  // random, so turns of different sessions sharing a provider never match.
+  const uint64_t offered_uid_ = RandomU64() | 1;
   TurnCounters counters_;
   uint64_t seq_;
   HookContext hook_ctx_;

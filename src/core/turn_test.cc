@@ -712,6 +712,30 @@ class RecordingHook : public Hook {
   std::chrono::milliseconds timeout_{5000};
 };
 
+// The tools a turn offers carry one non-zero identity for every request
+// (providers cache their serialized form by it); a hook that offers other
+// tools voids it.
+TEST_F(TurnTest, OfferedToolsHaveOneIdentityPerTurn) {
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("ok");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  ASSERT_EQ(provider_.requests().size(), 2u);
+  EXPECT_NE(provider_.requests()[0].tools_uid, 0u);
+  EXPECT_EQ(provider_.requests()[0].tools_uid, provider_.requests()[1].tools_uid);
+
+  class SwapTools : public Hook {
+   public:
+    std::string_view name() const override { return "swap"; }
+    void BeforeModelCall(const HookContext&, ModelRequest& req) override { req.tools = mine; }
+    std::vector<ToolSpec> mine = std::vector<ToolSpec>(1);
+  };
+  auto cfg = Config();
+  cfg.hooks = {std::make_shared<SwapTools>()};
+  provider_.Text("ok");
+  Run(cfg);
+  EXPECT_EQ(provider_.requests().back().tools_uid, 0u);
+}
+
 TEST_F(TurnTest, HooksTransformRequestsChainAndGateTools) {
   auto h1 = std::make_shared<RecordingHook>();
   auto h2 = std::make_shared<RecordingHook>();

@@ -220,7 +220,7 @@ class AnthropicFormat : public WireFormat {
     std::string out = "]";
     if (!r.tools.empty()) {
       out += ",\"tools\":";
-      out += tools_.Get(r.tools, [](const ToolSpec& t) {
+      tools_.AppendTo(out, r, [](const ToolSpec& t) {
         return Json{
             {"name", t.name}, {"description", t.description}, {"input_schema", t.input_schema}};
       });

@@ -218,7 +218,7 @@ class ChatFormat : public WireFormat {
     out += std::to_string(r.max_output_tokens);
     if (!r.tools.empty()) {
       out += ",\"tools\":";
-      out += tools_.Get(r.tools, [](const ToolSpec& t) {
+      tools_.AppendTo(out, r, [](const ToolSpec& t) {
         return Json{
             {"type", "function"},
             {"function",

@@ -260,7 +260,7 @@ class ResponsesFormat : public WireFormat {
     std::string out = "]";
     if (!r.tools.empty()) {
       out += ",\"tools\":";
-      out += tools_.Get(r.tools, [](const ToolSpec& t) {
+      tools_.AppendTo(out, r, [](const ToolSpec& t) {
         return Json{{"type", "function"},
                     {"name", t.name},
                     {"description", t.description},

@@ -408,6 +408,42 @@ TEST(RequestBuilding, ToolListFollowsChangedTools) {
   }
 }
 
+// A request's tools_uid identifies its tools: the same non-zero uid is a
+// cache hit without comparing the specs, a new uid or 0 compares them.
+TEST(RequestBuilding, ToolListIdentityByUid) {
+  HttpProviderOptions o;
+  o.model = "m";
+  o.base_url = "http://127.0.0.1:1";
+  std::vector<std::unique_ptr<WireFormat>> formats;
+  formats.push_back(NewOpenAiChatFormat({}));
+  formats.push_back(NewAnthropicFormat({}));
+  formats.push_back(NewOpenAiResponsesFormat({}));
+  for (auto& f : formats) {
+    HttpProvider p(std::move(f), o, nullptr);
+    std::vector<Message> h{Message::User("hi")};
+    std::vector<ToolSpec> tools(1);
+    tools[0].name = "probe";
+    tools[0].input_schema = Json{{"type", "object"}, {"properties", {{"alpha", Json::object()}}}};
+    ModelRequest req;
+    req.history = h;
+    req.tools = tools;
+    req.tools_uid = 5;
+    EXPECT_NE(p.BuildBody(req).find("alpha"), std::string::npos);
+    // Same uid: trusted, the specs are not looked at (the contract says
+    // they cannot differ).
+    tools[0].input_schema["properties"] = Json{{"beta", Json::object()}};
+    EXPECT_NE(p.BuildBody(req).find("alpha"), std::string::npos);
+    // Another uid, or none: compared, and rebuilt.
+    req.tools_uid = 6;
+    std::string b = p.BuildBody(req);
+    EXPECT_NE(b.find("beta"), std::string::npos) << b;
+    tools[0].input_schema["properties"] = Json{{"gamma", Json::object()}};
+    req.tools_uid = 0;
+    b = p.BuildBody(req);
+    EXPECT_NE(b.find("gamma"), std::string::npos) << b;
+  }
+}
+
 TEST(RequestBuilding, ChatMaxTokensFieldSetting) {
   std::vector<Message> h{Message::User("hi")};
   ModelRequest req;

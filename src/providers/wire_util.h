@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agentloop/json.h"
+#include "agentloop/provider.h"
 #include "agentloop/types.h"
 
 namespace agentloop::wire {
@@ -69,23 +70,30 @@ inline Result<Json> ParseEventJson(std::string_view data, std::string_view what)
 // Thread-safe (a format may serve several sessions at once).
 class ToolsJsonCache {
  public:
-  // `entry` maps one ToolSpec to its wire JSON; it must depend only on the
-  // spec (the cache is keyed by the specs).
+  // Appends the wire JSON array of r.tools to `out`. `entry` maps one
+  // ToolSpec to its wire JSON; it must depend only on the spec (the cache is
+  // keyed by the specs). A request carrying the tools_uid of the cached list
+  // is a hit without comparing the specs (a deep compare of every schema
+  // cost ~75 k instructions per request).
   template <typename Entry>
-  std::string Get(std::span<const ToolSpec> tools, Entry&& entry) const {
+  void AppendTo(std::string& out, const ModelRequest& r, Entry&& entry) const {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!std::equal(tools.begin(), tools.end(), key_.begin(), key_.end())) {
+    const bool same = (r.tools_uid != 0 && r.tools_uid == uid_) ||
+                      std::equal(r.tools.begin(), r.tools.end(), key_.begin(), key_.end());
+    if (!same) {
       Json all = Json::array();
-      for (const ToolSpec& t : tools) all.push_back(entry(t));
+      for (const ToolSpec& t : r.tools) all.push_back(entry(t));
       json_ = DumpJson(all);
-      key_.assign(tools.begin(), tools.end());
+      key_.assign(r.tools.begin(), r.tools.end());
     }
-    return json_;
+    uid_ = r.tools_uid;
+    out += json_;
   }
 
  private:
   mutable std::mutex mu_;
   mutable std::vector<ToolSpec> key_;  // Guarded by mu_.
+  mutable uint64_t uid_ = 0;           // Guarded by mu_: tools_uid of key_, 0 unknown.
   mutable std::string json_;           // Guarded by mu_.
 };
 

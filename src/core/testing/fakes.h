@@ -21,6 +21,7 @@ struct SeenRequest {
   size_t messages = 0;
   std::vector<Message> all;  // full copy (tests only)
   std::vector<std::string> tools;
+  uint64_t tools_uid = 0;
   int64_t max_output_tokens = 0;
 };
 
@@ -58,6 +59,7 @@ class FakeProvider : public ModelProvider {
     seen.messages = request.message_count();
     request.ForEachMessage([&](const Message& m) { seen.all.push_back(m); });
     for (const auto& t : request.tools) seen.tools.push_back(t.name);
+    seen.tools_uid = request.tools_uid;
     seen.max_output_tokens = request.max_output_tokens;
     {
       std::lock_guard<std::mutex> lock(mu_);
