@@ -374,18 +374,23 @@ TEST(RequestBuilding, CachedFragmentsAreReused) {
   EXPECT_NE(b3.find("next"), std::string::npos);
 }
 
-// The tool list is serialized once and reused, but a changed tool (here its
-// schema only) must show up in the next body, in every format.
-TEST(RequestBuilding, ToolListFollowsChangedTools) {
+// One provider per wire format (request building only: the URL is unused).
+std::vector<std::unique_ptr<HttpProvider>> ProvidersOfEveryFormat() {
   HttpProviderOptions o;
   o.model = "m";
   o.base_url = "http://127.0.0.1:1";
-  std::vector<std::unique_ptr<WireFormat>> formats;
-  formats.push_back(NewOpenAiChatFormat({}));
-  formats.push_back(NewAnthropicFormat({}));
-  formats.push_back(NewOpenAiResponsesFormat({}));
-  for (auto& f : formats) {
-    HttpProvider p(std::move(f), o, nullptr);
+  std::vector<std::unique_ptr<HttpProvider>> out;
+  out.push_back(std::make_unique<HttpProvider>(NewOpenAiChatFormat({}), o, nullptr));
+  out.push_back(std::make_unique<HttpProvider>(NewAnthropicFormat({}), o, nullptr));
+  out.push_back(std::make_unique<HttpProvider>(NewOpenAiResponsesFormat({}), o, nullptr));
+  return out;
+}
+
+// The tool list is serialized once and reused, but a changed tool (here its
+// schema only) must show up in the next body, in every format.
+TEST(RequestBuilding, ToolListFollowsChangedTools) {
+  for (auto& provider : ProvidersOfEveryFormat()) {
+    HttpProvider& p = *provider;
     std::vector<Message> h{Message::User("hi")};
     std::vector<ToolSpec> tools(1);
     tools[0].name = "probe";
@@ -411,15 +416,8 @@ TEST(RequestBuilding, ToolListFollowsChangedTools) {
 // A request's tools_uid identifies its tools: the same non-zero uid is a
 // cache hit without comparing the specs, a new uid or 0 compares them.
 TEST(RequestBuilding, ToolListIdentityByUid) {
-  HttpProviderOptions o;
-  o.model = "m";
-  o.base_url = "http://127.0.0.1:1";
-  std::vector<std::unique_ptr<WireFormat>> formats;
-  formats.push_back(NewOpenAiChatFormat({}));
-  formats.push_back(NewAnthropicFormat({}));
-  formats.push_back(NewOpenAiResponsesFormat({}));
-  for (auto& f : formats) {
-    HttpProvider p(std::move(f), o, nullptr);
+  for (auto& provider : ProvidersOfEveryFormat()) {
+    HttpProvider& p = *provider;
     std::vector<Message> h{Message::User("hi")};
     std::vector<ToolSpec> tools(1);
     tools[0].name = "probe";

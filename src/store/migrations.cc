@@ -1,5 +1,6 @@
 #include "store/migrations.h"
 
+#include <optional>
 #include <string>
 
 namespace agentloop::store {
@@ -16,16 +17,27 @@ Status EnsureTable(Db& db) {
       " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at_ms INTEGER NOT NULL)");
 }
 
+// The recorded version, or nullopt when there is no schema_migrations table
+// yet (nothing is created: this runs in a read transaction).
+Result<std::optional<int>> ReadVersion(Db& db) {
+  AL_ASSIGN_OR_RETURN(Stmt has, db.Prepare("SELECT COUNT(*) FROM sqlite_master"
+                                           " WHERE type = 'table' AND name = 'schema_migrations'"));
+  AL_ASSIGN_OR_RETURN(bool row, has.Step());
+  if (!row || has.Int(0) != 1) return std::optional<int>();
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+  AL_ASSIGN_OR_RETURN(bool got, st.Step());
+  return std::optional<int>(got ? static_cast<int>(st.Int(0)) : 0);
+}
+
 }  // namespace
 
 std::span<const Migration> BuiltinMigrations() { return kMigrations; }
 
 Result<int> SchemaVersion(Db& db) {
   AL_RETURN_IF_ERROR(EnsureTable(db));
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  return row ? static_cast<int>(st.Int(0)) : 0;
+  AL_ASSIGN_OR_RETURN(std::optional<int> version, ReadVersion(db));
+  return version.value_or(0);
 }
 
 Status ApplyMigrations(Db& db, std::span<const Migration> migrations, int64_t now_ms) {
@@ -34,16 +46,8 @@ Status ApplyMigrations(Db& db, std::span<const Migration> migrations, int64_t no
     // The common case, an up-to-date database, needs no write lock: one
     // read, instead of a write transaction per migration.
     AL_ASSIGN_OR_RETURN(Txn read, Txn::Begin(db, /*immediate=*/false));
-    AL_ASSIGN_OR_RETURN(Stmt has,
-                        db.Prepare("SELECT COUNT(*) FROM sqlite_master"
-                                   " WHERE type = 'table' AND name = 'schema_migrations'"));
-    AL_ASSIGN_OR_RETURN(bool row, has.Step());
-    if (row && has.Int(0) == 1) {
-      AL_ASSIGN_OR_RETURN(Stmt st,
-                          db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
-      AL_ASSIGN_OR_RETURN(bool got, st.Step());
-      if (got && st.Int(0) == newest) return Status::Ok();
-    }
+    AL_ASSIGN_OR_RETURN(std::optional<int> current, ReadVersion(db));
+    if (current == newest) return Status::Ok();
   }
   for (const Migration& m : migrations) {
     // Re-read the version inside the write transaction: another process may

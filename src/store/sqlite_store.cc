@@ -481,7 +481,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
                          .Bind(2, static_cast<int64_t>(e.seq))
                          .Bind(3, EventTypeName(e.type))
                          .Bind(4, e.turn_id)
-                         .Bind(5, DumpJson(e.ToJson()))
+                         .Bind(5, e.Dump(session_id))
                          .Bind(6, now)
                          .Run());
   AL_RETURN_IF_ERROR(BumpIfNotNewestLocked(session_id, now));
