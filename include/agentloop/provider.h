@@ -92,6 +92,12 @@ class ModelProvider {
   // returned on error.
   virtual Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
                                          std::stop_token stop) = 0;
+
+  // A hint that Complete() will be called soon: a provider that talks to a
+  // server may open its connection now (DNS, TCP, TLS handshake) so the first
+  // request does not wait for it. Returns at once; never fails (a failed
+  // attempt is dropped and the request reports its own error). Default: no-op.
+  virtual void Warm() {}
 };
 
 }  // namespace agentloop

@@ -351,6 +351,15 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   Clock::time_point armed_at;
   std::shared_ptr<Conn> conn;
   bool reused = false, retried = false, finished = false;
+  // A Preconnect(): no request; the connection goes to the pool (or to a
+  // transfer waiting for it) once it is open.
+  bool preconnect = false;
+  // Waiting for a preconnect to the same origin (no operation pending).
+  bool waiting = false;
+  // Set while waiting: when the request's connect timeout ends, so that a
+  // request left to connect on its own after a failed preconnect gets only
+  // what is left of it.
+  Clock::time_point connect_by = Clock::time_point::max();
   std::optional<Status> abort;
   http::request<http::string_body> req;
   http::request<http::empty_body> connect_req;
@@ -419,6 +428,23 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     return t;
   }
 
+  void Preconnect(const std::string& url, std::chrono::milliseconds connect_timeout) override {
+    auto t = std::make_shared<Transfer>(this, ioc_);
+    t->weak_client = weak_from_this();
+    t->request.method = "GET";
+    t->request.url = url;
+    t->request.connect_timeout = connect_timeout;
+    t->preconnect = true;
+    active_count_.fetch_add(1);
+    asio::post(ioc_, [this, t] {
+      try {
+        Begin(t);
+      } catch (...) {  // best effort: nothing to report to
+        Finish(t, Status::Ok());
+      }
+    });
+  }
+
   size_t active_transfers() const override { return active_count_.load(); }
 
   void PostAbort(std::shared_ptr<Transfer> t) {
@@ -454,15 +480,61 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       t->key = (t->url.https ? "https://" : "http://") + t->url.Authority();
       if (t->proxy != nullptr) t->key += " via " + t->proxy->url.Authority();
     }
+    if (t->preconnect) {
+      if (opening_.count(t->key) != 0 || HasIdle(t->key)) return Finish(t, Status::Ok());
+      opening_[t->key].by = t;
+      return Connect(t);
+    }
     Status st = BuildRequest(*t);
     if (!st.ok()) return Finish(t, st);
     if (std::shared_ptr<Conn> c = TakeIdle(t->key)) {
       t->conn = std::move(c);
       t->reused = true;
       Send(t);
+    } else if (auto it = opening_.find(t->key); it != opening_.end()) {
+      // The connection being opened for this origin is this transfer's;
+      // its own connect timeout runs meanwhile.
+      t->waiting = true;
+      it->second.waiters.push_back(t);
+      if (t->request.connect_timeout.count() > 0) {
+        t->connect_by = Clock::now() + t->request.connect_timeout;
+        SetDeadline(t, t->connect_by, ConnectTimedOut(*t, t->url.Authority()));
+      }
     } else {
       Connect(t);
     }
+  }
+
+  // A preconnect's connection is open: the first transfer still waiting for
+  // it gets it, else the pool does.
+  void Preconnected(const TransferPtr& t) {
+    std::shared_ptr<Conn> c = std::move(t->conn);
+    std::vector<TransferPtr> waiters = TakeWaiters(t);
+    Finish(t, Status::Ok());
+    for (const TransferPtr& w : waiters) {
+      if (c) {
+        w->conn = std::move(c);
+        Send(w);
+      } else {
+        Connect(w);
+      }
+    }
+    if (c) Release(std::move(c));
+  }
+
+  // Ends `t`'s claim on its origin; the transfers that were waiting for its
+  // connection and have not ended since.
+  std::vector<TransferPtr> TakeWaiters(const TransferPtr& t) {
+    std::vector<TransferPtr> live;
+    auto it = opening_.find(t->key);
+    if (it == opening_.end() || it->second.by != t) return live;
+    for (TransferPtr& w : it->second.waiters) {
+      if (w->finished || w->abort) continue;
+      w->waiting = false;
+      live.push_back(std::move(w));
+    }
+    opening_.erase(it);
+    return live;
   }
 
   Status BuildRequest(Transfer& t) {
@@ -532,6 +604,11 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     return tls_status_;
   }
 
+  static Status ConnectTimedOut(const Transfer& t, const std::string& what) {
+    return DeadlineExceeded("connecting to " + what + " timed out after " +
+                            std::to_string(t.request.connect_timeout.count()) + " ms");
+  }
+
   void Connect(const TransferPtr& t) {
     t->reused = false;
     t->conn = std::make_shared<Conn>(ioc_);
@@ -540,9 +617,9 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     const Url& dial = t->proxy != nullptr ? t->proxy->url : t->url;
     std::string what = (t->proxy != nullptr ? "proxy " : "") + dial.Authority();
     if (t->request.connect_timeout.count() > 0) {
-      SetDeadline(t, Clock::now() + t->request.connect_timeout,
-                  DeadlineExceeded("connecting to " + what + " timed out after " +
-                                   std::to_string(t->request.connect_timeout.count()) + " ms"));
+      Clock::time_point by = std::min(Clock::now() + t->request.connect_timeout, t->connect_by);
+      t->connect_by = Clock::time_point::max();
+      SetDeadline(t, by, ConnectTimedOut(*t, what));
     } else {
       SetDeadline(t, Clock::time_point::max(), Status::Ok());
     }
@@ -711,6 +788,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   }
 
   void Send(const TransferPtr& t) {
+    if (t->preconnect) return Preconnected(t);
     SetIdleDeadline(t);
     t->conn->With([&](auto& stream) {
       http::async_write(stream, t->req, [this, t](error_code ec, size_t) {
@@ -889,6 +967,8 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   void Abort(const TransferPtr& t, Status why) {
     if (t->finished || t->abort) return;
     t->abort = std::move(why);
+    // Nothing is pending for a transfer waiting for a preconnect: it ends now.
+    if (t->waiting) return Fail(t, *t->abort);
     t->resolver->cancel();
     if (t->conn) t->conn->Close();
   }
@@ -904,6 +984,12 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   void Finish(const TransferPtr& t, Status st) {
     if (t->finished) return;
     t->finished = true;
+    t->waiting = false;
+    if (t->preconnect) {
+      // A failed preconnect: whoever waited for it connects on its own (and
+      // reports its own failure).
+      for (const TransferPtr& w : TakeWaiters(t)) Connect(w);
+    }
     t->timer.reset();  // cancels: a pending wait ends with operation_aborted
     t->attempt_timer.reset();
     t->resolver.reset();
@@ -984,6 +1070,11 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     return found;
   }
 
+  bool HasIdle(const std::string& key) const {
+    auto it = idle_.find(key);
+    return it != idle_.end() && !it->second.empty();
+  }
+
   void Release(std::shared_ptr<Conn> c) {
     if (shutting_down_) return c->Close();
     auto& conns = idle_[c->key];
@@ -1028,6 +1119,13 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   Status tls_status_;
   std::unordered_set<TransferPtr> active_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Conn>>> idle_;
+  // Origins a preconnect is opening a connection to, and the transfers
+  // waiting for that connection.
+  struct Opening {
+    TransferPtr by;
+    std::vector<TransferPtr> waiters;
+  };
+  std::unordered_map<std::string, Opening> opening_;
 };
 
 void Transfer::Cancel() {

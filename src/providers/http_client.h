@@ -135,6 +135,16 @@ class HttpClient {
   Result<HttpResponse> Post(const std::string& url, const HttpHeaders& headers, std::string body,
                             std::stop_token stop = {});
 
+  // Opens a connection to the origin of `url` ahead of a request to it
+  // (name lookup, connect, proxy tunnel and TLS handshake, bounded by
+  // `connect_timeout`) and keeps it in the idle pool for that request.
+  // Returns at once. Best effort: a failure is dropped, and the next request
+  // connects (and reports failures) as it would have. Does nothing when an
+  // idle connection to the origin is pooled or one is being opened. A request
+  // that starts while the connection is being opened waits for it instead of
+  // opening a second one (its connect timeout still applies).
+  virtual void Preconnect(const std::string& url, std::chrono::milliseconds connect_timeout) = 0;
+
   // Transfers currently running (for tests and metrics).
   virtual size_t active_transfers() const = 0;
 };

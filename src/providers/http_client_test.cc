@@ -670,6 +670,142 @@ TEST(HttpClient, DestructorAbortsRunningTransfers) {
   EXPECT_EQ(result->code(), Code::kCancelled);
 }
 
+TEST(HttpClient, PreconnectOpensTheConnectionTheRequestUses) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "ok"}])"));
+  ASSERT_TRUE(server.ok());
+  auto client = HttpClient::Create();
+  const std::string url = (*server)->base_url() + "/v1/chat/completions";
+  client->Preconnect(url, std::chrono::seconds(10));
+  ASSERT_TRUE((*server)->WaitForConnections(1, std::chrono::seconds(30)));
+  client->Preconnect(url, std::chrono::seconds(10));  // pooled or opening: no second one
+  auto r = client->Post(url, {}, "x");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->body, "ok");
+  EXPECT_EQ((*server)->connections_accepted(), 1u);
+  EXPECT_EQ(client->active_transfers(), 0u);
+}
+
+TEST(HttpClient, PreconnectThatFailsLeavesTheRequestItsOwnError) {
+  int port;
+  {
+    auto s = FakeModelServer::Start(Json::array());
+    ASSERT_TRUE(s.ok());
+    port = (*s)->port();
+  }
+  auto client = HttpClient::Create();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/x";
+  client->Preconnect(url, std::chrono::seconds(10));
+  auto r = client->Post(url, {}, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kUnavailable);
+  EXPECT_NE(r.error().message().find("refused"), std::string::npos) << r.error().message();
+}
+
+// A request that begins while a preconnect is still connecting waits for that
+// connection instead of opening a second one.
+TEST(HttpClient, RequestBegunDuringAPreconnectWaitsForItsConnection) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "ok"}])"));
+  ASSERT_TRUE(server.ok());
+  const auto port = static_cast<uint16_t>((*server)->port());
+  std::promise<void> go;
+  std::shared_future<void> released = go.get_future().share();
+  std::atomic<int> lookups{0};
+  HttpClientOptions o;
+  o.http_proxy = "";
+  o.resolve_for_test = [&](const std::string&) {
+    // Holds the preconnect (on the event thread) until the request is queued.
+    if (lookups.fetch_add(1) == 0) released.wait_for(std::chrono::seconds(30));
+    return std::vector<std::pair<std::string, uint16_t>>{{"127.0.0.1", port}};
+  };
+  auto client = HttpClient::Create(o);
+  const std::string url = "http://model.test:" + std::to_string(port) + "/x";
+  client->Preconnect(url, std::chrono::seconds(10));
+  std::promise<Status> done;
+  auto handler = std::make_shared<Buffer>();
+  client->Start(Get(url), handler, [&](Status s) { done.set_value(std::move(s)); });
+  go.set_value();
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  Status st = f.get();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(handler->body, "ok");
+  EXPECT_EQ(lookups.load(), 1);
+  EXPECT_EQ((*server)->connections_accepted(), 1u);
+}
+
+// When the preconnect a request waits for gives up, the request connects on
+// its own.
+TEST(HttpClient, RequestWaitingForAFailedPreconnectConnectsItself) {
+  BlackHole hole;
+  ASSERT_GE(hole.filler, 0);
+  auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "ok"}])"));
+  ASSERT_TRUE(server.ok());
+  const auto good = static_cast<uint16_t>((*server)->port());
+  HttpClientOptions o;
+  o.http_proxy = "";
+  std::atomic<int> lookups{0};
+  o.resolve_for_test = [&](const std::string&) {
+    // The preconnect's lookup (first) finds the black hole, the request's the server.
+    uint16_t port = lookups.fetch_add(1) == 0 ? static_cast<uint16_t>(hole.port) : good;
+    return std::vector<std::pair<std::string, uint16_t>>{{"127.0.0.1", port}};
+  };
+  auto client = HttpClient::Create(o);
+  const std::string url = "http://model.test:" + std::to_string(good) + "/x";
+  client->Preconnect(url, std::chrono::milliseconds(200));
+  auto r = client->Post(url, {}, "");  // begins after the preconnect: waits for it
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->body, "ok");
+  EXPECT_EQ(lookups.load(), 2);
+  EXPECT_EQ((*server)->connections_accepted(), 1u);
+}
+
+TEST(HttpClient, CancellingARequestWaitingForAPreconnectEndsIt) {
+  BlackHole hole;
+  ASSERT_GE(hole.filler, 0);
+  auto client = HttpClient::Create();
+  const std::string url = "http://127.0.0.1:" + std::to_string(hole.port) + "/x";
+  client->Preconnect(url, std::chrono::seconds(60));
+  std::promise<Status> done;
+  auto t = client->Start(Get(url), std::make_shared<Buffer>(),
+                         [&](Status s) { done.set_value(std::move(s)); });
+  t->Cancel();
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(f.get().code(), Code::kCancelled);
+  client.reset();  // aborts the preconnect still connecting
+}
+
+TEST(HttpClient, RequestWaitingForAPreconnectKeepsItsConnectTimeout) {
+  BlackHole hole;
+  ASSERT_GE(hole.filler, 0);
+  auto client = HttpClient::Create();
+  const std::string url = "http://127.0.0.1:" + std::to_string(hole.port) + "/x";
+  client->Preconnect(url, std::chrono::seconds(600));
+  HttpRequest req = Get(url);
+  req.connect_timeout = std::chrono::milliseconds(100);
+  Buffer b;
+  Status st = client->Fetch(req, b, {});
+  EXPECT_EQ(st.code(), Code::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("timed out after 100 ms"), std::string::npos) << st.message();
+}
+
+TEST(HttpClient, HttpsPreconnectCarriesTheRequest) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  TempPem ca(kc.cert_pem);
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.ca_file = ca.path();
+  auto client = HttpClient::Create(opts);
+  const std::string url = "https://localhost:" + std::to_string(server.port()) + "/p";
+  client->Preconnect(url, std::chrono::seconds(10));
+  Buffer b;
+  Status st = client->Fetch(Get(url), b, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(b.body, "secure /p");
+  EXPECT_EQ(server.accepted(), 1);
+  EXPECT_EQ(server.handshake_failures(), 0);
+}
+
 TEST(HttpClient, HttpsWithCaFile) {
   KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
   TempPem ca(kc.cert_pem);

@@ -50,6 +50,8 @@ HttpProvider::HttpProvider(std::unique_ptr<WireFormat> format, HttpProviderOptio
   url_ = base + format_->path();
 }
 
+void HttpProvider::Warm() { client_->Preconnect(url_, options_.connect_timeout); }
+
 std::string HttpProvider::BuildBody(const ModelRequest& request) {
   const std::string& model = request.model.empty() ? options_.model : request.model;
   bool comma = false;

@@ -77,6 +77,8 @@ class HttpProvider : public ModelProvider {
   std::string_view name() const override { return format_->name(); }
   Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
                                  std::stop_token stop) override;
+  // Preconnects the client to the endpoint's origin.
+  void Warm() override;
 
   // The request body Complete() would send (uses and fills the cache).
   std::string BuildBody(const ModelRequest& request);

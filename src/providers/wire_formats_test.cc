@@ -203,6 +203,22 @@ TEST_P(WireFormats, TextOnlyStopAndLength) {
   EXPECT_EQ(r->finish, FinishReason::kLength);
 }
 
+// Warm() opens the connection before any request; the first request uses it.
+TEST_P(WireFormats, WarmOpensTheConnectionTheFirstRequestUses) {
+  auto f = Make(GetParam(), Json::parse(R"([{"text": "done"}])"));
+  f->provider->Warm();
+  ASSERT_TRUE(f->server->WaitForConnections(1, std::chrono::seconds(30)));
+  EXPECT_TRUE(f->server->requests().empty());
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(f->server->requests().size(), 1u);
+  EXPECT_EQ(f->server->connections_accepted(), 1u);
+}
+
 TEST_P(WireFormats, RetryAfter429ThenSuccess) {
   auto f = Make(GetParam(), Json::parse(R"([
       {"error": {"code": "resource_exhausted", "message": "slow down"},

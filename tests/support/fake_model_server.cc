@@ -389,6 +389,7 @@ void FakeModelServer::AcceptLoop() {
     }
     conn_fds_.push_back(fd);
     conn_threads_.emplace_back([this, fd] { Serve(fd); });
+    cv_.notify_all();
   }
 }
 
@@ -589,6 +590,11 @@ std::vector<RecordedHttpRequest> FakeModelServer::requests() const {
 bool FakeModelServer::WaitForRequests(size_t n, std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
   return cv_.wait_for(lock, timeout, [&] { return requests_.size() >= n; });
+}
+
+bool FakeModelServer::WaitForConnections(size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return connections_.load() >= n; });
 }
 
 Status FakeModelServer::Append(const Json& items) {

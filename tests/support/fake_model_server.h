@@ -76,6 +76,8 @@ class FakeModelServer {
   // Waits until at least `n` requests were recorded; false on timeout.
   bool WaitForRequests(size_t n, std::chrono::milliseconds timeout) const;
   size_t connections_accepted() const { return connections_.load(); }
+  // Waits until at least `n` connections were accepted; false on timeout.
+  bool WaitForConnections(size_t n, std::chrono::milliseconds timeout) const;
   // Appends items to the script.
   Status Append(const Json& items);
   void Stop();
