@@ -483,6 +483,9 @@ Status SessionImpl::RebuildProvider() {
   std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();
   AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made, MakeProvider(pc, client));
   provider_ = std::move(made);
+  // The connection opens while the session and the first request are
+  // prepared (and, with TLS, the handshake is off the first request's path).
+  provider_->Warm();
   if (pc.kind == "script") {
     int answered = 0;
     for (const auto& m : transcript_.messages()) {
