@@ -7,6 +7,11 @@
      connection, and answers one streamed OpenAI Chat completion). agentloop
      opens its connection while it prepares the session, so the accept alone
      would flatter it.
+     With an https base URL, the same listener records when the TLS
+     ClientHello arrives: what a user of a real (TLS) provider waits for before
+     the handshake can even start (TLS set-up and the system trust store
+     included). The handshake itself then fails (the listener is no TLS
+     server), which ends the run.
   2. a 50-step scripted run end to end (49 `read` tool calls and a final
      answer) against agentloop-fake-server, vs the fake server answering the
      same 50 requests (recorded from the run: the growing transcript, tools
@@ -129,6 +134,35 @@ def bench_first_request(args, ws, data_dir, home):
         samples.append((t_received - t0) * 1000)
         accepts.append((t_accept - t0) * 1000)
     return samples, accepts
+
+
+def bench_first_tls_byte(args, ws, data_dir, home):
+    """start -> ClientHello received, with an https base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    samples = []
+    for _ in range(args.runs):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [args.bin, "run", "--provider", "openai", "--base-url",
+             "https://127.0.0.1:%d" % port, "--model", "gpt-4.1", "-C", ws, "--quiet",
+             "hello"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env=child_env(data_dir, home))
+        sock.settimeout(30)
+        conn, _ = sock.accept()
+        conn.settimeout(30)
+        hello = conn.recv(16)  # the first record's bytes: the ClientHello
+        t1 = time.perf_counter()
+        if not hello or hello[0] != 0x16:
+            sys.exit("expected a TLS handshake record, got %r" % hello)
+        samples.append((t1 - t0) * 1000)
+        proc.kill()
+        proc.wait()
+        conn.close()
+    sock.close()
+    return samples
 
 
 def bench_process_floor(args, runs):
@@ -294,6 +328,7 @@ def main():
 
         floor = bench_process_floor(args, max(args.runs, 20))
         first, first_accept = bench_first_request(args, ws, data_dir, home)
+        first_tls = bench_first_tls_byte(args, ws, data_dir, home)
         agent, one, server, server_tiny = bench_fifty_steps(args, ws, data_dir, home,
                                                             script_path, one_step_path)
         rss = bench_rss(args, ws, data_dir, home, script_path)
@@ -308,6 +343,8 @@ def main():
               (med(first), min(first), max(first), len(first)))
         print("start -> its connection accepted: median %.2f ms (min %.2f)" %
               (med(first_accept), min(first_accept)))
+        print("start -> TLS ClientHello received (https base URL): median %.2f ms (min %.2f)" %
+              (med(first_tls), min(first_tls)))
         print("50-step run: median %.1f ms (min %.1f, n=%d)" % (med(agent), min(agent),
                                                               len(agent)))
         print("1-step run (fixed cost of a process): median %.1f ms (min %.1f)" %

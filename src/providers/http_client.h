@@ -5,8 +5,9 @@
 // dropped after 60 s idle or when the server closes them); a reused
 // connection that fails before any response byte is retried once on a fresh
 // one. TCP_NODELAY is on. https verifies the peer (system CA store,
-// SSL_CERT_FILE / SSL_CERT_DIR, HttpClientOptions::ca_file) and the host name,
-// and sends SNI.
+// SSL_CERT_FILE / SSL_CERT_DIR, HttpClientOptions::ca_file and ca_dir) and the
+// host name, and sends SNI. The system store is read lazily from its hashed
+// directory where there is one (see EnsureTls).
 //
 // Proxies come from the environment like curl: https_proxy/HTTPS_PROXY for
 // https (CONNECT tunnel, then TLS to the origin), http_proxy/HTTP_PROXY for
@@ -94,6 +95,9 @@ struct HttpClientOptions {
   long max_connections_per_host = 0;
   // Extra trusted CA certificates (PEM file), added to the system store.
   std::string ca_file;
+  // Extra trusted CA directory in OpenSSL's hashed layout (<subject hash>.0
+  // files, as `openssl rehash` makes), read lazily; added to the system store.
+  std::string ca_dir;
   // Proxy settings; unset = from the environment (see above). An empty
   // string means "no proxy" / "no exceptions".
   std::optional<std::string> http_proxy;
@@ -114,6 +118,10 @@ struct HttpClientOptions {
 // Whether `host` bypasses the proxy under `no_proxy` (comma list of host
 // names or domain suffixes, `*` = all). Loopback hosts always bypass.
 bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy);
+
+// Whether `dir` holds OpenSSL hash links (<8 hex digits>.<n>), so that
+// certificates can be looked up in it by subject.
+bool IsHashedCertDir(const std::string& dir);
 
 class HttpClient {
  public:

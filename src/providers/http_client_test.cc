@@ -24,6 +24,7 @@
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
 
+#include "base/testing/files.h"
 #include "fake_model_server.h"
 
 namespace agentloop {
@@ -822,6 +823,44 @@ TEST(HttpClient, HttpsWithCaFile) {
     EXPECT_EQ(b.body, "secure /a?b=1");
   }
   EXPECT_EQ(server.accepted(), 2);  // one per origin, kept alive
+}
+
+// The certificate's OpenSSL subject-hash file name, <hash>.0.
+std::string HashName(const std::string& cert_pem) {
+  BIO* b = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  X509* x = PEM_read_bio_X509(b, nullptr, nullptr, nullptr);
+  char name[32];
+  std::snprintf(name, sizeof(name), "%08lx.0", X509_subject_name_hash(x));
+  X509_free(x);
+  BIO_free(b);
+  return name;
+}
+
+TEST(HttpClient, HttpsWithHashedCaDirectory) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  testing::TempDir dir("al_http_cadir");
+  testing::WriteFile(dir.path() / HashName(kc.cert_pem), kc.cert_pem);
+  EXPECT_TRUE(IsHashedCertDir(dir.path().string()));
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.ca_dir = dir.path().string();
+  auto client = HttpClient::Create(opts);
+  Buffer b;
+  Status st = client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/d"), b, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(b.body, "secure /d");
+}
+
+TEST(HttpClient, HashedCertDirNeedsHashLinks) {
+  testing::TempDir dir("al_http_cadir");
+  EXPECT_FALSE(IsHashedCertDir(dir.path().string()));
+  testing::WriteFile(dir.path() / "ca.pem", "x");
+  testing::WriteFile(dir.path() / "0123abcd.pem", "x");
+  testing::WriteFile(dir.path() / "0123abc.0", "x");
+  EXPECT_FALSE(IsHashedCertDir(dir.path().string()));
+  testing::WriteFile(dir.path() / "0123abcd.1", "x");
+  EXPECT_TRUE(IsHashedCertDir(dir.path().string()));
+  EXPECT_FALSE(IsHashedCertDir((dir.path() / "missing").string()));
 }
 
 TEST(HttpClient, HttpsWithoutTrustFailsVerification) {
