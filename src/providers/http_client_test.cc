@@ -846,7 +846,8 @@ TEST(HttpClient, HttpsWithHashedCaDirectory) {
   opts.ca_dir = dir.path().string();
   auto client = HttpClient::Create(opts);
   Buffer b;
-  Status st = client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/d"), b, {});
+  Status st =
+      client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/d"), b, {});
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(b.body, "secure /d");
 }
