@@ -417,6 +417,7 @@ class EngineImpl final : public Engine {
     }
     SessionInfo info;
     std::unique_ptr<SessionLock> lock;
+    SessionSnapshot snap;
     const auto pid = static_cast<int64_t>(getpid());
     if (session_id.empty()) {
       NewSessionParams p;
@@ -428,12 +429,16 @@ class EngineImpl final : public Engine {
       AL_ASSIGN_OR_RETURN(auto created, store_->CreateLockedSession(p, pid));
       info = std::move(created.info);
       lock = std::move(created.lock);
+      // Created just now and locked by this process: no history yet, so its
+      // snapshot is its row (what Load would read back; a store test holds
+      // the two equal), without a read of the event log.
+      snap.info = info;
     } else {
       AL_ASSIGN_OR_RETURN(info, store_->GetSession(session_id));
       AL_ASSIGN_OR_RETURN(lock, store_->AcquireLock(info.id, pid));
+      AL_ASSIGN_OR_RETURN(snap, store_->Load(info.id, LoadOptions{}));
+      info = snap.info;
     }
-    AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store_->Load(info.id, LoadOptions{}));
-    info = snap.info;
     auto session = std::make_unique<SessionImpl>(*this, std::move(options), info, std::move(lock),
                                                  std::move(snap));
     AL_RETURN_IF_ERROR(session->Init());

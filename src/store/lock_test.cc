@@ -59,6 +59,31 @@ TEST_F(StoreTest, CreateLockedSessionCreatesItAlreadyLocked) {
   EXPECT_TRUE(other->AcquireLock(id, getpid()).ok());
 }
 
+// The engine opens a session it has just created without loading it: the
+// created info must be exactly what Load reads back, with nothing else.
+TEST_F(StoreTest, CreateLockedSessionInfoIsWhatLoadReadsBack) {
+  NewSessionParams older;
+  older.workspace = "/tmp/ws";
+  auto first = store_->CreateLockedSession(older, getpid());
+  ASSERT_TRUE(first.ok());
+  NewSessionParams p;
+  p.workspace = "/tmp/ws/../ws";
+  p.provider = "openai";
+  p.model = "m";
+  p.command = CommandKind::kPlan;
+  auto created = store_->CreateLockedSession(p, getpid());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto snap = store_->Load(created->info.id, LoadOptions{});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_EQ(snap->info, created->info);
+  EXPECT_TRUE(snap->messages.empty());
+  EXPECT_EQ(snap->last_seq, 0u);
+  EXPECT_FALSE(snap->last_turn_end.has_value());
+  EXPECT_FALSE(snap->open_checkpoint.has_value());
+  EXPECT_TRUE(snap->warnings.empty());
+  EXPECT_FALSE(snap->recovered);
+}
+
 TEST_F(StoreTest, CreateLockedSessionWithADuplicateIdChangesNothing) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getpid());
