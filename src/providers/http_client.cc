@@ -593,9 +593,11 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       if (absolute && !t.proxy->authorization.empty()) {
         req.set(http::field::proxy_authorization, t.proxy->authorization);
       }
-      req.body() = r.body;
-      if (!r.body.empty() || (verb != http::verb::get && verb != http::verb::head)) {
-        req.content_length(r.body.size());
+      // Moved, not copied: the request's own copy is not read again (a
+      // retry resends `req`), and a model request body can be megabytes.
+      req.body() = std::move(t.request.body);
+      if (!req.body().empty() || (verb != http::verb::get && verb != http::verb::head)) {
+        req.content_length(req.body().size());
       }
     } catch (const std::exception&) {
       return InvalidArgument("cannot build the HTTP request");
