@@ -164,7 +164,10 @@ int CmdRun(const CommandEnv& e) {
   if (!s) return code;
   Result<std::string> prompt = ReadPrompt(e, e.args.positionals, 0);
   if (!prompt.ok()) return UsageError(e, prompt.error());
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
+  // A new session's provider is known now (a stored one's comes from the
+  // store): its connection opens while the store and the session are set up.
+  const bool fresh = !e.args.session && !e.args.continue_latest && s->provider_configured;
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s, /*preconnect=*/fresh);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   if (e.args.session) FillFromStoredSession(**engine, *e.args.session, *s, e.args);
   if (e.args.continue_latest) {
@@ -611,8 +614,11 @@ Style StyleFor(const CliArgs& args, const CliContext& ctx) {
   return st;
 }
 
-Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings) {
-  return Engine::Create(ToEngineOptions(settings.loaded.config, ctx));
+Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings,
+                                           bool preconnect) {
+  EngineOptions eo = ToEngineOptions(settings.loaded.config, ctx);
+  if (preconnect) eo.preconnect_for = settings.session;
+  return Engine::Create(std::move(eo));
 }
 
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,

@@ -36,7 +36,10 @@ Style StyleFor(const CliArgs& args, const CliContext& ctx);
 
 // Creates the engine over the data directory of ctx.env, with the
 // process-wide settings (ToEngineOptions: store.sync).
-Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings);
+// `preconnect`: the session of `settings` is the one about to be opened, so
+// the engine may start connecting to its model's server right away.
+Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings,
+                                           bool preconnect = false);
 
 // Fills what the flags and files left unset (provider, model, command) from
 // the stored session `session_id` (id or prefix). Unknown ids are left to

@@ -36,19 +36,6 @@
 
 namespace agentloop {
 
-struct EngineOptions {
-  // The process environment, passed explicitly (API keys, AGENTLOOP_HOME,
-  // XDG dirs, HOME). Tests pass their own.
-  EnvMap env;
-  // Data directory (sessions.db, memory, proposals). Empty: DefaultDataDir(env).
-  std::filesystem::path data_dir;
-  // Use this store instead of opening <data_dir>/sessions.db.
-  std::shared_ptr<SessionStore> store;
-  // Durability of the commits of the store opened at <data_dir>/sessions.db
-  // (config key store.sync; see StoreSync). Ignored when `store` is set.
-  StoreSync store_sync = StoreSync::kFull;
-};
-
 enum class ApproverMode {
   kAuto,     // console when `interactive`, else durable
   kConsole,  // ask on the terminal (needs SessionCallbacks::console_approver)
@@ -109,6 +96,25 @@ struct SessionOptions {
 
   // Learning loop (SEMANTICS 3).
   bool reflector = true;
+};
+
+struct EngineOptions {
+  // The process environment, passed explicitly (API keys, AGENTLOOP_HOME,
+  // XDG dirs, HOME). Tests pass their own.
+  EnvMap env;
+  // Data directory (sessions.db, memory, proposals). Empty: DefaultDataDir(env).
+  std::filesystem::path data_dir;
+  // Use this store instead of opening <data_dir>/sessions.db.
+  std::shared_ptr<SessionStore> store;
+  // Durability of the commits of the store opened at <data_dir>/sessions.db
+  // (config key store.sync; see StoreSync). Ignored when `store` is set.
+  StoreSync store_sync = StoreSync::kFull;
+  // The session the caller is about to open, when it already knows it: Create
+  // starts opening the connection to its model's server (DNS, TCP, TLS) before
+  // it opens the store, and the session's first request finds it ready. Only
+  // the provider fields are read; a script provider, or a remote one with no
+  // API key and no base URL, is not contacted.
+  std::optional<SessionOptions> preconnect_for;
 };
 
 // Hooks for the front end while a turn runs. All optional.

@@ -359,6 +359,32 @@ class SessionImpl final : public Session {
   Turn* current_turn_ = nullptr;  // Guarded by notes_mu_; set while a turn runs.
 };
 
+namespace {
+
+// The provider a session's options describe, environment defaults applied.
+ProviderConfig ProviderConfigFor(const SessionOptions& o, const EnvMap& env) {
+  ProviderConfig pc;
+  pc.kind = o.provider;
+  pc.model = o.model;
+  pc.base_url = o.base_url;
+  pc.api_key = o.api_key;
+  pc.script_path = o.script_path;
+  pc.use_max_tokens_field = o.use_max_tokens_field;
+  return WithEnvDefaults(pc, env);
+}
+
+bool IsRemote(const std::string& kind) {
+  return kind == "openai" || kind == "anthropic" || kind == "openai-responses";
+}
+
+// A remote provider needs an API key, unless a base URL was given (a local
+// server may want none).
+bool Configured(const ProviderConfig& pc, const SessionOptions& o) {
+  return !pc.api_key.empty() || !o.base_url.empty();
+}
+
+}  // namespace
+
 class EngineImpl final : public Engine {
  public:
   explicit EngineImpl(EngineOptions options) : options_(std::move(options)) {}
@@ -373,6 +399,12 @@ class EngineImpl final : public Engine {
     if (ec)
       return Unavailable("cannot create data directory " + dir.string() + ": " + ec.message());
     data_dir_ = dir;
+    if (options_.preconnect_for) {
+      const ProviderConfig pc = ProviderConfigFor(*options_.preconnect_for, options_.env);
+      if (IsRemote(pc.kind) && Configured(pc, *options_.preconnect_for) && !pc.base_url.empty()) {
+        http()->Preconnect(pc.base_url, pc.connect_timeout);
+      }
+    }
     if (options_.store) {
       store_ = options_.store;
       return Status::Ok();
@@ -473,16 +505,8 @@ class EngineImpl final : public Engine {
 SessionStore& SessionImpl::engine_store() { return engine_.store(); }
 
 Status SessionImpl::RebuildProvider() {
-  ProviderConfig pc;
-  pc.kind = options_.provider;
-  pc.model = options_.model;
-  pc.base_url = options_.base_url;
-  pc.api_key = options_.api_key;
-  pc.script_path = options_.script_path;
-  pc.use_max_tokens_field = options_.use_max_tokens_field;
-  pc = WithEnvDefaults(pc, engine_.options().env);
-  bool remote = pc.kind == "openai" || pc.kind == "anthropic" || pc.kind == "openai-responses";
-  if (remote && pc.api_key.empty() && options_.base_url.empty()) {
+  const ProviderConfig pc = ProviderConfigFor(options_, engine_.options().env);
+  if (IsRemote(pc.kind) && !Configured(pc, options_)) {
     return InvalidArgument(HowToConfigureProvider());
   }
   std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();

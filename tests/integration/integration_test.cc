@@ -137,6 +137,38 @@ INSTANTIATE_TEST_SUITE_P(Formats, ProviderFormatTest,
                            return n;
                          });
 
+// EngineOptions::preconnect_for: the connection opens during Engine::Create,
+// before any session exists, and the session's first request uses it.
+TEST(PreconnectTest, EngineConnectsBeforeTheSessionAndTheRequestUsesIt) {
+  TempDir tmp;
+  fs::path ws = tmp.path() / "ws";
+  fs::create_directories(ws);
+  auto server = FakeModelServer::Start(Json::parse(R"({"responses": [{"text": "hi"}]})"));
+  ASSERT_TRUE(server.ok());
+  SessionOptions so;
+  so.workspace = ws;
+  so.provider = "openai";
+  so.model = "m";
+  so.api_key = "sk-test";
+  so.base_url = (*server)->base_url() + "/v1";
+  so.reflector = false;
+  EngineOptions eo;
+  eo.env = {{"HOME", (tmp.path() / "home").string()}};
+  eo.data_dir = tmp.path() / "data";
+  eo.preconnect_for = so;
+  auto engine = Engine::Create(eo);
+  ASSERT_TRUE(engine.ok()) << engine.error().ToString();
+  ASSERT_TRUE((*server)->WaitForConnections(1, std::chrono::seconds(30)));
+  EXPECT_TRUE((*server)->requests().empty());
+  auto session = (*engine)->OpenSession(so);
+  ASSERT_TRUE(session.ok()) << session.error().ToString();
+  auto r = (*session)->Run("hello", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->final_text, "hi");
+  EXPECT_EQ((*server)->requests().size(), 1u);
+  EXPECT_EQ((*server)->connections_accepted(), 1u);
+}
+
 TEST(WebhookApprovalTest, SignedNotificationThenDurablePause) {
   TempDir tmp;
   fs::path ws = tmp.path() / "ws";
