@@ -14,6 +14,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -323,6 +324,10 @@ struct Conn {
   Clock::time_point idle_since;
   uint64_t gen = 0;
   bool in_pool = false;
+  // Has carried a request. A TLS connection that has not (a preconnect's)
+  // may still receive the server's post-handshake messages (TLS 1.3 session
+  // tickets), which an idle readability watch would take for a close.
+  bool carried = false;
 
   tcp::socket& Lowest() { return tls ? tls->next_layer() : sock; }
   void Close() {
@@ -377,6 +382,8 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   bool preconnect = false;
   // Waiting for a preconnect to the same origin (no operation pending).
   bool waiting = false;
+  // Already retried a TLS handshake with the whole system trust store.
+  bool trust_retried = false;
   // Set while waiting: when the request's connect timeout ends, so that a
   // request left to connect on its own after a failed preconnect gets only
   // what is left of it.
@@ -519,7 +526,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       it->second.waiters.push_back(t);
       if (t->request.connect_timeout.count() > 0) {
         t->connect_by = Clock::now() + t->request.connect_timeout;
-        SetDeadline(t, t->connect_by, ConnectTimedOut(*t, t->url.Authority()));
+        SetDeadline(t, t->connect_by, ConnectTimedOut(*t, DialName(*t)));
       }
     } else {
       Connect(t);
@@ -535,12 +542,25 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     for (const TransferPtr& w : waiters) {
       if (c) {
         w->conn = std::move(c);
-        Send(w);
+        Guarded(w, [&] { Send(w); });
       } else {
-        Connect(w);
+        Guarded(w, [&] { Connect(w); });
       }
     }
     if (c) Release(std::move(c));
+  }
+
+  // Runs a step of waiter `w` from another transfer's completion handler: an
+  // exception (allocation, OpenSSL) fails `w` instead of escaping.
+  template <typename F>
+  void Guarded(const TransferPtr& w, F&& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      Fail(w, Internal(std::string("http client: ") + e.what()));
+    } catch (...) {
+      Fail(w, Internal("http client: unknown exception"));
+    }
   }
 
   // Ends `t`'s claim on its origin; the transfers that were waiting for its
@@ -615,22 +635,30 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     SSL_CTX_set_min_proto_version(tls_ctx_->native_handle(), TLS1_2_VERSION);
     tls_ctx_->set_verify_mode(ssl::verify_peer);
     error_code ec;
-    // The system's trust store. OpenSSL's default is its bundle file, parsed
-    // whole (~150 certificates: ~23 ms on the development VM, before every
-    // first https request) plus its hashed directory, read lazily (the file
-    // of each issuer looked up). Where that directory holds hash links
-    // (Debian, Ubuntu, Alpine, Arch: update-ca-certificates builds it and the
-    // bundle from the same certificates) it is used alone. SSL_CERT_FILE /
-    // SSL_CERT_DIR, when set, are honoured exactly as OpenSSL does.
-    const char* default_dir = X509_get_default_cert_dir();
-    const bool lazy = std::getenv(X509_get_default_cert_file_env()) == nullptr &&
-                      std::getenv(X509_get_default_cert_dir_env()) == nullptr &&
-                      IsHashedCertDir(default_dir) &&
-                      SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), default_dir) == 1;
-    if (!lazy) tls_ctx_->set_default_verify_paths(ec);
-    if (!options_.ca_dir.empty() &&
-        SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), options_.ca_dir.c_str()) != 1) {
-      tls_status_ = InvalidArgument("cannot use CA directory " + options_.ca_dir);
+    // The system's trust store: OpenSSL's bundle file (SSL_CERT_FILE or its
+    // default) and hashed directory (SSL_CERT_DIR or its default). The file
+    // is parsed whole (~150 certificates: ~23 ms on the development VM,
+    // before every first https request); the directory is read lazily (the
+    // file of each issuer looked up). Where the directory holds hash links
+    // (Debian, Ubuntu, Alpine, Arch build it and the bundle from the same
+    // certificates) it is used alone at first; a handshake that fails
+    // verification that way is tried once more with the whole store
+    // (LoadFullTrust), so whatever OpenSSL's default verifies still verifies,
+    // a CA appended to the bundle by hand included.
+    std::string dir = options_.system_ca_dir_for_test;
+    if (dir.empty()) {
+      const char* env_dir = std::getenv(X509_get_default_cert_dir_env());
+      dir = env_dir != nullptr && *env_dir != '\0' ? env_dir : X509_get_default_cert_dir();
+    }
+    lazy_trust_ = IsHashedCertDir(dir) &&
+                  SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), dir.c_str()) == 1;
+    if (!lazy_trust_) LoadFullTrust();
+    if (!options_.ca_dir.empty()) {
+      std::error_code fs_ec;
+      if (!std::filesystem::is_directory(options_.ca_dir, fs_ec) ||
+          SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), options_.ca_dir.c_str()) != 1) {
+        tls_status_ = InvalidArgument("CA directory " + options_.ca_dir + " is not a directory");
+      }
     }
     if (!options_.ca_file.empty()) {
       tls_ctx_->load_verify_file(options_.ca_file, ec);
@@ -640,6 +668,24 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       }
     }
     return tls_status_;
+  }
+
+  // What a transfer connects to, for messages: the proxy or the origin.
+  static std::string DialName(const Transfer& t) {
+    return t.proxy != nullptr ? "proxy " + t.proxy->url.Authority() : t.url.Authority();
+  }
+
+  // The system's whole trust store: OpenSSL's default bundle file and
+  // directory (or SSL_CERT_FILE / SSL_CERT_DIR). Once.
+  void LoadFullTrust() {
+    if (full_trust_loaded_) return;
+    full_trust_loaded_ = true;
+    error_code ec;
+    if (options_.system_ca_file_for_test.empty()) {
+      tls_ctx_->set_default_verify_paths(ec);
+    } else {
+      tls_ctx_->load_verify_file(options_.system_ca_file_for_test, ec);
+    }
   }
 
   static Status ConnectTimedOut(const Transfer& t, const std::string& what) {
@@ -653,7 +699,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     t->conn->key = t->key;
     if (t->url.https) t->conn->tls = std::make_unique<ssl::stream<tcp::socket>>(ioc_, *tls_ctx_);
     const Url& dial = t->proxy != nullptr ? t->proxy->url : t->url;
-    std::string what = (t->proxy != nullptr ? "proxy " : "") + dial.Authority();
+    std::string what = DialName(*t);
     if (t->request.connect_timeout.count() > 0) {
       Clock::time_point by = std::min(Clock::now() + t->request.connect_timeout, t->connect_by);
       t->connect_by = Clock::time_point::max();
@@ -815,6 +861,15 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       if (Aborted(t)) return;
       if (e) {
         long vr = SSL_get_verify_result(t->conn->tls->native_handle());
+        if (vr != X509_V_OK && lazy_trust_ && !t->trust_retried) {
+          // The hashed directory may lack a CA that only the bundle file
+          // has (one appended to it by hand): once with the whole store.
+          LoadFullTrust();
+          t->trust_retried = true;
+          t->conn->Close();
+          t->conn.reset();
+          return Guarded(t, [&] { Connect(t); });
+        }
         std::string cause = vr != X509_V_OK ? std::string("certificate verify failed: ") +
                                                   X509_verify_cert_error_string(vr)
                                             : e.message();
@@ -827,6 +882,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
 
   void Send(const TransferPtr& t) {
     if (t->preconnect) return Preconnected(t);
+    t->conn->carried = true;
     SetIdleDeadline(t);
     t->conn->With([&](auto& stream) {
       http::async_write(stream, t->req, [this, t](error_code ec, size_t) {
@@ -1022,12 +1078,17 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   void Finish(const TransferPtr& t, Status st) {
     if (t->finished) return;
     t->finished = true;
-    t->waiting = false;
-    if (t->preconnect) {
-      // A failed preconnect: whoever waited for it connects on its own (and
-      // reports its own failure).
-      for (const TransferPtr& w : TakeWaiters(t)) Connect(w);
+    if (t->waiting) {  // no longer waits: the preconnect lets it go
+      t->waiting = false;
+      if (auto it = opening_.find(t->key); it != opening_.end()) {
+        auto& w = it->second.waiters;
+        w.erase(std::remove(w.begin(), w.end(), t), w.end());
+      }
     }
+    // A failed preconnect: whoever waited for it connects on its own (and
+    // reports its own failure), once this transfer is cleaned up.
+    std::vector<TransferPtr> orphans;
+    if (t->preconnect) orphans = TakeWaiters(t);
     t->timer.reset();  // cancels: a pending wait ends with operation_aborted
     t->attempt_timer.reset();
     t->resolver.reset();
@@ -1041,6 +1102,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     t->handler.reset();
     t->parser.reset();
     t->body_buf.reset();
+    for (const TransferPtr& w : orphans) Guarded(w, [&] { Connect(w); });
     if (!done) return;
     try {
       done(std::move(st));
@@ -1127,6 +1189,10 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     c->idle_since = now;
     uint64_t gen = ++c->gen;
     conns.push_back(c);
+    // Not watched: the server's session tickets would look like a close. A
+    // close meanwhile shows when the connection is reused, and a reused
+    // connection that fails before any response byte is retried once.
+    if (c->tls && !c->carried) return;
     // An idle connection that becomes readable was closed by the server (or
     // sent something unsolicited): drop it.
     c->Lowest().async_wait(tcp::socket::wait_read, [this, c, gen](error_code) {
@@ -1155,6 +1221,8 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   bool shutting_down_ = false;
   std::unique_ptr<ssl::context> tls_ctx_;
   Status tls_status_;
+  bool lazy_trust_ = false;         // the system store is the hashed directory alone
+  bool full_trust_loaded_ = false;  // LoadFullTrust() ran
   std::unordered_set<TransferPtr> active_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Conn>>> idle_;
   // Origins a preconnect is opening a connection to, and the transfers

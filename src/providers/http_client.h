@@ -7,7 +7,9 @@
 // one. TCP_NODELAY is on. https verifies the peer (system CA store,
 // SSL_CERT_FILE / SSL_CERT_DIR, HttpClientOptions::ca_file and ca_dir) and the
 // host name, and sends SNI. The system store is read lazily from its hashed
-// directory where there is one (see EnsureTls).
+// directory where there is one; a handshake that fails verification that way
+// is tried once more, on a new connection, with the whole store (bundle file
+// included; see EnsureTls).
 //
 // Proxies come from the environment like curl: https_proxy/HTTPS_PROXY for
 // https (CONNECT tunnel, then TLS to the origin), http_proxy/HTTP_PROXY for
@@ -109,6 +111,10 @@ struct HttpClientOptions {
   // address (broken IPv6 routes drop packets silently) does not use up the
   // whole connect timeout; the last address gets what is left of it.
   std::chrono::milliseconds connect_attempt_delay{1000};
+  // Tests only: the system trust store's hashed directory and bundle file
+  // (empty: OpenSSL's defaults).
+  std::string system_ca_dir_for_test;
+  std::string system_ca_file_for_test;
   // Tests only: answers name lookups instead of DNS (the endpoints to try,
   // in order). Null: the system resolver.
   std::function<std::vector<std::pair<std::string, uint16_t>>(const std::string& host)>

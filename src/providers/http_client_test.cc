@@ -263,7 +263,7 @@ struct KeyAndCert {
 
 // A self-signed certificate (P-256) for `san`, e.g.
 // "DNS:localhost,IP:127.0.0.1".
-KeyAndCert MakeSelfSigned(const std::string& san) {
+KeyAndCert MakeSelfSigned(const std::string& san, const std::string& cn = "agentloop test") {
   KeyAndCert out;
   EVP_PKEY* pkey = EVP_EC_gen("P-256");
   X509* x = X509_new();
@@ -274,7 +274,7 @@ KeyAndCert MakeSelfSigned(const std::string& san) {
   X509_set_pubkey(x, pkey);
   X509_NAME* name = X509_get_subject_name(x);
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("agentloop test"), -1, -1, 0);
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   X509_set_issuer_name(x, name);
   X509V3_CTX v3;
   X509V3_set_ctx_nodb(&v3);
@@ -339,6 +339,12 @@ class TlsServer {
   int port() const { return port_; }
   int accepted() const { return accepted_.load(); }
   int handshake_failures() const { return handshake_failures_.load(); }
+  // Waits until `n` handshakes have completed (the server has sent its
+  // session tickets by then); false on timeout.
+  bool WaitForHandshakes(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return handshakes_ >= n; });
+  }
 
  private:
   void Loop() {
@@ -360,6 +366,11 @@ class TlsServer {
       ++handshake_failures_;
       return;
     }
+    {
+      std::lock_guard lock(mu_);
+      ++handshakes_;
+    }
+    cv_.notify_all();
     boost::beast::flat_buffer buf;
     while (true) {
       http::request<http::string_body> req;
@@ -378,6 +389,9 @@ class TlsServer {
   tcp::acceptor acceptor_;
   int port_ = 0;
   std::atomic<int> accepted_{0}, handshake_failures_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int handshakes_ = 0;  // guarded by mu_
   std::thread thread_;
   std::vector<std::thread> conns_;  // accept thread only, then the destructor
 };
@@ -834,6 +848,101 @@ std::string HashName(const std::string& cert_pem) {
   X509_free(x);
   BIO_free(b);
   return name;
+}
+
+// A preconnected TLS connection that waits in the pool (no request yet)
+// receives the server's session tickets; it must not be taken for closed.
+TEST(HttpClient, HttpsPreconnectWaitingInThePoolCarriesTheRequest) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  TempPem ca(kc.cert_pem);
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.ca_file = ca.path();
+  auto client = HttpClient::Create(opts);
+  const std::string url = "https://localhost:" + std::to_string(server.port()) + "/q";
+  client->Preconnect(url, std::chrono::seconds(10));
+  ASSERT_TRUE(server.WaitForHandshakes(1));
+  // The tickets reach the idle connection now: give the event thread a
+  // whole transfer's worth of turns before the request takes the connection.
+  for (int i = 0; i < 3; ++i) {
+    auto r = client->Post("http://127.0.0.1:1/", {}, "");  // refused at once
+    EXPECT_FALSE(r.ok());
+  }
+  Buffer b;
+  Status st = client->Fetch(Get(url), b, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(b.body, "secure /q");
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+// The system store read from its hashed directory lacks a CA that only the
+// bundle file has: the handshake is tried once more with the whole store.
+TEST(HttpClient, TrustFallsBackToTheBundleWhenTheDirectoryLacksTheIssuer) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  KeyAndCert other = MakeSelfSigned("DNS:other.test", "another CA");
+  testing::TempDir dir("al_http_sysdir");
+  testing::WriteFile(dir.path() / HashName(other.cert_pem), other.cert_pem);
+  TempPem bundle(other.cert_pem + kc.cert_pem);
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.system_ca_dir_for_test = dir.path().string();
+  opts.system_ca_file_for_test = bundle.path();
+  auto client = HttpClient::Create(opts);
+  const std::string url = "https://localhost:" + std::to_string(server.port()) + "/t";
+  Buffer b;
+  Status st = client->Fetch(Get(url), b, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(b.body, "secure /t");
+  EXPECT_EQ(server.accepted(), 2);  // the directory alone, then the whole store
+  // Now the whole store is loaded: the next origin verifies the first time.
+  Buffer b2;
+  st = client->Fetch(Get("https://127.0.0.1:" + std::to_string(server.port()) + "/u"), b2, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(server.accepted(), 3);
+}
+
+TEST(HttpClient, TrustFromTheDirectoryAloneNeedsNoRetry) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  testing::TempDir dir("al_http_sysdir");
+  testing::WriteFile(dir.path() / HashName(kc.cert_pem), kc.cert_pem);
+  TempPem empty_bundle("");
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.system_ca_dir_for_test = dir.path().string();
+  opts.system_ca_file_for_test = empty_bundle.path();
+  auto client = HttpClient::Create(opts);
+  Buffer b;
+  Status st = client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/"), b, {});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+TEST(HttpClient, UntrustedAfterTheRetryStillFails) {
+  KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
+  KeyAndCert other = MakeSelfSigned("DNS:other.test", "another CA");
+  testing::TempDir dir("al_http_sysdir");
+  testing::WriteFile(dir.path() / HashName(other.cert_pem), other.cert_pem);
+  TempPem bundle(other.cert_pem);
+  TlsServer server(kc);
+  HttpClientOptions opts;
+  opts.system_ca_dir_for_test = dir.path().string();
+  opts.system_ca_file_for_test = bundle.path();
+  auto client = HttpClient::Create(opts);
+  Buffer b;
+  Status st = client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/"), b, {});
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("certificate verify failed"), std::string::npos) << st.message();
+  EXPECT_EQ(server.accepted(), 2);
+}
+
+TEST(HttpClient, CaDirThatIsNoDirectoryIsAnError) {
+  HttpClientOptions opts;
+  opts.ca_dir = "/nonexistent/agentloop-ca-dir";
+  auto client = HttpClient::Create(opts);
+  Buffer b;
+  Status st = client->Fetch(Get("https://127.0.0.1:1/"), b, {});
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("/nonexistent/agentloop-ca-dir"), std::string::npos);
 }
 
 TEST(HttpClient, HttpsWithHashedCaDirectory) {
