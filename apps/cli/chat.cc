@@ -333,7 +333,10 @@ std::string HistoryFile(const CliContext& ctx) {
 }  // namespace
 
 int RunChat(const CommandEnv& e, CliSettings settings) {
-  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, settings);
+  // A new session's connection opens while the user types the first prompt.
+  const bool fresh = settings.session.session_id.empty() && !settings.session.continue_latest &&
+                     settings.provider_configured;
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, settings, /*preconnect=*/fresh);
   if (!engine.ok()) {
     e.err << "agentloop: " << engine.error().message() << "\n";
     return ExitCodeFor(engine.error());

@@ -239,7 +239,9 @@ class SessionStore {
   // A new session whose lock `owner_pid` already holds: CreateSession and
   // AcquireLock. The default makes the two calls; a store that can do both
   // in one transaction should (one durable commit fewer when a run starts,
-  // and no moment where the session exists unlocked).
+  // and no moment where the session exists unlocked). The engine opens the
+  // session from the returned info without calling Load: it must be exactly
+  // what Load would return for it (a session without events).
   struct LockedSession {
     SessionInfo info;
     std::unique_ptr<SessionLock> lock;

@@ -512,9 +512,6 @@ Status SessionImpl::RebuildProvider() {
   std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();
   AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made, MakeProvider(pc, client));
   provider_ = std::move(made);
-  // The connection opens while the session and the first request are
-  // prepared (and, with TLS, the handshake is off the first request's path).
-  provider_->Warm();
   if (pc.kind == "script") {
     int answered = 0;
     for (const auto& m : transcript_.messages()) {
@@ -651,6 +648,11 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
     if (!s.ok()) return s;
     lock_checked_at_ = std::chrono::steady_clock::now();
   }
+  // The connection to the model's server opens while the turn and its first
+  // request are prepared (a no-op when EngineOptions::preconnect_for already
+  // opened it). Only here, not when the session is opened: a session opened
+  // only to be shown or resolved contacts nobody.
+  provider_->Warm();
   StoreSink sink(engine_.store(), info_.id, callbacks.observer);
   TurnConfig cfg;
   cfg.session_id = info_.id;
