@@ -328,6 +328,8 @@ struct Conn {
   // may still receive the server's post-handshake messages (TLS 1.3 session
   // tickets), which an idle readability watch would take for a close.
   bool carried = false;
+  // Its handshake began with the whole system trust store loaded.
+  bool full_trust = false;
 
   tcp::socket& Lowest() { return tls ? tls->next_layer() : sock; }
   void Close() {
@@ -650,9 +652,9 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       const char* env_dir = std::getenv(X509_get_default_cert_dir_env());
       dir = env_dir != nullptr && *env_dir != '\0' ? env_dir : X509_get_default_cert_dir();
     }
-    lazy_trust_ = IsHashedCertDir(dir) &&
-                  SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), dir.c_str()) == 1;
-    if (!lazy_trust_) LoadFullTrust();
+    const bool lazy = IsHashedCertDir(dir) &&
+                      SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), dir.c_str()) == 1;
+    if (!lazy) LoadFullTrust();
     if (!options_.ca_dir.empty()) {
       std::error_code fs_ec;
       if (!std::filesystem::is_directory(options_.ca_dir, fs_ec) ||
@@ -857,11 +859,12 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
       SSL_set1_host(s, t->url.host.c_str());
     }
     t->conn->tls->set_verify_mode(ssl::verify_peer);
+    t->conn->full_trust = full_trust_loaded_;
     t->conn->tls->async_handshake(ssl::stream_base::client, [this, t](error_code e) {
       if (Aborted(t)) return;
       if (e) {
         long vr = SSL_get_verify_result(t->conn->tls->native_handle());
-        if (vr != X509_V_OK && lazy_trust_ && !t->trust_retried) {
+        if (vr != X509_V_OK && !t->conn->full_trust && !t->trust_retried) {
           // The hashed directory may lack a CA that only the bundle file
           // has (one appended to it by hand): once with the whole store.
           LoadFullTrust();
@@ -1221,7 +1224,6 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
   bool shutting_down_ = false;
   std::unique_ptr<ssl::context> tls_ctx_;
   Status tls_status_;
-  bool lazy_trust_ = false;         // the system store is the hashed directory alone
   bool full_trust_loaded_ = false;  // LoadFullTrust() ran
   std::unordered_set<TransferPtr> active_;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Conn>>> idle_;
