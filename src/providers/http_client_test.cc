@@ -716,6 +716,18 @@ TEST(HttpClient, PreconnectThatFailsLeavesTheRequestItsOwnError) {
   EXPECT_NE(r.error().message().find("refused"), std::string::npos) << r.error().message();
 }
 
+// Starts `req`; the future gets the transfer's result.
+std::future<Status> StartForResult(HttpClient& client, HttpRequest req,
+                                   std::shared_ptr<HttpStreamHandler> handler,
+                                   std::shared_ptr<HttpTransfer>* transfer = nullptr) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  auto t = client.Start(std::move(req), std::move(handler),
+                        [done](Status st) { done->set_value(std::move(st)); });
+  if (transfer != nullptr) *transfer = std::move(t);
+  return result;
+}
+
 // A request that begins while a preconnect is still connecting waits for that
 // connection instead of opening a second one.
 TEST(HttpClient, RequestBegunDuringAPreconnectWaitsForItsConnection) {
@@ -735,11 +747,9 @@ TEST(HttpClient, RequestBegunDuringAPreconnectWaitsForItsConnection) {
   auto client = HttpClient::Create(o);
   const std::string url = "http://model.test:" + std::to_string(port) + "/x";
   client->Preconnect(url, std::chrono::seconds(10));
-  std::promise<Status> done;
   auto handler = std::make_shared<Buffer>();
-  client->Start(Get(url), handler, [&](Status s) { done.set_value(std::move(s)); });
+  std::future<Status> f = StartForResult(*client, Get(url), handler);
   go.set_value();
-  auto f = done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   Status st = f.get();
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -780,11 +790,9 @@ TEST(HttpClient, CancellingARequestWaitingForAPreconnectEndsIt) {
   auto client = HttpClient::Create();
   const std::string url = "http://127.0.0.1:" + std::to_string(hole.port) + "/x";
   client->Preconnect(url, std::chrono::seconds(60));
-  std::promise<Status> done;
-  auto t = client->Start(Get(url), std::make_shared<Buffer>(),
-                         [&](Status s) { done.set_value(std::move(s)); });
+  std::shared_ptr<HttpTransfer> t;
+  std::future<Status> f = StartForResult(*client, Get(url), std::make_shared<Buffer>(), &t);
   t->Cancel();
-  auto f = done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_EQ(f.get().code(), Code::kCancelled);
   client.reset();  // aborts the preconnect still connecting
@@ -875,44 +883,52 @@ TEST(HttpClient, HttpsPreconnectWaitingInThePoolCarriesTheRequest) {
   EXPECT_EQ(server.accepted(), 1);
 }
 
+// A client whose system trust store is a hashed directory holding
+// `dir_certs` and a bundle file holding `bundle_pem`.
+struct SystemStoreClient {
+  SystemStoreClient(const std::vector<std::string>& dir_certs, const std::string& bundle_pem)
+      : bundle(bundle_pem) {
+    for (const std::string& pem : dir_certs) testing::WriteFile(dir.path() / HashName(pem), pem);
+    HttpClientOptions opts;
+    opts.system_ca_dir_for_test = dir.path().string();
+    opts.system_ca_file_for_test = bundle.path();
+    client = HttpClient::Create(opts);
+  }
+  Status Fetch(const std::string& host, const TlsServer& server, Buffer& b) {
+    return client->Fetch(Get("https://" + host + ":" + std::to_string(server.port()) + "/t"), b,
+                         {});
+  }
+
+  testing::TempDir dir{"al_http_sysdir"};
+  TempPem bundle;
+  std::shared_ptr<HttpClient> client;
+};
+
 // The system store read from its hashed directory lacks a CA that only the
 // bundle file has: the handshake is tried once more with the whole store.
 TEST(HttpClient, TrustFallsBackToTheBundleWhenTheDirectoryLacksTheIssuer) {
   KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
   KeyAndCert other = MakeSelfSigned("DNS:other.test", "another CA");
-  testing::TempDir dir("al_http_sysdir");
-  testing::WriteFile(dir.path() / HashName(other.cert_pem), other.cert_pem);
-  TempPem bundle(other.cert_pem + kc.cert_pem);
   TlsServer server(kc);
-  HttpClientOptions opts;
-  opts.system_ca_dir_for_test = dir.path().string();
-  opts.system_ca_file_for_test = bundle.path();
-  auto client = HttpClient::Create(opts);
-  const std::string url = "https://localhost:" + std::to_string(server.port()) + "/t";
+  SystemStoreClient c({other.cert_pem}, other.cert_pem + kc.cert_pem);
   Buffer b;
-  Status st = client->Fetch(Get(url), b, {});
+  Status st = c.Fetch("localhost", server, b);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(b.body, "secure /t");
   EXPECT_EQ(server.accepted(), 2);  // the directory alone, then the whole store
   // Now the whole store is loaded: the next origin verifies the first time.
   Buffer b2;
-  st = client->Fetch(Get("https://127.0.0.1:" + std::to_string(server.port()) + "/u"), b2, {});
+  st = c.Fetch("127.0.0.1", server, b2);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(server.accepted(), 3);
 }
 
 TEST(HttpClient, TrustFromTheDirectoryAloneNeedsNoRetry) {
   KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
-  testing::TempDir dir("al_http_sysdir");
-  testing::WriteFile(dir.path() / HashName(kc.cert_pem), kc.cert_pem);
-  TempPem empty_bundle("");
   TlsServer server(kc);
-  HttpClientOptions opts;
-  opts.system_ca_dir_for_test = dir.path().string();
-  opts.system_ca_file_for_test = empty_bundle.path();
-  auto client = HttpClient::Create(opts);
+  SystemStoreClient c({kc.cert_pem}, "");
   Buffer b;
-  Status st = client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/"), b, {});
+  Status st = c.Fetch("localhost", server, b);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(server.accepted(), 1);
 }
@@ -920,16 +936,10 @@ TEST(HttpClient, TrustFromTheDirectoryAloneNeedsNoRetry) {
 TEST(HttpClient, UntrustedAfterTheRetryStillFails) {
   KeyAndCert kc = MakeSelfSigned("DNS:localhost,IP:127.0.0.1");
   KeyAndCert other = MakeSelfSigned("DNS:other.test", "another CA");
-  testing::TempDir dir("al_http_sysdir");
-  testing::WriteFile(dir.path() / HashName(other.cert_pem), other.cert_pem);
-  TempPem bundle(other.cert_pem);
   TlsServer server(kc);
-  HttpClientOptions opts;
-  opts.system_ca_dir_for_test = dir.path().string();
-  opts.system_ca_file_for_test = bundle.path();
-  auto client = HttpClient::Create(opts);
+  SystemStoreClient c({other.cert_pem}, other.cert_pem);
   Buffer b;
-  Status st = client->Fetch(Get("https://localhost:" + std::to_string(server.port()) + "/"), b, {});
+  Status st = c.Fetch("localhost", server, b);
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
   EXPECT_NE(st.message().find("certificate verify failed"), std::string::npos) << st.message();
   EXPECT_EQ(server.accepted(), 2);
