@@ -728,6 +728,19 @@ std::future<Status> StartForResult(HttpClient& client, HttpRequest req,
   return result;
 }
 
+// A client that resolves every name to 127.0.0.1, on the port `port_for(n)`
+// gives for the n-th lookup (from 0; counted in `lookups`).
+std::shared_ptr<HttpClient> ClientWithLookups(std::atomic<int>& lookups,
+                                              std::function<uint16_t(int)> port_for) {
+  HttpClientOptions o;
+  o.http_proxy = "";
+  o.resolve_for_test = [&lookups, port_for = std::move(port_for)](const std::string&) {
+    return std::vector<std::pair<std::string, uint16_t>>{
+        {"127.0.0.1", port_for(lookups.fetch_add(1))}};
+  };
+  return HttpClient::Create(o);
+}
+
 // A request that begins while a preconnect is still connecting waits for that
 // connection instead of opening a second one.
 TEST(HttpClient, RequestBegunDuringAPreconnectWaitsForItsConnection) {
@@ -737,14 +750,11 @@ TEST(HttpClient, RequestBegunDuringAPreconnectWaitsForItsConnection) {
   std::promise<void> go;
   std::shared_future<void> released = go.get_future().share();
   std::atomic<int> lookups{0};
-  HttpClientOptions o;
-  o.http_proxy = "";
-  o.resolve_for_test = [&](const std::string&) {
+  auto client = ClientWithLookups(lookups, [&](int n) {
     // Holds the preconnect (on the event thread) until the request is queued.
-    if (lookups.fetch_add(1) == 0) released.wait_for(std::chrono::seconds(30));
-    return std::vector<std::pair<std::string, uint16_t>>{{"127.0.0.1", port}};
-  };
-  auto client = HttpClient::Create(o);
+    if (n == 0) released.wait_for(std::chrono::seconds(30));
+    return port;
+  });
   const std::string url = "http://model.test:" + std::to_string(port) + "/x";
   client->Preconnect(url, std::chrono::seconds(10));
   auto handler = std::make_shared<Buffer>();
@@ -766,15 +776,11 @@ TEST(HttpClient, RequestWaitingForAFailedPreconnectConnectsItself) {
   auto server = FakeModelServer::Start(Json::parse(R"([{"http_status": 200, "body": "ok"}])"));
   ASSERT_TRUE(server.ok());
   const auto good = static_cast<uint16_t>((*server)->port());
-  HttpClientOptions o;
-  o.http_proxy = "";
   std::atomic<int> lookups{0};
-  o.resolve_for_test = [&](const std::string&) {
+  auto client = ClientWithLookups(lookups, [&](int n) {
     // The preconnect's lookup (first) finds the black hole, the request's the server.
-    uint16_t port = lookups.fetch_add(1) == 0 ? static_cast<uint16_t>(hole.port) : good;
-    return std::vector<std::pair<std::string, uint16_t>>{{"127.0.0.1", port}};
-  };
-  auto client = HttpClient::Create(o);
+    return n == 0 ? static_cast<uint16_t>(hole.port) : good;
+  });
   const std::string url = "http://model.test:" + std::to_string(good) + "/x";
   client->Preconnect(url, std::chrono::milliseconds(200));
   auto r = client->Post(url, {}, "");  // begins after the preconnect: waits for it
