@@ -22,7 +22,8 @@ constexpr Mask kAll = ~Mask{0};
 constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig);
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
 constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
-                         Bit(Subcommand::kPending) | Bit(Subcommand::kPermissions);
+                         Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
+                         Bit(Subcommand::kPermissions);
 
 enum class FlagId {
   kConfig,  // maps to `config_key`
@@ -135,6 +136,8 @@ constexpr std::array kSubcommands = {
                    "saved memories with their use counts"},
     SubcommandSpec{Subcommand::kSkills, "skills", "skills list",
                    "available skills with their use counts"},
+    SubcommandSpec{Subcommand::kTrust, "trust", "trust [DIR] | trust list | trust revoke [DIR]",
+                   "read a workspace's .agentloop/config.toml in full (as it is now)"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
 };
 
@@ -293,6 +296,10 @@ Status CheckPositionals(CliArgs& args) {
       return need(p.size() == 1 && p[0] == "list", "memory list");
     case Subcommand::kSkills:
       return need(p.size() == 1 && p[0] == "list", "skills list");
+    case Subcommand::kTrust:
+      if (!p.empty() && p[0] == "list") return need(p.size() == 1, "trust list");
+      if (!p.empty() && p[0] == "revoke") return need(p.size() <= 2, "trust revoke [DIR]");
+      return need(p.size() <= 1, "trust [DIR] | trust list | trust revoke [DIR]");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

@@ -37,6 +37,7 @@ enum class Subcommand {
   kProposals,  // proposals list|accept ID|reject ID
   kMemory,     // memory list
   kSkills,     // skills list
+  kTrust,      // trust [DIR] | trust list | trust revoke [DIR]
   kHelp,       // `agentloop help [SUBCOMMAND]`
 };
 

@@ -47,6 +47,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSetti
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
                            const CliArgs& args);
 
+// `agentloop trust [DIR] | list | revoke [DIR]` (trust.cc).
+int CmdTrust(const CommandEnv& e);
+
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);
 

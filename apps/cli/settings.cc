@@ -4,6 +4,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "config/trust.h"
+
 namespace agentloop::cli {
 namespace {
 
@@ -166,6 +168,9 @@ Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
   ConfigSources sources;
   sources.env = ctx.env;
   sources.workspace = s.workspace;
+  if (auto data_dir = DefaultDataDir(ctx.env); data_dir.ok()) {
+    sources.trust_store = TrustStorePath(*data_dir);
+  }
   for (const ConfigFlag& f : args.config_flags) {
     sources.flags.push_back({f.key, f.value, f.flag});
   }

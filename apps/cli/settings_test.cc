@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "base/ids.h"
+#include "config/trust.h"
 
 namespace agentloop::cli {
 namespace {
@@ -110,10 +111,27 @@ TEST_F(SettingsTest, ProviderInferredFromKeyOrScript) {
 }
 
 TEST_F(SettingsTest, WorkspaceFileAndProvenance) {
-  Write(root_ / "ws" / ".agentloop" / "config.toml",
-        "[provider]\nkind = \"script\"\nscript = \"s.json\"\n[permissions]\nallow = [\"read\"]\n");
+  const std::string text =
+      "[provider]\nkind = \"script\"\nscript = \"s.json\"\n[permissions]\nallow = [\"read\"]\n"
+      "deny = [\"bash(rm*)\"]\n";
+  Write(root_ / "ws" / ".agentloop" / "config.toml", text);
+  // Untrusted: the provider and the allow rule are ignored, the deny applies.
   auto s = Load({"run", "--allow", "bash(ls)", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->loaded.workspace_trust, WorkspaceTrust::kUntrusted);
+  EXPECT_TRUE(s->session.script_path.empty());
+  ASSERT_EQ(s->session.allow.size(), 1u);
+  EXPECT_EQ(s->session.allow[0].source, "--allow");
+  ASSERT_EQ(s->session.deny.size(), 1u);
+  EXPECT_NE(s->session.deny[0].source.find("config.toml:"), std::string::npos);
+
+  // Trusted in the data directory of the environment: read in full.
+  auto data_dir = DefaultDataDir(ctx_.env);
+  ASSERT_TRUE(data_dir.ok());
+  ASSERT_TRUE(TrustWorkspace(TrustStorePath(*data_dir), root_ / "ws", 1).ok());
+  s = Load({"run", "--allow", "bash(ls)", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->loaded.workspace_trust, WorkspaceTrust::kTrusted);
   EXPECT_EQ(s->session.provider, "script");
   // Relative to the file's directory.
   EXPECT_EQ(s->session.script_path, (root_ / "ws" / ".agentloop" / "s.json").string());

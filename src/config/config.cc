@@ -17,6 +17,7 @@
 
 #include "base/strings.h"
 #include "config/config_keys.h"
+#include "config/trust.h"
 
 extern char** environ;
 
@@ -159,18 +160,22 @@ Status WalkTable(const toml::table& table, const std::string& prefix,
   return Status::Ok();
 }
 
-// Reads one TOML file into a layer; a missing file gives an empty layer.
-Result<std::optional<Layer>> ReadFileLayer(const std::filesystem::path& path,
-                                           std::vector<std::string>& warnings) {
+// The bytes of one file; nullopt when it does not exist.
+Result<std::optional<std::string>> ReadFileText(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::optional<Layer>();
+  if (!std::filesystem::exists(path, ec)) return std::optional<std::string>();
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return FailedPrecondition("cannot read " + path.string() + ": " + std::strerror(errno));
   }
   std::ostringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
+  return std::optional<std::string>(buf.str());
+}
+
+// Parses one TOML file's text into a layer.
+Result<Layer> ParseFileLayer(const std::string& text, const std::filesystem::path& path,
+                             std::vector<std::string>& warnings) {
   toml::table table;
   try {
     table = toml::parse(text, path.string());
@@ -184,7 +189,7 @@ Result<std::optional<Layer>> ReadFileLayer(const std::filesystem::path& path,
   }
   Layer layer;
   AL_RETURN_IF_ERROR(WalkTable(table, "", path, layer, warnings));
-  return std::optional<Layer>(std::move(layer));
+  return layer;
 }
 
 Layer EnvLayer(const EnvMap& env, std::vector<std::string>& warnings) {
@@ -221,7 +226,90 @@ Result<Layer> FlagLayer(const std::vector<FlagOverride>& flags) {
   return layer;
 }
 
-Status ApplyLayer(Layer layer, bool workspace, Config& config, std::vector<std::string>& warnings) {
+// How much of a layer is applied.
+struct LayerContext {
+  bool allow_list_only = false;  // an untrusted workspace file
+  std::filesystem::path workspace;
+  std::vector<IgnoredSetting>* ignored = nullptr;
+};
+
+bool LowersOrKeeps(const KeySpec& key, int64_t current, int64_t value) {
+  // A wall-time limit of 0 means none: the highest value there is.
+  if (EndsWith(key.name, "max_wall_time_ms")) {
+    if (current == 0) return true;
+    if (value == 0) return false;
+  }
+  return value <= current;
+}
+
+// Applies an untrusted workspace assignment under its key's WorkspacePolicy.
+void ApplyAllowListed(const Assignment& a, const Json& value, const LayerContext& ctx,
+                      Config& config) {
+  auto ignore = [&](std::string key, Json v, std::string reason) {
+    ctx.ignored->push_back({std::move(key), std::move(v), a.origin, std::move(reason)});
+  };
+  switch (a.key->from_workspace) {
+    case config::WorkspacePolicy::kIgnored:
+      ignore(a.key->name, a.raw, config::WorkspaceRefusal(*a.key));
+      return;
+    case config::WorkspacePolicy::kAllowed:
+    case config::WorkspacePolicy::kNarrowingRules:
+      a.key->set(config, value, a.origin);
+      return;
+    case config::WorkspacePolicy::kNarrowOnly: {
+      const int64_t v = value.get<int64_t>();
+      std::vector<const KeySpec*> targets;
+      if (a.key->all_commands) {
+        // budget.FIELD stands for every budget.COMMAND.FIELD.
+        const std::string field = a.key->name.substr(a.key->name.rfind('.'));
+        for (const KeySpec& k : config::Keys()) {
+          if (!k.all_commands && StartsWith(k.name, "budget.") && EndsWith(k.name, field)) {
+            targets.push_back(&k);
+          }
+        }
+      } else {
+        targets.push_back(a.key);
+      }
+      for (const KeySpec* k : targets) {
+        const int64_t current = k->get(config).get<int64_t>();
+        if (LowersOrKeeps(*k, current, v)) {
+          k->set(config, Json(v), a.origin);
+        } else {
+          ignore(k->name, Json(v),
+                 "a repository may only lower it (it is " + std::to_string(current) + ")");
+        }
+      }
+      return;
+    }
+    case config::WorkspacePolicy::kInsideWorkspace: {
+      const std::filesystem::path base = std::filesystem::path(a.origin.source).parent_path();
+      const std::filesystem::path ws = ctx.workspace.lexically_normal();
+      Json kept = Json::array();
+      for (size_t i = 0; i < value.size(); ++i) {
+        const std::string text = value[i].get<std::string>();
+        const std::filesystem::path p(text);
+        bool inside = false;
+        if (!text.empty() && text[0] != '~' && !p.is_absolute()) {
+          const std::filesystem::path full = (base / p).lexically_normal();
+          const std::filesystem::path rel = full.lexically_relative(ws);
+          inside = !rel.empty() && *rel.begin() != "..";
+        }
+        if (inside) {
+          kept.push_back(value[i]);
+        } else {
+          ignore(a.key->name + "[" + std::to_string(i) + "]", value[i],
+                 "a repository may name only folders inside the workspace (a relative path "
+                 "that stays in it)");
+        }
+      }
+      if (!kept.empty()) a.key->set(config, kept, a.origin);
+      return;
+    }
+  }
+}
+
+Status ApplyLayer(Layer layer, const LayerContext& ctx, Config& config,
+                  std::vector<std::string>& warnings) {
   // Within a layer the all-commands budget keys go first, so that
   // budget.<command>.<field> in the same layer wins.
   std::stable_sort(layer.assignments.begin(), layer.assignments.end(),
@@ -230,11 +318,9 @@ Status ApplyLayer(Layer layer, bool workspace, Config& config, std::vector<std::
                    });
   for (const Assignment& a : layer.assignments) {
     const std::string where = a.origin.ToString();
-    if (workspace && a.key->sensitive) {
-      warnings.push_back(where + ": '" + a.key->name +
-                         "' is ignored in a workspace config (a repository must not choose it); "
-                         "set it in the user config, " +
-                         config::EnvName(a.key->name) + " or a flag");
+    if (ctx.allow_list_only && a.key->from_workspace == config::WorkspacePolicy::kIgnored) {
+      // Not even type-checked: a value that is never applied cannot fail the load.
+      ApplyAllowListed(a, a.raw, ctx, config);
       continue;
     }
     std::vector<std::string> notes;
@@ -242,18 +328,43 @@ Status ApplyLayer(Layer layer, bool workspace, Config& config, std::vector<std::
     if (!value.ok())
       return InvalidArgument(where + ": " + a.key->name + " " + value.error().message());
     for (const auto& n : notes) warnings.push_back(where + ": " + a.key->name + ": " + n);
-    a.key->set(config, *value, a.origin);
+    if (ctx.allow_list_only) {
+      ApplyAllowListed(a, *value, ctx, config);
+    } else {
+      a.key->set(config, *value, a.origin);
+    }
   }
-  for (HookConfig& h : layer.hooks) {
-    if (workspace) {
-      warnings.push_back(h.origin.ToString() +
-                         ": hooks are ignored in a workspace config (they run commands); "
-                         "define them in the user config");
+  for (size_t i = 0; i < layer.hooks.size(); ++i) {
+    HookConfig& h = layer.hooks[i];
+    if (ctx.allow_list_only) {
+      ctx.ignored->push_back({"hooks[" + std::to_string(i) + "]",
+                              Json{{"event", h.event}, {"command", h.command}}, h.origin,
+                              "hooks run commands"});
       continue;
     }
     config.hooks.push_back(std::move(h));
   }
   return Status::Ok();
+}
+
+// The one warning line of a workspace file read with the allow-list.
+std::string IgnoredWarning(const std::filesystem::path& file, WorkspaceTrust trust,
+                           const std::vector<IgnoredSetting>& ignored) {
+  std::vector<std::string> names;
+  for (const IgnoredSetting& i : ignored) {
+    std::string name = i.key.substr(0, i.key.find('['));
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  std::string head = trust == WorkspaceTrust::kChanged
+                         ? file.string() +
+                               " changed since this workspace was trusted, so it is "
+                               "untrusted again"
+                         : file.string() + " is untrusted";
+  if (names.empty()) return head + " (nothing it sets was ignored; 'agentloop trust' trusts it)";
+  return head + ": ignored " + list +
+         " ('agentloop config show' says why; 'agentloop trust' reads it in full)";
 }
 
 }  // namespace
@@ -367,6 +478,20 @@ std::filesystem::path WorkspaceConfigPath(const std::filesystem::path& workspace
   return workspace / ".agentloop" / "config.toml";
 }
 
+std::string_view WorkspaceTrustName(WorkspaceTrust t) {
+  switch (t) {
+    case WorkspaceTrust::kNoFile:
+      return "none";
+    case WorkspaceTrust::kUntrusted:
+      return "untrusted";
+    case WorkspaceTrust::kChanged:
+      return "changed";
+    case WorkspaceTrust::kTrusted:
+      return "trusted";
+  }
+  return "untrusted";
+}
+
 Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
   LoadedConfig out;
   out.config = DefaultConfig();
@@ -375,28 +500,53 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
     auto p = UserConfigPath(sources.env);
     if (p.ok()) user_file = *p;  // no HOME at all: no user layer
   }
-  struct FileLayer {
-    std::filesystem::path path;
-    bool workspace;
-  };
-  std::vector<FileLayer> files;
-  if (user_file) files.push_back({*user_file, false});
+  if (user_file) {
+    AL_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadFileText(*user_file));
+    if (text) {
+      AL_ASSIGN_OR_RETURN(Layer layer, ParseFileLayer(*text, *user_file, out.warnings));
+      out.files.push_back(*user_file);
+      AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), LayerContext{}, out.config, out.warnings));
+    }
+  }
   if (!sources.workspace.empty()) {
-    std::filesystem::path ws = WorkspaceConfigPath(sources.workspace);
+    const std::filesystem::path ws_file = WorkspaceConfigPath(sources.workspace);
     // The same file twice (workspace = home) would count twice.
     std::error_code ec;
-    if (!user_file || !std::filesystem::equivalent(ws, *user_file, ec)) files.push_back({ws, true});
-  }
-  for (const FileLayer& f : files) {
-    AL_ASSIGN_OR_RETURN(std::optional<Layer> layer, ReadFileLayer(f.path, out.warnings));
-    if (!layer) continue;
-    out.files.push_back(f.path);
-    AL_RETURN_IF_ERROR(ApplyLayer(std::move(*layer), f.workspace, out.config, out.warnings));
+    const bool is_user_file = user_file && std::filesystem::equivalent(ws_file, *user_file, ec);
+    std::optional<std::string> text;
+    if (!is_user_file) {
+      AL_ASSIGN_OR_RETURN(text, ReadFileText(ws_file));
+    }
+    if (text) {
+      out.workspace_sha256 = Sha256Hex(*text);
+      out.workspace_trust = WorkspaceTrust::kUntrusted;
+      if (sources.trust_store) {
+        Result<std::optional<TrustRecord>> rec = FindTrust(*sources.trust_store, sources.workspace);
+        if (!rec.ok()) {
+          out.warnings.push_back(rec.error().message());
+        } else if (*rec) {
+          out.workspace_trust = (*rec)->config_sha256 == out.workspace_sha256
+                                    ? WorkspaceTrust::kTrusted
+                                    : WorkspaceTrust::kChanged;
+        }
+      }
+      AL_ASSIGN_OR_RETURN(Layer layer, ParseFileLayer(*text, ws_file, out.warnings));
+      out.files.push_back(ws_file);
+      LayerContext ctx;
+      ctx.allow_list_only = out.workspace_trust != WorkspaceTrust::kTrusted;
+      ctx.workspace = sources.workspace;
+      ctx.ignored = &out.ignored;
+      AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), ctx, out.config, out.warnings));
+      if (ctx.allow_list_only &&
+          (!out.ignored.empty() || out.workspace_trust == WorkspaceTrust::kChanged)) {
+        out.warnings.push_back(IgnoredWarning(ws_file, out.workspace_trust, out.ignored));
+      }
+    }
   }
   AL_RETURN_IF_ERROR(
-      ApplyLayer(EnvLayer(sources.env, out.warnings), false, out.config, out.warnings));
+      ApplyLayer(EnvLayer(sources.env, out.warnings), LayerContext{}, out.config, out.warnings));
   AL_ASSIGN_OR_RETURN(Layer flags, FlagLayer(sources.flags));
-  AL_RETURN_IF_ERROR(ApplyLayer(std::move(flags), false, out.config, out.warnings));
+  AL_RETURN_IF_ERROR(ApplyLayer(std::move(flags), LayerContext{}, out.config, out.warnings));
   return out;
 }
 
@@ -442,6 +592,27 @@ std::string FormatConfig(const Config& config) {
     out += lefts[i];
     out.append(width - lefts[i].size() + 2, ' ');
     out += "# " + entries[i].origin + "\n";
+  }
+  return out;
+}
+
+std::string FormatWorkspaceTrust(const LoadedConfig& loaded) {
+  if (loaded.workspace_trust == WorkspaceTrust::kNoFile) return "";
+  std::string out = "# workspace config: ";
+  switch (loaded.workspace_trust) {
+    case WorkspaceTrust::kTrusted:
+      out += "trusted (read in full)\n";
+      break;
+    case WorkspaceTrust::kChanged:
+      out += "changed since it was trusted: untrusted again (read with the allow-list)\n";
+      break;
+    default:
+      out += "untrusted (read with the allow-list; 'agentloop trust' reads it in full)\n";
+      break;
+  }
+  for (const IgnoredSetting& i : loaded.ignored) {
+    out += "# ignored " + i.key + " = " + RedactSecrets(DumpJson(i.value)) + "  (" +
+           i.origin.ToString() + ": " + i.reason + ")\n";
   }
   return out;
 }

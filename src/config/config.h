@@ -18,10 +18,16 @@
 // file is an error that names the file and line (or the variable or flag),
 // except for an enum with a safe fallback (store.sync), where it is a warning
 // and the fallback is used.
-// Security-sensitive keys (where the API key is sent, who approves, hooks
-// that run commands, the sandbox) and the durability of the user's session
-// store are ignored with a warning when they come from the workspace file: a
-// cloned repository must not be able to set them.
+// The workspace file is written by whoever wrote the repository, so it is
+// untrusted unless the person trusted this workspace (trust.h) and the file
+// is byte for byte what they trusted. An untrusted file may set only an
+// allow-list of harmless keys (config_keys.h WorkspacePolicy): the model
+// name, todo-loop and reflector tuning, lower budgets and timeouts, skills
+// and memory folders inside the workspace, and `ask`/`deny` rules, which
+// only narrow. Everything else (allow rules, the default decision, the
+// provider, its URL and key, the system prompt file, hooks, the approver,
+// the sandbox, the store) is ignored, listed in LoadedConfig::ignored with
+// the reason, and named in one warning line.
 // The key reference is docs/config.md.
 //
 // Thread-safety: pure functions over values; nothing here touches the
@@ -179,14 +185,37 @@ struct ConfigSources {
   std::filesystem::path workspace;  // empty: no workspace file
   // Overrides the user file location (tests); otherwise UserConfigPath(env).
   std::optional<std::filesystem::path> user_file;
+  // The record of trusted workspaces (trust.h). Unset: the workspace file is
+  // untrusted.
+  std::optional<std::filesystem::path> trust_store;
   std::vector<FlagOverride> flags;
 };
+
+// A value of the workspace file that was not applied, and why.
+struct IgnoredSetting {
+  std::string key;  // "provider.base_url", "skills.dirs[1]", "hooks[0]"
+  Json value;
+  ConfigOrigin origin;
+  std::string reason;
+};
+
+// How the workspace file was read.
+enum class WorkspaceTrust {
+  kNoFile,     // there is no workspace file
+  kUntrusted,  // read with the allow-list
+  kChanged,    // trusted once, changed since: read with the allow-list
+  kTrusted,    // trusted and unchanged: read in full
+};
+std::string_view WorkspaceTrustName(WorkspaceTrust t);  // "none" | "untrusted" | ...
 
 struct LoadedConfig {
   Config config;
   // Human-readable, each starting with its location ("file:line: ...").
   std::vector<std::string> warnings;
   std::vector<std::filesystem::path> files;  // the files that existed and were read
+  WorkspaceTrust workspace_trust = WorkspaceTrust::kNoFile;
+  std::string workspace_sha256;  // of the workspace file as read; empty without one
+  std::vector<IgnoredSetting> ignored;
 };
 
 // The user's agentloop config directory (config.toml, skills, the todo-loop
@@ -216,6 +245,12 @@ struct ConfigEntry {
 std::vector<ConfigEntry> DescribeConfig(const Config& config);
 // DescribeConfig as aligned text: `key = value  # origin` per line.
 std::string FormatConfig(const Config& config);
+
+// The workspace file's trust and what it set that was ignored, for `config
+// show`: "# workspace config FILE: untrusted" then one line per ignored
+// value, `# ignored KEY = VALUE  (ORIGIN: REASON)`. Empty without a
+// workspace file.
+std::string FormatWorkspaceTrust(const LoadedConfig& loaded);
 
 // The known keys (reference order), e.g. for `--help` or completion.
 std::vector<std::string> ConfigKeys();

@@ -44,12 +44,11 @@ KeySpec BoolKey(std::string name, Accessor<bool> acc) {
 
 // A string; with `choices` an enumeration kept as its string.
 KeySpec StringKey(std::string name, Accessor<std::string> acc,
-                  std::vector<std::string> choices = {}, bool sensitive = false) {
+                  std::vector<std::string> choices = {}) {
   KeySpec k;
   k.name = std::move(name);
   k.kind = choices.empty() ? ValueKind::kString : ValueKind::kEnum;
   k.choices = std::move(choices);
-  k.sensitive = sensitive;
   k.set = [acc](Config& c, const Json& v, const ConfigOrigin& o) {
     acc(c) = {v.get<std::string>(), o};
   };
@@ -60,12 +59,10 @@ KeySpec StringKey(std::string name, Accessor<std::string> acc,
 
 // An enumeration mapped to a C++ value.
 template <typename E>
-KeySpec EnumKey(std::string name, std::vector<std::pair<std::string, E>> map, Accessor<E> acc,
-                bool sensitive = false) {
+KeySpec EnumKey(std::string name, std::vector<std::pair<std::string, E>> map, Accessor<E> acc) {
   KeySpec k;
   k.name = std::move(name);
   k.kind = ValueKind::kEnum;
-  k.sensitive = sensitive;
   for (const auto& [s, e] : map) k.choices.push_back(s);
   k.set = [acc, map](Config& c, const Json& v, const ConfigOrigin& o) {
     const std::string s = v.get<std::string>();
@@ -122,6 +119,23 @@ constexpr BudgetKey kBudgetKeys[] = {
     {"max_wall_time_ms", &CommandBudgetConfig::max_wall_time_ms, 0, 86'400'000},
 };
 
+// The allow-list of an untrusted workspace file. Keys not named here keep
+// kIgnored, so a new key is refused from a repository until it is added.
+void SetWorkspacePolicies(std::vector<KeySpec>& keys) {
+  for (KeySpec& k : keys) {
+    const std::string& n = k.name;
+    if (n == "provider.model" || StartsWith(n, "todo_loop.") || n == "reflector.enabled") {
+      k.from_workspace = WorkspacePolicy::kAllowed;
+    } else if (StartsWith(n, "budget.") || n == "tools.bash_timeout_ms") {
+      k.from_workspace = WorkspacePolicy::kNarrowOnly;
+    } else if (n == "skills.dirs" || n == "memory.dirs") {
+      k.from_workspace = WorkspacePolicy::kInsideWorkspace;
+    } else if (n == "permissions.ask" || n == "permissions.deny") {
+      k.from_workspace = WorkspacePolicy::kNarrowingRules;
+    }
+  }
+}
+
 std::vector<KeySpec> BuildKeys() {
   std::vector<KeySpec> keys;
   auto P = [](auto member) {
@@ -130,10 +144,8 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(StringKey("provider.kind", P(&Config::Provider::kind),
                            {"openai", "anthropic", "openai-responses", "script"}));
   keys.push_back(StringKey("provider.model", P(&Config::Provider::model)));
-  keys.push_back(StringKey("provider.base_url", P(&Config::Provider::base_url), {},
-                           /*sensitive=*/true));
-  keys.push_back(StringKey("provider.api_key_env", P(&Config::Provider::api_key_env), {},
-                           /*sensitive=*/true));
+  keys.push_back(StringKey("provider.base_url", P(&Config::Provider::base_url)));
+  keys.push_back(StringKey("provider.api_key_env", P(&Config::Provider::api_key_env)));
   keys.push_back(StringKey("provider.max_tokens_field", P(&Config::Provider::max_tokens_field),
                            {"max_tokens", "max_completion_tokens"}));
   keys.push_back(StringKey("provider.script", P(&Config::Provider::script)));
@@ -192,17 +204,14 @@ std::vector<KeySpec> BuildKeys() {
        {"console", ApproverKind::kConsole},
        {"durable", ApproverKind::kDurable},
        {"webhook", ApproverKind::kWebhook}},
-      [](Config & c) -> auto& { return c.approver.kind; }, /*sensitive=*/true));
+      [](Config & c) -> auto& { return c.approver.kind; }));
   keys.push_back(StringKey(
-      "approver.webhook_url", [](Config & c) -> auto& { return c.approver.webhook_url; }, {},
-      /*sensitive=*/true));
+      "approver.webhook_url", [](Config & c) -> auto& { return c.approver.webhook_url; }));
   keys.push_back(StringKey(
-      "approver.secret_env", [](Config & c) -> auto& { return c.approver.secret_env; }, {},
-      /*sensitive=*/true));
+      "approver.secret_env", [](Config & c) -> auto& { return c.approver.secret_env; }));
 
-  keys.push_back(StringKey(
-      "tools.sandbox", [](Config & c) -> auto& { return c.tools.sandbox; }, {"workspace", "none"},
-      /*sensitive=*/true));
+  keys.push_back(StringKey("tools.sandbox", [](Config & c) -> auto& { return c.tools.sandbox; },
+                           {"workspace", "none"}));
   keys.push_back(IntKey(
       "tools.bash_timeout_ms", 1000, 3'600'000,
       [](Config & c) -> auto& { return c.tools.bash_timeout_ms; }));
@@ -223,15 +232,15 @@ std::vector<KeySpec> BuildKeys() {
       "reflector.enabled", [](Config & c) -> auto& { return c.reflector.enabled; }));
   // Weakens durability only (no secret, no code): still the user's choice,
   // not a repository's; the store is shared by every workspace.
-  KeySpec sync = StringKey(
-      "store.sync", [](Config & c) -> auto& { return c.store.sync; }, {"full", "normal"},
-      /*sensitive=*/true);
+  KeySpec sync =
+      StringKey("store.sync", [](Config & c) -> auto& { return c.store.sync; }, {"full", "normal"});
   sync.fallback = "full";
   keys.push_back(std::move(sync));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(
       "memory.dirs", [](Config & c) -> auto& { return c.memory_dirs; }));
+  SetWorkspacePolicies(keys);
   return keys;
 }
 
@@ -260,6 +269,21 @@ std::string Show(const Json& v) {
 }
 
 }  // namespace
+
+std::string WorkspaceRefusal(const KeySpec& key) {
+  const std::string& n = key.name;
+  if (n == "permissions.allow") return "allow rules widen what the agent may do without a person";
+  if (n == "permissions.default") return "the default decision can widen what the agent may do";
+  if (StartsWith(n, "provider.")) {
+    return "it chooses which model server is contacted, with which key, or replaces the model";
+  }
+  if (n == "system_prompt_file") return "it replaces the system prompt with a file of its choice";
+  if (StartsWith(n, "approver.")) return "it chooses who approves the agent's actions";
+  if (StartsWith(n, "tools.")) return "it changes the sandbox or what the tools may reach";
+  if (StartsWith(n, "store.")) return "the session store is the user's, shared by every workspace";
+  if (n == "command" || n == "output") return "the command and the output format are the user's";
+  return "it is not one of the keys a repository may set";
+}
 
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = BuildKeys();

@@ -15,6 +15,17 @@ namespace agentloop::config {
 
 enum class ValueKind { kInt, kBool, kString, kEnum, kList };
 
+// The allow-list of an untrusted workspace file (a cloned repository). The
+// default is kIgnored: a key is readable from a repository only when this
+// registry says so, so a key added later is refused until someone decides.
+enum class WorkspacePolicy {
+  kIgnored,          // never from an untrusted workspace file
+  kAllowed,          // harmless: the model name, todo-loop and reflector tuning
+  kNarrowOnly,       // kInt only: applied when it lowers the value (budgets, timeouts)
+  kInsideWorkspace,  // kList of paths: each must be relative and stay inside the workspace
+  kNarrowingRules,   // permissions.ask / permissions.deny: they only narrow
+};
+
 struct KeySpec {
   std::string name;
   ValueKind kind = ValueKind::kString;
@@ -25,8 +36,9 @@ struct KeySpec {
   // and this value is used, instead of an error. For keys whose default is
   // the safe choice (store.sync).
   std::string fallback;
-  // Ignored (with a warning) when set by the workspace file.
-  bool sensitive = false;
+  // What an untrusted workspace file may do with this key (see
+  // WorkspacePolicy); a trusted workspace's file sets every key.
+  WorkspacePolicy from_workspace = WorkspacePolicy::kIgnored;
   // "budget.max_tool_calls" and friends: set every command's value; not
   // shown by `config show` (the per-command keys are).
   bool all_commands = false;
@@ -55,6 +67,10 @@ std::string Suggest(std::string_view name);
 // reason, without location (the caller adds it).
 Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
                     std::vector<std::string>* notes);
+
+// Why an untrusted workspace file may not set `key` (kIgnored keys), in
+// words for `config show`.
+std::string WorkspaceRefusal(const KeySpec& key);
 
 // Hook events accepted in [[hooks]].
 const std::vector<std::string>& HookEvents();

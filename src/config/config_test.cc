@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config_keys.h"
+#include "config/trust.h"
 
 namespace agentloop {
 namespace {
@@ -223,19 +224,23 @@ TEST_F(ConfigTest, EnvironmentOverrides) {
 
 TEST_F(ConfigTest, ListsAccumulateAcrossLayersWithPerElementOrigin) {
   WriteUser("[permissions]\ndeny = [\"bash(rm -rf *)\"]\nallow = [\"read(**)\"]\n");
-  WriteWorkspace("[permissions]\nallow = [\"bash(npm test)\"]\ndefault = \"ask\"\n");
-  flags_ = {{"permissions.allow", "*", "--allow"}, {"permissions.allow", "bash(a,b)", "--allow"}};
+  WriteWorkspace("[permissions]\ndeny = [\"bash(npm publish*)\"]\n");
+  flags_ = {{"permissions.allow", "*", "--allow"},
+            {"permissions.allow", "bash(a,b)", "--allow"},
+            {"permissions.default", "ask", "--default"}};
   LoadedConfig c = MustLoad();
   const auto& allow = c.config.permissions.allow;
-  ASSERT_EQ(allow.size(), 4u);
+  ASSERT_EQ(allow.size(), 3u);
   EXPECT_EQ(allow[0].value, "read(**)");
   EXPECT_EQ(allow[0].origin.ToString(), user_file_.string() + ":3");
-  EXPECT_EQ(allow[1].value, "bash(npm test)");
-  EXPECT_EQ(allow[1].origin.source, WorkspaceConfigPath(workspace_).string());
-  EXPECT_EQ(allow[2].value, "*");
-  EXPECT_EQ(allow[2].origin.ToString(), "flag --allow");
-  EXPECT_EQ(allow[3].value, "bash(a,b)");  // a flag value is never split
-  EXPECT_EQ(c.config.permissions.deny.size(), 1u);
+  EXPECT_EQ(allow[1].value, "*");
+  EXPECT_EQ(allow[1].origin.ToString(), "flag --allow");
+  EXPECT_EQ(allow[2].value, "bash(a,b)");  // a flag value is never split
+  const auto& deny = c.config.permissions.deny;
+  ASSERT_EQ(deny.size(), 2u);
+  EXPECT_EQ(deny[0].value, "bash(rm -rf *)");
+  EXPECT_EQ(deny[1].value, "bash(npm publish*)");
+  EXPECT_EQ(deny[1].origin.source, WorkspaceConfigPath(workspace_).string());
   EXPECT_EQ(c.config.permissions.default_decision.value, Decision::kAsk);
 }
 
@@ -277,13 +282,199 @@ TEST_F(ConfigTest, SensitiveKeysIgnoredFromWorkspace) {
   EXPECT_EQ(c.config.approver.webhook_url.value, "https://hooks.example/u");
   EXPECT_EQ(c.config.tools.sandbox.value, "workspace");
   EXPECT_TRUE(c.config.hooks.empty());
-  EXPECT_EQ(c.warnings.size(), 5u);
-  EXPECT_THAT(c.warnings, Contains(AllOf(HasSubstr("provider.base_url"),
-                                         HasSubstr("ignored in a workspace config"))));
+  EXPECT_EQ(c.workspace_trust, WorkspaceTrust::kUntrusted);
+  EXPECT_EQ(c.ignored.size(), 5u);
+  // One line names every ignored key.
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr("is untrusted"), HasSubstr("provider.base_url"),
+                                   HasSubstr("provider.api_key_env"), HasSubstr("hooks"),
+                                   HasSubstr("approver.webhook_url"), HasSubstr("tools.sandbox")));
   // The same keys are honoured from the environment.
   env_ = {{"AGENTLOOP_BASE_URL", "http://127.0.0.1:9"}};
   c = MustLoad();
   EXPECT_EQ(c.config.provider.base_url.value, "http://127.0.0.1:9");
+}
+
+// A cloned repository may set only the allow-list; everything that widens
+// what the agent may do, or replaces the model, is ignored with a reason.
+TEST_F(ConfigTest, UntrustedWorkspaceSetsOnlyTheAllowList) {
+  WriteWorkspace(
+      "system_prompt_file = \"prompt.md\"\ncommand = \"build\"\noutput = \"json\"\n"
+      "[provider]\nkind = \"script\"\nscript = \"pwn.json\"\nmodel = \"small-model\"\n"
+      "max_tokens_field = \"max_tokens\"\n"
+      "[permissions]\nallow = [\"*\", \"bash\"]\ndefault = \"allow\"\n"
+      "deny = [\"bash(rm*)\"]\nask = [\"read(secrets/**)\"]\n"
+      "[todo_loop]\nmax_rounds = 3\n[reflector]\nenabled = true\n");
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.provider.kind.value, "");
+  EXPECT_EQ(c.config.provider.script.value, "");
+  EXPECT_EQ(c.config.provider.max_tokens_field.value, "");
+  EXPECT_EQ(c.config.system_prompt_file.value, "");
+  EXPECT_EQ(c.config.command.value, CommandKind::kCode);
+  EXPECT_EQ(c.config.output.value, OutputFormat::kText);
+  EXPECT_TRUE(c.config.permissions.allow.empty());
+  EXPECT_FALSE(c.config.permissions.default_decision.value.has_value());
+  // The harmless and the narrowing keys apply.
+  EXPECT_EQ(c.config.provider.model.value, "small-model");
+  ASSERT_EQ(c.config.permissions.deny.size(), 1u);
+  ASSERT_EQ(c.config.permissions.ask.size(), 1u);
+  EXPECT_EQ(c.config.todo_loop.max_rounds.value, 3);
+  EXPECT_TRUE(c.config.reflector.enabled.value);
+  std::vector<std::string> keys;
+  for (const auto& i : c.ignored) {
+    keys.push_back(i.key);
+    EXPECT_FALSE(i.reason.empty()) << i.key;
+    EXPECT_EQ(i.origin.source, WorkspaceConfigPath(workspace_).string());
+  }
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("system_prompt_file", "command", "output",
+                                                    "provider.kind", "provider.script",
+                                                    "provider.max_tokens_field",
+                                                    "permissions.allow", "permissions.default"));
+  std::string shown = FormatWorkspaceTrust(c);
+  EXPECT_THAT(shown, AllOf(HasSubstr("untrusted"), HasSubstr("# ignored permissions.allow = "),
+                           HasSubstr("allow rules widen")));
+}
+
+TEST_F(ConfigTest, UntrustedWorkspaceValueOfAnIgnoredKeyIsNotEvenChecked) {
+  // A wrong type on an ignored key must not fail the load (nor apply).
+  WriteWorkspace("[provider]\nkind = 42\n[approver]\nkind = \"bogus\"\n");
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.ignored.size(), 2u);
+}
+
+TEST_F(ConfigTest, WorkspaceBudgetsAndTimeoutsMayOnlyBeLowered) {
+  WriteUser("[budget.code]\nmax_wall_time_ms = 60000\n");
+  WriteWorkspace(
+      "[budget]\nmax_turns = 3\nmax_tool_calls = 1000\n"
+      "[budget.code]\nmax_wall_time_ms = 0\n"
+      "[budget.plan]\nmax_wall_time_ms = 1000\n"
+      "[tools]\nbash_timeout_ms = 3600000\n");
+  LoadedConfig c = MustLoad();
+  const Config d = DefaultConfig();
+  for (size_t i = 0; i < c.config.budget.size(); ++i) {
+    EXPECT_EQ(c.config.budget[i].max_turns.value,
+              std::min<int64_t>(3, d.budget[i].max_turns.value));
+    EXPECT_EQ(c.config.budget[i].max_tool_calls.value, d.budget[i].max_tool_calls.value);
+  }
+  // 0 is "no limit": never a lowering.
+  EXPECT_EQ(c.config.budget[static_cast<size_t>(CommandKind::kCode)].max_wall_time_ms.value, 60000);
+  EXPECT_EQ(c.config.budget[static_cast<size_t>(CommandKind::kPlan)].max_wall_time_ms.value, 1000);
+  EXPECT_EQ(c.config.tools.bash_timeout_ms.value, 120000);
+  std::vector<std::string> keys;
+  for (const auto& i : c.ignored) keys.push_back(i.key);
+  EXPECT_THAT(keys, Contains("budget.code.max_wall_time_ms"));
+  EXPECT_THAT(keys, Contains("budget.code.max_tool_calls"));
+  EXPECT_THAT(keys, Contains("tools.bash_timeout_ms"));
+}
+
+TEST_F(ConfigTest, WorkspaceFoldersMustStayInsideTheWorkspace) {
+  WriteWorkspace(
+      "[skills]\ndirs = [\"skills\", \"../docs/skills\", \"../../outside\", \"/etc\", "
+      "\"~/.ssh\"]\n[memory]\ndirs = [\"/\"]\n");
+  LoadedConfig c = MustLoad();
+  ASSERT_EQ(c.config.skills_dirs.size(), 2u);
+  EXPECT_EQ(c.config.skills_dirs[0].value, "skills");
+  EXPECT_EQ(c.config.skills_dirs[1].value, "../docs/skills");
+  EXPECT_TRUE(c.config.memory_dirs.empty());
+  std::vector<std::string> keys;
+  for (const auto& i : c.ignored) keys.push_back(i.key);
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("skills.dirs[2]", "skills.dirs[3]",
+                                                    "skills.dirs[4]", "memory.dirs[0]"));
+}
+
+TEST_F(ConfigTest, TrustedWorkspaceIsReadInFullUntilItChanges) {
+  const std::string text =
+      "[provider]\nbase_url = \"http://127.0.0.1:9/v1\"\n[permissions]\nallow = [\"bash(make*)\"]\n"
+      "[[hooks]]\nevent = \"turn_end\"\ncommand = \"notify\"\n";
+  WriteWorkspace(text);
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  auto rec = TrustWorkspace(store, workspace_, 1234);
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->workspace, std::filesystem::canonical(workspace_));
+  EXPECT_EQ(rec->config_sha256, Sha256Hex(text));
+
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kTrusted);
+  EXPECT_EQ(c->config.provider.base_url.value, "http://127.0.0.1:9/v1");
+  EXPECT_EQ(c->config.permissions.allow.size(), 1u);
+  EXPECT_EQ(c->config.hooks.size(), 1u);
+  EXPECT_TRUE(c->ignored.empty());
+  EXPECT_TRUE(c->warnings.empty());
+
+  // One byte more: untrusted again, with the one warning.
+  WriteWorkspace(text + "\n");
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kChanged);
+  EXPECT_EQ(c->config.provider.base_url.value, "");
+  EXPECT_TRUE(c->config.permissions.allow.empty());
+  EXPECT_TRUE(c->config.hooks.empty());
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], AllOf(HasSubstr("changed since this workspace was trusted"),
+                                    HasSubstr("provider.base_url"), HasSubstr("hooks")));
+
+  // Revoked: plain untrusted.
+  auto revoked = RevokeTrust(store, workspace_);
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_TRUE(*revoked);
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kUntrusted);
+  revoked = RevokeTrust(store, workspace_);
+  ASSERT_TRUE(revoked.ok());
+  EXPECT_FALSE(*revoked);
+}
+
+TEST_F(ConfigTest, TrustWithoutAConfigFileDoesNotCoverOneAddedLater) {
+  std::filesystem::remove(WorkspaceConfigPath(workspace_));
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  auto rec = TrustWorkspace(store, workspace_, 1);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_FALSE(rec->config_sha256.has_value());
+  WriteWorkspace("[permissions]\nallow = [\"*\"]\n");
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kChanged);
+  EXPECT_TRUE(c->config.permissions.allow.empty());
+}
+
+TEST_F(ConfigTest, TrustIsByCanonicalPath) {
+  WriteWorkspace("[permissions]\nallow = [\"*\"]\n");
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  std::filesystem::create_directory_symlink(workspace_, root_ / "link");
+  ASSERT_TRUE(TrustWorkspace(store, root_ / "link", 1).ok());
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kTrusted);
+  // Another directory with the same file is not trusted.
+  std::filesystem::create_directories(root_ / "other" / ".agentloop");
+  std::filesystem::copy_file(WorkspaceConfigPath(workspace_), WorkspaceConfigPath(root_ / "other"));
+  s.workspace = root_ / "other";
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kUntrusted);
+  EXPECT_TRUE(c->config.permissions.allow.empty());
+}
+
+TEST_F(ConfigTest, ACorruptTrustStoreTrustsNothing) {
+  WriteWorkspace("[permissions]\nallow = [\"*\"]\n");
+  const std::filesystem::path store = root_ / "trusted_workspaces.json";
+  Write(store, "{\"workspaces\": [{\"path\": 7}]}");
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kUntrusted);
+  EXPECT_TRUE(c->config.permissions.allow.empty());
+  EXPECT_THAT(c->warnings, Contains(HasSubstr("is not a valid list of trusted workspaces")));
+  EXPECT_FALSE(TrustWorkspace(store, workspace_, 1).ok());
 }
 
 TEST_F(ConfigTest, Hooks) {
@@ -402,8 +593,9 @@ TEST_F(ConfigTest, StoreSyncIsIgnoredFromWorkspace) {
   EXPECT_EQ(c.config.store.sync.value, "full");
   EXPECT_EQ(c.config.store.sync.origin.ToString(), "default");
   ASSERT_EQ(c.warnings.size(), 1u);
-  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr("'store.sync' is ignored in a workspace config"),
-                                   HasSubstr("AGENTLOOP_STORE_SYNC")));
+  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr("untrusted"), HasSubstr("store.sync")));
+  ASSERT_EQ(c.ignored.size(), 1u);
+  EXPECT_THAT(c.ignored[0].reason, HasSubstr("shared by every workspace"));
 }
 
 TEST_F(ConfigTest, EveryKeyHasAnEnvName) {

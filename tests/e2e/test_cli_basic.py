@@ -308,7 +308,7 @@ class ConfigAndPermissionsTest(CliTestCase):
             f.write("[store]\nsync = \"normal\"\n")
         w = self.run_cli("config", "show", "-C", self.ws)
         self.assertRegex(w.stdout, r'store\.sync = "full" +# default')
-        self.assertIn("'store.sync' is ignored in a workspace config", w.stderr)
+        self.assertIn("is untrusted: ignored store.sync", w.stderr)
         # A run with NORMAL commits completes and its session is stored.
         r = self.run_cli("run", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws,
                          "--allow", "*", "--output", "json", "fix the bug",

@@ -1,0 +1,125 @@
+// `agentloop trust`: the person's decision to read a workspace's
+// `.agentloop/config.toml` in full (config/trust.h).
+#include "config/trust.h"
+
+#include <chrono>
+#include <ctime>
+
+#include "base/strings.h"
+#include "commands.h"
+#include "config/config.h"
+
+namespace agentloop::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string FormatTime(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+Json RecordJson(const TrustRecord& r) {
+  return Json{{"workspace", r.workspace.string()},
+              {"config_sha256", r.config_sha256 ? Json(*r.config_sha256) : Json(nullptr)},
+              {"trusted_at_ms", r.trusted_at_ms}};
+}
+
+int Error(const CommandEnv& e, bool json, const Status& s) {
+  if (json) e.out << DumpJson(Json{{"error", s.message()}}) << "\n";
+  e.err << "agentloop: " << s.message() << "\n";
+  return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailed;
+}
+
+}  // namespace
+
+int CmdTrust(const CommandEnv& e) {
+  const auto& p = e.args.positionals;
+  bool json = false;
+  if (auto o = e.args.FlagValue("output")) json = *o != "text";
+  Result<fs::path> data_dir = DefaultDataDir(e.ctx.env);
+  if (!data_dir.ok()) return Error(e, json, data_dir.error());
+  const fs::path store = TrustStorePath(*data_dir);
+
+  if (!p.empty() && p[0] == "list") {
+    Result<std::vector<TrustRecord>> records = ReadTrustStore(store);
+    if (!records.ok()) return Error(e, json, records.error());
+    if (json) {
+      Json arr = Json::array();
+      for (const TrustRecord& r : *records) arr.push_back(RecordJson(r));
+      e.out << DumpJson(Json{{"trusted", arr}}) << "\n";
+      return kExitOk;
+    }
+    if (records->empty()) e.err << "no trusted workspaces\n";
+    for (const TrustRecord& r : *records) {
+      e.out << r.workspace.string() << "  "
+            << (r.config_sha256 ? "config sha256 " + r.config_sha256->substr(0, 12)
+                                : std::string("no config file"))
+            << "  since " << FormatTime(r.trusted_at_ms) << "\n";
+    }
+    return kExitOk;
+  }
+
+  const bool revoke = !p.empty() && p[0] == "revoke";
+  const size_t dir_at = revoke ? 1 : 0;
+  fs::path dir = p.size() > dir_at ? fs::path(p[dir_at])
+                                   : (e.args.workspace ? fs::path(*e.args.workspace) : e.ctx.cwd);
+  if (dir.is_relative()) dir = e.ctx.cwd / dir;
+
+  if (revoke) {
+    Result<bool> removed = RevokeTrust(store, dir);
+    if (!removed.ok()) return Error(e, json, removed.error());
+    if (json) {
+      e.out << DumpJson(Json{{"workspace", dir.string()}, {"revoked", *removed}}) << "\n";
+    } else {
+      e.err << (*removed ? "no longer trusted: " : "was not trusted: ") << dir.string() << "\n";
+    }
+    return kExitOk;
+  }
+
+  // Show what the file sets that an untrusted read ignores, so the person
+  // knows what they are agreeing to.
+  ConfigSources sources;
+  sources.env = e.ctx.env;
+  sources.workspace = dir;
+  Result<LoadedConfig> before = LoadConfig(sources);
+  Result<TrustRecord> rec = TrustWorkspace(store, dir, NowMs());
+  if (!rec.ok()) return Error(e, json, rec.error());
+  if (json) {
+    Json j = RecordJson(*rec);
+    Json keys = Json::array();
+    if (before.ok()) {
+      for (const IgnoredSetting& i : before->ignored) keys.push_back(i.key);
+    }
+    j["now_read"] = keys;
+    e.out << DumpJson(j) << "\n";
+    return kExitOk;
+  }
+  e.err << "trusted: " << rec->workspace.string() << "\n";
+  if (!rec->config_sha256) {
+    e.err << "it has no .agentloop/config.toml; one added later is read as untrusted until "
+             "you trust it again\n";
+    return kExitOk;
+  }
+  e.err << "its config file (sha256 " << rec->config_sha256->substr(0, 12)
+        << ") is now read in full; any change to it makes it untrusted again\n";
+  if (before.ok() && !before->ignored.empty()) {
+    e.err << "now applied:\n";
+    for (const IgnoredSetting& i : before->ignored) {
+      e.err << "  " << i.key << " = " << RedactSecrets(DumpJson(i.value)) << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace agentloop::cli

@@ -1,0 +1,185 @@
+#include "config/trust.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <openssl/evp.h>
+
+#include "agentloop/json.h"
+
+#include "base/ids.h"
+#include "config/config.h"
+
+namespace agentloop {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::string> ReadAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return FailedPrecondition("cannot read " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// The hash of the workspace's config file now, or nullopt when it has none.
+Result<std::optional<std::string>> ConfigHash(const fs::path& workspace) {
+  const fs::path file = WorkspaceConfigPath(workspace);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(file, ec)) && !fs::exists(file, ec)) {
+    return std::optional<std::string>();
+  }
+  AL_ASSIGN_OR_RETURN(std::string text, ReadAll(file));
+  return std::optional<std::string>(Sha256Hex(text));
+}
+
+Result<fs::path> Canonical(const fs::path& workspace) {
+  std::error_code ec;
+  fs::path canon = fs::canonical(workspace, ec);
+  if (ec) return InvalidArgument("cannot trust " + workspace.string() + ": " + ec.message());
+  if (!fs::is_directory(canon, ec)) {
+    return InvalidArgument("cannot trust " + workspace.string() + ": not a directory");
+  }
+  return canon;
+}
+
+Status WriteStore(const fs::path& store, const std::vector<TrustRecord>& records) {
+  Json list = Json::array();
+  for (const TrustRecord& r : records) {
+    list.push_back(Json{{"path", r.workspace.string()},
+                        {"config_sha256", r.config_sha256 ? Json(*r.config_sha256) : Json(nullptr)},
+                        {"trusted_at_ms", r.trusted_at_ms}});
+  }
+  const std::string text = DumpJson(Json{{"version", 1}, {"workspaces", list}}) + "\n";
+  std::error_code ec;
+  fs::create_directories(store.parent_path(), ec);
+  const fs::path tmp = store.string() + ".tmp-" + NewId("t");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return FailedPrecondition("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return FailedPrecondition("cannot write " + tmp.string() + ": " + std::strerror(err));
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return FailedPrecondition("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), store.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return FailedPrecondition("cannot replace " + store.string() + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+fs::path TrustStorePath(const fs::path& data_dir) { return data_dir / "trusted_workspaces.json"; }
+
+std::string Sha256Hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
+  }
+  return out;
+}
+
+Result<std::vector<TrustRecord>> ReadTrustStore(const fs::path& store) {
+  std::vector<TrustRecord> out;
+  std::error_code ec;
+  if (!fs::exists(store, ec)) return out;
+  AL_ASSIGN_OR_RETURN(std::string text, ReadAll(store));
+  auto bad = [&](const std::string& why) {
+    return DataLoss(store.string() + " is not a valid list of trusted workspaces: " + why +
+                    " (remove it and trust the workspaces again)");
+  };
+  Result<Json> parsed = ParseJson(text);
+  if (!parsed.ok()) return bad(parsed.error().message());
+  const Json& j = *parsed;
+  if (!j.is_object() || !j.contains("workspaces") || !j["workspaces"].is_array()) {
+    return bad("no \"workspaces\" array");
+  }
+  for (const Json& e : j["workspaces"]) {
+    if (!e.is_object() || !e.contains("path") || !e["path"].is_string()) {
+      return bad("an entry without a \"path\" string");
+    }
+    TrustRecord r;
+    r.workspace = e["path"].get<std::string>();
+    if (!r.workspace.is_absolute()) return bad("a relative path " + r.workspace.string());
+    if (e.contains("config_sha256") && e["config_sha256"].is_string()) {
+      r.config_sha256 = e["config_sha256"].get<std::string>();
+    } else if (e.contains("config_sha256") && !e["config_sha256"].is_null()) {
+      return bad("config_sha256 of " + r.workspace.string() + " is neither a string nor null");
+    }
+    if (e.contains("trusted_at_ms") && e["trusted_at_ms"].is_number_integer()) {
+      r.trusted_at_ms = e["trusted_at_ms"].get<int64_t>();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<std::optional<TrustRecord>> FindTrust(const fs::path& store, const fs::path& workspace) {
+  AL_ASSIGN_OR_RETURN(std::vector<TrustRecord> records, ReadTrustStore(store));
+  std::error_code ec;
+  fs::path canon = fs::canonical(workspace, ec);
+  if (ec) return std::optional<TrustRecord>();
+  for (TrustRecord& r : records) {
+    if (r.workspace == canon) return std::optional<TrustRecord>(std::move(r));
+  }
+  return std::optional<TrustRecord>();
+}
+
+Result<TrustRecord> TrustWorkspace(const fs::path& store, const fs::path& workspace,
+                                   int64_t now_ms) {
+  AL_ASSIGN_OR_RETURN(fs::path canon, Canonical(workspace));
+  AL_ASSIGN_OR_RETURN(std::vector<TrustRecord> records, ReadTrustStore(store));
+  TrustRecord rec;
+  rec.workspace = canon;
+  AL_ASSIGN_OR_RETURN(rec.config_sha256, ConfigHash(canon));
+  rec.trusted_at_ms = now_ms;
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [&](const TrustRecord& r) { return r.workspace == canon; }),
+                records.end());
+  records.push_back(rec);
+  AL_RETURN_IF_ERROR(WriteStore(store, records));
+  return rec;
+}
+
+Result<bool> RevokeTrust(const fs::path& store, const fs::path& workspace) {
+  AL_ASSIGN_OR_RETURN(std::vector<TrustRecord> records, ReadTrustStore(store));
+  std::error_code ec;
+  fs::path canon = fs::canonical(workspace, ec);
+  if (ec) canon = fs::absolute(workspace).lexically_normal();
+  size_t before = records.size();
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [&](const TrustRecord& r) { return r.workspace == canon; }),
+                records.end());
+  if (records.size() == before) return false;
+  AL_RETURN_IF_ERROR(WriteStore(store, records));
+  return true;
+}
+
+}  // namespace agentloop

@@ -1,0 +1,62 @@
+// Trusted workspaces: the person's record of repositories whose
+// `.agentloop/config.toml` may set every key.
+//
+// A workspace file is untrusted by default (config.h: only an allow-list of
+// harmless keys is read from it). `agentloop trust DIR` records the
+// workspace's canonical path together with the SHA-256 of its config file as
+// it is at that moment (or that there is none). The trust holds only for
+// exactly those bytes: a file that changes afterwards (an edit, a `git pull`,
+// the agent itself) is read as untrusted again until the person trusts it
+// anew.
+//
+// The record is a JSON file in the user's data directory, written by
+// rename, so a reader sees either the old or the new list:
+//   {"version": 1, "workspaces": [{"path": "/abs", "config_sha256": "hex"|null,
+//                                  "trusted_at_ms": 1764590000000}]}
+//
+// Thread-safety: functions over files; concurrent writers of one record
+// file can lose an update (the last rename wins), never corrupt it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/status.h"
+
+namespace agentloop {
+
+struct TrustRecord {
+  std::filesystem::path workspace;           // canonical
+  std::optional<std::string> config_sha256;  // nullopt: trusted while it had no config file
+  int64_t trusted_at_ms = 0;
+};
+
+// <data_dir>/trusted_workspaces.json
+std::filesystem::path TrustStorePath(const std::filesystem::path& data_dir);
+
+// Lower-case hex SHA-256 of `bytes`.
+std::string Sha256Hex(std::string_view bytes);
+
+// The records in `store`; a missing file is an empty list. Errors:
+// kDataLoss for a file that is not a valid record (named in the message).
+Result<std::vector<TrustRecord>> ReadTrustStore(const std::filesystem::path& store);
+
+// The record of `workspace` (compared by canonical path), if any.
+Result<std::optional<TrustRecord>> FindTrust(const std::filesystem::path& store,
+                                             const std::filesystem::path& workspace);
+
+// Records `workspace` (made canonical; it must be a directory) as trusted
+// with the current hash of its config file, replacing an earlier record.
+// Returns the record written.
+Result<TrustRecord> TrustWorkspace(const std::filesystem::path& store,
+                                   const std::filesystem::path& workspace, int64_t now_ms);
+
+// Removes the record of `workspace`. Returns whether there was one.
+Result<bool> RevokeTrust(const std::filesystem::path& store,
+                         const std::filesystem::path& workspace);
+
+}  // namespace agentloop
