@@ -5,6 +5,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "base/strings.h"
 #include "config/config.h"
 #include "interrupt.h"
 #include "learning/listing.h"
@@ -519,13 +520,26 @@ int CmdConfig(const CommandEnv& e) {
     }
     Json files = Json::array();
     for (const auto& f : s->loaded.files) files.push_back(f.string());
-    e.out << DumpJson(
-                 Json{{"entries", arr}, {"files", files}, {"workspace", s->workspace.string()}})
+    Json ignored = Json::array();
+    for (const IgnoredSetting& i : s->loaded.ignored) {
+      const std::string shown = RedactSecrets(DumpJson(i.value));
+      Result<Json> value = ParseJson(shown);
+      ignored.push_back(Json{{"key", i.key},
+                             {"value", value.ok() ? *value : Json(shown)},
+                             {"origin", i.origin.ToString()},
+                             {"reason", i.reason}});
+    }
+    e.out << DumpJson(Json{{"entries", arr},
+                           {"files", files},
+                           {"workspace", s->workspace.string()},
+                           {"workspace_trust", WorkspaceTrustName(s->loaded.workspace_trust)},
+                           {"ignored", ignored}})
           << "\n";
     return kExitOk;
   }
   e.out << "# workspace " << s->workspace.string() << "\n";
   for (const auto& f : s->loaded.files) e.out << "# read " << f.string() << "\n";
+  e.out << FormatWorkspaceTrust(s->loaded);
   e.out << FormatConfig(s->loaded.config);
   return kExitOk;
 }
@@ -586,6 +600,8 @@ int CmdPermissions(const CommandEnv& e) {
   if (s->session.default_mutating) opts.default_mutating = *s->session.default_mutating;
   if (s->session.default_read_only) opts.default_read_only = *s->session.default_read_only;
   opts.read_only_command = IsReadOnly(s->session.command);
+  if (auto dir = UserConfigDir(e.ctx.env); dir.ok()) opts.protected_roots.push_back(*dir);
+  if (auto dir = DefaultDataDir(e.ctx.env); dir.ok()) opts.protected_roots.push_back(*dir);
   permissions::RulesPolicy policy(std::move(*rules), opts);
   if (s->output != OutputFormat::kText) {
     PolicyVerdict v = policy.Evaluate(*spec, *args);
@@ -742,6 +758,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
     case Subcommand::kMemory:
     case Subcommand::kSkills:
       return CmdLearning(e);
+    case Subcommand::kTrust:
+      return CmdTrust(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -32,6 +32,9 @@ struct PolicyVerdict {
   Decision decision = Decision::kAsk;
   std::string reason;  // human-readable, e.g. "matched rule 'bash(git status*)'"
   std::string rule;    // the rule that decided, empty for the default
+  // Asked every time: an earlier "allow for this session" does not cover it
+  // (writes to the engine's own configuration).
+  bool always_ask = false;
 };
 
 class PermissionPolicy {

@@ -571,6 +571,12 @@ Status SessionImpl::Init() {
   if (options_.default_mutating) popts.default_mutating = *options_.default_mutating;
   if (options_.default_read_only) popts.default_read_only = *options_.default_read_only;
   popts.read_only_command = IsReadOnly(options_.command);
+  // The user's configuration and the data directory (sessions, memory, the
+  // trusted workspaces) are the engine's own: writes there are always asked.
+  if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) {
+    popts.protected_roots.push_back(*dir);
+  }
+  if (!engine_.data_dir().empty()) popts.protected_roots.push_back(engine_.data_dir());
   auto inner = std::make_shared<permissions::RulesPolicy>(std::move(rules), popts);
   approvals_ = std::make_shared<permissions::SessionApprovals>(options_.workspace);
   policy_ = std::make_shared<permissions::CachedPolicy>(inner, approvals_);

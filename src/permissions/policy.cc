@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/strings.h"
+#include "permissions/protected_paths.h"
 
 namespace agentloop::permissions {
 namespace {
@@ -68,6 +69,30 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) 
 }
 
 PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) const {
+  PolicyVerdict v = EvaluateRules(spec, args);
+  // Also for `ask`: marked always_ask, an approval "for this session" does
+  // not carry over to the next write of the engine's configuration.
+  if (v.decision == Decision::kDeny) return v;
+  std::optional<std::string> why;
+  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  if (subject.command_line) {
+    why = ProtectedCommandReason(*subject.command_line, options_.workspace,
+                                 options_.protected_roots, options_.home);
+  } else if (subject.path && spec.mutates) {
+    why = ProtectedPathReason(subject.path->absolute.empty()
+                                  ? std::filesystem::path(subject.path->relative)
+                                  : std::filesystem::path(subject.path->absolute),
+                              options_.workspace, options_.protected_roots);
+  }
+  if (why) {
+    v.decision = Decision::kAsk;
+    v.always_ask = true;
+    v.reason = "protected path: " + *why + " (the rules said: " + v.reason + ")";
+  }
+  return v;
+}
+
+PolicyVerdict RulesPolicy::EvaluateRules(const ToolSpec& spec, const Json& args) const {
   if (options_.read_only_command && spec.mutates) {
     return {Decision::kDeny,
             "read-only command: mutating tool '" + spec.name +
@@ -142,7 +167,8 @@ CachedPolicy::CachedPolicy(std::shared_ptr<const PermissionPolicy> inner,
 
 PolicyVerdict CachedPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) const {
   PolicyVerdict v = inner_->Evaluate(spec, call);
-  if (v.decision == Decision::kAsk && approvals_->Contains(spec.name, call.input)) {
+  if (v.decision == Decision::kAsk && !v.always_ask &&
+      approvals_->Contains(spec.name, call.input)) {
     v.decision = Decision::kAllow;
     v.reason =
         "allowed for this session (approved earlier for this exact access; was: " + v.reason + ")";

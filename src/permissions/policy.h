@@ -11,6 +11,9 @@
 //     named in the reason.
 //  3. No rule applies: the default decision (ask for mutating tools, allow
 //     for read-only ones, unless configured).
+//  4. A write to a protected path (protected_paths.h), or a bash line that
+//     names one, is `ask` unless denied, marked `always_ask`: no rule and no
+//     earlier approval for this session can allow it.
 //
 // Thread-safety: RulesPolicy and CachedPolicy are immutable after
 // construction and safe for concurrent Evaluate calls. SessionApprovals is
@@ -39,6 +42,10 @@ struct PolicyOptions {
   // Plan/explain: mutating tools are denied by Evaluate (the turn enforces
   // this too; the flag lets `permissions check` show it).
   bool read_only_command = false;
+  // Configuration outside the workspace (the user's config directory, the
+  // data directory): writes there are asked like writes to `.agentloop/**`
+  // (protected_paths.h).
+  std::vector<std::filesystem::path> protected_roots;
 };
 
 class RulesPolicy final : public PermissionPolicy {
@@ -51,6 +58,8 @@ class RulesPolicy final : public PermissionPolicy {
   // `rule` is the deciding rule's DisplayName(), empty for a default.
   PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall& call) const override;
   PolicyVerdict Evaluate(const ToolSpec& spec, const Json& args) const;
+  // Steps 1-3 only (without the protected-path guard).
+  PolicyVerdict EvaluateRules(const ToolSpec& spec, const Json& args) const;
 
   struct Match {
     const Rule* rule;  // points into rules()

@@ -1,0 +1,97 @@
+#include "permissions/protected_paths.h"
+
+#include "base/strings.h"
+
+namespace agentloop::permissions {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsProtectedName(const std::string& component, bool last) {
+  if (component == ".agentloop" || component == ".git") return true;
+  if (!last) return false;
+  return ToLower(component) == "agents.md" || component == ".mcp.json";
+}
+
+bool Under(const fs::path& p, const fs::path& root) {
+  auto rel = p.lexically_relative(root);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+std::optional<std::string> CheckOne(const fs::path& abs, const std::vector<fs::path>& roots) {
+  std::vector<std::string> parts;
+  for (const auto& c : abs) parts.push_back(c.string());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (IsProtectedName(parts[i], i + 1 == parts.size())) {
+      return "'" + abs.string() + "' is agentloop or git configuration (" + parts[i] +
+             "): a change there could widen what the agent may do, so it is always asked";
+    }
+  }
+  for (const fs::path& r : roots) {
+    if (r.empty()) continue;
+    const fs::path root = r.lexically_normal();
+    if (abs == root || Under(abs, root)) {
+      return "'" + abs.string() + "' is under " + root.string() +
+             ", which agentloop reads as configuration: always asked";
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> ProtectedPathReason(const fs::path& path, const fs::path& workspace,
+                                               const std::vector<fs::path>& roots) {
+  fs::path abs = path.is_absolute() ? path : workspace / path;
+  abs = abs.lexically_normal();
+  if (auto r = CheckOne(abs, roots)) return r;
+  std::error_code ec;
+  fs::path resolved = fs::weakly_canonical(abs, ec);
+  if (!ec && resolved != abs) {
+    if (auto r = CheckOne(resolved.lexically_normal(), roots)) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> ProtectedCommandReason(const CommandLine& line,
+                                                  const fs::path& workspace,
+                                                  const std::vector<fs::path>& roots,
+                                                  const std::string& home) {
+  for (const SimpleCommand& cmd : line.commands) {
+    for (std::string_view raw : Split(cmd.text, ' ')) {
+      std::string word = UnquoteWord(raw);
+      if (!home.empty()) {
+        if (word == "~" || StartsWith(word, "~/")) word = home + word.substr(1);
+        for (const char* var : {"${HOME}", "$HOME"}) {
+          if (StartsWith(word, var)) word = home + word.substr(std::string_view(var).size());
+        }
+      }
+      // `--output=.git/x`, `-o.git/x`: the path may follow '=' in one word.
+      std::vector<std::string> candidates = {word};
+      if (size_t eq = word.find('='); eq != std::string::npos) {
+        candidates.push_back(word.substr(eq + 1));
+      }
+      for (const std::string& c : candidates) {
+        if (c.empty()) continue;
+        // A hidden name written as a glob (`.g*`, `.[a]gentloop`) may expand to one.
+        for (std::string_view piece : Split(c, '/')) {
+          if (piece.size() > 1 && piece[0] == '.' &&
+              piece.find_first_of("*?[") != std::string_view::npos) {
+            return "the command '" + cmd.text + "' names '" + c +
+                   "', a pattern that can match agentloop or git configuration: always asked";
+          }
+        }
+        fs::path p(c);
+        if (!p.is_absolute() && (c.find('/') == std::string::npos) && !IsProtectedName(c, true)) {
+          continue;  // a plain word that is no protected name
+        }
+        if (auto r = ProtectedPathReason(p, workspace, roots)) {
+          return "the command '" + cmd.text + "' touches " + *r;
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace agentloop::permissions

@@ -1,0 +1,142 @@
+// The engine's own configuration is never written on a rule's say-so.
+#include "permissions/protected_paths.h"
+
+#include <stdlib.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "permissions/policy.h"
+
+namespace agentloop::permissions {
+namespace {
+
+using ::testing::HasSubstr;
+
+namespace fs = std::filesystem;
+
+Json J(std::string_view text) { return *ParseJson(text); }
+
+ToolSpec Spec(std::string name, bool mutates) {
+  ToolSpec s;
+  s.name = std::move(name);
+  s.mutates = mutates;
+  return s;
+}
+
+class ProtectedPathsTest : public ::testing::Test {
+ protected:
+  ProtectedPathsTest() {
+    std::string tmpl = (fs::temp_directory_path() / "al_protected_XXXXXX").string();
+    root_ = mkdtemp(tmpl.data());
+    ws_ = root_ / "ws";
+    fs::create_directories(ws_ / "src");
+    fs::create_directories(ws_ / ".git");
+  }
+  ~ProtectedPathsTest() override { fs::remove_all(root_); }
+
+  RulesPolicy Policy(std::vector<std::string> allow, std::vector<fs::path> roots = {}) {
+    RuleSource src{"--allow", std::move(allow), {}, {}, {}};
+    auto set = ParseRules({src});
+    EXPECT_TRUE(set.ok());
+    PolicyOptions o;
+    o.workspace = ws_;
+    o.home = (root_ / "home").string();
+    o.protected_roots = std::move(roots);
+    return RulesPolicy(std::move(*set), o);
+  }
+
+  fs::path root_, ws_;
+};
+
+TEST_F(ProtectedPathsTest, BroadAllowRulesDoNotCoverConfiguration) {
+  const ToolSpec write = Spec("write", true);
+  const ToolSpec edit = Spec("edit", true);
+  for (const char* rule : {"*", "write(**)", "write", "edit(**)", "write(.agentloop/**)"}) {
+    RulesPolicy p = Policy({rule});
+    for (const char* path : {".agentloop/config.toml", ".git/config", ".git/hooks/pre-commit",
+                             "AGENTS.md", "docs/AGENTS.md", "agents.md", ".mcp.json",
+                             "sub/.git/config", "./src/../.agentloop/skills/x/SKILL.md"}) {
+      const Json args = Json{{"file_path", path}, {"content", "x"}};
+      for (const ToolSpec* spec : {&write, &edit}) {
+        PolicyVerdict v = p.Evaluate(*spec, args);
+        EXPECT_EQ(v.decision, Decision::kAsk) << rule << " " << path << ": " << v.reason;
+        EXPECT_TRUE(v.always_ask) << path;
+        EXPECT_THAT(v.reason, HasSubstr("protected path"));
+      }
+    }
+    if (std::string_view(rule) == "write(.agentloop/**)" || std::string_view(rule) == "edit(**)") {
+      continue;
+    }
+    // Ordinary files stay allowed.
+    EXPECT_EQ(p.Evaluate(write, J(R"({"file_path":"src/a.cc"})")).decision, Decision::kAllow);
+    EXPECT_EQ(p.Evaluate(write, J(R"({"file_path":".gitignore"})")).decision, Decision::kAllow);
+  }
+}
+
+TEST_F(ProtectedPathsTest, ReadsAreNotAffected) {
+  RulesPolicy p = Policy({"read"});
+  EXPECT_EQ(p.Evaluate(Spec("read", false), J(R"({"file_path":".git/config"})")).decision,
+            Decision::kAllow);
+}
+
+TEST_F(ProtectedPathsTest, ASymlinkIntoGitIsSeenThrough) {
+  fs::create_directory_symlink("../.git", ws_ / "src" / "gen");
+  RulesPolicy p = Policy({"write(src/**)"});
+  PolicyVerdict v = p.Evaluate(Spec("write", true), J(R"({"file_path":"src/gen/config"})"));
+  EXPECT_EQ(v.decision, Decision::kAsk) << v.reason;
+  EXPECT_THAT(v.reason, HasSubstr(".git"));
+}
+
+TEST_F(ProtectedPathsTest, UserConfigAndDataDirectoriesAreProtected) {
+  const fs::path cfg = root_ / "home" / ".config" / "agentloop";
+  RulesPolicy p = Policy({"*"}, {cfg});
+  const Json args = Json{{"file_path", (cfg / "config.toml").string()}};
+  EXPECT_EQ(p.Evaluate(Spec("write", true), args).decision, Decision::kAsk);
+  PolicyVerdict v =
+      p.Evaluate(Spec("bash", true), J(R"({"command":"cp x ~/.config/agentloop/config.toml"})"));
+  EXPECT_EQ(v.decision, Decision::kAsk) << v.reason;
+  v = p.Evaluate(Spec("bash", true), J(R"({"command":"cp x $HOME/.config/agentloop/a"})"));
+  EXPECT_EQ(v.decision, Decision::kAsk) << v.reason;
+}
+
+TEST_F(ProtectedPathsTest, BashLinesNamingConfigurationAreAsked) {
+  RulesPolicy p = Policy({"bash"});
+  const ToolSpec bash = Spec("bash", true);
+  for (const char* cmd :
+       {"cp evil .git/hooks/pre-commit", "echo x > AGENTS.md", "tee .agentloop/config.toml",
+        "mv a .git", "cat x | dd of=./.git/config", "ln -s /tmp/x src/../.agentloop",
+        "cp x .g*/config", "cp x '.git'/config", "git diff --output=.git/x"}) {
+    PolicyVerdict v = p.Evaluate(bash, Json{{"command", cmd}});
+    EXPECT_EQ(v.decision, Decision::kAsk) << cmd << ": " << v.reason;
+    EXPECT_TRUE(v.always_ask) << cmd;
+  }
+  for (const char* cmd : {"git status", "ls src", "cat .gitignore", "make test"}) {
+    EXPECT_EQ(p.Evaluate(bash, Json{{"command", cmd}}).decision, Decision::kAllow) << cmd;
+  }
+}
+
+TEST_F(ProtectedPathsTest, ASessionApprovalDoesNotCoverAProtectedWrite) {
+  auto inner = std::make_shared<RulesPolicy>(Policy({"*"}));
+  auto approvals = std::make_shared<SessionApprovals>(ws_);
+  CachedPolicy cached(inner, approvals);
+  ToolCall call;
+  call.name = "write";
+  call.input = J(R"({"file_path":".git/config","content":"x"})");
+  approvals->Remember("write", call.input);
+  EXPECT_EQ(cached.Evaluate(Spec("write", true), call).decision, Decision::kAsk);
+}
+
+TEST_F(ProtectedPathsTest, DenyStaysDeny) {
+  RuleSource src{"cfg", {"*"}, {}, {"write(.git/**)"}, {}};
+  auto set = ParseRules({src});
+  ASSERT_TRUE(set.ok());
+  PolicyOptions o;
+  o.workspace = ws_;
+  RulesPolicy p(std::move(*set), o);
+  EXPECT_EQ(p.Evaluate(Spec("write", true), J(R"({"file_path":".git/config"})")).decision,
+            Decision::kDeny);
+}
+
+}  // namespace
+}  // namespace agentloop::permissions
