@@ -474,6 +474,12 @@ class Splitter {
       SplitNested(script);
     } else if (IsShell(prog)) {
       ShellScript(prog, uq, exact, k + 1);
+    } else if (prog == "source" || prog == ".") {
+      // The file is looked up in PATH when it has no '/'.
+      if (k + 1 < n) {
+        if (!exact[k + 1]) Fail("the file of '" + prog + "' is not literal");
+        out_->commands.back().programs.push_back(Basename(uq[k + 1]));
+      }
     } else if (prog == "trap") {
       size_t a = k + 1;
       while (a < n && (uq[a] == "-p" || uq[a] == "-l" || uq[a] == "-P")) ++a;
@@ -585,7 +591,15 @@ class Splitter {
       }
       ++a;
     }
-    if (!command_mode) return;  // a script file or standard input
+    if (!command_mode) {
+      // A script file, looked up in PATH when it has no '/': it is the
+      // program that runs.
+      if (a < n) {
+        if (!exact[a]) Fail("the script of '" + prog + "' is not literal");
+        out_->commands.back().programs.push_back(Basename(uq[a]));
+      }
+      return;
+    }
     if (a >= n) {
       Fail("'" + prog + " -c' without a script");
       return;

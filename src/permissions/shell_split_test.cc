@@ -227,6 +227,10 @@ TEST(SplitTest, LinesThatSmuggleACommandAreIncompleteOrNamed) {
            "ls &\\\n& rm x",                              // continuation between operators
            "ls |& rm x",                                  //
            "ls\x01; rm x",                                // control character
+           "bash -m rm",                                  // a script found in PATH
+           "source rm",                                   //
+           ". rm",                                        //
+           "setsid -f rm x",                              // outlives its line
        }) {
     CommandLine got = SplitCommandLine(line);
     EXPECT_TRUE(!got.complete || Names(got, "rm")) << "line: " << line;
