@@ -62,6 +62,25 @@ bool IsPlainParameter(std::string_view s) {
   return std::all_of(s.begin(), s.end(), IsNameChar);
 }
 
+// Variables that make bash or the dynamic loader run or find other code:
+// assigning them makes the reader's program names unreliable.
+bool IsSensitiveVariable(std::string_view name) {
+  static const std::set<std::string, std::less<>> kNames = {"PATH",
+                                                            "BASH_ENV",
+                                                            "ENV",
+                                                            "PS4",
+                                                            "PROMPT_COMMAND",
+                                                            "SHELLOPTS",
+                                                            "BASHOPTS",
+                                                            "LD_PRELOAD",
+                                                            "LD_LIBRARY_PATH",
+                                                            "LD_AUDIT",
+                                                            "BASH_LOADABLES_PATH",
+                                                            "EXECIGNORE",
+                                                            "CDPATH"};
+  return kNames.count(name) > 0;
+}
+
 std::string Basename(const std::string& w) {
   size_t slash = w.rfind('/');
   if (slash != std::string::npos && slash + 1 < w.size()) return w.substr(slash + 1);
@@ -324,6 +343,9 @@ class Splitter {
                         uq[k][0] != '-'))) {
         std::string_view name = std::string_view(uq[k]).substr(0, uq[k].find('='));
         if (name.find('[') != std::string_view::npos) Fail("an assignment to an array element");
+        if (IsSensitiveVariable(name)) {
+          Fail("an assignment to " + std::string(name) + ", which changes what commands run");
+        }
         ++k;
       }
       wrapper_assignments = false;
@@ -516,18 +538,30 @@ class Splitter {
             uq[a].find_first_of("in") != std::string::npos) {
           Fail("'" + prog + " " + uq[a] + "' evaluates values as arithmetic or names");
         }
-        if (uq[a].substr(0, uq[a].find('=')).find('[') != std::string::npos) {
-          Fail("an assignment to an array element");
+        std::string name = uq[a].substr(0, uq[a].find('='));
+        if (name.find('[') != std::string::npos) Fail("an assignment to an array element");
+        if (uq[a].find('=') != std::string::npos && IsSensitiveVariable(name)) {
+          Fail("an assignment to " + name + ", which changes what commands run");
         }
       }
     } else if (prog == "unset" || prog == "read" || prog == "printf" || prog == "mapfile" ||
                prog == "readarray" || prog == "wait" || prog == "getopts" || prog == "test" ||
                prog == "[") {
-      bool printf_v = prog != "printf";
+      // These name variables; a subscript in a name is evaluated as
+      // arithmetic, which runs command substitutions in the value. For
+      // `test`/`[` only `-v`/`-R` take names.
+      bool names = prog != "printf" && prog != "test" && prog != "[";
       for (size_t a = k + 1; a < n; ++a) {
-        if (prog == "printf" && uq[a] == "-v") printf_v = true;
-        if (printf_v && prog != "test" && prog != "[" && uq[a].find('[') != std::string::npos) {
+        if ((prog == "printf" && uq[a] == "-v") ||
+            ((prog == "test" || prog == "[") && (uq[a] == "-v" || uq[a] == "-R"))) {
+          names = true;
+          continue;
+        }
+        if (names && uq[a].find('[') != std::string::npos) {
           Fail("an array subscript (evaluated as arithmetic) in '" + prog + "'");
+        }
+        if (prog != "test" && prog != "[" && IsSensitiveVariable(uq[a])) {
+          Fail("'" + prog + "' sets " + uq[a] + ", which changes what later commands run");
         }
       }
     } else if (prog == "set") {

@@ -288,6 +288,17 @@ TEST(SplitTest, RefusedConstructsAreIncomplete) {
            "ls &\\\n& ls",
            "timeout $t ls",
            "ls\x7f",
+           "test -v 'a[$(rm x)]'",
+           "[ -R 'a[$(rm x)]' ]",
+           "printf -v 'a[$(rm x)]' %s 1",
+           "read 'a[$(rm x)]'",
+           "PATH=. ls",
+           "export PATH=.",
+           "env PATH=. ls",
+           "BASH_ENV=x bash -c ls",
+           "PS4='$(rm x)' bash -xc ls",
+           "declare LD_PRELOAD=x",
+           "read PATH",
        }) {
     CommandLine got = SplitCommandLine(line);
     EXPECT_FALSE(got.complete) << "line: " << line;
