@@ -62,6 +62,13 @@ bool IsPlainParameter(std::string_view s) {
   return std::all_of(s.begin(), s.end(), IsNameChar);
 }
 
+// Reserved words the reader drops at the start of a command.
+bool IsReservedWord(std::string_view w) {
+  static const std::set<std::string, std::less<>> kReserved = {
+      "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"};
+  return kReserved.count(w) > 0;
+}
+
 // Variables that make bash or the dynamic loader run or find other code:
 // assigning them makes the reader's program names unreliable.
 bool IsSensitiveVariable(std::string_view name) {
@@ -303,13 +310,11 @@ class Splitter {
   // Analyses one simple command (words with redirections flagged) and adds
   // it, then what it runs.
   void Emit(std::vector<std::string> words, std::vector<bool> redir, bool writes) {
-    static const std::set<std::string, std::less<>> kReserved = {
-        "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"};
     static const std::set<std::string, std::less<>> kRefused = {
         "case", "esac", "for", "select", "function", "coproc", "in", "[[", "]]", "let"};
     redir.resize(words.size(), false);
     size_t start = 0;
-    while (start < words.size() && !redir[start] && kReserved.count(words[start])) ++start;
+    while (start < words.size() && !redir[start] && IsReservedWord(words[start])) ++start;
     if (start >= words.size()) return;
     words.erase(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(start));
     redir.erase(redir.begin(), redir.begin() + static_cast<std::ptrdiff_t>(start));
@@ -757,7 +762,11 @@ class Splitter {
               IsAssignment(b.word)) {
             AppendSpan(b, i_, [&] { ReadArray(); });
           } else {
-            if (b.in_word || !b.words.empty()) Fail("'(' after a word (a function definition?)");
+            bool after_word = b.in_word;
+            for (size_t w = 0; w < b.words.size(); ++w) {
+              if (b.redir[w] || !IsReservedWord(b.words[w])) after_word = true;
+            }
+            if (after_word) Fail("'(' after a word (a function definition?)");
             if (Peek(1) == '(') {
               Fail("an arithmetic command '((...))'");
               Flush(b);

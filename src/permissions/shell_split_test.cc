@@ -334,6 +334,10 @@ TEST(SplitTest, UnderstoodConstructsStayComplete) {
            "set -euo pipefail",
            "trap - EXIT",
            "echo \"a`ls`b\"",
+           "if (cd x && ls); then ls; fi",
+           "! (ls)",
+           "{ (ls); }",
+           "while (ls); do (ls); done",
        }) {
     CommandLine got = SplitCommandLine(line);
     EXPECT_TRUE(got.complete) << "line: " << line << " problem: " << got.problem;
