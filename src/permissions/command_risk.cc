@@ -21,6 +21,7 @@ struct OptionRisk {
   std::vector<std::string_view> words;
   bool always = false;
   std::string_view why;
+  std::vector<std::string_view> word_prefixes = {};  // `of=` for dd
 };
 
 const std::vector<OptionRisk>& Table() {
@@ -86,6 +87,9 @@ const std::vector<OptionRisk>& Table() {
        false,
        "writes a file or loads code"},
       {{"tcpdump"}, "wzW", {}, {}, false, "writes a file or runs a program"},
+      {{"tree"}, "o", {}, {}, false, "writes a file"},
+      {{"ip"}, "b", {"batch"}, {"exec", "-batch"}, false, "runs commands"},
+      {{"dd"}, "", {}, {}, false, "writes a file", {"of="}},
   };
   return kTable;
 }
@@ -111,7 +115,9 @@ std::string CheckTable(const OptionRisk& r, const Words& w) {
   for (size_t i = 1; i < w.size(); ++i) {
     const std::string& a = w[i];
     if (a == "--") break;
-    if (ShortHas(a, r.short_letters) || LongMatches(a, r.long_names) ||
+    bool prefixed = std::any_of(r.word_prefixes.begin(), r.word_prefixes.end(),
+                                [&](std::string_view p) { return a.starts_with(p); });
+    if (prefixed || ShortHas(a, r.short_letters) || LongMatches(a, r.long_names) ||
         std::find(r.words.begin(), r.words.end(), a) != r.words.end()) {
       return prog + ": '" + a + "' " + std::string(r.why);
     }
@@ -493,6 +499,23 @@ std::string CheckXxd(const Words& w) {
   return operands >= 2 ? "xxd: a second file operand is written" : "";
 }
 
+// uniq writes its second file operand.
+std::string CheckUniq(const Words& w) {
+  int operands = 0;
+  for (size_t k = 1; k < w.size(); ++k) {
+    const std::string& a = w[k];
+    if (a == "-f" || a == "-s" || a == "-w") {
+      ++k;
+    } else if (a == "--") {
+      operands += static_cast<int>(w.size() - k - 1);
+      break;
+    } else if (!a.empty() && (a[0] != '-' || a == "-")) {
+      ++operands;
+    }
+  }
+  return operands >= 2 ? "uniq: a second file operand is written" : "";
+}
+
 std::string CheckTee(const Words& w) {
   for (size_t k = 1; k < w.size(); ++k) {
     if (!w[k].empty() && w[k][0] != '-' && w[k] != "/dev/null") {
@@ -512,6 +535,7 @@ Checker FindChecker(std::string_view p) {
     return CheckAwk;
   if (p == "xxd") return CheckXxd;
   if (p == "tee") return CheckTee;
+  if (p == "uniq") return CheckUniq;
   return nullptr;
 }
 

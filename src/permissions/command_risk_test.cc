@@ -94,6 +94,10 @@ TEST(CommandRiskTest, EscalatingOptions) {
            "xxd -r f out",
            "xxd f out",
            "rg --pre ./x pattern",
+           "tree -o out",
+           "uniq in out",
+           "dd if=a of=b",
+           "ip netns exec x ls",
        }) {
     EXPECT_FALSE(Escalation(line).empty()) << line;
   }
@@ -133,6 +137,10 @@ TEST(CommandRiskTest, HarmlessUses) {
            "ls -la",
            "cat f",
            "rg pattern",
+           "tree -L 2",
+           "uniq -c f",
+           "dd if=a",
+           "ip addr",
        }) {
     EXPECT_EQ(Escalation(line), "") << line;
   }
