@@ -381,6 +381,10 @@ class Splitter {
       if (prog == "xargs") via_xargs = true;
       wrapper_assignments = spec->assignments;
     }
+    if (wrapped && k < n && !redir[pos[k]] &&
+        (kRefused.count(words[pos[k]]) || IsReservedWord(words[pos[k]]) || words[pos[k]] == "((")) {
+      Fail("'" + words[pos[k]] + "' after a wrapper is not understood");
+    }
     if (k < n) {
       cmd.bare = Basename(uq[k]);
       for (size_t a = k + 1; a < n; ++a) cmd.bare += " " + uq[a];

@@ -299,6 +299,9 @@ TEST(SplitTest, RefusedConstructsAreIncomplete) {
            "PS4='$(rm x)' bash -xc ls",
            "declare LD_PRELOAD=x",
            "read PATH",
+           "time for i in a; do ls; done",
+           "time case x in x) ls; esac",
+           "! time { ls; }",
        }) {
     CommandLine got = SplitCommandLine(line);
     EXPECT_FALSE(got.complete) << "line: " << line;
