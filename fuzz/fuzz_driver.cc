@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> pool = Seeds();
   if (!corpus.empty() && std::filesystem::is_directory(corpus)) {
     for (const auto& e : std::filesystem::directory_iterator(corpus)) {
+      if (!e.is_regular_file()) continue;
       std::ifstream in(e.path(), std::ios::binary);
       std::stringstream ss;
       ss << in.rdbuf();

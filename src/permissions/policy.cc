@@ -197,6 +197,10 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
       out << "  " << c.text;
       if (c.bare != c.text) out << "   [bare: " << c.bare << "]";
       if (c.writes_file) out << "   [writes a file]";
+      if (!c.inner.empty()) out << "   [runs: " << c.inner << "]";
+      if (!c.escalation.empty()) {
+        out << "   [escalated: " << c.escalation << "; allow rules naming it do not apply]";
+      }
       out << "\n";
     }
     if (!s.command_line->complete) {

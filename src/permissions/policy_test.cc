@@ -321,5 +321,14 @@ TEST(ExplainDecisionTest, ShowsDecisionRuleAndSimpleCommands) {
               HasSubstr("read-only command: mutating tools are denied (plan mode)"));
 }
 
+TEST(ExplainDecisionTest, ShowsWrappedProgramsAndEscalation) {
+  RulesPolicy p = Policy({RuleSource{"--allow", {"bash(git log*)", "bash(timeout*)"}, {}, {}, {}}});
+  std::string out =
+      ExplainDecision(p, kBash, J(R"j({"command":"git log --output=x; timeout 5 rm y"})j"));
+  EXPECT_THAT(out, HasSubstr("decision: ask\n"));
+  EXPECT_THAT(out, HasSubstr("[escalated: git: '--output=x' writes a file or runs a program;"));
+  EXPECT_THAT(out, HasSubstr("[runs: rm y]"));
+}
+
 }  // namespace
 }  // namespace agentloop::permissions

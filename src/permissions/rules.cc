@@ -160,6 +160,30 @@ bool MatchesPathPattern(const Rule& rule, const NormalizedPath& p, const std::st
   return false;
 }
 
+// The literal text a command pattern starts with: `timeout 5 ls*` ->
+// `timeout 5 ls`; `npm run test:*` -> `npm run test`.
+std::string_view CommandPatternPrefix(std::string_view pattern) {
+  std::string_view prefix = pattern.substr(0, pattern.find_first_of("*?[{\\"));
+  if (prefix.size() < pattern.size() && prefix.ends_with(':')) prefix.remove_suffix(1);
+  return prefix;
+}
+
+// An allow rule applies to one simple command: it matches the command as
+// written, names the program that wrappers run (by matching the inner command
+// too, or by spelling the wrapped program out literally, as
+// `bash(timeout 5 ls*)` does), and no option escalates the command (unless
+// the pattern is the exact command, without wildcards).
+bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
+  const Glob& g = *rule.pattern_glob;
+  if (!g.Matches(c.text)) return false;
+  if (!c.inner.empty() && !g.Matches(c.inner)) {
+    std::string_view prefix = CommandPatternPrefix(*rule.pattern);
+    if (prefix.size() < c.inner_program_end || !c.text.starts_with(prefix)) return false;
+  }
+  if (!c.escalation.empty() && !(g.IsLiteral() && *rule.pattern == c.text)) return false;
+  return true;
+}
+
 bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
   const Glob& g = *rule.pattern_glob;
   const CommandLine& line = *s.command_line;
@@ -169,14 +193,25 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
     bool pattern_redirects = rule.pattern->find('>') != std::string::npos;
     for (const auto& c : line.commands) {
       if (c.writes_file && !pattern_redirects) return false;
-      if (!g.Matches(c.text)) return false;
+      if (!AllowMatchesCommand(rule, c)) return false;
     }
     return true;
   }
   for (const auto& c : line.commands) {
-    if (g.Matches(c.text) || g.Matches(c.bare)) return true;
+    if (g.Matches(c.text) || g.Matches(c.bare) || (!c.inner.empty() && g.Matches(c.inner)))
+      return true;
   }
-  // What could not be parsed is also tried whole.
+  // What could not be parsed is also tried whole, and from every word on
+  // (`env -S 'rm x'`, `watch rm x`: a program may hide anywhere).
+  if (!line.complete) {
+    for (const auto& c : line.commands) {
+      for (size_t k = 0; k < c.words.size(); ++k) {
+        std::string suffix;
+        for (size_t w = k; w < c.words.size(); ++w) suffix += (w > k ? " " : "") + c.words[w];
+        if (g.Matches(suffix) || g.Matches(c.words[k])) return true;
+      }
+    }
+  }
   if (!line.complete || line.commands.empty()) return g.Matches(Trim(s.command));
   return false;
 }

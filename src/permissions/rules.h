@@ -10,10 +10,13 @@
 // Patterns (see glob.h for the glob syntax):
 //  - bash: matched against every simple command of the command line (see
 //    shell_split.h). An allow rule applies only if EVERY simple command
-//    matches, the line could be fully parsed, and no command redirects output
-//    to a file (unless the pattern itself contains '>'); an ask or deny rule
-//    applies if ANY simple command matches, also in its "bare" form
-//    (`sudo /bin/rm x` is caught by `rm*`).
+//    matches, also naming the program its wrappers run, the line could be
+//    fully parsed, no command is escalated by its options (command_risk.h;
+//    unless the pattern is exactly the command) and no command redirects
+//    output to a file (unless the pattern itself contains '>'); an ask or
+//    deny rule applies if ANY simple command matches, also as the command
+//    its wrappers run or in its "bare" form (`sudo /bin/rm x` is caught by
+//    `rm*`), and on a line not fully parsed from any of its words on.
 //  - read, write, edit, grep, glob, ls: a path glob on the `file_path` (or
 //    `path`) argument, normalised relative to the workspace; grep, glob and ls
 //    without a path mean the workspace root ("."). Relative patterns match

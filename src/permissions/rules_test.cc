@@ -246,6 +246,56 @@ INSTANTIATE_TEST_SUITE_P(
         ApplyCase{"mcp__gh__*", kA, "mcp__gh__create_issue", R"({})", true},
         ApplyCase{"mcp__gh__*", kA, "mcp__other__x", R"({})", false}));
 
+// Wrappers: an allow rule must name the program a wrapper runs; deny and ask
+// rules see it. Escalating options turn an allow by name into no match.
+INSTANTIATE_TEST_SUITE_P(
+    BashWrappersAndEscalation, RuleAppliesTest,
+    ::testing::Values(
+        ApplyCase{"bash(timeout*)", kA, "bash", R"({"command": "timeout 5 rm -rf x"})", false},
+        ApplyCase{"bash(timeout 5 ls*)", kA, "bash", R"({"command": "timeout 5 ls -la"})", true},
+        ApplyCase{"bash(timeout 5 ls*)", kA, "bash", R"({"command": "timeout 5 lsblk"})", false},
+        ApplyCase{"bash(timeout 5 l*)", kA, "bash", R"({"command": "timeout 5 ls"})", false},
+        ApplyCase{"bash(*)", kA, "bash", R"({"command": "timeout 5 ls"})", true},
+        ApplyCase{"bash(command*)", kA, "bash", R"({"command": "command -p rm x"})", false},
+        ApplyCase{"bash(rm*)", kD, "bash", R"({"command": "command -p rm x"})", true},
+        ApplyCase{"bash(rm*)", kD, "bash", R"({"command": "sudo -u x -- rm y"})", true},
+        ApplyCase{"bash(rm*)", kD, "bash", R"({"command": "exec -a name rm y"})", true},
+        ApplyCase{"bash(rm*)", kD, "bash", R"({"command": "find . -exec rm {} \\;"})", true},
+        ApplyCase{"bash(rm*)", kQ, "bash", R"({"command": "bash -xc 'rm y'"})", true},
+        ApplyCase{"bash(rm*)", kD, "bash", R"({"command": "env -S 'rm y'"})", true},
+        ApplyCase{"bash(ls*)", kA, "bash", R"({"command": "env -S 'rm y' ls"})", false},
+        ApplyCase{"bash(git log*)", kA, "bash", R"({"command": "git log --oneline"})", true},
+        ApplyCase{"bash(git log*)", kA, "bash", R"({"command": "git log --output=~/.bashrc"})",
+                  false},
+        ApplyCase{"bash(git log*)", kA, "bash", R"({"command": "git log --out=x"})", false},
+        ApplyCase{"bash(git *)", kA, "bash", R"({"command": "git -c core.pager=id log"})", false},
+        ApplyCase{"bash(git diff*)", kA, "bash", R"({"command": "git diff --ext-diff"})", false},
+        ApplyCase{"bash(git log*)", kA, "bash", R"({"command": "git log *"})", false},
+        ApplyCase{"bash(sed*)", kA, "bash", R"({"command": "sed -i s/a/b/ f"})", false},
+        ApplyCase{"bash(sed*)", kA, "bash", R"({"command": "sed s/a/b/ f"})", true},
+        ApplyCase{"bash(sed -i s/a/b/ f)", kA, "bash", R"({"command": "sed -i s/a/b/ f"})", true},
+        ApplyCase{"bash(find*)", kA, "bash", R"({"command": "find . -delete"})", false},
+        ApplyCase{"bash(sort*)", kA, "bash", R"({"command": "sort -o out f"})", false},
+        ApplyCase{"bash(tar*)", kA, "bash", R"({"command": "tar -xf a.tar"})", false},
+        ApplyCase{"bash(tar*)", kA, "bash", R"({"command": "tar -tf a.tar"})", true},
+        ApplyCase{"bash(rm*)", kD, "bash", R"({"command": "ls ${x:-$(rm -rf x)}"})", true}));
+
+TEST(RuleAppliesTest, LinesBashReadsDifferentlyAreNotAllowed) {
+  auto allow = ParseRule("bash(ls*)", Decision::kAllow, "t");
+  auto deny = ParseRule("bash(rm*)", Decision::kDeny, "t");
+  ASSERT_TRUE(allow.ok() && deny.ok());
+  for (const char* line :
+       {"ls \r# ; rm -rf x", "ls ${x:-\"}\"} ; rm -rf x\necho \"", "ls `echo \\`rm -rf x\\``",
+        "ls $[1<<2]\nrm -rf x\n2]", "ls; ((x<<EOF))\nrm -rf x\nEOF",
+        "ls <<EOF\nEO\\\nF\nrm -rf x\nEOF", "ls ${x:-<(rm -rf y)}"}) {
+    Json args = Json::object();
+    args["command"] = line;
+    CallSubject s = DescribeCall("bash", args, "/ws");
+    EXPECT_FALSE(RuleApplies(*allow, "bash", args, s, Scope{}, "")) << line;
+    EXPECT_TRUE(RuleApplies(*deny, "bash", args, s, Scope{}, "")) << line;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Paths, RuleAppliesTest,
     ::testing::Values(

@@ -3,7 +3,10 @@
 // words. See shell_split.h for what it recognises.
 #include "permissions/shell_split.h"
 
+#include <algorithm>
 #include <set>
+
+#include "permissions/command_risk.h"
 
 namespace agentloop::permissions {
 namespace {
@@ -37,6 +40,60 @@ bool IsHarmlessTarget(std::string_view t) {
   return t == "/dev/null" || t == "/dev/stdout" || t == "/dev/stderr";
 }
 
+bool IsNameChar(char c) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// A character that cannot end a word or start an operator: both sides of a
+// line continuation must be one for the reader to join them as bash does.
+bool IsPlainWordChar(char c) {
+  return IsNameChar(c) || c == '-' || c == '.' || c == '/' || c == ',' || c == ':' || c == '@' ||
+         c == '%' || c == '+' || c == '=' || c == ' ' || c == '\t';
+}
+
+// `${...}` content bash reads as a plain parameter: a name, digits, or one
+// special parameter.
+bool IsPlainParameter(std::string_view s) {
+  if (s.empty()) return false;
+  if (s.size() == 1 && std::string_view("@*#?-$!0123456789").find(s[0]) != std::string_view::npos)
+    return true;
+  if (AllDigits(s)) return true;
+  if (s[0] >= '0' && s[0] <= '9') return false;
+  return std::all_of(s.begin(), s.end(), IsNameChar);
+}
+
+// Reserved words the reader drops at the start of a command.
+bool IsReservedWord(std::string_view w) {
+  static const std::set<std::string, std::less<>> kReserved = {
+      "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"};
+  return kReserved.count(w) > 0;
+}
+
+// Variables that make bash or the dynamic loader run or find other code:
+// assigning them makes the reader's program names unreliable.
+bool IsSensitiveVariable(std::string_view name) {
+  static const std::set<std::string, std::less<>> kNames = {"PATH",
+                                                            "BASH_ENV",
+                                                            "ENV",
+                                                            "PS4",
+                                                            "PROMPT_COMMAND",
+                                                            "SHELLOPTS",
+                                                            "BASHOPTS",
+                                                            "LD_PRELOAD",
+                                                            "LD_LIBRARY_PATH",
+                                                            "LD_AUDIT",
+                                                            "BASH_LOADABLES_PATH",
+                                                            "EXECIGNORE",
+                                                            "CDPATH"};
+  return kNames.count(name) > 0;
+}
+
+std::string Basename(const std::string& w) {
+  size_t slash = w.rfind('/');
+  if (slash != std::string::npos && slash + 1 < w.size()) return w.substr(slash + 1);
+  return w;
+}
+
 std::string Join(const std::vector<std::string>& words, size_t from) {
   std::string out;
   for (size_t k = from; k < words.size(); ++k) {
@@ -52,15 +109,127 @@ struct Heredoc {
   bool expand = true;
 };
 
-enum class Pending { kNone, kOutputTarget, kDupTarget, kHeredocDelim, kHeredocDelimStrip };
+enum class Pending {
+  kNone,
+  kOutputTarget,
+  kDupTarget,
+  kInputTarget,
+  kHeredocDelim,
+  kHeredocDelimStrip
+};
 
 struct Builder {
   std::vector<std::string> words;
+  std::vector<bool> redir;  // words[i] is a redirection operator or its target
   std::string word;
   bool in_word = false;
   Pending pending = Pending::kNone;
   bool writes = false;
 };
+
+// One wrapper's option grammar (getopt style, stopping at the first operand).
+struct WrapperSpec {
+  std::string_view name;
+  std::string_view short_noarg;
+  std::string_view short_arg;
+  std::string_view short_optarg;  // takes an argument only when attached (`-i{}`)
+  std::string_view short_nocmd;   // the program is not run (`command -v x`)
+  std::vector<std::string_view> long_noarg;
+  std::vector<std::string_view> long_arg;
+  std::vector<std::string_view> long_optarg;  // takes an argument only after '='
+  int operands_before_command = 0;            // timeout's duration
+  bool assignments = false;                   // NAME=VALUE words before the command (env, sudo)
+  bool dash_alone = false;                    // env's `-`
+};
+
+const WrapperSpec* FindWrapper(std::string_view name) {
+  static const std::vector<WrapperSpec> kSpecs = {
+      {"env",
+       "i0v",
+       "uC",
+       "",
+       "",
+       {"ignore-environment", "null", "debug"},
+       {"unset", "chdir"},
+       {},
+       0,
+       true,
+       true},
+      {"command", "p", "", "", "vV", {}, {}, {}, 0, false, false},
+      {"builtin", "", "", "", "", {}, {}, {}, 0, false, false},
+      {"exec", "cl", "a", "", "", {}, {}, {}, 0, false, false},
+      {"nohup", "", "", "", "", {}, {}, {}, 0, false, false},
+      {"nice", "0123456789", "n", "", "", {}, {"adjustment"}, {}, 0, false, false},
+      {"timeout",
+       "v",
+       "ks",
+       "",
+       "",
+       {"preserve-status", "foreground", "verbose"},
+       {"kill-after", "signal"},
+       {},
+       1,
+       false,
+       false},
+      {"stdbuf", "", "ioe", "", "", {}, {"input", "output", "error"}, {}, 0, false, false},
+      {"setsid", "cfw", "", "", "", {"ctty", "fork", "wait"}, {}, {}, 0, false, false},
+      {"ionice", "t", "cn", "", "", {"ignore"}, {"class", "classdata"}, {}, 0, false, false},
+      {"time", "p", "", "", "", {}, {}, {}, 0, false, false},
+      {"sudo",
+       "ABbEHNnPSk",
+       "acCDgprRtTuU",
+       "h",
+       "",
+       {"askpass", "background", "bell", "set-home", "non-interactive", "no-update",
+        "preserve-groups", "stdin", "reset-timestamp"},
+       {"close-from", "chdir", "group", "prompt", "chroot", "role", "type", "command-timeout",
+        "user", "other-user"},
+       {"preserve-env", "host"},
+       0,
+       true,
+       false},
+      {"doas", "n", "u", "", "", {}, {}, {}, 0, false, false},
+      {"xargs",
+       "0prtx",
+       "aEdILnPs",
+       "eil",
+       "",
+       {"null", "interactive", "no-run-if-empty", "verbose", "exit", "open-tty"},
+       {"arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"},
+       {"replace", "eof", "max-lines"},
+       0,
+       false,
+       false},
+  };
+  for (const auto& s : kSpecs) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+bool Contains(const std::vector<std::string_view>& v, std::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Programs that run another command with a grammar this reader does not
+// model: a line using them is incomplete.
+bool IsOpaqueRunner(std::string_view p) {
+  static const std::set<std::string, std::less<>> kRunners = {
+      "watch",        "flock",     "chroot",   "unshare",  "nsenter",  "strace",      "ltrace",
+      "gdb",          "valgrind",  "runuser",  "su",       "script",   "parallel",    "ssh",
+      "chrt",         "taskset",   "numactl",  "fakeroot", "firejail", "systemd-run", "pkexec",
+      "busybox",      "catchsegv", "unbuffer", "proot",    "cgexec",   "torsocks",    "proxychains",
+      "proxychains4", "sg",        "newgrp",   "coproc",   "sshpass",  "expect",      "nohup.sh",
+      "caffeinate",   "retry",     "entr",     "tmux",     "screen",   "dtach",       "faketime",
+      "ts",           "pv",        "setpriv",  "capsh",    "bwrap",    "sandbox-exec"};
+  return kRunners.count(p) > 0;
+}
+
+bool IsShell(std::string_view p) {
+  static const std::set<std::string, std::less<>> kShells = {
+      "sh", "bash", "zsh", "dash", "ksh", "mksh", "yash", "rbash", "fish", "ash", "posh"};
+  return kShells.count(p) > 0;
+}
 
 class Splitter {
  public:
@@ -71,8 +240,20 @@ class Splitter {
       Fail("nesting deeper than 32 levels");
       return;
     }
+    for (char c : s_) {
+      auto u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\t' && c != '\n') || u == 0x7f) {
+        Fail("a control character other than tab and newline");
+        break;
+      }
+    }
     ParseList(0);
     if (!heredocs_.empty()) Fail("here-document without a body");
+  }
+
+  // The body of an unquoted here-document: only expansions are parsed.
+  void RunHeredocBody() {
+    while (i_ < s_.size()) ScanExpansionChar();
   }
 
  private:
@@ -85,8 +266,10 @@ class Splitter {
 
   void EndWord(Builder& b) {
     if (!b.in_word) return;
+    bool redir = b.pending != Pending::kNone;
     switch (b.pending) {
       case Pending::kNone:
+      case Pending::kInputTarget:
         break;
       case Pending::kOutputTarget:
         if (!IsHarmlessTarget(UnquoteWord(b.word))) b.writes = true;
@@ -102,12 +285,17 @@ class Splitter {
         h.delim = UnquoteWord(b.word);
         h.strip_tabs = b.pending == Pending::kHeredocDelimStrip;
         h.expand = b.word.find_first_of("'\"\\") == std::string::npos;
+        if (b.word.find_first_of("$`") != std::string::npos) {
+          Fail("a here-document delimiter with '$' or '`'");
+        }
+        if (nested_lists_ > 0) Fail("a here-document inside a nested command");
         heredocs_.push_back(std::move(h));
         break;
       }
     }
     b.pending = Pending::kNone;
     b.words.push_back(std::move(b.word));
+    b.redir.push_back(redir);
     b.word.clear();
     b.in_word = false;
   }
@@ -115,85 +303,360 @@ class Splitter {
   void Flush(Builder& b) {
     EndWord(b);
     if (b.pending != Pending::kNone) Fail("redirection without a target");
-    Emit(std::move(b.words), b.writes);
+    Emit(std::move(b.words), std::move(b.redir), b.writes);
     b = Builder();
   }
 
-  void Emit(std::vector<std::string> words, bool writes) {
-    static const std::set<std::string, std::less<>> kReserved = {
-        "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!"};
+  // Analyses one simple command (words with redirections flagged) and adds
+  // it, then what it runs.
+  void Emit(std::vector<std::string> words, std::vector<bool> redir, bool writes) {
+    static const std::set<std::string, std::less<>> kRefused = {
+        "case", "esac", "for", "select", "function", "coproc", "in", "[[", "]]", "let"};
+    redir.resize(words.size(), false);
     size_t start = 0;
-    while (start < words.size() && kReserved.count(words[start])) ++start;
+    while (start < words.size() && !redir[start] && IsReservedWord(words[start])) ++start;
     if (start >= words.size()) return;
     words.erase(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(start));
+    redir.erase(redir.begin(), redir.begin() + static_cast<std::ptrdiff_t>(start));
     SimpleCommand cmd;
     cmd.text = Join(words, 0);
     cmd.writes_file = writes;
+    // The words bash passes to the program (redirections removed).
+    std::vector<size_t> pos;  // index into `words`
     std::vector<std::string> uq;
-    uq.reserve(words.size());
-    for (const auto& w : words) uq.push_back(UnquoteWord(w));
-    size_t k = StripWrappers(uq);
-    if (k < uq.size()) {
-      size_t slash = uq[k].rfind('/');
-      if (slash != std::string::npos && slash + 1 < uq[k].size()) uq[k] = uq[k].substr(slash + 1);
+    std::vector<bool> exact;
+    for (size_t k = 0; k < words.size(); ++k) {
+      if (redir[k]) continue;
+      pos.push_back(k);
+      std::string v;
+      bool ok = UnquoteWordExact(words[k], &v);
+      uq.push_back(ok ? v : UnquoteWord(words[k]));
+      exact.push_back(ok);
     }
-    cmd.bare = Join(uq, k);
+    size_t n = uq.size();
+    if (n > 0 && !redir[pos[0]] && kRefused.count(words[pos[0]])) {
+      Fail("'" + words[pos[0]] + "' is not understood");
+    }
+    // Assignments and wrappers.
+    size_t k = 0;
+    bool wrapped = false;
+    bool via_xargs = false;
+    bool wrapper_assignments = false;
+    while (true) {
+      while (k < n && (IsAssignment(words[pos[k]]) ||
+                       (wrapper_assignments && exact[k] && uq[k].find('=') != std::string::npos &&
+                        uq[k][0] != '-'))) {
+        std::string_view name = std::string_view(uq[k]).substr(0, uq[k].find('='));
+        if (name.find('[') != std::string_view::npos) Fail("an assignment to an array element");
+        if (IsSensitiveVariable(name)) {
+          Fail("an assignment to " + std::string(name) + ", which changes what commands run");
+        }
+        ++k;
+      }
+      wrapper_assignments = false;
+      if (k >= n) break;
+      if (!exact[k]) {
+        Fail("the program name '" + words[pos[k]] + "' is not a literal word");
+        break;
+      }
+      std::string prog = Basename(uq[k]);
+      cmd.programs.push_back(prog);
+      const WrapperSpec* spec = FindWrapper(prog);
+      if (spec == nullptr) break;
+      size_t w0 = k;
+      bool nocmd = false;
+      ++k;
+      if (!ParseWrapperOptions(*spec, uq, exact, k, nocmd)) {
+        k = n;
+        break;
+      }
+      for (int o = 0; o < spec->operands_before_command && k < n; ++o, ++k) {
+        if (!exact[k]) Fail("an operand of '" + prog + "' is not a literal word");
+      }
+      if (nocmd || k >= n) {
+        k = w0;  // the wrapper itself is the program
+        break;
+      }
+      wrapped = true;
+      if (prog == "xargs") via_xargs = true;
+      wrapper_assignments = spec->assignments;
+    }
+    if (wrapped && k < n && !redir[pos[k]] &&
+        (kRefused.count(words[pos[k]]) || IsReservedWord(words[pos[k]]) || words[pos[k]] == "((")) {
+      Fail("'" + words[pos[k]] + "' after a wrapper is not understood");
+    }
+    if (k < n) {
+      cmd.bare = Basename(uq[k]);
+      for (size_t a = k + 1; a < n; ++a) cmd.bare += " " + uq[a];
+    } else {
+      cmd.bare = cmd.text;
+    }
+    if (wrapped && k < n) {
+      size_t at = 0;
+      for (size_t w = 0; w < pos[k]; ++w) at += words[w].size() + 1;
+      cmd.inner = Join(words, pos[k]);
+      cmd.inner_program_end = at + words[pos[k]].size();
+    }
+    std::string prog = k < n ? Basename(uq[k]) : "";
+    std::vector<std::string> args(uq.begin() + static_cast<std::ptrdiff_t>(std::min(k, n)),
+                                  uq.end());
+    std::vector<bool> args_exact(exact.begin() + static_cast<std::ptrdiff_t>(std::min(k, n)),
+                                 exact.end());
+    if (!args.empty()) {
+      args[0] = prog;
+      cmd.escalation = EscalationReason(args, args_exact);
+      if (via_xargs) {
+        cmd.escalation =
+            cmd.escalation.empty()
+                ? (HasRiskEntry(prog) ? "xargs: arguments of '" + prog + "' come from its input"
+                                      : "")
+                : cmd.escalation;
+        if (IsShell(prog) || prog == "eval" || FindWrapper(prog) != nullptr ||
+            IsOpaqueRunner(prog) || HasRiskEntry(prog)) {
+          Fail("xargs runs '" + prog + "' with arguments from its input");
+        }
+      }
+    }
+    cmd.words = uq;
     out_->commands.push_back(cmd);
-    // A script passed as a string: `bash -c '...'`, `eval '...'`.
-    if (k < uq.size()) {
-      static const std::set<std::string, std::less<>> kShells = {"sh",   "bash", "zsh",
-                                                                 "dash", "ksh",  "fish"};
-      const std::string& prog = uq[k];
-      if (prog == "eval") {
-        SplitNested(Join(uq, k + 1));
-      } else if (kShells.count(prog)) {
-        for (size_t a = k + 1; a + 1 < uq.size(); ++a) {
-          const std::string& opt = uq[a];
-          if (opt.size() >= 2 && opt[0] == '-' && opt[1] != '-' && opt.back() == 'c') {
-            SplitNested(uq[a + 1]);
-            break;
+    if (k < n) RunsOtherCommands(prog, uq, exact, k, words, pos);
+  }
+
+  // Parses a wrapper's options from uq[k]; leaves k at the first operand.
+  bool ParseWrapperOptions(const WrapperSpec& sp, const std::vector<std::string>& uq,
+                           const std::vector<bool>& exact, size_t& k, bool& nocmd) {
+    size_t n = uq.size();
+    auto bad = [&](const std::string& why) {
+      Fail(why);
+      return false;
+    };
+    while (k < n) {
+      const std::string& w = uq[k];
+      if (!exact[k]) return bad("an argument of '" + std::string(sp.name) + "' is not literal");
+      if (w == "--") {
+        ++k;
+        return true;
+      }
+      if (w == "-" && sp.dash_alone) {
+        ++k;
+        continue;
+      }
+      if (w.size() < 2 || w[0] != '-') return true;
+      if (w[1] == '-') {
+        size_t eq = w.find('=');
+        std::string_view name =
+            std::string_view(w).substr(2, eq == std::string::npos ? w.npos : eq - 2);
+        bool has_eq = eq != std::string::npos;
+        if (Contains(sp.long_noarg, name) && !has_eq) {
+        } else if (Contains(sp.long_optarg, name)) {
+        } else if (Contains(sp.long_arg, name)) {
+          if (!has_eq) {
+            if (++k >= n) return bad("option '" + w + "' without its argument");
+            if (!exact[k])
+              return bad("an argument of '" + std::string(sp.name) + "' is not literal");
           }
+        } else {
+          return bad("'" + std::string(sp.name) + "' option '" + w + "' is not known");
+        }
+        ++k;
+        continue;
+      }
+      for (size_t j = 1; j < w.size(); ++j) {
+        char ch = w[j];
+        if (sp.short_nocmd.find(ch) != std::string_view::npos) {
+          nocmd = true;
+        } else if (sp.short_noarg.find(ch) != std::string_view::npos) {
+        } else if (sp.short_optarg.find(ch) != std::string_view::npos) {
+          break;
+        } else if (sp.short_arg.find(ch) != std::string_view::npos) {
+          if (j + 1 == w.size()) {
+            if (++k >= n) return bad("option '-" + std::string(1, ch) + "' without its argument");
+            if (!exact[k])
+              return bad("an argument of '" + std::string(sp.name) + "' is not literal");
+          }
+          break;
+        } else {
+          return bad("'" + std::string(sp.name) + "' option '-" + std::string(1, ch) +
+                     "' is not known");
+        }
+      }
+      ++k;
+    }
+    return true;
+  }
+
+  // Commands a program runs from its own arguments: scripts of shells,
+  // `eval` and `trap`, `find -exec`; refuses programs whose way of running
+  // commands is not modelled.
+  void RunsOtherCommands(const std::string& prog, const std::vector<std::string>& uq,
+                         const std::vector<bool>& exact, size_t k,
+                         const std::vector<std::string>& words, const std::vector<size_t>& pos) {
+    size_t n = uq.size();
+    auto all_exact = [&](size_t from) {
+      for (size_t a = from; a < n; ++a) {
+        if (!exact[a]) return false;
+      }
+      return true;
+    };
+    if (prog == "eval") {
+      if (!all_exact(k + 1)) Fail("an argument of 'eval' is not literal");
+      std::string script;
+      for (size_t a = k + 1; a < n; ++a) script += (a > k + 1 ? " " : "") + uq[a];
+      SplitNested(script);
+    } else if (IsShell(prog)) {
+      ShellScript(prog, uq, exact, k + 1);
+    } else if (prog == "source" || prog == ".") {
+      // The file is looked up in PATH when it has no '/'.
+      if (k + 1 < n) {
+        if (!exact[k + 1]) Fail("the file of '" + prog + "' is not literal");
+        out_->commands.back().programs.push_back(Basename(uq[k + 1]));
+      }
+    } else if (prog == "trap") {
+      size_t a = k + 1;
+      while (a < n && (uq[a] == "-p" || uq[a] == "-l" || uq[a] == "-P")) ++a;
+      if (a < n && uq[a] == "--") ++a;
+      if (a + 1 < n && uq[a] != "-") {
+        if (!exact[a]) Fail("the command of 'trap' is not literal");
+        SplitNested(uq[a]);
+      }
+    } else if (prog == "find") {
+      for (size_t a = k + 1; a < n; ++a) {
+        if (uq[a] != "-exec" && uq[a] != "-execdir" && uq[a] != "-ok" && uq[a] != "-okdir")
+          continue;
+        size_t e = a + 1;
+        while (e < n && uq[e] != ";" && !(uq[e] == "+" && e > a + 1 && uq[e - 1] == "{}")) ++e;
+        if (e >= n) {
+          Fail("'find " + uq[a] + "' without its terminating ';' or '+'");
+          return;
+        }
+        std::vector<std::string> sub;
+        for (size_t w = a + 1; w < e; ++w) sub.push_back(words[pos[w]]);
+        if (sub.empty()) Fail("'find " + uq[a] + "' without a command");
+        if (!sub.empty() && sub[0] == "{}") Fail("'find " + uq[a] + "' runs the files it finds");
+        Emit(std::move(sub), {}, false);
+        a = e;
+      }
+    } else if (IsOpaqueRunner(prog)) {
+      Fail("'" + prog + "' runs a command in a way this reader does not model");
+    } else if (prog == "alias" || prog == "shopt" || prog == "enable" || prog == "hash") {
+      Fail("'" + prog + "' can change what later commands run");
+    } else if (prog == "declare" || prog == "typeset" || prog == "local" || prog == "readonly" ||
+               prog == "export") {
+      for (size_t a = k + 1; a < n; ++a) {
+        if (uq[a].size() > 1 && (uq[a][0] == '-' || uq[a][0] == '+') &&
+            uq[a].find_first_of("in") != std::string::npos) {
+          Fail("'" + prog + " " + uq[a] + "' evaluates values as arithmetic or names");
+        }
+        std::string name = uq[a].substr(0, uq[a].find('='));
+        if (name.find('[') != std::string::npos) Fail("an assignment to an array element");
+        if (uq[a].find('=') != std::string::npos && IsSensitiveVariable(name)) {
+          Fail("an assignment to " + name + ", which changes what commands run");
+        }
+      }
+    } else if (prog == "unset" || prog == "read" || prog == "printf" || prog == "mapfile" ||
+               prog == "readarray" || prog == "wait" || prog == "getopts" || prog == "test" ||
+               prog == "[") {
+      // These name variables; a subscript in a name is evaluated as
+      // arithmetic, which runs command substitutions in the value. For
+      // `test`/`[` only `-v`/`-R` take names.
+      bool names = prog != "printf" && prog != "test" && prog != "[";
+      for (size_t a = k + 1; a < n; ++a) {
+        if ((prog == "printf" && uq[a] == "-v") ||
+            ((prog == "test" || prog == "[") && (uq[a] == "-v" || uq[a] == "-R"))) {
+          names = true;
+          continue;
+        }
+        if (names && uq[a].find('[') != std::string::npos) {
+          Fail("an array subscript (evaluated as arithmetic) in '" + prog + "'");
+        }
+        if (prog != "test" && prog != "[" && IsSensitiveVariable(uq[a])) {
+          Fail("'" + prog + "' sets " + uq[a] + ", which changes what later commands run");
+        }
+      }
+    } else if (prog == "set") {
+      for (size_t a = k + 1; a < n; ++a) {
+        const std::string& w = uq[a];
+        if (w == "--" || w == "-") break;
+        if (w == "history" || w == "histexpand" ||
+            (w.size() > 1 && (w[0] == '-' || w[0] == '+') && w.find('H') != std::string::npos)) {
+          Fail("'set " + w + "' changes how later lines are read");
         }
       }
     }
   }
 
-  // Skips assignments and wrapper programs with their options; returns the
-  // index of the real program.
-  static size_t StripWrappers(const std::vector<std::string>& w) {
-    static const std::set<std::string, std::less<>> kWrappers = {
-        "sudo", "doas", "env",     "command", "builtin", "exec",   "nohup",
-        "nice", "time", "timeout", "xargs",   "stdbuf",  "ionice", "setsid"};
-    static const std::set<std::string, std::less<>> kArgOptions = {
-        "-u", "-g", "-n", "-p", "-C", "-D", "-U", "-r", "-t", "-h", "-s", "-k", "-I", "-L"};
-    size_t k = 0;
-    while (true) {
-      while (k < w.size() && IsAssignment(w[k])) ++k;
-      if (k >= w.size() || !kWrappers.count(w[k])) break;
-      bool is_timeout = w[k] == "timeout";
-      ++k;
-      while (k < w.size() && w[k].size() > 1 && w[k][0] == '-') {
-        if (w[k] == "--") {
-          ++k;
-          break;
-        }
-        bool takes_arg = kArgOptions.count(w[k]) > 0;
-        ++k;
-        if (takes_arg && k < w.size()) ++k;
+  // `bash [options] -c SCRIPT [name [args]]`: options in any cluster.
+  void ShellScript(const std::string& prog, const std::vector<std::string>& uq,
+                   const std::vector<bool>& exact, size_t a) {
+    static const std::set<std::string, std::less<>> kLongNoArg = {
+        "norc",    "noprofile", "posix",        "login",           "restricted",
+        "verbose", "noediting", "dump-strings", "dump-po-strings", "protected"};
+    static const std::set<std::string, std::less<>> kLongArg = {"rcfile", "init-file"};
+    size_t n = uq.size();
+    bool command_mode = false;
+    while (a < n) {
+      if (!exact[a]) {
+        Fail("an argument of '" + prog + "' is not literal");
+        return;
       }
-      if (is_timeout && k < w.size()) ++k;  // the duration
+      const std::string& w = uq[a];
+      if (w == "--" || w == "-") {
+        ++a;
+        break;
+      }
+      if (w.starts_with("--")) {
+        std::string name = w.substr(2);
+        if (kLongArg.count(name)) {
+          a += 2;
+        } else if (kLongNoArg.count(name)) {
+          ++a;
+        } else {
+          Fail("'" + prog + "' option '" + w + "' is not known");
+          return;
+        }
+        continue;
+      }
+      if (w.size() < 2 || (w[0] != '-' && w[0] != '+')) break;
+      for (size_t j = 1; j < w.size(); ++j) {
+        char ch = w[j];
+        if (ch == 'c' && w[0] == '-') {
+          command_mode = true;
+        } else if (ch == 'o') {
+          ++a;
+          if (a >= n || !exact[a] || uq[a] == "history" || uq[a] == "histexpand") {
+            Fail("'" + prog + " -o' with an option this reader does not allow");
+            return;
+          }
+        } else if (std::string_view("abefhkmnprstuvxBCEPTlD").find(ch) == std::string_view::npos) {
+          Fail("'" + prog + "' option '" + std::string(1, w[0]) + ch + "' is not understood");
+          return;
+        }
+      }
+      ++a;
     }
-    return k;
+    if (!command_mode) {
+      // A script file, looked up in PATH when it has no '/': it is the
+      // program that runs.
+      if (a < n) {
+        if (!exact[a]) Fail("the script of '" + prog + "' is not literal");
+        out_->commands.back().programs.push_back(Basename(uq[a]));
+      }
+      return;
+    }
+    if (a >= n) {
+      Fail("'" + prog + " -c' without a script");
+      return;
+    }
+    if (!exact[a]) Fail("the script of '" + prog + " -c' is not literal");
+    SplitNested(uq[a]);
   }
 
   void SplitNested(const std::string& script) {
-    // `script` must outlive the nested splitter's string_view only for the
-    // duration of this call.
     Splitter nested(script, out_, depth_ + 1);
     nested.Run();
   }
 
-  // Parses commands until `term` (')' or '`', consumed) or the end (term 0).
+  // Parses commands until `term` (')', consumed) or the end (term 0).
   void ParseList(char term) {
     if (++depth_ > kMaxDepth) {
       Fail("nesting deeper than 32 levels");
@@ -201,6 +664,7 @@ class Splitter {
       --depth_;
       return;
     }
+    if (term != 0) ++nested_lists_;
     Builder b;
     while (i_ < s_.size()) {
       char c = s_[i_];
@@ -208,23 +672,33 @@ class Splitter {
         Flush(b);
         ++i_;
         --depth_;
+        --nested_lists_;
         return;
       }
       switch (c) {
         case ' ':
         case '\t':
-        case '\r':
           EndWord(b);
           ++i_;
           break;
         case '\n':
           Flush(b);
           ++i_;
-          ReadHeredocs();
+          if (!heredocs_.empty()) {
+            if (term != 0) Fail("a here-document body inside a nested command");
+            ReadHeredocs();
+          }
           break;
         case '\\':
           if (Peek(1) == '\n') {
-            i_ += 2;  // line continuation
+            // Line continuation: bash joins the lines before reading tokens;
+            // followed here only between plain word characters.
+            char before = i_ > 0 ? s_[i_ - 1] : ' ';
+            char after = i_ + 2 < s_.size() ? s_[i_ + 2] : ' ';
+            if (!IsPlainWordChar(before) || !IsPlainWordChar(after)) {
+              Fail("a line continuation next to an operator or quote");
+            }
+            i_ += 2;
           } else {
             b.word.append(s_.substr(i_, 2));
             b.in_word = true;
@@ -246,10 +720,7 @@ class Splitter {
           AppendSpan(b, i_, [&] { ReadDouble(); });
           break;
         case '`':
-          AppendSpan(b, i_, [&] {
-            ++i_;
-            ParseList('`');
-          });
+          AppendSpan(b, i_, [&] { ReadBacktick(); });
           break;
         case '$':
           AppendSpan(b, i_, [&] { ReadDollar(); });
@@ -282,6 +753,7 @@ class Splitter {
           }
           break;
         case ';':
+          if (Peek(1) == ';' || Peek(1) == '&') Fail("a 'case' terminator");
           Flush(b);
           i_ += Peek(1) == ';' ? 2 : 1;
           break;
@@ -290,9 +762,21 @@ class Splitter {
           i_ += (Peek(1) == '|' || Peek(1) == '&') ? 2 : 1;
           break;
         case '(':
-          if (b.in_word && !b.word.empty() && b.word.back() == '=') {
+          if (b.in_word && !b.word.empty() && b.word.back() == '=' && b.words.empty() &&
+              IsAssignment(b.word)) {
             AppendSpan(b, i_, [&] { ReadArray(); });
           } else {
+            bool after_word = b.in_word;
+            for (size_t w = 0; w < b.words.size(); ++w) {
+              if (b.redir[w] || !IsReservedWord(b.words[w])) after_word = true;
+            }
+            if (after_word) Fail("'(' after a word (a function definition?)");
+            if (Peek(1) == '(') {
+              Fail("an arithmetic command '((...))'");
+              Flush(b);
+              ReadBalanced(2, '(', ')', 2, "((...))");
+              break;
+            }
             Flush(b);
             ++i_;
             ParseList(')');
@@ -312,7 +796,7 @@ class Splitter {
     }
     Flush(b);
     if (term == ')') Fail("missing ')'");
-    if (term == '`') Fail("missing closing '`'");
+    if (term != 0) --nested_lists_;
     --depth_;
   }
 
@@ -327,6 +811,7 @@ class Splitter {
   void PushOp(Builder& b, std::string op, Pending pending) {
     if (b.pending != Pending::kNone) Fail("redirection without a target");
     b.words.push_back(std::move(op));
+    b.redir.push_back(true);
     b.pending = pending;
   }
 
@@ -339,7 +824,7 @@ class Splitter {
     } else {
       EndWord(b);
     }
-    Pending pending = Pending::kNone;
+    Pending pending = Pending::kInputTarget;
     if (s_[i_] == '>') {
       op.push_back('>');
       ++i_;
@@ -382,13 +867,22 @@ class Splitter {
     PushOp(b, op, pending);
   }
 
+  void NoteNewlineInConstruct(size_t from, size_t to) {
+    if (heredocs_.empty()) return;
+    if (s_.substr(from, std::min(to, s_.size()) - from).find('\n') != std::string_view::npos) {
+      Fail("a here-document pending across a multi-line construct");
+    }
+  }
+
   // At a quote; moves past the closing quote.
   void ReadSingle(bool ansi_c) {
+    size_t start = i_;
     ++i_;
     while (i_ < s_.size() && s_[i_] != '\'') {
       if (ansi_c && s_[i_] == '\\') ++i_;
       ++i_;
     }
+    NoteNewlineInConstruct(start, i_);
     if (i_ >= s_.size()) {
       Fail("unterminated single quote");
       return;
@@ -398,15 +892,47 @@ class Splitter {
 
   // At '"'; moves past the closing quote, parsing substitutions inside.
   void ReadDouble() {
+    size_t start = i_;
     ++i_;
     while (i_ < s_.size() && s_[i_] != '"') {
       ScanExpansionChar();
     }
+    NoteNewlineInConstruct(start, i_);
     if (i_ >= s_.size()) {
       Fail("unterminated double quote");
       return;
     }
     ++i_;
+  }
+
+  // At '`'. bash ends the substitution at the first unescaped backquote,
+  // whatever quotes are inside, then removes the backslashes before `\`, `$`
+  // and '`'; a body holding a backslash is refused (nested and escaped
+  // backquotes are read differently by each shell).
+  void ReadBacktick() {
+    size_t start = ++i_;
+    std::string body;
+    bool backslash = false;
+    while (i_ < s_.size() && s_[i_] != '`') {
+      if (s_[i_] == '\\' && i_ + 1 < s_.size()) {
+        backslash = true;
+        char e = s_[i_ + 1];
+        if (e != '\\' && e != '`' && e != '$') body.push_back('\\');
+        body.push_back(e);
+        i_ += 2;
+        continue;
+      }
+      body.push_back(s_[i_]);
+      ++i_;
+    }
+    NoteNewlineInConstruct(start, i_);
+    if (backslash) Fail("a backslash inside backquotes");
+    if (i_ >= s_.size()) {
+      Fail("missing closing '`'");
+    } else {
+      ++i_;
+    }
+    SplitNested(body);
   }
 
   // One step inside double quotes or an expanding here-document.
@@ -415,9 +941,8 @@ class Splitter {
     if (c == '\\') {
       i_ += 2;
     } else if (c == '`') {
-      ++i_;
-      ParseList('`');
-    } else if (c == '$' && (Peek(1) == '(' || Peek(1) == '{')) {
+      ReadBacktick();
+    } else if (c == '$' && (Peek(1) == '(' || Peek(1) == '{' || Peek(1) == '[')) {
       ReadDollar();
     } else {
       ++i_;
@@ -428,11 +953,22 @@ class Splitter {
   void ReadDollar() {
     char n1 = Peek(1);
     if (n1 == '(' && Peek(2) == '(') {
-      ReadBalanced(3, '(', ')', 2, "$((...))");
+      Fail("arithmetic expansion '$((...))'");
+      i_ += 2;  // read on as nested lists, so deny rules still see commands
+      ParseList(')');
     } else if (n1 == '(') {
       i_ += 2;
       ParseList(')');
+    } else if (n1 == '[') {
+      Fail("arithmetic expansion '$[...]'");
+      ReadBalanced(2, '[', ']', 1, "$[...]");
     } else if (n1 == '{') {
+      size_t close = s_.find('}', i_ + 2);
+      if (close != std::string_view::npos && IsPlainParameter(s_.substr(i_ + 2, close - i_ - 2))) {
+        i_ = close + 1;
+        return;
+      }
+      Fail("parameter expansion with operators '${...}'");
       ReadBalanced(2, '{', '}', 1, "${...}");
     } else if (n1 == '\'') {
       ++i_;
@@ -442,8 +978,8 @@ class Splitter {
     }
   }
 
-  // Skips a balanced construct whose content is not parsed; a command
-  // substitution inside it makes the line incomplete.
+  // Skips a construct this reader does not parse (the line is already
+  // incomplete), still reading substitutions so deny rules see them.
   void ReadBalanced(size_t skip, char open, char close, int depth, const char* what) {
     i_ += skip;
     while (i_ < s_.size() && depth > 0) {
@@ -452,14 +988,21 @@ class Splitter {
         i_ += 2;
         continue;
       }
-      if (c == '`' || (c == '$' && Peek(1) == '(' && open == '{')) {
-        Fail(std::string("command substitution inside ") + what);
+      if (c == '`' || (c == '$' && Peek(1) == '(')) {
+        ScanExpansionChar();
+        continue;
       }
-      if (c == '$' && Peek(1) == '(' && open == '(') {
-        Fail(std::string("command substitution inside ") + what);
+      if ((c == '<' || c == '>') && Peek(1) == '(') {
+        i_ += 2;
+        ParseList(')');
+        continue;
       }
-      if (c == '\'' && open == '{') {
+      if (c == '\'') {
         ReadSingle(/*ansi_c=*/false);
+        continue;
+      }
+      if (c == '"') {
+        ReadDouble();
         continue;
       }
       if (c == open) ++depth;
@@ -471,6 +1014,7 @@ class Splitter {
 
   // At '(' of `name=(...)`: an array literal, data only.
   void ReadArray() {
+    size_t start = i_;
     ++i_;
     while (i_ < s_.size() && s_[i_] != ')') {
       if (s_[i_] == '\'') {
@@ -478,11 +1022,23 @@ class Splitter {
       } else if (s_[i_] == '"') {
         ReadDouble();
       } else if (s_[i_] == '$' || s_[i_] == '`') {
-        ScanExpansionChar();
+        if (s_[i_] == '$' && Peek(1) == '\'') {
+          ++i_;
+          ReadSingle(/*ansi_c=*/true);
+        } else {
+          ScanExpansionChar();
+          if (s_[i_ - 1] == '$') ++i_;
+        }
+      } else if (s_[i_] == '\\') {
+        i_ += 2;
+      } else if (s_[i_] == '[' || s_[i_] == '(' || s_[i_] == '#') {
+        Fail("an array literal with subscripts, comments or '('");
+        ++i_;
       } else {
         ++i_;
       }
     }
+    NoteNewlineInConstruct(start, i_);
     if (i_ >= s_.size()) {
       Fail("unterminated array");
       return;
@@ -490,18 +1046,32 @@ class Splitter {
     ++i_;
   }
 
-  // After a newline: consumes the bodies of pending here-documents.
+  // After a newline: consumes the bodies of pending here-documents. A line
+  // ends one when it equals the delimiter (after leading tabs for `<<-`);
+  // in an unquoted here-document a line ending in a backslash is joined
+  // with the next by bash, so it is refused here.
   void ReadHeredocs() {
     std::vector<Heredoc> docs = std::move(heredocs_);
     heredocs_.clear();
     for (const auto& h : docs) {
       bool found = false;
+      std::string body;
       while (i_ < s_.size()) {
         size_t eol = s_.find('\n', i_);
         if (eol == std::string_view::npos) eol = s_.size();
-        std::string_view line = s_.substr(i_, eol - i_);
+        std::string joined(s_.substr(i_, eol - i_));
+        // bash joins a line ending in a backslash with the next before
+        // comparing it with the delimiter; read the same way, but refused.
+        while (h.expand && !joined.empty() && joined.back() == '\\' && eol < s_.size()) {
+          Fail("a here-document line ending in a backslash");
+          joined.pop_back();
+          size_t next = s_.find('\n', eol + 1);
+          if (next == std::string_view::npos) next = s_.size();
+          joined.append(s_.substr(eol + 1, next - eol - 1));
+          eol = next;
+        }
+        std::string_view line = joined;
         std::string_view check = line;
-        if (!check.empty() && check.back() == '\r') check.remove_suffix(1);
         if (h.strip_tabs) {
           while (!check.empty() && check.front() == '\t') check.remove_prefix(1);
         }
@@ -510,11 +1080,13 @@ class Splitter {
           found = true;
           break;
         }
-        if (h.expand) {
-          while (i_ < eol) ScanExpansionChar();
-          if (i_ > eol) eol = i_ - 1;  // a substitution spanned lines
-        }
-        i_ = eol + 1;
+        body.append(line);
+        body.push_back('\n');
+        i_ = eol < s_.size() ? eol + 1 : eol;
+      }
+      if (h.expand) {
+        Splitter nested(body, out_, depth_ + 1);
+        nested.RunHeredocBody();
       }
       if (!found) {
         Fail("unterminated here-document '" + h.delim + "'");
@@ -528,6 +1100,7 @@ class Splitter {
   CommandLine* out_;
   int depth_;
   size_t i_ = 0;
+  int nested_lists_ = 0;  // open `( ... )`, `$( ... )`, `<( ... )` lists
   std::vector<Heredoc> heredocs_;
 };
 
@@ -574,6 +1147,80 @@ std::string UnquoteWord(std::string_view w) {
     }
   }
   return out;
+}
+
+bool UnquoteWordExact(std::string_view w, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < w.size(); ++i) {
+    char c = w[i];
+    if (c == '\'') {
+      size_t end = w.find('\'', i + 1);
+      if (end == std::string_view::npos) return false;
+      out->append(w.substr(i + 1, end - i - 1));
+      i = end;
+    } else if (c == '$') {
+      if (i + 1 == w.size()) {
+        out->push_back('$');
+      } else if (w[i + 1] == '\'') {
+        for (i += 2; i < w.size() && w[i] != '\''; ++i) {
+          if (w[i] != '\\') {
+            out->push_back(w[i]);
+            continue;
+          }
+          if (++i >= w.size()) return false;
+          char e = w[i];
+          if (e == 'n') {
+            out->push_back('\n');
+          } else if (e == 't') {
+            out->push_back('\t');
+          } else if (e == '\\' || e == '\'' || e == '"') {
+            out->push_back(e);
+          } else {
+            return false;
+          }
+        }
+        if (i >= w.size()) return false;
+      } else {
+        return false;
+      }
+    } else if (c == '`') {
+      return false;
+    } else if (c == '"') {
+      for (++i; i < w.size() && w[i] != '"'; ++i) {
+        if (w[i] == '\\' && i + 1 < w.size() &&
+            (w[i + 1] == '"' || w[i + 1] == '\\' || w[i + 1] == '$' || w[i + 1] == '`')) {
+          out->push_back(w[++i]);
+        } else if (w[i] == '\\' && i + 1 < w.size() && w[i + 1] == '\n') {
+          ++i;
+        } else if (w[i] == '`' || (w[i] == '$' && i + 1 < w.size() && w[i + 1] != '"')) {
+          return false;
+        } else {
+          out->push_back(w[i]);
+        }
+      }
+      if (i >= w.size()) return false;
+    } else if (c == '\\') {
+      if (i + 1 >= w.size()) return false;
+      if (w[i + 1] != '\n') out->push_back(w[i + 1]);
+      ++i;
+    } else if (c == '*' || c == '?' || (c == '~' && i == 0)) {
+      return false;
+    } else if (c == '[' && w.find(']', i + 1) != std::string_view::npos) {
+      return false;
+    } else if (c == '{') {
+      size_t close = w.find('}', i + 1);
+      if (close != std::string_view::npos) {
+        std::string_view inside = w.substr(i + 1, close - i - 1);
+        if (inside.find(',') != std::string_view::npos ||
+            inside.find("..") != std::string_view::npos)
+          return false;
+      }
+      out->push_back(c);
+    } else {
+      out->push_back(c);
+    }
+  }
+  return true;
 }
 
 }  // namespace agentloop::permissions
