@@ -13,6 +13,17 @@ bool IsProtectedName(const std::string& component, bool last) {
   return ToLower(component) == "agents.md" || component == ".mcp.json";
 }
 
+bool IsPureReader(std::string_view program) {
+  static constexpr std::string_view kReaders[] = {
+      "cat",    "head",    "tail",      "grep",     "egrep",   "fgrep", "rg",
+      "wc",     "ls",      "stat",      "file",     "nl",      "diff",  "cmp",
+      "md5sum", "sha1sum", "sha256sum", "realpath", "readlink"};
+  for (std::string_view r : kReaders) {
+    if (program == r) return true;
+  }
+  return false;
+}
+
 bool Under(const fs::path& p, const fs::path& root) {
   auto rel = p.lexically_relative(root);
   return !rel.empty() && *rel.begin() != "..";
@@ -58,7 +69,15 @@ std::optional<std::string> ProtectedCommandReason(const CommandLine& line,
                                                   const std::vector<fs::path>& roots,
                                                   const std::string& home) {
   for (const SimpleCommand& cmd : line.commands) {
+    // A program that only reads its operands (`cat AGENTS.md`) cannot change
+    // them; for it only the targets of output redirections count.
+    const bool reader = !cmd.programs.empty() && IsPureReader(cmd.programs.back());
+    bool redirect_target = false;
     for (std::string_view raw : Split(cmd.text, ' ')) {
+      const bool after_redirect = redirect_target;
+      redirect_target = raw.find('>') != std::string_view::npos &&
+                        raw.find_first_not_of("0123456789&>|") == std::string_view::npos;
+      if (reader && !after_redirect) continue;
       std::string word = UnquoteWord(raw);
       if (!home.empty()) {
         if (word == "~" || StartsWith(word, "~/")) word = home + word.substr(1);

@@ -106,12 +106,14 @@ TEST_F(ProtectedPathsTest, BashLinesNamingConfigurationAreAsked) {
   for (const char* cmd :
        {"cp evil .git/hooks/pre-commit", "echo x > AGENTS.md", "tee .agentloop/config.toml",
         "mv a .git", "cat x | dd of=./.git/config", "ln -s /tmp/x src/../.agentloop",
-        "cp x .g*/config", "cp x '.git'/config", "git diff --output=.git/x"}) {
+        "cp x .g*/config", "cp x '.git'/config", "git diff --output=.git/x", "cat x > AGENTS.md",
+        "cat x >> .git/config", "grep x y 2> .agentloop/config.toml"}) {
     PolicyVerdict v = p.Evaluate(bash, Json{{"command", cmd}});
     EXPECT_EQ(v.decision, Decision::kAsk) << cmd << ": " << v.reason;
     EXPECT_TRUE(v.always_ask) << cmd;
   }
-  for (const char* cmd : {"git status", "ls src", "cat .gitignore", "make test"}) {
+  for (const char* cmd : {"git status", "ls src", "cat .gitignore", "make test", "cat AGENTS.md",
+                          "grep -r x .agentloop", "ls -la .git", "diff AGENTS.md b"}) {
     EXPECT_EQ(p.Evaluate(bash, Json{{"command", cmd}}).decision, Decision::kAllow) << cmd;
   }
 }
