@@ -117,6 +117,7 @@ class StoreSink final : public EventSink {
       case EventType::kHookError:
       case EventType::kNotice:
       case EventType::kContinuation:
+      case EventType::kSettings:
         return false;
     }
     return true;
