@@ -165,8 +165,7 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
     o.sources["approver"] = c.approver.kind.origin.source;
   }
   text(c.approver.webhook_url, "webhook_url", s.session.webhook_url, o.webhook_url);
-  text(c.approver.secret_env, "webhook_secret_env", s.session.webhook_secret_env,
-       o.webhook_secret_env);
+  text(c.approver.secret_env, "secret_env", s.session.webhook_secret_env, o.webhook_secret_env);
   return o;
 }
 
@@ -264,7 +263,6 @@ int CmdRun(const CommandEnv& e) {
     if (newest.ok()) FillFromStoredSession(**engine, newest->id, *s, e.args);
   }
   if (!s->provider_configured) return NoProvider(e);
-  s->session.overrides = FlagOverrides(*s, e.args);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
   return RunTurn(e, *s, **session, *prompt);
@@ -288,7 +286,6 @@ int CmdResume(const CommandEnv& e) {
   FillFromStoredSession(**engine, id, *s, e.args);
   s->session.session_id = id;
   if (!s->provider_configured) return NoProvider(e);
-  s->session.overrides = FlagOverrides(*s, e.args);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
   if (prompt) return RunTurn(e, *s, **session, *prompt);
@@ -376,7 +373,6 @@ int CmdResolve(const CommandEnv& e) {
       e.err << verb << " " << DescribeToolCall(record->item.tool, args) << "\n";
     }
   }
-  s->session.overrides = FlagOverrides(*s, e.args);
   TurnDriver driver(e, *s);
   driver.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
@@ -792,7 +788,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSetti
 
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
                            const CliArgs& args) {
-  (void)args;
+  // A session with pinned settings takes from this process only what its
+  // flags ask to change (chat --session/--continue included).
+  settings.session.overrides = FlagOverrides(settings, args);
   Result<std::string> id = engine.store().FindSession(session_id);
   if (!id.ok()) return;
   Result<SessionInfo> info = engine.store().GetSession(*id);

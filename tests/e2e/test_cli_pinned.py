@@ -107,6 +107,18 @@ class PinnedSettingsTest(CliTestCase):
         self.assertEqual([(c["key"], c["from"], c["to"], c["source"]) for c in changes],
                          [("budget.max_tool_calls", 10, 5, "--max-tool-calls")])
 
+    def test_run_session_and_chat_refuse_a_widening_flag(self):
+        server, r = self.start([{"text": "hello"}], code=0)
+        sid = r["session_id"]
+        run = self.run_cli("run", "--session", sid, "--allow", "*", "again", cwd=self.elsewhere)
+        self.assert_code(run, 2)
+        self.assertIn("--allow * is not among the pinned allow rules", run.stderr)
+        chat = self.run_cli("chat", "--session", sid, "--allow", "*", stdin="hi\n",
+                            cwd=self.elsewhere)
+        self.assert_code(chat, 2)
+        self.assertIn("--allow * is not among the pinned allow rules", chat.stderr)
+        self.assertEqual(len(server.requests()), 1)
+
     def test_resume_from_another_directory_runs_tools_in_the_sessions_workspace(self):
         server, r = self.start([{"text": "hello"}, bash("c1", "pwd > where.txt"),
                                 {"text": "done"}], "--allow", "bash", code=0)
