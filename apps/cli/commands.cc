@@ -500,7 +500,7 @@ void PrintSettings(std::ostream& out, const std::optional<Json>& settings) {
   auto line = [&](std::string_view key, const std::string& value) {
     out << "  " << key << std::string(key.size() < 18 ? 18 - key.size() : 1, ' ') << value << "\n";
   };
-  out << "settings  (pinned; flags may narrow them, see `agentloop help resume`)\n";
+  out << "settings  (pinned to the session; flags of later commands may only narrow them)\n";
   line("workspace", o->workspace.string());
   line("provider", o->provider + (o->base_url.empty() ? "" : " at " + o->base_url));
   line("model", o->model);

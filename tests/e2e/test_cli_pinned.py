@@ -5,6 +5,7 @@ process may narrow the pinned settings but never widen them."""
 
 import json
 import os
+import sqlite3
 import unittest
 
 from e2e_util import CliTestCase
@@ -166,6 +167,23 @@ class PinnedSettingsTest(CliTestCase):
         # Nothing left to retry.
         again = self.run_cli("resume", r["session_id"], "--output", "json", cwd=self.elsewhere)
         self.assert_code(again, 2)
+
+    def test_a_session_without_pinned_settings_runs_with_the_flags_given(self):
+        # As a session created before schema version 3 reads: nothing pinned.
+        server, r = self.start([bash("c1", "echo legacy > out.txt"), {"text": "done"}])
+        db = sqlite3.connect(os.path.join(self.data, "sessions.db"))
+        db.execute("UPDATE sessions SET settings = '' WHERE id = ?", (r["session_id"],))
+        db.commit()
+        db.close()
+        show = json.loads(self.run_cli("sessions", "show", r["session_id"], "--output",
+                                       "json").stdout)
+        self.assertIsNone(show["settings"])
+        a = self.run_cli("approve", r["pending"][0]["id"], "--provider", "openai", "--base-url",
+                         server.base_url + "/v1", "--output", "json", cwd=self.elsewhere)
+        self.assert_code(a, 0)
+        self.assertEqual(self.json_result(a)["final_text"], "done")
+        with open(self.ws_file("out.txt")) as f:
+            self.assertEqual(f.read().strip(), "legacy")
 
     def test_sessions_show_prints_the_pinned_settings(self):
         server, r = self.start([{"text": "hello"}], "--deny", "bash(rm*)", code=0)
