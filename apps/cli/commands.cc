@@ -17,6 +17,7 @@
 #include "permissions/policy.h"
 #include "permissions/rules.h"
 #include "protocol/codec.h"
+#include "protocol/session_settings.h"
 #include "tools/builtin.h"
 
 #ifndef AL_VERSION
@@ -78,8 +79,95 @@ int NoProvider(const CommandEnv& e) {
 }
 
 std::string ModelFor(const CliSettings& s, const Session* session) {
-  if (!s.session.model.empty()) return s.session.model;
-  return session != nullptr ? session->info().model : std::string();
+  if (session != nullptr && !session->options().model.empty()) return session->options().model;
+  return s.session.model;
+}
+
+// What the command line (and only the command line: a configuration file or
+// the environment never changes a stored session) asks to change in a stored
+// session's pinned settings.
+SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
+  const Config& c = s.loaded.config;
+  SettingsOverrides o;
+  auto flag = [](const ConfigOrigin& origin) { return origin.kind == ConfigOrigin::Kind::kFlag; };
+  auto text = [&](const Sourced<std::string>& v, const std::string& field, const std::string& value,
+                  std::optional<std::string>& out) {
+    if (!flag(v.origin)) return;
+    out = value;
+    o.sources[field] = v.origin.source;
+  };
+  if (args.workspace) {
+    o.workspace = s.workspace;
+    o.sources["workspace"] = "-C";
+  }
+  text(c.provider.kind, "provider", s.session.provider, o.provider);
+  text(c.provider.model, "model", s.session.model, o.model);
+  text(c.provider.base_url, "base_url", s.session.base_url, o.base_url);
+  text(c.provider.api_key_env, "api_key_env", s.session.api_key_env, o.api_key_env);
+  text(c.provider.script, "script", s.session.script_path, o.script_path);
+  if (flag(c.command.origin)) {
+    o.command = s.session.command;
+    o.sources["command"] = c.command.origin.source;
+  }
+  const CommandBudgetConfig& b = c.budget[static_cast<size_t>(s.session.command)];
+  if (flag(b.max_tool_calls.origin)) {
+    o.max_tool_calls = s.session.max_tool_calls;
+    o.sources["max_tool_calls"] = b.max_tool_calls.origin.source;
+  }
+  if (flag(b.max_tokens.origin)) {
+    o.max_tokens = s.session.max_tokens;
+    o.sources["max_tokens"] = b.max_tokens.origin.source;
+  }
+  if (flag(b.max_turns.origin)) {
+    o.max_turns = s.session.max_turns;
+    o.sources["max_turns"] = b.max_turns.origin.source;
+  }
+  if (flag(b.max_wall_time_ms.origin) && s.session.max_wall_time) {
+    o.max_wall_time = s.session.max_wall_time;
+    o.sources["max_wall_time_ms"] = b.max_wall_time_ms.origin.source;
+  }
+  auto rules = [&](const std::vector<Sourced<std::string>>& in, std::vector<SourcedRule>& out) {
+    for (const Sourced<std::string>& r : in) {
+      if (flag(r.origin)) out.push_back({r.value, r.origin.source});
+    }
+  };
+  rules(c.permissions.allow, o.allow);
+  rules(c.permissions.ask, o.ask);
+  rules(c.permissions.deny, o.deny);
+  if (flag(c.permissions.default_decision.origin)) {
+    o.default_mutating = s.session.default_mutating;
+    o.default_read_only = s.session.default_read_only;
+    o.sources["default_mutating"] = o.sources["default_read_only"] =
+        c.permissions.default_decision.origin.source;
+  }
+  if (flag(c.tools.sandbox.origin)) {
+    o.sandbox = s.session.sandbox;
+    o.sources["sandbox"] = c.tools.sandbox.origin.source;
+  }
+  if (flag(c.tools.bash_timeout_ms.origin)) {
+    o.bash_timeout_ms = s.session.bash_timeout_ms;
+    o.sources["bash_timeout_ms"] = c.tools.bash_timeout_ms.origin.source;
+  }
+  if (flag(c.todo_loop.enabled.origin)) {
+    o.todo_loop = s.session.todo_loop;
+    o.sources["todo_loop"] = c.todo_loop.enabled.origin.source;
+  }
+  if (flag(c.reflector.enabled.origin)) {
+    o.reflector = s.session.reflector;
+    o.sources["reflector"] = c.reflector.enabled.origin.source;
+  }
+  if (flag(c.system_prompt_file.origin)) {
+    o.system_prompt = s.session.system_prompt;
+    o.system_prompt_source = s.session.system_prompt_source;
+    o.sources["system_prompt"] = c.system_prompt_file.origin.source;
+  }
+  if (flag(c.approver.kind.origin)) {
+    o.approver = s.session.approver;
+    o.sources["approver"] = c.approver.kind.origin.source;
+  }
+  text(c.approver.webhook_url, "webhook_url", s.session.webhook_url, o.webhook_url);
+  text(c.approver.secret_env, "secret_env", s.session.webhook_secret_env, o.webhook_secret_env);
+  return o;
 }
 
 // Everything a turn-running command needs around Session::Run / Resolve.
@@ -203,9 +291,24 @@ int CmdResume(const CommandEnv& e) {
   if (!session.ok()) return Fail(e, s->output, session.error());
   if (prompt) return RunTurn(e, *s, **session, *prompt);
 
-  // No prompt: continue a turn the process died in, show a pause, or (on a
-  // terminal) open the chat.
+  // No prompt: continue a turn the process died in, retry one that failed,
+  // show a pause, or (on a terminal) open the chat.
   if ((*session)->open_checkpoint()) return RunTurn(e, *s, **session, "");
+  if ((*session)->retryable()) {
+    if (!e.args.quiet) {
+      e.err << "agentloop: retrying the failed turn of session " << (*session)->id() << "\n";
+    }
+    TurnDriver driver(e, *s);
+    for (const std::string& w : (*session)->load_warnings()) {
+      e.err << "agentloop: warning: " << w << "\n";
+    }
+    driver.printer.BeginTurn();
+    std::stop_token stop = Interrupts::Arm();
+    Result<TurnResult> result = (*session)->Retry(driver.callbacks, stop);
+    Interrupts::Disarm();
+    if (!result.ok()) return driver.printer.FinishWithError(result.error());
+    return driver.printer.Finish((*session)->id(), *result, ModelFor(*s, session->get()));
+  }
   bool interrupted = LastTurnInterrupted((*engine)->store(), (*session)->id());
   if (interrupted) {
     if (!e.args.quiet) {
@@ -219,7 +322,8 @@ int CmdResume(const CommandEnv& e) {
     return RunChat(e, std::move(*s));
   }
   return UsageError(e, InvalidArgument("session " + (*session)->id() +
-                                       " has no interrupted turn to continue; give a PROMPT"));
+                                       " has no interrupted or failed turn to continue; give a "
+                                       "PROMPT"));
 }
 
 // ------------------------------------------------ approve / deny / answer ----
@@ -280,7 +384,7 @@ int CmdResolve(const CommandEnv& e) {
     return driver.printer.FinishWithError(FailedPrecondition(
         "pending item " + id + " is already resolved (or unknown); nothing changed"));
   }
-  std::string model = s->session.model;
+  std::string model = report->model.empty() ? s->session.model : report->model;
   if (report->resumed) return driver.printer.Finish(report->session_id, *report->resumed, model);
   if (report->outstanding > 0) {
     if (s->output == OutputFormat::kText && !e.args.quiet) {
@@ -382,6 +486,62 @@ Json SessionInfoJson(const SessionInfo& i) {
               {"last_seq", i.last_seq}};
 }
 
+// The pinned settings of `sessions show`, one line per setting.
+void PrintSettings(std::ostream& out, const std::optional<Json>& settings) {
+  if (!settings) {
+    out << "settings  none pinned (created by an older agentloop: each process's own flags and "
+           "configuration apply)\n";
+    return;
+  }
+  Result<SessionOptions> o = PinnedSettingsFromJson(*settings);
+  if (!o.ok()) {
+    out << "settings  unreadable: " << o.error().message() << "\n";
+    return;
+  }
+  auto line = [&](std::string_view key, const std::string& value) {
+    out << "  " << key << std::string(key.size() < 18 ? 18 - key.size() : 1, ' ') << value << "\n";
+  };
+  out << "settings  (pinned to the session; flags of later commands may only narrow them)\n";
+  line("workspace", o->workspace.string());
+  line("provider", o->provider + (o->base_url.empty() ? "" : " at " + o->base_url));
+  line("model", o->model);
+  line("api key from", o->api_key_env.empty() ? "the provider's variable" : "$" + o->api_key_env);
+  if (!o->script_path.empty()) line("script", o->script_path);
+  line("command", std::string(CommandKindName(o->command)));
+  const Budget b = DefaultBudget(o->command);
+  line("max tool calls", o->max_tool_calls ? std::to_string(*o->max_tool_calls)
+                                           : std::to_string(b.max_tool_calls) + " (default)");
+  line("max tokens", o->max_tokens ? std::to_string(*o->max_tokens)
+                                   : std::to_string(b.max_tokens) + " (default)");
+  line("max turns",
+       o->max_turns ? std::to_string(*o->max_turns) : std::to_string(b.max_turns) + " (default)");
+  line("max wall time ms",
+       o->max_wall_time ? std::to_string(o->max_wall_time->count()) : std::string("none"));
+  for (const auto& [word, rules] :
+       {std::pair<std::string_view, const std::vector<SourcedRule>*>{"allow", &o->allow},
+        {"ask", &o->ask},
+        {"deny", &o->deny}}) {
+    for (const SourcedRule& r : *rules) {
+      line(word, r.rule + (r.source.empty() ? "" : "  (" + r.source + ")"));
+    }
+  }
+  line("default mutating",
+       o->default_mutating ? std::string(permissions::DecisionWord(*o->default_mutating)) : "ask");
+  line("default read-only", o->default_read_only
+                                ? std::string(permissions::DecisionWord(*o->default_read_only))
+                                : "allow");
+  line("approver",
+       std::string(ApproverModeName(o->approver)) +
+           (o->webhook_url.empty() ? "" : " " + o->webhook_url) +
+           (o->webhook_secret_env.empty() ? "" : " (secret from $" + o->webhook_secret_env + ")"));
+  line("sandbox", o->sandbox);
+  line("bash timeout ms", std::to_string(o->bash_timeout_ms));
+  line("todo loop", o->todo_loop ? "on (max " + std::to_string(o->todo_max_rounds) + " rounds)"
+                                 : std::string("off"));
+  line("reflector", o->reflector ? "on" : "off");
+  line("system prompt", o->system_prompt ? o->system_prompt_source : std::string("built-in"));
+}
+
 void PrintMessage(std::ostream& out, const Message& m) {
   std::string who = m.tag.empty() ? std::string(RoleName(m.role))
                                   : std::string(RoleName(m.role)) + " [" + m.tag + "]";
@@ -462,9 +622,13 @@ int CmdSessions(const CommandEnv& e) {
   lo.repair = false;
   Result<SessionSnapshot> snap = store.Load(*id, lo);
   if (!snap.ok()) return Fail(e, fmt, snap.error());
+  Result<std::optional<Json>> settings = store.GetSettings(*id);
+  if (!settings.ok()) return Fail(e, fmt, settings.error());
   if (fmt != OutputFormat::kText) {
     Json j = Json::object();
     j["session"] = SessionInfoJson(snap->info);
+    // null: nothing pinned (a session created by an older agentloop).
+    j["settings"] = settings->has_value() ? **settings : Json(nullptr);
     Json msgs = Json::array();
     for (const Message& m : snap->messages) msgs.push_back(ToJson(m));
     j["messages"] = std::move(msgs);
@@ -500,6 +664,7 @@ int CmdSessions(const CommandEnv& e) {
           << " tool calls · " << GroupDigits(t.counters.tokens) << " tokens\n";
   }
   for (const LoadWarning& w : snap->warnings) e.out << "warning   " << w.message << "\n";
+  PrintSettings(e.out, *settings);
   e.out << "\n";
   for (const Message& m : snap->messages) PrintMessage(e.out, m);
   if (snap->open_checkpoint)
@@ -639,7 +804,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSetti
 
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
                            const CliArgs& args) {
-  (void)args;
+  // A session with pinned settings takes from this process only what its
+  // flags ask to change (chat --session/--continue included).
+  settings.session.overrides = FlagOverrides(settings, args);
   Result<std::string> id = engine.store().FindSession(session_id);
   if (!id.ok()) return;
   Result<SessionInfo> info = engine.store().GetSession(*id);

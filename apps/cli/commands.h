@@ -42,8 +42,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSetti
                                            bool preconnect = false);
 
 // Fills what the flags and files left unset (provider, model, command) from
-// the stored session `session_id` (id or prefix). Unknown ids are left to
-// OpenSession to report.
+// the stored session `session_id` (id or prefix), and sets
+// settings.session.overrides to what the flags of `args` ask to change in the
+// session's pinned settings. Unknown ids are left to OpenSession to report.
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
                            const CliArgs& args);
 

@@ -82,6 +82,8 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   o.model = config.provider.model.value;
   o.base_url = config.provider.base_url.value;
   if (!config.provider.api_key_env.value.empty()) {
+    // The variable's name is pinned to a new session (never the key).
+    o.api_key_env = config.provider.api_key_env.value;
     o.api_key = Lookup(ctx.env, config.provider.api_key_env.value);
     if (o.api_key.empty()) {
       return InvalidArgument("provider.api_key_env names " + config.provider.api_key_env.value +
@@ -117,6 +119,7 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
                              config.system_prompt_file.origin.ToString() + ")");
     }
     o.system_prompt = std::move(*text);
+    o.system_prompt_source = p.string();
   }
 
   AddRules(config.permissions.allow, o.allow);
@@ -144,6 +147,7 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   o.interactive = ctx.stdin_tty && ctx.stderr_tty;
   o.webhook_url = config.approver.webhook_url.value;
   if (!config.approver.secret_env.value.empty()) {
+    o.webhook_secret_env = config.approver.secret_env.value;
     o.webhook_secret = Lookup(ctx.env, config.approver.secret_env.value);
   }
   if (o.approver == ApproverMode::kWebhook && o.webhook_url.empty()) {

@@ -44,6 +44,53 @@ enum class ApproverMode {
   kNone,     // no approver: every `ask` is denied (fail closed)
 };
 
+// A permission rule as users write it ("bash(git status*)", "*"), with where
+// it came from for messages.
+struct SourcedRule {
+  std::string rule;
+  std::string source;  // "--allow", "~/.config/agentloop/config.toml:12", ...
+  bool operator==(const SourcedRule&) const = default;
+};
+
+// What a process that opens a STORED session asks to change in the settings
+// pinned to it (see SessionOptions, "Pinned settings"). Unset fields keep the
+// pinned value. Narrowing changes (more ask/deny rules, smaller budgets, a
+// stricter default or sandbox, a read-only command, switches turned off, no
+// approver) and explicit provider changes (provider, model, base URL, API
+// key variable, script) are applied and recorded; a change that widens (an
+// allow rule, a larger budget, a looser default or sandbox, another
+// workspace, ...) makes OpenSession fail with kInvalidArgument naming each.
+struct SettingsOverrides {
+  std::optional<std::filesystem::path> workspace;
+  std::optional<std::string> provider, model, base_url, api_key_env, script_path;
+  std::optional<CommandKind> command;
+  std::optional<int> max_tool_calls;
+  std::optional<int64_t> max_tokens;
+  std::optional<int> max_turns;
+  std::optional<std::chrono::milliseconds> max_wall_time;
+  std::vector<SourcedRule> allow, ask, deny;
+  std::optional<Decision> default_mutating, default_read_only;
+  std::optional<std::string> sandbox;
+  std::optional<int> bash_timeout_ms;
+  std::optional<bool> todo_loop, reflector;
+  std::optional<std::string> system_prompt, system_prompt_source;
+  std::optional<ApproverMode> approver;
+  std::optional<std::string> webhook_url, webhook_secret_env;
+  // Where the values come from, by field name ("model" -> "--model"), for
+  // messages and the `settings` event.
+  std::map<std::string, std::string> sources;
+};
+
+// Pinned settings: everything below that shapes a turn (workspace, provider,
+// base URL, model, API key variable, script, command, budgets, rules,
+// defaults, approver, sandbox, bash timeout, todo loop, reflector, system
+// prompt with its source) is stored with a new session (never api_key or
+// webhook_secret themselves: only the variables they come from). Opening a
+// stored session that has pinned settings uses them, not these fields:
+// only `session_id`, `continue_latest`, `interactive`, the secrets (when the
+// pinned variable is not set) and `overrides` are read. A session stored
+// without pinned settings (created by an older agentloop) is opened with
+// these fields, as given.
 struct SessionOptions {
   std::filesystem::path workspace;  // absolute; default: current directory
   std::string session_id;           // open this session (id or unique prefix); empty: new
@@ -53,7 +100,8 @@ struct SessionOptions {
   std::string provider = "openai";  // openai | anthropic | openai-responses | script
   std::string model;
   std::string base_url;
-  std::string api_key;  // empty: from env (OPENAI_API_KEY / ANTHROPIC_API_KEY)
+  std::string api_key;      // empty: from env, the variable `api_key_env` names
+  std::string api_key_env;  // empty: the provider's (OPENAI_API_KEY / ANTHROPIC_API_KEY)
   std::string script_path;
   bool use_max_tokens_field = false;
 
@@ -65,15 +113,13 @@ struct SessionOptions {
   std::optional<std::chrono::milliseconds> max_wall_time;
 
   // System prompt: replaces the built-in one when set (AGENTS.md, memory and
-  // skill indexes are still appended).
+  // skill indexes are still appended). `system_prompt_source` says where the
+  // text came from (the file's path); empty with no system_prompt: built-in.
   std::optional<std::string> system_prompt;
+  std::string system_prompt_source;
 
-  // Permission rules as users write them ("bash(git status*)", "*"), with
-  // where they came from for messages.
-  struct RuleSource {
-    std::string rule;
-    std::string source;  // "--allow", "~/.config/agentloop/config.toml:12", ...
-  };
+  // Permission rules, with where they came from for messages.
+  using RuleSource = SourcedRule;
   std::vector<RuleSource> allow, ask, deny;
   std::optional<Decision> default_mutating;   // unset: ask
   std::optional<Decision> default_read_only;  // unset: allow
@@ -81,10 +127,11 @@ struct SessionOptions {
   ApproverMode approver = ApproverMode::kAuto;
   bool interactive = false;  // a person is at a terminal
   std::string webhook_url;
-  std::string webhook_secret;
+  std::string webhook_secret;      // empty: from env, the variable `webhook_secret_env` names
+  std::string webhook_secret_env;  // the variable that holds the webhook secret
 
   // Tools.
-  std::string sandbox = "off";  // off | workspace-write | read-only
+  std::string sandbox = "off";  // stored and compared as given
   int bash_timeout_ms = 120000;
 
   // Todo continuation (SEMANTICS 2).
@@ -96,6 +143,9 @@ struct SessionOptions {
 
   // Learning loop (SEMANTICS 3).
   bool reflector = true;
+
+  // Changes asked of a stored session's pinned settings.
+  SettingsOverrides overrides;
 };
 
 struct EngineOptions {
@@ -143,7 +193,21 @@ class Session {
   virtual Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
                                  std::stop_token stop) = 0;
 
-  // Changes the model for later turns (/model NAME).
+  // Whether Retry() would run: the newest turn failed (the provider was
+  // unreachable, say), nothing is paused, and the history ends with the
+  // prompt or the tool results the model is to answer.
+  virtual bool retryable() const = 0;
+  // Continues the failed newest turn from its last committed step: the same
+  // turn id and counters, no new message. Errors: kFailedPrecondition when
+  // not retryable().
+  virtual Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
+
+  // The settings the session runs with: the pinned ones (overrides applied)
+  // for a stored session, else the options it was opened with.
+  virtual const SessionOptions& options() const = 0;
+
+  // Changes the model for later turns (/model NAME); recorded in the pinned
+  // settings with the next turn.
   virtual Status SetModel(const std::string& model) = 0;
   // Runs `/todoloop ARGS` and returns the status lines.
   virtual std::string TodoLoopCommand(const std::string& args) = 0;
@@ -172,6 +236,7 @@ struct ResolveReport {
   std::string session_id;
   PendingItem item;
   int outstanding = 0;                // items still pending in the batch
+  std::string model;                  // the model the session runs with
   std::optional<TurnResult> resumed;  // set when the batch completed and the turn ran on
 };
 
@@ -182,10 +247,13 @@ class Engine {
 
   virtual SessionStore& store() = 0;
 
-  // Creates or loads a session and takes its lock. Errors: kBusy (another
-  // process runs it), kNotFound, kInvalidArgument (bad options, e.g. no
-  // model or API key for the provider: the message says how to configure
-  // one), kDataLoss (unreadable history).
+  // Creates or loads a session and takes its lock. A new session's settings
+  // are pinned to it; a stored session with pinned settings opens with them
+  // and `options.overrides` applied (see SettingsOverrides). Errors: kBusy
+  // (another process runs it), kNotFound, kInvalidArgument (bad options,
+  // e.g. no model or API key for the provider: the message says how to
+  // configure one; an override that would widen the pinned settings),
+  // kDataLoss (unreadable history or pinned settings).
   virtual Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) = 0;
 
   // Resolves a pending approval or question from any process. Approve runs
@@ -193,8 +261,10 @@ class Engine {
   // invalid edit is refused with kInvalidArgument and the item stays
   // pending); deny closes the batch; answer becomes the tool result. When
   // the last outstanding item of the batch is resolved the turn continues
-  // with `options` (the session's provider, budgets, ...) and may pause
-  // again. Resolving twice answers already_resolved and changes nothing.
+  // with the session's pinned settings (`options.overrides` applied as by
+  // OpenSession; the other fields of `options` only for a session stored
+  // without pinned settings) and may pause again. Resolving twice answers
+  // already_resolved and changes nothing.
   virtual Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
                                         const SessionOptions& options,
                                         const SessionCallbacks& callbacks,

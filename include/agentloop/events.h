@@ -38,6 +38,7 @@ enum class EventType {
   kHookError,      // {hook, point, error}
   kNotice,         // {level, text}          human-facing notes (todo loop, reflector)
   kContinuation,   // {round, max_rounds, strikes, max_strikes, reason}
+  kSettings,       // {changes: [{key, from, to, source}], settings}  pinned settings changed
 };
 
 // Stable snake_case name, e.g. "tool_call_begin".

@@ -83,6 +83,10 @@ struct NewSessionParams {
   // Optional; otherwise the title is taken from the first user message
   // appended.
   std::string first_message;
+  // The settings pinned to the session (an object, engine format: see
+  // SessionOptions in agentloop/engine.h and docs/storage.md), stored in the
+  // same commit as the session. Null: nothing is pinned. Never a secret.
+  Json settings;
 };
 
 struct SessionListOptions {
@@ -252,6 +256,19 @@ class SessionStore {
     AL_ASSIGN_OR_RETURN(auto lock, AcquireLock(info.id, owner_pid));
     return LockedSession{std::move(info), std::move(lock)};
   }
+
+  // --- pinned settings ----------------------------------------------------
+
+  // The settings pinned to the session (NewSessionParams::settings, as last
+  // replaced by UpdateSettings); nullopt for a session stored without them.
+  // Errors: kNotFound; kDataLoss when the stored text is not a JSON object.
+  virtual Result<std::optional<Json>> GetSettings(std::string_view session_id) = 0;
+  // Replaces the pinned settings and appends `events` (the `settings` event
+  // that says what changed, with its seq) in one transaction: both or
+  // neither. Errors: as Append; kInvalidArgument when `settings` is not an
+  // object.
+  virtual Status UpdateSettings(std::string_view session_id, const Json& settings,
+                                std::span<const Event> events) = 0;
 
   // --- durable pauses ---------------------------------------------------
 

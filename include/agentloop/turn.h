@@ -130,9 +130,18 @@ using TurnAction = std::variant<turn_action::CallModel, turn_action::Decide, tur
 struct TurnInput {
   Message message;
   bool is_resume = false;
+  // Retry: no new message; the turn asks the model again from the history as
+  // it stands, which must end with a user-role message (the prompt or the
+  // tool results the failed attempt had committed).
+  bool is_retry = false;
 
   static TurnInput User(std::string text) { return {Message::User(std::move(text)), false}; }
   static TurnInput Resume(std::vector<ContentBlock> results);
+  static TurnInput Retry() {
+    TurnInput in;
+    in.is_retry = true;
+    return in;
+  }
 };
 
 class Turn {
@@ -145,7 +154,8 @@ class Turn {
   Turn& operator=(const Turn&) = delete;
 
   // Appends the input and opens the turn. Errors: kInvalidArgument when a
-  // resume's results do not answer the open tool_use message.
+  // resume's results do not answer the open tool_use message, or a retry's
+  // history does not end with a user-role message.
   Status Start(TurnInput input);
 
   // What to do now. After Finished, keeps returning Finished.

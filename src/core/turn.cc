@@ -107,14 +107,20 @@ class Turn::Impl {
   Status Start(TurnInput input) {
     if (phase_ != Phase::kIdle) return FailedPrecondition("turn already started");
     if (input.is_resume) AL_RETURN_IF_ERROR(CheckResume(input.message));
+    if (input.is_retry && (tr_.empty() || tr_.back().role != Role::kUser)) {
+      return InvalidArgument(
+          "retry: the history does not end with a prompt or tool results to answer");
+    }
     start_time_ = cfg_.clock();
     Emit(EventType::kTurnBegin, [&] {
-      return Json{{"input", input.is_resume ? "resume" : "user"},
+      return Json{{"input", input.is_retry    ? "retry"
+                            : input.is_resume ? "resume"
+                                              : "user"},
                   {"command", CommandKindName(cfg_.command)},
                   {"budget", ToJson(cfg_.budget)},
                   {"counters", ToJson(counters_)}};
     });
-    AppendMessage(std::move(input.message));
+    if (!input.is_retry) AppendMessage(std::move(input.message));
     protect_from_ = tr_.size() - 1;
     phase_ = Phase::kNeedModel;
     OpenRound();

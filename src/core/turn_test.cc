@@ -581,6 +581,35 @@ TEST_F(TurnTest, DeferredApprovalPausesWithCheckpointAndResumes) {
   ExpectValidTranscript(transcript_);
 }
 
+// A failed turn is retried from the history as committed: no new message,
+// the same turn id and counters, and the model sees the tool results the
+// failed attempt had appended.
+TEST_F(TurnTest, RetryAsksTheModelAgainWithoutANewMessage) {
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Push(Unavailable("host unreachable"));
+  TurnResult r = Run(Config());
+  ASSERT_EQ(r.stop, StopReason::kFailed);
+  const size_t before = transcript_.size();
+  ASSERT_EQ(transcript_.back().role, Role::kUser);  // the tool results
+
+  provider_.Text("done after retry");
+  auto cfg = Config();
+  cfg.counters = r.counters;
+  TurnResult r2 = Run(cfg, TurnInput::Retry());
+  EXPECT_EQ(r2.stop, StopReason::kCompleted);
+  EXPECT_EQ(r2.final_text, "done after retry");
+  EXPECT_EQ(transcript_.size(), before + 1);  // only the answer was added
+  EXPECT_EQ(provider_.requests().back().messages, before);
+  EXPECT_EQ(r2.counters.tool_calls, 1);
+  auto begins = sink_.OfType(EventType::kTurnBegin);
+  ASSERT_FALSE(begins.empty());
+  EXPECT_EQ(begins.back().data["input"], "retry");
+  ExpectValidTranscript(transcript_);
+
+  // Nothing to answer: the history ends with the model's answer.
+  Turn turn(Config(), transcript_);
+  EXPECT_EQ(turn.Start(TurnInput::Retry()).code(), Code::kInvalidArgument);
+}
+
 TEST_F(TurnTest, ResumeRejectsResultsThatDoNotMatch) {
   provider_.Calls({Call("a", "write", {{"x", "1"}})});
   ScriptedApprover approver;

@@ -18,6 +18,7 @@
 #include "base/strings.h"
 #include "config/config.h"
 #include "engine/ask_user.h"
+#include "engine/pinned_settings.h"
 #include "engine/system_prompt.h"
 #include "learning/learning_tools.h"
 #include "learning/memory_store.h"
@@ -30,6 +31,7 @@
 #include "permissions/policy.h"
 #include "permissions/webhook.h"
 #include "protocol/codec.h"
+#include "protocol/session_settings.h"
 #include "providers/factory.h"
 #include "providers/http_client.h"
 #include "todo/todo_loop_hook.h"
@@ -117,6 +119,7 @@ class StoreSink final : public EventSink {
       case EventType::kHookError:
       case EventType::kNotice:
       case EventType::kContinuation:
+      case EventType::kSettings:
         return false;
     }
     return true;
@@ -186,9 +189,13 @@ class EngineImpl;
 class SessionImpl final : public Session {
  public:
   SessionImpl(EngineImpl& engine, SessionOptions options, SessionInfo info,
-              std::unique_ptr<SessionLock> lock, SessionSnapshot snapshot)
+              std::unique_ptr<SessionLock> lock, SessionSnapshot snapshot, bool pinned,
+              std::vector<engine::SettingChange> changes)
       : engine_(engine),
         options_(std::move(options)),
+        pinned_(pinned),
+        unsaved_changes_(std::move(changes)),
+        last_turn_end_(std::move(snapshot.last_turn_end)),
         info_(std::move(info)),
         lock_(std::move(lock)),
         lock_checked_at_(std::chrono::steady_clock::now()),
@@ -240,14 +247,44 @@ class SessionImpl final : public Session {
     return RunTurnWith(TurnInput::User(prompt), callbacks, stop, std::nullopt);
   }
 
+  // A retry continues the newest turn when it failed and its history ends
+  // with what the model is to answer (the prompt or committed tool results).
+  bool retryable() const override {
+    return !open_checkpoint_ && last_turn_end_ && last_turn_end_->stop == StopReason::kFailed &&
+           !transcript_.empty() && transcript_.back().role == Role::kUser;
+  }
+
+  Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override {
+    if (!retryable()) {
+      return FailedPrecondition("session " + info_.id +
+                                " has no failed turn to retry (the newest turn did not fail, or "
+                                "its history does not end with a prompt or tool results)");
+    }
+    // The same turn continues: its id and counters (budgets count across
+    // the attempts), under the session's command.
+    Checkpoint from;
+    from.session_id = info_.id;
+    from.turn_id = last_turn_end_->turn_id;
+    from.counters = last_turn_end_->counters;
+    from.command = options_.command;
+    return RunTurnWith(TurnInput::Retry(), callbacks, stop, from);
+  }
+
+  const SessionOptions& options() const override { return options_; }
+
   // Runs a turn: a new user input, or the resumption of a paused batch.
   Result<TurnResult> RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
                                  std::stop_token stop, std::optional<Checkpoint> resumed_from);
 
   Status SetModel(const std::string& model) override {
     if (Trim(model).empty()) return InvalidArgument("model name is empty");
+    const std::string before = options_.model;
     options_.model = model;
-    return RebuildProvider();
+    AL_RETURN_IF_ERROR(RebuildProvider());
+    if (pinned_ && before != model) {
+      unsaved_changes_.push_back({"model", Json(before), Json(model), "/model"});
+    }
+    return Status::Ok();
   }
 
   std::string TodoLoopCommand(const std::string& args) override {
@@ -266,7 +303,6 @@ class SessionImpl final : public Session {
   Budget budget() const override { return EffectiveBudget(); }
   TurnCounters totals() const override { return totals_; }
 
-  const SessionOptions& options() const { return options_; }
   const ToolRegistry& tools() const { return registry_; }
   ToolContext MakeToolContext() const {
     ToolContext ctx;
@@ -283,19 +319,15 @@ class SessionImpl final : public Session {
     return ctx;
   }
   uint64_t next_seq() const { return next_seq_; }
+  // Commits the changes of the pinned settings not yet stored, with their
+  // `settings` event (in `turn_id`), before anything runs under them.
+  Status SaveSettingsChanges(const std::string& turn_id);
   Status AppendEvents(std::vector<Event> events);
   void AppendMessageLocal(Message m) { transcript_.Append(std::move(m)); }
   void ClearCheckpoint() { open_checkpoint_.reset(); }
 
  private:
-  Budget EffectiveBudget() const {
-    Budget b = DefaultBudget(options_.command);
-    if (options_.max_tool_calls) b.max_tool_calls = *options_.max_tool_calls;
-    if (options_.max_tokens) b.max_tokens = *options_.max_tokens;
-    if (options_.max_turns) b.max_turns = *options_.max_turns;
-    if (options_.max_wall_time) b.max_wall_time = *options_.max_wall_time;
-    return b;
-  }
+  Budget EffectiveBudget() const { return engine::EffectiveBudget(options_); }
   Status RebuildProvider();
   void SaveTodoState() {
     if (!todo_loop_) return;
@@ -336,6 +368,11 @@ class SessionImpl final : public Session {
 
   EngineImpl& engine_;
   SessionOptions options_;
+  // The session has pinned settings (options_ are them, with the overrides
+  // applied); false for a session stored without them.
+  bool pinned_ = false;
+  std::vector<engine::SettingChange> unsaved_changes_;
+  std::optional<LastTurnEnd> last_turn_end_;
   SessionInfo info_;
   std::unique_ptr<SessionLock> lock_;
   // When the lock was last known to be ours (acquired or refreshed).
@@ -426,18 +463,58 @@ class EngineImpl final : public Engine {
     return http_;
   }
 
-  Result<std::unique_ptr<SessionImpl>> OpenImpl(SessionOptions options) {
+  // The workspace made canonical. Errors: kInvalidArgument when it is not an
+  // accessible directory.
+  static Result<std::filesystem::path> CanonicalWorkspace(std::filesystem::path ws) {
     std::error_code ec;
-    if (options.workspace.empty()) options.workspace = std::filesystem::current_path(ec);
-    auto canon = std::filesystem::canonical(options.workspace, ec);
+    if (ws.empty()) ws = std::filesystem::current_path(ec);
+    auto canon = std::filesystem::canonical(ws, ec);
     if (ec) {
-      return InvalidArgument("workspace " + options.workspace.string() +
+      return InvalidArgument("workspace " + ws.string() +
                              " is not an accessible directory: " + ec.message());
     }
     if (!std::filesystem::is_directory(canon)) {
       return InvalidArgument("workspace " + canon.string() + " is not a directory");
     }
-    options.workspace = canon;
+    return canon;
+  }
+
+  // A stored session's options: its pinned settings with the caller's
+  // overrides applied, plus what is per process (secrets, terminal).
+  // nullopt: nothing is pinned (a session stored by an older agentloop).
+  Result<std::optional<engine::AppliedSettings>> PinnedOptions(const std::string& session_id,
+                                                               const SessionOptions& caller) {
+    AL_ASSIGN_OR_RETURN(std::optional<Json> stored, store_->GetSettings(session_id));
+    if (!stored) return std::optional<engine::AppliedSettings>();
+    Result<SessionOptions> pinned = PinnedSettingsFromJson(*stored);
+    if (!pinned.ok()) {
+      return DataLoss("session " + session_id + ": " + pinned.error().message());
+    }
+    SettingsOverrides overrides = caller.overrides;
+    if (overrides.workspace) {
+      AL_ASSIGN_OR_RETURN(overrides.workspace, CanonicalWorkspace(*overrides.workspace));
+    }
+    AL_ASSIGN_OR_RETURN(engine::AppliedSettings applied,
+                        engine::ApplyOverrides(*pinned, overrides));
+    SessionOptions& o = applied.options;
+    o.session_id = caller.session_id;
+    o.continue_latest = caller.continue_latest;
+    o.interactive = caller.interactive;
+    // The secrets come from the variables the settings name (looked up when
+    // the provider or approver is built); the caller's are the fallback.
+    o.api_key = caller.api_key;
+    o.webhook_secret = caller.webhook_secret;
+    auto ws = CanonicalWorkspace(o.workspace);
+    if (!ws.ok()) {
+      return FailedPrecondition("session " + session_id + " runs in " + o.workspace.string() +
+                                ", which is no longer an accessible directory");
+    }
+    o.workspace = *ws;
+    return std::optional<engine::AppliedSettings>(std::move(applied));
+  }
+
+  Result<std::unique_ptr<SessionImpl>> OpenImpl(SessionOptions options) {
+    AL_ASSIGN_OR_RETURN(options.workspace, CanonicalWorkspace(options.workspace));
     if (options.model.empty()) options.model = DefaultModel(options.provider);
 
     std::string session_id;
@@ -450,6 +527,8 @@ class EngineImpl final : public Engine {
     SessionInfo info;
     std::unique_ptr<SessionLock> lock;
     SessionSnapshot snap;
+    bool pinned = false;
+    std::vector<engine::SettingChange> changes;
     const auto pid = static_cast<int64_t>(getpid());
     if (session_id.empty()) {
       NewSessionParams p;
@@ -457,6 +536,11 @@ class EngineImpl final : public Engine {
       p.provider = options.provider;
       p.model = options.model;
       p.command = options.command;
+      if (options.system_prompt && options.system_prompt_source.empty()) {
+        options.system_prompt_source = "(given)";
+      }
+      p.settings = PinnedSettingsToJson(options);
+      pinned = true;
       // Created and locked in one commit.
       AL_ASSIGN_OR_RETURN(auto created, store_->CreateLockedSession(p, pid));
       info = std::move(created.info);
@@ -467,12 +551,21 @@ class EngineImpl final : public Engine {
       snap.info = info;
     } else {
       AL_ASSIGN_OR_RETURN(info, store_->GetSession(session_id));
+      // The pinned settings are checked before the lock is taken: a refused
+      // override leaves the session as it was.
+      AL_ASSIGN_OR_RETURN(std::optional<engine::AppliedSettings> applied,
+                          PinnedOptions(info.id, options));
+      if (applied) {
+        options = std::move(applied->options);
+        changes = std::move(applied->changes);
+        pinned = true;
+      }
       AL_ASSIGN_OR_RETURN(lock, store_->AcquireLock(info.id, pid));
       AL_ASSIGN_OR_RETURN(snap, store_->Load(info.id, LoadOptions{}));
       info = snap.info;
     }
     auto session = std::make_unique<SessionImpl>(*this, std::move(options), info, std::move(lock),
-                                                 std::move(snap));
+                                                 std::move(snap), pinned, std::move(changes));
     AL_RETURN_IF_ERROR(session->Init());
     return session;
   }
@@ -505,8 +598,19 @@ class EngineImpl final : public Engine {
 SessionStore& SessionImpl::engine_store() { return engine_.store(); }
 
 Status SessionImpl::RebuildProvider() {
-  const ProviderConfig pc = ProviderConfigFor(options_, engine_.options().env);
-  if (IsRemote(pc.kind) && !Configured(pc, options_)) {
+  SessionOptions with_key = options_;
+  if (!options_.api_key_env.empty()) {
+    const EnvMap& env = engine_.options().env;
+    auto it = env.find(options_.api_key_env);
+    if (it != env.end() && !it->second.empty()) {
+      with_key.api_key = it->second;
+    } else if (with_key.api_key.empty()) {
+      return InvalidArgument("the API key of session " + info_.id + " comes from $" +
+                             options_.api_key_env + ", which is not set");
+    }
+  }
+  const ProviderConfig pc = ProviderConfigFor(with_key, engine_.options().env);
+  if (IsRemote(pc.kind) && !Configured(pc, with_key)) {
     return InvalidArgument(HowToConfigureProvider());
   }
   std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();
@@ -634,6 +738,22 @@ Status SessionImpl::Init() {
   return Status::Ok();
 }
 
+Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
+  if (!pinned_ || unsaved_changes_.empty()) return Status::Ok();
+  const Json settings = PinnedSettingsToJson(options_);
+  Event e;
+  e.type = EventType::kSettings;
+  e.session_id = info_.id;
+  e.turn_id = turn_id;
+  e.seq = next_seq_;
+  e.data = engine::SettingsEventData(unsaved_changes_, settings);
+  Status s = engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
+  if (!s.ok()) return s.WithContext("saving the changed settings of session " + info_.id);
+  ++next_seq_;
+  unsaved_changes_.clear();
+  return Status::Ok();
+}
+
 Status SessionImpl::AppendEvents(std::vector<Event> events) {
   for (auto& e : events) {
     e.session_id = info_.id;
@@ -659,6 +779,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   // opened it). Only here, not when the session is opened: a session opened
   // only to be shown or resolved contacts nobody.
   provider_->Warm();
+  AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
   StoreSink sink(engine_.store(), info_.id, callbacks.observer);
   TurnConfig cfg;
   cfg.session_id = info_.id;
@@ -698,6 +819,10 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
       permissions::WebhookOptions w;
       w.url = options_.webhook_url;
       w.secret = options_.webhook_secret;
+      if (!options_.webhook_secret_env.empty()) {
+        auto it = engine_.options().env.find(options_.webhook_secret_env);
+        if (it != engine_.options().env.end() && !it->second.empty()) w.secret = it->second;
+      }
       auto http = engine_.http();
       w.post = [http](const std::string& url, const permissions::HttpHeaders& headers,
                       const std::string& body) -> Status {
@@ -751,6 +876,9 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   }
   next_seq_ = result.next_seq;
   Status flushed = sink.Flush();
+  last_turn_end_ = LastTurnEnd{
+      turn.config().turn_id, 0, result.stop, result.reason, result.final_text, result.truncated,
+      result.counters};
 
   SaveTodoState();
   SaveReflectorState();
@@ -812,6 +940,7 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   if (opts.provider.empty()) opts.provider = info.provider;
   if (opts.model.empty()) opts.model = info.model;
   AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts));
+  report.model = session->options().model;
 
   std::vector<Event> decision_events;
   auto decision_event = [&](const PendingItem& item, std::string_view decision, bool edited) {
@@ -842,6 +971,7 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
     report.already_resolved = true;
     return report;
   }
+  AL_RETURN_IF_ERROR(session->SaveSettingsChanges(rec->turn_id));
   std::optional<ContentBlock> approved_result;
   if (resolution.kind == Resolution::Kind::kApprove) {
     const PendingItem& item = rec->item;

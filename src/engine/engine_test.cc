@@ -338,3 +338,123 @@ TEST(SystemPromptTest, IncludesAgentsFilesFromRepoRootDown) {
 
 }  // namespace
 }  // namespace agentloop
+
+namespace agentloop {
+namespace {
+
+// A stored session opens with the settings pinned to it, not with the
+// options of the process that opens it (another directory, no rules, no
+// provider flags).
+TEST_F(EngineTest, AStoredSessionOpensWithItsPinnedSettings) {
+  auto o = Options(kWriteScript);
+  o.deny.push_back({"bash(rm*)", "--deny"});
+  o.max_tool_calls = 7;
+  o.bash_timeout_ms = 5000;
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    id = (*s)->id();
+  }
+  fs::path elsewhere = tmp_.path() / "elsewhere";
+  fs::create_directories(elsewhere);
+  SessionOptions reopen;
+  reopen.workspace = elsewhere;
+  reopen.session_id = id;
+  reopen.provider = "openai";
+  reopen.model = "not-the-sessions";
+  auto s = engine_->OpenSession(reopen);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  const SessionOptions& got = (*s)->options();
+  EXPECT_EQ(got.workspace, fs::canonical(workspace_));
+  EXPECT_EQ(got.provider, "script");
+  EXPECT_EQ(got.script_path, o.script_path);
+  ASSERT_EQ(got.deny.size(), 1u);
+  EXPECT_EQ(got.deny[0].rule, "bash(rm*)");
+  EXPECT_EQ(got.deny[0].source, "--deny");
+  EXPECT_EQ((*s)->budget().max_tool_calls, 7);
+  EXPECT_EQ(got.bash_timeout_ms, 5000);
+  EXPECT_EQ(got.approver, ApproverMode::kDurable);
+}
+
+TEST_F(EngineTest, AWideningOverrideIsRefusedAndChangesNothing) {
+  auto o = Options(kWriteScript);
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    id = (*s)->id();
+  }
+  SessionOptions reopen;
+  reopen.session_id = id;
+  reopen.overrides.allow.push_back({"*", "--allow"});
+  auto s = engine_->OpenSession(reopen);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  EXPECT_THAT(s.error().message(), HasSubstr("--allow * is not among the pinned allow rules"));
+  auto settings = engine_->store().GetSettings(id);
+  ASSERT_TRUE(settings.ok() && settings->has_value());
+  EXPECT_EQ((**settings)["permissions"]["allow"], Json::array());
+}
+
+// A narrowing override applies to the turn and is stored, with a `settings`
+// event, before the turn's own events.
+TEST_F(EngineTest, ANarrowingOverrideIsKeptAndRecordedBeforeTheTurn) {
+  auto o = Options(kWriteScript);
+  o.allow.push_back({"*", "--allow"});
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    id = (*s)->id();
+  }
+  SessionOptions reopen;
+  reopen.session_id = id;
+  reopen.overrides.deny.push_back({"write", "--deny"});
+  reopen.overrides.sources["deny"] = "--deny";
+  {
+    auto s = engine_->OpenSession(reopen);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    auto r = (*s)->Run("create hello.txt", {}, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->stop, StopReason::kDenied) << r->reason;
+    EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+  }
+  auto events = engine_->store().Events(id, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ(events->front().type, "settings");
+  EXPECT_THAT(events->front().json, HasSubstr("\"key\":\"permissions.deny\""));
+  // The next process, with no overrides, still denies.
+  SessionOptions third;
+  third.session_id = id;
+  auto s = engine_->OpenSession(third);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  ASSERT_EQ((*s)->options().deny.size(), 1u);
+  EXPECT_EQ((*s)->options().deny[0].rule, "write");
+}
+
+// A session stored without pinned settings (an older agentloop) opens with
+// the caller's options, as before.
+TEST_F(EngineTest, ASessionWithoutPinnedSettingsUsesTheCallersOptions) {
+  NewSessionParams p;
+  p.workspace = fs::canonical(workspace_);
+  p.provider = "script";
+  p.model = "script";
+  auto created = engine_->store().CreateSession(p);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  auto o = Options(kWriteScript);
+  o.session_id = created->id;
+  o.max_tool_calls = 3;
+  o.deny.push_back({"bash", "--deny"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ((*s)->budget().max_tool_calls, 3);
+  ASSERT_EQ((*s)->options().deny.size(), 1u);
+  auto settings = engine_->store().GetSettings(created->id);
+  ASSERT_TRUE(settings.ok());
+  EXPECT_FALSE(settings->has_value());
+}
+
+}  // namespace
+}  // namespace agentloop

@@ -20,6 +20,7 @@ constexpr std::pair<EventType, std::string_view> kNames[] = {
     {EventType::kHookError, "hook_error"},
     {EventType::kNotice, "notice"},
     {EventType::kContinuation, "continuation"},
+    {EventType::kSettings, "settings"},
 };
 
 }  // namespace
@@ -57,6 +58,7 @@ bool ShouldPersist(EventType type) {
     case EventType::kHookError:
     case EventType::kNotice:
     case EventType::kContinuation:
+    case EventType::kSettings:
       return true;
   }
   return true;

@@ -115,6 +115,50 @@ TEST(MigrationsTest, EventLogKeepsItsEventsThroughTheRowidRebuild) {
   EXPECT_EQ(Count(**db, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'events_by_session'"), 1);
 }
 
+// 0003 adds the pinned settings: a version-2 database keeps its sessions,
+// whose settings read back as "nothing pinned", and a store opened on it
+// can pin settings to new sessions.
+TEST(MigrationsTest, SessionsOfAVersion2DatabaseHaveNoPinnedSettings) {
+  TempDir dir;
+  {
+    auto db = Db::Open(dir.path() / "sessions.db", 1000);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(ApplyMigrations(**db, BuiltinMigrations().first(2), 1).ok());
+    ASSERT_EQ(*SchemaVersion(**db), 2);
+    ASSERT_TRUE((*db)
+                    ->Exec("INSERT INTO sessions (id, workspace, provider, model,"
+                           " created_at_ms, updated_at_ms)"
+                           " VALUES ('old-session', '/w', 'openai', 'gpt-4.1', 1, 1);"
+                           "INSERT INTO events (session_id, seq, type, json, created_at_ms)"
+                           " VALUES ('old-session', 1, 'notice', '{}', 5);")
+                    .ok());
+  }
+  SqliteStoreOptions o;
+  o.lock_heartbeat = false;
+  auto store = SqliteStore::Open(dir.path() / "sessions.db", o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto info = (*store)->GetSession("old-session");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->model, "gpt-4.1");
+  EXPECT_EQ(info->last_seq, 1u);
+  auto settings = (*store)->GetSettings("old-session");
+  ASSERT_TRUE(settings.ok()) << settings.status().ToString();
+  EXPECT_FALSE(settings->has_value());
+
+  NewSessionParams p;
+  p.workspace = "/w";
+  p.settings = Json{{"model", "m"}};
+  auto created = (*store)->CreateSession(p);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto pinned = (*store)->GetSettings(created->id);
+  ASSERT_TRUE(pinned.ok() && pinned->has_value());
+  EXPECT_EQ((**pinned)["model"], "m");
+
+  auto db = Db::Open(dir.path() / "sessions.db", 1000);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ(*SchemaVersion(**db), 3);
+}
+
 TEST(MigrationsTest, NewerDatabaseIsRefused) {
   TempDir dir;
   auto path = dir.path() / "sessions.db";

@@ -209,10 +209,13 @@ SessionInfo SqliteStore::NewSessionInfo(const NewSessionParams& params) const {
   return s;
 }
 
-Status SqliteStore::InsertSessionLocked(const SessionInfo& s) {
+Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settings) {
+  if (!settings.is_null() && !settings.is_object()) {
+    return InvalidArgument("session settings must be a JSON object");
+  }
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO sessions (id, workspace, provider, model,"
-                                            " command, title, created_at_ms, updated_at_ms)"
-                                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+                                            " command, title, created_at_ms, updated_at_ms,"
+                                            " settings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   st.Bind(1, s.id)
       .Bind(2, s.workspace.string())
       .Bind(3, s.provider)
@@ -220,7 +223,8 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s) {
       .Bind(5, s.command)
       .Bind(6, s.title)
       .Bind(7, s.created_at_ms)
-      .Bind(8, s.updated_at_ms);
+      .Bind(8, s.updated_at_ms)
+      .Bind(9, settings.is_null() ? std::string() : DumpJson(settings));
   Status run = st.Run();
   if (run.code() == Code::kAlreadyExists) {
     return AlreadyExists("session " + s.id + " already exists");
@@ -231,7 +235,7 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s) {
 Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
   SessionInfo s = NewSessionInfo(params);
   std::lock_guard lk(mu_);
-  AL_RETURN_IF_ERROR(InsertSessionLocked(s));
+  AL_RETURN_IF_ERROR(InsertSessionLocked(s, params.settings));
   return s;
 }
 
@@ -242,7 +246,7 @@ Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSes
   {
     std::lock_guard lk(mu_);
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-    AL_RETURN_IF_ERROR(InsertSessionLocked(s));
+    AL_RETURN_IF_ERROR(InsertSessionLocked(s, params.settings));
     AL_RETURN_IF_ERROR(InsertLockLocked(s.id, token, owner_pid));
     AL_RETURN_IF_ERROR(txn.Commit());
   }
@@ -333,6 +337,12 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
   const int64_t now = Now();
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
+  return txn.Commit();
+}
+
+Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Event> events,
+                                 int64_t now) {
   std::string old_title;
   {
     AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT title FROM sessions WHERE id = ?"));
@@ -372,8 +382,7 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
     AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
     AL_RETURN_IF_ERROR(up.Bind(1, title).Bind(2, session_id).Run());
   }
-  AL_RETURN_IF_ERROR(BumpIfNotNewestLocked(session_id, now));
-  return txn.Commit();
+  return BumpIfNotNewestLocked(session_id, now);
 }
 
 Status SqliteStore::BumpIfNotNewestLocked(std::string_view session_id, int64_t now) {
@@ -800,6 +809,37 @@ Result<std::optional<Json>> SqliteStore::GetState(std::string_view session_id,
                     " is corrupt: " + j.error().message());
   }
   return std::optional<Json>(std::move(*j));
+}
+
+// --- pinned settings ------------------------------------------------------------
+
+Result<std::optional<Json>> SqliteStore::GetSettings(std::string_view session_id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT settings FROM sessions WHERE id = ?"));
+  st.Bind(1, session_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return SessionNotFound(session_id);
+  std::string text = st.Text(0);
+  if (text.empty()) return std::optional<Json>();
+  auto j = ParseJson(text);
+  if (!j.ok() || !j->is_object()) {
+    return DataLoss("the pinned settings of session " + std::string(session_id) +
+                    " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
+  }
+  return std::optional<Json>(std::move(*j));
+}
+
+Status SqliteStore::UpdateSettings(std::string_view session_id, const Json& settings,
+                                   std::span<const Event> events) {
+  if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
+  const int64_t now = Now();
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET settings = ? WHERE id = ?"));
+  AL_RETURN_IF_ERROR(st.Bind(1, DumpJson(settings)).Bind(2, session_id).Run());
+  AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
+  return txn.Commit();
 }
 
 }  // namespace agentloop::store

@@ -54,6 +54,9 @@ class SqliteStore final : public SessionStore {
   Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn) override;
 
   Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
+  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
+  Status UpdateSettings(std::string_view session_id, const Json& settings,
+                        std::span<const Event> events) override;
   Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
 
   // Used by SqliteSessionLock.
@@ -80,7 +83,9 @@ class SqliteStore final : public SessionStore {
   // The *Locked helpers REQUIRE mu_ held.
   Result<SessionInfo> GetSessionLocked(std::string_view session_id);
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
-  Status InsertSessionLocked(const SessionInfo& s);
+  Status InsertSessionLocked(const SessionInfo& s, const Json& settings);
+  // Append's work inside the caller's write transaction.
+  Status AppendLocked(std::string_view session_id, std::span<const Event> events, int64_t now);
   Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
   // The newest open (closed = false) or closed checkpoint of the session.

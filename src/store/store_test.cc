@@ -523,6 +523,43 @@ TEST_F(StoreTest, CorruptMessageRowIsDataLoss) {
   EXPECT_THAT(snap.error().message(), HasSubstr(id));
 }
 
+TEST_F(StoreTest, PinnedSettingsAreStoredWithTheSessionAndReplacedWithTheirEvent) {
+  NewSessionParams p;
+  p.workspace = "/work/ws";
+  p.settings = Json{{"model", "m1"}, {"deny", Json::array({Json{{"rule", "bash(rm*)"}}})}};
+  auto created = store_->CreateSession(p);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto got = store_->GetSettings(created->id);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ(**got, p.settings);
+
+  // The settings and their `settings` event commit together...
+  Json changed = p.settings;
+  changed["model"] = "m2";
+  Event ev = MakeEvent(EventType::kSettings, 1, Json{{"changes", Json::array()}});
+  ASSERT_TRUE(store_->UpdateSettings(created->id, changed, {&ev, 1}).ok());
+  EXPECT_EQ(**store_->GetSettings(created->id), changed);
+  auto events = store_->Events(created->id, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].type, "settings");
+
+  // ...or not at all: a seq that is already stored leaves the settings as
+  // they were.
+  Json again = changed;
+  again["model"] = "m3";
+  Status dup = store_->UpdateSettings(created->id, again, {&ev, 1});
+  EXPECT_EQ(dup.code(), Code::kAlreadyExists) << dup.ToString();
+  EXPECT_EQ(**store_->GetSettings(created->id), changed);
+
+  EXPECT_EQ(store_->UpdateSettings(created->id, Json::array(), {}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->GetSettings("no-such-session").status().code(), Code::kNotFound);
+  // A session created without settings has none pinned.
+  auto plain = store_->GetSettings(NewSession());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_value());
+}
+
 TEST_F(StoreTest, State) {
   std::string id = NewSession();
   auto missing = store_->GetState(id, "todo");
