@@ -169,7 +169,13 @@ def write_stubs(work):
         with open(os.path.join(bindir, name), "w") as f:
             f.write("#!/bin/sh\n")
             f.write("echo %s >> \"${AL_FUZZ_LOG:-%s}\"\n" % (name, stray))
-            f.write("exec %s \"$@\"\n" % real if real else "exit 0\n")
+            # Run as a program (found in PATH, so $0 is its full path) a
+            # passthrough stub runs the real one; read as a script (`. nice`,
+            # `bash nice`) it stops: the reader names the script itself.
+            if real:
+                f.write("case \"$0\" in %s) exec %s \"$@\";; esac\n" %
+                        (os.path.join(bindir, name), real))
+            f.write("return 0 2>/dev/null || exit 0\n")
         os.chmod(os.path.join(bindir, name), 0o755)
     return bindir
 

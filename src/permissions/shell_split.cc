@@ -954,8 +954,7 @@ class Splitter {
     char n1 = Peek(1);
     if (n1 == '(' && Peek(2) == '(') {
       Fail("arithmetic expansion '$((...))'");
-      i_ += 2;  // read on as nested lists, so deny rules still see commands
-      ParseList(')');
+      ReadBalanced(3, '(', ')', 2, "$((...))");
     } else if (n1 == '(') {
       i_ += 2;
       ParseList(')');

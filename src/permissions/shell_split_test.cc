@@ -68,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
         SplitCase{"echo \"unterminated", {"echo \"unterminated"}, false},
         SplitCase{"echo $(ls", {"ls", "echo $(ls"}, false}, SplitCase{"ls )", {"ls"}, false},
         SplitCase{"echo ${x:-$(rm -rf y)}", {"rm -rf y", "echo ${x:-$(rm -rf y)}"}, false},
-        SplitCase{"echo $((1 + 2))", {"1 + 2", "echo $((1 + 2))"}, false},
+        SplitCase{"echo $((1 + 2))", {"echo $((1 + 2))"}, false},
+        SplitCase{"echo $((1<<2))\nrm x\n2))", {"echo $((1<<2))", "rm x", "2"}, false},
         SplitCase{"echo ${HOME:-x}", {"echo ${HOME:-x}"}, false},
         SplitCase{"cat <<EOF\nno end", {"cat << EOF"}, false}));
 
