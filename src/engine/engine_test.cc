@@ -336,5 +336,72 @@ TEST(SystemPromptTest, IncludesAgentsFilesFromRepoRootDown) {
   EXPECT_THAT(s, HasSubstr("read-only"));
 }
 
+// ---- Paths: rules, read roots and instructions see the real path ----------
+
+// Every tool result the model saw, joined.
+std::string ToolResults(const Session& s) {
+  std::string out;
+  for (const auto& m : s.history()) {
+    for (const auto& b : m.content) {
+      if (b.type == BlockType::kToolResult) out += b.text + "\n";
+    }
+  }
+  return out;
+}
+
+TEST_F(EngineTest, GrepAndReadDoNotRevealAFileADenyRuleCovers) {
+  WriteFile(workspace_ / "secret.txt", "TOKEN=hunter2\n");
+  WriteFile(workspace_ / "src/a.txt", "TOKEN=public\n");
+  fs::create_directories(workspace_ / "docs");
+  fs::create_symlink("../secret.txt", workspace_ / "docs/notes.md");
+  const char* script = R"({"responses": [
+    {"tool_calls": [{"id": "g1", "name": "grep", "input": {"pattern": "TOKEN", "output_mode": "content"}}]},
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "docs/notes.md"}}]},
+    {"tool_calls": [{"id": "g2", "name": "grep", "input": {"pattern": "TOKEN", "path": "docs/notes.md", "output_mode": "content"}}]},
+    {"tool_calls": [{"id": "l1", "name": "glob", "input": {"pattern": "**/*.txt"}}]},
+    {"text": "done"}
+  ]})";
+  auto o = Options(script);
+  o.deny.push_back({"read(secret.txt)", "--deny"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("look", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  std::string results = ToolResults(**s);
+  EXPECT_THAT(results, HasSubstr("TOKEN=public"));
+  EXPECT_EQ(results.find("hunter2"), std::string::npos) << results;
+  EXPECT_EQ(results.find("secret.txt\n"), std::string::npos) << results;
+}
+
+TEST_F(EngineTest, SkillsFolderLinkedOutOfTheWorkspaceDoesNotWidenReads) {
+  WriteFile(tmp_.path() / "outside/secret.txt", "hunter2\n");
+  fs::create_directories(workspace_ / ".agentloop");
+  fs::create_symlink("/", workspace_ / ".agentloop/skills");
+  const std::string target = (tmp_.path() / "outside/secret.txt").string();
+  const std::string script = R"({"responses": [
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": ")" +
+                             target + R"("}}]},
+    {"tool_calls": [{"id": "r2", "name": "read", "input": {"file_path": "/etc/passwd"}}]},
+    {"text": "done"}
+  ]})";
+  for (CommandKind command : {CommandKind::kCode, CommandKind::kPlan}) {
+    auto o = Options(script);
+    o.command = command;
+    o.allow.push_back({"read", "--allow"});
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    auto r = (*s)->Run("look", {}, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    std::string results = ToolResults(**s);
+    EXPECT_EQ(results.find("hunter2"), std::string::npos) << results;
+    EXPECT_EQ(results.find("root:"), std::string::npos) << results;
+    EXPECT_THAT(results, HasSubstr("outside the workspace"));
+    bool warned = false;
+    for (const auto& w : (*s)->load_warnings())
+      warned = warned || w.find("skills") != std::string::npos;
+    EXPECT_TRUE(warned);
+  }
+}
+
 }  // namespace
 }  // namespace agentloop
