@@ -403,5 +403,43 @@ TEST_F(EngineTest, SkillsFolderLinkedOutOfTheWorkspaceDoesNotWidenReads) {
   }
 }
 
+TEST(SystemPromptTest, AgentsFileLinkedOutOfTheRepositoryIsNotRead) {
+  TempDir t;
+  fs::create_directories(t.path() / "repo/.git");
+  fs::create_directories(t.path() / "repo/ws");
+  WriteFile(t.path() / "elsewhere/notes.md", "SECRET FROM ELSEWHERE");
+  WriteFile(t.path() / "repo/docs/rules.md", "IN-REPO RULES");
+  fs::create_symlink(t.path() / "elsewhere/notes.md", t.path() / "repo/AGENTS.md");
+  fs::create_symlink("../docs/rules.md", t.path() / "repo/ws/AGENTS.md");
+  SystemPromptParts p;
+  p.workspace = t.path() / "repo/ws";
+  std::string s = BuildSystemPrompt(p);
+  EXPECT_EQ(s.find("SECRET FROM ELSEWHERE"), std::string::npos) << s;
+  EXPECT_THAT(s, HasSubstr("IN-REPO RULES"));
+  auto found = FindAgentsFiles(p.workspace);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], fs::canonical(t.path() / "repo/docs/rules.md"));
+}
+
+TEST(SystemPromptTest, ConfinedFileIsReadOnlyInsideItsRoots) {
+  TempDir t;
+  WriteFile(t.path() / "ws/prompt.md", "WORKSPACE PROMPT");
+  WriteFile(t.path() / "config/prompt.md", "CONFIG PROMPT");
+  WriteFile(t.path() / "elsewhere/id_rsa", "PRIVATE KEY");
+  fs::create_symlink(t.path() / "elsewhere/id_rsa", t.path() / "ws/linked.md");
+  std::vector<fs::path> roots = {t.path() / "ws", t.path() / "config"};
+  auto a = ReadConfinedFile(t.path() / "ws/prompt.md", roots, 1 << 20);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(*a, "WORKSPACE PROMPT");
+  auto b = ReadConfinedFile(t.path() / "config/prompt.md", roots, 1 << 20);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, "CONFIG PROMPT");
+  auto c = ReadConfinedFile(t.path() / "ws/linked.md", roots, 1 << 20);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code(), Code::kPermissionDenied);
+  EXPECT_THAT(c.error().message(), HasSubstr("outside"));
+  EXPECT_FALSE(ReadConfinedFile(t.path() / "elsewhere/id_rsa", roots, 1 << 20).ok());
+}
+
 }  // namespace
 }  // namespace agentloop
