@@ -51,10 +51,7 @@ std::string CanonicalJson(const Json& v) {
 RulesPolicy::RulesPolicy(RuleSet rules, PolicyOptions options)
     : rules_(std::move(rules)), options_(std::move(options)) {
   for (const Rule& r : rules_.rules) {
-    if (r.decision == Decision::kAllow) continue;
-    if (r.tool == "*" || r.tool_glob || PatternKindForTool(r.tool) == PatternKind::kPath) {
-      has_restrictions_ = true;
-    }
+    if (r.decision != Decision::kAllow && r.pattern) has_restrictions_ = true;
   }
 }
 
@@ -94,7 +91,9 @@ Decision RulesPolicy::PathRestriction(std::string_view tool, const std::string& 
   CallSubject subject = DescribeCall(tool, args, options_.workspace);
   Decision out = Decision::kAllow;
   for (const Rule& r : rules_.rules) {
-    if (Strictness(r.decision) <= Strictness(out)) continue;
+    // Only rules that single out paths: a rule without a pattern (`ask *`,
+    // `deny read`) decides the call itself, not which files it may see.
+    if (!r.pattern || Strictness(r.decision) <= Strictness(out)) continue;
     if (RuleApplies(r, tool, args, subject, options_.scope, options_.home)) out = r.decision;
   }
   return out;

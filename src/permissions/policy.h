@@ -64,10 +64,11 @@ class RulesPolicy final : public PermissionPolicy {
   // path), in declaration order.
   std::vector<Match> MatchingRules(const ToolSpec& spec, const Json& args) const;
 
-  // The strictest ask or deny rule that covers the file or directory at
-  // `abs_path` (absolute, symbolic links already resolved) for `tool`; read
-  // rules count for grep, glob and ls. kAllow when no such rule applies:
-  // allow rules and the defaults play no part. The tools use it to leave out
+  // The strictest ask or deny rule with a path pattern that covers the file
+  // or directory at `abs_path` (absolute, symbolic links already resolved)
+  // for `tool`; read rules count for grep, glob and ls. kAllow when no such
+  // rule applies: allow rules, rules without a pattern (they decide the call
+  // itself) and the defaults play no part. The tools use it to leave out
   // the files of a directory they search that a rule keeps from reading, and
   // to refuse a target that a deny rule covers where it was really opened.
   Decision PathRestriction(std::string_view tool, const std::string& abs_path) const;
@@ -82,7 +83,7 @@ class RulesPolicy final : public PermissionPolicy {
 
   RuleSet rules_;
   PolicyOptions options_;
-  bool has_restrictions_ = false;  // some ask or deny rule has a path pattern or names a file tool
+  bool has_restrictions_ = false;  // some ask or deny rule has a pattern
 };
 
 // "Allow for this session": remembered per exact access. The key is the tool

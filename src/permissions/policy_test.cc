@@ -335,6 +335,10 @@ TEST_F(RealPathTest, ReadRulesCoverGrepGlobAndLs) {
     EXPECT_EQ(p.PathRestriction(tool, (ws_ / ".env").string()), Decision::kDeny) << tool;
     EXPECT_EQ(p.PathRestriction(tool, (ws_ / "src" / "a.cc").string()), Decision::kAllow) << tool;
   }
+  // Rules without a pattern decide the call, not which files it sees.
+  RulesPolicy all = Make({}, {"read"});
+  EXPECT_EQ(all.PathRestriction("grep", (ws_ / ".env").string()), Decision::kAllow);
+  EXPECT_EQ(all.Evaluate(Spec("grep", false), J(R"j({"pattern":"x"})j")).decision, Decision::kDeny);
   // An allow rule for read does not widen the other tools.
   RulesPolicy q = Make({"read(**)"}, {});
   EXPECT_EQ(q.Evaluate(Spec("grep", true), J(R"j({"pattern":"x"})j")).decision, Decision::kAsk);
