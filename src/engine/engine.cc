@@ -551,6 +551,9 @@ Status SessionImpl::Init() {
   if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) config_dir = *dir;
   learning::LearningDirs dirs =
       learning::MakeLearningDirs(engine_.data_dir(), config_dir, options_.workspace);
+  std::vector<std::string> dropped_dirs;
+  learning::ConfineWorkspaceDirs(dirs, options_.workspace, &dropped_dirs);
+  for (auto& d : dropped_dirs) warnings_.push_back("learning: " + d);
   for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
   learning_dirs_ = dirs;
   {

@@ -50,6 +50,32 @@ LearningDirs MakeLearningDirs(const std::filesystem::path& data_dir,
   return d;
 }
 
+void ConfineWorkspaceDirs(LearningDirs& dirs, const std::filesystem::path& workspace,
+                          std::vector<std::string>* dropped) {
+  const auto ws = CanonicalOrEmpty(workspace);
+  for (std::filesystem::path* dir : {&dirs.workspace_memory, &dirs.workspace_skills}) {
+    if (dir->empty()) continue;
+    // The folder, or the nearest existing entry above it, must stay inside;
+    // a dangling link on the way (creating the folder would follow it)
+    // counts as outside.
+    std::filesystem::path probe = *dir;
+    std::error_code ec;
+    while (!std::filesystem::exists(std::filesystem::symlink_status(probe, ec)) &&
+           probe != probe.parent_path()) {
+      probe = probe.parent_path();
+    }
+    std::filesystem::path canon = CanonicalOrEmpty(probe);
+    if (!canon.empty() && !ws.empty() && IsWithinDir(canon, ws)) continue;
+    if (canon.empty()) canon = probe;
+    if (dropped != nullptr) {
+      dropped->push_back("the workspace folder " + dir->string() + " leads to " + canon.string() +
+                         ", outside the workspace; the workspace scope of the learning tools "
+                         "is off");
+    }
+    dir->clear();
+  }
+}
+
 std::vector<std::filesystem::path> SafeExtraReadRoots(const LearningDirs& dirs,
                                                       const std::filesystem::path& workspace,
                                                       const std::filesystem::path& config_dir,

@@ -40,6 +40,14 @@ LearningDirs MakeLearningDirs(const std::filesystem::path& data_dir,
 std::filesystem::path WorkspaceMemoryDir(const std::filesystem::path& workspace);
 std::filesystem::path WorkspaceSkillsDir(const std::filesystem::path& workspace);
 
+// Clears dirs.workspace_memory and dirs.workspace_skills (no workspace
+// scope) when an existing one's real location leaves the (canonical)
+// workspace, e.g. a repository whose `.agentloop/memory` links to a folder
+// of the user's: the learning tools must not read or write there. Notes
+// each cleared folder in `dropped` (may be null).
+void ConfineWorkspaceDirs(LearningDirs& dirs, const std::filesystem::path& workspace,
+                          std::vector<std::string>* dropped);
+
 // The skills folders that read-only tools may read beyond the workspace
 // (ToolContext::extra_read_roots). Each existing folder is canonicalised and
 // kept only when its real location stays where it belongs: the workspace

@@ -196,5 +196,36 @@ TEST(SafeExtraReadRootsTest, FoldersLinkedOutOfTheirPlaceAreDropped) {
   EXPECT_TRUE(dropped.empty());
 }
 
+TEST(ConfineWorkspaceDirsTest, FoldersLinkedOutOfTheWorkspaceLoseTheWorkspaceScope) {
+  TempDir t;
+  fs::path ws = t.path() / "ws";
+  fs::create_directories(ws / ".agentloop");
+  fs::create_directories(t.path() / "user-notes");
+  fs::create_symlink(t.path() / "user-notes", ws / ".agentloop" / "memory");
+  LearningDirs dirs = MakeLearningDirs(t.path() / "data", t.path() / "config", ws);
+  std::vector<std::string> dropped;
+  ConfineWorkspaceDirs(dirs, ws, &dropped);
+  EXPECT_TRUE(dirs.workspace_memory.empty());
+  EXPECT_EQ(dirs.workspace_skills, ws / ".agentloop" / "skills");  // missing, inside
+  ASSERT_EQ(dropped.size(), 1u);
+  // A link of `.agentloop` itself counts too.
+  fs::remove(ws / ".agentloop" / "memory");
+  fs::remove(ws / ".agentloop");
+  fs::create_symlink(t.path() / "user-notes", ws / ".agentloop");
+  LearningDirs again = MakeLearningDirs(t.path() / "data", t.path() / "config", ws);
+  dropped.clear();
+  ConfineWorkspaceDirs(again, ws, &dropped);
+  EXPECT_TRUE(again.workspace_memory.empty());
+  EXPECT_TRUE(again.workspace_skills.empty());
+  EXPECT_EQ(dropped.size(), 2u);
+  // A dangling link: making the folder would create its target elsewhere.
+  fs::remove(ws / ".agentloop");
+  fs::create_symlink(t.path() / "not-yet", ws / ".agentloop");
+  LearningDirs dangling = MakeLearningDirs(t.path() / "data", t.path() / "config", ws);
+  ConfineWorkspaceDirs(dangling, ws, nullptr);
+  EXPECT_TRUE(dangling.workspace_memory.empty());
+  EXPECT_TRUE(dangling.workspace_skills.empty());
+}
+
 }  // namespace
 }  // namespace agentloop::learning
