@@ -188,7 +188,9 @@ TEST_P(BeneathTest, AtomicWriteStaysInTheOpenedDirectoryAndRefusesALinkName) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Openat2AndFallback, BeneathTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "fallback" : "openat2"; });
+                         [](const auto& param_info) {
+                           return param_info.param ? "fallback" : "openat2";
+                         });
 
 }  // namespace
 }  // namespace agentloop
