@@ -22,7 +22,8 @@ Result<std::string> ReadFileToString(const std::filesystem::path& path,
 // `path`; then the directory is fsync'ed. An existing file keeps its mode
 // (and, when permitted, its owner); a new file gets 0666 minus the umask.
 // The parent directory must exist. Readers see the old or the new content,
-// never a mix.
+// never a mix. A symbolic link at `path` is refused (kPermissionDenied), not
+// replaced or written through; see WriteFileAtomicAt.
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content);
 
 // Owns a file descriptor; closes it on destruction.
