@@ -1,10 +1,9 @@
 #include "settings.h"
 
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "config/trust.h"
+#include "engine/system_prompt.h"
 
 namespace agentloop::cli {
 namespace {
@@ -26,14 +25,6 @@ fs::path ResolvePath(const Sourced<std::string>& v, const CliContext& ctx) {
 std::string Lookup(const EnvMap& env, const std::string& name) {
   auto it = env.find(name);
   return it == env.end() ? std::string() : it->second;
-}
-
-Result<std::string> ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgument("cannot read " + path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 void AddRules(const std::vector<Sourced<std::string>>& in,
@@ -113,7 +104,11 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
 
   if (!config.system_prompt_file.value.empty()) {
     fs::path p = ResolvePath(config.system_prompt_file, ctx);
-    Result<std::string> text = ReadFile(p);
+    // Read only from inside the workspace or the user's config directory,
+    // never through a symbolic link to a file elsewhere.
+    std::vector<fs::path> roots = {workspace};
+    if (auto dir = UserConfigDir(ctx.env); dir.ok()) roots.push_back(*dir);
+    Result<std::string> text = ReadConfinedFile(p, roots, size_t{1} << 20);
     if (!text.ok()) {
       return InvalidArgument("system prompt file: " + text.error().message() + " (" +
                              config.system_prompt_file.origin.ToString() + ")");

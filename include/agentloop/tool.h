@@ -10,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,10 @@ class ReadLedger {
   std::set<std::string> read_;  // Guarded by mu_.
 };
 
+// How the permission rules restrict one file for one tool (see
+// ToolContext::path_rule).
+enum class PathRule { kNone, kAsk, kDeny };
+
 // Per-call environment handed to Run(). Owned by the caller.
 struct ToolContext {
   std::filesystem::path workspace;  // absolute, canonical workspace root
@@ -68,6 +73,14 @@ struct ToolContext {
   std::shared_ptr<ReadLedger> ledger;  // may be null (then writes are not guarded)
   // Environment variable names removed from child processes (API keys).
   std::vector<std::string> scrubbed_env;
+  // The strictest ask or deny rule of the session that covers the file or
+  // directory at `abs` (absolute, symbolic links resolved) for `tool`; read
+  // rules count for grep, glob and ls. kNone when no such rule applies.
+  // grep, glob and ls leave out what a rule restricts inside the directory
+  // they search (nobody approved reading it); read, write, edit and a grep
+  // of one file refuse a target that a deny rule covers where it was really
+  // opened. Null: no rule restricts paths.
+  std::function<PathRule(std::string_view tool, const std::string& abs)> path_rule;
 };
 
 class Tool {

@@ -310,11 +310,21 @@ class SessionImpl final : public Session {
     ctx.session_id = info_.id;
     ctx.ledger = ledger_;
     ctx.scrubbed_env = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTLOOP_WEBHOOK_SECRET"};
-    // Skills may ship extra files the model reads with `read`.
-    for (const auto& dir : {learning_dirs_.user_skills, learning_dirs_.workspace_skills}) {
-      std::error_code ec;
-      auto canon = std::filesystem::canonical(dir, ec);
-      if (!ec) ctx.extra_read_roots.push_back(canon);
+    // Skills may ship extra files the model reads with `read` (only folders
+    // whose real location stays where it belongs).
+    ctx.extra_read_roots = extra_read_roots_;
+    if (rules_policy_) {
+      ctx.path_rule = [policy = rules_policy_](std::string_view tool, const std::string& abs) {
+        switch (policy->PathRestriction(tool, abs)) {
+          case Decision::kDeny:
+            return PathRule::kDeny;
+          case Decision::kAsk:
+            return PathRule::kAsk;
+          case Decision::kAllow:
+            break;
+        }
+        return PathRule::kNone;
+      };
     }
     return ctx;
   }
@@ -390,6 +400,8 @@ class SessionImpl final : public Session {
   std::shared_ptr<todo::TodoLoopHook> todo_loop_;
   std::shared_ptr<learning::ReflectorHook> reflector_;
   learning::LearningDirs learning_dirs_;
+  std::vector<std::filesystem::path> extra_read_roots_;
+  std::shared_ptr<const permissions::RulesPolicy> rules_policy_;
   std::string system_prompt_;
   TurnCounters totals_;
   std::mutex notes_mu_;
@@ -643,8 +655,17 @@ Status SessionImpl::Init() {
   if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) config_dir = *dir;
   learning::LearningDirs dirs =
       learning::MakeLearningDirs(engine_.data_dir(), config_dir, options_.workspace);
+  std::vector<std::string> dropped_dirs;
+  learning::ConfineWorkspaceDirs(dirs, options_.workspace, &dropped_dirs);
+  for (auto& d : dropped_dirs) warnings_.push_back("learning: " + d);
   for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
   learning_dirs_ = dirs;
+  {
+    std::vector<std::string> dropped;
+    extra_read_roots_ = learning::SafeExtraReadRoots(dirs, options_.workspace, config_dir,
+                                                     engine_.data_dir(), &dropped);
+    for (auto& d : dropped) warnings_.push_back("skills: " + d);
+  }
   todo_tool->ReplayFromHistory(info_.id, transcript_.messages());
   RebuildReadLedger();
   hooks_.push_back(std::make_shared<todo::TodoReplayHook>(todo_tool));
@@ -682,6 +703,7 @@ Status SessionImpl::Init() {
   }
   if (!engine_.data_dir().empty()) popts.protected_roots.push_back(engine_.data_dir());
   auto inner = std::make_shared<permissions::RulesPolicy>(std::move(rules), popts);
+  rules_policy_ = inner;
   approvals_ = std::make_shared<permissions::SessionApprovals>(options_.workspace);
   policy_ = std::make_shared<permissions::CachedPolicy>(inner, approvals_);
 

@@ -336,6 +336,111 @@ TEST(SystemPromptTest, IncludesAgentsFilesFromRepoRootDown) {
   EXPECT_THAT(s, HasSubstr("read-only"));
 }
 
+// ---- Paths: rules, read roots and instructions see the real path ----------
+
+// Every tool result the model saw, joined.
+std::string ToolResults(const Session& s) {
+  std::string out;
+  for (const auto& m : s.history()) {
+    for (const auto& b : m.content) {
+      if (b.type == BlockType::kToolResult) out += b.text + "\n";
+    }
+  }
+  return out;
+}
+
+TEST_F(EngineTest, GrepAndReadDoNotRevealAFileADenyRuleCovers) {
+  WriteFile(workspace_ / "secret.txt", "TOKEN=hunter2\n");
+  WriteFile(workspace_ / "src/a.txt", "TOKEN=public\n");
+  fs::create_directories(workspace_ / "docs");
+  fs::create_symlink("../secret.txt", workspace_ / "docs/notes.md");
+  const char* script = R"({"responses": [
+    {"tool_calls": [{"id": "g1", "name": "grep", "input": {"pattern": "TOKEN", "output_mode": "content"}}]},
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "docs/notes.md"}}]},
+    {"tool_calls": [{"id": "g2", "name": "grep", "input": {"pattern": "TOKEN", "path": "docs/notes.md", "output_mode": "content"}}]},
+    {"tool_calls": [{"id": "l1", "name": "glob", "input": {"pattern": "**/*.txt"}}]},
+    {"text": "done"}
+  ]})";
+  auto o = Options(script);
+  o.deny.push_back({"read(secret.txt)", "--deny"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("look", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  std::string results = ToolResults(**s);
+  EXPECT_THAT(results, HasSubstr("TOKEN=public"));
+  EXPECT_EQ(results.find("hunter2"), std::string::npos) << results;
+  EXPECT_EQ(results.find("secret.txt\n"), std::string::npos) << results;
+}
+
+TEST_F(EngineTest, SkillsFolderLinkedOutOfTheWorkspaceDoesNotWidenReads) {
+  WriteFile(tmp_.path() / "outside/secret.txt", "hunter2\n");
+  fs::create_directories(workspace_ / ".agentloop");
+  fs::create_symlink("/", workspace_ / ".agentloop/skills");
+  const std::string target = (tmp_.path() / "outside/secret.txt").string();
+  const std::string script = R"({"responses": [
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": ")" +
+                             target + R"("}}]},
+    {"tool_calls": [{"id": "r2", "name": "read", "input": {"file_path": "/etc/passwd"}}]},
+    {"text": "done"}
+  ]})";
+  for (CommandKind command : {CommandKind::kCode, CommandKind::kPlan}) {
+    auto o = Options(script);
+    o.command = command;
+    o.allow.push_back({"read", "--allow"});
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    auto r = (*s)->Run("look", {}, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    std::string results = ToolResults(**s);
+    EXPECT_EQ(results.find("hunter2"), std::string::npos) << results;
+    EXPECT_EQ(results.find("root:"), std::string::npos) << results;
+    EXPECT_THAT(results, HasSubstr("outside the workspace"));
+    bool warned = false;
+    for (const auto& w : (*s)->load_warnings())
+      warned = warned || w.find("skills") != std::string::npos;
+    EXPECT_TRUE(warned);
+  }
+}
+
+TEST(SystemPromptTest, AgentsFileLinkedOutOfTheRepositoryIsNotRead) {
+  TempDir t;
+  fs::create_directories(t.path() / "repo/.git");
+  fs::create_directories(t.path() / "repo/ws");
+  WriteFile(t.path() / "elsewhere/notes.md", "SECRET FROM ELSEWHERE");
+  WriteFile(t.path() / "repo/docs/rules.md", "IN-REPO RULES");
+  fs::create_symlink(t.path() / "elsewhere/notes.md", t.path() / "repo/AGENTS.md");
+  fs::create_symlink("../docs/rules.md", t.path() / "repo/ws/AGENTS.md");
+  SystemPromptParts p;
+  p.workspace = t.path() / "repo/ws";
+  std::string s = BuildSystemPrompt(p);
+  EXPECT_EQ(s.find("SECRET FROM ELSEWHERE"), std::string::npos) << s;
+  EXPECT_THAT(s, HasSubstr("IN-REPO RULES"));
+  auto found = FindAgentsFiles(p.workspace);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0], fs::canonical(t.path() / "repo/docs/rules.md"));
+}
+
+TEST(SystemPromptTest, ConfinedFileIsReadOnlyInsideItsRoots) {
+  TempDir t;
+  WriteFile(t.path() / "ws/prompt.md", "WORKSPACE PROMPT");
+  WriteFile(t.path() / "config/prompt.md", "CONFIG PROMPT");
+  WriteFile(t.path() / "elsewhere/id_rsa", "PRIVATE KEY");
+  fs::create_symlink(t.path() / "elsewhere/id_rsa", t.path() / "ws/linked.md");
+  std::vector<fs::path> roots = {t.path() / "ws", t.path() / "config"};
+  auto a = ReadConfinedFile(t.path() / "ws/prompt.md", roots, 1 << 20);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(*a, "WORKSPACE PROMPT");
+  auto b = ReadConfinedFile(t.path() / "config/prompt.md", roots, 1 << 20);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, "CONFIG PROMPT");
+  auto c = ReadConfinedFile(t.path() / "ws/linked.md", roots, 1 << 20);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code(), Code::kPermissionDenied);
+  EXPECT_THAT(c.error().message(), HasSubstr("outside"));
+  EXPECT_FALSE(ReadConfinedFile(t.path() / "elsewhere/id_rsa", roots, 1 << 20).ok());
+}
+
 }  // namespace
 }  // namespace agentloop
 

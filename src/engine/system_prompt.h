@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agentloop/status.h"
 #include "agentloop/types.h"
 
 namespace agentloop {
@@ -23,7 +24,19 @@ struct SystemPromptParts {
 // AGENTS.md files that apply to `workspace`, outermost first: the
 // workspace's own and its parents' up to the repository root (the nearest
 // directory with a .git entry). Outside a repository only the workspace's.
+// Each is returned by its canonical path, and only when that stays inside
+// the repository root (outside a repository: the workspace); an AGENTS.md
+// that is a symbolic link to a file elsewhere is left out.
 std::vector<std::filesystem::path> FindAgentsFiles(const std::filesystem::path& workspace);
+
+// Reads `file` (at most `max_bytes`) only when its canonical path lies inside
+// one of `roots` (the workspace, the user's config directory): the file is
+// opened beneath that root without following any symbolic link, so a link
+// swapped in after the check is refused too. Errors name the file and why:
+// kPermissionDenied when it leads outside every root.
+Result<std::string> ReadConfinedFile(const std::filesystem::path& file,
+                                     const std::vector<std::filesystem::path>& roots,
+                                     size_t max_bytes);
 
 std::string BuildSystemPrompt(const SystemPromptParts& parts);
 

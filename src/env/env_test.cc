@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -121,6 +122,75 @@ TEST(WriteFileAtomicTest, ReplacesKeepingModeAndLeavesNoTemp) {
   EXPECT_EQ(ReadFileToString(dir / "missing").error().code(), Code::kNotFound);
   std::filesystem::remove_all(dir);
 }
+
+// ---- Opening beneath a directory -------------------------------------------
+
+class BeneathTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    SetOpenat2DisabledForTesting(GetParam());
+    char tmpl[] = "/tmp/al_env_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = std::filesystem::canonical(tmpl);
+    std::filesystem::create_directories(root_ / "ws/a/b");
+    std::filesystem::create_directories(root_ / "outside/b");
+    std::filesystem::create_symlink(root_ / "outside", root_ / "ws/link");
+    std::filesystem::create_symlink("a", root_ / "ws/inner");
+    ws_fd_ = UniqueFd(open((root_ / "ws").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(ws_fd_.valid());
+  }
+  void TearDown() override {
+    SetOpenat2DisabledForTesting(false);
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  std::filesystem::path root_;
+  UniqueFd ws_fd_;
+};
+
+TEST_P(BeneathTest, OpensPlainDirectoriesAndRefusesEveryLink) {
+  EXPECT_TRUE(OpenDirBeneath(ws_fd_.get(), "a/b", false).ok());
+  EXPECT_TRUE(OpenDirBeneath(ws_fd_.get(), "", false).ok());
+  for (const char* rel : {"link", "link/b", "inner", "inner/b"}) {
+    auto r = OpenDirBeneath(ws_fd_.get(), rel, false);
+    ASSERT_FALSE(r.ok()) << rel;
+    EXPECT_EQ(r.error().code(), Code::kPermissionDenied) << rel << ": " << r.error().ToString();
+    auto c = OpenDirBeneath(ws_fd_.get(), std::string(rel) + "/new", true);
+    EXPECT_FALSE(c.ok()) << rel;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root_ / "outside/new"));
+  EXPECT_FALSE(std::filesystem::exists(root_ / "outside/b/new"));
+  EXPECT_EQ(OpenDirBeneath(ws_fd_.get(), "../outside", false).error().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(OpenDirBeneath(ws_fd_.get(), "/etc", false).error().code(), Code::kInvalidArgument);
+  auto made = OpenDirBeneath(ws_fd_.get(), "x/y/z", true);
+  ASSERT_TRUE(made.ok()) << made.error().ToString();
+  EXPECT_TRUE(std::filesystem::is_directory(root_ / "ws/x/y/z"));
+}
+
+TEST_P(BeneathTest, AtomicWriteStaysInTheOpenedDirectoryAndRefusesALinkName) {
+  auto dir = OpenDirBeneath(ws_fd_.get(), "a", false);
+  ASSERT_TRUE(dir.ok());
+  ASSERT_TRUE(WriteFileAtomicAt(dir->get(), "f.txt", "hello", "a/f.txt").ok());
+  EXPECT_EQ(*ReadFileToString(root_ / "ws/a/f.txt"), "hello");
+  std::filesystem::create_symlink(root_ / "outside/victim", root_ / "ws/a/l.txt");
+  Status s = WriteFileAtomicAt(dir->get(), "l.txt", "x", "a/l.txt");
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(root_ / "outside/victim"));
+  auto e = OpenEntryNoFollow(dir->get(), "l.txt", O_RDONLY);
+  EXPECT_EQ(e.error().code(), Code::kPermissionDenied);
+  // No temporary files are left behind.
+  size_t n = 0;
+  for (auto& entry : std::filesystem::directory_iterator(root_ / "ws/a")) {
+    n += entry.path().filename().string().find(".al-tmp-") != std::string::npos;
+  }
+  EXPECT_EQ(n, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Openat2AndFallback, BeneathTest, ::testing::Values(false, true),
+                         [](const auto& param_info) {
+                           return param_info.param ? "fallback" : "openat2";
+                         });
 
 }  // namespace
 }  // namespace agentloop

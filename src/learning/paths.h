@@ -11,7 +11,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace agentloop::learning {
 
@@ -37,5 +39,28 @@ LearningDirs MakeLearningDirs(const std::filesystem::path& data_dir,
 // <workspace>/.agentloop/memory and <workspace>/.agentloop/skills.
 std::filesystem::path WorkspaceMemoryDir(const std::filesystem::path& workspace);
 std::filesystem::path WorkspaceSkillsDir(const std::filesystem::path& workspace);
+
+// Clears dirs.workspace_memory and dirs.workspace_skills (no workspace
+// scope) when an existing one's real location leaves the (canonical)
+// workspace, e.g. a repository whose `.agentloop/memory` links to a folder
+// of the user's: the learning tools must not read or write there. Notes
+// each cleared folder in `dropped` (may be null).
+void ConfineWorkspaceDirs(LearningDirs& dirs, const std::filesystem::path& workspace,
+                          std::vector<std::string>* dropped);
+
+// The skills folders that read-only tools may read beyond the workspace
+// (ToolContext::extra_read_roots). Each existing folder is canonicalised and
+// kept only when its real location stays where it belongs: the workspace
+// folder inside the (canonical) workspace, the user folder inside the user's
+// (canonical) config or data directory; never the file system root. A
+// folder that is a symbolic link out of those (a repository whose
+// `.agentloop/skills` links to `/`) is dropped with a note in `dropped`
+// (may be null). A kept folder inside the workspace is not returned: the
+// workspace is readable anyway.
+std::vector<std::filesystem::path> SafeExtraReadRoots(const LearningDirs& dirs,
+                                                      const std::filesystem::path& workspace,
+                                                      const std::filesystem::path& config_dir,
+                                                      const std::filesystem::path& data_dir,
+                                                      std::vector<std::string>* dropped);
 
 }  // namespace agentloop::learning

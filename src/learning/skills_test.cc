@@ -4,6 +4,7 @@
 
 #include "learning/learning_tools.h"
 #include "learning/listing.h"
+#include "learning/paths.h"
 #include "learning/test_util.h"
 #include "learning/usage.h"
 
@@ -158,6 +159,72 @@ TEST_F(SkillsTest, SkillRowsListing) {
   EXPECT_EQ(rows[0].completed, 1);
   EXPECT_NE(FormatUsageRows(rows, "skill").find("1/1 100%"), std::string::npos);
   EXPECT_EQ(FormatUsageRows({}, "skill"), "No skills.\n");
+}
+
+TEST(SafeExtraReadRootsTest, FoldersLinkedOutOfTheirPlaceAreDropped) {
+  TempDir t;
+  fs::path ws = t.path() / "ws";
+  fs::path config = t.path() / "config";
+  fs::path data = t.path() / "data";
+  fs::create_directories(ws / ".agentloop");
+  fs::create_directories(config / "skills");
+  fs::create_directories(data);
+  fs::create_symlink("/", ws / ".agentloop" / "skills");
+  LearningDirs dirs = MakeLearningDirs(data, config, ws);
+  std::vector<std::string> dropped;
+  auto roots = SafeExtraReadRoots(dirs, ws, config, data, &dropped);
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0], fs::canonical(config / "skills"));
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("outside the workspace"), std::string::npos) << dropped[0];
+
+  // A user folder that links out of the config and data directories.
+  fs::create_directories(t.path() / "elsewhere");
+  fs::remove(config / "skills");
+  fs::create_symlink(t.path() / "elsewhere", config / "skills");
+  dropped.clear();
+  EXPECT_TRUE(SafeExtraReadRoots(dirs, ws, config, data, &dropped).empty());
+  EXPECT_EQ(dropped.size(), 2u);
+
+  // A workspace folder that stays inside needs no extra root.
+  fs::remove(ws / ".agentloop" / "skills");
+  fs::create_directories(ws / "shared-skills");
+  fs::create_symlink("../shared-skills", ws / ".agentloop" / "skills");
+  fs::remove(config / "skills");
+  dropped.clear();
+  EXPECT_TRUE(SafeExtraReadRoots(dirs, ws, config, data, &dropped).empty());
+  EXPECT_TRUE(dropped.empty());
+}
+
+TEST(ConfineWorkspaceDirsTest, FoldersLinkedOutOfTheWorkspaceLoseTheWorkspaceScope) {
+  TempDir t;
+  fs::path ws = t.path() / "ws";
+  fs::create_directories(ws / ".agentloop");
+  fs::create_directories(t.path() / "user-notes");
+  fs::create_symlink(t.path() / "user-notes", ws / ".agentloop" / "memory");
+  LearningDirs dirs = MakeLearningDirs(t.path() / "data", t.path() / "config", ws);
+  std::vector<std::string> dropped;
+  ConfineWorkspaceDirs(dirs, ws, &dropped);
+  EXPECT_TRUE(dirs.workspace_memory.empty());
+  EXPECT_EQ(dirs.workspace_skills, ws / ".agentloop" / "skills");  // missing, inside
+  ASSERT_EQ(dropped.size(), 1u);
+  // A link of `.agentloop` itself counts too.
+  fs::remove(ws / ".agentloop" / "memory");
+  fs::remove(ws / ".agentloop");
+  fs::create_symlink(t.path() / "user-notes", ws / ".agentloop");
+  LearningDirs again = MakeLearningDirs(t.path() / "data", t.path() / "config", ws);
+  dropped.clear();
+  ConfineWorkspaceDirs(again, ws, &dropped);
+  EXPECT_TRUE(again.workspace_memory.empty());
+  EXPECT_TRUE(again.workspace_skills.empty());
+  EXPECT_EQ(dropped.size(), 2u);
+  // A dangling link: making the folder would create its target elsewhere.
+  fs::remove(ws / ".agentloop");
+  fs::create_symlink(t.path() / "not-yet", ws / ".agentloop");
+  LearningDirs dangling = MakeLearningDirs(t.path() / "data", t.path() / "config", ws);
+  ConfineWorkspaceDirs(dangling, ws, nullptr);
+  EXPECT_TRUE(dangling.workspace_memory.empty());
+  EXPECT_TRUE(dangling.workspace_skills.empty());
 }
 
 }  // namespace

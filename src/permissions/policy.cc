@@ -50,16 +50,52 @@ std::string CanonicalJson(const Json& v) {
 }  // namespace
 
 RulesPolicy::RulesPolicy(RuleSet rules, PolicyOptions options)
-    : rules_(std::move(rules)), options_(std::move(options)) {}
+    : rules_(std::move(rules)), options_(std::move(options)) {
+  for (const Rule& r : rules_.rules) {
+    if (r.decision != Decision::kAllow && r.pattern) has_restrictions_ = true;
+  }
+}
 
-std::vector<RulesPolicy::Match> RulesPolicy::MatchingRules(const ToolSpec& spec,
-                                                           const Json& args) const {
+std::vector<RulesPolicy::Match> RulesPolicy::MatchSubject(const ToolSpec& spec, const Json& args,
+                                                          const CallSubject& subject) const {
   std::vector<Match> out;
-  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
   for (const Rule& r : rules_.rules) {
     if (RuleApplies(r, spec.name, args, subject, options_.scope, options_.home)) {
       out.push_back({&r, r.scope.Specificity()});
     }
+  }
+  return out;
+}
+
+std::vector<RulesPolicy::Match> RulesPolicy::MatchingRules(const ToolSpec& spec,
+                                                           const Json& args) const {
+  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  ResolveSubjectPath(subject, options_.workspace);
+  std::vector<Match> out = MatchSubject(spec, args, subject);
+  if (subject.real_path) {
+    std::vector<Match> real = MatchSubject(spec, args, RealSubject(subject));
+    for (const Match& m : real) {
+      bool seen =
+          std::any_of(out.begin(), out.end(), [&](const Match& o) { return o.rule == m.rule; });
+      if (!seen) out.push_back(m);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const Match& a, const Match& b) { return a.rule < b.rule; });
+  }
+  return out;
+}
+
+Decision RulesPolicy::PathRestriction(std::string_view tool, const std::string& abs_path) const {
+  if (!has_restrictions_) return Decision::kAllow;
+  Json args = Json::object();
+  args[IsSearchTool(tool) ? "path" : "file_path"] = abs_path;
+  CallSubject subject = DescribeCall(tool, args, options_.workspace);
+  Decision out = Decision::kAllow;
+  for (const Rule& r : rules_.rules) {
+    // Only rules that single out paths: a rule without a pattern (`ask *`,
+    // `deny read`) decides the call itself, not which files it may see.
+    if (!r.pattern || Strictness(r.decision) <= Strictness(out)) continue;
+    if (RuleApplies(r, tool, args, subject, options_.scope, options_.home)) out = r.decision;
   }
   return out;
 }
@@ -99,7 +135,21 @@ PolicyVerdict RulesPolicy::EvaluateRules(const ToolSpec& spec, const Json& args)
                 "' is refused in plan mode (no rule can override this)",
             ""};
   }
-  std::vector<Match> matches = MatchingRules(spec, args);
+  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  ResolveSubjectPath(subject, options_.workspace);
+  PolicyVerdict written = Resolve(spec, args, subject);
+  if (!subject.real_path) return written;
+  PolicyVerdict real = Resolve(spec, args, RealSubject(subject));
+  if (Strictness(real.decision) <= Strictness(written.decision)) return written;
+  const NormalizedPath& rp = *subject.real_path;
+  real.reason = "the path leads through a symbolic link to " +
+                (rp.inside ? rp.relative : rp.absolute) + ": " + real.reason;
+  return real;
+}
+
+PolicyVerdict RulesPolicy::Resolve(const ToolSpec& spec, const Json& args,
+                                   const CallSubject& subject) const {
+  std::vector<Match> matches = MatchSubject(spec, args, subject);
   const Match* best = nullptr;
   for (const Match& m : matches) {
     if (best == nullptr || m.specificity > best->specificity ||
@@ -132,8 +182,13 @@ std::string SessionApprovals::AccessKey(std::string_view tool, const Json& args,
   }
   if (kind == PatternKind::kPath) {
     CallSubject s = DescribeCall(tool, args, workspace);
+    ResolveSubjectPath(s, workspace);
     if (s.path) {
-      return key + "path:" + (s.path->inside ? s.path->relative : s.path->absolute);
+      key += "path:" + (s.path->inside ? s.path->relative : s.path->absolute);
+      // An approval of a path does not carry over to where a symbolic link
+      // put there later leads.
+      if (s.real_path) key += "\x1freal:" + s.real_path->absolute;
+      return key;
     }
   }
   return key + "args:" + CanonicalJson(args);
@@ -210,6 +265,12 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   if (s.path) {
     out << "path: " << (s.path->inside ? s.path->relative : s.path->absolute)
         << (s.path->inside ? "" : " (outside the workspace)") << "\n";
+    ResolveSubjectPath(s, o.workspace);
+    if (s.real_path) {
+      out << "real path: " << (s.real_path->inside ? s.real_path->relative : s.real_path->absolute)
+          << (s.real_path->inside ? "" : " (outside the workspace)")
+          << " (through a symbolic link; rules are matched against both)\n";
+    }
   }
   std::vector<RulesPolicy::Match> matches = policy.MatchingRules(spec, args);
   out << "matching rules:";

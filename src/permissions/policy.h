@@ -14,6 +14,10 @@
 //  4. A write to a protected path (protected_paths.h), or a bash line that
 //     names one, is `ask` unless denied, marked `always_ask`: no rule and no
 //     earlier approval for this session can allow it.
+// For the file tools, steps 2 and 3 run for the path as written and, when a
+// symbolic link lies on the way, again for the real path (rules.h,
+// RealToolPath); the stricter of the two decisions wins, so an allow holds
+// only when it holds for both.
 //
 // Thread-safety: RulesPolicy and CachedPolicy are immutable after
 // construction and safe for concurrent Evaluate calls. SessionApprovals is
@@ -65,20 +69,36 @@ class RulesPolicy final : public PermissionPolicy {
     const Rule* rule;  // points into rules()
     int specificity;
   };
-  // Every rule that applies to the call, in declaration order.
+  // Every rule that applies to the call (for the written or the real
+  // path), in declaration order.
   std::vector<Match> MatchingRules(const ToolSpec& spec, const Json& args) const;
+
+  // The strictest ask or deny rule with a path pattern that covers the file
+  // or directory at `abs_path` (absolute, symbolic links already resolved)
+  // for `tool`; read rules count for grep, glob and ls. kAllow when no such
+  // rule applies: allow rules, rules without a pattern (they decide the call
+  // itself) and the defaults play no part. The tools use it to leave out
+  // the files of a directory they search that a rule keeps from reading, and
+  // to refuse a target that a deny rule covers where it was really opened.
+  Decision PathRestriction(std::string_view tool, const std::string& abs_path) const;
 
   const RuleSet& rules() const { return rules_; }
   const PolicyOptions& options() const { return options_; }
 
  private:
+  std::vector<Match> MatchSubject(const ToolSpec& spec, const Json& args,
+                                  const CallSubject& subject) const;
+  PolicyVerdict Resolve(const ToolSpec& spec, const Json& args, const CallSubject& subject) const;
+
   RuleSet rules_;
   PolicyOptions options_;
+  bool has_restrictions_ = false;  // some ask or deny rule has a pattern
 };
 
 // "Allow for this session": remembered per exact access. The key is the tool
 // plus the canonical access: for bash the exact command string, for file
-// tools the normalised path, for other tools the canonical (key-sorted) JSON
+// tools the normalised path (and the real path when a symbolic link lies on
+// the way), for other tools the canonical (key-sorted) JSON
 // of the arguments. Thread-safe.
 class SessionApprovals {
  public:

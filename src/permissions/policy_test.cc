@@ -1,5 +1,10 @@
 #include "permissions/policy.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -252,6 +257,106 @@ TEST(DecisionWordTest, Names) {
   EXPECT_EQ(DecisionWord(Decision::kDeny), "deny");
   EXPECT_EQ(ParseDecision(" Deny "), Decision::kDeny);
   EXPECT_EQ(ParseDecision("maybe"), std::nullopt);
+}
+
+// ---- Rules see the real path ----------------------------------------------
+
+// /tmp/al_policy_XXXXXX/ws with a few files and symbolic links.
+class RealPathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/al_policy_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = std::filesystem::canonical(tmpl);
+    ws_ = root_ / "ws";
+    std::filesystem::create_directories(ws_ / "docs");
+    std::filesystem::create_directories(ws_ / "src");
+    std::filesystem::create_directories(ws_ / ".git");
+    std::ofstream(ws_ / ".env") << "KEY=1\n";
+    std::ofstream(ws_ / ".git" / "config") << "[core]\n";
+    std::filesystem::create_symlink("../.env", ws_ / "docs" / "notes.md");
+    std::filesystem::create_symlink("../.git", ws_ / "src" / "gen");
+    std::filesystem::create_symlink("../.git/hooks/pre-commit", ws_ / "src" / "hook");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  RulesPolicy Make(std::vector<std::string> allow, std::vector<std::string> deny) {
+    PolicyOptions opts;
+    opts.workspace = ws_;
+    return Policy({RuleSource{"f", std::move(allow), {}, std::move(deny), {}}}, opts);
+  }
+  std::filesystem::path root_;
+  std::filesystem::path ws_;
+};
+
+TEST_F(RealPathTest, ASymlinkToADeniedFileIsDenied) {
+  RulesPolicy p = Make({}, {"read(.env)"});
+  PolicyVerdict v = p.Evaluate(kRead, J(R"j({"file_path":"docs/notes.md"})j"));
+  EXPECT_EQ(v.decision, Decision::kDeny);
+  EXPECT_THAT(v.reason, HasSubstr("symbolic link to .env"));
+  EXPECT_EQ(p.Evaluate(kRead, J(R"j({"file_path":"docs/../docs/notes.md"})j")).decision,
+            Decision::kDeny);
+  std::string abs = (ws_ / "docs" / "notes.md").string();
+  EXPECT_EQ(p.Evaluate(kRead, J(R"({"file_path":")" + abs + R"("})")).decision, Decision::kDeny);
+  // The search tools reach the same file.
+  EXPECT_EQ(
+      p.Evaluate(Spec("grep", false), J(R"j({"pattern":"K","path":"docs/notes.md"})j")).decision,
+      Decision::kDeny);
+}
+
+TEST_F(RealPathTest, AnAllowMustHoldForTheRealPathToo) {
+  RulesPolicy p = Make({"write(src/**)", "edit(src/**)"}, {});
+  EXPECT_EQ(p.Evaluate(kWrite, J(R"j({"file_path":"src/main.cc"})j")).decision, Decision::kAllow);
+  PolicyVerdict v = p.Evaluate(kWrite, J(R"j({"file_path":"src/gen/config"})j"));
+  EXPECT_EQ(v.decision, Decision::kAsk);
+  EXPECT_THAT(v.reason, HasSubstr(".git/config"));
+  EXPECT_EQ(p.Evaluate(kEdit, J(R"j({"file_path":"src/gen/config"})j")).decision, Decision::kAsk);
+  // A file that does not exist yet below the link, and a dangling link.
+  EXPECT_EQ(p.Evaluate(kWrite, J(R"j({"file_path":"src/gen/hooks/post-merge"})j")).decision,
+            Decision::kAsk);
+  EXPECT_EQ(p.Evaluate(kWrite, J(R"j({"file_path":"src/hook"})j")).decision, Decision::kAsk);
+}
+
+TEST_F(RealPathTest, ADenyOnTheWrittenPathStillHolds) {
+  RulesPolicy p = Make({"read(**)"}, {"read(docs/**)"});
+  EXPECT_EQ(p.Evaluate(kRead, J(R"j({"file_path":"docs/notes.md"})j")).decision, Decision::kDeny);
+}
+
+TEST_F(RealPathTest, ReadRulesCoverGrepGlobAndLs) {
+  RulesPolicy p = Make({}, {"read(.env)"});
+  for (const char* tool : {"grep", "glob", "ls"}) {
+    EXPECT_EQ(p.Evaluate(Spec(tool, false), J(R"j({"pattern":"x","path":".env"})j")).decision,
+              Decision::kDeny)
+        << tool;
+    EXPECT_EQ(p.Evaluate(Spec(tool, false), J(R"j({"pattern":"x"})j")).decision, Decision::kAllow)
+        << tool;
+    EXPECT_EQ(p.PathRestriction(tool, (ws_ / ".env").string()), Decision::kDeny) << tool;
+    EXPECT_EQ(p.PathRestriction(tool, (ws_ / "src" / "a.cc").string()), Decision::kAllow) << tool;
+  }
+  // Rules without a pattern decide the call, not which files it sees.
+  RulesPolicy all = Make({}, {"read"});
+  EXPECT_EQ(all.PathRestriction("grep", (ws_ / ".env").string()), Decision::kAllow);
+  EXPECT_EQ(all.Evaluate(Spec("grep", false), J(R"j({"pattern":"x"})j")).decision, Decision::kDeny);
+  // An allow rule for read does not widen the other tools.
+  RulesPolicy q = Make({"read(**)"}, {});
+  EXPECT_EQ(q.Evaluate(Spec("grep", true), J(R"j({"pattern":"x"})j")).decision, Decision::kAsk);
+}
+
+TEST_F(RealPathTest, SessionApprovalDoesNotFollowALinkChange) {
+  std::string plain = SessionApprovals::AccessKey("read", J(R"j({"file_path":"docs/a.md"})j"), ws_);
+  std::string linked =
+      SessionApprovals::AccessKey("read", J(R"j({"file_path":"docs/notes.md"})j"), ws_);
+  EXPECT_THAT(linked, HasSubstr("real:" + (ws_ / ".env").string()));
+  EXPECT_THAT(plain, ::testing::Not(HasSubstr("real:")));
+}
+
+TEST_F(RealPathTest, ExplainShowsTheRealPath) {
+  RulesPolicy p = Make({}, {"read(.env)"});
+  std::string text = ExplainDecision(p, kRead, J(R"j({"file_path":"docs/notes.md"})j"));
+  EXPECT_THAT(text, HasSubstr("real path: .env"));
+  EXPECT_THAT(text, HasSubstr("decision: deny"));
 }
 
 // ---- Session approvals ----------------------------------------------------

@@ -1,8 +1,14 @@
 // Rule parsing, load-time checks and per-rule matching.
 #include "permissions/rules.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+
+#include <sys/stat.h>
 
 #include "base/strings.h"
 
@@ -640,10 +646,112 @@ CallSubject DescribeCall(std::string_view tool, const Json& args,
   return s;
 }
 
+bool IsSearchTool(std::string_view tool) {
+  std::string t = ToLower(tool);
+  return t == "grep" || t == "glob" || t == "ls";
+}
+
+namespace {
+
+// Components of an absolute or relative path, "" and "." dropped.
+void PushPathComponents(std::string_view path, std::vector<std::string>& stack) {
+  std::vector<std::string> parts;
+  for (std::string_view seg : Split(path, '/')) {
+    if (!seg.empty() && seg != ".") parts.emplace_back(seg);
+  }
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) stack.push_back(std::move(*it));
+}
+
+void PopPathComponent(std::string& cur) {
+  size_t slash = cur.rfind('/');
+  cur.resize(slash == 0 || slash == std::string::npos ? 1 : slash);
+}
+
+// Resolves `abs` like the file tools do (see RealToolPath). Sets *via_link
+// when a symbolic link was followed.
+std::optional<std::string> ResolveOnDisk(const std::string& abs, bool* via_link) {
+  constexpr int kMaxLinks = 40;
+  std::vector<std::string> stack;
+  PushPathComponents(abs, stack);
+  std::string cur = "/";
+  int links = 0;
+  bool missing = false;
+  while (!stack.empty()) {
+    std::string c = std::move(stack.back());
+    stack.pop_back();
+    if (c == "..") {
+      PopPathComponent(cur);
+      continue;
+    }
+    std::string next = cur == "/" ? "/" + c : cur + "/" + c;
+    if (missing) {
+      cur = std::move(next);
+      continue;
+    }
+    struct stat st;
+    if (lstat(next.c_str(), &st) != 0) {
+      if (errno != ENOENT) return std::nullopt;
+      missing = true;
+      cur = std::move(next);
+      continue;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      if (++links > kMaxLinks) return std::nullopt;
+      char buf[PATH_MAX];
+      ssize_t n = readlink(next.c_str(), buf, sizeof buf - 1);
+      if (n < 0) return std::nullopt;
+      *via_link = true;
+      std::string_view target(buf, static_cast<size_t>(n));
+      if (!target.empty() && target[0] == '/') cur = "/";
+      PushPathComponents(target, stack);
+      continue;
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+}  // namespace
+
+std::optional<NormalizedPath> RealToolPath(const NormalizedPath& written,
+                                           const std::filesystem::path& workspace) {
+  if (written.absolute.empty()) return std::nullopt;
+  bool via_link = false;
+  std::optional<std::string> real = ResolveOnDisk(written.absolute, &via_link);
+  if (!via_link || !real) return std::nullopt;
+  // The workspace is matched by its real location too.
+  std::filesystem::path ws = workspace;
+  if (!workspace.empty()) {
+    bool ws_link = false;
+    if (auto w = ResolveOnDisk(workspace.lexically_normal().generic_string(), &ws_link)) ws = *w;
+  }
+  NormalizedPath out = NormalizeToolPath(*real, ws);
+  if (out.absolute == written.absolute) return std::nullopt;
+  return out;
+}
+
+void ResolveSubjectPath(CallSubject& subject, const std::filesystem::path& workspace) {
+  if (subject.kind != PatternKind::kPath || !subject.path) return;
+  subject.real_path = RealToolPath(*subject.path, workspace);
+}
+
+CallSubject RealSubject(const CallSubject& subject) {
+  CallSubject out = subject;
+  if (subject.real_path) {
+    out.path = subject.real_path;
+    out.real_path.reset();
+  }
+  return out;
+}
+
 bool RuleApplies(const Rule& rule, std::string_view tool, const Json& args,
                  const CallSubject& subject, const Scope& scope, const std::string& home) {
   if (!rule.scope.Matches(scope)) return false;
-  if (!ToolNameMatches(rule, tool)) return false;
+  // What a rule keeps from `read` it keeps from the tools that search and
+  // list files too.
+  const bool read_rule_for_search = rule.decision != Decision::kAllow && rule.tool != "*" &&
+                                    IsSearchTool(tool) && ToolNameMatches(rule, "read");
+  if (!ToolNameMatches(rule, tool) && !read_rule_for_search) return false;
   if (rule.pattern) {
     bool widen = rule.decision != Decision::kAllow;
     switch (PatternKindForTool(rule.tool)) {

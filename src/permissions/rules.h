@@ -23,6 +23,11 @@
 //    paths inside the workspace; `/abs/**` and `~/...` match absolute paths.
 //    A pattern without '/' matches the last component anywhere (`.env`);
 //    for ask/deny rules also outside the workspace.
+//    Rules see the real path: a path rule is matched against the path as
+//    written AND against the location it reaches on disk (symbolic links
+//    resolved, see RealToolPath); policy.h combines the two so that the
+//    stricter decision wins. An ask or deny rule for `read` also applies to
+//    grep, glob and ls (they read or list the same files).
 //  - other tools take no pattern (use a condition instead).
 //
 // Tool names compare case-insensitively (`Bash(ls)` = `bash(ls)`); a tool
@@ -189,9 +194,33 @@ struct CallSubject {
   std::string command;                      // bash: the raw command string
   std::optional<CommandLine> command_line;  // bash: split
   std::optional<NormalizedPath> path;       // file tools: the path argument
+  // File tools: where `path` leads on disk, when that differs from `path`
+  // (a symbolic link on the way). Filled by ResolveSubjectPath.
+  std::optional<NormalizedPath> real_path;
 };
 CallSubject DescribeCall(std::string_view tool, const Json& args,
                          const std::filesystem::path& workspace);
+
+// The location a path reaches on disk, resolved as the file tools resolve
+// it: component by component, following symbolic links (a dangling one too:
+// writing through it creates its target), components that do not exist yet
+// appended lexically. nullopt when no symbolic link lies on the way (the
+// written path is the real one) or the path cannot be resolved (a loop of
+// links, an unreadable link); the tools refuse such paths themselves.
+// Reads the file system (lstat, readlink); never writes.
+std::optional<NormalizedPath> RealToolPath(const NormalizedPath& written,
+                                           const std::filesystem::path& workspace);
+
+// Fills subject.real_path for a file tool's path (see RealToolPath).
+void ResolveSubjectPath(CallSubject& subject, const std::filesystem::path& workspace);
+
+// The same subject with the real path in place of the written one (the
+// subject itself when no real path differs).
+CallSubject RealSubject(const CallSubject& subject);
+
+// Tools that read or list files under a path: grep, glob, ls. Ask and deny
+// rules for `read` apply to them too.
+bool IsSearchTool(std::string_view tool);
 
 // Whether `rule` applies to a call of `tool` with `args` in `scope` (tool
 // name, pattern per the rule's decision, condition, scope). `home` expands

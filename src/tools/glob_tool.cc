@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <fcntl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -104,8 +105,12 @@ Result<ToolOutput> GlobTool::Run(const ToolCall& call, ToolContext& ctx) {
     rel.assign(rel_prefix);
     rel.append(e.rel);
     if (!glob->Match(rel)) return;
+    // Names a rule keeps from reading are left out too.
+    if (ctx.path_rule && ctx.path_rule("glob", std::string(e.abs)) != PathRule::kNone) return;
     struct stat st;
-    if (stat(e.abs.data(), &st) != 0) return;
+    if (fstatat(AT_FDCWD, e.abs.data(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      return;
+    }
     int64_t ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     per_worker[static_cast<size_t>(wi)].push_back({ns, display_prefix + rel});
   });
@@ -211,6 +216,9 @@ Result<ToolOutput> LsTool::Run(const ToolCall& call, ToolContext& ctx) {
           if (name == ".ignore") has_dot_ignore = true;
           struct stat st;
           if (lstat((abs + "/" + name).c_str(), &st) != 0) continue;
+          // Entries a rule keeps from reading are left out (with their
+          // contents, for a directory).
+          if (ctx.path_rule && ctx.path_rule("ls", abs + "/" + name) != PathRule::kNone) continue;
           items.emplace_back(std::move(name), S_ISDIR(st.st_mode));
         }
         closedir(dir);

@@ -1,3 +1,5 @@
+#include <fcntl.h>
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -154,11 +156,20 @@ Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
 
   std::vector<FileResult> results;
   uint64_t files_searched = 0;
+  uint64_t withheld = 0;
   if (!rp.is_dir) {
     // An explicit file is searched even if hidden, ignored or binary.
+    if (PathRuleFor(ctx, "grep", rp.abs) == PathRule::kDeny) {
+      return ToolOutput::Error(DeniedByRule("grep", rp.display));
+    }
+    auto parent = OpenParent(ctx, rp, Access::kRead, false);
+    if (!parent.ok()) return ToolOutput::Error(parent.error().message());
+    auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+    if (!fd.ok())
+      return ToolOutput::Error("Cannot read " + rp.display + ": " + fd.error().message());
     FileReader reader;
     std::string_view data;
-    if (!reader.Read(rp.abs.c_str(), &data)) {
+    if (!reader.ReadFd(fd->Release(), &data)) {
       return ToolOutput::Error("Cannot read " + rp.display);
     }
     files_searched = 1;
@@ -185,6 +196,7 @@ Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
       FileReader reader;
       std::vector<FileResult> results;
       uint64_t searched = 0;
+      uint64_t withheld = 0;
       std::string display;
     };
     std::vector<std::unique_ptr<Worker>> workers;
@@ -198,6 +210,12 @@ Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
       if (type_filter && !type_filter->Match(e.name)) return;
       if (glob_filter && !glob_filter->Match(glob_filter->has_slash() ? e.rel : e.name)) return;
       Worker& w = *workers[static_cast<size_t>(wi)];
+      // A file a rule keeps from reading is left out: approving a search of
+      // the directory is not approving a read of it.
+      if (ctx.path_rule && ctx.path_rule("grep", std::string(e.abs)) != PathRule::kNone) {
+        ++w.withheld;
+        return;
+      }
       std::string_view data;
       if (!w.reader.Read(e.abs.data(), &data) || data.empty()) return;
       ++w.searched;
@@ -216,6 +234,7 @@ Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
     results.reserve(total);
     for (auto& w : workers) {
       files_searched += w->searched;
+      withheld += w->withheld;
       for (auto& r : w->results) results.push_back(std::move(r));
     }
   }
@@ -232,8 +251,14 @@ Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
   ToolOutput out;
   out.details = Json{
       {"files", results.size()}, {"matches", total_matches}, {"files_searched", files_searched}};
+  const std::string withheld_note =
+      withheld == 0
+          ? std::string()
+          : "\n[" + std::to_string(withheld) + (withheld == 1 ? " file was" : " files were") +
+                " not searched: a permission rule keeps them from being read.]\n";
+  if (withheld > 0) out.details["withheld"] = withheld;
   if (results.empty()) {
-    out.content = "No matches found.";
+    out.content = "No matches found." + withheld_note;
     return out;
   }
 
@@ -283,7 +308,7 @@ Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
     out.details["truncated"] = true;
   }
   out.details["truncated"] = out.details.value("truncated", false) || limited;
-  out.content = SanitizeUtf8(text);
+  out.content = SanitizeUtf8(text) + withheld_note;
   return out;
 }
 

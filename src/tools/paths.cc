@@ -1,6 +1,7 @@
 #include "tools/paths.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 
@@ -191,6 +192,57 @@ Result<ResolvedPath> ResolvePath(const ToolContext& ctx, std::string_view input,
     struct stat st;
     out.is_dir = stat(cur.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   }
+  return out;
+}
+
+PathRule PathRuleFor(const ToolContext& ctx, std::string_view tool, const std::string& abs) {
+  if (!ctx.path_rule) return PathRule::kNone;
+  return ctx.path_rule(tool, abs);
+}
+
+std::string DeniedByRule(std::string_view tool, std::string_view display) {
+  return "access denied: a permission rule denies " + std::string(tool) + " of " +
+         std::string(display) + " (the path it really leads to)";
+}
+
+Result<OpenedParent> OpenParent(const ToolContext& ctx, const ResolvedPath& rp, Access access,
+                                bool create) {
+  std::string root = ctx.workspace.string();
+  if (!IsWithin(rp.abs, root)) {
+    root.clear();
+    if (access == Access::kRead) {
+      for (const auto& r : ctx.extra_read_roots) {
+        if (IsWithin(rp.abs, r.string())) {
+          root = r.string();
+          break;
+        }
+      }
+    }
+    if (root.empty())
+      return PermissionDenied("access denied: " + rp.abs + " is outside the workspace");
+  }
+  if (rp.abs == root) return InvalidArgument(rp.display + " is a directory, not a file");
+  std::string rel = rp.abs.substr(root == "/" ? 1 : root.size() + 1);
+  size_t slash = rel.rfind('/');
+  std::string dir_rel = slash == std::string::npos ? "" : rel.substr(0, slash);
+  OpenedParent out;
+  out.name = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  int root_fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) {
+    return PermissionDenied("cannot open " + root + ": " + std::strerror(errno));
+  }
+  UniqueFd root_owned(root_fd);
+  auto dir = OpenDirBeneath(root_fd, dir_rel, create);
+  if (!dir.ok()) {
+    if (dir.error().code() == Code::kPermissionDenied) {
+      return PermissionDenied("access denied: " + rp.display +
+                              " changed while it was being opened (" + dir.error().message() +
+                              "); nothing was done");
+    }
+    return Status(dir.error().code(),
+                  "cannot open the directory of " + rp.display + ": " + dir.error().message());
+  }
+  out.dir = std::move(*dir);
   return out;
 }
 

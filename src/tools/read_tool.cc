@@ -1,3 +1,5 @@
+#include <fcntl.h>
+
 #include "base/strings.h"
 #include "tools/paths.h"
 #include "tools/search.h"
@@ -53,9 +55,20 @@ Result<ToolOutput> ReadTool::Run(const ToolCall& call, ToolContext& ctx) {
   if (rp.is_dir) {
     return ToolOutput::Error(rp.display + " is a directory, not a file; use ls to list it.");
   }
+  if (PathRuleFor(ctx, "read", rp.abs) == PathRule::kDeny) {
+    return ToolOutput::Error(DeniedByRule("read", rp.display));
+  }
+  // Opened along the resolved path without following any link, so what is
+  // read is the file that was checked.
+  auto parent = OpenParent(ctx, rp, Access::kRead, false);
+  if (!parent.ok()) return ToolOutput::Error(parent.error().message());
+  auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  if (!fd.ok()) {
+    return ToolOutput::Error("Cannot read " + rp.display + ": " + fd.error().message());
+  }
   FileReader file(kReadMapThreshold);
   std::string_view data;
-  if (!file.Read(rp.abs.c_str(), &data)) {
+  if (!file.ReadFd(fd->Release(), &data)) {
     return ToolOutput::Error("Cannot read " + rp.display + ": " + file.error());
   }
   if (ctx.ledger) ctx.ledger->MarkRead(rp.abs);

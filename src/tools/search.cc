@@ -461,6 +461,12 @@ bool FileReader::Read(const char* path, std::string_view* data) {
   // below as not a regular file); reads of regular files never block on it.
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return Fail(std::strerror(errno));
+  return ReadFd(fd, data);
+}
+
+bool FileReader::ReadFd(int fd, std::string_view* data) {
+  Unmap();
+  error_.clear();
   struct stat st;
   if (fstat(fd, &st) != 0) {
     std::string err = std::strerror(errno);

@@ -88,6 +88,9 @@ class FileReader {
   // Reads the regular file at `path`; false when it cannot be read, with the
   // reason in error(). The data stays valid until the next Read.
   bool Read(const char* path, std::string_view* data);
+  // Like Read for a file already open as `fd` (open it with O_NONBLOCK so a
+  // FIFO cannot block); takes ownership of `fd` and closes it.
+  bool ReadFd(int fd, std::string_view* data);
   // Why the last Read failed ("No such file or directory", "not a regular
   // file", ...).
   const std::string& error() const { return error_; }

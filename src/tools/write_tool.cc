@@ -1,3 +1,5 @@
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -25,15 +27,6 @@ std::string NotReadYet(const std::string& display, const char* action) {
          " already exists and has not been read in this session. Read it with the "
          "read tool first, then " +
          action + " it.";
-}
-
-// Creates the missing parent directories of `abs` (inside the workspace, as
-// ResolvePath checked).
-std::string MakeParents(const std::string& abs) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(abs).parent_path(), ec);
-  if (ec) return "cannot create the parent directories: " + ec.message();
-  return {};
 }
 
 // Byte offsets of non-overlapping occurrences of `needle`.
@@ -126,11 +119,15 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
   if (rp.exists && ctx.ledger && !ctx.ledger->WasRead(rp.abs)) {
     return ToolOutput::Error(NotReadYet(rp.display, "write"));
   }
-  if (!rp.exists) {
-    std::string err = MakeParents(rp.abs);
-    if (!err.empty()) return ToolOutput::Error("Cannot write " + rp.display + ": " + err);
+  if (PathRuleFor(ctx, "write", rp.abs) == PathRule::kDeny) {
+    return ToolOutput::Error(DeniedByRule("write", rp.display));
   }
-  Status s = WriteFileAtomic(rp.abs, content);
+  // The directory is opened (and missing ones made) without following any
+  // link; the temporary file and the rename stay inside it.
+  auto parent = OpenParent(ctx, rp, Access::kWrite, !rp.exists);
+  if (!parent.ok())
+    return ToolOutput::Error("Cannot write " + rp.display + ": " + parent.error().message());
+  Status s = WriteFileAtomicAt(parent->dir.get(), parent->name, content, rp.display);
   if (!s.ok()) return ToolOutput::Error("Cannot write " + rp.display + ": " + s.message());
   if (ctx.ledger) ctx.ledger->MarkRead(rp.abs);
   ToolOutput out = ToolOutput::Ok((rp.exists ? "Overwrote " : "Created ") + rp.display + " (" +
@@ -188,7 +185,17 @@ Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
   if (ctx.ledger && !ctx.ledger->WasRead(rp.abs)) {
     return ToolOutput::Error(NotReadYet(rp.display, "edit"));
   }
-  auto loaded = ReadFileToString(rp.abs, kMaxEditFileBytes);
+  if (PathRuleFor(ctx, "edit", rp.abs) == PathRule::kDeny) {
+    return ToolOutput::Error(DeniedByRule("edit", rp.display));
+  }
+  // Read and replaced within one directory opened without following links.
+  auto parent = OpenParent(ctx, rp, Access::kWrite, false);
+  if (!parent.ok())
+    return ToolOutput::Error("Cannot edit " + rp.display + ": " + parent.error().message());
+  auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  if (!fd.ok()) return ToolOutput::Error("Cannot read " + rp.display + ": " + fd.error().message());
+  auto loaded = ReadFdToString(fd->get(), rp.display, kMaxEditFileBytes);
+  fd->Reset();
   if (!loaded.ok()) {
     return ToolOutput::Error("Cannot read " + rp.display + ": " + loaded.error().message());
   }
@@ -246,7 +253,7 @@ Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
   }
   updated.append(text, prev, std::string::npos);
 
-  Status s = WriteFileAtomic(rp.abs, updated);
+  Status s = WriteFileAtomicAt(parent->dir.get(), parent->name, updated, rp.display);
   if (!s.ok()) return ToolOutput::Error("Cannot write " + rp.display + ": " + s.message());
 
   uint64_t start_line = CountNewlines(updated.data(), first_new_at) + 1;
