@@ -83,7 +83,9 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
   const std::string ws = ctx.workspace.string();
   ProcessOptions p;
   p.cwd = ctx.workspace;
-  p.env = ScrubbedEnvironment(ctx.scrubbed_env);
+  EnvPolicy env;
+  env.remove = ctx.scrubbed_env;
+  p.env = ScrubbedEnvironment(env);
   p.timeout = std::chrono::milliseconds(timeout_ms);
   p.output_cap = options_.output_cap_chars;
   if (options_.sandbox == "off") {
