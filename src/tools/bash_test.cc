@@ -259,6 +259,19 @@ TEST(BashToolTest, SandboxModesWhenBubblewrapWorks) {
 
   o.sandbox = SandboxMode::kWorkspaceWrite;
   BashTool rw(o);
+  // What git and agentloop obey stays read-only (code planted there would
+  // run later, outside the sandbox); the rest of the workspace is writable.
+  t.Write(".git/config", "[core]\n");
+  t.Write("real-agentloop/config.toml", "");  // also through a symlink
+  std::filesystem::create_directory_symlink("real-agentloop", t.ws() / ".agentloop");
+  out = RunTool(rw, t.ctx(),
+                Json{{"command",
+                      "for f in .git/config .git/hooks-pre-commit .agentloop/config.toml; do "
+                      "(echo x >> $f) 2>/dev/null && echo wrote-$f; done; echo checked"}});
+  EXPECT_EQ(out.content, "checked\n");
+  EXPECT_EQ(t.Slurp(".git/config"), "[core]\n");
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / ".git/hooks-pre-commit"));
+  EXPECT_EQ(t.Slurp("real-agentloop/config.toml"), "");
   const std::string private_tmp = "/tmp/" + t.root().filename().string() + "_private";
   out = RunTool(rw, t.ctx(),
                 Json{{"command", "touch made_rw && echo x > " + private_tmp + " && touch " +

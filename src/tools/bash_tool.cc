@@ -1,6 +1,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -18,6 +19,10 @@ namespace {
 // a PID namespace of its own, so that when the shell exits every process it
 // started (also one that left the process group with setsid or a double
 // fork) is killed by the kernel with the namespace's init.
+//
+// In workspace-write, the workspace's `.git` and `.agentloop` (what git and
+// agentloop run or obey: hooks, config, rules) stay read-only, so that a
+// command cannot plant code that runs later outside the sandbox.
 std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode, bool network,
                                      const std::string& ws, const std::string& command) {
   std::vector<std::string> argv = {bwrap,  "--ro-bind", "/",     "/",       "--dev",
@@ -27,6 +32,21 @@ std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode,
   argv.push_back(mode == SandboxMode::kWorkspaceWrite ? "--bind" : "--ro-bind");
   argv.push_back(ws);
   argv.push_back(ws);
+  if (mode == SandboxMode::kWorkspaceWrite) {
+    const std::filesystem::path root(ws);
+    for (const char* name : {".git", ".agentloop"}) {
+      // Through a symlink: its target, when that is inside the workspace
+      // (outside it, everything is read-only already).
+      std::error_code ec;
+      std::filesystem::path target = std::filesystem::canonical(root / name, ec);
+      if (ec) continue;  // absent
+      auto rel = target.lexically_relative(root);
+      if (rel.empty() || *rel.begin() == "..") continue;
+      argv.push_back("--ro-bind");
+      argv.push_back(target.string());
+      argv.push_back(target.string());
+    }
+  }
   for (const char* a : {"--chdir", ws.c_str(), "/bin/bash", "-c"}) argv.push_back(a);
   argv.push_back(command);
   return argv;
