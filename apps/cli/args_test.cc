@@ -122,6 +122,13 @@ TEST(ArgsTest, SubcommandsParse) {
   auto nt = P({"run", "--no-todo-loop", "x"});
   ASSERT_TRUE(nt.ok());
   EXPECT_EQ(nt->FlagValue("todo_loop.enabled"), "false");
+  auto sb = P({"run", "--sandbox", "workspace-write", "x"});
+  ASSERT_TRUE(sb.ok());
+  EXPECT_EQ(sb->FlagValue("tools.sandbox"), "workspace-write");
+  auto bad_sb = P({"run", "--sandbox", "on", "x"});
+  ASSERT_FALSE(bad_sb.ok());
+  EXPECT_NE(bad_sb.error().message().find("off read-only workspace-write"), std::string::npos)
+      << bad_sb.error().message();
   auto cont = P({"run", "--continue", "more"});
   ASSERT_TRUE(cont.ok());
   EXPECT_TRUE(cont->continue_latest);
@@ -164,6 +171,7 @@ TEST(ArgsTest, UsageTextListsEveryFlagAndSubcommand) {
                         "--ask",
                         "--deny",
                         "--no-todo-loop",
+                        "--sandbox",
                         "--continue"}) {
     EXPECT_NE(u.find(s), std::string::npos) << s;
   }

@@ -723,7 +723,9 @@ int CmdPermissions(const CommandEnv& e) {
   }
   // The tools a session has: the built-ins, todo and ask_user.
   std::vector<ToolSpec> specs;
-  for (const auto& t : MakeBuiltinTools(BuiltinToolOptions())) specs.push_back(t->spec());
+  BuiltinToolOptions builtin;
+  builtin.bash_in_read_only = IsReadOnly(s->session.command);  // as the engine sets it
+  for (const auto& t : MakeBuiltinTools(builtin)) specs.push_back(t->spec());
   specs.push_back(ToolSpec{"todo", "", Json::object(), false, false});
   specs.push_back(ToolSpec{std::string(kAskUserTool), "", Json::object(), false, false});
   std::optional<ToolSpec> spec;

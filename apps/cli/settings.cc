@@ -4,6 +4,7 @@
 
 #include "config/trust.h"
 #include "engine/system_prompt.h"
+#include "tools/builtin.h"
 
 namespace agentloop::cli {
 namespace {
@@ -150,7 +151,18 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
                            ") but approver.webhook_url is not set");
   }
 
+  // The config module checked the values.
+  o.sandbox = ParseSandboxMode(config.tools.sandbox.value).value_or(SandboxMode::kOff);
+  o.sandbox_network = config.tools.network.value;
+  o.sandbox_fallback = config.tools.sandbox_fallback.value == "warn" ? SandboxFallback::kWarn
+                                                                     : SandboxFallback::kRefuse;
   o.bash_timeout_ms = static_cast<int>(config.tools.bash_timeout_ms.value);
+  for (const Sourced<std::string>* secret :
+       {&config.provider.api_key_env, &config.approver.secret_env}) {
+    if (!secret->value.empty()) o.env_remove.push_back(secret->value);
+  }
+  for (const Sourced<std::string>& name : config.tools.env.pass) o.env_pass.push_back(name.value);
+  for (const auto& [name, value] : config.tools.env.set) o.env_set[name] = value.value;
 
   o.todo_loop = config.todo_loop.enabled.value;
   o.todo_max_rounds = static_cast<int>(config.todo_loop.max_rounds.value);
@@ -160,6 +172,39 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   o.reflector = config.reflector.enabled.value;
   return o;
 }
+
+namespace {
+
+bool RunsTurns(Subcommand s) {
+  return s == Subcommand::kRun || s == Subcommand::kChat || s == Subcommand::kResume ||
+         s == Subcommand::kApprove || s == Subcommand::kDeny || s == Subcommand::kAnswer;
+}
+
+// See LoadSettings.
+Status CheckSandbox(const CliArgs& args, const CliContext& ctx, CliSettings& s) {
+  if (s.session.sandbox == SandboxMode::kOff || !RunsTurns(args.subcommand)) return Status::Ok();
+  const std::string why =
+      ctx.sandbox_unavailable ? ctx.sandbox_unavailable() : BashSandboxUnavailableReason();
+  if (why.empty()) return Status::Ok();
+  const Config& c = s.loaded.config;
+  const std::string what = "the bash sandbox \"" + c.tools.sandbox.value + "\" (tools.sandbox, " +
+                           c.tools.sandbox.origin.ToString() + ") cannot run here: " + why;
+  if (IsReadOnly(s.session.command)) {
+    s.loaded.warnings.push_back(what + "; bash is not offered to the read-only '" +
+                                std::string(CommandKindName(s.session.command)) + "' command");
+    return Status::Ok();
+  }
+  if (s.session.sandbox_fallback == SandboxFallback::kRefuse) {
+    return InvalidArgument(what +
+                           "; nothing was run. Set tools.sandbox_fallback = \"warn\" to run bash "
+                           "unsandboxed, or tools.sandbox = \"off\" (or --sandbox off)");
+  }
+  s.loaded.warnings.push_back(what + "; bash runs UNSANDBOXED (tools.sandbox_fallback = warn, " +
+                              c.tools.sandbox_fallback.origin.ToString() + ")");
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
   CliSettings s;
@@ -184,6 +229,7 @@ Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
                       ToSessionOptions(s.loaded.config, s.workspace, ctx, &s.provider_configured));
   if (args.session) s.session.session_id = *args.session;
   s.session.continue_latest = args.continue_latest;
+  AL_RETURN_IF_ERROR(CheckSandbox(args, ctx, s));
   return s;
 }
 

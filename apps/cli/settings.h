@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct CliContext {
   bool stdin_tty = false;
   bool stdout_tty = false;
   bool stderr_tty = false;
+  // Why the bash sandbox cannot run on this machine, empty when it can;
+  // unset: bubblewrap is probed (BashSandboxUnavailableReason).
+  std::function<std::string()> sandbox_unavailable;
 };
 
 struct CliSettings {
@@ -46,6 +50,13 @@ Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliCon
 // `args`) and maps them. Errors: kInvalidArgument for configuration errors
 // (named file and line, variable or flag) and unreadable files named by the
 // configuration (system prompt file); the CLI exits 2 on them.
+//
+// For a subcommand that runs turns with a bash sandbox configured, checks
+// once that bubblewrap can run here. When it cannot: with
+// tools.sandbox_fallback = refuse, kInvalidArgument saying why and what to
+// set; with warn, one warning (bash then runs unsandboxed); for a read-only
+// command, one warning that bash is not offered (it never runs unsandboxed
+// there).
 Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx);
 
 // The process-wide part of the mapping: the environment and the store's

@@ -1,6 +1,7 @@
 #include "settings.h"
 
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -139,6 +140,77 @@ TEST_F(SettingsTest, WorkspaceFileAndProvenance) {
   EXPECT_EQ(s->session.allow[0].rule, "read");
   EXPECT_NE(s->session.allow[0].source.find("config.toml:"), std::string::npos);
   EXPECT_EQ(s->session.allow[1].source, "--allow");
+}
+
+TEST_F(SettingsTest, SandboxAndBashEnvironmentReachSessionOptions) {
+  Write(root_ / "home" / ".config" / "agentloop" / "config.toml",
+        "[provider]\napi_key_env = \"MY_LLM_KEY\"\n"
+        "[approver]\nsecret_env = \"HOOK_HMAC\"\n"
+        "[tools]\nnetwork = true\nsandbox_fallback = \"warn\"\n"
+        "[tools.env]\npass = [\"GITHUB_TOKEN\"]\nset = {CI = \"1\"}\n");
+  ctx_.env["MY_LLM_KEY"] = "k";
+  int probes = 0;
+  ctx_.sandbox_unavailable = [&probes] {
+    ++probes;
+    return std::string();
+  };
+  auto s = Load({"run", "--sandbox", "workspace-write", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->session.sandbox, SandboxMode::kWorkspaceWrite);
+  EXPECT_TRUE(s->session.sandbox_network);
+  EXPECT_EQ(s->session.sandbox_fallback, SandboxFallback::kWarn);
+  EXPECT_EQ(s->session.env_remove, (std::vector<std::string>{"MY_LLM_KEY", "HOOK_HMAC"}));
+  EXPECT_EQ(s->session.env_pass, std::vector<std::string>{"GITHUB_TOKEN"});
+  EXPECT_EQ(s->session.env_set, (std::map<std::string, std::string>{{"CI", "1"}}));
+  EXPECT_EQ(probes, 1);
+  EXPECT_TRUE(s->loaded.warnings.empty());
+
+  // Defaults: off, no network, refuse; no probe when the sandbox is off.
+  Write(root_ / "home" / ".config" / "agentloop" / "config.toml", "");
+  s = Load({"run", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->session.sandbox, SandboxMode::kOff);
+  EXPECT_FALSE(s->session.sandbox_network);
+  EXPECT_EQ(s->session.sandbox_fallback, SandboxFallback::kRefuse);
+  EXPECT_EQ(probes, 1);
+}
+
+TEST_F(SettingsTest, UnavailableSandboxRefusesOrWarnsOnce) {
+  ctx_.sandbox_unavailable = [] { return std::string("bubblewrap (bwrap) was not found"); };
+  // Refuse (the default): a configuration error (exit 2) saying what to do.
+  auto s = Load({"run", "--sandbox", "workspace-write", "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  EXPECT_NE(
+      s.error().message().find("the bash sandbox \"workspace-write\" (tools.sandbox, flag "
+                               "--sandbox) cannot run here: bubblewrap (bwrap) was not found"),
+      std::string::npos)
+      << s.error().message();
+  EXPECT_NE(s.error().message().find("tools.sandbox_fallback = \"warn\""), std::string::npos);
+
+  // Warn: one line, and bash runs unsandboxed (the tool falls back itself).
+  ctx_.env["AGENTLOOP_TOOLS_SANDBOX_FALLBACK"] = "warn";
+  s = Load({"run", "--sandbox", "read-only", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  ASSERT_EQ(s->loaded.warnings.size(), 1u);
+  EXPECT_NE(s->loaded.warnings[0].find("bash runs UNSANDBOXED"), std::string::npos);
+  EXPECT_EQ(s->loaded.warnings[0].find('\n'), std::string::npos);
+  EXPECT_EQ(s->session.sandbox_fallback, SandboxFallback::kWarn);
+
+  // A read-only command never runs bash unsandboxed: it is simply not
+  // offered, whatever the fallback says.
+  ctx_.env.erase("AGENTLOOP_TOOLS_SANDBOX_FALLBACK");
+  s = Load({"run", "--command", "plan", "--sandbox", "workspace-write", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  ASSERT_EQ(s->loaded.warnings.size(), 1u);
+  EXPECT_NE(s->loaded.warnings[0].find("bash is not offered to the read-only 'plan' command"),
+            std::string::npos)
+      << s->loaded.warnings[0];
+
+  // Subcommands that run no turn do not care.
+  s = Load({"config", "show", "--sandbox", "workspace-write"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_TRUE(s->loaded.warnings.empty());
 }
 
 // store.sync reaches EngineOptions (and so the store of every subcommand),

@@ -130,9 +130,21 @@ struct SessionOptions {
   std::string webhook_secret;      // empty: from env, the variable `webhook_secret_env` names
   std::string webhook_secret_env;  // the variable that holds the webhook secret
 
-  // Tools.
-  std::string sandbox = "off";  // stored and compared as given
+  // Tools (docs/tools.md). The bash sandbox, whether sandboxed commands may
+  // use the network, and what happens when bubblewrap cannot run here. In a
+  // read-only command bash runs only in a read-only sandbox without network,
+  // whatever these say, and is not offered when bubblewrap cannot run.
+  SandboxMode sandbox = SandboxMode::kOff;
+  bool sandbox_network = false;
+  SandboxFallback sandbox_fallback = SandboxFallback::kRefuse;
   int bash_timeout_ms = 120000;
+  // bash's environment is this process's without the names that look like
+  // secrets (KEY, SECRET, TOKEN, ...) and those in `env_remove` (e.g. the
+  // variables holding the API key and the webhook secret), keeping the names
+  // in `env_pass` and adding `env_set`.
+  std::vector<std::string> env_remove;
+  std::vector<std::string> env_pass;
+  std::map<std::string, std::string> env_set;
 
   // Todo continuation (SEMANTICS 2).
   bool todo_loop = true;

@@ -14,9 +14,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentloop/json.h"
@@ -71,7 +73,8 @@ struct ToolContext {
   std::string session_id;
   std::stop_token stop;                // cancellation of the turn
   std::shared_ptr<ReadLedger> ledger;  // may be null (then writes are not guarded)
-  // Environment variable names removed from child processes (API keys).
+  // Environment variable names removed from child processes (API keys),
+  // besides the names that look like secrets.
   std::vector<std::string> scrubbed_env;
   // The strictest ask or deny rule of the session that covers the file or
   // directory at `abs` (absolute, symbolic links resolved) for `tool`; read
@@ -81,7 +84,44 @@ struct ToolContext {
   // of one file refuse a target that a deny rule covers where it was really
   // opened. Null: no rule restricts paths.
   std::function<PathRule(std::string_view tool, const std::string& abs)> path_rule;
+  // The call belongs to a read-only command (plan, explain). Only a tool
+  // whose spec has confined_in_read_only runs then, and it must confine
+  // itself or fail; it never falls back to running unconfined.
+  bool read_only = false;
 };
+
+// How the bash tool confines the commands it runs (docs/tools.md, "Sandbox").
+enum class SandboxMode {
+  kOff,             // no sandbox: the command can do what this process can
+  kReadOnly,        // bubblewrap: nothing is writable (a private /tmp aside)
+  kWorkspaceWrite,  // bubblewrap: the workspace is writable, the rest read-only
+};
+
+// What a configured sandbox does when bubblewrap cannot run on this machine.
+enum class SandboxFallback {
+  kRefuse,  // commands are not run: kFailedPrecondition naming the reason
+  kWarn,    // commands run unsandboxed (the front end warns once)
+};
+
+// "off" | "read-only" | "workspace-write"
+inline std::string_view SandboxModeName(SandboxMode m) {
+  switch (m) {
+    case SandboxMode::kOff:
+      return "off";
+    case SandboxMode::kReadOnly:
+      return "read-only";
+    case SandboxMode::kWorkspaceWrite:
+      return "workspace-write";
+  }
+  return "off";
+}
+
+inline std::optional<SandboxMode> ParseSandboxMode(std::string_view name) {
+  for (SandboxMode m : {SandboxMode::kOff, SandboxMode::kReadOnly, SandboxMode::kWorkspaceWrite}) {
+    if (SandboxModeName(m) == name) return m;
+  }
+  return std::nullopt;
+}
 
 class Tool {
  public:

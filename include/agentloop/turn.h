@@ -183,8 +183,10 @@ class Turn {
   const TurnConfig& config() const;
 
   // The check the server also applies to requests it receives: a mutating
-  // tool in a read-only command is refused. Returns the PLAN_MODE_REFUSED
-  // reason, or empty when allowed.
+  // tool in a read-only command is refused, unless its spec says it confines
+  // itself there (ToolSpec::confined_in_read_only; the runner then sets
+  // ToolContext::read_only). Returns the PLAN_MODE_REFUSED reason, or empty
+  // when allowed.
   static std::string CheckReadOnly(CommandKind command, const ToolSpec& spec);
 
  private:

@@ -111,6 +111,10 @@ struct ToolSpec {
   Json input_schema = Json::object();  // JSON Schema (object)
   bool mutates = false;                // writes files, runs commands: refused in read-only commands
   bool parallel_safe = false;          // may run concurrently with neighbouring safe calls
+  // A mutating tool that is still offered and run in read-only commands
+  // because there it confines itself so that it cannot change anything (bash
+  // in a read-only sandbox without network; see ToolContext::read_only).
+  bool confined_in_read_only = false;
 
   bool operator==(const ToolSpec&) const = default;
 };

@@ -443,7 +443,9 @@ Config DefaultConfig() {
     c.budget[i].max_wall_time_ms.value = d.max_wall_time ? d.max_wall_time->count() : 0;
   }
   c.approver.kind.value = ApproverKind::kAuto;
-  c.tools.sandbox.value = "workspace";
+  c.tools.sandbox.value = "off";
+  c.tools.network.value = false;
+  c.tools.sandbox_fallback.value = "refuse";
   c.tools.bash_timeout_ms.value = 120'000;
   c.todo_loop.enabled.value = true;
   c.todo_loop.max_rounds.value = 12;
@@ -560,6 +562,12 @@ std::vector<ConfigEntry> DescribeConfig(const Config& config) {
       if (v.empty()) out.push_back({k.name, Json::array(), "default"});
       for (size_t i = 0; i < v.size(); ++i) {
         out.push_back({k.name + "[" + std::to_string(i) + "]", v[i], origins[i].ToString()});
+      }
+    } else if (k.kind == ValueKind::kMap) {
+      if (v.empty()) out.push_back({k.name, Json::object(), "default"});
+      size_t i = 0;
+      for (const auto& [name, value] : v.items()) {
+        out.push_back({k.name + "." + name, value, origins[i++].ToString()});
       }
     } else {
       out.push_back({k.name, std::move(v), origins[0].ToString()});

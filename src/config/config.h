@@ -10,7 +10,8 @@
 //   4. environment         AGENTLOOP_<KEY> (dots and dashes become underscores)
 //   5. flags               FlagOverride{key, value, flag} from the CLI
 // Scalars: the last layer that sets a key wins. Lists (permission rules,
-// skills and memory dirs, hooks) accumulate across layers, in layer order.
+// skills and memory dirs, hooks, tools.env.pass) accumulate across layers,
+// in layer order; tables of strings (tools.env.set) accumulate by name.
 //
 // Validation: an unknown key is a warning (with a suggestion); an
 // out-of-range number is clamped to its cap with a warning (never honoured
@@ -135,9 +136,24 @@ struct Config {
     Sourced<std::string> secret_env;  // variable holding the HMAC secret
   } approver;
 
+  // Not from the workspace file (a repository must not loosen the sandbox,
+  // turn the network on or choose bash's environment).
   struct Tools {
-    Sourced<std::string> sandbox;  // "workspace" (file tools confined) | "none"
+    // The bash sandbox: "off" | "read-only" | "workspace-write"
+    // (docs/tools.md). The earlier values "workspace" and "none" meant
+    // nothing for bash and are read as "off", with a warning.
+    Sourced<std::string> sandbox;
+    Sourced<bool> network;                  // sandboxed bash may use the network
+    Sourced<std::string> sandbox_fallback;  // "refuse" | "warn": bubblewrap cannot run here
     Sourced<int64_t> bash_timeout_ms;
+    struct Env {
+      // Variables kept in bash's environment although their names look
+      // like secrets (accumulates across layers).
+      std::vector<Sourced<std::string>> pass;
+      // Fixed values added to bash's environment; per name, the later layer
+      // wins.
+      std::map<std::string, Sourced<std::string>> set;
+    } env;
   } tools;
 
   struct TodoLoop {

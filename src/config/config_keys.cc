@@ -1,6 +1,7 @@
 #include "config/config_keys.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <set>
@@ -101,6 +102,37 @@ KeySpec ListKey(std::string name, ListAccessor acc) {
     return out;
   };
   return k;
+}
+
+using MapAccessor = std::function<std::map<std::string, Sourced<std::string>>&(Config&)>;
+
+// A table of strings; each layer adds names or replaces their values.
+KeySpec MapKey(std::string name, MapAccessor acc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.kind = ValueKind::kMap;
+  k.set = [acc](Config& c, const Json& v, const ConfigOrigin& o) {
+    for (const auto& [var, value] : v.items()) acc(c)[var] = {value.get<std::string>(), o};
+  };
+  k.get = [acc](const Config& c) {
+    Json m = Json::object();
+    for (const auto& [var, value] : acc(Mut(c))) m[var] = value.value;
+    return m;
+  };
+  k.origins = [acc](const Config& c) {
+    std::vector<ConfigOrigin> out;
+    for (const auto& entry : acc(Mut(c))) out.push_back(entry.second.origin);
+    return out;
+  };
+  return k;
+}
+
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
 }
 
 using BudgetField = Sourced<int64_t> CommandBudgetConfig::*;
@@ -210,11 +242,35 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(StringKey(
       "approver.secret_env", [](Config & c) -> auto& { return c.approver.secret_env; }));
 
-  keys.push_back(StringKey("tools.sandbox", [](Config & c) -> auto& { return c.tools.sandbox; },
-                           {"workspace", "none"}));
+  KeySpec sandbox = StringKey(
+      "tools.sandbox", [](Config & c) -> auto& { return c.tools.sandbox; },
+      {"off", "read-only", "workspace-write"});
+  // Both meant nothing for bash (the file tools are always confined to the
+  // workspace): "off" keeps what they did.
+  for (const char* old : {"workspace", "none"}) {
+    sandbox.deprecated.push_back(
+        {old, "off",
+         "the file tools are always confined to the workspace; this setting is now the bash "
+         "sandbox"});
+  }
+  keys.push_back(std::move(sandbox));
+  KeySpec network = BoolKey(
+      "tools.network", [](Config & c) -> auto& { return c.tools.network; });
+  keys.push_back(std::move(network));
+  keys.push_back(StringKey(
+      "tools.sandbox_fallback", [](Config & c) -> auto& { return c.tools.sandbox_fallback; },
+      {"refuse", "warn"}));
   keys.push_back(IntKey(
       "tools.bash_timeout_ms", 1000, 3'600'000,
       [](Config & c) -> auto& { return c.tools.bash_timeout_ms; }));
+  KeySpec pass = ListKey(
+      "tools.env.pass", [](Config & c) -> auto& { return c.tools.env.pass; });
+  pass.env_names = true;
+  keys.push_back(std::move(pass));
+  KeySpec set = MapKey(
+      "tools.env.set", [](Config & c) -> auto& { return c.tools.env.set; });
+  set.env_names = true;
+  keys.push_back(std::move(set));
 
   keys.push_back(BoolKey(
       "todo_loop.enabled", [](Config & c) -> auto& { return c.todo_loop.enabled; }));
@@ -412,6 +468,13 @@ Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
           std::find(key.choices.begin(), key.choices.end(), text) != key.choices.end()) {
         return raw;
       }
+      for (const KeySpec::DeprecatedValue& d : key.deprecated) {
+        if (raw.is_string() && text == d.value) {
+          notes->push_back("'" + d.value + "' is deprecated (" + d.why + "); using '" +
+                           d.replacement + "'");
+          return Json(d.replacement);
+        }
+      }
       std::string list;
       for (const auto& c : key.choices) list += (list.empty() ? "" : ", ") + c;
       if (!key.fallback.empty()) {
@@ -445,8 +508,51 @@ Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
       }
       for (const auto& e : items) {
         if (!e.is_string()) return InvalidArgument("expects a list of strings, got " + Show(e));
+        if (key.env_names && !IsEnvName(e.get<std::string>())) {
+          return InvalidArgument("expects environment variable names, got " + Show(e));
+        }
       }
       return items;
+    }
+    case ValueKind::kMap: {
+      Json table = Json::object();
+      if (raw.is_object()) {
+        table = raw;
+      } else if (raw.is_string() && from_text) {
+        std::string_view t = Trim(text);
+        if (!t.empty() && t.front() == '{') {
+          auto parsed = ParseJson(t);
+          if (!parsed.ok() || !parsed->is_object()) {
+            return InvalidArgument("expects a JSON object of strings or NAME=value,NAME=value");
+          }
+          table = *parsed;
+        } else {
+          for (std::string_view part : Split(t, ',')) {
+            if (Trim(part).empty()) continue;
+            size_t eq = part.find('=');
+            if (eq == std::string_view::npos) {
+              return InvalidArgument("expects NAME=value entries, got '" + std::string(Trim(part)) +
+                                     "'");
+            }
+            table[std::string(Trim(part.substr(0, eq)))] = std::string(part.substr(eq + 1));
+          }
+        }
+      } else {
+        return InvalidArgument("expects a table of strings (NAME = \"value\"), got " + Show(raw));
+      }
+      for (const auto& [name, value] : table.items()) {
+        if (!value.is_string()) {
+          return InvalidArgument("expects string values, got " + Show(value) + " for '" + name +
+                                 "'");
+        }
+        if (key.env_names && !IsEnvName(name)) {
+          return InvalidArgument("expects environment variable names, got '" + name + "'");
+        }
+        if (value.get<std::string>().find('\0') != std::string::npos) {
+          return InvalidArgument("a value may not contain a NUL character ('" + name + "')");
+        }
+      }
+      return table;
     }
   }
   return Internal("unknown value kind");

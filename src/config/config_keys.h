@@ -13,7 +13,8 @@
 
 namespace agentloop::config {
 
-enum class ValueKind { kInt, kBool, kString, kEnum, kList };
+// kMap: a table of strings by name (TOML `{NAME = "value"}`).
+enum class ValueKind { kInt, kBool, kString, kEnum, kList, kMap };
 
 // The allow-list of an untrusted workspace file (a cloned repository). The
 // default is kIgnored: a key is readable from a repository only when this
@@ -39,12 +40,24 @@ struct KeySpec {
   // What an untrusted workspace file may do with this key (see
   // WorkspacePolicy); a trusted workspace's file sets every key.
   WorkspacePolicy from_workspace = WorkspacePolicy::kIgnored;
+  // kEnum: earlier values still read, as `replacement`, with a warning that
+  // says `why`.
+  struct DeprecatedValue {
+    std::string value;
+    std::string replacement;
+    std::string why;
+  };
+  std::vector<DeprecatedValue> deprecated;
+  // kList, kMap: the strings are environment variable names (kMap: its keys),
+  // checked to be [A-Za-z_][A-Za-z0-9_]*.
+  bool env_names = false;
   // "budget.max_tool_calls" and friends: set every command's value; not
   // shown by `config show` (the per-command keys are).
   bool all_commands = false;
   // Writes a value already checked by Coerce.
   std::function<void(Config&, const Json&, const ConfigOrigin&)> set;
-  // The current value (kList: an array) and its origin(s) (kList: one per element).
+  // The current value (kList: an array; kMap: an object) and its origin(s)
+  // (kList: one per element; kMap: one per name, in name order).
   std::function<Json(const Config&)> get;
   std::function<std::vector<ConfigOrigin>(const Config&)> origins;
 };
@@ -63,7 +76,8 @@ std::string Suggest(std::string_view name);
 
 // Checks and converts `raw` to the key's type. `from_text`: `raw` is a
 // string from the environment or a flag, to be parsed ("42", "true",
-// "a,b"). Clamping and fallback notes are appended to `notes`. Errors: the
+// "a,b"; kMap: a JSON object or "NAME=value,NAME=value"). Clamping,
+// fallback and deprecation notes are appended to `notes`. Errors: the
 // reason, without location (the caller adds it).
 Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
                     std::vector<std::string>* notes);

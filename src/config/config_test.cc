@@ -280,7 +280,7 @@ TEST_F(ConfigTest, SensitiveKeysIgnoredFromWorkspace) {
   EXPECT_EQ(c.config.provider.api_key_env.value, "");
   EXPECT_EQ(c.config.approver.kind.value, ApproverKind::kWebhook);
   EXPECT_EQ(c.config.approver.webhook_url.value, "https://hooks.example/u");
-  EXPECT_EQ(c.config.tools.sandbox.value, "workspace");
+  EXPECT_EQ(c.config.tools.sandbox.value, "off");
   EXPECT_TRUE(c.config.hooks.empty());
   EXPECT_EQ(c.workspace_trust, WorkspaceTrust::kUntrusted);
   EXPECT_EQ(c.ignored.size(), 5u);
@@ -475,6 +475,101 @@ TEST_F(ConfigTest, ACorruptTrustStoreTrustsNothing) {
   EXPECT_TRUE(c->config.permissions.allow.empty());
   EXPECT_THAT(c->warnings, Contains(HasSubstr("is not a valid list of trusted workspaces")));
   EXPECT_FALSE(TrustWorkspace(store, workspace_, 1).ok());
+TEST_F(ConfigTest, BashSandboxKeys) {
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.tools.sandbox.value, "off");
+  EXPECT_FALSE(c.config.tools.network.value);
+  EXPECT_EQ(c.config.tools.sandbox_fallback.value, "refuse");
+
+  WriteUser(
+      "[tools]\nsandbox = \"workspace-write\"\nnetwork = true\nsandbox_fallback = \"warn\"\n");
+  c = MustLoad();
+  EXPECT_EQ(c.config.tools.sandbox.value, "workspace-write");
+  EXPECT_EQ(c.config.tools.sandbox.origin.ToString(), user_file_.string() + ":2");
+  EXPECT_TRUE(c.config.tools.network.value);
+  EXPECT_EQ(c.config.tools.sandbox_fallback.value, "warn");
+  flags_ = {{"tools.sandbox", "read-only", "--sandbox"}};
+  c = MustLoad();
+  EXPECT_EQ(c.config.tools.sandbox.value, "read-only");
+  EXPECT_EQ(c.config.tools.sandbox.origin.ToString(), "flag --sandbox");
+  flags_.clear();
+
+  WriteUser("[tools]\nsandbox = \"strict\"\n");
+  EXPECT_THAT(LoadError().message(),
+              AllOf(HasSubstr("tools.sandbox must be one of off, read-only, workspace-write"),
+                    HasSubstr("'strict'")));
+  WriteUser("[tools]\nsandbox_fallback = \"ignore\"\n");
+  EXPECT_THAT(LoadError().message(),
+              HasSubstr("tools.sandbox_fallback must be one of refuse, warn"));
+
+  // The earlier values keep what they did (no bash sandbox), with a warning.
+  for (const char* old : {"workspace", "none"}) {
+    WriteUser(std::string("[tools]\nsandbox = \"") + old + "\"\n");
+    c = MustLoad();
+    EXPECT_EQ(c.config.tools.sandbox.value, "off") << old;
+    ASSERT_EQ(c.warnings.size(), 1u) << old;
+    EXPECT_THAT(c.warnings[0],
+                AllOf(HasSubstr(user_file_.string() + ":2"),
+                      HasSubstr("tools.sandbox: '" + std::string(old) + "' is deprecated"),
+                      HasSubstr("using 'off'")));
+  }
+}
+
+TEST_F(ConfigTest, BashEnvironmentPassAndSet) {
+  WriteUser("[tools.env]\npass = [\"GITHUB_TOKEN\"]\nset = {CI = \"1\", LANG = \"C.UTF-8\"}\n");
+  env_ = {{"AGENTLOOP_TOOLS_ENV_SET", "CI=true,EXTRA=a=b"},
+          {"AGENTLOOP_TOOLS_ENV_PASS", "NPM_TOKEN"}};
+  LoadedConfig c = MustLoad();
+  ASSERT_EQ(c.config.tools.env.pass.size(), 2u);
+  EXPECT_EQ(c.config.tools.env.pass[0].value, "GITHUB_TOKEN");
+  EXPECT_EQ(c.config.tools.env.pass[1].value, "NPM_TOKEN");
+  ASSERT_EQ(c.config.tools.env.set.size(), 3u);
+  EXPECT_EQ(c.config.tools.env.set.at("CI").value, "true");  // the later layer, by name
+  EXPECT_EQ(c.config.tools.env.set.at("CI").origin.ToString(), "env AGENTLOOP_TOOLS_ENV_SET");
+  EXPECT_EQ(c.config.tools.env.set.at("LANG").value, "C.UTF-8");
+  EXPECT_EQ(c.config.tools.env.set.at("LANG").origin.ToString(), user_file_.string() + ":3");
+  EXPECT_EQ(c.config.tools.env.set.at("EXTRA").value, "a=b");
+
+  std::string shown = FormatConfig(c.config);
+  EXPECT_THAT(shown, HasSubstr("tools.env.pass[0] = \"GITHUB_TOKEN\""));
+  EXPECT_THAT(shown, HasSubstr("tools.env.set.CI = \"true\""));
+  EXPECT_THAT(shown, HasSubstr("tools.env.set.LANG = \"C.UTF-8\""));
+  env_.clear();
+  WriteUser("");
+  shown = FormatConfig(MustLoad().config);
+  EXPECT_THAT(shown, HasSubstr("tools.env.pass = []"));
+  EXPECT_THAT(shown, HasSubstr("tools.env.set = {}"));
+
+  WriteUser("[tools.env]\npass = [\"A=B\"]\n");
+  EXPECT_THAT(LoadError().message(),
+              AllOf(HasSubstr("tools.env.pass expects environment variable names"),
+                    HasSubstr(user_file_.string() + ":2")));
+  WriteUser("[tools.env]\nset = {\"1X\" = \"v\"}\n");
+  EXPECT_THAT(LoadError().message(), HasSubstr("expects environment variable names, got '1X'"));
+  WriteUser("[tools.env]\nset = {A = 1}\n");
+  EXPECT_THAT(LoadError().message(), HasSubstr("tools.env.set expects string values"));
+  WriteUser("[tools.env]\nset = \"A=1\"\n");
+  EXPECT_THAT(LoadError().message(), HasSubstr("tools.env.set expects a table of strings"));
+}
+
+TEST_F(ConfigTest, WorkspaceCannotLoosenTheSandboxOrChooseBashsEnvironment) {
+  WriteUser("[tools]\nsandbox = \"workspace-write\"\n");
+  WriteWorkspace(
+      "[tools]\nsandbox = \"off\"\nnetwork = true\nsandbox_fallback = \"warn\"\n"
+      "[tools.env]\npass = [\"AWS_SECRET_ACCESS_KEY\"]\nset = {BASH_ENV = \"./evil.sh\"}\n");
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.tools.sandbox.value, "workspace-write");
+  EXPECT_FALSE(c.config.tools.network.value);
+  EXPECT_EQ(c.config.tools.sandbox_fallback.value, "refuse");
+  EXPECT_TRUE(c.config.tools.env.pass.empty());
+  EXPECT_TRUE(c.config.tools.env.set.empty());
+  std::vector<std::string> keys;
+  for (const auto& i : c.ignored) keys.push_back(i.key);
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("tools.sandbox", "tools.network",
+                                                    "tools.sandbox_fallback", "tools.env.pass",
+                                                    "tools.env.set"));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], AllOf(HasSubstr("tools.env.pass"), HasSubstr("tools.network")));
 }
 
 TEST_F(ConfigTest, Hooks) {

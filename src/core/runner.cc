@@ -67,6 +67,9 @@ std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolC
 TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
   ToolContext ctx = deps.tool_context;
   ctx.stop = stop;
+  // Tools that run in a read-only command must know it (they confine
+  // themselves there; Turn::CheckReadOnly).
+  if (IsReadOnly(turn.config().command)) ctx.read_only = true;
   for (;;) {
     TurnAction action = turn.Next(stop);
     if (auto* fin = std::get_if<turn_action::Finished>(&action)) return fin->result;

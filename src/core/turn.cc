@@ -37,7 +37,7 @@ TurnInput TurnInput::Resume(std::vector<ContentBlock> results) {
 }
 
 std::string Turn::CheckReadOnly(CommandKind command, const ToolSpec& spec) {
-  if (!IsReadOnly(command) || !spec.mutates) return {};
+  if (!IsReadOnly(command) || !spec.mutates || spec.confined_in_read_only) return {};
   return std::string(kPlanModeRefused) + " tool '" + spec.name +
          "' can change the workspace and the '" + std::string(CommandKindName(command)) +
          "' command is read-only; nothing was executed";

@@ -348,6 +348,38 @@ TEST_F(TurnTest, PlanModeRefusesEvenWhenRulesAllowEverything) {
   EXPECT_EQ(write_->runs(), 0);
 }
 
+TEST_F(TurnTest, PlanModeOffersAToolConfinedThereAndTellsItTheCommandIsReadOnly) {
+  ToolSpec spec = Spec("sandboxed", true, false);
+  spec.confined_in_read_only = true;
+  std::vector<bool> read_only_seen;
+  registry_.Add(std::make_shared<FnTool>(spec, [&](const ToolCall&, ToolContext& ctx) {
+    read_only_seen.push_back(ctx.read_only);
+    return Result<ToolOutput>(ToolOutput::Ok("ran"));
+  }));
+  struct AllowAll : PermissionPolicy {
+    PolicyVerdict Evaluate(const ToolSpec&, const ToolCall&) const override {
+      return {Decision::kAllow, "allow all", "*"};
+    }
+  };
+  EXPECT_TRUE(Turn::CheckReadOnly(CommandKind::kPlan, spec).empty());
+  auto cfg = Config(CommandKind::kPlan);
+  cfg.policy = std::make_shared<AllowAll>();
+  provider_.Calls({Call("a", "sandboxed", {{"x", "1"}})}).Text("planned");
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  EXPECT_EQ(read_only_seen, std::vector<bool>{true});
+  auto tools = provider_.requests()[0].tools;
+  EXPECT_EQ(std::count(tools.begin(), tools.end(), "sandboxed"), 1);
+  EXPECT_EQ(std::count(tools.begin(), tools.end(), "write"), 0);
+
+  auto code = Config(CommandKind::kCode);
+  code.policy = std::make_shared<AllowAll>();
+  provider_.Calls({Call("b", "sandboxed", {{"x", "2"}})}).Text("done");
+  r = Run(code);
+  EXPECT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  EXPECT_EQ(read_only_seen, (std::vector<bool>{true, false}));
+}
+
 TEST_F(TurnTest, CancelledBeforeModelCall) {
   std::stop_source src;
   src.request_stop();

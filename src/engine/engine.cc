@@ -310,6 +310,8 @@ class SessionImpl final : public Session {
     ctx.session_id = info_.id;
     ctx.ledger = ledger_;
     ctx.scrubbed_env = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTLOOP_WEBHOOK_SECRET"};
+    ctx.scrubbed_env.insert(ctx.scrubbed_env.end(), options_.env_remove.begin(),
+                            options_.env_remove.end());
     // Skills may ship extra files the model reads with `read` (only folders
     // whose real location stays where it belongs).
     ctx.extra_read_roots = extra_read_roots_;
@@ -645,6 +647,11 @@ Status SessionImpl::Init() {
 
   BuiltinToolOptions tool_opts;
   tool_opts.sandbox = options_.sandbox;
+  tool_opts.network = options_.sandbox_network;
+  tool_opts.sandbox_fallback = options_.sandbox_fallback;
+  tool_opts.bash_in_read_only = IsReadOnly(options_.command);
+  tool_opts.env_pass = options_.env_pass;
+  tool_opts.env_set = options_.env_set;
   tool_opts.bash_default_timeout_ms = options_.bash_timeout_ms;
   RegisterBuiltinTools(registry_, tool_opts);
   auto todo_tool = std::make_shared<todo::TodoTool>();
@@ -1008,6 +1015,7 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
     }
     ToolContext ctx = session->MakeToolContext();
     ctx.stop = stop;
+    ctx.read_only = IsReadOnly(open->command);
     // Through the runner's path: an exception from the tool becomes is_error.
     std::vector<Result<ToolOutput>> outs =
         RunToolLanes({{ToolCall{item.tool_use_id, item.tool, args}}}, session->tools(), ctx);

@@ -9,6 +9,7 @@
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
 #include "store/sqlite_store.h"
+#include "tools/builtin.h"
 
 namespace agentloop {
 namespace {
@@ -295,6 +296,76 @@ TEST_F(EngineTest, PlanModeForgedWriteChangesNothing) {
   EXPECT_EQ(r->stop, StopReason::kToolRefused);
   EXPECT_THAT(r->reason, ::testing::StartsWith("PLAN_MODE_REFUSED:"));
   EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+}
+
+// The text of the first tool result in `history`.
+std::string FirstToolResult(std::span<const Message> history) {
+  for (const Message& m : history) {
+    for (const ContentBlock& b : m.content) {
+      if (b.type == BlockType::kToolResult) return b.text;
+    }
+  }
+  return "(no tool result)";
+}
+
+constexpr const char* kPlanBashScript = R"({"responses": [
+  {"tool_calls": [{"id": "c1", "name": "bash", "input": {"command": "touch made 2>/dev/null || echo write-denied; cat notes.txt"}}]},
+  {"text": "planned"}
+]})";
+
+TEST_F(EngineTest, PlanModeRunsBashOnlyInAReadOnlySandbox) {
+  if (std::string why = BashSandboxUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  WriteFile(workspace_ / "notes.txt", "hello\n");
+  auto o = Options(kPlanBashScript);
+  o.command = CommandKind::kPlan;
+  o.sandbox = SandboxMode::kOff;  // configured for code commands; plan confines anyway
+  o.allow.push_back({"bash(*)", "--allow"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("plan it", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(FirstToolResult((*s)->history()), "write-denied\nhello\n");
+  EXPECT_FALSE(fs::exists(workspace_ / "made"));
+}
+
+TEST_F(EngineTest, PlanModeBashApprovedLaterStillRunsReadOnly) {
+  if (std::string why = BashSandboxUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  WriteFile(workspace_ / "notes.txt", "hello\n");
+  auto o = Options(kPlanBashScript);
+  o.command = CommandKind::kPlan;
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    auto r = (*s)->Run("plan it", {}, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;  // bash is still asked for
+    pending_id = r->pending.at(0).id;
+  }
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  SessionOptions resolver = Options(kPlanBashScript);  // the resolver's own command: code
+  auto rep = engine_->Resolve(pending_id, approve, resolver, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
+  EXPECT_FALSE(fs::exists(workspace_ / "made"));
+}
+
+TEST_F(EngineTest, BashEnvironmentFollowsTheSessionOptions) {
+  auto o = Options(R"({"responses": [
+  {"tool_calls": [{"id": "c1", "name": "bash", "input": {"command": "echo \"${HOME-unset} $AL_MARK\""}}]},
+  {"text": "done"}
+]})");
+  o.allow.push_back({"bash(*)", "--allow"});
+  o.env_remove = {"HOME"};  // as the CLI passes provider.api_key_env
+  o.env_set = {{"AL_MARK", "set-by-config"}};
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("show", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(FirstToolResult((*s)->history()), "unset set-by-config\n");
 }
 
 TEST_F(EngineTest, MissingApiKeySaysHowToConfigure) {

@@ -131,7 +131,8 @@ std::string BuildSystemPrompt(const SystemPromptParts& parts) {
   out << "\nWorkspace: " << parts.workspace.string() << "\n";
   out << "Command: " << CommandKindName(parts.command);
   if (IsReadOnly(parts.command)) {
-    out << " (read-only: tools that change files or run commands are not available)";
+    out << " (read-only: tools that change files are not available; bash, when offered, runs "
+           "in a read-only sandbox without network)";
   }
   out << "\n";
   const fs::path agents_root = AgentsRoot(parts.workspace);

@@ -93,12 +93,66 @@ TEST(RunProcessTest, MissingProgramIsAnError) {
   EXPECT_FALSE(r.ok());
 }
 
-TEST(ScrubbedEnvironmentTest, DropsNamedAndApiKeyVariables) {
-  auto env = ScrubbedEnvironment({"PATH"});
-  for (const auto& e : env) {
-    std::string name = e.substr(0, e.find('='));
-    EXPECT_NE(name, "PATH");
-    EXPECT_FALSE(name.size() >= 8 && name.substr(name.size() - 8) == "_API_KEY") << name;
+std::vector<std::string> Names(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& e : env) out.push_back(e.substr(0, e.find('=')));
+  return out;
+}
+
+TEST(ChildEnvironmentTest, SecretLookingNamesAreRemovedInAnyCase) {
+  const std::vector<std::string> base = {
+      "PATH=/usr/bin:/bin", "HOME=/home/u",       "OPENAI_API_KEY=sk-1",
+      "my_secret_thing=s",  "GITHUB_TOKEN=ghp_x", "Db_Password=pw",
+      "LDAP_PASSWD=pw",     "BORG_PASSPHRASE=pp", "GOOGLE_APPLICATION_CREDENTIALS=/k.json",
+      "SSH_KEY_PATH=/k",    "LANG=C.UTF-8",       "TERM=xterm"};
+  EXPECT_EQ(Names(ChildEnvironment(base, {})),
+            (std::vector<std::string>{"PATH", "HOME", "LANG", "TERM"}));
+  EXPECT_TRUE(IsSecretName("apikey"));
+  EXPECT_TRUE(IsSecretName("x_credentials_y"));
+  EXPECT_FALSE(IsSecretName("PWD"));
+  EXPECT_FALSE(IsSecretName("SSH_AUTH_SOCK"));
+}
+
+TEST(ChildEnvironmentTest, AwsCredentialsAreRemovedButNotTheRegionOrProfile) {
+  const std::vector<std::string> base = {
+      "AWS_ACCESS_KEY_ID=AKIA",
+      "AWS_SECRET_ACCESS_KEY=s",
+      "AWS_SESSION_TOKEN=t",
+      "AWS_SECURITY_TOKEN=t",
+      "AWS_CONTAINER_AUTHORIZATION_TOKEN=t",
+      "AWS_CONTAINER_CREDENTIALS_FULL_URI=http://169.254.170.2/x",
+      "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=/v2/x",
+      "AWS_WEB_IDENTITY_TOKEN_FILE=/t",
+      "AWS_SHARED_CREDENTIALS_FILE=/c",
+      "AWS_REGION=eu-west-1",
+      "AWS_PROFILE=dev"};
+  EXPECT_EQ(Names(ChildEnvironment(base, {})),
+            (std::vector<std::string>{"AWS_REGION", "AWS_PROFILE"}));
+}
+
+TEST(ChildEnvironmentTest, NamedVariablesAreRemovedAndPassKeepsOnPurpose) {
+  const std::vector<std::string> base = {"PATH=/bin",      "MY_LLM=k",    "HOOK_HMAC=h",
+                                         "GITHUB_TOKEN=g", "NPM_TOKEN=n", "BROKEN_ENTRY"};
+  EnvPolicy policy;
+  policy.remove = {"MY_LLM", "HOOK_HMAC"};
+  EXPECT_EQ(ChildEnvironment(base, policy), (std::vector<std::string>{"PATH=/bin"}));
+  policy.pass = {"GITHUB_TOKEN", "HOOK_HMAC"};
+  EXPECT_EQ(ChildEnvironment(base, policy),
+            (std::vector<std::string>{"PATH=/bin", "HOOK_HMAC=h", "GITHUB_TOKEN=g"}));
+}
+
+TEST(ChildEnvironmentTest, SetAddsAndReplacesEvenSecretNames) {
+  const std::vector<std::string> base = {"PATH=/bin", "CI=false", "HOME=/h"};
+  EnvPolicy policy;
+  policy.set = {{"CI", "true"}, {"DEPLOY_TOKEN", "read-only-dummy"}};
+  EXPECT_EQ(ChildEnvironment(base, policy),
+            (std::vector<std::string>{"PATH=/bin", "HOME=/h", "CI=true",
+                                      "DEPLOY_TOKEN=read-only-dummy"}));
+}
+
+TEST(ChildEnvironmentTest, ScrubbedEnvironmentHasNoSecretNames) {
+  for (const auto& name : Names(ScrubbedEnvironment({}))) {
+    EXPECT_FALSE(IsSecretName(name)) << name;
   }
 }
 

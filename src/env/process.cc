@@ -7,6 +7,8 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <mutex>
 
@@ -119,17 +121,56 @@ bool DrainPipe(int fd, HeadTail& sink) {
 
 }  // namespace
 
-std::vector<std::string> ScrubbedEnvironment(const std::vector<std::string>& remove) {
-  std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    size_t eq = entry.find('=');
-    std::string_view name = entry.substr(0, eq);
-    bool drop = name.size() >= 8 && name.substr(name.size() - 8) == "_API_KEY";
-    for (const auto& r : remove) drop = drop || name == r;
-    if (!drop) out.emplace_back(entry);
+bool IsSecretName(std::string_view name) {
+  static constexpr std::string_view kWords[] = {"KEY",    "SECRET",     "TOKEN",     "PASSWORD",
+                                                "PASSWD", "PASSPHRASE", "CREDENTIAL"};
+  static constexpr std::string_view kAws[] = {"AWS_ACCESS_KEY_ID",
+                                              "AWS_SECRET_ACCESS_KEY",
+                                              "AWS_SESSION_TOKEN",
+                                              "AWS_SECURITY_TOKEN",
+                                              "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                                              "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                                              "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                                              "AWS_WEB_IDENTITY_TOKEN_FILE",
+                                              "AWS_SHARED_CREDENTIALS_FILE"};
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (std::string_view w : kWords) {
+    if (upper.find(w) != std::string::npos) return true;
   }
+  for (std::string_view a : kAws) {
+    if (upper == a) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& base,
+                                          const EnvPolicy& policy) {
+  auto listed = [](const std::vector<std::string>& names, std::string_view name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::vector<std::string> out;
+  for (const std::string& entry : base) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    std::string_view name = std::string_view(entry).substr(0, eq);
+    if (policy.set.count(std::string(name)) > 0) continue;
+    bool drop = IsSecretName(name) || listed(policy.remove, name);
+    if (drop && !listed(policy.pass, name)) continue;
+    out.push_back(entry);
+  }
+  for (const auto& [name, value] : policy.set) out.push_back(name + "=" + value);
   return out;
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) out.emplace_back(*e);
+  return out;
+}
+
+std::vector<std::string> ScrubbedEnvironment(const EnvPolicy& policy) {
+  return ChildEnvironment(CurrentEnvironment(), policy);
 }
 
 std::string FindExecutable(const std::string& name) {

@@ -19,8 +19,10 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentloop/status.h"
@@ -62,9 +64,40 @@ struct ProcessResult {
 // process did is in ProcessResult.
 Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token stop);
 
-// The current process environment without the variables named in `remove`
-// and without any variable whose name ends in "_API_KEY".
-std::vector<std::string> ScrubbedEnvironment(const std::vector<std::string>& remove);
+// Which variables a child process started for the model (the bash tool)
+// inherits. Secrets stay out by name: the model reads whatever a command
+// prints, so a variable the command can see is a variable the model can see.
+struct EnvPolicy {
+  // Removed besides the secret-looking names (IsSecretName): the variables
+  // that hold the provider's API key and the approver's secret.
+  std::vector<std::string> remove;
+  // Kept even when a rule would remove them (a person's explicit choice).
+  std::vector<std::string> pass;
+  // Added last, replacing an inherited value of the same name.
+  std::map<std::string, std::string> set;
+};
+
+// Whether a variable of this name is removed by default: the name contains
+// KEY, SECRET, TOKEN, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL (in any
+// case), or it is one of the AWS variables that hold or locate credentials
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+// AWS_SECURITY_TOKEN, AWS_CONTAINER_AUTHORIZATION_TOKEN,
+// AWS_CONTAINER_CREDENTIALS_FULL_URI, AWS_CONTAINER_CREDENTIALS_RELATIVE_URI,
+// AWS_WEB_IDENTITY_TOKEN_FILE, AWS_SHARED_CREDENTIALS_FILE).
+bool IsSecretName(std::string_view name);
+
+// `base` ("NAME=value" entries, in order) without the secret-looking names
+// and the names in policy.remove, except those in policy.pass, followed by
+// policy.set (which replaces entries of the same name). An entry without
+// '=' is dropped.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& base,
+                                          const EnvPolicy& policy);
+
+// This process's environment as "NAME=value" entries.
+std::vector<std::string> CurrentEnvironment();
+
+// ChildEnvironment(CurrentEnvironment(), policy).
+std::vector<std::string> ScrubbedEnvironment(const EnvPolicy& policy);
 
 // Searches PATH (of this process) for an executable called `name`; returns
 // the absolute path, or empty when not found. A name containing '/' is

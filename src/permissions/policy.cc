@@ -129,7 +129,7 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) cons
 }
 
 PolicyVerdict RulesPolicy::EvaluateRules(const ToolSpec& spec, const Json& args) const {
-  if (options_.read_only_command && spec.mutates) {
+  if (options_.read_only_command && spec.mutates && !spec.confined_in_read_only) {
     return {Decision::kDeny,
             "read-only command: mutating tool '" + spec.name +
                 "' is refused in plan mode (no rule can override this)",

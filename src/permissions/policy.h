@@ -3,7 +3,9 @@
 //
 // Resolution (RulesPolicy::Evaluate):
 //  1. In a read-only command (plan, explain) with `read_only_command` set, a
-//     mutating tool is denied, whatever the rules say.
+//     mutating tool is denied, whatever the rules say, unless it confines
+//     itself there (ToolSpec::confined_in_read_only: bash in a read-only
+//     sandbox), when the rules decide as for any mutating tool.
 //  2. Among the rules that apply (rules.h: scope, tool, pattern, condition),
 //     the most specific scope wins (specificity = non-wildcard segments of
 //     `tenant/environment/agent`); within that specificity the strictest

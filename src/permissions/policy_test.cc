@@ -245,6 +245,18 @@ TEST(RulesPolicyTest, ReadOnlyCommandDeniesMutatingToolsWhateverTheRules) {
   EXPECT_EQ(p.Evaluate(kRead, J(R"j({"file_path":"x"})j")).decision, Decision::kAllow);
 }
 
+TEST(RulesPolicyTest, ReadOnlyCommandLeavesAToolConfinedThereToTheRules) {
+  ToolSpec confined = kBash;
+  confined.confined_in_read_only = true;
+  PolicyOptions opts;
+  opts.read_only_command = true;
+  RulesPolicy none = Policy({}, opts);
+  EXPECT_EQ(none.Evaluate(confined, J(R"j({"command":"ls"})j")).decision, Decision::kAsk);
+  RulesPolicy rules = Policy({RuleSource{"--allow", {"bash(ls*)"}, {}, {"bash(rm*)"}, {}}}, opts);
+  EXPECT_EQ(rules.Evaluate(confined, J(R"j({"command":"ls -l"})j")).decision, Decision::kAllow);
+  EXPECT_EQ(rules.Evaluate(confined, J(R"j({"command":"rm -rf x"})j")).decision, Decision::kDeny);
+}
+
 TEST(RulesPolicyTest, EvaluateWithToolCall) {
   RulesPolicy p = Policy({RuleSource{"f", {"read(src/**)"}, {}, {"read(src/secret.txt)"}, {}}});
   ToolCall call{"id1", "read", J(R"j({"file_path":"src/secret.txt"})j")};

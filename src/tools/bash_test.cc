@@ -4,7 +4,10 @@
 
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -55,6 +58,28 @@ TEST(BashToolTest, ScrubbedVariablesAreRemoved) {
       RunTool(bash, t.ctx(), Json{{"command", "echo \"${HOME-unset}\"; env | grep -c _API_KEY="}});
   EXPECT_EQ(out.content.substr(0, out.content.find('\n')), "unset");
   EXPECT_TRUE(Has(out.content, "\n0\n"));
+}
+
+TEST(BashToolTest, SecretsStayOutOfTheEnvironmentUnlessPassedOrSet) {
+  TempWorkspace t;
+  t.ctx().scrubbed_env = {"MY_PROVIDER_VAR"};  // what provider.api_key_env names
+  BashToolOptions o;
+  o.base_env = std::vector<std::string>{
+      "PATH=/usr/bin:/bin", "MY_PROVIDER_VAR=k",   "NPM_TOKEN=n",     "GITHUB_TOKEN=g",
+      "db_password=p",      "AWS_ACCESS_KEY_ID=a", "AWS_REGION=eu-1", "CI=false"};
+  const std::string show =
+      "for v in MY_PROVIDER_VAR NPM_TOKEN GITHUB_TOKEN db_password AWS_ACCESS_KEY_ID AWS_REGION "
+      "CI EXTRA; do printf '%s=%s ' $v \"${!v-unset}\"; done";
+  BashTool plain(o);
+  EXPECT_EQ(RunTool(plain, t.ctx(), Json{{"command", show}}).content,
+            "MY_PROVIDER_VAR=unset NPM_TOKEN=unset GITHUB_TOKEN=unset db_password=unset "
+            "AWS_ACCESS_KEY_ID=unset AWS_REGION=eu-1 CI=false EXTRA=unset \n");
+  o.env_pass = {"GITHUB_TOKEN"};
+  o.env_set = {{"CI", "true"}, {"EXTRA", "x y"}};
+  BashTool configured(o);
+  EXPECT_EQ(RunTool(configured, t.ctx(), Json{{"command", show}}).content,
+            "MY_PROVIDER_VAR=unset NPM_TOKEN=unset GITHUB_TOKEN=g db_password=unset "
+            "AWS_ACCESS_KEY_ID=unset AWS_REGION=eu-1 CI=true EXTRA=x y \n");
 }
 
 TEST(BashToolTest, TimeoutKillsBackgroundChildren) {
@@ -134,49 +159,220 @@ TEST(BashToolTest, CancellationKillsTheGroup) {
 TEST(BashToolTest, MissingSandboxIsAClearConfigurationError) {
   TempWorkspace t;
   BashToolOptions o;
-  o.sandbox = "workspace-write";
+  o.sandbox = SandboxMode::kWorkspaceWrite;
   o.bwrap_path = "/nonexistent/bwrap";
   BashTool bash(o);
-  ToolCall call{"c", "bash", Json{{"command", "true"}}};
+  ToolCall call{"c", "bash", Json{{"command", "touch ran"}}};
   auto r = bash.Run(call, t.ctx());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
   EXPECT_TRUE(Has(r.error().message(), "bubblewrap (bwrap) was not found at /nonexistent/bwrap"))
       << r.error().message();
+  EXPECT_TRUE(Has(r.error().message(), "tools.sandbox_fallback")) << r.error().message();
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "ran"));
 
-  o.sandbox = "bogus";
-  BashTool bogus(o);
-  r = bogus.Run(call, t.ctx());
+  // Found but unable to build a sandbox (this "bwrap" always fails).
+  o.bwrap_path = "/bin/false";
+  BashTool broken(o);
+  r = broken.Run(call, t.ctx());
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Has(r.error().message(), "unknown bash sandbox mode"));
+  EXPECT_TRUE(Has(r.error().message(), "bubblewrap (/bin/false) is unusable"))
+      << r.error().message();
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "ran"));
 }
 
-TEST(BashToolTest, SandboxModesWhenBubblewrapWorks) {
-  if (FindExecutable("bwrap").empty()) GTEST_SKIP() << "bwrap not installed";
+TEST(BashToolTest, SandboxFallbackWarnRunsUnsandboxedAndSaysSo) {
   TempWorkspace t;
   BashToolOptions o;
-  o.sandbox = "read-only";
-  BashTool ro(o);
-  ToolCall call{"c", "bash", Json{{"command", "touch made_ro 2>/dev/null || echo denied"}}};
-  auto r = ro.Run(call, t.ctx());
-  if (!r.ok()) {
-    // Installed but unusable here (no user namespaces): the error says so.
-    EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
-    EXPECT_TRUE(Has(r.error().message(), "unusable")) << r.error().message();
-    return;
-  }
-  EXPECT_EQ(r->content, "denied\n");
-  EXPECT_FALSE(std::filesystem::exists(t.ws() / "made_ro"));
+  o.sandbox = SandboxMode::kWorkspaceWrite;
+  o.fallback = SandboxFallback::kWarn;
+  o.bwrap_path = "/bin/false";
+  o.base_env = std::vector<std::string>{"PATH=/usr/bin:/bin"};
+  BashTool bash(o);
+  auto out =
+      RunTool(bash, t.ctx(), Json{{"command", "touch " + (t.outside() / "unconfined").string()}});
+  EXPECT_FALSE(out.is_error) << out.content;
+  EXPECT_TRUE(std::filesystem::exists(t.outside() / "unconfined"));  // really unsandboxed
+  EXPECT_EQ(out.details["sandbox"], "off");
+  EXPECT_TRUE(Has(out.details.value("sandbox_unavailable", ""), "is unusable"))
+      << DumpJson(out.details);
+}
 
-  o.sandbox = "workspace-write";
+TEST(BashToolTest, ReadOnlyCommandNeverRunsBashUnsandboxed) {
+  TempWorkspace t;
+  BashToolOptions o;
+  o.offer_in_read_only = true;
+  o.fallback = SandboxFallback::kWarn;  // not for read-only commands
+  o.bwrap_path = "/bin/false";
+  BashTool bash(o);
+  EXPECT_FALSE(bash.spec().confined_in_read_only);  // so plan mode does not offer it
+  t.ctx().read_only = true;
+  ToolCall call{"c", "bash", Json{{"command", "touch ran"}}};
+  auto r = bash.Run(call, t.ctx());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
+  EXPECT_TRUE(Has(r.error().message(), "read-only command")) << r.error().message();
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "ran"));
+}
+
+// The tests below run bubblewrap for real; each skips with the reason when
+// it cannot run here (CI installs it and runs them as root).
+#define SKIP_WITHOUT_BUBBLEWRAP() \
+  if (std::string why = SandboxUnavailableReason(); !why.empty()) GTEST_SKIP() << why
+
+// A directory outside the workspace and outside /tmp (which the sandbox
+// replaces with a private one), so that a write there reaches the real file
+// system unless the sandbox refuses it.
+class OutsideDir {
+ public:
+  OutsideDir() {
+    char tmpl[] = "/var/tmp/al_sandbox_XXXXXX";
+    char* made = mkdtemp(tmpl);
+    EXPECT_NE(made, nullptr);
+    if (made != nullptr) path_ = made;
+  }
+  ~OutsideDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(BashToolTest, SandboxModesWhenBubblewrapWorks) {
+  SKIP_WITHOUT_BUBBLEWRAP();
+  TempWorkspace t;
+  OutsideDir outside;
+  const std::string escaped = (outside.path() / "escaped").string();
+  BashToolOptions o;
+  o.sandbox = SandboxMode::kReadOnly;
+  BashTool ro(o);
+  auto out = RunTool(ro, t.ctx(),
+                     Json{{"command", "touch made_ro 2>/dev/null || echo ws-denied; touch " +
+                                          escaped + " 2>&1 | grep -c 'Read-only file system'"}});
+  EXPECT_EQ(out.content, "ws-denied\n1\n");
+  EXPECT_EQ(out.details["sandbox"], "read-only");
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "made_ro"));
+  EXPECT_FALSE(std::filesystem::exists(escaped));
+
+  o.sandbox = SandboxMode::kWorkspaceWrite;
   BashTool rw(o);
-  call.input = Json{{"command", "touch made_rw && (touch " + t.outside().string() +
-                                    "/escaped 2>/dev/null || echo outside-denied)"}};
-  r = rw.Run(call, t.ctx());
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->content, "outside-denied\n");
+  // What git and agentloop obey stays read-only (code planted there would
+  // run later, outside the sandbox); the rest of the workspace is writable.
+  t.Write(".git/config", "[core]\n");
+  t.Write("real-agentloop/config.toml", "");  // also through a symlink
+  std::filesystem::create_directory_symlink("real-agentloop", t.ws() / ".agentloop");
+  out = RunTool(rw, t.ctx(),
+                Json{{"command",
+                      "for f in .git/config .git/hooks-pre-commit .agentloop/config.toml; do "
+                      "(echo x >> $f) 2>/dev/null && echo wrote-$f; done; echo checked"}});
+  EXPECT_EQ(out.content, "checked\n");
+  EXPECT_EQ(t.Slurp(".git/config"), "[core]\n");
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / ".git/hooks-pre-commit"));
+  EXPECT_EQ(t.Slurp("real-agentloop/config.toml"), "");
+  const std::string private_tmp = "/tmp/" + t.root().filename().string() + "_private";
+  out = RunTool(rw, t.ctx(),
+                Json{{"command", "touch made_rw && echo x > " + private_tmp + " && touch " +
+                                     escaped + " 2>&1 | grep -c 'Read-only file system'"}});
+  EXPECT_EQ(out.content, "1\n");
+  EXPECT_EQ(out.details["sandbox"], "workspace-write");
   EXPECT_TRUE(std::filesystem::exists(t.ws() / "made_rw"));
-  EXPECT_FALSE(std::filesystem::exists(t.outside() / "escaped"));
+  EXPECT_FALSE(std::filesystem::exists(escaped));
+  EXPECT_FALSE(std::filesystem::exists(private_tmp));  // /tmp in the sandbox is its own
+}
+
+// A listener on 127.0.0.1 that accepts connections into its backlog.
+class Listener {
+ public:
+  Listener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~Listener() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(BashToolTest, SandboxHasNoNetworkUnlessEnabled) {
+  SKIP_WITHOUT_BUBBLEWRAP();
+  TempWorkspace t;
+  Listener listener;
+  const Json connect = {{"command", "(echo hi > /dev/tcp/127.0.0.1/" +
+                                        std::to_string(listener.port()) +
+                                        ") 2>/dev/null && echo connected || echo refused"}};
+  BashToolOptions o;
+  BashTool off(o);  // the listener is reachable at all
+  EXPECT_EQ(RunTool(off, t.ctx(), connect).content, "connected\n");
+  o.sandbox = SandboxMode::kWorkspaceWrite;
+  BashTool isolated(o);
+  auto out = RunTool(isolated, t.ctx(), connect);
+  EXPECT_EQ(out.content, "refused\n");
+  EXPECT_EQ(out.details["network"], false);
+  o.network = true;
+  BashTool networked(o);
+  out = RunTool(networked, t.ctx(), connect);
+  EXPECT_EQ(out.content, "connected\n");
+  EXPECT_EQ(out.details["network"], true);
+}
+
+TEST(BashToolTest, SandboxKillsBackgroundChildrenThatLeftTheProcessGroup) {
+  SKIP_WITHOUT_BUBBLEWRAP();
+  TempWorkspace t;
+  // Every background child holds the write end of this FIFO; the read end
+  // reports a hang-up once the last of them is gone.
+  const std::string fifo = (t.ws() / "alive").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  BashToolOptions o;
+  o.sandbox = SandboxMode::kWorkspaceWrite;
+  BashTool bash(o);
+  // A new session (setsid) and a double fork: both leave the process group
+  // that the unsandboxed tool kills.
+  auto out = RunTool(bash, t.ctx(),
+                     Json{{"command",
+                           "exec 3>alive; setsid sleep 300 >&3 2>&3 </dev/null & "
+                           "(setsid sleep 300 >&3 2>&3 </dev/null &); echo started"},
+                          {"timeout_ms", 60000}});
+  EXPECT_EQ(out.content, "started\n");
+  pollfd p{reader, 0, 0};
+  ASSERT_EQ(poll(&p, 1, 10000), 1) << "a background child outlived the command";
+  EXPECT_NE(p.revents & POLLHUP, 0);
+  close(reader);
+}
+
+TEST(BashToolTest, ReadOnlyCommandConfinesBashWhateverIsConfigured) {
+  SKIP_WITHOUT_BUBBLEWRAP();
+  TempWorkspace t;
+  Listener listener;
+  BashToolOptions o;
+  o.sandbox = SandboxMode::kOff;  // configured for code commands
+  o.network = true;
+  o.offer_in_read_only = true;
+  BashTool bash(o);
+  ASSERT_TRUE(bash.spec().confined_in_read_only);
+  t.ctx().read_only = true;
+  t.Write("notes.txt", "hello\n");
+  auto out = RunTool(
+      bash, t.ctx(),
+      Json{{"command", "touch made 2>/dev/null || echo write-denied; (echo > /dev/tcp/127.0.0.1/" +
+                           std::to_string(listener.port()) +
+                           ") 2>/dev/null && echo connected || echo no-network; cat notes.txt"}});
+  EXPECT_EQ(out.content, "write-denied\nno-network\nhello\n");
+  EXPECT_EQ(out.details["sandbox"], "read-only");
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "made"));
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include <signal.h>
 #include <string.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "base/strings.h"
 #include "env/process.h"
@@ -10,6 +12,45 @@
 
 namespace agentloop::tools {
 namespace {
+
+// The bubblewrap command line around `command`: the whole file system
+// read-only, a private /dev, /proc (of the new PID namespace) and /tmp, the
+// workspace bound read-write or read-only, no network unless `network`, and
+// a PID namespace of its own, so that when the shell exits every process it
+// started (also one that left the process group with setsid or a double
+// fork) is killed by the kernel with the namespace's init.
+//
+// In workspace-write, the workspace's `.git` and `.agentloop` (what git and
+// agentloop run or obey: hooks, config, rules) stay read-only, so that a
+// command cannot plant code that runs later outside the sandbox.
+std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode, bool network,
+                                     const std::string& ws, const std::string& command) {
+  std::vector<std::string> argv = {bwrap,  "--ro-bind", "/",     "/",       "--dev",
+                                   "/dev", "--proc",    "/proc", "--tmpfs", "/tmp"};
+  if (!network) argv.push_back("--unshare-net");
+  for (const char* a : {"--unshare-pid", "--die-with-parent"}) argv.push_back(a);
+  argv.push_back(mode == SandboxMode::kWorkspaceWrite ? "--bind" : "--ro-bind");
+  argv.push_back(ws);
+  argv.push_back(ws);
+  if (mode == SandboxMode::kWorkspaceWrite) {
+    const std::filesystem::path root(ws);
+    for (const char* name : {".git", ".agentloop"}) {
+      // Through a symlink: its target, when that is inside the workspace
+      // (outside it, everything is read-only already).
+      std::error_code ec;
+      std::filesystem::path target = std::filesystem::canonical(root / name, ec);
+      if (ec) continue;  // absent
+      auto rel = target.lexically_relative(root);
+      if (rel.empty() || *rel.begin() == "..") continue;
+      argv.push_back("--ro-bind");
+      argv.push_back(target.string());
+      argv.push_back(target.string());
+    }
+  }
+  for (const char* a : {"--chdir", ws.c_str(), "/bin/bash", "-c"}) argv.push_back(a);
+  argv.push_back(command);
+  return argv;
+}
 
 // Whether bubblewrap at `path` can build a sandbox here. Probed once per
 // path (running it costs a few milliseconds); empty string when usable.
@@ -19,34 +60,42 @@ std::string ProbeBubblewrap(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache->find(path); it != cache->end()) return it->second;
   ProcessOptions probe;
-  probe.argv = {path,
-                "--ro-bind",
-                "/",
-                "/",
-                "--dev",
-                "/dev",
-                "--unshare-net",
-                "--unshare-pid",
-                "--die-with-parent",
-                "/bin/true"};
+  // The flags of a real call (a kernel may allow a mount namespace but not
+  // a network namespace or a /proc mount).
+  probe.argv = SandboxArgv(path, SandboxMode::kReadOnly, /*network=*/false, "/", "true");
   probe.env = ScrubbedEnvironment({});
   probe.timeout = std::chrono::milliseconds(10000);
   probe.output_cap = 2000;
   std::string verdict;
   auto r = RunProcess(probe, {});
   if (!r.ok()) {
-    verdict = r.error().message();
+    verdict = "bubblewrap (" + path + ") is unusable: " + r.error().message();
   } else if (r->outcome != ProcessResult::Outcome::kExited || r->exit_code != 0) {
-    verdict =
-        "it failed to create a sandbox here (user namespaces may be disabled in this "
-        "container or kernel): " +
-        std::string(Trim(SanitizeUtf8(r->output)));
+    // One line (front ends print the reason as one warning).
+    std::string out(Trim(SanitizeUtf8(r->output)));
+    for (char& c : out) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    verdict = "bubblewrap (" + path +
+              ") is unusable: it failed to create a sandbox here (user namespaces may be "
+              "disabled in this container or kernel)" +
+              (out.empty() ? "" : ": " + out);
   }
   (*cache)[path] = verdict;
   return verdict;
 }
 
 }  // namespace
+
+std::string SandboxUnavailableReason(const std::string& bwrap_path) {
+  std::string bwrap = FindExecutable(bwrap_path.empty() ? "bwrap" : bwrap_path);
+  if (bwrap.empty()) {
+    return "bubblewrap (bwrap) was not found" +
+           (bwrap_path.empty() ? std::string(" in PATH") : " at " + bwrap_path) +
+           "; install the 'bubblewrap' package";
+  }
+  return ProbeBubblewrap(bwrap);
+}
 
 BashTool::BashTool(BashToolOptions options) : options_(std::move(options)) {
   spec_.name = "bash";
@@ -70,6 +119,12 @@ BashTool::BashTool(BashToolOptions options) : options_(std::move(options)) {
   spec_.input_schema["properties"]["timeout_ms"]["maximum"] = options_.max_timeout_ms;
   spec_.mutates = true;
   spec_.parallel_safe = false;
+  if (options_.offer_in_read_only && SandboxUnavailableReason(options_.bwrap_path).empty()) {
+    spec_.confined_in_read_only = true;
+    spec_.description +=
+        " In a read-only command (plan, explain) commands run in a read-only sandbox without "
+        "network: use them to inspect, not to change, the workspace.";
+  }
 }
 
 Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
@@ -80,55 +135,48 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
   bool clamped = timeout_ms > options_.max_timeout_ms;
   if (clamped) timeout_ms = options_.max_timeout_ms;
 
+  // A read-only command confines every call to a read-only sandbox without
+  // network, whatever was configured, and never runs one without it.
+  SandboxMode mode = ctx.read_only ? SandboxMode::kReadOnly : options_.sandbox;
+  const bool network = options_.network && !ctx.read_only;
+  if (ctx.read_only && !spec_.confined_in_read_only) {
+    return FailedPrecondition(
+        "bash is not available in a read-only command here: it runs there only in a read-only "
+        "sandbox, and bubblewrap was not found usable when the tool was set up");
+  }
+  std::string fallback_reason;
+  std::string bwrap;
+  if (mode != SandboxMode::kOff) {
+    std::string why = SandboxUnavailableReason(options_.bwrap_path);
+    if (!why.empty() && (ctx.read_only || options_.fallback == SandboxFallback::kRefuse)) {
+      std::string fix = ctx.read_only ? "; a read-only command never runs bash without the sandbox"
+                                      : "; set tools.sandbox_fallback = \"warn\" to run commands "
+                                        "unsandboxed, or tools.sandbox = \"off\"";
+      return FailedPrecondition("the bash sandbox \"" + std::string(SandboxModeName(mode)) +
+                                "\" is required but " + why + fix);
+    }
+    if (!why.empty()) {
+      fallback_reason = why;
+      mode = SandboxMode::kOff;
+    } else {
+      bwrap = FindExecutable(options_.bwrap_path.empty() ? "bwrap" : options_.bwrap_path);
+    }
+  }
+
   const std::string ws = ctx.workspace.string();
   ProcessOptions p;
   p.cwd = ctx.workspace;
-  p.env = ScrubbedEnvironment(ctx.scrubbed_env);
+  EnvPolicy env;
+  env.remove = ctx.scrubbed_env;
+  env.pass = options_.env_pass;
+  env.set = options_.env_set;
+  p.env = ChildEnvironment(options_.base_env ? *options_.base_env : CurrentEnvironment(), env);
   p.timeout = std::chrono::milliseconds(timeout_ms);
   p.output_cap = options_.output_cap_chars;
-  if (options_.sandbox == "off") {
+  if (mode == SandboxMode::kOff) {
     p.argv = {"/bin/bash", "-c", command};
-  } else if (options_.sandbox == "workspace-write" || options_.sandbox == "read-only") {
-    std::string bwrap = FindExecutable(options_.bwrap_path.empty() ? "bwrap" : options_.bwrap_path);
-    if (bwrap.empty()) {
-      return FailedPrecondition(
-          "the bash sandbox \"" + options_.sandbox +
-          "\" is configured but bubblewrap (bwrap) was not found" +
-          (options_.bwrap_path.empty() ? " in PATH" : " at " + options_.bwrap_path) +
-          "; install the 'bubblewrap' package or set sandbox = \"off\"");
-    }
-    std::string why = ProbeBubblewrap(bwrap);
-    if (!why.empty()) {
-      return FailedPrecondition("the bash sandbox \"" + options_.sandbox +
-                                "\" is configured but bubblewrap (" + bwrap +
-                                ") is unusable: " + why +
-                                "; set sandbox = \"off\" to run "
-                                "commands without it");
-    }
-    p.argv = {bwrap,
-              "--ro-bind",
-              "/",
-              "/",
-              "--dev",
-              "/dev",
-              "--proc",
-              "/proc",
-              "--tmpfs",
-              "/tmp",
-              "--unshare-net",
-              "--unshare-pid",
-              "--die-with-parent",
-              options_.sandbox == "workspace-write" ? "--bind" : "--ro-bind",
-              ws,
-              ws,
-              "--chdir",
-              ws,
-              "/bin/bash",
-              "-c",
-              command};
   } else {
-    return FailedPrecondition("unknown bash sandbox mode \"" + options_.sandbox +
-                              "\"; use off, workspace-write or read-only");
+    p.argv = SandboxArgv(bwrap, mode, network, ws, command);
   }
 
   auto run = RunProcess(p, ctx.stop);
@@ -178,7 +226,9 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
                      {"output_bytes", r.total_output_bytes},
                      {"truncated", r.output_truncated},
                      {"duration_ms", r.elapsed.count()},
-                     {"sandbox", options_.sandbox}};
+                     {"sandbox", SandboxModeName(mode)}};
+  if (mode != SandboxMode::kOff) out.details["network"] = network;
+  if (!fallback_reason.empty()) out.details["sandbox_unavailable"] = fallback_reason;
   if (auto d = call.input.find("description"); d != call.input.end() && d->is_string()) {
     out.details["description"] = *d;
   }

@@ -11,6 +11,11 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
   glob.output_cap_chars = options.output_cap_chars;
   tools::BashToolOptions bash;
   bash.sandbox = options.sandbox;
+  bash.network = options.network;
+  bash.fallback = options.sandbox_fallback;
+  bash.offer_in_read_only = options.bash_in_read_only;
+  bash.env_pass = options.env_pass;
+  bash.env_set = options.env_set;
   bash.default_timeout_ms = options.bash_default_timeout_ms;
   bash.max_timeout_ms = options.bash_max_timeout_ms;
   bash.output_cap_chars = options.output_cap_chars;
@@ -24,5 +29,7 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
       std::make_shared<tools::BashTool>(bash),
   };
 }
+
+std::string BashSandboxUnavailableReason() { return tools::SandboxUnavailableReason(); }
 
 }  // namespace agentloop

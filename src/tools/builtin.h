@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +18,17 @@
 namespace agentloop {
 
 struct BuiltinToolOptions {
-  // bash sandbox through bubblewrap: "off" | "workspace-write" | "read-only".
-  std::string sandbox = "off";
+  // The bash sandbox (bubblewrap) and what happens when it cannot run here;
+  // see tools/tools.h BashToolOptions and docs/tools.md.
+  SandboxMode sandbox = SandboxMode::kOff;
+  bool network = false;
+  SandboxFallback sandbox_fallback = SandboxFallback::kRefuse;
+  // Offer bash in read-only commands, confined to a read-only sandbox (only
+  // when bubblewrap works here).
+  bool bash_in_read_only = false;
+  // Kept in (despite looking like secrets) and added to bash's environment.
+  std::vector<std::string> env_pass;
+  std::map<std::string, std::string> env_set;
   int bash_default_timeout_ms = 120000;
   int bash_max_timeout_ms = 600000;
   // Cap on what grep, glob, ls and bash return to the model (characters).
@@ -30,5 +40,10 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
 
 // Adds MakeBuiltinTools(options) to `registry`.
 void RegisterBuiltinTools(ToolRegistry& registry, const BuiltinToolOptions& options);
+
+// Why the bash sandbox cannot run on this machine (bubblewrap missing or
+// unable to create a sandbox, e.g. without user namespaces), as one
+// sentence; empty when it can. Probes once per process.
+std::string BashSandboxUnavailableReason();
 
 }  // namespace agentloop

@@ -7,8 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agentloop/tool.h"
 
@@ -91,27 +94,50 @@ class LsTool final : public Tool {
 };
 
 struct BashToolOptions {
-  std::string sandbox = "off";  // "off" | "workspace-write" | "read-only"
+  SandboxMode sandbox = SandboxMode::kOff;
+  // Sandboxed commands may use the network (otherwise they get a network
+  // namespace of their own with only a loopback device). Never in a
+  // read-only command.
+  bool network = false;
+  // When `sandbox` is not off and bubblewrap cannot run here.
+  SandboxFallback fallback = SandboxFallback::kRefuse;
+  // Offer the tool in read-only commands (ToolSpec::confined_in_read_only),
+  // where every command runs in a read-only sandbox without network. Only
+  // takes effect when bubblewrap works here (probed at construction).
+  bool offer_in_read_only = false;
   int default_timeout_ms = 120000;
   int max_timeout_ms = 600000;
   size_t output_cap_chars = 30000;
   // bubblewrap executable; empty: "bwrap" looked up in PATH.
   std::string bwrap_path;
+  // The environment: `base_env` (nullopt: this process's) without secrets
+  // (IsSecretName, ToolContext::scrubbed_env), keeping `env_pass`, adding
+  // `env_set` (env/process.h ChildEnvironment).
+  std::optional<std::vector<std::string>> base_env;
+  std::vector<std::string> env_pass;
+  std::map<std::string, std::string> env_set;
 };
 
 class BashTool final : public Tool {
  public:
   explicit BashTool(BashToolOptions options = {});
   const ToolSpec& spec() const override { return spec_; }
-  // A requested sandbox that is unavailable is a kFailedPrecondition Status
-  // (a configuration problem the model cannot fix), with a message saying
-  // what is missing.
+  // A sandbox that is required but unavailable (configured with fallback
+  // refuse, or any call with ToolContext::read_only) is a
+  // kFailedPrecondition Status (a configuration problem the model cannot
+  // fix) saying what is missing; nothing is run.
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
   ToolSpec spec_;
   BashToolOptions options_;
 };
+
+// Why bubblewrap (`bwrap_path`, empty: "bwrap" in PATH) cannot build the
+// bash sandbox on this machine: not found, or a trial sandbox failed (e.g.
+// user namespaces disabled in a container). Empty when it works. The trial
+// runs once per path and process.
+std::string SandboxUnavailableReason(const std::string& bwrap_path = "");
 
 // Shared helpers (tool_util.cc).
 
