@@ -144,6 +144,10 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
     o.sandbox = s.session.sandbox;
     o.sources["sandbox"] = c.tools.sandbox.origin.source;
   }
+  if (flag(c.tools.network.origin)) {
+    o.sandbox_network = s.session.sandbox_network;
+    o.sources["sandbox_network"] = c.tools.network.origin.source;
+  }
   if (flag(c.tools.bash_timeout_ms.origin)) {
     o.bash_timeout_ms = s.session.bash_timeout_ms;
     o.sources["bash_timeout_ms"] = c.tools.bash_timeout_ms.origin.source;
@@ -534,7 +538,9 @@ void PrintSettings(std::ostream& out, const std::optional<Json>& settings) {
        std::string(ApproverModeName(o->approver)) +
            (o->webhook_url.empty() ? "" : " " + o->webhook_url) +
            (o->webhook_secret_env.empty() ? "" : " (secret from $" + o->webhook_secret_env + ")"));
-  line("sandbox", o->sandbox);
+  line("sandbox",
+       std::string(SandboxModeName(o->sandbox)) + (o->sandbox_network ? " (network on)" : "") +
+           (o->sandbox_fallback == SandboxFallback::kWarn ? " (unsandboxed if unavailable)" : ""));
   line("bash timeout ms", std::to_string(o->bash_timeout_ms));
   line("todo loop", o->todo_loop ? "on (max " + std::to_string(o->todo_max_rounds) + " rounds)"
                                  : std::string("off"));

@@ -70,7 +70,8 @@ struct SettingsOverrides {
   std::optional<std::chrono::milliseconds> max_wall_time;
   std::vector<SourcedRule> allow, ask, deny;
   std::optional<Decision> default_mutating, default_read_only;
-  std::optional<std::string> sandbox;
+  std::optional<SandboxMode> sandbox;
+  std::optional<bool> sandbox_network;
   std::optional<int> bash_timeout_ms;
   std::optional<bool> todo_loop, reflector;
   std::optional<std::string> system_prompt, system_prompt_source;

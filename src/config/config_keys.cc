@@ -242,9 +242,8 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(StringKey(
       "approver.secret_env", [](Config & c) -> auto& { return c.approver.secret_env; }));
 
-  KeySpec sandbox = StringKey(
-      "tools.sandbox", [](Config & c) -> auto& { return c.tools.sandbox; },
-      {"off", "read-only", "workspace-write"});
+  KeySpec sandbox = StringKey("tools.sandbox", [](Config & c) -> auto& { return c.tools.sandbox; },
+                              {"off", "read-only", "workspace-write"});
   // Both meant nothing for bash (the file tools are always confined to the
   // workspace): "off" keeps what they did.
   for (const char* old : {"workspace", "none"}) {
@@ -257,9 +256,9 @@ std::vector<KeySpec> BuildKeys() {
   KeySpec network = BoolKey(
       "tools.network", [](Config & c) -> auto& { return c.tools.network; });
   keys.push_back(std::move(network));
-  keys.push_back(StringKey(
-      "tools.sandbox_fallback", [](Config & c) -> auto& { return c.tools.sandbox_fallback; },
-      {"refuse", "warn"}));
+  keys.push_back(StringKey("tools.sandbox_fallback",
+                           [](Config & c) -> auto& { return c.tools.sandbox_fallback; },
+                           {"refuse", "warn"}));
   keys.push_back(IntKey(
       "tools.bash_timeout_ms", 1000, 3'600'000,
       [](Config & c) -> auto& { return c.tools.bash_timeout_ms; }));

@@ -475,6 +475,8 @@ TEST_F(ConfigTest, ACorruptTrustStoreTrustsNothing) {
   EXPECT_TRUE(c->config.permissions.allow.empty());
   EXPECT_THAT(c->warnings, Contains(HasSubstr("is not a valid list of trusted workspaces")));
   EXPECT_FALSE(TrustWorkspace(store, workspace_, 1).ok());
+}
+
 TEST_F(ConfigTest, BashSandboxKeys) {
   LoadedConfig c = MustLoad();
   EXPECT_EQ(c.config.tools.sandbox.value, "off");

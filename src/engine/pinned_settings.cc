@@ -34,10 +34,15 @@ std::string_view Word(Decision d) {
 
 // Higher confines more; -1: a value this build cannot rank (only an equal
 // value is accepted over it).
-int SandboxRank(const std::string& mode) {
-  if (mode == "off" || mode == "none" || mode.empty()) return 0;
-  if (mode == "workspace" || mode == "workspace-write") return 1;
-  if (mode == "read-only") return 2;
+int SandboxRank(SandboxMode mode) {
+  switch (mode) {
+    case SandboxMode::kOff:
+      return 0;
+    case SandboxMode::kWorkspaceWrite:
+      return 1;
+    case SandboxMode::kReadOnly:
+      return 2;
+  }
   return -1;
 }
 
@@ -143,11 +148,21 @@ class Applier {
     if (o_.sandbox && *o_.sandbox != pinned_.sandbox) {
       const int asked = SandboxRank(*o_.sandbox), had = SandboxRank(pinned_.sandbox);
       if (asked < 0 || had < 0 || asked < had) {
-        Widen(Source("sandbox", "--sandbox") + " " + *o_.sandbox + " over the pinned " +
-              pinned_.sandbox);
+        Widen(Source("sandbox", "--sandbox") + " " + std::string(SandboxModeName(*o_.sandbox)) +
+              " over the pinned " + std::string(SandboxModeName(pinned_.sandbox)));
       } else {
-        Record("sandbox", Json(pinned_.sandbox), Json(*o_.sandbox));
+        Record("sandbox", Json(SandboxModeName(pinned_.sandbox)),
+               Json(SandboxModeName(*o_.sandbox)));
         n.sandbox = *o_.sandbox;
+      }
+    }
+    if (o_.sandbox_network && *o_.sandbox_network != pinned_.sandbox_network) {
+      if (*o_.sandbox_network) {
+        Widen(Source("sandbox_network", "tools.network") +
+              " true over the pinned false (the sandbox has no network)");
+      } else {
+        Record("tools.network", Json(true), Json(false));
+        n.sandbox_network = false;
       }
     }
     if (o_.bash_timeout_ms && *o_.bash_timeout_ms != pinned_.bash_timeout_ms) {

@@ -23,7 +23,7 @@ SessionOptions Pinned() {
   o.max_tool_calls = 10;
   o.allow.push_back({"bash(git status*)", "--allow"});
   o.deny.push_back({"bash(rm*)", "--deny"});
-  o.sandbox = "workspace-write";
+  o.sandbox = SandboxMode::kWorkspaceWrite;
   o.bash_timeout_ms = 60000;
   o.approver = ApproverMode::kDurable;
   o.webhook_secret_env = "HOOK_SECRET";
@@ -55,7 +55,7 @@ TEST(PinnedSettingsTest, NarrowingIsAppliedAndRecorded) {
   o.max_tool_calls = 5;
   o.max_tokens = 1000;
   o.default_mutating = Decision::kDeny;
-  o.sandbox = "read-only";
+  o.sandbox = SandboxMode::kReadOnly;
   o.bash_timeout_ms = 1000;
   o.todo_loop = false;
   o.reflector = false;
@@ -71,7 +71,7 @@ TEST(PinnedSettingsTest, NarrowingIsAppliedAndRecorded) {
   EXPECT_EQ(n.max_tool_calls, 5);
   EXPECT_EQ(n.max_tokens, 1000);
   EXPECT_EQ(n.default_mutating, Decision::kDeny);
-  EXPECT_EQ(n.sandbox, "read-only");
+  EXPECT_EQ(n.sandbox, SandboxMode::kReadOnly);
   EXPECT_EQ(n.bash_timeout_ms, 1000);
   EXPECT_FALSE(n.todo_loop);
   EXPECT_FALSE(n.reflector);
@@ -134,12 +134,12 @@ TEST(PinnedSettingsTest, LooserDefaultsSandboxAndSwitchesAreRefused) {
   EXPECT_THAT(Refusal(def), HasSubstr("allow is looser than the pinned ask"));
 
   SettingsOverrides sandbox;
-  sandbox.sandbox = "off";
+  sandbox.sandbox = SandboxMode::kOff;
   sandbox.sources["sandbox"] = "--sandbox";
   EXPECT_THAT(Refusal(sandbox), HasSubstr("--sandbox off over the pinned workspace-write"));
-  SettingsOverrides unknown;
-  unknown.sandbox = "container";
-  EXPECT_THAT(Refusal(unknown), HasSubstr("container over the pinned workspace-write"));
+  SettingsOverrides network;
+  network.sandbox_network = true;
+  EXPECT_THAT(Refusal(network), HasSubstr("true over the pinned false"));
 
   SettingsOverrides timeout;
   timeout.bash_timeout_ms = 600000;

@@ -1,5 +1,6 @@
 #include "protocol/session_settings.h"
 
+#include <map>
 #include <string>
 
 namespace agentloop {
@@ -100,6 +101,30 @@ class Reader {
     out = d;
     return Status::Ok();
   }
+  Status Strings(std::string_view path, std::vector<std::string>& out) const {
+    const Json* v = At(path);
+    if (v == nullptr) return Status::Ok();
+    if (!v->is_array()) return Bad(path, "an array of strings");
+    std::vector<std::string> items;
+    for (const Json& e : *v) {
+      if (!e.is_string()) return Bad(path, "an array of strings");
+      items.push_back(e.get<std::string>());
+    }
+    out = std::move(items);
+    return Status::Ok();
+  }
+  Status StringMap(std::string_view path, std::map<std::string, std::string>& out) const {
+    const Json* v = At(path);
+    if (v == nullptr) return Status::Ok();
+    if (!v->is_object()) return Bad(path, "an object of strings");
+    std::map<std::string, std::string> items;
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (!it->is_string()) return Bad(path, "an object of strings");
+      items[it.key()] = it->get<std::string>();
+    }
+    out = std::move(items);
+    return Status::Ok();
+  }
   Status RuleList(std::string_view path, std::vector<SourcedRule>& out) const {
     const Json* v = At(path);
     if (v == nullptr) return Status::Ok();
@@ -167,7 +192,16 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
   j["approver"] = Json{{"mode", ApproverModeName(o.approver)},
                        {"webhook_url", o.webhook_url},
                        {"secret_env", o.webhook_secret_env}};
-  j["tools"] = Json{{"sandbox", o.sandbox}, {"bash_timeout_ms", o.bash_timeout_ms}};
+  Json env_set = Json::object();
+  for (const auto& [k, v] : o.env_set) env_set[k] = v;
+  j["tools"] =
+      Json{{"sandbox", SandboxModeName(o.sandbox)},
+           {"network", o.sandbox_network},
+           {"sandbox_fallback", o.sandbox_fallback == SandboxFallback::kWarn ? "warn" : "refuse"},
+           {"bash_timeout_ms", o.bash_timeout_ms},
+           {"env_remove", o.env_remove},
+           {"env_pass", o.env_pass},
+           {"env_set", env_set}};
   j["todo_loop"] = Json{{"enabled", o.todo_loop},
                         {"max_rounds", o.todo_max_rounds},
                         {"max_strikes", o.todo_max_strikes},
@@ -221,7 +255,23 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
   o.approver = *m;
   AL_RETURN_IF_ERROR(r.Str("approver.webhook_url", o.webhook_url));
   AL_RETURN_IF_ERROR(r.Str("approver.secret_env", o.webhook_secret_env));
-  AL_RETURN_IF_ERROR(r.Str("tools.sandbox", o.sandbox));
+  std::string sandbox(SandboxModeName(o.sandbox));
+  AL_RETURN_IF_ERROR(r.Str("tools.sandbox", sandbox));
+  // "workspace" and "none" never confined bash: they read as "off".
+  if (sandbox == "workspace" || sandbox == "none") sandbox = "off";
+  std::optional<SandboxMode> sandbox_mode = ParseSandboxMode(sandbox);
+  if (!sandbox_mode) return r.Bad("tools.sandbox", "off, read-only or workspace-write");
+  o.sandbox = *sandbox_mode;
+  AL_RETURN_IF_ERROR(r.Bool("tools.network", o.sandbox_network));
+  std::string fallback = o.sandbox_fallback == SandboxFallback::kWarn ? "warn" : "refuse";
+  AL_RETURN_IF_ERROR(r.Str("tools.sandbox_fallback", fallback));
+  if (fallback != "warn" && fallback != "refuse") {
+    return r.Bad("tools.sandbox_fallback", "refuse or warn");
+  }
+  o.sandbox_fallback = fallback == "warn" ? SandboxFallback::kWarn : SandboxFallback::kRefuse;
+  AL_RETURN_IF_ERROR(r.Strings("tools.env_remove", o.env_remove));
+  AL_RETURN_IF_ERROR(r.Strings("tools.env_pass", o.env_pass));
+  AL_RETURN_IF_ERROR(r.StringMap("tools.env_set", o.env_set));
   AL_RETURN_IF_ERROR(r.Int("tools.bash_timeout_ms", o.bash_timeout_ms));
   AL_RETURN_IF_ERROR(r.Bool("todo_loop.enabled", o.todo_loop));
   AL_RETURN_IF_ERROR(r.Int("todo_loop.max_rounds", o.todo_max_rounds));

@@ -8,6 +8,7 @@ own configuration on a broad allow rule.
 
 import json
 import os
+import subprocess
 import unittest
 
 from e2e_util import CliTestCase
@@ -118,6 +119,142 @@ class RepositoryTrustTest(CliTestCase):
         self.assert_code(check, 0)
         self.assertIn("decision: ask", check.stdout)
         self.assertIn("protected path", check.stdout)
+
+
+class ShellReaderTest(CliTestCase):
+    """A bash allow rule never lets a second command through."""
+
+    def decision(self, command, *rules):
+        p = self.run_cli("permissions", "check", "bash", json.dumps({"command": command}),
+                         "-C", self.ws, "--output", "json", *rules)
+        self.assert_code(p, 0)
+        return json.loads(p.stdout)["decision"]
+
+    def test_smuggled_commands_are_never_allowed(self):
+        lines = [
+            "ls \r# ; touch pwned",
+            'ls ${x:-"}"} ; touch pwned',
+            "ls ${x:-<(touch pwned)}",
+            "ls `echo \\`touch pwned\\``",
+            "ls $[ 1 << 2 ] ; touch pwned",
+            "ls (( x << 2 )) ; touch pwned",
+            "cat <<EOF\nx\nEO\\\nF\ntouch pwned\nEOF",
+            "ls; touch pwned",
+            "ls && touch pwned",
+            "ls $(touch pwned)",
+            "ls\x01; touch pwned",
+        ]
+        for line in lines:
+            self.assertNotEqual(self.decision(line, "--allow", "bash(ls*)", "--allow",
+                                              "bash(cat*)"), "allow", repr(line))
+
+    def test_wrappers_do_not_hide_a_denied_program(self):
+        for line in ["command -p rm -rf x", "env -i rm -rf x", "nice -n 5 rm -rf x",
+                     "timeout 5 rm -rf x", "sudo -u root rm -rf x", "bash -cx 'rm -rf x'",
+                     "sh -c -- 'rm -rf x'", "xargs rm -rf < list", "find . -exec rm -rf {} ;",
+                     "nohup rm -rf x", "exec rm -rf x"]:
+            d = self.decision(line, "--allow", "*", "--deny", "bash(rm*)")
+            self.assertIn(d, ("deny", "ask"), line)
+            self.assertNotEqual(d, "allow", line)
+
+    def test_read_only_names_with_writing_options_are_asked(self):
+        cases = [("git log --output=/tmp/x", "bash(git log*)"),
+                 ("git -c core.pager='touch pwned' log", "bash(git*)"),
+                 ("git diff --ext-diff", "bash(git diff*)"),
+                 ("find . -delete", "bash(find*)"),
+                 ("find . -fprint out", "bash(find*)"),
+                 ("sed -i s/a/b/ f", "bash(sed*)"),
+                 ("sort -o out in", "bash(sort*)")]
+        for line, rule in cases:
+            self.assertEqual(self.decision(line, "--allow", rule), "ask", line)
+        self.assertEqual(self.decision("git log --oneline", "--allow", "bash(git log*)"),
+                         "allow")
+
+
+def bwrap_works():
+    try:
+        return subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--dev", "/dev",
+                               "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+class PathsSecretsSandboxTest(CliTestCase):
+
+    def script(self, name, calls):
+        responses = [{"tool_calls": [c]} for c in calls] + [{"text": "done"}]
+        return self.write(name, {"responses": responses})
+
+    def run_script(self, path, *flags, env=None):
+        return self.run_cli("run", "--provider", "script", "--script", path, "-C", self.ws,
+                            "--output", "json", *flags, "go", env=env)
+
+    def everything_recorded(self, proc):
+        sid = self.json_result(proc)["session_id"]
+        p = self.run_cli("sessions", "export", sid)
+        return proc.stdout + proc.stderr + p.stdout
+
+    def test_a_symlink_does_not_defeat_a_deny_rule(self):
+        write_file(os.path.join(self.ws, ".env"), "SECRET=hunter2\n")
+        os.makedirs(os.path.join(self.ws, "docs"), exist_ok=True)
+        os.symlink("../.env", os.path.join(self.ws, "docs", "notes.md"))
+        check = self.run_cli("permissions", "check", "read", '{"file_path":"docs/notes.md"}',
+                             "-C", self.ws, "--deny", "read(.env)", "--output", "json")
+        self.assert_code(check, 0)
+        self.assertEqual(json.loads(check.stdout)["decision"], "deny")
+        path = self.script("read_link.json", [
+            {"id": "r1", "name": "read", "input": {"file_path": "docs/notes.md"}}])
+        p = self.run_script(path, "--allow", "*", "--deny", "read(.env)")
+        self.assertNotIn("hunter2", self.everything_recorded(p))
+
+    def test_grep_over_the_workspace_does_not_reveal_a_denied_file(self):
+        write_file(os.path.join(self.ws, ".env"), "SECRET=hunter2\n")
+        path = self.script("grep_env.json", [
+            {"id": "g1", "name": "grep", "input": {"pattern": "SECRET=hunt.r2",
+                                                  "output_mode": "content"}}])
+        p = self.run_script(path, "--allow", "*", "--deny", "read(.env)")
+        self.assertNotIn("SECRET=hunter2", self.everything_recorded(p))
+
+    def test_a_skills_folder_linked_to_root_does_not_open_the_machine(self):
+        os.makedirs(os.path.join(self.ws, ".agentloop"), exist_ok=True)
+        os.symlink("/", os.path.join(self.ws, ".agentloop", "skills"))
+        write_file(os.path.join(self.tmp, "outside.txt"), "OUTSIDE-CONTENT\n")
+        for command in ("plan", "code"):
+            path = self.script("read_out_%s.json" % command, [
+                {"id": "r1", "name": "read",
+                 "input": {"file_path": os.path.join(self.tmp, "outside.txt")}},
+                {"id": "r2", "name": "read", "input": {"file_path": "/etc/passwd"}}])
+            p = self.run_script(path, "--allow", "*", "--command", command)
+            text = self.everything_recorded(p)
+            self.assertNotIn("OUTSIDE-CONTENT", text, command)
+            self.assertNotIn("root:x:0:0", text, command)
+
+    def test_bash_does_not_see_secrets_unless_passed(self):
+        user_cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
+        write_file(user_cfg, '[tools.env]\npass = ["GITHUB_TOKEN"]\n')
+        path = self.script("env.json", [
+            {"id": "b1", "name": "bash", "input": {"command": "env"}}])
+        env = self.env(MY_API_TOKEN="tok-123", OPENAI_API_KEY="sk-456", DB_PASSWORD="pw-789",
+                       AWS_SECRET_ACCESS_KEY="aws-000", GITHUB_TOKEN="gh-passed",
+                       HARMLESS="visible-1")
+        p = self.run_script(path, "--allow", "*", env=env)
+        self.assert_code(p, 0)
+        text = self.everything_recorded(p)
+        for secret in ("tok-123", "sk-456", "pw-789", "aws-000"):
+            self.assertNotIn(secret, text)
+        self.assertIn("gh-passed", text)
+        self.assertIn("visible-1", text)
+
+    @unittest.skipUnless(bwrap_works(), "bubblewrap cannot create a sandbox on this machine")
+    def test_workspace_write_sandbox_keeps_bash_inside(self):
+        outside = os.path.join(self.tmp, "outside-marker")
+        path = self.script("sandbox.json", [
+            {"id": "b1", "name": "bash",
+             "input": {"command": "touch inside-marker; touch %s; true" % outside}}])
+        p = self.run_script(path, "--allow", "*", "--sandbox", "workspace-write")
+        self.assert_code(p, 0)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "inside-marker")))
+        self.assertFalse(os.path.exists(outside))
 
 
 if __name__ == "__main__":
