@@ -18,6 +18,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 #include "agentloop/json.h"
 #include "agentloop/tool.h"
@@ -26,7 +27,40 @@
 namespace agentloop {
 
 enum class Decision { kAllow, kAsk, kDeny };
-std::string_view DecisionName(Decision d);  // "allow" | "ask" | "deny"
+
+// "allow" | "ask" | "deny"
+constexpr std::string_view DecisionName(Decision d) {
+  switch (d) {
+    case Decision::kAllow:
+      return "allow";
+    case Decision::kAsk:
+      return "ask";
+    case Decision::kDeny:
+      return "deny";
+  }
+  return "deny";
+}
+
+// Exactly "allow" | "ask" | "deny" -> the decision; nullopt otherwise.
+constexpr std::optional<Decision> ParseDecisionName(std::string_view name) {
+  for (Decision d : {Decision::kAllow, Decision::kAsk, Decision::kDeny}) {
+    if (DecisionName(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+// Higher is stricter: allow 0 < ask 1 < deny 2.
+constexpr int DecisionStrictness(Decision d) {
+  switch (d) {
+    case Decision::kAllow:
+      return 0;
+    case Decision::kAsk:
+      return 1;
+    case Decision::kDeny:
+      return 2;
+  }
+  return 2;
+}
 
 struct PolicyVerdict {
   Decision decision = Decision::kAsk;

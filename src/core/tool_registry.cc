@@ -27,18 +27,6 @@ std::vector<ToolSpec> ToolRegistry::Specs() const {
   return out;
 }
 
-std::string_view DecisionName(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return "allow";
-    case Decision::kAsk:
-      return "ask";
-    case Decision::kDeny:
-      return "deny";
-  }
-  return "ask";
-}
-
 PolicyVerdict DefaultPermissionPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) const {
   (void)call;
   if (spec.mutates) {

@@ -7,31 +7,6 @@
 namespace agentloop::engine {
 namespace {
 
-// Higher is stricter.
-int Strictness(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return 0;
-    case Decision::kAsk:
-      return 1;
-    case Decision::kDeny:
-      return 2;
-  }
-  return 1;
-}
-
-std::string_view Word(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return "allow";
-    case Decision::kAsk:
-      return "ask";
-    case Decision::kDeny:
-      return "deny";
-  }
-  return "ask";
-}
-
 // Higher confines more; -1: a value this build cannot rank (only an equal
 // value is accepted over it).
 int SandboxRank(SandboxMode mode) {
@@ -253,13 +228,13 @@ class Applier {
     if (!asked) return;
     const Decision had = field.value_or(unset);
     if (*asked == had) return;
-    if (Strictness(*asked) < Strictness(had)) {
+    if (DecisionStrictness(*asked) < DecisionStrictness(had)) {
       Widen(Source(key.substr(key.rfind('.') + 1), "permissions.default") + " " +
-            std::string(Word(*asked)) + " is looser than the pinned " + std::string(Word(had)) +
-            " (" + key + ")");
+            std::string(DecisionName(*asked)) + " is looser than the pinned " +
+            std::string(DecisionName(had)) + " (" + key + ")");
       return;
     }
-    Record(key, Json(Word(had)), Json(Word(*asked)));
+    Record(key, Json(DecisionName(had)), Json(DecisionName(*asked)));
     field = *asked;
   }
   void Switch(const std::string& key, std::string_view flag, const std::optional<bool>& asked,

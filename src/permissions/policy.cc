@@ -10,18 +10,6 @@
 namespace agentloop::permissions {
 namespace {
 
-int Strictness(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return 0;
-    case Decision::kAsk:
-      return 1;
-    case Decision::kDeny:
-      return 2;
-  }
-  return 2;
-}
-
 // Key-sorted compact JSON, never throwing (invalid UTF-8 is replaced).
 std::string CanonicalJson(const Json& v) {
   if (v.is_object()) {
@@ -94,7 +82,7 @@ Decision RulesPolicy::PathRestriction(std::string_view tool, const std::string& 
   for (const Rule& r : rules_.rules) {
     // Only rules that single out paths: a rule without a pattern (`ask *`,
     // `deny read`) decides the call itself, not which files it may see.
-    if (!r.pattern || Strictness(r.decision) <= Strictness(out)) continue;
+    if (!r.pattern || DecisionStrictness(r.decision) <= DecisionStrictness(out)) continue;
     if (RuleApplies(r, tool, args, subject, options_.scope, options_.home)) out = r.decision;
   }
   return out;
@@ -140,7 +128,7 @@ PolicyVerdict RulesPolicy::EvaluateRules(const ToolSpec& spec, const Json& args)
   PolicyVerdict written = Resolve(spec, args, subject);
   if (!subject.real_path) return written;
   PolicyVerdict real = Resolve(spec, args, RealSubject(subject));
-  if (Strictness(real.decision) <= Strictness(written.decision)) return written;
+  if (DecisionStrictness(real.decision) <= DecisionStrictness(written.decision)) return written;
   const NormalizedPath& rp = *subject.real_path;
   real.reason = "the path leads through a symbolic link to " +
                 (rp.inside ? rp.relative : rp.absolute) + ": " + real.reason;
@@ -154,7 +142,7 @@ PolicyVerdict RulesPolicy::Resolve(const ToolSpec& spec, const Json& args,
   for (const Match& m : matches) {
     if (best == nullptr || m.specificity > best->specificity ||
         (m.specificity == best->specificity &&
-         Strictness(m.rule->decision) > Strictness(best->rule->decision))) {
+         DecisionStrictness(m.rule->decision) > DecisionStrictness(best->rule->decision))) {
       best = &m;
     }
   }

@@ -24,18 +24,6 @@ bool ValidToolChar(char c) {
          c == '-' || c == '.' || c == '*' || c == ':';
 }
 
-int Strictness(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return 0;
-    case Decision::kAsk:
-      return 1;
-    case Decision::kDeny:
-      return 2;
-  }
-  return 2;
-}
-
 // Numbers, strings, booleans, null, arrays and objects are the categories
 // conditions compare within.
 int Category(const Json& v) {
@@ -224,24 +212,10 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
 
 }  // namespace
 
-std::string_view DecisionWord(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return "allow";
-    case Decision::kAsk:
-      return "ask";
-    case Decision::kDeny:
-      return "deny";
-  }
-  return "deny";
-}
+std::string_view DecisionWord(Decision d) { return DecisionName(d); }
 
 std::optional<Decision> ParseDecision(std::string_view name) {
-  std::string n = ToLower(Trim(name));
-  if (n == "allow") return Decision::kAllow;
-  if (n == "ask") return Decision::kAsk;
-  if (n == "deny") return Decision::kDeny;
-  return std::nullopt;
+  return ParseDecisionName(ToLower(Trim(name)));
 }
 
 int ScopePattern::Specificity() const {
@@ -577,7 +551,8 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
     const Rule& weak = set.rules[i];
     for (size_t j = 0; j < set.rules.size(); ++j) {
       const Rule& strong = set.rules[j];
-      if (i == j || Strictness(strong.decision) <= Strictness(weak.decision)) continue;
+      if (i == j || DecisionStrictness(strong.decision) <= DecisionStrictness(weak.decision))
+        continue;
       if (RuleCovers(strong, weak)) {
         set.warnings.push_back("rule " + weak.Describe() + " never takes effect: rule " +
                                strong.Describe() + " is stricter and matches everything it does");

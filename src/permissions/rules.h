@@ -53,8 +53,7 @@
 
 namespace agentloop::permissions {
 
-// "allow" | "ask" | "deny". (Same as agentloop::DecisionName, which lives in
-// al_core; this module sits below core and cannot link it.)
+// agentloop::DecisionName under this module's older name.
 std::string_view DecisionWord(Decision d);
 // "allow" | "ask" | "deny" (case-insensitive) -> Decision.
 std::optional<Decision> ParseDecision(std::string_view name);

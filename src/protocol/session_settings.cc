@@ -8,25 +8,6 @@ namespace {
 
 constexpr int kFormat = 1;
 
-std::string_view DecisionWord(Decision d) {
-  switch (d) {
-    case Decision::kAllow:
-      return "allow";
-    case Decision::kAsk:
-      return "ask";
-    case Decision::kDeny:
-      return "deny";
-  }
-  return "ask";
-}
-
-std::optional<Decision> ParseDecisionWord(std::string_view s) {
-  if (s == "allow") return Decision::kAllow;
-  if (s == "ask") return Decision::kAsk;
-  if (s == "deny") return Decision::kDeny;
-  return std::nullopt;
-}
-
 Json Rules(const std::vector<SourcedRule>& rules) {
   Json a = Json::array();
   for (const SourcedRule& r : rules) a.push_back(Json{{"rule", r.rule}, {"source", r.source}});
@@ -96,7 +77,7 @@ class Reader {
     const Json* v = At(path);
     if (v == nullptr) return Status::Ok();
     std::optional<Decision> d =
-        v->is_string() ? ParseDecisionWord(v->get<std::string>()) : std::nullopt;
+        v->is_string() ? ParseDecisionName(v->get<std::string>()) : std::nullopt;
     if (!d) return Bad(path, "\"allow\", \"ask\", \"deny\" or null");
     out = d;
     return Status::Ok();
@@ -186,9 +167,9 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
            {"ask", Rules(o.ask)},
            {"deny", Rules(o.deny)},
            {"default_mutating",
-            o.default_mutating ? Json(DecisionWord(*o.default_mutating)) : Json(nullptr)},
+            o.default_mutating ? Json(DecisionName(*o.default_mutating)) : Json(nullptr)},
            {"default_read_only",
-            o.default_read_only ? Json(DecisionWord(*o.default_read_only)) : Json(nullptr)}};
+            o.default_read_only ? Json(DecisionName(*o.default_read_only)) : Json(nullptr)}};
   j["approver"] = Json{{"mode", ApproverModeName(o.approver)},
                        {"webhook_url", o.webhook_url},
                        {"secret_env", o.webhook_secret_env}};
