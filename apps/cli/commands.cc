@@ -25,6 +25,16 @@
 #endif
 
 namespace agentloop::cli {
+
+std::string FormatTime(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
 namespace {
 
 // The message that continues a turn a dead process left unfinished (the
@@ -468,15 +478,6 @@ int CmdPending(const CommandEnv& e) {
 }
 
 // ----------------------------------------------------------- sessions ----
-
-std::string FormatTime(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
 
 Json SessionInfoJson(const SessionInfo& i) {
   return Json{{"id", i.id},

@@ -4,6 +4,7 @@
 // Thread-safety: one command per process; not reentrant.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSetti
 // session's pinned settings. Unknown ids are left to OpenSession to report.
 void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSettings& settings,
                            const CliArgs& args);
+
+// "YYYY-MM-DD HH:MM" in local time, of milliseconds since the epoch (listings).
+std::string FormatTime(int64_t ms);
 
 // `agentloop trust [DIR] | list | revoke [DIR]` (trust.cc).
 int CmdTrust(const CommandEnv& e);

@@ -3,7 +3,6 @@
 #include "config/trust.h"
 
 #include <chrono>
-#include <ctime>
 
 #include "base/strings.h"
 #include "commands.h"
@@ -18,15 +17,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string FormatTime(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
 }
 
 Json RecordJson(const TrustRecord& r) {
