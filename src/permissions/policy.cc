@@ -93,22 +93,13 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) 
 }
 
 PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) const {
-  PolicyVerdict v = EvaluateRules(spec, args);
+  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  ResolveSubjectPath(subject, options_.workspace);
+  PolicyVerdict v = EvaluateRules(spec, args, subject);
   // Also for `ask`: marked always_ask, an approval "for this session" does
   // not carry over to the next write of the engine's configuration.
   if (v.decision == Decision::kDeny) return v;
-  std::optional<std::string> why;
-  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
-  if (subject.command_line) {
-    why = ProtectedCommandReason(*subject.command_line, options_.workspace,
-                                 options_.protected_roots, options_.home);
-  } else if (subject.path && spec.mutates) {
-    why = ProtectedPathReason(subject.path->absolute.empty()
-                                  ? std::filesystem::path(subject.path->relative)
-                                  : std::filesystem::path(subject.path->absolute),
-                              options_.workspace, options_.protected_roots);
-  }
-  if (why) {
+  if (std::optional<std::string> why = ProtectedReason(spec, subject)) {
     v.decision = Decision::kAsk;
     v.always_ask = true;
     v.reason = "protected path: " + *why + " (the rules said: " + v.reason + ")";
@@ -116,15 +107,31 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) cons
   return v;
 }
 
-PolicyVerdict RulesPolicy::EvaluateRules(const ToolSpec& spec, const Json& args) const {
+std::optional<std::string> RulesPolicy::ProtectedReason(const ToolSpec& spec,
+                                                        const CallSubject& subject) const {
+  if (subject.command_line) {
+    return ProtectedCommandReason(*subject.command_line, options_.workspace,
+                                  options_.protected_roots, options_.home);
+  }
+  if (!subject.path || !spec.mutates) return std::nullopt;
+  // The written path, and where it leads (already resolved for the rules).
+  for (const std::optional<NormalizedPath>& p : {subject.path, subject.real_path}) {
+    if (!p) continue;
+    const std::filesystem::path abs =
+        p->absolute.empty() ? options_.workspace / p->relative : std::filesystem::path(p->absolute);
+    if (auto why = ProtectedLocation(abs.lexically_normal(), options_.protected_roots)) return why;
+  }
+  return std::nullopt;
+}
+
+PolicyVerdict RulesPolicy::EvaluateRules(const ToolSpec& spec, const Json& args,
+                                         const CallSubject& subject) const {
   if (options_.read_only_command && spec.mutates && !spec.confined_in_read_only) {
     return {Decision::kDeny,
             "read-only command: mutating tool '" + spec.name +
                 "' is refused in plan mode (no rule can override this)",
             ""};
   }
-  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
-  ResolveSubjectPath(subject, options_.workspace);
   PolicyVerdict written = Resolve(spec, args, subject);
   if (!subject.real_path) return written;
   PolicyVerdict real = Resolve(spec, args, RealSubject(subject));

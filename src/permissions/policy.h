@@ -64,8 +64,6 @@ class RulesPolicy final : public PermissionPolicy {
   // `rule` is the deciding rule's DisplayName(), empty for a default.
   PolicyVerdict Evaluate(const ToolSpec& spec, const ToolCall& call) const override;
   PolicyVerdict Evaluate(const ToolSpec& spec, const Json& args) const;
-  // Steps 1-3 only (without the protected-path guard).
-  PolicyVerdict EvaluateRules(const ToolSpec& spec, const Json& args) const;
 
   struct Match {
     const Rule* rule;  // points into rules()
@@ -88,6 +86,12 @@ class RulesPolicy final : public PermissionPolicy {
   const PolicyOptions& options() const { return options_; }
 
  private:
+  // Steps 1-3 for a subject described (and its real path resolved) once.
+  PolicyVerdict EvaluateRules(const ToolSpec& spec, const Json& args,
+                              const CallSubject& subject) const;
+  // Step 4: why the call touches a protected path, or nullopt.
+  std::optional<std::string> ProtectedReason(const ToolSpec& spec,
+                                             const CallSubject& subject) const;
   std::vector<Match> MatchSubject(const ToolSpec& spec, const Json& args,
                                   const CallSubject& subject) const;
   PolicyVerdict Resolve(const ToolSpec& spec, const Json& args, const CallSubject& subject) const;

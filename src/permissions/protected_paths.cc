@@ -29,7 +29,10 @@ bool Under(const fs::path& p, const fs::path& root) {
   return !rel.empty() && *rel.begin() != "..";
 }
 
-std::optional<std::string> CheckOne(const fs::path& abs, const std::vector<fs::path>& roots) {
+}  // namespace
+
+std::optional<std::string> ProtectedLocation(const fs::path& abs,
+                                             const std::vector<fs::path>& roots) {
   std::vector<std::string> parts;
   for (const auto& c : abs) parts.push_back(c.string());
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -49,17 +52,15 @@ std::optional<std::string> CheckOne(const fs::path& abs, const std::vector<fs::p
   return std::nullopt;
 }
 
-}  // namespace
-
 std::optional<std::string> ProtectedPathReason(const fs::path& path, const fs::path& workspace,
                                                const std::vector<fs::path>& roots) {
   fs::path abs = path.is_absolute() ? path : workspace / path;
   abs = abs.lexically_normal();
-  if (auto r = CheckOne(abs, roots)) return r;
+  if (auto r = ProtectedLocation(abs, roots)) return r;
   std::error_code ec;
   fs::path resolved = fs::weakly_canonical(abs, ec);
   if (!ec && resolved != abs) {
-    if (auto r = CheckOne(resolved.lexically_normal(), roots)) return r;
+    if (auto r = ProtectedLocation(resolved.lexically_normal(), roots)) return r;
   }
   return std::nullopt;
 }

@@ -28,7 +28,13 @@
 
 namespace agentloop::permissions {
 
-// Why writing `path` (absolute, or relative to `workspace`) is protected, or
+// Why writing the absolute, normalised path `abs` is protected, as written
+// (no symbolic link is followed), or nullopt when it is not.
+std::optional<std::string> ProtectedLocation(const std::filesystem::path& abs,
+                                             const std::vector<std::filesystem::path>& roots);
+
+// Why writing `path` (absolute, or relative to `workspace`) is protected, as
+// written or with the symbolic links of its existing prefix followed, or
 // nullopt when it is not.
 std::optional<std::string> ProtectedPathReason(const std::filesystem::path& path,
                                                const std::filesystem::path& workspace,
