@@ -100,41 +100,29 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
   const Config& c = s.loaded.config;
   SettingsOverrides o;
   auto flag = [](const ConfigOrigin& origin) { return origin.kind == ConfigOrigin::Kind::kFlag; };
-  auto text = [&](const Sourced<std::string>& v, const std::string& field, const std::string& value,
-                  std::optional<std::string>& out) {
-    if (!flag(v.origin)) return;
+  // A value given by a flag becomes an override of `out`, with its flag as
+  // the source named under `field`.
+  auto take = [&](const ConfigOrigin& origin, const char* field, const auto& value, auto& out) {
+    if (!flag(origin)) return;
     out = value;
-    o.sources[field] = v.origin.source;
+    o.sources[field] = origin.source;
   };
   if (args.workspace) {
     o.workspace = s.workspace;
     o.sources["workspace"] = "-C";
   }
-  text(c.provider.kind, "provider", s.session.provider, o.provider);
-  text(c.provider.model, "model", s.session.model, o.model);
-  text(c.provider.base_url, "base_url", s.session.base_url, o.base_url);
-  text(c.provider.api_key_env, "api_key_env", s.session.api_key_env, o.api_key_env);
-  text(c.provider.script, "script", s.session.script_path, o.script_path);
-  if (flag(c.command.origin)) {
-    o.command = s.session.command;
-    o.sources["command"] = c.command.origin.source;
-  }
+  take(c.provider.kind.origin, "provider", s.session.provider, o.provider);
+  take(c.provider.model.origin, "model", s.session.model, o.model);
+  take(c.provider.base_url.origin, "base_url", s.session.base_url, o.base_url);
+  take(c.provider.api_key_env.origin, "api_key_env", s.session.api_key_env, o.api_key_env);
+  take(c.provider.script.origin, "script", s.session.script_path, o.script_path);
+  take(c.command.origin, "command", s.session.command, o.command);
   const CommandBudgetConfig& b = c.budget[static_cast<size_t>(s.session.command)];
-  if (flag(b.max_tool_calls.origin)) {
-    o.max_tool_calls = s.session.max_tool_calls;
-    o.sources["max_tool_calls"] = b.max_tool_calls.origin.source;
-  }
-  if (flag(b.max_tokens.origin)) {
-    o.max_tokens = s.session.max_tokens;
-    o.sources["max_tokens"] = b.max_tokens.origin.source;
-  }
-  if (flag(b.max_turns.origin)) {
-    o.max_turns = s.session.max_turns;
-    o.sources["max_turns"] = b.max_turns.origin.source;
-  }
-  if (flag(b.max_wall_time_ms.origin) && s.session.max_wall_time) {
-    o.max_wall_time = s.session.max_wall_time;
-    o.sources["max_wall_time_ms"] = b.max_wall_time_ms.origin.source;
+  take(b.max_tool_calls.origin, "max_tool_calls", s.session.max_tool_calls, o.max_tool_calls);
+  take(b.max_tokens.origin, "max_tokens", s.session.max_tokens, o.max_tokens);
+  take(b.max_turns.origin, "max_turns", s.session.max_turns, o.max_turns);
+  if (s.session.max_wall_time) {
+    take(b.max_wall_time_ms.origin, "max_wall_time_ms", s.session.max_wall_time, o.max_wall_time);
   }
   auto rules = [&](const std::vector<Sourced<std::string>>& in, std::vector<SourcedRule>& out) {
     for (const Sourced<std::string>& r : in) {
@@ -144,43 +132,24 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
   rules(c.permissions.allow, o.allow);
   rules(c.permissions.ask, o.ask);
   rules(c.permissions.deny, o.deny);
-  if (flag(c.permissions.default_decision.origin)) {
-    o.default_mutating = s.session.default_mutating;
-    o.default_read_only = s.session.default_read_only;
-    o.sources["default_mutating"] = o.sources["default_read_only"] =
-        c.permissions.default_decision.origin.source;
-  }
-  if (flag(c.tools.sandbox.origin)) {
-    o.sandbox = s.session.sandbox;
-    o.sources["sandbox"] = c.tools.sandbox.origin.source;
-  }
-  if (flag(c.tools.network.origin)) {
-    o.sandbox_network = s.session.sandbox_network;
-    o.sources["sandbox_network"] = c.tools.network.origin.source;
-  }
-  if (flag(c.tools.bash_timeout_ms.origin)) {
-    o.bash_timeout_ms = s.session.bash_timeout_ms;
-    o.sources["bash_timeout_ms"] = c.tools.bash_timeout_ms.origin.source;
-  }
-  if (flag(c.todo_loop.enabled.origin)) {
-    o.todo_loop = s.session.todo_loop;
-    o.sources["todo_loop"] = c.todo_loop.enabled.origin.source;
-  }
-  if (flag(c.reflector.enabled.origin)) {
-    o.reflector = s.session.reflector;
-    o.sources["reflector"] = c.reflector.enabled.origin.source;
-  }
+  const ConfigOrigin& by_default = c.permissions.default_decision.origin;
+  take(by_default, "default_mutating", s.session.default_mutating, o.default_mutating);
+  take(by_default, "default_read_only", s.session.default_read_only, o.default_read_only);
+  take(c.tools.sandbox.origin, "sandbox", s.session.sandbox, o.sandbox);
+  take(c.tools.network.origin, "sandbox_network", s.session.sandbox_network, o.sandbox_network);
+  take(c.tools.bash_timeout_ms.origin, "bash_timeout_ms", s.session.bash_timeout_ms,
+       o.bash_timeout_ms);
+  take(c.todo_loop.enabled.origin, "todo_loop", s.session.todo_loop, o.todo_loop);
+  take(c.reflector.enabled.origin, "reflector", s.session.reflector, o.reflector);
   if (flag(c.system_prompt_file.origin)) {
     o.system_prompt = s.session.system_prompt;
     o.system_prompt_source = s.session.system_prompt_source;
     o.sources["system_prompt"] = c.system_prompt_file.origin.source;
   }
-  if (flag(c.approver.kind.origin)) {
-    o.approver = s.session.approver;
-    o.sources["approver"] = c.approver.kind.origin.source;
-  }
-  text(c.approver.webhook_url, "webhook_url", s.session.webhook_url, o.webhook_url);
-  text(c.approver.secret_env, "secret_env", s.session.webhook_secret_env, o.webhook_secret_env);
+  take(c.approver.kind.origin, "approver", s.session.approver, o.approver);
+  take(c.approver.webhook_url.origin, "webhook_url", s.session.webhook_url, o.webhook_url);
+  take(c.approver.secret_env.origin, "secret_env", s.session.webhook_secret_env,
+       o.webhook_secret_env);
   return o;
 }
 
