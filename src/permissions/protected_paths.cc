@@ -70,6 +70,15 @@ std::optional<std::string> ProtectedCommandReason(const CommandLine& line,
                                                   const std::vector<fs::path>& roots,
                                                   const std::string& home) {
   for (const SimpleCommand& cmd : line.commands) {
+    // agentloop itself can trust a workspace, approve a pending call or
+    // accept a proposal: the agent must not do that on its own behalf.
+    for (const std::string& program : cmd.programs) {
+      if (program == "agentloop") {
+        return "the command '" + cmd.text +
+               "' runs agentloop itself, which can trust workspaces and approve pending calls: "
+               "always asked";
+      }
+    }
     // A program that only reads its operands (`cat AGENTS.md`) cannot change
     // them; for it only the targets of output redirections count.
     const bool reader = !cmd.programs.empty() && IsPureReader(cmd.programs.back());

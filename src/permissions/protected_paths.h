@@ -41,7 +41,8 @@ std::optional<std::string> ProtectedPathReason(const std::filesystem::path& path
                                                const std::vector<std::filesystem::path>& roots);
 
 // Why a bash line touches a protected path: a word of one of its commands
-// (`~` and `$HOME` expanded) names one. nullopt when none does.
+// (`~` and `$HOME` expanded) names one, or it runs `agentloop` itself (which
+// can trust a workspace or approve a pending call). nullopt when neither.
 std::optional<std::string> ProtectedCommandReason(const CommandLine& line,
                                                   const std::filesystem::path& workspace,
                                                   const std::vector<std::filesystem::path>& roots,

@@ -107,7 +107,8 @@ TEST_F(ProtectedPathsTest, BashLinesNamingConfigurationAreAsked) {
        {"cp evil .git/hooks/pre-commit", "echo x > AGENTS.md", "tee .agentloop/config.toml",
         "mv a .git", "cat x | dd of=./.git/config", "ln -s /tmp/x src/../.agentloop",
         "cp x .g*/config", "cp x '.git'/config", "git diff --output=.git/x", "cat x > AGENTS.md",
-        "cat x >> .git/config", "grep x y 2> .agentloop/config.toml"}) {
+        "cat x >> .git/config", "grep x y 2> .agentloop/config.toml", "agentloop trust .",
+        "timeout 5 agentloop approve p_1", "/usr/local/bin/agentloop deny x"}) {
     PolicyVerdict v = p.Evaluate(bash, Json{{"command", cmd}});
     EXPECT_EQ(v.decision, Decision::kAsk) << cmd << ": " << v.reason;
     EXPECT_TRUE(v.always_ask) << cmd;
