@@ -279,7 +279,12 @@ int CmdResume(const CommandEnv& e) {
   if ((*session)->open_checkpoint()) return RunTurn(e, *s, **session, "");
   if ((*session)->retryable()) {
     if (!e.args.quiet) {
-      e.err << "agentloop: retrying the failed turn of session " << (*session)->id() << "\n";
+      e.err << "agentloop: "
+            << (!(*session)->history().empty() &&
+                        (*session)->history().back().role == Role::kAssistant
+                    ? "continuing the decided batch"
+                    : "retrying the failed turn")
+            << " of session " << (*session)->id() << "\n";
     }
     TurnDriver driver(e, *s);
     for (const std::string& w : (*session)->load_warnings()) {
@@ -341,10 +346,8 @@ int CmdResolve(const CommandEnv& e) {
   Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   std::optional<PendingRecord> record;
-  if (Result<std::vector<PendingRecord>> all = (*engine)->ListPending(std::nullopt); all.ok()) {
-    for (const PendingRecord& r : *all) {
-      if (r.item.id == id) record = r;
-    }
+  if (Result<std::optional<PendingRecord>> found = (*engine)->FindPending(id); found.ok()) {
+    record = *found;
   }
   if (record) {
     FillFromStoredSession(**engine, record->session_id, *s, e.args);
@@ -363,12 +366,28 @@ int CmdResolve(const CommandEnv& e) {
   Result<ResolveReport> report = (*engine)->Resolve(id, res, s->session, driver.callbacks, stop);
   Interrupts::Disarm();
   if (!report.ok()) return driver.printer.FinishWithError(report.error());
-  if (report->already_resolved) {
+  if (report->already_resolved && !report->resumed) {
     return driver.printer.FinishWithError(FailedPrecondition(
         "pending item " + id + " is already resolved (or unknown); nothing changed"));
   }
+  if (report->already_resolved && s->output == OutputFormat::kText && !e.args.quiet) {
+    e.err << "pending item " << id
+          << " was already resolved by someone else; continuing the turn it completed\n";
+  }
   std::string model = report->model.empty() ? s->session.model : report->model;
   if (report->resumed) return driver.printer.Finish(report->session_id, *report->resumed, model);
+  if (report->continues_later) {
+    if (s->output == OutputFormat::kText && !e.args.quiet) {
+      e.err << "resolved " << id << "; session " << report->session_id
+            << " is held by another process: its turn continues there, or with `agentloop "
+               "resume "
+            << report->session_id << "`\n";
+    }
+    TurnResult r;
+    r.stop = StopReason::kCompleted;
+    r.reason = "resolved; the turn continues in the process that holds the session";
+    return driver.printer.Finish(report->session_id, r, model);
+  }
   if (report->outstanding > 0) {
     if (s->output == OutputFormat::kText && !e.args.quiet) {
       e.err << "resolved " << id << "; " << report->outstanding
@@ -381,10 +400,10 @@ int CmdResolve(const CommandEnv& e) {
     }
     return driver.printer.Finish(report->session_id, PausedResult(cp), model);
   }
-  // The batch closed without the turn running on.
+  // Decided, and another resolver continued the turn first.
   TurnResult r;
-  r.stop = res.kind == Resolution::Kind::kDeny ? StopReason::kDenied : StopReason::kCompleted;
-  r.reason = res.kind == Resolution::Kind::kDeny ? "denied: " + res.reason : "resolved";
+  r.stop = StopReason::kCompleted;
+  r.reason = "resolved; another process continued the turn";
   return driver.printer.Finish(report->session_id, r, model);
 }
 

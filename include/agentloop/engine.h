@@ -206,13 +206,15 @@ class Session {
   virtual Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
                                  std::stop_token stop) = 0;
 
-  // Whether Retry() would run: the newest turn failed (the provider was
-  // unreachable, say), nothing is paused, and the history ends with the
-  // prompt or the tool results the model is to answer.
+  // Whether Retry() would run: the paused batch is decided but its turn has
+  // not continued (the resolver could not take the session), or the newest
+  // turn failed (the provider was unreachable, say), nothing is paused, and
+  // the history ends with the prompt or the tool results the model is to
+  // answer.
   virtual bool retryable() const = 0;
-  // Continues the failed newest turn from its last committed step: the same
-  // turn id and counters, no new message. Errors: kFailedPrecondition when
-  // not retryable().
+  // Continues the decided batch, or the failed newest turn from its last
+  // committed step: the same turn id and counters, no new message. Errors:
+  // kFailedPrecondition when not retryable().
   virtual Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
 
   // The settings the session runs with: the pinned ones (overrides applied)
@@ -245,12 +247,18 @@ struct Resolution {
 };
 
 struct ResolveReport {
+  // Someone else decided the item first (or the id is unknown): this
+  // resolution changed nothing. `resumed` may still be set: a resolver
+  // that holds the session continues a batch another process completed.
   bool already_resolved = false;
   std::string session_id;
   PendingItem item;
   int outstanding = 0;                // items still pending in the batch
   std::string model;                  // the model the session runs with
   std::optional<TurnResult> resumed;  // set when the batch completed and the turn ran on
+  // The batch is decided but another process holds the session: the turn
+  // continues there, or with the next `resume` of the session.
+  bool continues_later = false;
 };
 
 class Engine {
@@ -269,21 +277,28 @@ class Engine {
   // kDataLoss (unreadable history or pinned settings).
   virtual Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) = 0;
 
-  // Resolves a pending approval or question from any process. Approve runs
-  // the tool (with edited arguments after validation against its schema: an
-  // invalid edit is refused with kInvalidArgument and the item stays
-  // pending); deny closes the batch; answer becomes the tool result. When
-  // the last outstanding item of the batch is resolved the turn continues
-  // with the session's pinned settings (`options.overrides` applied as by
+  // Resolves a pending approval or question from any process. The
+  // decision is recorded atomically with its `decision` event (edited
+  // arguments are checked first, as a live decision's are: plan mode, the
+  // tool's schema, deny rules; a refused edit is kInvalidArgument and the
+  // item stays pending). A deny decides the whole batch. Nothing runs until
+  // every item of the batch is decided; then the paused Turn continues with
+  // the session's pinned settings (`options.overrides` applied as by
   // OpenSession; the other fields of `options` only for a session stored
-  // without pinned settings) and may pause again. Resolving twice answers
-  // already_resolved and changes nothing.
+  // without pinned settings): approved calls run through the Turn like any
+  // other call, a denial cancels the batch, and the turn may pause again.
+  // Of two racing resolvers of one item exactly one records its decision;
+  // the other gets already_resolved. The tools of a decided batch run at
+  // most once, whoever continues it (a crash mid-run leaves their calls
+  // answered as interrupted, never re-run).
   virtual Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
                                         const SessionOptions& options,
                                         const SessionCallbacks& callbacks,
                                         std::stop_token stop) = 0;
 
   virtual Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) = 0;
+  // One outstanding item by its id; nullopt when unknown or resolved.
+  virtual Result<std::optional<PendingRecord>> FindPending(const std::string& pending_id) = 0;
 };
 
 // The explanation for a missing provider configuration, shown by run/chat.

@@ -9,6 +9,8 @@
 //   - a session lock: one running turn owns a session (AcquireLock);
 //   - durable pauses: the checkpoint of a paused batch and an index from each
 //     outstanding pending id to it (SaveCheckpoint / ListPending / Resolve);
+//     a checkpoint is open (items outstanding), then decided (every item
+//     decided, the turn not yet continued), then closed (ClaimDecided);
 //   - key/value state per session (todo loop, reflector nudge).
 //
 // The embedded default is SQLite (OpenSqliteStore); the interface is written
@@ -131,6 +133,9 @@ struct SessionSnapshot {
   uint64_t last_seq = 0;
   std::optional<LastTurnEnd> last_turn_end;
   std::optional<Checkpoint> open_checkpoint;
+  // A paused batch whose every item is decided but whose turn has not
+  // continued yet (see SessionStore::Resolve and ClaimDecided).
+  std::optional<Checkpoint> decided_checkpoint;
   std::vector<LoadWarning> warnings;
   // A crash-recovery message was appended (and persisted) by this Load.
   bool recovered = false;
@@ -174,8 +179,8 @@ struct ResolveOutcome {
   // The pending id was unknown, already resolved, or its batch was closed:
   // nothing changed and the other fields are empty.
   bool already_resolved = false;
-  // The checkpoint is closed now (no item left, or kCloseBatch): the caller
-  // resumes (or ends) the turn from `checkpoint`.
+  // Every item of the batch is decided now (no item left, or kCloseBatch):
+  // the checkpoint is `decided` and waits for ClaimDecided.
   bool closed = false;
   std::string checkpoint_id;
   Checkpoint checkpoint;  // as updated by the callback, `outstanding` without the item
@@ -282,13 +287,24 @@ class SessionStore {
   // Outstanding items, oldest first; all sessions when `session_id` is empty.
   virtual Result<std::vector<PendingRecord>> ListPending(
       std::optional<std::string_view> session_id) = 0;
-  // Resolves one pending item atomically (BEGIN IMMEDIATE): of two racing
-  // resolvers exactly one sees the item. Unknown / resolved / closed id:
-  // {already_resolved = true}, nothing changes. Otherwise `fn` runs; on its
-  // error the transaction rolls back and the error is returned. After `fn`
-  // the item leaves `outstanding`; when none is left or fn returned
-  // kCloseBatch the checkpoint is closed and all its index rows removed.
-  virtual Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn) = 0;
+  // One outstanding item, found through the pending index. nullopt when
+  // the id is unknown or no longer outstanding.
+  virtual Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) = 0;
+  // Resolves one pending item atomically (one write transaction): of two
+  // racing resolvers exactly one sees the item. Unknown / resolved / closed
+  // id: {already_resolved = true}, nothing changes. Otherwise `fn` runs; on
+  // its error the transaction rolls back and the error is returned. After
+  // `fn` the item leaves `outstanding` and `events` (the decision's record)
+  // are appended to the item's session, numbered after its last stored
+  // event (their seq and session_id are set by the store). When no item is
+  // left or fn returned kCloseBatch the checkpoint becomes *decided* and
+  // all its index rows are removed: it waits for ClaimDecided.
+  virtual Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                         std::span<const Event> events = {}) = 0;
+  // Takes the session's decided checkpoint to continue its turn: closes it
+  // and returns it in one transaction, so of two claimers exactly one gets
+  // it (the turn's tools run at most once). nullopt when there is none.
+  virtual Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) = 0;
 
   // --- per-session key/value state --------------------------------------
 

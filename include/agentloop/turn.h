@@ -78,6 +78,13 @@ struct TurnConfig {
   std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
+// A person's decision about one item of a paused batch, kept in the
+// checkpoint until every item is decided and the turn continues.
+struct BatchDecision {
+  PendingItem item;
+  ApprovalDecision decision;  // kAllow (edited_input, answer) or kDeny
+};
+
 // What a paused turn needs to continue later, in any process.
 struct Checkpoint {
   std::string session_id;
@@ -87,8 +94,13 @@ struct Checkpoint {
   // Results decided or produced so far (tool_result blocks, model order).
   std::vector<ContentBlock> results_so_far;
   std::vector<PendingItem> outstanding;
+  // Decisions recorded so far about items no longer outstanding.
+  std::vector<BatchDecision> decisions;
   TurnCounters counters;
   CommandKind command = CommandKind::kCode;
+  // The stuck guard's window (tool name and arguments of the latest calls),
+  // so a continued turn judges repeats as the paused one would have.
+  std::vector<std::string> recent_calls;
 };
 
 struct TurnResult {
@@ -125,11 +137,16 @@ struct Finished {
 using TurnAction = std::variant<turn_action::CallModel, turn_action::Decide, turn_action::RunTools,
                                 turn_action::Finished>;
 
-// A turn's input: a person's message, or the completed results of a paused
-// batch (resume).
+// A turn's input: a person's message, the completed results of a paused
+// batch (resume), or a paused batch whose every item is decided.
 struct TurnInput {
   Message message;
   bool is_resume = false;
+  // The batch of the open tool_use message with the decisions people made
+  // (Checkpoint::decisions). The turn settles it exactly as it settles live
+  // decisions: approved calls run through RunTools (tool_call_begin first,
+  // hooks around them), a denial cancels the batch, and the loop goes on.
+  std::optional<Checkpoint> decided;
   // Retry: no new message; the turn asks the model again from the history as
   // it stands, which must end with a user-role message (the prompt or the
   // tool results the failed attempt had committed).
@@ -140,6 +157,11 @@ struct TurnInput {
   static TurnInput Retry() {
     TurnInput in;
     in.is_retry = true;
+    return in;
+  }
+  static TurnInput Decided(Checkpoint checkpoint) {
+    TurnInput in;
+    in.decided = std::move(checkpoint);
     return in;
   }
 };
@@ -154,8 +176,8 @@ class Turn {
   Turn& operator=(const Turn&) = delete;
 
   // Appends the input and opens the turn. Errors: kInvalidArgument when a
-  // resume's results do not answer the open tool_use message, or a retry's
-  // history does not end with a user-role message.
+  // resume's results or a decided batch do not answer the open tool_use
+  // message, or a retry's history does not end with a user-role message.
   Status Start(TurnInput input);
 
   // What to do now. After Finished, keeps returning Finished.
@@ -188,6 +210,13 @@ class Turn {
   // ToolContext::read_only). Returns the PLAN_MODE_REFUSED reason, or empty
   // when allowed.
   static std::string CheckReadOnly(CommandKind command, const ToolSpec& spec);
+
+  // What a person's edit of a call's arguments must pass, live or durable:
+  // plan mode, a JSON object valid for the tool's schema, and no deny rule
+  // (an edit may turn an asked call into a denied one; the approval does
+  // not cover that). Returns why the edit is refused, or empty.
+  static std::string CheckEditedArguments(CommandKind command, const PermissionPolicy& policy,
+                                          const ToolSpec& spec, const ToolCall& call);
 
  private:
   class Impl;

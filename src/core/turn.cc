@@ -36,6 +36,20 @@ TurnInput TurnInput::Resume(std::vector<ContentBlock> results) {
   return in;
 }
 
+std::string Turn::CheckEditedArguments(CommandKind command, const PermissionPolicy& policy,
+                                       const ToolSpec& spec, const ToolCall& call) {
+  if (std::string refusal = CheckReadOnly(command, spec); !refusal.empty()) return refusal;
+  if (!call.input.is_object()) return "the edited arguments are invalid: expected a JSON object";
+  if (Status v = ValidateAgainstSchema(call.input, spec.input_schema); !v.ok()) {
+    return "the edited arguments are invalid: " + v.message();
+  }
+  PolicyVerdict v = policy.Evaluate(spec, call);
+  if (v.decision == Decision::kDeny) {
+    return "the edited arguments are denied: " + v.reason;
+  }
+  return {};
+}
+
 std::string Turn::CheckReadOnly(CommandKind command, const ToolSpec& spec) {
   if (!IsReadOnly(command) || !spec.mutates || spec.confined_in_read_only) return {};
   return std::string(kPlanModeRefused) + " tool '" + spec.name +
@@ -107,23 +121,25 @@ class Turn::Impl {
   Status Start(TurnInput input) {
     if (phase_ != Phase::kIdle) return FailedPrecondition("turn already started");
     if (input.is_resume) AL_RETURN_IF_ERROR(CheckResume(input.message));
+    if (input.decided) AL_RETURN_IF_ERROR(CheckDecided(*input.decided));
     if (input.is_retry && (tr_.empty() || tr_.back().role != Role::kUser)) {
       return InvalidArgument(
           "retry: the history does not end with a prompt or tool results to answer");
     }
     start_time_ = cfg_.clock();
     Emit(EventType::kTurnBegin, [&] {
-      return Json{{"input", input.is_retry    ? "retry"
-                            : input.is_resume ? "resume"
-                                              : "user"},
+      return Json{{"input", input.is_retry                       ? "retry"
+                            : input.is_resume || input.decided ? "resume"
+                                                               : "user"},
                   {"command", CommandKindName(cfg_.command)},
                   {"budget", ToJson(cfg_.budget)},
                   {"counters", ToJson(counters_)}};
     });
-    if (!input.is_retry) AppendMessage(std::move(input.message));
+    if (!input.is_retry && !input.decided) AppendMessage(std::move(input.message));
     protect_from_ = tr_.size() - 1;
     phase_ = Phase::kNeedModel;
     OpenRound();
+    if (input.decided) RestoreBatch(*input.decided);
     return Status::Ok();
   }
 
@@ -649,20 +665,21 @@ class Turn::Impl {
     return true;
   }
 
-  void ApplyDecision(Slot& slot, const ApprovalDecision& d) {
+  // Applies a person's decision to a slot that asked. `logged`: the decision
+  // event is already in the log (a durable resolver wrote it when it
+  // recorded the decision); a decision this turn overrules (an invalid or
+  // denied edit) is still logged.
+  void ApplyDecision(Slot& slot, const ApprovalDecision& d, bool logged = false) {
     switch (d.kind) {
       case ApprovalDecision::Kind::kAllow:
         if (slot.ask_kind == PendingKind::kQuestion) {
           SetReady(slot, d.answer, false);
-          EmitDecision(slot, Decision::kAllow, d.by, false);
+          if (!logged) EmitDecision(slot, Decision::kAllow, d.by, false);
           return;
         }
         if (d.edited_input) {
-          Status v = d.edited_input->is_object()
-                         ? ValidateAgainstSchema(*d.edited_input, slot.spec->input_schema)
-                         : InvalidArgument("expected a JSON object");
-          if (!v.ok()) {
-            SetReady(slot, "not run: the edited arguments are invalid: " + v.message(), true);
+          if (std::string why = CheckEdit(*slot.spec, slot.id, *d.edited_input); !why.empty()) {
+            SetReady(slot, "not run: " + why, true);
             EmitDecision(slot, Decision::kDeny, d.by, true);
             return;
           }
@@ -670,19 +687,77 @@ class Turn::Impl {
         }
         slot.state = SlotState::kToRun;
         slot.reason += " \xE2\x80\x94 approved by " + d.by;
-        EmitDecision(slot, Decision::kAllow, d.by, d.edited_input.has_value());
+        if (!logged) EmitDecision(slot, Decision::kAllow, d.by, d.edited_input.has_value());
         return;
       case ApprovalDecision::Kind::kDeny:
         slot.state = SlotState::kDenied;
         slot.reason = d.reason.empty() ? "denied by " + d.by : d.reason;
         slot.result = ContentBlock::ToolResult(slot.id, "denied: " + slot.reason, true);
-        EmitDecision(slot, Decision::kDeny, d.by, false);
+        if (!logged) EmitDecision(slot, Decision::kDeny, d.by, false);
         return;
       case ApprovalDecision::Kind::kDefer:
         slot.state = SlotState::kPending;
-        EmitDecision(slot, Decision::kAsk, d.by, false);
+        if (!logged) EmitDecision(slot, Decision::kAsk, d.by, false);
         return;
     }
+  }
+
+  std::string CheckEdit(const ToolSpec& spec, const std::string& id, const Json& edited) const {
+    return Turn::CheckEditedArguments(cfg_.command, *cfg_.policy, spec,
+                                      ToolCall{id, spec.name, edited});
+  }
+
+  // Rebuilds the batch of the open tool_use message from a checkpoint whose
+  // items are all decided (CheckDecided held), then settles it as
+  // OnDecisions settles live decisions.
+  void RestoreBatch(const Checkpoint& cp) {
+    slots_.clear();
+    stop_after_.reset();
+    recent_.assign(cp.recent_calls.begin(), cp.recent_calls.end());
+    for (const auto& b : tr_.back().content) {
+      if (b.type != BlockType::kToolUse) continue;
+      Slot s;
+      s.id = b.id;
+      s.name = b.name;
+      s.input = b.input;
+      s.spec = FindSpec(b.name);
+      s.state = SlotState::kNeedsDecision;  // no result, no decision: a denial skipped it
+      slots_.push_back(std::move(s));
+    }
+    for (auto& slot : slots_) {
+      auto result = std::find_if(cp.results_so_far.begin(), cp.results_so_far.end(),
+                                 [&](const ContentBlock& r) { return r.tool_use_id == slot.id; });
+      if (result != cp.results_so_far.end()) {
+        slot.result = *result;
+        slot.state = SlotState::kReady;
+        continue;
+      }
+      auto decided = std::find_if(cp.decisions.begin(), cp.decisions.end(),
+                                  [&](const BatchDecision& d) { return d.item.tool_use_id == slot.id; });
+      if (decided == cp.decisions.end()) continue;
+      slot.input = decided->item.arguments;  // as the BeforeToolCall hooks left them
+      slot.ask_kind = decided->item.kind;
+      slot.reason = decided->item.reason;
+      slot.pending_id = decided->item.id;
+      if (slot.spec == nullptr) {
+        SetReady(slot, "not run: tool '" + slot.name + "' is no longer available", true);
+        continue;
+      }
+      // The paused turn's command still holds: a checkpoint cannot carry a
+      // mutating call past plan mode.
+      if (std::string refusal = Turn::CheckReadOnly(cfg_.command, *slot.spec); !refusal.empty()) {
+        stop_after_ = StopAfter{StopReason::kToolRefused, refusal};
+        SetReady(slot, refusal, true);
+        continue;
+      }
+      ApplyDecision(slot, decided->decision, /*logged=*/true);
+    }
+    if (stop_after_) {
+      for (auto& slot : slots_) {
+        if (slot.state != SlotState::kReady) SetReady(slot, "not run: " + stop_after_->reason, true);
+      }
+    }
+    ResolveBatch();
   }
 
   void ResolveBatch() {
@@ -766,6 +841,7 @@ class Turn::Impl {
       }
       cp.outstanding = pending;
       cp.counters = counters_;
+      cp.recent_calls.assign(recent_.begin(), recent_.end());
       Emit(EventType::kPending, [&] {
         Json items = Json::array();
         for (const auto& p : pending) items.push_back(ToJson(p));
@@ -799,6 +875,24 @@ class Turn::Impl {
     }
     last_tool_results_ = static_cast<int>(slots_.size());
     phase_ = Phase::kNeedModel;
+  }
+
+  Status CheckDecided(const Checkpoint& cp) const {
+    if (tr_.empty() || tr_.back().role != Role::kAssistant || !tr_.back().HasToolUse()) {
+      return InvalidArgument("resume: the session has no open tool_use message to answer");
+    }
+    std::vector<std::string> open;
+    for (const auto& b : tr_.back().content) {
+      if (b.type == BlockType::kToolUse) open.push_back(b.id);
+    }
+    if (open != cp.tool_use_ids) {
+      return InvalidArgument("resume: the decided batch is not the open tool_use message");
+    }
+    if (!cp.outstanding.empty()) {
+      return InvalidArgument("resume: " + std::to_string(cp.outstanding.size()) +
+                             " item(s) of the batch are not decided yet");
+    }
+    return Status::Ok();
   }
 
   Status CheckResume(const Message& results) {

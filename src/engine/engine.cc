@@ -201,7 +201,8 @@ class SessionImpl final : public Session {
         lock_checked_at_(std::chrono::steady_clock::now()),
         transcript_(std::move(snapshot.messages)),
         next_seq_(snapshot.last_seq + 1),
-        open_checkpoint_(std::move(snapshot.open_checkpoint)) {
+        open_checkpoint_(std::move(snapshot.open_checkpoint)),
+        decided_checkpoint_(std::move(snapshot.decided_checkpoint)) {
     for (const auto& w : snapshot.warnings) {
       warnings_.push_back(w.seq > 0 ? "event " + std::to_string(w.seq) + ": " + w.message
                                     : w.message);
@@ -238,23 +239,40 @@ class SessionImpl final : public Session {
 
   Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
                          std::stop_token stop) override {
+    AL_RETURN_IF_ERROR(RefreshPause());
     if (open_checkpoint_) {
       std::string ids;
       for (const auto& p : open_checkpoint_->outstanding) ids += (ids.empty() ? "" : ", ") + p.id;
       return FailedPrecondition("session " + info_.id + " is paused waiting for: " + ids +
                                 "; resolve with `agentloop approve|deny|answer ID` first");
     }
+    if (decided_checkpoint_) {
+      return FailedPrecondition("session " + info_.id +
+                                " has a paused batch that is decided but not yet continued; "
+                                "continue it first with `agentloop resume " +
+                                info_.id + "`");
+    }
     return RunTurnWith(TurnInput::User(prompt), callbacks, stop, std::nullopt);
   }
 
-  // A retry continues the newest turn when it failed and its history ends
-  // with what the model is to answer (the prompt or committed tool results).
+  // A retry continues a decided batch, or the newest turn when it failed and
+  // its history ends with what the model is to answer (the prompt or
+  // committed tool results).
   bool retryable() const override {
-    return !open_checkpoint_ && last_turn_end_ && last_turn_end_->stop == StopReason::kFailed &&
+    if (open_checkpoint_) return false;
+    if (decided_checkpoint_) return true;
+    return last_turn_end_ && last_turn_end_->stop == StopReason::kFailed &&
            !transcript_.empty() && transcript_.back().role == Role::kUser;
   }
 
   Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override {
+    AL_RETURN_IF_ERROR(RefreshPause());
+    if (!open_checkpoint_ && decided_checkpoint_) {
+      AL_ASSIGN_OR_RETURN(std::optional<TurnResult> r, ContinueDecided(callbacks, stop));
+      if (r) return std::move(*r);
+      return FailedPrecondition("the decided batch of session " + info_.id +
+                                " was continued by another process");
+    }
     if (!retryable()) {
       return FailedPrecondition("session " + info_.id +
                                 " has no failed turn to retry (the newest turn did not fail, or "
@@ -271,6 +289,21 @@ class SessionImpl final : public Session {
   }
 
   const SessionOptions& options() const override { return options_; }
+
+  // Whether this object holds the session's lock (it may run turns). A
+  // resolver opens a session it cannot lock only to record a decision.
+  bool locked() const { return lock_ != nullptr; }
+
+  // Records a person's decision about `rec` (an item of this session) and,
+  // when that completes the batch and this object holds the session,
+  // continues the turn. See Engine::Resolve.
+  Result<ResolveReport> Resolve(const PendingRecord& rec, const Resolution& resolution,
+                                const SessionCallbacks& callbacks, std::stop_token stop);
+
+  // Claims the session's decided batch and continues its turn; nullopt when
+  // there is none (another process claimed it, or nothing is decided).
+  Result<std::optional<TurnResult>> ContinueDecided(const SessionCallbacks& callbacks,
+                                                    std::stop_token stop);
 
   // Runs a turn: a new user input, or the resumption of a paused batch.
   Result<TurnResult> RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
@@ -334,12 +367,23 @@ class SessionImpl final : public Session {
   // Commits the changes of the pinned settings not yet stored, with their
   // `settings` event (in `turn_id`), before anything runs under them.
   Status SaveSettingsChanges(const std::string& turn_id);
-  Status AppendEvents(std::vector<Event> events);
-  void AppendMessageLocal(Message m) { transcript_.Append(std::move(m)); }
-  void ClearCheckpoint() { open_checkpoint_.reset(); }
 
  private:
   Budget EffectiveBudget() const { return engine::EffectiveBudget(options_); }
+  // A pause this object knows of may have been decided since by resolvers
+  // in other processes (they record decisions without the lock): reads the
+  // batch's state again.
+  Status RefreshPause() {
+    if (!open_checkpoint_) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(open_checkpoint_, engine_store().OpenCheckpoint(info_.id));
+    if (!open_checkpoint_) {
+      LoadOptions as_stored;
+      as_stored.repair = false;
+      AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_store().Load(info_.id, as_stored));
+      decided_checkpoint_ = std::move(snap.decided_checkpoint);
+    }
+    return Status::Ok();
+  }
   Status RebuildProvider();
   void SaveTodoState() {
     if (!todo_loop_) return;
@@ -392,6 +436,7 @@ class SessionImpl final : public Session {
   Transcript transcript_;
   uint64_t next_seq_;
   std::optional<Checkpoint> open_checkpoint_;
+  std::optional<Checkpoint> decided_checkpoint_;
   std::vector<std::string> warnings_;
   std::shared_ptr<ModelProvider> provider_;
   ToolRegistry registry_;
@@ -527,7 +572,14 @@ class EngineImpl final : public Engine {
     return std::optional<engine::AppliedSettings>(std::move(applied));
   }
 
-  Result<std::unique_ptr<SessionImpl>> OpenImpl(SessionOptions options) {
+  // How OpenImpl treats a stored session another process holds.
+  enum class LockMode {
+    kRequire,  // kBusy
+    kIfFree,   // open it without the lock (and without crash repair): it cannot run turns
+  };
+
+  Result<std::unique_ptr<SessionImpl>> OpenImpl(SessionOptions options,
+                                                LockMode lock_mode = LockMode::kRequire) {
     AL_ASSIGN_OR_RETURN(options.workspace, CanonicalWorkspace(options.workspace));
     if (options.model.empty()) options.model = DefaultModel(options.provider);
 
@@ -574,8 +626,15 @@ class EngineImpl final : public Engine {
         changes = std::move(applied->changes);
         pinned = true;
       }
-      AL_ASSIGN_OR_RETURN(lock, store_->AcquireLock(info.id, pid));
-      AL_ASSIGN_OR_RETURN(snap, store_->Load(info.id, LoadOptions{}));
+      Result<std::unique_ptr<SessionLock>> locked = store_->AcquireLock(info.id, pid);
+      if (locked.ok()) {
+        lock = std::move(*locked);
+      } else if (lock_mode != LockMode::kIfFree || locked.error().code() != Code::kBusy) {
+        return locked.error();
+      }
+      LoadOptions load;
+      load.repair = lock != nullptr;  // the holder's tool calls may be running
+      AL_ASSIGN_OR_RETURN(snap, store_->Load(info.id, load));
       info = snap.info;
     }
     auto session = std::make_unique<SessionImpl>(*this, std::move(options), info, std::move(lock),
@@ -587,6 +646,10 @@ class EngineImpl final : public Engine {
   Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) override {
     AL_ASSIGN_OR_RETURN(auto s, OpenImpl(options));
     return std::unique_ptr<Session>(std::move(s));
+  }
+
+  Result<std::optional<PendingRecord>> FindPending(const std::string& pending_id) override {
+    return store_->GetPending(pending_id);
   }
 
   Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) override {
@@ -783,22 +846,17 @@ Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   return Status::Ok();
 }
 
-Status SessionImpl::AppendEvents(std::vector<Event> events) {
-  for (auto& e : events) {
-    e.session_id = info_.id;
-    e.seq = next_seq_++;
-  }
-  return engine_.store().Append(info_.id, events);
-}
-
 Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
                                             std::stop_token stop,
                                             std::optional<Checkpoint> resumed_from) {
+  if (!lock_) {
+    return Busy("session " + info_.id + " is held by another process; it cannot run a turn here");
+  }
   // Before a turn, make sure the session lock is still ours (another process
   // takes it over only after the lock's TTL, 30 s, without a heartbeat). A lock
   // acquired or checked within the last second needs no new check: that
   // saves a durable commit (an fsync) before the first request of a run.
-  if (lock_ && std::chrono::steady_clock::now() - lock_checked_at_ >= kLockRecheck) {
+  if (std::chrono::steady_clock::now() - lock_checked_at_ >= kLockRecheck) {
     Status s = lock_->Refresh();
     if (!s.ok()) return s;
     lock_checked_at_ = std::chrono::steady_clock::now();
@@ -934,190 +992,128 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,
                                           const SessionCallbacks& callbacks, std::stop_token stop) {
-  ResolveReport report;
-  // Find the session that owns the item.
-  AL_ASSIGN_OR_RETURN(auto all, store_->ListPending(std::nullopt));
-  const PendingRecord* rec = nullptr;
-  for (const auto& r : all) {
-    if (r.item.id == pending_id) rec = &r;
-  }
-  if (rec == nullptr) {
+  AL_ASSIGN_OR_RETURN(std::optional<PendingRecord> rec, store_->GetPending(pending_id));
+  if (!rec) {
+    ResolveReport report;
     report.already_resolved = true;
     return report;
   }
-  report.session_id = rec->session_id;
-  report.item = rec->item;
-  if (resolution.kind == Resolution::Kind::kAnswer && rec->item.kind != PendingKind::kQuestion) {
-    return InvalidArgument("pending item " + pending_id +
-                           " is an approval, not a question: use `agentloop approve` or `deny`");
-  }
-  if (resolution.kind != Resolution::Kind::kAnswer && rec->item.kind == PendingKind::kQuestion &&
-      resolution.kind == Resolution::Kind::kApprove) {
-    return InvalidArgument("pending item " + pending_id + " is a question: use `agentloop answer " +
-                           pending_id + " TEXT`");
-  }
-
-  // Open the session: takes its lock (a running turn makes this kBusy) and
-  // gives the tools and the workspace the session was created with.
+  // Open the session with the settings pinned to it. A process that holds
+  // it (a turn running, a chat open) does not stop the decision from being
+  // recorded: this object then only records it, and the holder or the next
+  // `resume` continues the turn.
   SessionOptions opts = options;
   opts.session_id = rec->session_id;
   AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
   opts.workspace = info.workspace;
-  // The paused turn continues under its own command (budgets, policy,
-  // plan mode), whatever the resolver's flags say.
+  // A session stored without pinned settings continues under its own
+  // command, whatever the resolver's flags say.
   if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
   if (opts.provider.empty()) opts.provider = info.provider;
   if (opts.model.empty()) opts.model = info.model;
-  AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts));
-  report.model = session->options().model;
+  AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
+  return session->Resolve(*rec, resolution, callbacks, stop);
+}
 
-  std::vector<Event> decision_events;
-  auto decision_event = [&](const PendingItem& item, std::string_view decision, bool edited) {
-    Event e;
-    e.type = EventType::kDecision;
-    e.data = Json{{"tool_use_id", item.tool_use_id},
-                  {"tool", item.tool},
-                  {"decision", decision},
-                  {"reason", resolution.reason},
-                  {"rule", ""},
-                  {"by", resolution.by},
-                  {"edited", edited},
-                  {"pending_id", item.id}};
-    return e;
-  };
-
-  // The session lock is held (every resolver and every turn takes it), so
-  // the item cannot be resolved by anyone else until we are done: run an
-  // approved tool now, outside the store's write transaction (a long bash
-  // call must not hold other sessions' writers up), then record the result
-  // atomically.
-  auto open = session->open_checkpoint();
-  bool outstanding = false;
-  if (open) {
-    for (const auto& p : open->outstanding) outstanding = outstanding || p.id == pending_id;
+Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resolution& resolution,
+                                           const SessionCallbacks& callbacks,
+                                           std::stop_token stop) {
+  ResolveReport report;
+  report.session_id = info_.id;
+  report.item = rec.item;
+  report.model = options_.model;
+  const PendingItem& item = rec.item;
+  const bool question = item.kind == PendingKind::kQuestion;
+  if (resolution.kind == Resolution::Kind::kAnswer && !question) {
+    return InvalidArgument("pending item " + item.id +
+                           " is an approval, not a question: use `agentloop approve` or `deny`");
   }
-  if (!outstanding) {
-    report.already_resolved = true;
-    return report;
+  if (resolution.kind == Resolution::Kind::kApprove && question) {
+    return InvalidArgument("pending item " + item.id + " is a question: use `agentloop answer " +
+                           item.id + " TEXT`");
   }
-  AL_RETURN_IF_ERROR(session->SaveSettingsChanges(rec->turn_id));
-  std::optional<ContentBlock> approved_result;
-  if (resolution.kind == Resolution::Kind::kApprove) {
-    const PendingItem& item = rec->item;
-    Tool* tool = session->tools().Find(item.tool);
-    if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
-    Json args = resolution.edited_arguments ? *resolution.edited_arguments : item.arguments;
-    if (!args.is_object()) return InvalidArgument("edited arguments must be a JSON object");
-    AL_RETURN_IF_ERROR(ValidateAgainstSchema(args, tool->spec().input_schema)
-                           .WithContext("edited arguments for '" + item.tool + "'"));
-    if (std::string r = Turn::CheckReadOnly(open->command, tool->spec()); !r.empty()) {
-      return FailedPrecondition(r);
-    }
-    ToolContext ctx = session->MakeToolContext();
-    ctx.stop = stop;
-    ctx.read_only = IsReadOnly(open->command);
-    // Through the runner's path: an exception from the tool becomes is_error.
-    std::vector<Result<ToolOutput>> outs =
-        RunToolLanes({{ToolCall{item.tool_use_id, item.tool, args}}}, session->tools(), ctx);
-    Result<ToolOutput>& out = outs.at(0);
-    ToolOutput o =
-        out.ok() ? *out : ToolOutput::Error("not run: engine failure: " + out.error().ToString());
-    ContentBlock b = ContentBlock::ToolResult(item.tool_use_id, o.content, o.is_error);
-    if (!o.details.is_null()) b.meta = Json{{"details", o.details}};
-    approved_result = std::move(b);
-  }
-
-  auto fn = [&](Checkpoint& cp, const PendingItem& item) -> Result<ResolveAction> {
-    switch (resolution.kind) {
-      case Resolution::Kind::kApprove:
-        cp.results_so_far.push_back(*approved_result);
-        decision_events.push_back(
-            decision_event(item, "allow", resolution.edited_arguments.has_value()));
-        return ResolveAction::kResolved;
-      case Resolution::Kind::kAnswer:
-        cp.results_so_far.push_back(
-            ContentBlock::ToolResult(item.tool_use_id, resolution.answer, false));
-        decision_events.push_back(decision_event(item, "allow", false));
-        return ResolveAction::kResolved;
-      case Resolution::Kind::kDeny: {
+  ApprovalDecision decision;
+  switch (resolution.kind) {
+    case Resolution::Kind::kApprove: {
+      decision = ApprovalDecision::Allow(resolution.by);
+      decision.edited_input = resolution.edited_arguments;
+      const Tool* tool = registry_.Find(item.tool);
+      if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
+      const CommandKind command = open_checkpoint_ ? open_checkpoint_->command : options_.command;
+      if (std::string refusal = Turn::CheckReadOnly(command, tool->spec()); !refusal.empty()) {
+        return FailedPrecondition(refusal);
+      }
+      if (resolution.edited_arguments) {
         std::string why =
-            resolution.reason.empty() ? "denied by " + resolution.by : resolution.reason;
-        cp.results_so_far.push_back(
-            ContentBlock::ToolResult(item.tool_use_id, "denied: " + why, true));
-        for (const auto& other : cp.outstanding) {
-          if (other.id == item.id) continue;
-          cp.results_so_far.push_back(ContentBlock::ToolResult(
-              other.tool_use_id,
-              "skipped: a sibling tool call in this turn (" + item.tool + ") was denied", true));
-        }
-        decision_events.push_back(decision_event(item, "deny", false));
-        return ResolveAction::kCloseBatch;
+            Turn::CheckEditedArguments(command, *policy_, tool->spec(),
+                                       ToolCall{item.tool_use_id, item.tool,
+                                                *resolution.edited_arguments});
+        if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
       }
+      break;
     }
-    return Internal("unknown resolution");
+    case Resolution::Kind::kDeny:
+      decision = ApprovalDecision::Deny(resolution.reason, resolution.by);
+      break;
+    case Resolution::Kind::kAnswer:
+      decision = ApprovalDecision::Allow(resolution.by);
+      decision.answer = resolution.answer;
+      break;
+  }
+  Event logged;
+  logged.type = EventType::kDecision;
+  logged.turn_id = rec.turn_id;
+  logged.data = Json{{"tool_use_id", item.tool_use_id},
+                     {"tool", item.tool},
+                     {"decision", DecisionName(decision.kind == ApprovalDecision::Kind::kAllow
+                                                   ? Decision::kAllow
+                                                   : Decision::kDeny)},
+                     {"reason", resolution.reason},
+                     {"rule", ""},
+                     {"by", resolution.by},
+                     {"edited", resolution.edited_arguments.has_value()},
+                     {"pending_id", item.id}};
+  auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
+    cp.decisions.push_back(BatchDecision{stored, decision});
+    // A denial cancels the batch: nobody is asked about the rest.
+    return decision.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
+                                                          : ResolveAction::kResolved;
   };
-  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome, store_->Resolve(pending_id, fn));
-  if (outcome.already_resolved) {
-    report.already_resolved = true;
-    return report;
-  }
-  for (auto& e : decision_events) e.turn_id = outcome.checkpoint.turn_id;
-  AL_RETURN_IF_ERROR(session->AppendEvents(decision_events));
-  report.outstanding = static_cast<int>(outcome.checkpoint.outstanding.size());
-  if (!outcome.closed) return report;
-
-  // The batch is complete: results in the model's order.
-  const Checkpoint& cp = outcome.checkpoint;
-  std::vector<ContentBlock> ordered;
-  for (const auto& id : cp.tool_use_ids) {
-    for (const auto& b : cp.results_so_far) {
-      if (b.tool_use_id == id) {
-        ordered.push_back(b);
-        break;
-      }
+  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome,
+                      engine_.store().Resolve(item.id, record, {&logged, 1}));
+  report.already_resolved = outcome.already_resolved;
+  if (!outcome.already_resolved) {
+    report.outstanding = static_cast<int>(outcome.checkpoint.outstanding.size());
+    if (!outcome.closed) {
+      open_checkpoint_ = outcome.checkpoint;
+      return report;
     }
   }
-  session->ClearCheckpoint();
-  if (resolution.kind == Resolution::Kind::kDeny) {
-    // The denial ends the turn, as a live denial would.
-    Message results;
-    results.role = Role::kUser;
-    results.content = ordered;
-    std::string text = "Stopped \xE2\x80\x94 you denied: " + report.item.tool +
-                       ". Send another message to continue.";
-    std::vector<Event> events;
-    for (Message m : {results, EngineStopMessage(text)}) {
-      session->AppendMessageLocal(m);
-      Event e;
-      e.type = EventType::kMessage;
-      e.turn_id = cp.turn_id;
-      e.data = Json{{"message", ToJson(m)}};
-      events.push_back(std::move(e));
-    }
-    TurnResult tr;
-    tr.stop = StopReason::kDenied;
-    tr.reason = "denied: " + report.item.tool;
-    tr.final_text = text;
-    tr.counters = cp.counters;
-    Event end;
-    end.type = EventType::kTurnEnd;
-    end.turn_id = cp.turn_id;
-    end.data = Json{{"stop", "denied"},
-                    {"reason", tr.reason},
-                    {"final_text", text},
-                    {"truncated", false},
-                    {"counters", ToJson(cp.counters)},
-                    {"pending", Json::array()}};
-    events.push_back(end);
-    AL_RETURN_IF_ERROR(session->AppendEvents(events));
-    tr.next_seq = session->next_seq();
-    report.resumed = tr;
+  if (!lock_) {
+    report.continues_later = !outcome.already_resolved;
     return report;
   }
-  AL_ASSIGN_OR_RETURN(TurnResult tr,
-                      session->RunTurnWith(TurnInput::Resume(ordered), callbacks, stop, cp));
-  report.resumed = std::move(tr);
+  // This object holds the session: it continues the batch, whichever
+  // resolver completed it.
+  open_checkpoint_.reset();
+  AL_ASSIGN_OR_RETURN(report.resumed, ContinueDecided(callbacks, stop));
   return report;
+}
+
+Result<std::optional<TurnResult>> SessionImpl::ContinueDecided(const SessionCallbacks& callbacks,
+                                                               std::stop_token stop) {
+  if (!lock_) return Busy("session " + info_.id + " is held by another process");
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
+  decided_checkpoint_.reset();
+  if (!cp) return std::optional<TurnResult>();
+  // Resolvers appended their decision events since this object loaded the
+  // session; nothing else can have (the lock is ours).
+  AL_ASSIGN_OR_RETURN(SessionInfo now, engine_.store().GetSession(info_.id));
+  next_seq_ = std::max(next_seq_, now.last_seq + 1);
+  Checkpoint from = *cp;
+  AL_ASSIGN_OR_RETURN(TurnResult r,
+                      RunTurnWith(TurnInput::Decided(std::move(*cp)), callbacks, stop, from));
+  return std::optional<TurnResult>(std::move(r));
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(EngineOptions options) {

@@ -1,6 +1,8 @@
 #include "agentloop/engine.h"
 
+#include <algorithm>
 #include <fstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -283,6 +285,196 @@ TEST_F(EngineTest, DurableQuestionIsAnsweredAndTheTurnResumes) {
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->final_text, "ok, blue it is");
+}
+
+constexpr const char* kTwoWritesScript = R"({"responses": [
+  {"tool_calls": [
+    {"id": "w1", "name": "write", "input": {"file_path": "one.txt", "content": "1\n"}},
+    {"id": "w2", "name": "write", "input": {"file_path": "two.txt", "content": "2\n"}}]},
+  {"text": "wrote both"}
+]})";
+
+// Pauses a new session on `script` and returns {session id, pending ids}.
+struct Paused {
+  std::string session_id;
+  std::vector<std::string> pending;
+};
+
+class DecisionPathTest : public EngineTest {
+ protected:
+  Paused Pause(const SessionOptions& o) {
+    Paused p;
+    auto s = engine_->OpenSession(o);
+    EXPECT_TRUE(s.ok()) << s.error().ToString();
+    if (!s.ok()) return p;
+    auto r = (*s)->Run("go", {}, {});
+    EXPECT_TRUE(r.ok());
+    if (!r.ok()) return p;
+    EXPECT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;
+    p.session_id = (*s)->id();
+    for (const auto& item : r->pending) p.pending.push_back(item.id);
+    return p;
+  }
+  // The stored event types of the session, in seq order.
+  std::vector<std::string> EventTypes(const std::string& session_id) {
+    std::vector<std::string> types;
+    auto events = engine_->store().Events(session_id, 0);
+    EXPECT_TRUE(events.ok());
+    if (events.ok()) {
+      for (const auto& e : *events) types.push_back(e.type);
+    }
+    return types;
+  }
+  static Resolution Approve() {
+    Resolution r;
+    r.kind = Resolution::Kind::kApprove;
+    return r;
+  }
+};
+
+TEST_F(DecisionPathTest, AnApprovedCallRunsThroughTheTurnWithItsBeginRecordFirst) {
+  auto o = Options(kWriteScript);
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 1u);
+  auto rep = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
+  std::vector<std::string> types = EventTypes(p.session_id);
+  auto at = [&](const std::string& type, size_t from) {
+    return std::find(types.begin() + static_cast<std::ptrdiff_t>(from), types.end(), type) -
+           types.begin();
+  };
+  auto pending = static_cast<size_t>(at("pending", 0));
+  auto decision = static_cast<size_t>(at("decision", pending));
+  auto resumed = static_cast<size_t>(at("turn_begin", decision));
+  auto begin = static_cast<size_t>(at("tool_call_begin", resumed));
+  auto end = static_cast<size_t>(at("tool_call_end", begin));
+  ASSERT_LT(end, types.size()) << ::testing::PrintToString(types);
+  EXPECT_LT(pending, decision);
+  EXPECT_LT(decision, resumed);
+  EXPECT_LT(begin, end);
+  // One decision event after the pause: the continued turn does not log it again.
+  EXPECT_EQ(std::count(types.begin() + static_cast<std::ptrdiff_t>(pending), types.end(),
+                       "decision"),
+            1);
+}
+
+TEST_F(DecisionPathTest, NothingRunsUntilEveryItemOfTheBatchIsDecided) {
+  auto o = Options(kTwoWritesScript);
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 2u);
+  auto first = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_FALSE(first->resumed.has_value());
+  EXPECT_EQ(first->outstanding, 1);
+  EXPECT_FALSE(fs::exists(workspace_ / "one.txt"));
+  auto second = engine_->Resolve(p.pending[1], Approve(), o, {}, {});
+  ASSERT_TRUE(second.ok()) << second.error().ToString();
+  ASSERT_TRUE(second->resumed.has_value());
+  EXPECT_EQ(second->resumed->final_text, "wrote both");
+  EXPECT_EQ(ReadFile(workspace_ / "one.txt"), "1\n");
+  EXPECT_EQ(ReadFile(workspace_ / "two.txt"), "2\n");
+}
+
+TEST_F(DecisionPathTest, ADenialCancelsAnApprovedSiblingAsALiveDenialWould) {
+  auto o = Options(kTwoWritesScript);
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 2u);
+  ASSERT_TRUE(engine_->Resolve(p.pending[0], Approve(), o, {}, {}).ok());
+  Resolution deny;
+  deny.kind = Resolution::Kind::kDeny;
+  deny.reason = "not two";
+  auto rep = engine_->Resolve(p.pending[1], deny, o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kDenied);
+  EXPECT_FALSE(fs::exists(workspace_ / "one.txt"));
+  EXPECT_FALSE(fs::exists(workspace_ / "two.txt"));
+  SessionOptions reopen = o;
+  reopen.session_id = p.session_id;
+  auto s = engine_->OpenSession(reopen);
+  ASSERT_TRUE(s.ok());
+  auto h = (*s)->history();
+  ASSERT_GE(h.size(), 4u);
+  EXPECT_THAT(h[2].content.at(0).text, HasSubstr("skipped: a sibling tool call"));
+  EXPECT_EQ(h[2].content.at(1).text, "denied: not two");
+  EXPECT_EQ(h[3].tag, std::string(kEngineStopTag));
+}
+
+TEST_F(DecisionPathTest, AnEditIntoADeniedCallIsRefusedAndTheItemStaysPending) {
+  auto o = Options(kWriteScript);
+  o.deny.push_back({"write(secret*)", "--deny"});
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 1u);
+  Resolution edit = Approve();
+  edit.edited_arguments = Json{{"file_path", "secret.txt"}, {"content", "x"}};
+  auto rep = engine_->Resolve(p.pending[0], edit, o, {}, {});
+  ASSERT_FALSE(rep.ok());
+  EXPECT_EQ(rep.error().code(), Code::kInvalidArgument);
+  EXPECT_THAT(rep.error().message(), HasSubstr("denied"));
+  EXPECT_FALSE(fs::exists(workspace_ / "secret.txt"));
+  auto still = engine_->FindPending(p.pending[0]);
+  ASSERT_TRUE(still.ok());
+  EXPECT_TRUE(still->has_value());
+}
+
+TEST_F(DecisionPathTest, AResolverThatCannotTakeTheSessionRecordsAndResumeContinues) {
+  auto o = Options(kWriteScript);
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 1u);
+  SessionOptions reopen = o;
+  reopen.session_id = p.session_id;
+  {
+    auto holder = engine_->OpenSession(reopen);  // e.g. a chat left open
+    ASSERT_TRUE(holder.ok());
+    auto rep = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+    ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+    EXPECT_FALSE(rep->already_resolved);
+    EXPECT_TRUE(rep->continues_later);
+    EXPECT_FALSE(rep->resumed.has_value());
+    EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+    // The holder sees the decision: a new prompt is refused, a retry continues.
+    auto blocked = (*holder)->Run("more", {}, {});
+    ASSERT_FALSE(blocked.ok());
+    EXPECT_THAT(blocked.error().message(), HasSubstr("resume"));
+    ASSERT_TRUE((*holder)->retryable());
+    auto r = (*holder)->Retry({}, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->final_text, "wrote hello.txt");
+  }
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+  auto again = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_resolved);
+  EXPECT_FALSE(again->resumed.has_value());
+}
+
+TEST_F(DecisionPathTest, TwoConcurrentResolversRecordOneDecisionAndRunTheToolOnce) {
+  for (int round = 0; round < 4; ++round) {
+    const std::string marker = "ran" + std::to_string(round) + ".txt";
+    auto o = Options(std::string(R"({"responses": [
+      {"tool_calls": [{"id": "b1", "name": "bash", "input": {"command": "echo run >> )") +
+                     marker + R"("}}]},
+      {"text": "done"}
+    ]})");
+    Paused p = Pause(o);
+    ASSERT_EQ(p.pending.size(), 1u);
+    Result<ResolveReport> reports[2] = {Internal("not run"), Internal("not run")};
+    {
+      std::jthread a([&] { reports[0] = engine_->Resolve(p.pending[0], Approve(), o, {}, {}); });
+      std::jthread b([&] { reports[1] = engine_->Resolve(p.pending[0], Approve(), o, {}, {}); });
+    }
+    int already = 0, resumed = 0;
+    for (auto& r : reports) {
+      ASSERT_TRUE(r.ok()) << r.error().ToString();
+      already += r->already_resolved ? 1 : 0;
+      resumed += r->resumed ? 1 : 0;
+    }
+    EXPECT_EQ(already, 1) << "round " << round;
+    EXPECT_EQ(resumed, 1) << "round " << round;
+    EXPECT_EQ(ReadFile(workspace_ / marker), "run\n") << "round " << round;
+  }
 }
 
 TEST_F(EngineTest, PlanModeForgedWriteChangesNothing) {

@@ -175,18 +175,63 @@ Result<PendingItem> PendingItemFromJson(const Json& j) {
   return p;
 }
 
+Json ToJson(const BatchDecision& d) {
+  Json j{{"item", ToJson(d.item)},
+         {"decision", d.decision.kind == ApprovalDecision::Kind::kAllow ? "allow" : "deny"},
+         {"reason", d.decision.reason},
+         {"by", d.decision.by}};
+  if (!d.decision.answer.empty()) j["answer"] = d.decision.answer;
+  if (d.decision.edited_input) j["edited_input"] = *d.decision.edited_input;
+  if (d.decision.remember_for_session) j["remember"] = true;
+  return j;
+}
+
+Result<BatchDecision> BatchDecisionFromJson(const Json& j) {
+  if (!j.is_object()) return InvalidArgument("decision: expected an object");
+  BatchDecision d;
+  if (!j.contains("item")) return InvalidArgument("decision: missing item");
+  AL_ASSIGN_OR_RETURN(d.item, PendingItemFromJson(j["item"]));
+  const std::string kind = Str(j, "decision");
+  if (kind == "allow") {
+    d.decision.kind = ApprovalDecision::Kind::kAllow;
+  } else if (kind == "deny") {
+    d.decision.kind = ApprovalDecision::Kind::kDeny;
+  } else {
+    return InvalidArgument("decision: 'decision' must be \"allow\" or \"deny\", not \"" + kind +
+                           "\"");
+  }
+  d.decision.reason = Str(j, "reason");
+  d.decision.by = Str(j, "by");
+  d.decision.answer = Str(j, "answer");
+  if (j.contains("edited_input")) {
+    if (!j["edited_input"].is_object()) {
+      return InvalidArgument("decision: 'edited_input' must be an object");
+    }
+    d.decision.edited_input = j["edited_input"];
+  }
+  d.decision.remember_for_session = j.value("remember", false);
+  return d;
+}
+
 Json ToJson(const Checkpoint& c) {
   Json results = Json::array();
   for (const auto& b : c.results_so_far) results.push_back(ToJson(b));
   Json outstanding = Json::array();
   for (const auto& p : c.outstanding) outstanding.push_back(ToJson(p));
-  return Json{{"session_id", c.session_id},
-              {"turn_id", c.turn_id},
-              {"tool_use_ids", c.tool_use_ids},
-              {"results_so_far", std::move(results)},
-              {"outstanding", std::move(outstanding)},
-              {"counters", ToJson(c.counters)},
-              {"command", CommandKindName(c.command)}};
+  Json j{{"session_id", c.session_id},
+         {"turn_id", c.turn_id},
+         {"tool_use_ids", c.tool_use_ids},
+         {"results_so_far", std::move(results)},
+         {"outstanding", std::move(outstanding)},
+         {"counters", ToJson(c.counters)},
+         {"command", CommandKindName(c.command)}};
+  if (!c.decisions.empty()) {
+    Json decisions = Json::array();
+    for (const auto& d : c.decisions) decisions.push_back(ToJson(d));
+    j["decisions"] = std::move(decisions);
+  }
+  if (!c.recent_calls.empty()) j["recent_calls"] = c.recent_calls;
+  return j;
 }
 
 Result<Checkpoint> CheckpointFromJson(const Json& j) {
@@ -209,6 +254,17 @@ Result<Checkpoint> CheckpointFromJson(const Json& j) {
     for (const auto& pj : j["outstanding"]) {
       AL_ASSIGN_OR_RETURN(PendingItem p, PendingItemFromJson(pj));
       c.outstanding.push_back(std::move(p));
+    }
+  }
+  if (j.contains("decisions") && j["decisions"].is_array()) {
+    for (const auto& dj : j["decisions"]) {
+      AL_ASSIGN_OR_RETURN(BatchDecision d, BatchDecisionFromJson(dj));
+      c.decisions.push_back(std::move(d));
+    }
+  }
+  if (j.contains("recent_calls") && j["recent_calls"].is_array()) {
+    for (const auto& k : j["recent_calls"]) {
+      if (k.is_string()) c.recent_calls.push_back(k.get<std::string>());
     }
   }
   if (j.contains("counters")) c.counters = TurnCountersFromJson(j["counters"]);

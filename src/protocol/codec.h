@@ -28,6 +28,11 @@ TurnCounters TurnCountersFromJson(const Json& j);
 Json ToJson(const PendingItem& p);
 Result<PendingItem> PendingItemFromJson(const Json& j);
 
+// A BatchDecision: {item, decision: "allow"|"deny", reason, by, answer?,
+// edited_input?, remember?}. Defer is not a decision and is refused.
+Json ToJson(const BatchDecision& d);
+Result<BatchDecision> BatchDecisionFromJson(const Json& j);
+
 Json ToJson(const Checkpoint& c);
 Result<Checkpoint> CheckpointFromJson(const Json& j);
 

@@ -49,6 +49,39 @@ TEST(CodecTest, CheckpointRoundTrip) {
   EXPECT_EQ(back->results_so_far, c.results_so_far);
   EXPECT_EQ(back->counters, c.counters);
   EXPECT_EQ(back->command, CommandKind::kFix);
+  EXPECT_TRUE(back->decisions.empty());
+}
+
+TEST(CodecTest, CheckpointKeepsDecisionsAndTheStuckWindow) {
+  Checkpoint c;
+  c.session_id = "s";
+  c.turn_id = "t";
+  c.tool_use_ids = {"a", "b"};
+  ApprovalDecision allow = ApprovalDecision::Allow("http");
+  allow.edited_input = Json{{"command", "ls"}};
+  c.decisions.push_back(BatchDecision{
+      PendingItem{"p1", PendingKind::kApproval, "a", "bash", Json{{"command", "rm x"}}, "ask"},
+      allow});
+  ApprovalDecision answer = ApprovalDecision::Allow("cli");
+  answer.answer = "blue";
+  c.decisions.push_back(BatchDecision{
+      PendingItem{"p2", PendingKind::kQuestion, "b", "ask_user", Json::object(), "?"}, answer});
+  c.recent_calls = {"bash\x1f{}", "read\x1f{}"};
+  auto back = CheckpointFromJson(ToJson(c));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  ASSERT_EQ(back->decisions.size(), 2u);
+  EXPECT_EQ(back->decisions[0].item, c.decisions[0].item);
+  EXPECT_EQ(back->decisions[0].decision.kind, ApprovalDecision::Kind::kAllow);
+  EXPECT_EQ(back->decisions[0].decision.edited_input, Json({{"command", "ls"}}));
+  EXPECT_EQ(back->decisions[0].decision.by, "http");
+  EXPECT_EQ(back->decisions[1].decision.answer, "blue");
+  EXPECT_EQ(back->recent_calls, c.recent_calls);
+
+  Json bad = ToJson(c);
+  bad["decisions"][0]["decision"] = "maybe";
+  auto refused = CheckpointFromJson(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("maybe"), std::string::npos);
 }
 
 TEST(EventTest, JsonRoundTrip) {

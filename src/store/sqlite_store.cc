@@ -445,9 +445,11 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
     AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id));
     AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, 0));
-    AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, /*closed=*/false));
+    AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, CheckpointState::kOpen));
+    AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
+                        CheckpointLocked(session_id, CheckpointState::kDecided));
     if (options.repair) {
-      AL_ASSIGN_OR_RETURN(last_closed, CheckpointLocked(session_id, /*closed=*/true));
+      AL_ASSIGN_OR_RETURN(last_closed, CheckpointLocked(session_id, CheckpointState::kClosed));
     }
   }
   auto replayed = Replay(rows);
@@ -461,7 +463,9 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
   if (!options.repair) return snap;
 
   replay.messages = snap.messages;  // CrashRepair looks at the rebuilt history
-  std::optional<Message> repair = CrashRepair(replay, snap.open_checkpoint, last_closed);
+  // A decided batch keeps its message open for the turn that continues it.
+  std::optional<Message> repair = CrashRepair(
+      replay, snap.open_checkpoint ? snap.open_checkpoint : snap.decided_checkpoint, last_closed);
   if (!repair) return snap;
 
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
@@ -602,12 +606,17 @@ void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& 
 
 // --- durable pauses -----------------------------------------------------------
 
-Status SqliteStore::CloseCheckpointLocked(const std::string& checkpoint_id) {
+Status SqliteStore::SetCheckpointStateLocked(const std::string& checkpoint_id,
+                                             CheckpointState state) {
   AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM pending_index WHERE checkpoint_id = ?"));
   AL_RETURN_IF_ERROR(del.Bind(1, checkpoint_id).Run());
-  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET closed = 1, updated_at_ms = ?"
+  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET closed = ?, updated_at_ms = ?"
                                             " WHERE id = ?"));
-  return up.Bind(1, Now()).Bind(2, checkpoint_id).Run();
+  return up.Bind(1, static_cast<int64_t>(state)).Bind(2, Now()).Bind(3, checkpoint_id).Run();
+}
+
+Status SqliteStore::CloseCheckpointLocked(const std::string& checkpoint_id) {
+  return SetCheckpointStateLocked(checkpoint_id, CheckpointState::kClosed);
 }
 
 Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
@@ -621,8 +630,9 @@ Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
   AL_RETURN_IF_ERROR(GetSessionLocked(checkpoint.session_id).status());
   {
+    // Open or decided (a batch nobody continued): superseded by the new one.
     AL_ASSIGN_OR_RETURN(Stmt open, db_->Prepare("SELECT id FROM checkpoints"
-                                                " WHERE session_id = ? AND closed = 0"));
+                                                " WHERE session_id = ? AND closed IN (0, 2)"));
     open.Bind(1, checkpoint.session_id);
     std::vector<std::string> superseded;
     for (;;) {
@@ -658,11 +668,11 @@ Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
 }
 
 Result<std::optional<Checkpoint>> SqliteStore::CheckpointLocked(std::string_view session_id,
-                                                                bool closed) {
+                                                                CheckpointState state) {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
                                             " WHERE session_id = ? AND closed = ?"
                                             " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
-  st.Bind(1, session_id).Bind(2, int64_t{closed ? 1 : 0});
+  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(state));
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<Checkpoint>();
   AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), st.Text(0)));
@@ -671,7 +681,7 @@ Result<std::optional<Checkpoint>> SqliteStore::CheckpointLocked(std::string_view
 
 Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpoint(std::string_view session_id) {
   std::lock_guard lk(mu_);
-  return CheckpointLocked(session_id, /*closed=*/false);
+  return CheckpointLocked(session_id, CheckpointState::kOpen);
 }
 
 Result<std::vector<PendingRecord>> SqliteStore::ListPending(
@@ -713,7 +723,51 @@ Result<std::vector<PendingRecord>> SqliteStore::ListPending(
   return out;
 }
 
-Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const ResolveFn& fn) {
+Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pending_id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
+                                            " c.turn_id, c.json FROM pending_index p"
+                                            " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                            " WHERE p.pending_id = ? AND c.closed = 0"));
+  st.Bind(1, pending_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<PendingRecord>();
+  PendingRecord r;
+  r.session_id = st.Text(0);
+  r.checkpoint_id = st.Text(1);
+  r.created_at_ms = st.Int(2);
+  r.turn_id = st.Text(3);
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(4), r.checkpoint_id));
+  auto item = std::find_if(cp.outstanding.begin(), cp.outstanding.end(),
+                           [&](const PendingItem& p) { return p.id == pending_id; });
+  if (item == cp.outstanding.end()) {
+    return DataLoss("pending id " + std::string(pending_id) +
+                    " is indexed but not in checkpoint " + r.checkpoint_id);
+  }
+  r.item = *item;
+  return std::optional<PendingRecord>(std::move(r));
+}
+
+Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
+                                            " WHERE session_id = ? AND closed = 2"
+                                            " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
+  st.Bind(1, session_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<Checkpoint>();
+  const std::string id = st.Text(0);
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), id));
+  st.Reset();
+  AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return std::optional<Checkpoint>(std::move(cp));
+}
+
+Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                            std::span<const Event> events) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT c.id, c.json FROM pending_index p"
@@ -752,8 +806,18 @@ Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const R
                                             " WHERE id = ?"));
   AL_RETURN_IF_ERROR(
       up.Bind(1, DumpJson(ToJson(out.checkpoint))).Bind(2, Now()).Bind(3, out.checkpoint_id).Run());
+  if (!events.empty()) {
+    AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(out.checkpoint.session_id));
+    std::vector<Event> numbered(events.begin(), events.end());
+    uint64_t seq = info.last_seq;
+    for (Event& e : numbered) {
+      e.session_id = info.id;
+      e.seq = ++seq;
+    }
+    AL_RETURN_IF_ERROR(AppendLocked(info.id, numbered, Now()));
+  }
   if (out.closed) {
-    AL_RETURN_IF_ERROR(CloseCheckpointLocked(out.checkpoint_id));
+    AL_RETURN_IF_ERROR(SetCheckpointStateLocked(out.checkpoint_id, CheckpointState::kDecided));
   } else {
     // Drop the index rows of every item no longer outstanding (this one, and
     // any the callback removed).

@@ -51,7 +51,10 @@ class SqliteStore final : public SessionStore {
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<PendingRecord>> ListPending(
       std::optional<std::string_view> session_id) override;
-  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn) override;
+  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
+  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                 std::span<const Event> events = {}) override;
+  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
 
   Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
   Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
@@ -88,11 +91,16 @@ class SqliteStore final : public SessionStore {
   Status AppendLocked(std::string_view session_id, std::span<const Event> events, int64_t now);
   Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
-  // The newest open (closed = false) or closed checkpoint of the session.
-  Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id, bool closed);
+  // The states of a checkpoint row (column `closed`).
+  enum class CheckpointState : int64_t { kOpen = 0, kClosed = 1, kDecided = 2 };
+  // The session's newest checkpoint in `state`.
+  Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id,
+                                                     CheckpointState state);
+  Status SetCheckpointStateLocked(const std::string& checkpoint_id, CheckpointState state);
   // The holder of the session's lock when it is live (not expired, process
   // alive), else nullopt.
   Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);
+  // Closes the checkpoint and drops its pending index rows.
   Status CloseCheckpointLocked(const std::string& checkpoint_id);
   // After appending to a session: moves its updated_at_ms above the first
   // session of the list order unless it is that session.

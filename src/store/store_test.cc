@@ -429,9 +429,9 @@ TEST_F(CrashRecoveryTest, OpenCheckpointCoversMessage) {
   EXPECT_EQ(snap->open_checkpoint->outstanding[0].id, "p1");
 }
 
-TEST_F(CrashRecoveryTest, ResolvedButNotResumedKeepsKnownResults) {
+TEST_F(CrashRecoveryTest, DecidedBatchWaitsForItsTurnThenRepairsAsNotRun) {
   // tu_a ran before the pause (its result is in results_so_far); tu_b was
-  // approved by a resolver, which then stopped before resuming the turn.
+  // approved by a resolver that could not continue the turn.
   std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/true);
   Checkpoint cp;
   cp.session_id = id;
@@ -440,18 +440,41 @@ TEST_F(CrashRecoveryTest, ResolvedButNotResumedKeepsKnownResults) {
   cp.outstanding.push_back({"pb", PendingKind::kApproval, "tu_b", "read", Json::object(), "ask"});
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   auto resolved = store_->Resolve("pb", [](Checkpoint& c, const PendingItem& item) {
-    c.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, "approved out", false));
+    c.decisions.push_back(BatchDecision{item, ApprovalDecision::Allow("test")});
     return Result<ResolveAction>(ResolveAction::kResolved);
   });
   ASSERT_TRUE(resolved.ok() && resolved->closed);
+
+  // Decided: the message stays open for the turn that continues it.
+  auto decided = store_->Load(id, {});
+  ASSERT_TRUE(decided.ok());
+  EXPECT_FALSE(decided->recovered);
+  EXPECT_EQ(decided->messages.size(), 2u);
+  EXPECT_FALSE(decided->open_checkpoint.has_value());
+  ASSERT_TRUE(decided->decided_checkpoint.has_value());
+  ASSERT_EQ(decided->decided_checkpoint->decisions.size(), 1u);
+  EXPECT_EQ(decided->decided_checkpoint->decisions[0].item.id, "pb");
+
+  // Exactly one claimer gets it.
+  auto claimed = store_->ClaimDecided(id);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  EXPECT_EQ((*claimed)->decisions.size(), 1u);
+  auto again = store_->ClaimDecided(id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+
+  // The claimer died before tu_b began: the repair keeps what is known and
+  // answers tu_b as not run.
   auto snap = store_->Load(id, {});
   ASSERT_TRUE(snap.ok());
   ASSERT_TRUE(snap->recovered);
+  EXPECT_FALSE(snap->decided_checkpoint.has_value());
   const Message& repair = snap->messages.back();
   ASSERT_EQ(repair.content.size(), 2u);
   EXPECT_EQ(repair.content[0].text, "real output");
   EXPECT_FALSE(repair.content[0].is_error);
-  EXPECT_EQ(repair.content[1].text, "approved out");
+  EXPECT_EQ(repair.content[1].text, kNotRunNotStarted);
+  EXPECT_TRUE(repair.content[1].is_error);
 }
 
 TEST_F(CrashRecoveryTest, NoRepairWhileAnotherLiveProcessHoldsTheLock) {
