@@ -140,7 +140,7 @@ std::optional<Message> CrashRepair(const ReplayResult& replay,
     }
     std::string_view text = kNotRunNotStarted;
     if (replay.begun.count(b.id) != 0) {
-      text = replay.ended.count(b.id) != 0 ? kRanResultLost : kNotRunNotFinished;
+      text = replay.ended.count(b.id) != 0 ? kRanResultLost : kStartedNotFinished;
     }
     repair.content.push_back(ContentBlock::ToolResult(b.id, std::string(text), /*is_error=*/true));
   }

@@ -19,8 +19,10 @@ namespace agentloop::store {
 inline constexpr std::string_view kRecoveryTag = "crash-recovery";
 inline constexpr std::string_view kNotRunNotStarted =
     "not run: the process stopped before this tool call started";
-inline constexpr std::string_view kNotRunNotFinished =
-    "not run: the process stopped before this tool call finished";
+// Begun, never ended: it may have done part or all of its work.
+inline constexpr std::string_view kStartedNotFinished =
+    "the tool call started but the process stopped before it finished; its result is unknown "
+    "and its effects may have happened";
 // Begun and ended, but the message with its result was never committed.
 inline constexpr std::string_view kRanResultLost =
     "the tool call ran but the process stopped before its result was saved; its effects may "

@@ -375,7 +375,7 @@ TEST_F(CrashRecoveryTest, NotBegunAndBegun) {
   EXPECT_EQ(repair.content[0].type, BlockType::kToolResult);
   EXPECT_EQ(repair.content[0].tool_use_id, "tu_a");
   EXPECT_TRUE(repair.content[0].is_error);
-  EXPECT_EQ(repair.content[0].text, "not run: the process stopped before this tool call finished");
+  EXPECT_EQ(repair.content[0].text, kStartedNotFinished);
   EXPECT_EQ(repair.content[1].tool_use_id, "tu_b");
   EXPECT_TRUE(repair.content[1].is_error);
   EXPECT_EQ(repair.content[1].text, "not run: the process stopped before this tool call started");
