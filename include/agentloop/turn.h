@@ -137,11 +137,10 @@ struct Finished {
 using TurnAction = std::variant<turn_action::CallModel, turn_action::Decide, turn_action::RunTools,
                                 turn_action::Finished>;
 
-// A turn's input: a person's message, the completed results of a paused
-// batch (resume), or a paused batch whose every item is decided.
+// A turn's input: a person's message, a paused batch whose every item is
+// decided (resume), or a retry of a failed turn.
 struct TurnInput {
   Message message;
-  bool is_resume = false;
   // The batch of the open tool_use message with the decisions people made
   // (Checkpoint::decisions). The turn settles it exactly as it settles live
   // decisions: approved calls run through RunTools (tool_call_begin first,
@@ -152,8 +151,11 @@ struct TurnInput {
   // tool results the failed attempt had committed).
   bool is_retry = false;
 
-  static TurnInput User(std::string text) { return {Message::User(std::move(text)), false}; }
-  static TurnInput Resume(std::vector<ContentBlock> results);
+  static TurnInput User(std::string text) {
+    TurnInput in;
+    in.message = Message::User(std::move(text));
+    return in;
+  }
   static TurnInput Retry() {
     TurnInput in;
     in.is_retry = true;
@@ -176,8 +178,8 @@ class Turn {
   Turn& operator=(const Turn&) = delete;
 
   // Appends the input and opens the turn. Errors: kInvalidArgument when a
-  // resume's results or a decided batch do not answer the open tool_use
-  // message, or a retry's history does not end with a user-role message.
+  // decided batch is not the open tool_use message or has undecided items,
+  // or a retry's history does not end with a user-role message.
   Status Start(TurnInput input);
 
   // What to do now. After Finished, keeps returning Finished.

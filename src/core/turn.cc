@@ -28,14 +28,6 @@
 
 namespace agentloop {
 
-TurnInput TurnInput::Resume(std::vector<ContentBlock> results) {
-  TurnInput in;
-  in.message.role = Role::kUser;
-  in.message.content = std::move(results);
-  in.is_resume = true;
-  return in;
-}
-
 std::string Turn::CheckEditedArguments(CommandKind command, const PermissionPolicy& policy,
                                        const ToolSpec& spec, const ToolCall& call) {
   if (std::string refusal = CheckReadOnly(command, spec); !refusal.empty()) return refusal;
@@ -120,7 +112,6 @@ class Turn::Impl {
 
   Status Start(TurnInput input) {
     if (phase_ != Phase::kIdle) return FailedPrecondition("turn already started");
-    if (input.is_resume) AL_RETURN_IF_ERROR(CheckResume(input.message));
     if (input.decided) AL_RETURN_IF_ERROR(CheckDecided(*input.decided));
     if (input.is_retry && (tr_.empty() || tr_.back().role != Role::kUser)) {
       return InvalidArgument(
@@ -128,9 +119,9 @@ class Turn::Impl {
     }
     start_time_ = cfg_.clock();
     Emit(EventType::kTurnBegin, [&] {
-      return Json{{"input", input.is_retry                       ? "retry"
-                            : input.is_resume || input.decided ? "resume"
-                                                               : "user"},
+      return Json{{"input", input.is_retry  ? "retry"
+                            : input.decided ? "resume"
+                                            : "user"},
                   {"command", CommandKindName(cfg_.command)},
                   {"budget", ToJson(cfg_.budget)},
                   {"counters", ToJson(counters_)}};
@@ -891,27 +882,6 @@ class Turn::Impl {
     if (!cp.outstanding.empty()) {
       return InvalidArgument("resume: " + std::to_string(cp.outstanding.size()) +
                              " item(s) of the batch are not decided yet");
-    }
-    return Status::Ok();
-  }
-
-  Status CheckResume(const Message& results) {
-    if (tr_.empty() || tr_.back().role != Role::kAssistant || !tr_.back().HasToolUse()) {
-      return InvalidArgument("resume: the session has no open tool_use message to answer");
-    }
-    std::vector<std::string> want;
-    for (const auto& b : tr_.back().content) {
-      if (b.type == BlockType::kToolUse) want.push_back(b.id);
-    }
-    std::vector<std::string> got;
-    for (const auto& b : results.content) {
-      if (b.type != BlockType::kToolResult) {
-        return InvalidArgument("resume: the resolution must hold only tool_result blocks");
-      }
-      got.push_back(b.tool_use_id);
-    }
-    if (got != want) {
-      return InvalidArgument("resume: the results do not answer every open tool call in order");
     }
     return Status::Ok();
   }

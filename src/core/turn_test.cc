@@ -1,5 +1,6 @@
 #include "agentloop/turn.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -98,6 +99,13 @@ class TurnTest : public ::testing::Test {
   }
   TurnResult Run(TurnConfig cfg, std::string prompt = "hi") {
     return Run(std::move(cfg), TurnInput::User(std::move(prompt)));
+  }
+  // `paused` with every outstanding item decided as `d`, as the store
+  // records it.
+  static Checkpoint Decide(Checkpoint paused, const ApprovalDecision& d) {
+    for (const auto& item : paused.outstanding) paused.decisions.push_back(BatchDecision{item, d});
+    paused.outstanding.clear();
+    return paused;
   }
 
   FakeProvider provider_;
@@ -599,18 +607,35 @@ TEST_F(TurnTest, DeferredApprovalPausesWithCheckpointAndResumes) {
   ExpectValidTranscript(transcript_, /*allow_open_tail=*/true);
   EXPECT_EQ(r.counters.tool_calls, 2);
 
-  // Another process approves: the resolver runs the tool and resumes.
-  std::vector<ContentBlock> results = r.checkpoint->results_so_far;
-  results.push_back(ContentBlock::ToolResult("b", "wrote", false));
+  // Another process approves: the turn continues the decided batch and runs
+  // the approved call itself.
+  Checkpoint decided = Decide(*r.checkpoint, ApprovalDecision::Allow("cli"));
   provider_.Text("all done");
   auto cfg = Config();
-  cfg.counters = r.checkpoint->counters;
-  TurnResult r2 = Run(cfg, TurnInput::Resume(results));
+  cfg.counters = decided.counters;
+  const size_t events_before = sink_.events.size();
+  TurnResult r2 = Run(cfg, TurnInput::Decided(decided));
   EXPECT_EQ(r2.stop, StopReason::kCompleted);
   EXPECT_EQ(r2.final_text, "all done");
+  EXPECT_EQ(write_->runs(), 1);
+  EXPECT_EQ(echo_->runs(), 1);  // the sibling's result came from the checkpoint
   EXPECT_EQ(r2.counters.tool_calls, 2);
   EXPECT_EQ(r2.counters.model_calls, 2);
   ExpectValidTranscript(transcript_);
+  const auto& results = transcript_.messages()[2].content;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].text, "echo:1");
+  EXPECT_EQ(results[1].text, "wrote");
+  // The approved call has its begin record before its end; the decision was
+  // logged by whoever recorded it, not again here.
+  std::vector<std::string> types;
+  for (size_t i = events_before; i < sink_.events.size(); ++i) {
+    types.emplace_back(EventTypeName(sink_.events[i].type));
+  }
+  auto begin = std::find(types.begin(), types.end(), "tool_call_begin");
+  ASSERT_NE(begin, types.end());
+  EXPECT_NE(std::find(begin, types.end(), "tool_call_end"), types.end());
+  EXPECT_EQ(std::count(types.begin(), types.end(), "decision"), 0);
 }
 
 // A failed turn is retried from the history as committed: no new message,
@@ -642,15 +667,111 @@ TEST_F(TurnTest, RetryAsksTheModelAgainWithoutANewMessage) {
   EXPECT_EQ(turn.Start(TurnInput::Retry()).code(), Code::kInvalidArgument);
 }
 
-TEST_F(TurnTest, ResumeRejectsResultsThatDoNotMatch) {
+TEST_F(TurnTest, ADecidedBatchMustBeTheOpenMessageAndFullyDecided) {
   provider_.Calls({Call("a", "write", {{"x", "1"}})});
   ScriptedApprover approver;
   approver.answers.push_back(ApprovalDecision::Defer("durable"));
   approver_ = &approver;
-  Run(Config());
-  Turn turn(Config(), transcript_);
-  Status s = turn.Start(TurnInput::Resume({ContentBlock::ToolResult("zzz", "x", false)}));
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  TurnResult r = Run(Config());
+  ASSERT_TRUE(r.checkpoint.has_value());
+  Checkpoint other = Decide(*r.checkpoint, ApprovalDecision::Allow("cli"));
+  other.tool_use_ids = {"zzz"};
+  EXPECT_EQ(Turn(Config(), transcript_).Start(TurnInput::Decided(other)).code(),
+            Code::kInvalidArgument);
+  // Still outstanding: not decided.
+  EXPECT_EQ(Turn(Config(), transcript_).Start(TurnInput::Decided(*r.checkpoint)).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(write_->runs(), 0);
+}
+
+TEST_F(TurnTest, ADecidedBatchKeepsPlanModeBudgetsAndTheStuckGuard) {
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  auto cfg = Config();
+  cfg.stuck_repeats = 2;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Calls({Call("b", "write", {{"x", "f"}})});
+  TurnResult r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kPendingApproval);
+  ASSERT_TRUE(r.checkpoint.has_value());
+  EXPECT_EQ(r.checkpoint->recent_calls.size(), 2u);
+  Checkpoint decided = Decide(*r.checkpoint, ApprovalDecision::Allow("cli"));
+
+  // The same echo again right after the pause is the second repeat within
+  // the window: stuck, as it would have been without the pause.
+  provider_.Calls({Call("c", "echo", {{"x", "1"}})});
+  auto cont = Config();
+  cont.stuck_repeats = 2;
+  cont.counters = decided.counters;
+  TurnResult r2 = Run(cont, TurnInput::Decided(decided));
+  EXPECT_EQ(write_->runs(), 1);
+  EXPECT_EQ(r2.stop, StopReason::kMaxTurns) << r2.reason;
+  EXPECT_THAT(r2.reason, HasSubstr("stuck"));
+  EXPECT_EQ(echo_->runs(), 1);
+}
+
+TEST_F(TurnTest, ADecidedBatchCountsTheToolCallsOfThePausedTurn) {
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  auto cfg = Config();
+  cfg.budget.max_tool_calls = 2;
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "write", {{"x", "f"}})});
+  TurnResult r = Run(cfg);
+  ASSERT_TRUE(r.checkpoint.has_value());
+  Checkpoint decided = Decide(*r.checkpoint, ApprovalDecision::Allow("cli"));
+  provider_.Calls({Call("c", "echo", {{"x", "2"}})});
+  auto cont = Config();
+  cont.budget.max_tool_calls = 2;
+  cont.counters = decided.counters;
+  TurnResult r2 = Run(cont, TurnInput::Decided(decided));
+  EXPECT_EQ(r2.stop, StopReason::kBudgetExhausted) << r2.reason;
+  EXPECT_EQ(echo_->runs(), 1);
+  EXPECT_EQ(write_->runs(), 1);
+}
+
+TEST_F(TurnTest, ADecidedMutatingCallInPlanModeIsRefused) {
+  // A checkpoint that claims an approved write in a plan turn (forged, or
+  // written by another program): the turn refuses it.
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})});
+  Run(Config(CommandKind::kPlan));
+  ModelResponse forged;
+  forged.content = {Call("w", "write", {{"x", "f"}})};
+  Message assistant;
+  assistant.role = Role::kAssistant;
+  assistant.content = forged.content;
+  transcript_.Append(assistant);
+  Checkpoint cp;
+  cp.session_id = "sess";
+  cp.turn_id = "turn";
+  cp.command = CommandKind::kPlan;
+  cp.tool_use_ids = {"w"};
+  cp.decisions.push_back(
+      BatchDecision{PendingItem{"p", PendingKind::kApproval, "w", "write", Json{{"x", "f"}}, ""},
+                    ApprovalDecision::Allow("cli")});
+  TurnResult r = Run(Config(CommandKind::kPlan), TurnInput::Decided(cp));
+  EXPECT_EQ(r.stop, StopReason::kToolRefused);
+  EXPECT_THAT(r.reason, ::testing::StartsWith("PLAN_MODE_REFUSED:"));
+  EXPECT_EQ(write_->runs(), 0);
+  ExpectValidTranscript(transcript_);
+}
+
+TEST_F(TurnTest, ADecidedEditIsCheckedLikeALiveOne) {
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  provider_.Calls({Call("b", "write", {{"x", "orig"}})});
+  TurnResult r = Run(Config());
+  ASSERT_TRUE(r.checkpoint.has_value());
+  ApprovalDecision bad = ApprovalDecision::Allow("cli");
+  bad.edited_input = Json{{"x", 42}};
+  provider_.Text("ok");
+  auto cont = Config();
+  cont.counters = r.checkpoint->counters;
+  TurnResult r2 = Run(cont, TurnInput::Decided(Decide(*r.checkpoint, bad)));
+  EXPECT_EQ(r2.stop, StopReason::kCompleted);
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_THAT(transcript_.messages()[2].content[0].text, HasSubstr("edited arguments are invalid"));
 }
 
 TEST_F(TurnTest, AskUserQuestionLiveAndDurable) {
