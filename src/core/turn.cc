@@ -479,13 +479,11 @@ class Turn::Impl {
     AppendMessage(std::move(results));
   }
 
-  std::string StuckKey(const Slot& slot) const { return slot.name + "\x1f" + slot.input.dump(); }
-
-  void ProcessBatch() {
+  // One slot per tool_use of the open assistant message, in model order.
+  void OpenSlots() {
     slots_.clear();
     stop_after_.reset();
-    const Message& assistant = tr_.back();
-    for (const auto& b : assistant.content) {
+    for (const auto& b : tr_.back().content) {
       if (b.type != BlockType::kToolUse) continue;
       Slot s;
       s.id = b.id;
@@ -493,11 +491,17 @@ class Turn::Impl {
       s.input = b.input;
       s.spec = FindSpec(b.name);
       if (!b.raw_input.empty() && b.input.is_null()) {
-        s.reason = b.raw_input;               // kept for the error text below
-        s.state = SlotState::kNeedsDecision;  // placeholder, replaced below
+        s.reason = b.raw_input;               // ProcessBatch's error text
+        s.state = SlotState::kNeedsDecision;  // placeholder, replaced by ProcessBatch
       }
       slots_.push_back(std::move(s));
     }
+  }
+
+  std::string StuckKey(const Slot& slot) const { return slot.name + "\x1f" + slot.input.dump(); }
+
+  void ProcessBatch() {
+    OpenSlots();
     const Budget& budget = cfg_.budget;
     bool refused = false;
     for (auto& slot : slots_) {
@@ -702,20 +706,10 @@ class Turn::Impl {
   // items are all decided (CheckDecided held), then settles it as
   // OnDecisions settles live decisions.
   void RestoreBatch(const Checkpoint& cp) {
-    slots_.clear();
-    stop_after_.reset();
+    OpenSlots();
     recent_.assign(cp.recent_calls.begin(), cp.recent_calls.end());
-    for (const auto& b : tr_.back().content) {
-      if (b.type != BlockType::kToolUse) continue;
-      Slot s;
-      s.id = b.id;
-      s.name = b.name;
-      s.input = b.input;
-      s.spec = FindSpec(b.name);
-      s.state = SlotState::kNeedsDecision;  // no result, no decision: a denial skipped it
-      slots_.push_back(std::move(s));
-    }
     for (auto& slot : slots_) {
+      slot.state = SlotState::kNeedsDecision;  // no result, no decision: a denial skipped it
       auto result = std::find_if(cp.results_so_far.begin(), cp.results_so_far.end(),
                                  [&](const ContentBlock& r) { return r.tool_use_id == slot.id; });
       if (result != cp.results_so_far.end()) {
@@ -723,8 +717,9 @@ class Turn::Impl {
         slot.state = SlotState::kReady;
         continue;
       }
-      auto decided = std::find_if(cp.decisions.begin(), cp.decisions.end(),
-                                  [&](const BatchDecision& d) { return d.item.tool_use_id == slot.id; });
+      auto decided =
+          std::find_if(cp.decisions.begin(), cp.decisions.end(),
+                       [&](const BatchDecision& d) { return d.item.tool_use_id == slot.id; });
       if (decided == cp.decisions.end()) continue;
       slot.input = decided->item.arguments;  // as the BeforeToolCall hooks left them
       slot.ask_kind = decided->item.kind;
@@ -745,7 +740,8 @@ class Turn::Impl {
     }
     if (stop_after_) {
       for (auto& slot : slots_) {
-        if (slot.state != SlotState::kReady) SetReady(slot, "not run: " + stop_after_->reason, true);
+        if (slot.state != SlotState::kReady)
+          SetReady(slot, "not run: " + stop_after_->reason, true);
       }
     }
     ResolveBatch();

@@ -684,7 +684,7 @@ TEST_F(TurnTest, ADecidedBatchMustBeTheOpenMessageAndFullyDecided) {
   EXPECT_EQ(write_->runs(), 0);
 }
 
-TEST_F(TurnTest, ADecidedBatchKeepsPlanModeBudgetsAndTheStuckGuard) {
+TEST_F(TurnTest, ADecidedBatchKeepsTheStuckGuardsWindow) {
   ScriptedApprover approver;
   approver.answers.push_back(ApprovalDecision::Defer("durable"));
   approver_ = &approver;

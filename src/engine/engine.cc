@@ -261,8 +261,8 @@ class SessionImpl final : public Session {
   bool retryable() const override {
     if (open_checkpoint_) return false;
     if (decided_checkpoint_) return true;
-    return last_turn_end_ && last_turn_end_->stop == StopReason::kFailed &&
-           !transcript_.empty() && transcript_.back().role == Role::kUser;
+    return last_turn_end_ && last_turn_end_->stop == StopReason::kFailed && !transcript_.empty() &&
+           transcript_.back().role == Role::kUser;
   }
 
   Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override {
@@ -1044,10 +1044,9 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
         return FailedPrecondition(refusal);
       }
       if (resolution.edited_arguments) {
-        std::string why =
-            Turn::CheckEditedArguments(command, *policy_, tool->spec(),
-                                       ToolCall{item.tool_use_id, item.tool,
-                                                *resolution.edited_arguments});
+        std::string why = Turn::CheckEditedArguments(
+            command, *policy_, tool->spec(),
+            ToolCall{item.tool_use_id, item.tool, *resolution.edited_arguments});
         if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
       }
       break;
@@ -1063,16 +1062,16 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
   Event logged;
   logged.type = EventType::kDecision;
   logged.turn_id = rec.turn_id;
-  logged.data = Json{{"tool_use_id", item.tool_use_id},
-                     {"tool", item.tool},
-                     {"decision", DecisionName(decision.kind == ApprovalDecision::Kind::kAllow
-                                                   ? Decision::kAllow
-                                                   : Decision::kDeny)},
-                     {"reason", resolution.reason},
-                     {"rule", ""},
-                     {"by", resolution.by},
-                     {"edited", resolution.edited_arguments.has_value()},
-                     {"pending_id", item.id}};
+  logged.data = Json{
+      {"tool_use_id", item.tool_use_id},
+      {"tool", item.tool},
+      {"decision", DecisionName(decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
+                                                                                : Decision::kDeny)},
+      {"reason", resolution.reason},
+      {"rule", ""},
+      {"by", resolution.by},
+      {"edited", resolution.edited_arguments.has_value()},
+      {"pending_id", item.id}};
   auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
     cp.decisions.push_back(BatchDecision{stored, decision});
     // A denial cancels the batch: nobody is asked about the rest.

@@ -355,9 +355,8 @@ TEST_F(DecisionPathTest, AnApprovedCallRunsThroughTheTurnWithItsBeginRecordFirst
   EXPECT_LT(decision, resumed);
   EXPECT_LT(begin, end);
   // One decision event after the pause: the continued turn does not log it again.
-  EXPECT_EQ(std::count(types.begin() + static_cast<std::ptrdiff_t>(pending), types.end(),
-                       "decision"),
-            1);
+  EXPECT_EQ(
+      std::count(types.begin() + static_cast<std::ptrdiff_t>(pending), types.end(), "decision"), 1);
 }
 
 TEST_F(DecisionPathTest, NothingRunsUntilEveryItemOfTheBatchIsDecided) {

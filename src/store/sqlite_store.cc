@@ -742,8 +742,8 @@ Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pe
   auto item = std::find_if(cp.outstanding.begin(), cp.outstanding.end(),
                            [&](const PendingItem& p) { return p.id == pending_id; });
   if (item == cp.outstanding.end()) {
-    return DataLoss("pending id " + std::string(pending_id) +
-                    " is indexed but not in checkpoint " + r.checkpoint_id);
+    return DataLoss("pending id " + std::string(pending_id) + " is indexed but not in checkpoint " +
+                    r.checkpoint_id);
   }
   r.item = *item;
   return std::optional<PendingRecord>(std::move(r));
