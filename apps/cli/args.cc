@@ -5,6 +5,9 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "base/strings.h"
 
 namespace agentloop::cli {
 namespace {
@@ -36,6 +39,7 @@ enum class FlagId {
   kArgs,
   kReason,
   kNoTodoLoop,
+  kYolo,
 };
 
 enum class ValueCheck { kNone, kText, kPositiveInt, kChoice };
@@ -57,7 +61,7 @@ constexpr std::array kFlags = {
     FlagSpec{"provider", 0, FlagId::kConfig, "provider.kind", ValueCheck::kChoice,
              "openai|anthropic|openai-responses|script", "NAME", kConfigured,
              "model API: openai, anthropic, openai-responses or script"},
-    FlagSpec{"model", 0, FlagId::kConfig, "provider.model", ValueCheck::kText, "", "NAME",
+    FlagSpec{"model", 'm', FlagId::kConfig, "provider.model", ValueCheck::kText, "", "NAME",
              kConfigured, "model name, e.g. gpt-4.1 or claude-sonnet-4-5"},
     FlagSpec{"base-url", 0, FlagId::kConfig, "provider.base_url", ValueCheck::kText, "", "URL",
              kConfigured, "API endpoint (OpenAI-compatible servers, proxies)"},
@@ -77,7 +81,7 @@ constexpr std::array kFlags = {
     FlagSpec{"session", 0, FlagId::kSession, "", ValueCheck::kText, "", "ID",
              Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subcommand::kPending),
              "continue this session (id or unique prefix)"},
-    FlagSpec{"continue", 0, FlagId::kContinue, "", ValueCheck::kNone, "", "",
+    FlagSpec{"continue", 'c', FlagId::kContinue, "", ValueCheck::kNone, "", "",
              Bit(Subcommand::kRun) | Bit(Subcommand::kChat),
              "continue the newest session of the workspace"},
     FlagSpec{"output", 0, FlagId::kConfig, "output", ValueCheck::kChoice, "text|json|stream-json",
@@ -90,6 +94,8 @@ constexpr std::array kFlags = {
              "ask before tool calls matching RULE (repeatable)"},
     FlagSpec{"deny", 0, FlagId::kConfig, "permissions.deny", ValueCheck::kText, "", "RULE", kRules,
              "deny tool calls matching RULE (repeatable)"},
+    FlagSpec{"yolo", 0, FlagId::kYolo, "permissions.allow", ValueCheck::kNone, "", "", kRules,
+             "--allow '*': run every tool call without asking (deny rules still apply)"},
     FlagSpec{"sandbox", 0, FlagId::kConfig, "tools.sandbox", ValueCheck::kChoice,
              "off|read-only|workspace-write", "MODE", kConfigured,
              "bash sandbox: off, read-only or workspace-write (bubblewrap)"},
@@ -158,6 +164,31 @@ const FlagSpec* FindLong(std::string_view name) {
   return nullptr;
 }
 
+// "unknown flag '--modle' (did you mean --model?)"
+std::string UnknownFlag(std::string_view body) {
+  std::vector<std::string_view> names;
+  for (const FlagSpec& f : kFlags) names.push_back(f.name);
+  names.emplace_back("print");
+  names.emplace_back("resume");
+  std::string msg = "unknown flag '--" + std::string(body) + "'";
+  if (std::string hint = ClosestMatch(body, names, 3); !hint.empty()) {
+    msg += " (did you mean --" + hint + "?)";
+  }
+  return msg;
+}
+
+std::string UnknownSubcommand(std::string_view name) {
+  std::vector<std::string_view> names;
+  for (const SubcommandSpec& s : kSubcommands) names.push_back(s.name);
+  std::string msg = "unknown subcommand '" + std::string(name) + "'";
+  if (std::string hint = ClosestMatch(name, names, 3); !hint.empty()) {
+    msg += " (did you mean `agentloop " + hint + "`?)";
+  } else {
+    msg += " (run `agentloop --help` for the list)";
+  }
+  return msg;
+}
+
 const FlagSpec* FindShort(char c) {
   for (const FlagSpec& f : kFlags) {
     if (f.short_name != 0 && f.short_name == c) return &f;
@@ -216,6 +247,12 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
       break;
     case FlagId::kNoTodoLoop:
       args.config_flags.push_back({std::string(f.config_key), "false", DisplayName(f)});
+      break;
+    case FlagId::kYolo:
+      args.config_flags.push_back({std::string(f.config_key), "*", DisplayName(f)});
+      args.warnings.emplace_back(
+          "--yolo: every tool call runs without asking; only deny rules and plan mode still "
+          "stop one");
       break;
     case FlagId::kWorkspace:
       if (seen.value.empty()) return InvalidArgument("-C/--workspace needs a directory");
@@ -348,13 +385,18 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
       continue;
     }
     bool is_flag = !flags_done && a.size() > 1 && a[0] == '-';
+    // `-p/--print PROMPT` is `run PROMPT` and `-r/--resume ID` is `resume
+    // ID`, as in Claude Code.
+    if (is_flag && !have_subcommand && (a == "-p" || a == "--print" || a == "-r" ||
+                                        a == "--resume")) {
+      args.subcommand = a == "-p" || a == "--print" ? Subcommand::kRun : Subcommand::kResume;
+      have_subcommand = true;
+      continue;
+    }
     if (!is_flag) {
       if (!have_subcommand) {
         const SubcommandSpec* s = FindSubcommand(a);
-        if (s == nullptr) {
-          return InvalidArgument("unknown subcommand '" + a +
-                                 "' (run `agentloop --help` for the list)");
-        }
+        if (s == nullptr) return InvalidArgument(UnknownSubcommand(a));
         args.subcommand = s->id;
         have_subcommand = true;
       } else {
@@ -372,9 +414,7 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
         body = body.substr(0, eq);
       }
       spec = FindLong(body);
-      if (spec == nullptr) {
-        return InvalidArgument("unknown flag '--" + std::string(body) + "'");
-      }
+      if (spec == nullptr) return InvalidArgument(UnknownFlag(body));
     } else {
       spec = FindShort(a[1]);
       if (spec == nullptr) return InvalidArgument("unknown flag '" + a + "'");
@@ -406,6 +446,12 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     }
   }
   if (args.help || args.version) return args;
+  // `agentloop -c` continues the newest session of the workspace in chat.
+  if (args.subcommand == Subcommand::kNone &&
+      std::any_of(seen.begin(), seen.end(),
+                  [](const SeenFlag& sf) { return sf.spec->id == FlagId::kContinue; })) {
+    args.subcommand = Subcommand::kChat;
+  }
   if (args.subcommand == Subcommand::kNone) {
     return InvalidArgument("missing subcommand (run `agentloop --help` for the list)");
   }

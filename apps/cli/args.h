@@ -68,6 +68,8 @@ struct CliArgs {
   bool version = false;
   std::optional<std::string> edited_args;  // approve --args JSON
   std::optional<std::string> reason;       // deny --reason TEXT
+  // Lines to show on stderr before the command runs (unless --quiet).
+  std::vector<std::string> warnings;
 
   // The value of the last config flag for `key`, if any.
   std::optional<std::string> FlagValue(std::string_view key) const;

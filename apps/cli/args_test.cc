@@ -180,5 +180,54 @@ TEST(ArgsTest, UsageTextListsEveryFlagAndSubcommand) {
   EXPECT_EQ(run.find("--reason"), std::string::npos);
 }
 
+TEST(ArgsTest, ShortFormsPeopleKnowFromOtherAgents) {
+  auto print = P({"-p", "-m", "gpt-4.1", "fix it"});
+  ASSERT_TRUE(print.ok()) << print.error().ToString();
+  EXPECT_EQ(print->subcommand, Subcommand::kRun);
+  EXPECT_EQ(print->positionals, std::vector<std::string>{"fix it"});
+  EXPECT_EQ(print->FlagValue("provider.model"), "gpt-4.1");
+
+  auto cont = P({"-c"});
+  ASSERT_TRUE(cont.ok()) << cont.error().ToString();
+  EXPECT_EQ(cont->subcommand, Subcommand::kChat);
+  EXPECT_TRUE(cont->continue_latest);
+
+  auto print_cont = P({"--print", "-c", "and now?"});
+  ASSERT_TRUE(print_cont.ok());
+  EXPECT_EQ(print_cont->subcommand, Subcommand::kRun);
+  EXPECT_TRUE(print_cont->continue_latest);
+
+  auto resume = P({"-r", "abcd1234", "go on"});
+  ASSERT_TRUE(resume.ok()) << resume.error().ToString();
+  EXPECT_EQ(resume->subcommand, Subcommand::kResume);
+  EXPECT_EQ(resume->positionals, (std::vector<std::string>{"abcd1234", "go on"}));
+}
+
+TEST(ArgsTest, YoloAllowsEverythingWithAWarning) {
+  auto a = P({"run", "--yolo", "x"});
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->FlagValue("permissions.allow"), "*");
+  ASSERT_EQ(a->config_flags.size(), 1u);
+  EXPECT_EQ(a->config_flags[0].flag, "--yolo");
+  ASSERT_EQ(a->warnings.size(), 1u);
+  EXPECT_NE(a->warnings[0].find("without asking"), std::string::npos);
+  EXPECT_FALSE(P({"sessions", "list", "--yolo"}).ok());
+}
+
+TEST(ArgsTest, AMistypedFlagOrSubcommandGetsASuggestion) {
+  auto flag = P({"run", "--modle", "x", "hi"});
+  ASSERT_FALSE(flag.ok());
+  EXPECT_NE(flag.error().message().find("did you mean --model?"), std::string::npos)
+      << flag.error().message();
+  auto sub = P({"reusme", "abcd"});
+  ASSERT_FALSE(sub.ok());
+  EXPECT_NE(sub.error().message().find("did you mean `agentloop resume`?"), std::string::npos)
+      << sub.error().message();
+  // Nothing close: no guess.
+  auto far = P({"run", "--zzzzzzzzz", "hi"});
+  ASSERT_FALSE(far.ok());
+  EXPECT_EQ(far.error().message().find("did you mean"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace agentloop::cli

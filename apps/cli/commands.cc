@@ -883,8 +883,12 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
   }
   const CliArgs& args = *parsed;
   if (args.version) {
-    out << "agentloop " << AL_VERSION << "\n";
+    out << "agentloop " << AL_VERSION << " (commit " << AL_GIT_COMMIT << ", " << AL_BUILD_TYPE
+        << " build)\n";
     return kExitOk;
+  }
+  if (!args.quiet) {
+    for (const std::string& w : args.warnings) err << "agentloop: warning: " << w << "\n";
   }
   if (args.help || args.subcommand == Subcommand::kHelp) {
     Subcommand which = args.subcommand;

@@ -83,5 +83,15 @@ TEST(StringsTest, SplitTrim) {
   EXPECT_EQ(Trim("  x y \n"), "x y");
 }
 
+TEST(StringsTest, ClosestMatchSuggestsOnlyCloseWords) {
+  EXPECT_EQ(EditDistance("modle", "model"), 2u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+  const std::vector<std::string_view> words = {"model", "provider", "output"};
+  EXPECT_EQ(ClosestMatch("modle", words), "model");
+  EXPECT_EQ(ClosestMatch("provdier", words), "provider");
+  EXPECT_EQ(ClosestMatch("xyzzy-plugh", words), "");
+  EXPECT_EQ(ClosestMatch("modle", words, 2), "");  // distance 2 is not below 2
+}
+
 }  // namespace
 }  // namespace agentloop

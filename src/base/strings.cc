@@ -1,6 +1,8 @@
 #include "base/strings.h"
 
+#include <algorithm>
 #include <cctype>
+#include <vector>
 
 namespace agentloop {
 namespace {
@@ -143,6 +145,33 @@ std::string RedactSecrets(std::string_view text) {
     ++i;
   }
   return out;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string ClosestMatch(std::string_view word, const std::vector<std::string_view>& candidates,
+                         size_t below) {
+  std::string best;
+  size_t best_d = below;
+  for (std::string_view c : candidates) {
+    size_t d = EditDistance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = std::string(c);
+    }
+  }
+  return best;
 }
 
 }  // namespace agentloop

@@ -20,6 +20,12 @@ bool EndsWith(std::string_view s, std::string_view suffix);
 std::string_view Trim(std::string_view s);
 std::vector<std::string_view> Split(std::string_view s, char sep);
 std::string ToLower(std::string_view s);
+// Levenshtein distance (insertions, deletions, substitutions of bytes).
+size_t EditDistance(std::string_view a, std::string_view b);
+// The candidate closest to `word` when its distance is below `below` (a
+// "did you mean" hint); empty when none is that close.
+std::string ClosestMatch(std::string_view word, const std::vector<std::string_view>& candidates,
+                         size_t below = 4);
 
 // Redacts anything that looks like an API key (sk-..., sk-ant-..., long
 // bearer tokens) in text destined for logs and errors.

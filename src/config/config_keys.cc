@@ -299,19 +299,6 @@ std::vector<KeySpec> BuildKeys() {
   return keys;
 }
 
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::optional<bool> ParseBool(std::string_view s) {
   std::string l = ToLower(Trim(s));
   if (l == "true" || l == "1" || l == "yes" || l == "on") return true;
@@ -381,25 +368,17 @@ const KeySpec* FindEnvKey(std::string_view var) {
 }
 
 std::string Suggest(std::string_view name) {
-  std::string best;
-  size_t best_d = 4;  // suggest only close matches
-  auto consider = [&](std::string_view candidate) {
-    size_t d = EditDistance(name, candidate);
-    if (d < best_d) {
-      best_d = d;
-      best = std::string(candidate);
-    }
-  };
   std::set<std::string> tables;
+  std::vector<std::string_view> candidates;
   for (const KeySpec& k : Keys()) {
-    consider(k.name);
+    candidates.emplace_back(k.name);
     for (size_t dot = k.name.find('.'); dot != std::string::npos; dot = k.name.find('.', dot + 1)) {
       tables.insert(k.name.substr(0, dot));
     }
   }
-  for (const auto& t : tables) consider(t);
-  consider("hooks");
-  return best;
+  for (const auto& t : tables) candidates.emplace_back(t);
+  candidates.emplace_back("hooks");
+  return ClosestMatch(name, candidates);
 }
 
 const std::vector<std::string>& HookEvents() {
