@@ -477,7 +477,8 @@ void PrintSettings(std::ostream& out, const std::optional<Json>& settings) {
   };
   out << "settings  (pinned to the session; flags of later commands may only narrow them)\n";
   line("workspace", o->workspace.string());
-  line("provider", o->provider + (o->base_url.empty() ? "" : " at " + o->base_url));
+  line("provider", std::string(ProviderKindName(o->provider)) +
+                       (o->base_url.empty() ? "" : " at " + o->base_url));
   line("model", o->model);
   line("api key from", o->api_key_env.empty() ? "the provider's variable" : "$" + o->api_key_env);
   if (!o->script_path.empty()) line("script", o->script_path);
@@ -791,8 +792,9 @@ void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSet
   if (!info.ok()) return;
   const Config& c = settings.loaded.config;
   bool explicit_provider = !c.provider.kind.value.empty() || !c.provider.script.value.empty();
-  if (!explicit_provider && !info->provider.empty()) {
-    settings.session.provider = info->provider;
+  Result<ProviderKind> stored_kind = ParseProviderKind(info->provider);
+  if (!explicit_provider && stored_kind.ok()) {
+    settings.session.provider = *stored_kind;
     settings.provider_configured = true;
     if (c.provider.model.value.empty()) settings.session.model = info->model;
   }
