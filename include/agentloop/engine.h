@@ -101,11 +101,12 @@ using ProviderFactory =
 // naming what is missing) unless the caller passes extensions of the same
 // names again, so a session never continues without a tool its history
 // uses or a hook that guarded it. More extensions than were pinned are
-// accepted. The approver is not pinned (it does not change what a turn may
-// do: without it, `approver` decides, and a durable pause is the default).
+// accepted (and pinned when the session's settings next change). The
+// approver is not pinned: without it the pinned `approver` mode decides
+// (by default a durable pause), which never lets more run than it would.
 struct SessionExtensions {
   // Offered to the model with the built-in tools, judged by the same
-  // permission rules (ToolSpec::mutating picks the default decision) and run
+  // permission rules (ToolSpec::mutates picks the default decision) and run
   // by the same runner. A name equal to a built-in tool's is refused.
   std::vector<std::shared_ptr<Tool>> tools;
   // Run after the built-in hooks (todo loop, usage, reflector), in order.
