@@ -8,6 +8,7 @@
 #include "base/ids.h"
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
+#include "engine/wiring.h"
 #include "store/sqlite_store.h"
 #include "tools/builtin.h"
 
@@ -632,6 +633,38 @@ TEST_F(EngineTest, ASessionWithoutPinnedSettingsUsesTheCallersOptions) {
   auto settings = engine_->store().GetSettings(created->id);
   ASSERT_TRUE(settings.ok());
   EXPECT_FALSE(settings->has_value());
+}
+
+// A session decides as the wiring's policy does (the policy `permissions
+// check` uses): memory_search is allowed by default and runs, write is asked
+// and pauses the turn.
+TEST_F(EngineTest, SessionDecidesAsTheWiringsPolicy) {
+  auto o = Options(R"({"responses": [
+    {"tool_calls": [{"id": "m1", "name": "memory_search", "input": {"query": "build"}},
+                    {"id": "w1", "name": "write", "input": {"file_path": "a.txt", "content": "x"}}]},
+    {"text": "done"}
+  ]})");
+  engine::WiringContext ctx =
+      engine::MakeWiringContext({{"HOME", (tmp_.path() / "home").string()}}, tmp_.path() / "data");
+  SessionOptions spec = o;
+  spec.workspace = fs::canonical(workspace_);
+  auto tools = engine::WireTools(spec, ctx);
+  ASSERT_TRUE(tools.ok()) << tools.error().ToString();
+  auto policy = engine::WirePolicy(spec, tools->registry, ctx);
+  ASSERT_TRUE(policy.ok()) << policy.error().ToString();
+  auto judge = [&](const char* tool, const Json& args) {
+    return policy->rules->Evaluate(tools->registry.Find(tool)->spec(), args).decision;
+  };
+  EXPECT_EQ(judge("memory_search", Json{{"query", "build"}}), Decision::kAllow);
+  EXPECT_EQ(judge("write", Json{{"file_path", "a.txt"}, {"content", "x"}}), Decision::kAsk);
+
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("go", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;
+  ASSERT_EQ(r->pending.size(), 1u);
+  EXPECT_EQ(r->pending[0].tool, "write");
 }
 
 // ---------------------------------------------------------------------------
