@@ -200,7 +200,7 @@ void Status_(ChatState& st, const std::string& args) {
   TurnCounters t = st.session->totals();
   std::ostream& o = st.env.err;
   o << "session   " << st.session->id() << "\nmodel     " << st.Model() << " ("
-    << st.settings.session.provider << ")\ncommand   "
+    << ProviderKindName(st.settings.session.provider) << ")\ncommand   "
     << CommandKindName(st.settings.session.command) << "\nbudget    per turn: " << b.max_tool_calls
     << " tool calls, " << GroupDigits(b.max_tokens) << " tokens, " << b.max_turns
     << " model calls\nused      " << t.tool_calls << " tool calls, " << GroupDigits(t.tokens)

@@ -7,6 +7,7 @@
 
 #include "base/strings.h"
 #include "config/config.h"
+#include "engine/wiring.h"
 #include "interrupt.h"
 #include "learning/listing.h"
 #include "learning/memory_store.h"
@@ -496,7 +497,8 @@ void PrintSettings(std::ostream& out, const std::optional<Json>& settings) {
   };
   out << "settings  (pinned to the session; flags of later commands may only narrow them)\n";
   line("workspace", o->workspace.string());
-  line("provider", o->provider + (o->base_url.empty() ? "" : " at " + o->base_url));
+  line("provider", std::string(ProviderKindName(o->provider)) +
+                       (o->base_url.empty() ? "" : " at " + o->base_url));
   line("model", o->model);
   line("api key from", o->api_key_env.empty() ? "the provider's variable" : "$" + o->api_key_env);
   if (!o->script_path.empty()) line("script", o->script_path);
@@ -716,55 +718,26 @@ int CmdPermissions(const CommandEnv& e) {
     return UsageError(e, InvalidArgument("JSON_ARGS must be a JSON object, e.g. '{\"command\": "
                                          "\"git status\"}'"));
   }
-  // The tools a session has: the built-ins, todo and ask_user.
-  std::vector<ToolSpec> specs;
-  BuiltinToolOptions builtin;
-  builtin.bash_in_read_only = IsReadOnly(s->session.command);  // as the engine sets it
-  for (const auto& t : MakeBuiltinTools(builtin)) specs.push_back(t->spec());
-  specs.push_back(ToolSpec{"todo", "", Json::object(), false, false});
-  specs.push_back(ToolSpec{std::string(kAskUserTool), "", Json::object(), false, false});
+  // The tools and the policy a session of these settings would have, built
+  // by the same wiring as the session's.
+  const engine::WiringContext wctx = engine::MakeWiringContext(e.ctx.env);
+  Result<engine::WiredTools> tools = engine::WireTools(s->session, wctx);
+  if (!tools.ok()) return UsageError(e, tools.error());
   std::optional<ToolSpec> spec;
-  std::vector<std::string> names;
-  for (const ToolSpec& t : specs) {
-    names.push_back(t.name);
-    if (t.name == tool) spec = t;
-  }
+  if (const Tool* t = tools->registry.Find(tool)) spec = t->spec();
   if (!spec) {
     e.err << "agentloop: warning: '" << tool
-          << "' is not a built-in tool; checked as a mutating tool\n";
+          << "' is not a tool of agentloop; checked as a mutating tool\n";
     spec = ToolSpec{tool, "", Json::object(), true, false};
   }
-  const Config& c = s->loaded.config;
-  std::vector<permissions::RuleSource> sources;
-  auto add = [&](const std::vector<Sourced<std::string>>& rules, Decision d) {
-    for (const Sourced<std::string>& r : rules) {
-      permissions::RuleSource src;
-      src.source =
-          r.origin.kind == ConfigOrigin::Kind::kFlag ? r.origin.source : r.origin.ToString();
-      (d == Decision::kAllow ? src.allow
-       : d == Decision::kAsk ? src.ask
-                             : src.deny)
-          .push_back(r.value);
-      sources.push_back(std::move(src));
-    }
-  };
-  add(c.permissions.allow, Decision::kAllow);
-  add(c.permissions.ask, Decision::kAsk);
-  add(c.permissions.deny, Decision::kDeny);
-  permissions::ParseOptions po;
-  po.known_tools = names;
-  Result<permissions::RuleSet> rules = permissions::ParseRules(sources, po);
-  if (!rules.ok()) return UsageError(e, rules.error());
-  PrintWarnings(e, rules->warnings);
-  permissions::PolicyOptions opts;
-  opts.workspace = s->workspace;
-  if (auto it = e.ctx.env.find("HOME"); it != e.ctx.env.end()) opts.home = it->second;
-  if (s->session.default_mutating) opts.default_mutating = *s->session.default_mutating;
-  if (s->session.default_read_only) opts.default_read_only = *s->session.default_read_only;
-  opts.read_only_command = IsReadOnly(s->session.command);
-  if (auto dir = UserConfigDir(e.ctx.env); dir.ok()) opts.protected_roots.push_back(*dir);
-  if (auto dir = DefaultDataDir(e.ctx.env); dir.ok()) opts.protected_roots.push_back(*dir);
-  permissions::RulesPolicy policy(std::move(*rules), opts);
+  Result<engine::WiredPolicy> wired = engine::WirePolicy(s->session, tools->registry, wctx);
+  if (!wired.ok()) return UsageError(e, wired.error());
+  for (std::string& w : wired->warnings) {
+    // The wiring names the module; the check's warnings always spoke of rules.
+    if (StartsWith(w, "permissions: ")) w = w.substr(13);
+  }
+  PrintWarnings(e, wired->warnings);
+  const permissions::RulesPolicy& policy = *wired->rules;
   if (s->output != OutputFormat::kText) {
     PolicyVerdict v = policy.Evaluate(*spec, *args);
     e.out << DumpJson(Json{{"tool", tool},
@@ -810,8 +783,9 @@ void FillFromStoredSession(Engine& engine, const std::string& session_id, CliSet
   if (!info.ok()) return;
   const Config& c = settings.loaded.config;
   bool explicit_provider = !c.provider.kind.value.empty() || !c.provider.script.value.empty();
-  if (!explicit_provider && !info->provider.empty()) {
-    settings.session.provider = info->provider;
+  Result<ProviderKind> stored_kind = ParseProviderKind(info->provider);
+  if (!explicit_provider && stored_kind.ok()) {
+    settings.session.provider = *stored_kind;
     settings.provider_configured = true;
     if (c.provider.model.value.empty()) settings.session.model = info->model;
   }

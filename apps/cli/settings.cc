@@ -70,7 +70,14 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   if (kind.empty() && !Lookup(ctx.env, "OPENAI_API_KEY").empty()) kind = "openai";
   if (kind.empty() && !Lookup(ctx.env, "ANTHROPIC_API_KEY").empty()) kind = "anthropic";
   if (provider_configured != nullptr) *provider_configured = !kind.empty();
-  if (!kind.empty()) o.provider = kind;
+  if (!kind.empty()) {
+    Result<ProviderKind> k = ParseProviderKind(kind);
+    if (!k.ok()) {
+      return InvalidArgument(k.error().message() + " (" + config.provider.kind.origin.ToString() +
+                             ")");
+    }
+    o.provider = *k;
+  }
   o.model = config.provider.model.value;
   o.base_url = config.provider.base_url.value;
   if (!config.provider.api_key_env.value.empty()) {

@@ -67,7 +67,7 @@ TEST_F(SettingsTest, FlagsMapToSessionOptions) {
   ASSERT_TRUE(s.ok()) << s.error().ToString();
   const SessionOptions& o = s->session;
   EXPECT_TRUE(s->provider_configured);
-  EXPECT_EQ(o.provider, "anthropic");
+  EXPECT_EQ(o.provider, ProviderKind::kAnthropic);
   EXPECT_EQ(o.model, "claude-x");
   EXPECT_EQ(o.base_url, "http://127.0.0.1:9");
   EXPECT_EQ(o.command, CommandKind::kFix);
@@ -103,11 +103,11 @@ TEST_F(SettingsTest, ProviderInferredFromKeyOrScript) {
   auto s = Load({"run", "x"});
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(s->provider_configured);
-  EXPECT_EQ(s->session.provider, "anthropic");
+  EXPECT_EQ(s->session.provider, ProviderKind::kAnthropic);
   ctx_.env.erase("ANTHROPIC_API_KEY");
   auto t = Load({"run", "--script", "demo.json", "x"});
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->session.provider, "script");
+  EXPECT_EQ(t->session.provider, ProviderKind::kScript);
   EXPECT_EQ(t->session.script_path, (root_ / "ws" / "demo.json").string());
 }
 
@@ -133,7 +133,7 @@ TEST_F(SettingsTest, WorkspaceFileAndProvenance) {
   s = Load({"run", "--allow", "bash(ls)", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
   EXPECT_EQ(s->loaded.workspace_trust, WorkspaceTrust::kTrusted);
-  EXPECT_EQ(s->session.provider, "script");
+  EXPECT_EQ(s->session.provider, ProviderKind::kScript);
   // Relative to the file's directory.
   EXPECT_EQ(s->session.script_path, (root_ / "ws" / ".agentloop" / "s.json").string());
   ASSERT_EQ(s->session.allow.size(), 2u);

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,10 +28,12 @@
 #include <vector>
 
 #include "agentloop/events.h"
+#include "agentloop/hook.h"
 #include "agentloop/permission.h"
 #include "agentloop/provider.h"
 #include "agentloop/status.h"
 #include "agentloop/store.h"
+#include "agentloop/tool.h"
 #include "agentloop/turn.h"
 #include "agentloop/types.h"
 
@@ -62,7 +65,8 @@ struct SourcedRule {
 // workspace, ...) makes OpenSession fail with kInvalidArgument naming each.
 struct SettingsOverrides {
   std::optional<std::filesystem::path> workspace;
-  std::optional<std::string> provider, model, base_url, api_key_env, script_path;
+  std::optional<ProviderKind> provider;
+  std::optional<std::string> model, base_url, api_key_env, script_path;
   std::optional<CommandKind> command;
   std::optional<int> max_tool_calls;
   std::optional<int64_t> max_tokens;
@@ -82,6 +86,41 @@ struct SettingsOverrides {
   std::map<std::string, std::string> sources;
 };
 
+struct SessionOptions;
+
+// Builds the model provider of a session from its options (the model may
+// change later: /model rebuilds it). Errors end the opening of the session.
+using ProviderFactory =
+    std::function<Result<std::shared_ptr<ModelProvider>>(const SessionOptions& options)>;
+
+// What an embedder adds to a session: the same extension points the
+// built-in features use. These live in this process only; they are not
+// stored with the session (an object cannot be). The NAMES of the extra
+// tools and hooks, and whether a provider factory was used, are pinned
+// with a new session: opening a stored session fails (kFailedPrecondition,
+// naming what is missing) unless the caller passes extensions of the same
+// names again, so a session never continues without a tool its history
+// uses or a hook that guarded it. More extensions than were pinned are
+// accepted (and pinned when the session's settings next change). The
+// approver is not pinned: without it the pinned `approver` mode decides
+// (by default a durable pause), which never lets more run than it would.
+struct SessionExtensions {
+  // Offered to the model with the built-in tools, judged by the same
+  // permission rules (ToolSpec::mutates picks the default decision) and run
+  // by the same runner. A name equal to a built-in tool's is refused.
+  std::vector<std::shared_ptr<Tool>> tools;
+  // Run after the built-in hooks (todo loop, usage, reflector), in order.
+  std::vector<std::shared_ptr<Hook>> hooks;
+  // Replaces the provider `provider` names (the kind, model and base URL
+  // are still pinned and shown; the factory reads them as it likes).
+  ProviderFactory provider_factory;
+  // Decides every `ask` in place of the approver `approver` names; it may
+  // answer kDefer to pause the turn durably.
+  std::shared_ptr<Approver> approver;
+
+  bool empty() const { return tools.empty() && hooks.empty() && !provider_factory && !approver; }
+};
+
 // Pinned settings: everything below that shapes a turn (workspace, provider,
 // base URL, model, API key variable, script, command, budgets, rules,
 // defaults, approver, sandbox, bash timeout, todo loop, reflector, system
@@ -89,7 +128,7 @@ struct SettingsOverrides {
 // webhook_secret themselves: only the variables they come from). Opening a
 // stored session that has pinned settings uses them, not these fields:
 // only `session_id`, `continue_latest`, `interactive`, the secrets (when the
-// pinned variable is not set) and `overrides` are read. A session stored
+// pinned variable is not set), `overrides` and `extensions` are read. A session stored
 // without pinned settings (created by an older agentloop) is opened with
 // these fields, as given.
 struct SessionOptions {
@@ -98,7 +137,7 @@ struct SessionOptions {
   bool continue_latest = false;     // open the newest session of `workspace`
 
   // Provider.
-  std::string provider = "openai";  // openai | anthropic | openai-responses | script
+  ProviderKind provider = ProviderKind::kOpenAI;
   std::string model;
   std::string base_url;
   std::string api_key;      // empty: from env, the variable `api_key_env` names
@@ -159,6 +198,10 @@ struct SessionOptions {
 
   // Changes asked of a stored session's pinned settings.
   SettingsOverrides overrides;
+
+  // Process-local extensions (see SessionExtensions): read on every open,
+  // also of a stored session.
+  SessionExtensions extensions;
 };
 
 struct EngineOptions {

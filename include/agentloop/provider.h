@@ -22,6 +22,42 @@
 
 namespace agentloop {
 
+// The model APIs the engine speaks. The names are what configuration files,
+// flags and the settings pinned to a session spell.
+enum class ProviderKind {
+  kOpenAI,           // "openai": Chat Completions (also llama.cpp, vLLM, Ollama, ...)
+  kAnthropic,        // "anthropic": Messages
+  kOpenAIResponses,  // "openai-responses": Responses
+  kScript,           // "script": replays a scripted conversation, offline
+};
+
+inline std::string_view ProviderKindName(ProviderKind k) {
+  switch (k) {
+    case ProviderKind::kOpenAI:
+      return "openai";
+    case ProviderKind::kAnthropic:
+      return "anthropic";
+    case ProviderKind::kOpenAIResponses:
+      return "openai-responses";
+    case ProviderKind::kScript:
+      return "script";
+  }
+  return "openai";
+}
+
+// Errors: kInvalidArgument naming the value and the known names.
+inline Result<ProviderKind> ParseProviderKind(std::string_view name) {
+  for (ProviderKind k : {ProviderKind::kOpenAI, ProviderKind::kAnthropic,
+                         ProviderKind::kOpenAIResponses, ProviderKind::kScript}) {
+    if (ProviderKindName(k) == name) return k;
+  }
+  return InvalidArgument("unknown provider '" + std::string(name) +
+                         "': expected openai, anthropic, openai-responses or script");
+}
+
+// Whether the provider talks to a model server over HTTP.
+inline bool IsRemoteProvider(ProviderKind k) { return k != ProviderKind::kScript; }
+
 struct ModelRequest {
   std::string model;
   std::string system;

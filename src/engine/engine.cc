@@ -1,5 +1,8 @@
-// The composition root: picks and wires the store, provider, tools, rules,
-// approvers and hooks around the turn state machine.
+// The session lifecycle: opening (create or load, lock, pinned settings),
+// running and resolving turns, closing. What a session is built from (the
+// tool registry, the permission policy, the hooks, the system prompt) comes
+// from the specification through engine/wiring.h; the provider and the
+// approver are picked here.
 //
 // Persistence: StoreSink is the turn's event sink. It buffers the events the
 // store keeps and commits them at the step boundaries the durability
@@ -16,17 +19,10 @@
 
 #include "base/ids.h"
 #include "base/strings.h"
-#include "config/config.h"
-#include "engine/ask_user.h"
 #include "engine/pinned_settings.h"
-#include "engine/system_prompt.h"
-#include "learning/learning_tools.h"
-#include "learning/memory_store.h"
+#include "engine/wiring.h"
 #include "learning/paths.h"
-#include "learning/proposals.h"
 #include "learning/reflector_hook.h"
-#include "learning/skills.h"
-#include "learning/usage.h"
 #include "permissions/approvers.h"
 #include "permissions/policy.h"
 #include "permissions/webhook.h"
@@ -35,8 +31,6 @@
 #include "providers/factory.h"
 #include "providers/http_client.h"
 #include "todo/todo_loop_hook.h"
-#include "todo/todo_tool.h"
-#include "tools/builtin.h"
 #include "tools/paths.h"
 
 namespace agentloop {
@@ -61,13 +55,19 @@ constexpr std::string_view kReflectorStateKey = "reflector";
 // How long a closing session waits for a reflection in flight (the
 // reflector's own timeout is 30 s).
 constexpr std::chrono::seconds kReflectionDrain{35};
-constexpr size_t kMemoryIndexChars = 2000;
 constexpr std::chrono::seconds kLockRecheck{1};
 
-std::string DefaultModel(const std::string& provider) {
-  if (provider == "anthropic") return "claude-sonnet-4-5";
-  if (provider == "openai-responses") return "gpt-5";
-  if (provider == "script") return "script";
+std::string DefaultModel(ProviderKind provider) {
+  switch (provider) {
+    case ProviderKind::kAnthropic:
+      return "claude-sonnet-4-5";
+    case ProviderKind::kOpenAIResponses:
+      return "gpt-5";
+    case ProviderKind::kScript:
+      return "script";
+    case ProviderKind::kOpenAI:
+      break;
+  }
   return "gpt-4.1";
 }
 
@@ -457,20 +457,42 @@ class SessionImpl final : public Session {
 
 namespace {
 
+// A stored session opens only with the extensions it was created with (by
+// name): its history may use their tools, its hooks may have guarded it.
+Status CheckExtensions(const std::string& session_id, const Json& stored,
+                       const SessionExtensions& given) {
+  Result<PinnedExtensions> pinned = PinnedExtensionsFromJson(stored);
+  if (!pinned.ok()) return DataLoss("session " + session_id + ": " + pinned.error().message());
+  std::vector<std::string> missing;
+  for (const std::string& name : pinned->tools) {
+    bool found = false;
+    for (const auto& t : given.tools) found = found || (t && t->spec().name == name);
+    if (!found) missing.push_back("tool '" + name + "'");
+  }
+  for (const std::string& name : pinned->hooks) {
+    bool found = false;
+    for (const auto& h : given.hooks) found = found || (h && h->name() == name);
+    if (!found) missing.push_back("hook '" + name + "'");
+  }
+  if (pinned->provider_factory && !given.provider_factory) missing.push_back("a provider factory");
+  if (missing.empty()) return Status::Ok();
+  std::string list;
+  for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+  return FailedPrecondition("session " + session_id +
+                            " was created with extensions this process does not give: " + list +
+                            " (pass them in SessionOptions::extensions to open it)");
+}
+
 // The provider a session's options describe, environment defaults applied.
 ProviderConfig ProviderConfigFor(const SessionOptions& o, const EnvMap& env) {
   ProviderConfig pc;
-  pc.kind = o.provider;
+  pc.kind = std::string(ProviderKindName(o.provider));
   pc.model = o.model;
   pc.base_url = o.base_url;
   pc.api_key = o.api_key;
   pc.script_path = o.script_path;
   pc.use_max_tokens_field = o.use_max_tokens_field;
   return WithEnvDefaults(pc, env);
-}
-
-bool IsRemote(const std::string& kind) {
-  return kind == "openai" || kind == "anthropic" || kind == "openai-responses";
 }
 
 // A remote provider needs an API key, unless a base URL was given (a local
@@ -497,7 +519,9 @@ class EngineImpl final : public Engine {
     data_dir_ = dir;
     if (options_.preconnect_for) {
       const ProviderConfig pc = ProviderConfigFor(*options_.preconnect_for, options_.env);
-      if (IsRemote(pc.kind) && Configured(pc, *options_.preconnect_for) && !pc.base_url.empty()) {
+      if (IsRemoteProvider(options_.preconnect_for->provider) &&
+          !options_.preconnect_for->extensions.provider_factory &&
+          Configured(pc, *options_.preconnect_for) && !pc.base_url.empty()) {
         http()->Preconnect(pc.base_url, pc.connect_timeout);
       }
     }
@@ -563,6 +587,8 @@ class EngineImpl final : public Engine {
     // the provider or approver is built); the caller's are the fallback.
     o.api_key = caller.api_key;
     o.webhook_secret = caller.webhook_secret;
+    o.extensions = caller.extensions;
+    AL_RETURN_IF_ERROR(CheckExtensions(session_id, *stored, caller.extensions));
     auto ws = CanonicalWorkspace(o.workspace);
     if (!ws.ok()) {
       return FailedPrecondition("session " + session_id + " runs in " + o.workspace.string() +
@@ -599,7 +625,7 @@ class EngineImpl final : public Engine {
     if (session_id.empty()) {
       NewSessionParams p;
       p.workspace = options.workspace;
-      p.provider = options.provider;
+      p.provider = std::string(ProviderKindName(options.provider));
       p.model = options.model;
       p.command = options.command;
       if (options.system_prompt && options.system_prompt_source.empty()) {
@@ -675,6 +701,13 @@ class EngineImpl final : public Engine {
 SessionStore& SessionImpl::engine_store() { return engine_.store(); }
 
 Status SessionImpl::RebuildProvider() {
+  if (options_.extensions.provider_factory) {
+    AL_ASSIGN_OR_RETURN(std::shared_ptr<ModelProvider> made,
+                        options_.extensions.provider_factory(options_));
+    if (!made) return InvalidArgument("the provider factory of the session returned no provider");
+    provider_ = std::move(made);
+    return Status::Ok();
+  }
   SessionOptions with_key = options_;
   if (!options_.api_key_env.empty()) {
     const EnvMap& env = engine_.options().env;
@@ -687,13 +720,14 @@ Status SessionImpl::RebuildProvider() {
     }
   }
   const ProviderConfig pc = ProviderConfigFor(with_key, engine_.options().env);
-  if (IsRemote(pc.kind) && !Configured(pc, with_key)) {
+  const bool remote = IsRemoteProvider(options_.provider);
+  if (remote && !Configured(pc, with_key)) {
     return InvalidArgument(HowToConfigureProvider());
   }
-  std::shared_ptr<HttpClient> client = pc.kind == "script" ? nullptr : engine_.http();
+  std::shared_ptr<HttpClient> client = remote ? engine_.http() : nullptr;
   AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made, MakeProvider(pc, client));
   provider_ = std::move(made);
-  if (pc.kind == "script") {
+  if (!remote) {
     int answered = 0;
     for (const auto& m : transcript_.messages()) {
       if (m.role == Role::kAssistant && m.tag.empty()) ++answered;
@@ -707,126 +741,52 @@ Status SessionImpl::RebuildProvider() {
 
 Status SessionImpl::Init() {
   AL_RETURN_IF_ERROR(RebuildProvider());
+  const engine::WiringContext ctx =
+      engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
 
-  BuiltinToolOptions tool_opts;
-  tool_opts.sandbox = options_.sandbox;
-  tool_opts.network = options_.sandbox_network;
-  tool_opts.sandbox_fallback = options_.sandbox_fallback;
-  tool_opts.bash_in_read_only = IsReadOnly(options_.command);
-  tool_opts.env_pass = options_.env_pass;
-  tool_opts.env_set = options_.env_set;
-  tool_opts.bash_default_timeout_ms = options_.bash_timeout_ms;
-  RegisterBuiltinTools(registry_, tool_opts);
-  auto todo_tool = std::make_shared<todo::TodoTool>();
-  registry_.Add(todo_tool);
-  registry_.Add(MakeAskUserTool());
-  // Learning: memory and skill tools (usage counts and the reflector below).
-  std::filesystem::path config_dir;
-  if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) config_dir = *dir;
-  learning::LearningDirs dirs =
-      learning::MakeLearningDirs(engine_.data_dir(), config_dir, options_.workspace);
-  std::vector<std::string> dropped_dirs;
-  learning::ConfineWorkspaceDirs(dirs, options_.workspace, &dropped_dirs);
-  for (auto& d : dropped_dirs) warnings_.push_back("learning: " + d);
-  for (auto& t : learning::MakeLearningTools(dirs)) registry_.Add(t);
-  learning_dirs_ = dirs;
-  {
-    std::vector<std::string> dropped;
-    extra_read_roots_ = learning::SafeExtraReadRoots(dirs, options_.workspace, config_dir,
-                                                     engine_.data_dir(), &dropped);
-    for (auto& d : dropped) warnings_.push_back("skills: " + d);
-  }
-  todo_tool->ReplayFromHistory(info_.id, transcript_.messages());
+  AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(options_, ctx));
+  for (auto& w : tools.warnings) warnings_.push_back(std::move(w));
+  tools.todo->ReplayFromHistory(info_.id, transcript_.messages());
+  learning_dirs_ = tools.learning_dirs;
+  extra_read_roots_ = tools.extra_read_roots;
+  registry_ = std::move(tools.registry);
   RebuildReadLedger();
-  hooks_.push_back(std::make_shared<todo::TodoReplayHook>(todo_tool));
 
-  // Rules: config layers and flags, then the read-only command's own deny.
-  std::vector<permissions::RuleSource> sources;
-  auto add = [&](const std::vector<SessionOptions::RuleSource>& rules, Decision d) {
-    for (const auto& r : rules) {
-      permissions::RuleSource src;
-      src.source = r.source;
-      if (d == Decision::kAllow) src.allow.push_back(r.rule);
-      if (d == Decision::kAsk) src.ask.push_back(r.rule);
-      if (d == Decision::kDeny) src.deny.push_back(r.rule);
-      sources.push_back(std::move(src));
-    }
-  };
-  add(options_.deny, Decision::kDeny);
-  add(options_.ask, Decision::kAsk);
-  add(options_.allow, Decision::kAllow);
-  permissions::ParseOptions parse_opts;
-  for (const auto& spec : registry_.Specs()) parse_opts.known_tools.push_back(spec.name);
-  AL_ASSIGN_OR_RETURN(permissions::RuleSet rules, permissions::ParseRules(sources, parse_opts));
-  for (const auto& w : rules.warnings) warnings_.push_back("permissions: " + w);
-  permissions::PolicyOptions popts;
-  popts.workspace = options_.workspace;
-  auto home = engine_.options().env.find("HOME");
-  if (home != engine_.options().env.end()) popts.home = home->second;
-  if (options_.default_mutating) popts.default_mutating = *options_.default_mutating;
-  if (options_.default_read_only) popts.default_read_only = *options_.default_read_only;
-  popts.read_only_command = IsReadOnly(options_.command);
-  // The user's configuration and the data directory (sessions, memory, the
-  // trusted workspaces) are the engine's own: writes there are always asked.
-  if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) {
-    popts.protected_roots.push_back(*dir);
-  }
-  if (!engine_.data_dir().empty()) popts.protected_roots.push_back(engine_.data_dir());
-  auto inner = std::make_shared<permissions::RulesPolicy>(std::move(rules), popts);
-  rules_policy_ = inner;
+  AL_ASSIGN_OR_RETURN(engine::WiredPolicy policy, engine::WirePolicy(options_, registry_, ctx));
+  for (auto& w : policy.warnings) warnings_.push_back(std::move(w));
+  rules_policy_ = policy.rules;
   approvals_ = std::make_shared<permissions::SessionApprovals>(options_.workspace);
-  policy_ = std::make_shared<permissions::CachedPolicy>(inner, approvals_);
+  policy_ = std::make_shared<permissions::CachedPolicy>(policy.rules, approvals_);
 
-  if (options_.todo_loop) {
-    todo::TodoLoopOptions topts;
-    topts.config.max_rounds = options_.todo_max_rounds;
-    topts.config.max_strikes = options_.todo_max_strikes;
-    topts.config.inject_state = options_.todo_inject_state;
-    topts.config.max_injected_tasks = options_.todo_max_injected_tasks;
-    if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) {
-      topts.kill_switch_global = *dir / "todo-loop-off";
-    }
-    topts.notify = [this](const std::string&, const std::string& level, const std::string& text) {
-      // "No list" is the common case, not news: keep the stream quiet.
-      if (text == "todo-loop: stopped: no list") return;
-      std::lock_guard<std::mutex> lock(notes_mu_);
-      if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
-    };
-    topts.on_decision = [this](const std::string&, const Json& decision) {
-      std::lock_guard<std::mutex> lock(notes_mu_);
-      if (current_turn_ == nullptr) return;
-      Json data = decision.is_object() ? decision : Json::object();
-      data["by"] = "todo-loop";
-      current_turn_->PostEvent(EventType::kContinuation, std::move(data));
-    };
-    todo_loop_ = std::make_shared<todo::TodoLoopHook>(std::move(topts));
+  engine::HookSinks sinks;
+  sinks.notify = [this](const std::string&, const std::string& level, const std::string& text) {
+    // "No list" is the common case, not news: keep the stream quiet.
+    if (text == "todo-loop: stopped: no list") return;
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
+  };
+  sinks.on_decision = [this](const std::string&, const Json& decision) {
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    if (current_turn_ == nullptr) return;
+    Json data = decision.is_object() ? decision : Json::object();
+    data["by"] = "todo-loop";
+    current_turn_->PostEvent(EventType::kContinuation, std::move(data));
+  };
+  AL_ASSIGN_OR_RETURN(engine::WiredHooks hooks,
+                      engine::WireHooks(options_, tools, provider_, ctx, std::move(sinks)));
+  hooks_ = std::move(hooks.all);
+  todo_loop_ = std::move(hooks.todo_loop);
+  reflector_ = std::move(hooks.reflector);
+  if (todo_loop_) {
     auto state = engine_.store().GetState(info_.id, kTodoStateKey);
     if (state.ok() && state->has_value()) (void)todo_loop_->ImportState(info_.id, **state);
-    hooks_.push_back(todo_loop_);
   }
-
-  hooks_.push_back(
-      std::make_shared<learning::UsageHook>(std::make_shared<learning::UsageTracker>()));
-  if (options_.reflector) {
-    learning::ReflectorOptions ropts;
-    ropts.provider = provider_;
-    ropts.model = options_.model;
-    ropts.proposals = std::make_shared<learning::ProposalStore>(dirs.proposals);
-    reflector_ = std::make_shared<learning::ReflectorHook>(std::move(ropts));
+  if (reflector_) {
     auto state = engine_.store().GetState(info_.id, kReflectorStateKey);
     if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
-    hooks_.push_back(reflector_);
   }
 
-  SystemPromptParts parts;
-  parts.base_override = options_.system_prompt;
-  parts.workspace = options_.workspace;
-  parts.command = options_.command;
-  parts.extra_sections.push_back(
-      learning::MemoryStore(dirs.user_memory, dirs.workspace_memory).Index(kMemoryIndexChars));
-  parts.extra_sections.push_back(
-      learning::SkillStore(dirs.user_skills, dirs.workspace_skills).Index());
-  system_prompt_ = BuildSystemPrompt(parts);
+  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_);
   return Status::Ok();
 }
 
@@ -929,6 +889,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
       chosen = nullptr;
       break;
   }
+  if (options_.extensions.approver) chosen = options_.extensions.approver.get();
   std::optional<RememberingApprover> remembering;
   if (chosen != nullptr) remembering.emplace(*chosen, approvals_);
 
@@ -1009,7 +970,6 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   // A session stored without pinned settings continues under its own
   // command, whatever the resolver's flags say.
   if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
-  if (opts.provider.empty()) opts.provider = info.provider;
   if (opts.model.empty()) opts.model = info.model;
   AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
   return session->Resolve(*rec, resolution, callbacks, stop);

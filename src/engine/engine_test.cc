@@ -10,6 +10,7 @@
 #include "base/ids.h"
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
+#include "engine/wiring.h"
 #include "store/sqlite_store.h"
 #include "tools/builtin.h"
 
@@ -50,7 +51,7 @@ class EngineTest : public ::testing::Test {
     WriteFile(script_path, script);
     SessionOptions o;
     o.workspace = workspace_;
-    o.provider = "script";
+    o.provider = ProviderKind::kScript;
     o.script_path = script_path.string();
     o.approver = ApproverMode::kDurable;
     return o;
@@ -564,7 +565,7 @@ TEST_F(EngineTest, BashEnvironmentFollowsTheSessionOptions) {
 TEST_F(EngineTest, MissingApiKeySaysHowToConfigure) {
   SessionOptions o;
   o.workspace = workspace_;
-  o.provider = "openai";
+  o.provider = ProviderKind::kOpenAI;
   auto s = engine_->OpenSession(o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
@@ -730,13 +731,13 @@ TEST_F(EngineTest, AStoredSessionOpensWithItsPinnedSettings) {
   SessionOptions reopen;
   reopen.workspace = elsewhere;
   reopen.session_id = id;
-  reopen.provider = "openai";
+  reopen.provider = ProviderKind::kOpenAI;
   reopen.model = "not-the-sessions";
   auto s = engine_->OpenSession(reopen);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
   const SessionOptions& got = (*s)->options();
   EXPECT_EQ(got.workspace, fs::canonical(workspace_));
-  EXPECT_EQ(got.provider, "script");
+  EXPECT_EQ(got.provider, ProviderKind::kScript);
   EXPECT_EQ(got.script_path, o.script_path);
   ASSERT_EQ(got.deny.size(), 1u);
   EXPECT_EQ(got.deny[0].rule, "bash(rm*)");
@@ -823,6 +824,182 @@ TEST_F(EngineTest, ASessionWithoutPinnedSettingsUsesTheCallersOptions) {
   auto settings = engine_->store().GetSettings(created->id);
   ASSERT_TRUE(settings.ok());
   EXPECT_FALSE(settings->has_value());
+}
+
+// A session decides as the wiring's policy does (the policy `permissions
+// check` uses): memory_search is allowed by default and runs, write is asked
+// and pauses the turn.
+TEST_F(EngineTest, SessionDecidesAsTheWiringsPolicy) {
+  auto o = Options(R"({"responses": [
+    {"tool_calls": [{"id": "m1", "name": "memory_search", "input": {"query": "build"}},
+                    {"id": "w1", "name": "write", "input": {"file_path": "a.txt", "content": "x"}}]},
+    {"text": "done"}
+  ]})");
+  engine::WiringContext ctx =
+      engine::MakeWiringContext({{"HOME", (tmp_.path() / "home").string()}}, tmp_.path() / "data");
+  SessionOptions spec = o;
+  spec.workspace = fs::canonical(workspace_);
+  auto tools = engine::WireTools(spec, ctx);
+  ASSERT_TRUE(tools.ok()) << tools.error().ToString();
+  auto policy = engine::WirePolicy(spec, tools->registry, ctx);
+  ASSERT_TRUE(policy.ok()) << policy.error().ToString();
+  auto judge = [&](const char* tool, const Json& args) {
+    return policy->rules->Evaluate(tools->registry.Find(tool)->spec(), args).decision;
+  };
+  EXPECT_EQ(judge("memory_search", Json{{"query", "build"}}), Decision::kAllow);
+  EXPECT_EQ(judge("write", Json{{"file_path", "a.txt"}, {"content", "x"}}), Decision::kAsk);
+
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("go", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;
+  ASSERT_EQ(r->pending.size(), 1u);
+  EXPECT_EQ(r->pending[0].tool, "write");
+}
+
+// ---------------------------------------------------------------------------
+// Extensions: tools, hooks, a provider and an approver given by an embedder.
+
+class WeatherTool final : public Tool {
+ public:
+  WeatherTool() {
+    spec_.name = "weather";
+    spec_.description = "The weather in a city.";
+    spec_.input_schema = Json{{"type", "object"},
+                              {"properties", {{"city", {{"type", "string"}}}}},
+                              {"required", {"city"}}};
+  }
+  const ToolSpec& spec() const override { return spec_; }
+  Result<ToolOutput> Run(const ToolCall& call, ToolContext&) override {
+    return ToolOutput::Ok("sunny in " + call.input["city"].get<std::string>());
+  }
+
+ private:
+  ToolSpec spec_;
+};
+
+// Records what the turn told it.
+class RecordingHook final : public Hook {
+ public:
+  std::string_view name() const override { return "recorder"; }
+  std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(0); }
+  void OnTurnStart(const HookContext&) override { calls.push_back("turn_start"); }
+  void AfterToolResult(const HookContext&, const ToolCall& call, const ToolOutput& out) override {
+    calls.push_back("after " + call.name + ": " + out.content);
+  }
+  std::vector<std::string> calls;
+};
+
+constexpr const char* kWeatherScript = R"({"responses": [
+  {"tool_calls": [{"id": "w1", "name": "weather", "input": {"city": "Oslo"}}]},
+  {"text": "It is sunny."}
+]})";
+
+TEST_F(EngineTest, ExtraToolAndHookTakePartInTheTurn) {
+  auto o = Options(kWeatherScript);
+  o.extensions.tools.push_back(std::make_shared<WeatherTool>());
+  auto hook = std::make_shared<RecordingHook>();
+  o.extensions.hooks.push_back(hook);
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("weather in Oslo?", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(r->final_text, "It is sunny.");
+  // The tool is read-only, so the default decision ran it without asking.
+  const Message& results = (*s)->history()[2];
+  ASSERT_EQ(results.content.size(), 1u);
+  EXPECT_EQ(results.content[0].text, "sunny in Oslo");
+  EXPECT_FALSE(results.content[0].is_error);
+  EXPECT_THAT(hook->calls, ::testing::Contains("after weather: sunny in Oslo"));
+  EXPECT_EQ(hook->calls.front(), "turn_start");
+}
+
+// A session created with extensions does not continue without them: its
+// history uses the tool, and the hook may have guarded it.
+TEST_F(EngineTest, StoredSessionOpensOnlyWithTheExtensionsItWasCreatedWith) {
+  auto o = Options(kWeatherScript);
+  o.extensions.tools.push_back(std::make_shared<WeatherTool>());
+  o.extensions.hooks.push_back(std::make_shared<RecordingHook>());
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    id = (*s)->id();
+  }
+  SessionOptions bare = Options(kWeatherScript);
+  bare.session_id = id;
+  auto refused = engine_->OpenSession(bare);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(refused.error().message(), HasSubstr("tool 'weather', hook 'recorder'"));
+
+  o.session_id = id;
+  auto reopened = engine_->OpenSession(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().ToString();
+}
+
+class CannedProvider final : public ModelProvider {
+ public:
+  explicit CannedProvider(std::string model) : model_(std::move(model)) {}
+  std::string_view name() const override { return "canned"; }
+  Result<ModelResponse> Complete(const ModelRequest& request, StreamSink&,
+                                 std::stop_token) override {
+    ModelResponse r;
+    r.content.push_back(
+        ContentBlock::Text("canned answer from " + model_ + " for " + request.model));
+    return r;
+  }
+
+ private:
+  std::string model_;
+};
+
+TEST_F(EngineTest, ProviderFactoryBuildsTheSessionsProvider) {
+  SessionOptions o;
+  o.workspace = workspace_;
+  o.model = "m1";
+  o.reflector = false;
+  int built = 0;
+  o.extensions.provider_factory =
+      [&built](const SessionOptions& spec) -> Result<std::shared_ptr<ModelProvider>> {
+    ++built;
+    return std::shared_ptr<ModelProvider>(std::make_shared<CannedProvider>(spec.model));
+  };
+  // No API key and no base URL: without the factory this would be refused.
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("hi", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->final_text, "canned answer from m1 for m1");
+  ASSERT_TRUE((*s)->SetModel("m2").ok());
+  EXPECT_EQ(built, 2);
+  r = (*s)->Run("again", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->final_text, "canned answer from m2 for m2");
+}
+
+class AllowingApprover final : public Approver {
+ public:
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token) override {
+    asked.push_back(request.call.name);
+    return ApprovalDecision::Allow("test");
+  }
+  std::vector<std::string> asked;
+};
+
+TEST_F(EngineTest, ApproverExtensionDecidesEveryAsk) {
+  auto o = Options(kWriteScript);  // durable approver mode: would pause
+  auto approver = std::make_shared<AllowingApprover>();
+  o.extensions.approver = approver;
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  auto r = (*s)->Run("create hello.txt", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(approver->asked, std::vector<std::string>{"write"});
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
 }
 
 }  // namespace

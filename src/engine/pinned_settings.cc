@@ -46,7 +46,10 @@ class Applier {
             " (its tools run there)");
     }
     // Provider: an explicit change is allowed and recorded.
-    Change("provider", o_.provider, n.provider);
+    if (o_.provider && *o_.provider != n.provider) {
+      Record("provider", Json(ProviderKindName(n.provider)), Json(ProviderKindName(*o_.provider)));
+      n.provider = *o_.provider;
+    }
     Change("model", o_.model, n.model);
     Change("base_url", o_.base_url, n.base_url);
     Change("api_key_env", o_.api_key_env, n.api_key_env);

@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 SessionOptions Pinned() {
   SessionOptions o;
   o.workspace = "/work/ws";
-  o.provider = "openai";
+  o.provider = ProviderKind::kOpenAI;
   o.model = "gpt-4.1";
   o.base_url = "http://127.0.0.1:9999/v1";
   o.api_key_env = "MY_KEY";
@@ -222,6 +222,84 @@ TEST(PinnedSettingsTest, CodecRoundTripsWithoutSecrets) {
   Result<SessionOptions> err = PinnedSettingsFromJson(bad);
   ASSERT_FALSE(err.ok());
   EXPECT_THAT(err.error().message(), HasSubstr("'budget.max_tokens' must be an integer"));
+}
+
+// The provider kind is stored by its name, the names a configuration file
+// spells; a name this build does not know is refused by name.
+TEST(PinnedSettingsTest, ProviderKindIsStoredByItsName) {
+  SessionOptions o = Pinned();
+  o.provider = ProviderKind::kOpenAIResponses;
+  Json j = PinnedSettingsToJson(o);
+  EXPECT_EQ(j["provider"]["kind"], "openai-responses");
+  Result<SessionOptions> back = PinnedSettingsFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->provider, ProviderKind::kOpenAIResponses);
+
+  j["provider"]["kind"] = "gemini";
+  Result<SessionOptions> err = PinnedSettingsFromJson(j);
+  ASSERT_FALSE(err.ok());
+  EXPECT_THAT(err.error().message(), HasSubstr("'provider.kind' must be openai, anthropic"));
+}
+
+TEST(PinnedSettingsTest, ParseProviderKindNamesTheKnownKinds) {
+  for (ProviderKind k : {ProviderKind::kOpenAI, ProviderKind::kAnthropic,
+                         ProviderKind::kOpenAIResponses, ProviderKind::kScript}) {
+    Result<ProviderKind> back = ParseProviderKind(ProviderKindName(k));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, k);
+  }
+  Result<ProviderKind> err = ParseProviderKind("OpenAI");
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.error().code(), Code::kInvalidArgument);
+  EXPECT_EQ(err.error().message(),
+            "unknown provider 'OpenAI': expected openai, anthropic, openai-responses or script");
+}
+
+class NamedTool final : public Tool {
+ public:
+  explicit NamedTool(std::string name) : spec_{std::move(name), "", Json::object()} {}
+  const ToolSpec& spec() const override { return spec_; }
+  Result<ToolOutput> Run(const ToolCall&, ToolContext&) override { return ToolOutput::Ok(""); }
+
+ private:
+  ToolSpec spec_;
+};
+
+class NamedHook final : public Hook {
+ public:
+  std::string_view name() const override { return "audit"; }
+};
+
+// Extensions are pinned by name only, and only when there are any: the
+// settings of a session without them read and write as before.
+TEST(PinnedSettingsTest, ExtensionsArePinnedByNameOnlyWhenPresent) {
+  SessionOptions o = Pinned();
+  EXPECT_FALSE(PinnedSettingsToJson(o).contains("extensions"));
+  Result<PinnedExtensions> none = PinnedExtensionsFromJson(PinnedSettingsToJson(o));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->tools.empty());
+  EXPECT_FALSE(none->provider_factory);
+
+  o.extensions.tools.push_back(std::make_shared<NamedTool>("weather"));
+  o.extensions.hooks.push_back(std::make_shared<NamedHook>());
+  o.extensions.provider_factory = [](const SessionOptions&) {
+    return Result<std::shared_ptr<ModelProvider>>(Internal("unused"));
+  };
+  Json j = PinnedSettingsToJson(o);
+  Result<PinnedExtensions> x = PinnedExtensionsFromJson(j);
+  ASSERT_TRUE(x.ok()) << x.error().ToString();
+  EXPECT_EQ(x->tools, std::vector<std::string>{"weather"});
+  EXPECT_EQ(x->hooks, std::vector<std::string>{"audit"});
+  EXPECT_TRUE(x->provider_factory);
+  // The rest reads as without extensions.
+  Result<SessionOptions> back = PinnedSettingsFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_TRUE(back->extensions.empty());
+
+  j["extensions"]["tools"] = "weather";
+  Result<PinnedExtensions> bad = PinnedExtensionsFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message(), HasSubstr("'extensions.tools' must be an array of strings"));
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST(LearningEngineE2eTest, BusyTurnProposalNudgeApprovedSaveNextSessionPrompt) 
   auto options = [&] {
     SessionOptions o;
     o.workspace = ws;
-    o.provider = "openai";
+    o.provider = ProviderKind::kOpenAI;
     o.model = "test-model";
     o.base_url = (*server)->base_url();
     o.api_key = "test-key";

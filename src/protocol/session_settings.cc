@@ -153,9 +153,12 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
   Json j = Json::object();
   j["format"] = kFormat;
   j["workspace"] = o.workspace.string();
-  j["provider"] = Json{{"kind", o.provider},      {"model", o.model},
-                       {"base_url", o.base_url},  {"api_key_env", o.api_key_env},
-                       {"script", o.script_path}, {"use_max_tokens_field", o.use_max_tokens_field}};
+  j["provider"] = Json{{"kind", ProviderKindName(o.provider)},
+                       {"model", o.model},
+                       {"base_url", o.base_url},
+                       {"api_key_env", o.api_key_env},
+                       {"script", o.script_path},
+                       {"use_max_tokens_field", o.use_max_tokens_field}};
   j["command"] = CommandKindName(o.command);
   j["budget"] =
       Json{{"max_tool_calls", Opt(o.max_tool_calls)},
@@ -197,6 +200,17 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
                                                                         : o.system_prompt_source)
                                       : std::string("built-in")},
            {"text", o.system_prompt ? Json(*o.system_prompt) : Json(nullptr)}};
+  // Only present when the session has extensions, so a session without
+  // them keeps the text an agentloop without extensions writes.
+  const SessionExtensions& x = o.extensions;
+  if (!x.tools.empty() || !x.hooks.empty() || x.provider_factory) {
+    Json tools = Json::array(), hooks = Json::array();
+    for (const auto& t : x.tools) tools.push_back(t ? t->spec().name : std::string());
+    for (const auto& h : x.hooks) hooks.push_back(h ? std::string(h->name()) : std::string());
+    j["extensions"] = Json{{"tools", std::move(tools)},
+                           {"hooks", std::move(hooks)},
+                           {"provider_factory", bool(x.provider_factory)}};
+  }
   return j;
 }
 
@@ -207,7 +221,13 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
   std::string ws;
   AL_RETURN_IF_ERROR(r.Str("workspace", ws));
   o.workspace = ws;
-  AL_RETURN_IF_ERROR(r.Str("provider.kind", o.provider));
+  std::string provider(ProviderKindName(o.provider));
+  AL_RETURN_IF_ERROR(r.Str("provider.kind", provider));
+  Result<ProviderKind> provider_kind = ParseProviderKind(provider);
+  if (!provider_kind.ok()) {
+    return r.Bad("provider.kind", "openai, anthropic, openai-responses or script");
+  }
+  o.provider = *provider_kind;
   AL_RETURN_IF_ERROR(r.Str("provider.model", o.model));
   AL_RETURN_IF_ERROR(r.Str("provider.base_url", o.base_url));
   AL_RETURN_IF_ERROR(r.Str("provider.api_key_env", o.api_key_env));
@@ -266,6 +286,16 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
     AL_RETURN_IF_ERROR(r.Str("system_prompt.source", o.system_prompt_source));
   }
   return o;
+}
+
+Result<PinnedExtensions> PinnedExtensionsFromJson(const Json& j) {
+  PinnedExtensions x;
+  if (!j.is_object()) return InvalidArgument("pinned settings must be a JSON object");
+  Reader r(j);
+  AL_RETURN_IF_ERROR(r.Strings("extensions.tools", x.tools));
+  AL_RETURN_IF_ERROR(r.Strings("extensions.hooks", x.hooks));
+  AL_RETURN_IF_ERROR(r.Bool("extensions.provider_factory", x.provider_factory));
+  return x;
 }
 
 }  // namespace agentloop

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "agentloop/engine.h"
 #include "agentloop/json.h"
@@ -28,5 +30,17 @@ Json PinnedSettingsToJson(const SessionOptions& options);
 // an older row reads. Errors: kInvalidArgument naming the field whose value
 // has the wrong type or an unknown name.
 Result<SessionOptions> PinnedSettingsFromJson(const Json& j);
+
+// The names of the process-local extensions a session was created with
+// (SessionExtensions): an object is not stored, only what it was called.
+struct PinnedExtensions {
+  std::vector<std::string> tools;
+  std::vector<std::string> hooks;
+  bool provider_factory = false;
+};
+
+// The "extensions" member of pinned settings; empty when there is none.
+// Errors: kInvalidArgument naming the member of the wrong type.
+Result<PinnedExtensions> PinnedExtensionsFromJson(const Json& j);
 
 }  // namespace agentloop

@@ -334,6 +334,22 @@ class ConfigAndPermissionsTest(CliTestCase):
         self.assert_code(t, 0)
         self.assertIn("deny", t.stdout)
 
+    def test_permissions_check_judges_every_tool_as_a_session_does(self):
+        # memory_search is a read-only tool of every session: the check uses
+        # the session's wiring, so it knows the tool and its default (allow),
+        # as a session running it does.
+        p = self.run_cli("permissions", "check", "memory_search", '{"query": "build"}', "-C",
+                         self.ws, "--output", "json")
+        self.assert_code(p, 0)
+        self.assertEqual(json.loads(p.stdout)["decision"], "allow")
+        self.assertNotIn("mutating", p.stderr)
+        d = self.run_cli("permissions", "check", "memory_search", '{"query": "build"}', "-C",
+                         self.ws, "--deny", "memory_search", "--output", "json")
+        self.assertEqual(json.loads(d.stdout)["decision"], "deny")
+        u = self.run_cli("permissions", "check", "no_such_tool", "{}", "-C", self.ws)
+        self.assert_code(u, 0)
+        self.assertIn("checked as a mutating tool", u.stderr)
+
 
 class ChatTest(CliTestCase):
 

@@ -78,7 +78,7 @@ TEST_P(ProviderFormatTest, FixABugOverRealHttp) {
 
   SessionOptions so;
   so.workspace = ws;
-  so.provider = fc.provider;
+  so.provider = *ParseProviderKind(fc.provider);
   so.model = "test-model";
   so.api_key = "sk-test-secret-key-0123456789";
   so.base_url = (*server)->base_url();
@@ -147,7 +147,7 @@ TEST(PreconnectTest, EngineConnectsBeforeTheSessionAndTheRequestUsesIt) {
   ASSERT_TRUE(server.ok());
   SessionOptions so;
   so.workspace = ws;
-  so.provider = "openai";
+  so.provider = ProviderKind::kOpenAI;
   so.model = "m";
   so.api_key = "sk-test";
   so.base_url = (*server)->base_url() + "/v1";
@@ -187,7 +187,7 @@ TEST(WebhookApprovalTest, SignedNotificationThenDurablePause) {
   ASSERT_TRUE(engine.ok());
   SessionOptions so;
   so.workspace = ws;
-  so.provider = "openai";
+  so.provider = ProviderKind::kOpenAI;
   so.model = "m";
   so.api_key = "sk-test";
   so.base_url = (*server)->base_url();
