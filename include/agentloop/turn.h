@@ -76,6 +76,9 @@ struct TurnConfig {
   std::filesystem::path workspace;
   // Time source for the wall-time budget (tests inject one).
   std::function<std::chrono::steady_clock::time_point()> clock;
+  // Wall clock of the events' `ts`, Unix epoch milliseconds (tests inject
+  // one). Null: SystemNowMs.
+  std::function<int64_t()> now_ms;
 };
 
 // What a paused turn needs to continue later, in any process.

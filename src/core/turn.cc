@@ -93,6 +93,7 @@ class Turn::Impl {
     if (cfg_.turn_id.empty()) cfg_.turn_id = NewId("turn");
     if (!cfg_.policy) cfg_.policy = std::make_shared<DefaultPermissionPolicy>();
     if (!cfg_.clock) cfg_.clock = [] { return std::chrono::steady_clock::now(); };
+    if (!cfg_.now_ms) cfg_.now_ms = SystemNowMs;
     for (const auto& t : cfg_.tools) {
       if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered_.push_back(t);
     }
@@ -275,7 +276,7 @@ class Turn::Impl {
       ++seq_;
       return;
     }
-    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, data()};
+    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, data(), cfg_.now_ms()};
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
   }

@@ -963,6 +963,23 @@ TEST_F(TurnTest, EventStreamIsOrderedAndSerialisable) {
   EXPECT_LT(begin_at, result_at);
 }
 
+// Every event is stamped with the injected wall clock when it is emitted,
+// deltas included.
+TEST_F(TurnTest, EventsCarryTheWallClockTimeOfTheirEmission) {
+  int64_t now = 1767225600000;
+  auto cfg = Config();
+  cfg.now_ms = [&] { return now += 10; };
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("done");
+  Run(cfg);
+  ASSERT_FALSE(sink_.events.empty());
+  EXPECT_FALSE(sink_.OfType(EventType::kTextDelta).empty());
+  for (size_t i = 0; i < sink_.events.size(); ++i) {
+    const Event& e = sink_.events[i];
+    EXPECT_EQ(e.ts, 1767225600000 + 10 * static_cast<int64_t>(i + 1)) << EventTypeName(e.type);
+    EXPECT_EQ(e.ToJson()["ts"], e.ts);
+  }
+}
+
 TEST_F(TurnTest, SinkFailureFailsTheTurnBeforeTheNextStep) {
   sink_.fail = [](const Event& e) {
     if (e.type == EventType::kToolCallBegin) return Unavailable("disk full");

@@ -469,6 +469,8 @@ class EngineImpl final : public Engine {
 
   SessionStore& store() override { return *store_; }
   const EngineOptions& options() const { return options_; }
+  // The clock of the events' `ts`.
+  int64_t NowMs() const { return options_.now_ms ? options_.now_ms() : SystemNowMs(); }
   const std::filesystem::path& data_dir() const { return data_dir_; }
 
   std::shared_ptr<HttpClient> http() {
@@ -775,6 +777,7 @@ Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   e.session_id = info_.id;
   e.turn_id = turn_id;
   e.seq = next_seq_;
+  e.ts = engine_.NowMs();
   e.data = engine::SettingsEventData(unsaved_changes_, settings);
   Status s = engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
   if (!s.ok()) return s.WithContext("saving the changed settings of session " + info_.id);
@@ -787,6 +790,7 @@ Status SessionImpl::AppendEvents(std::vector<Event> events) {
   for (auto& e : events) {
     e.session_id = info_.id;
     e.seq = next_seq_++;
+    e.ts = engine_.NowMs();
   }
   return engine_.store().Append(info_.id, events);
 }
@@ -827,6 +831,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   cfg.hooks = hooks_;
   cfg.sink = &sink;
   cfg.first_seq = next_seq_;
+  cfg.now_ms = [&engine = engine_] { return engine.NowMs(); };
   cfg.workspace = options_.workspace;
 
   DurableApprover durable;
