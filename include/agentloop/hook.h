@@ -73,6 +73,12 @@ struct TurnEndVerdict {
   // Ask the engine to run another round (only honoured when the turn
   // completed; budgets still apply).
   bool continue_turn = false;
+  // Why the hook continues or stops, for the `continuation` event the turn
+  // emits for this verdict (docs/protocol.md). A verdict that neither
+  // continues nor gives a reason emits none.
+  std::string reason;
+  // The hook's own figures for that event (an object), or null.
+  Json details;
   // Entries appended to the stored history before the next round, e.g. the
   // todo loop's hidden continuation marker (Message::tag set).
   std::vector<Message> entries;

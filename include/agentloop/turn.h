@@ -173,9 +173,6 @@ class Turn {
   // turn's thread right after the hook call returns, so notices keep their
   // place in the stream (always before turn_end).
   void PostNotice(std::string level, std::string text);
-  // The same for any event type a hook reports (e.g. the todo loop's
-  // `continuation` decisions).
-  void PostEvent(EventType type, Json data);
 
   // Stream deltas from the provider, forwarded as events.
   void EmitTextDelta(std::string_view text);

@@ -19,6 +19,9 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <type_traits>
+
+#include "agentloop/event_data.h"
 
 #include "base/ids.h"
 #include "base/strings.h"
@@ -113,13 +116,13 @@ class Turn::Impl {
           "retry: the history does not end with a prompt or tool results to answer");
     }
     start_time_ = cfg_.clock();
-    Emit(EventType::kTurnBegin, [&] {
-      return Json{{"input", input.is_retry    ? "retry"
-                            : input.is_resume ? "resume"
-                                              : "user"},
-                  {"command", CommandKindName(cfg_.command)},
-                  {"budget", ToJson(cfg_.budget)},
-                  {"counters", ToJson(counters_)}};
+    Emit([&] {
+      return TurnBeginData{.input = input.is_retry    ? "retry"
+                                    : input.is_resume ? "resume"
+                                                      : "user",
+                           .command = cfg_.command,
+                           .budget = cfg_.budget,
+                           .counters = counters_};
     });
     if (!input.is_retry) AppendMessage(std::move(input.message));
     protect_from_ = tr_.size() - 1;
@@ -168,12 +171,12 @@ class Turn::Impl {
     }
     bool has_tools = assistant.HasToolUse();
     std::string text = assistant.JoinedText();
-    Emit(EventType::kStepEnd, [&] {
-      return Json{{"step", counters_.model_calls},
-                  {"finish", FinishReasonName(resp.finish)},
-                  {"usage", ToJson(resp.usage)},
-                  {"has_usage", resp.has_usage},
-                  {"tokens", counters_.tokens}};
+    Emit([&] {
+      return StepEndData{.step = counters_.model_calls,
+                         .finish = resp.finish,
+                         .usage = resp.usage,
+                         .has_usage = resp.has_usage,
+                         .tokens = counters_.tokens};
     });
 
     bool over_tokens = counters_.tokens > cfg_.budget.max_tokens;
@@ -238,12 +241,12 @@ class Turn::Impl {
       slot.result = ContentBlock::ToolResult(slot.id, out.content, out.is_error);
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
       slot.state = SlotState::kReady;
-      Emit(EventType::kToolCallEnd, [&] {
-        return Json{{"id", slot.id},
-                    {"tool", slot.name},
-                    {"is_error", out.is_error},
-                    {"content_bytes", out.content.size()},
-                    {"summary", SummaryLine(out.content)}};
+      Emit([&] {
+        return ToolCallEndData{.id = slot.id,
+                               .tool = slot.name,
+                               .is_error = out.is_error,
+                               .content_bytes = static_cast<int64_t>(out.content.size()),
+                               .summary = SummaryLine(out.content)};
       });
       ToolCall call{slot.id, slot.name, slot.input};
       for (auto& h : cfg_.hooks) {
@@ -260,8 +263,11 @@ class Turn::Impl {
     AfterTools();
   }
 
-  void EmitDelta(EventType type, std::string_view text) {
-    Emit(type, [&] { return Json{{"text", text}}; });
+  void EmitTextDelta(std::string_view text) {
+    Emit([&] { return TextDeltaData{std::string(text)}; });
+  }
+  void EmitThinkingDelta(std::string_view text) {
+    Emit([&] { return ThinkingDeltaData{std::string(text)}; });
   }
 
   std::span<const ToolSpec> offered() const { return offered_; }
@@ -270,20 +276,23 @@ class Turn::Impl {
  private:
   // ---- events -------------------------------------------------------------
 
-  template <typename DataFn>
-  void Emit(EventType type, DataFn&& data) {
+  // Emits the event `make()` returns the data of (an event_data.h struct;
+  // built only when there is a sink), numbered and stamped here.
+  template <typename MakeData>
+  void Emit(MakeData&& make) {
+    using Data = std::invoke_result_t<MakeData>;
     if (cfg_.sink == nullptr) {
       ++seq_;
       return;
     }
-    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, data(), cfg_.now_ms()};
+    Event e{Data::kType, cfg_.session_id, cfg_.turn_id, seq_++, make().ToJson(), cfg_.now_ms()};
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
   }
 
   void AppendMessage(Message m) {
     const Message& stored = tr_.Append(std::move(m));
-    Emit(EventType::kMessage, [&] { return Json{{"message", ToJson(stored)}}; });
+    Emit([&] { return MessageData{stored}; });
   }
 
   // ---- hooks --------------------------------------------------------------
@@ -291,28 +300,26 @@ class Turn::Impl {
   bool RunHook(Hook& hook, const char* point, std::function<void()> fn) {
     bool ok = hooks_.Run(point, hook.timeout(), std::move(fn),
                          [&](const std::string& p, const std::string& err) {
-                           Emit(EventType::kHookError, [&] {
-                             return Json{{"hook", hook.name()}, {"point", p}, {"error", err}};
-                           });
+                           Emit([&] { return HookErrorData{std::string(hook.name()), p, err}; });
                          });
     DrainNotices();
     return ok;
   }
 
  public:
-  void PostEvent(EventType type, Json data) {
+  void PostNotice(NoticeData notice) {
     std::lock_guard<std::mutex> lock(notices_mu_);
-    notices_.emplace_back(type, std::move(data));
+    notices_.push_back(std::move(notice));
   }
 
  private:
   void DrainNotices() {
-    std::vector<std::pair<EventType, Json>> posted;
+    std::vector<NoticeData> posted;
     {
       std::lock_guard<std::mutex> lock(notices_mu_);
       posted.swap(notices_);
     }
-    for (auto& [type, data] : posted) Emit(type, [&] { return std::move(data); });
+    for (auto& notice : posted) Emit([&] { return std::move(notice); });
   }
 
   void OpenRound() {
@@ -323,8 +330,9 @@ class Turn::Impl {
     }
   }
 
-  // Calls OnTurnEnd on every hook (pairing with OnTurnStart). Returns the
-  // merged verdict.
+  // Calls OnTurnEnd on every hook (pairing with OnTurnStart) and emits a
+  // `continuation` event for each verdict that asks for another round or
+  // gives a reason. Returns the merged verdict (honoured by Settle only).
   TurnEndVerdict CloseRound(StopReason stop, const std::string& reason, int tool_result_count) {
     TurnEndVerdict merged;
     if (!round_open_) return merged;
@@ -343,6 +351,18 @@ class Turn::Impl {
         *verdict = hook->OnTurnEnd(ctx, info);
       });
       if (!ok) continue;
+      if (verdict->continue_turn || !verdict->reason.empty()) {
+        const bool continues = verdict->continue_turn && stop == StopReason::kCompleted;
+        Emit([&] {
+          return ContinuationData{
+              .by = std::string(hook->name()),
+              .continue_turn = continues,
+              .reason = verdict->reason,
+              .entries = continues ? static_cast<int64_t>(verdict->entries.size()) : 0,
+              .model_calls = counters_.model_calls,
+              .details = verdict->details};
+        });
+      }
       if (verdict->continue_turn) merged.continue_turn = true;
       for (auto& e : verdict->entries) merged.entries.push_back(std::move(e));
     }
@@ -365,14 +385,14 @@ class Turn::Impl {
     }
     bool ok = counters_.model_calls < b.max_turns && counters_.tokens < b.max_tokens &&
               counters_.tool_calls <= b.max_tool_calls;
-    Emit(EventType::kBudgetCheck, [&] {
-      return Json{{"tool_calls", counters_.tool_calls},
-                  {"max_tool_calls", b.max_tool_calls},
-                  {"tokens", counters_.tokens},
-                  {"max_tokens", b.max_tokens},
-                  {"model_calls", counters_.model_calls},
-                  {"max_turns", b.max_turns},
-                  {"ok", ok}};
+    Emit([&] {
+      return BudgetCheckData{.tool_calls = counters_.tool_calls,
+                             .max_tool_calls = b.max_tool_calls,
+                             .tokens = counters_.tokens,
+                             .max_tokens = b.max_tokens,
+                             .model_calls = counters_.model_calls,
+                             .max_turns = b.max_turns,
+                             .ok = ok};
     });
     if (counters_.model_calls >= b.max_turns) {
       std::string text =
@@ -407,10 +427,10 @@ class Turn::Impl {
     if (req.tools.data() != offered_.data() || req.tools.size() != offered_.size()) {
       req.tools_uid = 0;
     }
-    Emit(EventType::kStepBegin, [&] {
-      return Json{{"step", counters_.model_calls + 1},
-                  {"max_output_tokens", req.max_output_tokens},
-                  {"messages", req.message_count()}};
+    Emit([&] {
+      return StepBeginData{.step = counters_.model_calls + 1,
+                           .max_output_tokens = req.max_output_tokens,
+                           .messages = static_cast<int64_t>(req.message_count())};
     });
     phase_ = Phase::kAwaitModel;
     return turn_action::CallModel{std::move(req)};
@@ -422,12 +442,12 @@ class Turn::Impl {
       auto r = CompactPriorHistory(tr_, protect_from_, compactions_);
       if (r) {
         protect_from_ = protect_from_ - r->dropped + (r->summary ? 1 : 0);
-        Emit(EventType::kCompaction, [&] {
-          return Json{{"from", r->from},
-                      {"to", r->to},
-                      {"attempt", compactions_},
-                      {"drop_prefix", r->dropped},
-                      {"summary", r->summary ? ToJson(*r->summary) : Json(nullptr)}};
+        Emit([&] {
+          return CompactionData{.from = static_cast<int64_t>(r->from),
+                                .to = static_cast<int64_t>(r->to),
+                                .attempt = compactions_,
+                                .drop_prefix = static_cast<int64_t>(r->dropped),
+                                .summary = r->summary};
         });
         return;  // phase is kNeedModel: the next Next() retries
       }
@@ -454,10 +474,15 @@ class Turn::Impl {
   }
 
   void EmitDecision(const Slot& slot, Decision d, const std::string& by, bool edited) {
-    Emit(EventType::kDecision, [&] {
-      return Json{{"tool_use_id", slot.id}, {"tool", slot.name}, {"decision", DecisionName(d)},
-                  {"reason", slot.reason},  {"rule", slot.rule}, {"by", by},
-                  {"edited", edited}};
+    Emit([&] {
+      return DecisionData{.tool_use_id = slot.id,
+                          .tool = slot.name,
+                          .decision = d,
+                          .reason = slot.reason,
+                          .rule = slot.rule,
+                          .by = by,
+                          .edited = edited,
+                          .pending_id = slot.pending_id};
     });
   }
 
@@ -717,9 +742,7 @@ class Turn::Impl {
       if (!(parallel && last_parallel) || lanes.empty()) lanes.emplace_back();
       lanes.back().push_back(ToolCall{s.id, s.name, s.input});
       last_parallel = parallel;
-      Emit(EventType::kToolCallBegin, [&] {
-        return Json{{"id", s.id}, {"tool", s.name}, {"input", s.input}};
-      });
+      Emit([&] { return ToolCallBeginData{.id = s.id, .tool = s.name, .input = s.input}; });
     }
     if (!sink_error_.ok()) {
       // The begin record did not reach the store: do not run anything.
@@ -767,11 +790,7 @@ class Turn::Impl {
       }
       cp.outstanding = pending;
       cp.counters = counters_;
-      Emit(EventType::kPending, [&] {
-        Json items = Json::array();
-        for (const auto& p : pending) items.push_back(ToJson(p));
-        return Json{{"items", items}, {"checkpoint", ToJson(cp)}};
-      });
+      Emit([&] { return PendingData{.items = pending, .checkpoint = cp}; });
       std::string tools;
       for (const auto& p : pending) tools += (tools.empty() ? "" : ", ") + p.tool;
       std::string text = std::string("Stopped \xE2\x80\x94 awaiting durable ") +
@@ -832,10 +851,6 @@ class Turn::Impl {
     TurnEndVerdict v = CloseRound(StopReason::kCompleted, reason, tool_result_count);
     if (v.continue_turn && sink_error_.ok()) {
       for (auto& e : v.entries) AppendMessage(std::move(e));
-      Emit(EventType::kContinuation, [&] {
-        return Json{
-            {"by", "hooks"}, {"entries", v.entries.size()}, {"model_calls", counters_.model_calls}};
-      });
       truncated_ = false;
       phase_ = Phase::kNeedModel;
       OpenRound();
@@ -854,12 +869,13 @@ class Turn::Impl {
     result_.truncated = truncated_;
     result_.counters = counters_;
     DrainNotices();
-    Emit(EventType::kTurnEnd, [&] {
-      Json pending = Json::array();
-      for (const auto& p : result_.pending) pending.push_back(ToJson(p));
-      return Json{{"stop", StopReasonName(result_.stop)}, {"reason", result_.reason},
-                  {"final_text", result_.final_text},     {"truncated", result_.truncated},
-                  {"counters", ToJson(counters_)},        {"pending", pending}};
+    Emit([&] {
+      return TurnEndData{.stop = result_.stop,
+                         .reason = result_.reason,
+                         .final_text = result_.final_text,
+                         .truncated = result_.truncated,
+                         .counters = counters_,
+                         .pending = result_.pending};
     });
     result_.next_seq = seq_;
     phase_ = Phase::kFinished;
@@ -895,7 +911,7 @@ class Turn::Impl {
   std::deque<std::string> recent_;
   TurnResult result_;
   std::mutex notices_mu_;
-  std::vector<std::pair<EventType, Json>> notices_;  // Guarded by notices_mu_.
+  std::vector<NoticeData> notices_;  // Guarded by notices_mu_.
 };
 
 Turn::Turn(TurnConfig config, Transcript& transcript)
@@ -927,14 +943,10 @@ void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
   impl_->OnToolResults(std::move(outputs));
 }
 void Turn::PostNotice(std::string level, std::string text) {
-  impl_->PostEvent(EventType::kNotice,
-                   Json{{"level", std::move(level)}, {"text", std::move(text)}});
+  impl_->PostNotice(NoticeData{std::move(level), std::move(text)});
 }
-void Turn::PostEvent(EventType type, Json data) { impl_->PostEvent(type, std::move(data)); }
-void Turn::EmitTextDelta(std::string_view text) { impl_->EmitDelta(EventType::kTextDelta, text); }
-void Turn::EmitThinkingDelta(std::string_view text) {
-  impl_->EmitDelta(EventType::kThinkingDelta, text);
-}
+void Turn::EmitTextDelta(std::string_view text) { impl_->EmitTextDelta(text); }
+void Turn::EmitThinkingDelta(std::string_view text) { impl_->EmitThinkingDelta(text); }
 std::span<const ToolSpec> Turn::offered_tools() const { return impl_->offered(); }
 const TurnConfig& Turn::config() const { return impl_->config(); }
 

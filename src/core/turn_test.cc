@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
 #include "core/testing/fakes.h"
@@ -945,6 +946,9 @@ TEST_F(TurnTest, EventStreamIsOrderedAndSerialisable) {
     Json j = sink_.events[i].ToJson();
     auto back = Event::FromJson(Json::parse(j.dump()));
     ASSERT_TRUE(back.ok());
+    // Each event's data is what docs/protocol.md documents for its type.
+    Status typed = CheckEventData(*back);
+    EXPECT_TRUE(typed.ok()) << typed.ToString();
   }
   EXPECT_EQ(r.next_seq, 100 + sink_.events.size());
   EXPECT_EQ(sink_.OfType(EventType::kToolCallBegin).size(), 1u);

@@ -12,6 +12,7 @@
 
 #include <mutex>
 
+#include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
 #include "base/ids.h"
@@ -731,13 +732,6 @@ Status SessionImpl::Init() {
       std::lock_guard<std::mutex> lock(notes_mu_);
       if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
     };
-    topts.on_decision = [this](const std::string&, const Json& decision) {
-      std::lock_guard<std::mutex> lock(notes_mu_);
-      if (current_turn_ == nullptr) return;
-      Json data = decision.is_object() ? decision : Json::object();
-      data["by"] = "todo-loop";
-      current_turn_->PostEvent(EventType::kContinuation, std::move(data));
-    };
     todo_loop_ = std::make_shared<todo::TodoLoopHook>(std::move(topts));
     auto state = engine_.store().GetState(info_.id, kTodoStateKey);
     if (state.ok() && state->has_value()) (void)todo_loop_->ImportState(info_.id, **state);
@@ -772,13 +766,9 @@ Status SessionImpl::Init() {
 Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   if (!pinned_ || unsaved_changes_.empty()) return Status::Ok();
   const Json settings = PinnedSettingsToJson(options_);
-  Event e;
-  e.type = EventType::kSettings;
-  e.session_id = info_.id;
-  e.turn_id = turn_id;
+  Event e = MakeEvent(engine::SettingsEventData(unsaved_changes_, settings), info_.id, turn_id);
   e.seq = next_seq_;
   e.ts = engine_.NowMs();
-  e.data = engine::SettingsEventData(unsaved_changes_, settings);
   Status s = engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
   if (!s.ok()) return s.WithContext("saving the changed settings of session " + info_.id);
   ++next_seq_;
@@ -977,18 +967,15 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   report.model = session->options().model;
 
   std::vector<Event> decision_events;
-  auto decision_event = [&](const PendingItem& item, std::string_view decision, bool edited) {
-    Event e;
-    e.type = EventType::kDecision;
-    e.data = Json{{"tool_use_id", item.tool_use_id},
-                  {"tool", item.tool},
-                  {"decision", decision},
-                  {"reason", resolution.reason},
-                  {"rule", ""},
-                  {"by", resolution.by},
-                  {"edited", edited},
-                  {"pending_id", item.id}};
-    return e;
+  auto decision_event = [&](const PendingItem& item, Decision decision, bool edited) {
+    return MakeEvent(DecisionData{.tool_use_id = item.tool_use_id,
+                                  .tool = item.tool,
+                                  .decision = decision,
+                                  .reason = resolution.reason,
+                                  .rule = "",
+                                  .by = resolution.by,
+                                  .edited = edited,
+                                  .pending_id = item.id});
   };
 
   // The session lock is held (every resolver and every turn takes it), so
@@ -1037,12 +1024,12 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
       case Resolution::Kind::kApprove:
         cp.results_so_far.push_back(*approved_result);
         decision_events.push_back(
-            decision_event(item, "allow", resolution.edited_arguments.has_value()));
+            decision_event(item, Decision::kAllow, resolution.edited_arguments.has_value()));
         return ResolveAction::kResolved;
       case Resolution::Kind::kAnswer:
         cp.results_so_far.push_back(
             ContentBlock::ToolResult(item.tool_use_id, resolution.answer, false));
-        decision_events.push_back(decision_event(item, "allow", false));
+        decision_events.push_back(decision_event(item, Decision::kAllow, false));
         return ResolveAction::kResolved;
       case Resolution::Kind::kDeny: {
         std::string why =
@@ -1055,7 +1042,7 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
               other.tool_use_id,
               "skipped: a sibling tool call in this turn (" + item.tool + ") was denied", true));
         }
-        decision_events.push_back(decision_event(item, "deny", false));
+        decision_events.push_back(decision_event(item, Decision::kDeny, false));
         return ResolveAction::kCloseBatch;
       }
     }
@@ -1093,27 +1080,20 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
     std::vector<Event> events;
     for (Message m : {results, EngineStopMessage(text)}) {
       session->AppendMessageLocal(m);
-      Event e;
-      e.type = EventType::kMessage;
-      e.turn_id = cp.turn_id;
-      e.data = Json{{"message", ToJson(m)}};
-      events.push_back(std::move(e));
+      events.push_back(MakeEvent(MessageData{m}, "", cp.turn_id));
     }
     TurnResult tr;
     tr.stop = StopReason::kDenied;
     tr.reason = "denied: " + report.item.tool;
     tr.final_text = text;
     tr.counters = cp.counters;
-    Event end;
-    end.type = EventType::kTurnEnd;
-    end.turn_id = cp.turn_id;
-    end.data = Json{{"stop", "denied"},
-                    {"reason", tr.reason},
-                    {"final_text", text},
-                    {"truncated", false},
-                    {"counters", ToJson(cp.counters)},
-                    {"pending", Json::array()}};
-    events.push_back(end);
+    events.push_back(MakeEvent(TurnEndData{.stop = StopReason::kDenied,
+                                           .reason = tr.reason,
+                                           .final_text = text,
+                                           .truncated = false,
+                                           .counters = cp.counters,
+                                           .pending = {}},
+                               "", cp.turn_id));
     AL_RETURN_IF_ERROR(session->AppendEvents(events));
     tr.next_seq = session->next_seq();
     report.resumed = tr;

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
+
 #include "base/ids.h"
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
@@ -240,6 +242,10 @@ TEST_F(EngineTest, StoredEventsCarryTheEnginesClock) {
   for (const StoredEvent& row : *stored) {
     Json j = Json::parse(row.json);
     ASSERT_TRUE(j.contains("ts")) << row.json;
+    auto e = Event::FromJson(j);
+    ASSERT_TRUE(e.ok()) << row.json;
+    Status typed = CheckEventData(*e);
+    EXPECT_TRUE(typed.ok()) << typed.ToString();
     int64_t ts = j["ts"].get<int64_t>();
     EXPECT_GT(ts, 1767225600000) << row.json;
     EXPECT_LE(ts, now) << row.json;

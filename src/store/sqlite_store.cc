@@ -17,6 +17,8 @@
 
 #include <sys/stat.h>
 
+#include "agentloop/event_data.h"
+
 #include "base/ids.h"
 #include "protocol/codec.h"
 #include "store/migrations.h"
@@ -483,13 +485,9 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
     return snap;
   }
   const int64_t now = Now();
-  Event e;
-  e.type = EventType::kMessage;
-  e.session_id = std::string(session_id);
-  e.turn_id = replay.last_message_turn_id;
+  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
   e.seq = snap.last_seq + 1;
   e.ts = now;
-  e.data = Json{{"message", ToJson(*repair)}};
   AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
                                              " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
   AL_RETURN_IF_ERROR(ins.Bind(1, session_id)
