@@ -4,11 +4,15 @@
 // Hooks run in registration order. Each call has a timeout (default 5 s); a
 // hook that throws or times out is logged (a hook_error event) and skipped:
 // a hook never fails a turn. A timed-out hook is abandoned, not killed: its
-// result is ignored, and it must not keep references to its arguments past
-// the call. A timed call runs on a helper thread (the handoff costs two
-// context switches); a hook whose timeout() is zero is trusted to return
-// promptly and runs inline on the turn's thread, with exceptions still
-// contained. The built-in hooks (todo, learning) are inline.
+// result is ignored. A timed call runs on a helper thread (the handoff costs
+// two context switches) and its arguments stay valid until the hook returns,
+// also after a timeout: the history it is handed (StepEndInfo::history,
+// TurnEndInfo::history, ModelRequest::history) is an owned copy, made once
+// per hook point when such a hook is registered. A hook whose timeout() is
+// zero is trusted to return promptly and runs inline on the turn's thread,
+// with exceptions still contained; it sees the session's transcript itself
+// (no copy), valid for the call. No hook may keep references to its
+// arguments past the call. The built-in hooks (todo, learning) are inline.
 //
 // Pairing: every OnTurnStart is followed by exactly one OnTurnEnd, also when
 // the turn stops early (budget, pause, cancel, failure). When OnTurnEnd asks
@@ -53,6 +57,7 @@ struct ToolCallVerdict {
 // The end of one step that ran tools (the model will be called again).
 struct StepEndInfo {
   int step = 0;
+  // The stored history, oldest first; valid until the hook returns.
   std::span<const Message> history;
   // Names of the tools whose results this step produced, in model order.
   std::vector<std::string> tool_names;
@@ -62,6 +67,7 @@ struct StepEndInfo {
 struct TurnEndInfo {
   StopReason stop = StopReason::kCompleted;
   std::string reason;
+  // The stored history, oldest first; valid until the hook returns.
   std::span<const Message> history;
   // Tool results in the last step (0 when the turn settled with a text answer).
   int tool_result_count = 0;

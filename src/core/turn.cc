@@ -297,6 +297,39 @@ class Turn::Impl {
 
   // ---- hooks --------------------------------------------------------------
 
+  using OwnedHistory = std::shared_ptr<const std::vector<Message>>;
+
+  // The history `hook` is handed. An inline hook (timeout zero) returns
+  // before the transcript changes and sees `history` itself. A timed hook
+  // runs on the helper thread and may be abandoned after its timeout while
+  // it still reads its arguments: it sees an owned, immutable copy, which
+  // `keep` holds (the call's closure captures it, so the copy lives until
+  // the hook returns). One copy per hook point, shared through `owned`, made
+  // only when a timed hook is registered.
+  static std::span<const Message> HistoryFor(const Hook& hook, std::span<const Message> history,
+                                             OwnedHistory& owned, OwnedHistory& keep) {
+    if (hook.timeout() <= std::chrono::milliseconds::zero()) return history;
+    if (!owned)
+      owned = std::make_shared<const std::vector<Message>>(history.begin(), history.end());
+    keep = owned;
+    return *owned;
+  }
+
+  // A timed hook saw `copy`, a copy of `source`: the range of the copy it
+  // left in its request is the same range of `source`. Any other span is the
+  // hook's own (ModelRequest::tail is where a hook puts messages it made).
+  static std::span<const Message> Rebase(std::span<const Message> seen,
+                                         const std::vector<Message>& copy,
+                                         std::span<const Message> source) {
+    if (seen.empty()) return {};
+    std::less_equal<const Message*> le;
+    const Message* begin = copy.data();
+    if (!le(begin, seen.data()) || !le(seen.data() + seen.size(), begin + copy.size())) {
+      return seen;
+    }
+    return source.subspan(static_cast<size_t>(seen.data() - begin), seen.size());
+  }
+
   bool RunHook(Hook& hook, const char* point, std::function<void()> fn) {
     bool ok = hooks_.Run(point, hook.timeout(), std::move(fn),
                          [&](const std::string& p, const std::string& err) {
@@ -337,17 +370,19 @@ class Turn::Impl {
     TurnEndVerdict merged;
     if (!round_open_) return merged;
     round_open_ = false;
+    OwnedHistory owned;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
       auto verdict = std::make_shared<TurnEndVerdict>();
       TurnEndInfo info;
+      OwnedHistory keep;
       info.stop = stop;
       info.reason = reason;
-      info.history = tr_.messages();
+      info.history = HistoryFor(*hook, tr_.messages(), owned, keep);
       info.tool_result_count = tool_result_count;
       info.counters = counters_;
       info.truncated = truncated_;
-      bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict] {
+      bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict, keep] {
         *verdict = hook->OnTurnEnd(ctx, info);
       });
       if (!ok) continue;
@@ -416,12 +451,24 @@ class Turn::Impl {
     req.tools = offered_;
     req.tools_uid = offered_uid_;
     req.max_output_tokens = std::max<int64_t>(1024, b.max_tokens - counters_.tokens);
+    OwnedHistory owned;  // a copy of `owned_from`, for timed hooks
+    std::span<const Message> owned_from;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
+      const std::span<const Message> source = req.history;
+      if (owned && (source.data() != owned_from.data() || source.size() != owned_from.size())) {
+        owned.reset();  // an earlier hook changed the history: copy the new one
+      }
+      OwnedHistory keep;
       auto copy = std::make_shared<ModelRequest>(req);
-      bool done = RunHook(*hook, "before_model_call",
-                          [hook, ctx = hook_ctx_, copy] { hook->BeforeModelCall(ctx, *copy); });
-      if (done) req = std::move(*copy);
+      copy->history = HistoryFor(*hook, source, owned, keep);
+      owned_from = source;
+      bool done = RunHook(*hook, "before_model_call", [hook, ctx = hook_ctx_, copy, keep] {
+        hook->BeforeModelCall(ctx, *copy);
+      });
+      if (!done) continue;
+      req = std::move(*copy);
+      if (keep) req.history = Rebase(req.history, *keep, source);
     }
     // A hook that offered other tools voids the identity of the offer.
     if (req.tools.data() != offered_.data() || req.tools.size() != offered_.size()) {
@@ -808,14 +855,17 @@ class Turn::Impl {
     }
     StepEndInfo info;
     info.step = counters_.model_calls;
-    info.history = tr_.messages();
     for (const auto& s : slots_) {
       info.tool_names.push_back(s.name);
       info.any_error = info.any_error || s.result.is_error;
     }
+    OwnedHistory owned;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
-      RunHook(*hook, "after_step", [hook, ctx = hook_ctx_, info] { hook->AfterStep(ctx, info); });
+      OwnedHistory keep;
+      info.history = HistoryFor(*hook, tr_.messages(), owned, keep);
+      RunHook(*hook, "after_step",
+              [hook, ctx = hook_ctx_, info, keep] { hook->AfterStep(ctx, info); });
     }
     last_tool_results_ = static_cast<int>(slots_.size());
     phase_ = Phase::kNeedModel;

@@ -1,6 +1,8 @@
 #include "agentloop/turn.h"
 
+#include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -927,6 +929,80 @@ TEST_F(TurnTest, TurnEndIsPairedEvenOnEarlyStop) {
   EXPECT_EQ(h->starts, 1);
   EXPECT_EQ(h->ends, 1);
   EXPECT_EQ(h->last_stop, StopReason::kBudgetExhausted);
+}
+
+// A timed hook that blocks until released and then reads the history it was
+// handed: a hook abandoned after its timeout may still read its arguments.
+class LateReaderHook : public Hook {
+ public:
+  explicit LateReaderHook(std::string point) : point_(std::move(point)) {}
+  std::string_view name() const override { return "late"; }
+  std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(100); }
+  void BeforeModelCall(const HookContext&, ModelRequest& req) override {
+    if (point_ == "before_model_call") Read(req.history);
+  }
+  void AfterStep(const HookContext&, const StepEndInfo& info) override {
+    if (point_ == "after_step") Read(info.history);
+  }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    if (point_ == "turn_end") Read(info.history);
+    return {};
+  }
+  void Release() { release_.set_value(); }
+  std::future<std::vector<std::string>> texts() { return read_.get_future(); }
+
+ private:
+  void Read(std::span<const Message> history) {
+    if (read_once_.exchange(true)) return;
+    released_.wait();
+    std::vector<std::string> texts;
+    for (const Message& m : history) {
+      std::string t;
+      for (const ContentBlock& b : m.content) t += b.text;
+      texts.push_back(std::move(t));
+    }
+    read_.set_value(std::move(texts));
+  }
+  std::string point_;
+  std::atomic<bool> read_once_{false};
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::promise<std::vector<std::string>> read_;
+};
+
+// Regression: a timed hook abandoned after its timeout held a view into the
+// transcript; reading it after the transcript changed read other messages
+// (or freed memory). Its history is now an owned copy.
+TEST_F(TurnTest, AbandonedHookReadsTheHistoryItWasHandedAfterTheTranscriptChanged) {
+  struct Case {
+    const char* point;
+    std::vector<std::string> want;  // the texts of the history at the call
+  };
+  for (const Case& c : {Case{"before_model_call", {"hi"}}, Case{"after_step", {"hi", "", "echo:1"}},
+                        Case{"turn_end", {"hi", "", "echo:1", "done"}}}) {
+    SCOPED_TRACE(c.point);
+    transcript_ = Transcript();
+    sink_.events.clear();
+    auto h = std::make_shared<LateReaderHook>(c.point);
+    auto texts = h->texts();
+    auto cfg = Config();
+    cfg.hooks = {h};
+    provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("done");
+    TurnResult r = Run(cfg);
+    ASSERT_EQ(r.stop, StopReason::kCompleted);
+    bool abandoned = false;  // (a loaded machine may time out other calls too)
+    for (const Event& e : sink_.OfType(EventType::kHookError)) {
+      abandoned = abandoned || e.data["point"] == c.point;
+    }
+    ASSERT_TRUE(abandoned) << "the hook timed out at " << c.point;
+    // Rewrite every message in place (same storage, same count).
+    std::vector<Message> other;
+    for (size_t i = 0; i < transcript_.size(); ++i) other.push_back(Message::User("changed"));
+    transcript_.ReplacePrefix(transcript_.size(), std::move(other));
+    h->Release();
+    ASSERT_EQ(texts.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    EXPECT_EQ(texts.get(), c.want);
+  }
 }
 
 // ---- events ----------------------------------------------------------------
