@@ -69,7 +69,11 @@ struct TurnEndInfo {
   std::string reason;
   // The stored history, oldest first; valid until the hook returns.
   std::span<const Message> history;
-  // Tool results in the last step (0 when the turn settled with a text answer).
+  // Tool results the last step's batch produced: > 0 when the round ends
+  // right after tools ran (a budget, the stuck guard, a denial, a cancel
+  // before the next model call); 0 when it ends on a model response (a text
+  // answer, a response whose calls were not run) or a pause (the results
+  // are in the checkpoint, not the history).
   int tool_result_count = 0;
   TurnCounters counters;
   bool truncated = false;

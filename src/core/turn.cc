@@ -124,6 +124,9 @@ class Turn::Impl {
                            .budget = cfg_.budget,
                            .counters = counters_};
     });
+    // A resumed turn answers the paused batch: those are its last step's
+    // tool results until the model is called again.
+    if (input.is_resume) step_tool_results_ = static_cast<int>(input.message.content.size());
     if (!input.is_retry) AppendMessage(std::move(input.message));
     protect_from_ = tr_.size() - 1;
     phase_ = Phase::kNeedModel;
@@ -144,6 +147,7 @@ class Turn::Impl {
     if (phase_ != Phase::kAwaitModel) return;
     phase_ = Phase::kNeedModel;
     if (!result.ok()) return OnModelError(result.error());
+    step_tool_results_ = 0;
     compactions_ = 0;
     ModelResponse& resp = *result;
     counters_.model_calls++;
@@ -192,12 +196,12 @@ class Turn::Impl {
         FinishNow(StopReason::kBudgetExhausted, why, has_tools ? "" : text);
       } else {
         truncated_ = true;
-        Settle(text, /*tool_result_count=*/0);
+        Settle(text);
       }
       return;
     }
     AppendMessage(std::move(assistant));
-    if (!has_tools) return Settle(text, 0);
+    if (!has_tools) return Settle(text);
     ProcessBatch();
   }
 
@@ -366,7 +370,7 @@ class Turn::Impl {
   // Calls OnTurnEnd on every hook (pairing with OnTurnStart) and emits a
   // `continuation` event for each verdict that asks for another round or
   // gives a reason. Returns the merged verdict (honoured by Settle only).
-  TurnEndVerdict CloseRound(StopReason stop, const std::string& reason, int tool_result_count) {
+  TurnEndVerdict CloseRound(StopReason stop, const std::string& reason) {
     TurnEndVerdict merged;
     if (!round_open_) return merged;
     round_open_ = false;
@@ -379,7 +383,7 @@ class Turn::Impl {
       info.stop = stop;
       info.reason = reason;
       info.history = HistoryFor(*hook, tr_.messages(), owned, keep);
-      info.tool_result_count = tool_result_count;
+      info.tool_result_count = step_tool_results_;
       info.counters = counters_;
       info.truncated = truncated_;
       bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict, keep] {
@@ -815,6 +819,7 @@ class Turn::Impl {
       if (s.state != SlotState::kReady) SetReady(s, "not run: " + why, true);
       results.content.push_back(s.result);
     }
+    step_tool_results_ = static_cast<int>(results.content.size());
     AppendMessage(std::move(results));
   }
 
@@ -867,7 +872,6 @@ class Turn::Impl {
       RunHook(*hook, "after_step",
               [hook, ctx = hook_ctx_, info, keep] { hook->AfterStep(ctx, info); });
     }
-    last_tool_results_ = static_cast<int>(slots_.size());
     phase_ = Phase::kNeedModel;
   }
 
@@ -895,10 +899,10 @@ class Turn::Impl {
   // ---- endings ------------------------------------------------------------
 
   // A completed answer: turn-end hooks may ask for another round.
-  void Settle(const std::string& text, int tool_result_count) {
+  void Settle(const std::string& text) {
     std::string reason =
         truncated_ ? "completed (truncated by the output-token limit)" : "completed";
-    TurnEndVerdict v = CloseRound(StopReason::kCompleted, reason, tool_result_count);
+    TurnEndVerdict v = CloseRound(StopReason::kCompleted, reason);
     if (v.continue_turn && sink_error_.ok()) {
       for (auto& e : v.entries) AppendMessage(std::move(e));
       truncated_ = false;
@@ -912,7 +916,7 @@ class Turn::Impl {
   turn_action::Finished FinishNow(StopReason stop, std::string reason, std::string final_text = "",
                                   bool round_closed = false) {
     if (phase_ == Phase::kFinished) return turn_action::Finished{result_};
-    if (!round_closed) CloseRound(stop, reason, 0);
+    if (!round_closed) CloseRound(stop, reason);
     result_.stop = stop;
     result_.reason = std::move(reason);
     result_.final_text = std::move(final_text);
@@ -955,7 +959,10 @@ class Turn::Impl {
   int compactions_ = 0;
   bool round_open_ = false;
   bool truncated_ = false;
-  int last_tool_results_ = 0;
+  // Tool results the batch of the last model response produced (0 until
+  // the batch answered, and when the response had no batch): what
+  // TurnEndInfo::tool_result_count reports.
+  int step_tool_results_ = 0;
   std::vector<Slot> slots_;
   std::optional<StopAfter> stop_after_;
   std::deque<std::string> recent_;

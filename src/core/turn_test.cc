@@ -931,6 +931,47 @@ TEST_F(TurnTest, TurnEndIsPairedEvenOnEarlyStop) {
   EXPECT_EQ(h->last_stop, StopReason::kBudgetExhausted);
 }
 
+// OnTurnEnd learns how many tool results the last step produced: the count
+// of the batch when the round ends right after tools ran, 0 when it ends on
+// a model answer.
+class CountingHook : public Hook {
+ public:
+  std::string_view name() const override { return "count"; }
+  std::chrono::milliseconds timeout() const override { return {}; }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    counts.push_back(info.tool_result_count);
+    stops.push_back(info.stop);
+    return {};
+  }
+  std::vector<int> counts;
+  std::vector<StopReason> stops;
+};
+
+TEST_F(TurnTest, TurnEndReportsTheToolResultsOfTheLastStep) {
+  auto h = std::make_shared<CountingHook>();
+  auto cfg = Config();
+  cfg.hooks = {h};
+  cfg.budget.max_turns = 1;  // the round ends before the model sees the results
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "echo", {{"x", "2"}})});
+  TurnResult r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kMaxTurns);
+  // A budget stop mid-batch: the batch's results, the unrun call included.
+  cfg.budget = DefaultBudget(CommandKind::kCode);
+  cfg.budget.max_tool_calls = 1;
+  provider_.Calls({Call("c", "echo", {{"x", "3"}}), Call("d", "echo", {{"x", "4"}}),
+                   Call("e", "echo", {{"x", "5"}})});
+  r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kBudgetExhausted);
+  // Tools, then a text answer: the round settles on the answer.
+  cfg.budget = DefaultBudget(CommandKind::kCode);
+  provider_.Calls({Call("f", "echo", {{"x", "6"}})}).Text("done");
+  r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(h->counts, (std::vector<int>{2, 3, 0}));
+  EXPECT_EQ(h->stops, (std::vector<StopReason>{StopReason::kMaxTurns, StopReason::kBudgetExhausted,
+                                               StopReason::kCompleted}));
+}
+
 // A timed hook that blocks until released and then reads the history it was
 // handed: a hook abandoned after its timeout may still read its arguments.
 class LateReaderHook : public Hook {

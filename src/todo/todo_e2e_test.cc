@@ -263,5 +263,32 @@ TEST_F(TodoE2eTest, BudgetStopIsNotContinued) {
   EXPECT_EQ(hook_->Status("e2e").reason, "stopped: turn outcome was max_turns");
 }
 
+// A batch that stops the turn (here the tool-call budget, mid-batch) is not
+// seen by AfterStep: the turn end reports its tool results, and the hook
+// takes the tool-turn branch with the turn's outcome, warning that the list
+// was cleared by todo calls alone.
+TEST_F(TodoE2eTest, ABatchThatStopsTheTurnTakesTheToolBranchAtTheTurnEnd) {
+  ScriptModel model({
+      Todo({R"({"action":"create","subject":"a"})"}),
+      Todo({R"({"action":"update","id":1,"status":"completed"})",
+            R"({"action":"list"})"}),  // the second call is over the budget
+      Say("never asked"),
+  });
+  Budget budget;
+  budget.max_tool_calls = 2;
+  TurnResult r = Run(model, "go", budget);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(model.requests().size(), 2u);
+  ASSERT_EQ(notes_.size(), 1u);
+  EXPECT_EQ(notes_[0].first, "warning");
+  EXPECT_EQ(
+      notes_[0].second,
+      "todo-loop: the list was cleared by todo calls alone in that turn \xE2\x80\x94 no other "
+      "tool work accompanied it");
+  EXPECT_EQ(hook_->Status("e2e").reason, "stopped: turn outcome was budget_exhausted");
+  EXPECT_TRUE(hook_->LastDecisionJson("e2e").is_null()) << "a tool turn decides nothing";
+  EXPECT_EQ(sink_.Count(EventType::kContinuation), 0);
+}
+
 }  // namespace
 }  // namespace agentloop::todo
