@@ -97,9 +97,11 @@ class Turn::Impl {
     if (!cfg_.policy) cfg_.policy = std::make_shared<DefaultPermissionPolicy>();
     if (!cfg_.clock) cfg_.clock = [] { return std::chrono::steady_clock::now(); };
     if (!cfg_.now_ms) cfg_.now_ms = SystemNowMs;
+    std::vector<ToolSpec> offered;
     for (const auto& t : cfg_.tools) {
-      if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered_.push_back(t);
+      if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered.push_back(t);
     }
+    offered_ = std::make_shared<const std::vector<ToolSpec>>(std::move(offered));
     hook_ctx_.session_id = cfg_.session_id;
     hook_ctx_.turn_id = cfg_.turn_id;
     hook_ctx_.workspace = cfg_.workspace;
@@ -274,7 +276,7 @@ class Turn::Impl {
     Emit([&] { return ThinkingDeltaData{std::string(text)}; });
   }
 
-  std::span<const ToolSpec> offered() const { return offered_; }
+  std::span<const ToolSpec> offered() const { return *offered_; }
   const TurnConfig& config() const { return cfg_; }
 
  private:
@@ -452,7 +454,7 @@ class Turn::Impl {
     req.model = cfg_.model;
     req.system = cfg_.system_prompt;
     req.history = tr_.messages();
-    req.tools = offered_;
+    req.tools = *offered_;
     req.tools_uid = offered_uid_;
     req.max_output_tokens = std::max<int64_t>(1024, b.max_tokens - counters_.tokens);
     OwnedHistory owned;  // a copy of `owned_from`, for timed hooks
@@ -467,15 +469,17 @@ class Turn::Impl {
       auto copy = std::make_shared<ModelRequest>(req);
       copy->history = HistoryFor(*hook, source, owned, keep);
       owned_from = source;
-      bool done = RunHook(*hook, "before_model_call", [hook, ctx = hook_ctx_, copy, keep] {
-        hook->BeforeModelCall(ctx, *copy);
-      });
+      // The request's tools view offered_: the closure holds it too.
+      bool done = RunHook(*hook, "before_model_call",
+                          [hook, ctx = hook_ctx_, copy, keep, tools = offered_] {
+                            hook->BeforeModelCall(ctx, *copy);
+                          });
       if (!done) continue;
       req = std::move(*copy);
       if (keep) req.history = Rebase(req.history, *keep, source);
     }
     // A hook that offered other tools voids the identity of the offer.
-    if (req.tools.data() != offered_.data() || req.tools.size() != offered_.size()) {
+    if (req.tools.data() != offered_->data() || req.tools.size() != offered_->size()) {
       req.tools_uid = 0;
     }
     Emit([&] {
@@ -594,7 +598,7 @@ class Turn::Impl {
       }
       if (slot.spec == nullptr) {
         std::string names;
-        for (const auto& t : offered_) names += (names.empty() ? "" : ", ") + t.name;
+        for (const auto& t : *offered_) names += (names.empty() ? "" : ", ") + t.name;
         SetReady(slot, "unknown tool '" + slot.name + "'; available tools: " + names, true);
         continue;
       }
@@ -945,7 +949,9 @@ class Turn::Impl {
  private:
   TurnConfig cfg_;
   Transcript& tr_;
-  std::vector<ToolSpec> offered_;
+  // Shared (immutable) so a timed hook abandoned after its timeout may still
+  // read the request's tools, which view it.
+  std::shared_ptr<const std::vector<ToolSpec>> offered_;
   // Identity of offered_ for providers' caches (ModelRequest::tools_uid):
   // random, so turns of different sessions sharing a provider never match.
   const uint64_t offered_uid_ = RandomU64() | 1;

@@ -980,7 +980,7 @@ class LateReaderHook : public Hook {
   std::string_view name() const override { return "late"; }
   std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(100); }
   void BeforeModelCall(const HookContext&, ModelRequest& req) override {
-    if (point_ == "before_model_call") Read(req.history);
+    if (point_ == "before_model_call") Read(req.history, req.tools);
   }
   void AfterStep(const HookContext&, const StepEndInfo& info) override {
     if (point_ == "after_step") Read(info.history);
@@ -993,10 +993,11 @@ class LateReaderHook : public Hook {
   std::future<std::vector<std::string>> texts() { return read_.get_future(); }
 
  private:
-  void Read(std::span<const Message> history) {
+  void Read(std::span<const Message> history, std::span<const ToolSpec> tools = {}) {
     if (read_once_.exchange(true)) return;
     released_.wait();
     std::vector<std::string> texts;
+    for (const ToolSpec& t : tools) texts.push_back("tool:" + t.name);
     for (const Message& m : history) {
       std::string t;
       for (const ContentBlock& b : m.content) t += b.text;
@@ -1013,14 +1014,16 @@ class LateReaderHook : public Hook {
 
 // Regression: a timed hook abandoned after its timeout held a view into the
 // transcript; reading it after the transcript changed read other messages
-// (or freed memory). Its history is now an owned copy.
+// (or freed memory). Its history is now an owned copy, and the request's
+// tools outlive the turn that offered them.
 TEST_F(TurnTest, AbandonedHookReadsTheHistoryItWasHandedAfterTheTranscriptChanged) {
   struct Case {
     const char* point;
     std::vector<std::string> want;  // the texts of the history at the call
   };
-  for (const Case& c : {Case{"before_model_call", {"hi"}}, Case{"after_step", {"hi", "", "echo:1"}},
-                        Case{"turn_end", {"hi", "", "echo:1", "done"}}}) {
+  for (const Case& c :
+       {Case{"before_model_call", {"tool:echo", "tool:write", "tool:fail", "hi"}},
+        Case{"after_step", {"hi", "", "echo:1"}}, Case{"turn_end", {"hi", "", "echo:1", "done"}}}) {
     SCOPED_TRACE(c.point);
     transcript_ = Transcript();
     sink_.events.clear();
