@@ -49,6 +49,7 @@ Event MessageEvent(uint64_t seq, size_t text_bytes) {
   e.type = EventType::kMessage;
   e.turn_id = "turn_bench";
   e.seq = seq;
+  e.ts = SystemNowMs();
   e.data = Json{{"message", ToJson(Message::Assistant(std::string(text_bytes, 'x')))}};
   return e;
 }

@@ -4,6 +4,8 @@
 #include <ostream>
 #include <string>
 
+#include "agentloop/event_data.h"
+
 #include "pricing.h"
 #include "protocol/codec.h"
 
@@ -278,15 +280,20 @@ void TurnPrinter::OnThinkingDelta(std::string_view text) {
 }
 
 Status TurnPrinter::OnEvent(const Event& event) {
+  std::optional<ContinuationData> continuation;
   if (event.type == EventType::kContinuation) {
+    if (auto c = ContinuationData::FromJson(event.data); c.ok()) continuation = std::move(*c);
+  }
+  if (continuation && continuation->by == "todo-loop" && continuation->details.is_object()) {
+    const Json& d = continuation->details;
     TodoLoopInfo info;
-    info.rounds = event.data.value("round", 0);
-    info.max_rounds = event.data.value("max_rounds", 0);
-    info.strikes = event.data.value("strikes", 0);
-    info.max_strikes = event.data.value("max_strikes", 0);
-    info.reason = event.data.value("reason", std::string());
-    info.continued = event.data.value("continue", false);
-    info.open = event.data.value("open", 0);
+    info.rounds = d.value("round", 0);
+    info.max_rounds = d.value("max_rounds", 0);
+    info.strikes = d.value("strikes", 0);
+    info.max_strikes = d.value("max_strikes", 0);
+    info.reason = continuation->reason;
+    info.continued = continuation->continue_turn;
+    info.open = d.value("open", 0);
     todo_loop_ = info;
   }
   if (format_ == OutputFormat::kStreamJson) {
@@ -345,13 +352,19 @@ Status TurnPrinter::OnEvent(const Event& event) {
     }
     case EventType::kContinuation: {
       // Only a continuation is news; a stop is reported by the loop's notice.
-      if (!d.value("continue", false)) break;
+      if (!continuation || !continuation->continue_turn) break;
       StopSpinner();
       EnsureNewlineOnStdout();
-      err_ << Paint("↻ todo loop: round " + std::to_string(todo_loop_->rounds) + "/" +
-                        std::to_string(todo_loop_->max_rounds),
-                    kCyan);
-      if (int open = d.value("open", 0); open > 0) err_ << " (" << open << " open)";
+      if (continuation->by == "todo-loop" && todo_loop_) {
+        err_ << Paint("↻ todo loop: round " + std::to_string(todo_loop_->rounds) + "/" +
+                          std::to_string(todo_loop_->max_rounds),
+                      kCyan);
+        if (todo_loop_->open > 0) err_ << " (" << todo_loop_->open << " open)";
+      } else {
+        err_ << Paint("↻ " + continuation->by + ": " +
+                          (continuation->reason.empty() ? "another round" : continuation->reason),
+                      kCyan);
+      }
       err_ << "\n" << std::flush;
       break;
     }

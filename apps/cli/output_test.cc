@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
+
 #include "pricing.h"
 
 namespace agentloop::cli {
@@ -186,17 +188,30 @@ TEST(TurnPrinterTest, JsonPrintsOneObjectAndPendingHelp) {
   TurnPrinter p(OutputFormat::kJson, out, err, Style());
   p.BeginTurn();
   p.OnTextDelta("not printed");
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kContinuation, Json{{"round", 1},
-                                                          {"max_rounds", 12},
-                                                          {"strikes", 0},
-                                                          {"max_strikes", 2},
-                                                          {"reason", "open"}}))
-                  .ok());
+  ContinuationData todo{
+      .by = "todo-loop",
+      .continue_turn = true,
+      .reason = "continuing: round 1/12, 3 open",
+      .entries = 1,
+      .model_calls = 2,
+      .details =
+          Json{{"round", 1}, {"max_rounds", 12}, {"strikes", 0}, {"max_strikes", 2}, {"open", 3}}};
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kContinuation, todo.ToJson())).ok());
+  // Another hook's verdict does not replace the todo loop's figures.
+  ContinuationData other;
+  other.by = "mine";
+  other.continue_turn = true;
+  other.reason = "more";
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kContinuation, other.ToJson())).ok());
   EXPECT_EQ(p.Finish("s1", Paused(), ""), 5);
   Result<Json> j = ParseJson(out.str());
   ASSERT_TRUE(j.ok()) << out.str();
   EXPECT_EQ((*j)["status"], "pending_approval");
   EXPECT_EQ((*j)["todo_loop"]["max_rounds"], 12);
+  EXPECT_EQ((*j)["todo_loop"]["rounds"], 1);
+  EXPECT_EQ((*j)["todo_loop"]["open"], 3);
+  EXPECT_EQ((*j)["todo_loop"]["continued"], true);
+  EXPECT_EQ((*j)["todo_loop"]["reason"], "continuing: round 1/12, 3 open");
   EXPECT_NE(err.str().find("agentloop approve pend-1"), std::string::npos);
 }
 

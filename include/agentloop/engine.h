@@ -221,6 +221,9 @@ struct EngineOptions {
   // the provider fields are read; a script provider, or a remote one with no
   // API key and no base URL, is not contacted.
   std::optional<SessionOptions> preconnect_for;
+  // Wall clock of the events' `ts`, Unix epoch milliseconds (tests inject
+  // one). Null: SystemNowMs.
+  std::function<int64_t()> now_ms;
 };
 
 // Hooks for the front end while a turn runs. All optional.

@@ -1,9 +1,10 @@
 // The typed event stream out of every turn.
 //
-// Every event carries the session id, the turn id and a sequence number that
-// is monotonic within the session (so an SSE client can reconnect with
-// Last-Event-ID, and a store can order events). Events serialise as one JSON
-// object per line: {"type", "session_id", "turn_id", "seq", ...data}; the
+// Every event carries the session id, the turn id, a sequence number that is
+// monotonic within the session (so an SSE client can reconnect with
+// Last-Event-ID, and a store can order events) and the wall-clock time it was
+// emitted. Events serialise as one JSON object per line: {"type",
+// "session_id", "turn_id", "seq", "ts", ...data}; the
 // types and their fields are documented in docs/protocol.md. Consumers must
 // ignore unknown types and fields (additive changes only within v1).
 //
@@ -55,8 +56,13 @@ struct Event {
   std::string turn_id;
   uint64_t seq = 0;
   Json data = Json::object();
+  // When the event was emitted, Unix epoch milliseconds; stamped together
+  // with `seq` by whoever numbers the event (the turn, the engine, the
+  // store's crash repair). 0: unknown, only for events stored before events
+  // had timestamps; such an event serialises without `ts`.
+  int64_t ts = 0;
 
-  // One JSON object: type, session_id, turn_id, seq, then the data fields.
+  // One JSON object: type, session_id, turn_id, seq, ts, then the data fields.
   Json ToJson() const;
   // DumpJson(ToJson()) with session_id set to `session_id`, the same text,
   // written without copying `data` into a new object (what the store does
@@ -64,6 +70,9 @@ struct Event {
   std::string Dump(std::string_view session_id) const;
   static Result<Event> FromJson(const Json& j);
 };
+
+// The system clock in Unix epoch milliseconds: the default clock of `ts`.
+int64_t SystemNowMs();
 
 class EventSink {
  public:

@@ -4,11 +4,15 @@
 // Hooks run in registration order. Each call has a timeout (default 5 s); a
 // hook that throws or times out is logged (a hook_error event) and skipped:
 // a hook never fails a turn. A timed-out hook is abandoned, not killed: its
-// result is ignored, and it must not keep references to its arguments past
-// the call. A timed call runs on a helper thread (the handoff costs two
-// context switches); a hook whose timeout() is zero is trusted to return
-// promptly and runs inline on the turn's thread, with exceptions still
-// contained. The built-in hooks (todo, learning) are inline.
+// result is ignored. A timed call runs on a helper thread (the handoff costs
+// two context switches) and its arguments stay valid until the hook returns,
+// also after a timeout: the history it is handed (StepEndInfo::history,
+// TurnEndInfo::history, ModelRequest::history) is an owned copy, made once
+// per hook point when such a hook is registered. A hook whose timeout() is
+// zero is trusted to return promptly and runs inline on the turn's thread,
+// with exceptions still contained; it sees the session's transcript itself
+// (no copy), valid for the call. No hook may keep references to its
+// arguments past the call. The built-in hooks (todo, learning) are inline.
 //
 // Pairing: every OnTurnStart is followed by exactly one OnTurnEnd, also when
 // the turn stops early (budget, pause, cancel, failure). When OnTurnEnd asks
@@ -53,6 +57,7 @@ struct ToolCallVerdict {
 // The end of one step that ran tools (the model will be called again).
 struct StepEndInfo {
   int step = 0;
+  // The stored history, oldest first; valid until the hook returns.
   std::span<const Message> history;
   // Names of the tools whose results this step produced, in model order.
   std::vector<std::string> tool_names;
@@ -62,8 +67,13 @@ struct StepEndInfo {
 struct TurnEndInfo {
   StopReason stop = StopReason::kCompleted;
   std::string reason;
+  // The stored history, oldest first; valid until the hook returns.
   std::span<const Message> history;
-  // Tool results in the last step (0 when the turn settled with a text answer).
+  // Tool results the last step's batch produced: > 0 when the round ends
+  // right after tools ran (a budget, the stuck guard, a denial, a cancel
+  // before the next model call); 0 when it ends on a model response (a text
+  // answer, a response whose calls were not run) or a pause (the results
+  // are in the checkpoint, not the history).
   int tool_result_count = 0;
   TurnCounters counters;
   bool truncated = false;
@@ -73,6 +83,12 @@ struct TurnEndVerdict {
   // Ask the engine to run another round (only honoured when the turn
   // completed; budgets still apply).
   bool continue_turn = false;
+  // Why the hook continues or stops, for the `continuation` event the turn
+  // emits for this verdict (docs/protocol.md). A verdict that neither
+  // continues nor gives a reason emits none.
+  std::string reason;
+  // The hook's own figures for that event (an object), or null.
+  Json details;
   // Entries appended to the stored history before the next round, e.g. the
   // todo loop's hidden continuation marker (Message::tag set).
   std::vector<Message> entries;

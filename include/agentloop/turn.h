@@ -76,6 +76,9 @@ struct TurnConfig {
   std::filesystem::path workspace;
   // Time source for the wall-time budget (tests inject one).
   std::function<std::chrono::steady_clock::time_point()> clock;
+  // Wall clock of the events' `ts`, Unix epoch milliseconds (tests inject
+  // one). Null: SystemNowMs.
+  std::function<int64_t()> now_ms;
 };
 
 // A person's decision about one item of a paused batch, kept in the
@@ -194,9 +197,6 @@ class Turn {
   // turn's thread right after the hook call returns, so notices keep their
   // place in the stream (always before turn_end).
   void PostNotice(std::string level, std::string text);
-  // The same for any event type a hook reports (e.g. the todo loop's
-  // `continuation` decisions).
-  void PostEvent(EventType type, Json data);
 
   // Stream deltas from the provider, forwarded as events.
   void EmitTextDelta(std::string_view text);

@@ -19,6 +19,9 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <type_traits>
+
+#include "agentloop/event_data.h"
 
 #include "base/ids.h"
 #include "base/strings.h"
@@ -99,9 +102,12 @@ class Turn::Impl {
     if (cfg_.turn_id.empty()) cfg_.turn_id = NewId("turn");
     if (!cfg_.policy) cfg_.policy = std::make_shared<DefaultPermissionPolicy>();
     if (!cfg_.clock) cfg_.clock = [] { return std::chrono::steady_clock::now(); };
+    if (!cfg_.now_ms) cfg_.now_ms = SystemNowMs;
+    std::vector<ToolSpec> offered;
     for (const auto& t : cfg_.tools) {
-      if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered_.push_back(t);
+      if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered.push_back(t);
     }
+    offered_ = std::make_shared<const std::vector<ToolSpec>>(std::move(offered));
     hook_ctx_.session_id = cfg_.session_id;
     hook_ctx_.turn_id = cfg_.turn_id;
     hook_ctx_.workspace = cfg_.workspace;
@@ -118,13 +124,13 @@ class Turn::Impl {
           "retry: the history does not end with a prompt or tool results to answer");
     }
     start_time_ = cfg_.clock();
-    Emit(EventType::kTurnBegin, [&] {
-      return Json{{"input", input.is_retry  ? "retry"
-                            : input.decided ? "resume"
-                                            : "user"},
-                  {"command", CommandKindName(cfg_.command)},
-                  {"budget", ToJson(cfg_.budget)},
-                  {"counters", ToJson(counters_)}};
+    Emit([&] {
+      return TurnBeginData{.input = input.is_retry  ? "retry"
+                                    : input.decided ? "resume"
+                                                    : "user",
+                           .command = cfg_.command,
+                           .budget = cfg_.budget,
+                           .counters = counters_};
     });
     if (!input.is_retry && !input.decided) AppendMessage(std::move(input.message));
     protect_from_ = tr_.size() - 1;
@@ -147,6 +153,7 @@ class Turn::Impl {
     if (phase_ != Phase::kAwaitModel) return;
     phase_ = Phase::kNeedModel;
     if (!result.ok()) return OnModelError(result.error());
+    step_tool_results_ = 0;
     compactions_ = 0;
     ModelResponse& resp = *result;
     counters_.model_calls++;
@@ -174,12 +181,12 @@ class Turn::Impl {
     }
     bool has_tools = assistant.HasToolUse();
     std::string text = assistant.JoinedText();
-    Emit(EventType::kStepEnd, [&] {
-      return Json{{"step", counters_.model_calls},
-                  {"finish", FinishReasonName(resp.finish)},
-                  {"usage", ToJson(resp.usage)},
-                  {"has_usage", resp.has_usage},
-                  {"tokens", counters_.tokens}};
+    Emit([&] {
+      return StepEndData{.step = counters_.model_calls,
+                         .finish = resp.finish,
+                         .usage = resp.usage,
+                         .has_usage = resp.has_usage,
+                         .tokens = counters_.tokens};
     });
 
     bool over_tokens = counters_.tokens > cfg_.budget.max_tokens;
@@ -195,12 +202,12 @@ class Turn::Impl {
         FinishNow(StopReason::kBudgetExhausted, why, has_tools ? "" : text);
       } else {
         truncated_ = true;
-        Settle(text, /*tool_result_count=*/0);
+        Settle(text);
       }
       return;
     }
     AppendMessage(std::move(assistant));
-    if (!has_tools) return Settle(text, 0);
+    if (!has_tools) return Settle(text);
     ProcessBatch();
   }
 
@@ -244,12 +251,12 @@ class Turn::Impl {
       slot.result = ContentBlock::ToolResult(slot.id, out.content, out.is_error);
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
       slot.state = SlotState::kReady;
-      Emit(EventType::kToolCallEnd, [&] {
-        return Json{{"id", slot.id},
-                    {"tool", slot.name},
-                    {"is_error", out.is_error},
-                    {"content_bytes", out.content.size()},
-                    {"summary", SummaryLine(out.content)}};
+      Emit([&] {
+        return ToolCallEndData{.id = slot.id,
+                               .tool = slot.name,
+                               .is_error = out.is_error,
+                               .content_bytes = static_cast<int64_t>(out.content.size()),
+                               .summary = SummaryLine(out.content)};
       });
       ToolCall call{slot.id, slot.name, slot.input};
       for (auto& h : cfg_.hooks) {
@@ -266,59 +273,96 @@ class Turn::Impl {
     AfterTools();
   }
 
-  void EmitDelta(EventType type, std::string_view text) {
-    Emit(type, [&] { return Json{{"text", text}}; });
+  void EmitTextDelta(std::string_view text) {
+    Emit([&] { return TextDeltaData{std::string(text)}; });
+  }
+  void EmitThinkingDelta(std::string_view text) {
+    Emit([&] { return ThinkingDeltaData{std::string(text)}; });
   }
 
-  std::span<const ToolSpec> offered() const { return offered_; }
+  std::span<const ToolSpec> offered() const { return *offered_; }
   const TurnConfig& config() const { return cfg_; }
 
  private:
   // ---- events -------------------------------------------------------------
 
-  template <typename DataFn>
-  void Emit(EventType type, DataFn&& data) {
+  // Emits the event `make()` returns the data of (an event_data.h struct;
+  // built only when there is a sink), numbered and stamped here.
+  template <typename MakeData>
+  void Emit(MakeData&& make) {
+    using Data = std::invoke_result_t<MakeData>;
     if (cfg_.sink == nullptr) {
       ++seq_;
       return;
     }
-    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, data()};
+    Event e{Data::kType, cfg_.session_id, cfg_.turn_id, seq_++, make().ToJson(), cfg_.now_ms()};
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
   }
 
   void AppendMessage(Message m) {
     const Message& stored = tr_.Append(std::move(m));
-    Emit(EventType::kMessage, [&] { return Json{{"message", ToJson(stored)}}; });
+    Emit([&] { return MessageData{stored}; });
   }
 
   // ---- hooks --------------------------------------------------------------
 
+  using OwnedHistory = std::shared_ptr<const std::vector<Message>>;
+
+  // The history `hook` is handed. An inline hook (timeout zero) returns
+  // before the transcript changes and sees `history` itself. A timed hook
+  // runs on the helper thread and may be abandoned after its timeout while
+  // it still reads its arguments: it sees an owned, immutable copy, which
+  // `keep` holds (the call's closure captures it, so the copy lives until
+  // the hook returns). One copy per hook point, shared through `owned`, made
+  // only when a timed hook is registered.
+  static std::span<const Message> HistoryFor(const Hook& hook, std::span<const Message> history,
+                                             OwnedHistory& owned, OwnedHistory& keep) {
+    if (hook.timeout() <= std::chrono::milliseconds::zero()) return history;
+    if (!owned)
+      owned = std::make_shared<const std::vector<Message>>(history.begin(), history.end());
+    keep = owned;
+    return *owned;
+  }
+
+  // A timed hook saw `copy`, a copy of `source`: the range of the copy it
+  // left in its request is the same range of `source`. Any other span is the
+  // hook's own (ModelRequest::tail is where a hook puts messages it made).
+  static std::span<const Message> Rebase(std::span<const Message> seen,
+                                         const std::vector<Message>& copy,
+                                         std::span<const Message> source) {
+    if (seen.empty()) return {};
+    std::less_equal<const Message*> le;
+    const Message* begin = copy.data();
+    if (!le(begin, seen.data()) || !le(seen.data() + seen.size(), begin + copy.size())) {
+      return seen;
+    }
+    return source.subspan(static_cast<size_t>(seen.data() - begin), seen.size());
+  }
+
   bool RunHook(Hook& hook, const char* point, std::function<void()> fn) {
     bool ok = hooks_.Run(point, hook.timeout(), std::move(fn),
                          [&](const std::string& p, const std::string& err) {
-                           Emit(EventType::kHookError, [&] {
-                             return Json{{"hook", hook.name()}, {"point", p}, {"error", err}};
-                           });
+                           Emit([&] { return HookErrorData{std::string(hook.name()), p, err}; });
                          });
     DrainNotices();
     return ok;
   }
 
  public:
-  void PostEvent(EventType type, Json data) {
+  void PostNotice(NoticeData notice) {
     std::lock_guard<std::mutex> lock(notices_mu_);
-    notices_.emplace_back(type, std::move(data));
+    notices_.push_back(std::move(notice));
   }
 
  private:
   void DrainNotices() {
-    std::vector<std::pair<EventType, Json>> posted;
+    std::vector<NoticeData> posted;
     {
       std::lock_guard<std::mutex> lock(notices_mu_);
       posted.swap(notices_);
     }
-    for (auto& [type, data] : posted) Emit(type, [&] { return std::move(data); });
+    for (auto& notice : posted) Emit([&] { return std::move(notice); });
   }
 
   void OpenRound() {
@@ -329,26 +373,41 @@ class Turn::Impl {
     }
   }
 
-  // Calls OnTurnEnd on every hook (pairing with OnTurnStart). Returns the
-  // merged verdict.
-  TurnEndVerdict CloseRound(StopReason stop, const std::string& reason, int tool_result_count) {
+  // Calls OnTurnEnd on every hook (pairing with OnTurnStart) and emits a
+  // `continuation` event for each verdict that asks for another round or
+  // gives a reason. Returns the merged verdict (honoured by Settle only).
+  TurnEndVerdict CloseRound(StopReason stop, const std::string& reason) {
     TurnEndVerdict merged;
     if (!round_open_) return merged;
     round_open_ = false;
+    OwnedHistory owned;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
       auto verdict = std::make_shared<TurnEndVerdict>();
       TurnEndInfo info;
+      OwnedHistory keep;
       info.stop = stop;
       info.reason = reason;
-      info.history = tr_.messages();
-      info.tool_result_count = tool_result_count;
+      info.history = HistoryFor(*hook, tr_.messages(), owned, keep);
+      info.tool_result_count = step_tool_results_;
       info.counters = counters_;
       info.truncated = truncated_;
-      bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict] {
+      bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict, keep] {
         *verdict = hook->OnTurnEnd(ctx, info);
       });
       if (!ok) continue;
+      if (verdict->continue_turn || !verdict->reason.empty()) {
+        const bool continues = verdict->continue_turn && stop == StopReason::kCompleted;
+        Emit([&] {
+          return ContinuationData{
+              .by = std::string(hook->name()),
+              .continue_turn = continues,
+              .reason = verdict->reason,
+              .entries = continues ? static_cast<int64_t>(verdict->entries.size()) : 0,
+              .model_calls = counters_.model_calls,
+              .details = verdict->details};
+        });
+      }
       if (verdict->continue_turn) merged.continue_turn = true;
       for (auto& e : verdict->entries) merged.entries.push_back(std::move(e));
     }
@@ -371,14 +430,14 @@ class Turn::Impl {
     }
     bool ok = counters_.model_calls < b.max_turns && counters_.tokens < b.max_tokens &&
               counters_.tool_calls <= b.max_tool_calls;
-    Emit(EventType::kBudgetCheck, [&] {
-      return Json{{"tool_calls", counters_.tool_calls},
-                  {"max_tool_calls", b.max_tool_calls},
-                  {"tokens", counters_.tokens},
-                  {"max_tokens", b.max_tokens},
-                  {"model_calls", counters_.model_calls},
-                  {"max_turns", b.max_turns},
-                  {"ok", ok}};
+    Emit([&] {
+      return BudgetCheckData{.tool_calls = counters_.tool_calls,
+                             .max_tool_calls = b.max_tool_calls,
+                             .tokens = counters_.tokens,
+                             .max_tokens = b.max_tokens,
+                             .model_calls = counters_.model_calls,
+                             .max_turns = b.max_turns,
+                             .ok = ok};
     });
     if (counters_.model_calls >= b.max_turns) {
       std::string text =
@@ -399,24 +458,38 @@ class Turn::Impl {
     req.model = cfg_.model;
     req.system = cfg_.system_prompt;
     req.history = tr_.messages();
-    req.tools = offered_;
+    req.tools = *offered_;
     req.tools_uid = offered_uid_;
     req.max_output_tokens = std::max<int64_t>(1024, b.max_tokens - counters_.tokens);
+    OwnedHistory owned;  // a copy of `owned_from`, for timed hooks
+    std::span<const Message> owned_from;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
+      const std::span<const Message> source = req.history;
+      if (owned && (source.data() != owned_from.data() || source.size() != owned_from.size())) {
+        owned.reset();  // an earlier hook changed the history: copy the new one
+      }
+      OwnedHistory keep;
       auto copy = std::make_shared<ModelRequest>(req);
+      copy->history = HistoryFor(*hook, source, owned, keep);
+      owned_from = source;
+      // The request's tools view offered_: the closure holds it too.
       bool done = RunHook(*hook, "before_model_call",
-                          [hook, ctx = hook_ctx_, copy] { hook->BeforeModelCall(ctx, *copy); });
-      if (done) req = std::move(*copy);
+                          [hook, ctx = hook_ctx_, copy, keep, tools = offered_] {
+                            hook->BeforeModelCall(ctx, *copy);
+                          });
+      if (!done) continue;
+      req = std::move(*copy);
+      if (keep) req.history = Rebase(req.history, *keep, source);
     }
     // A hook that offered other tools voids the identity of the offer.
-    if (req.tools.data() != offered_.data() || req.tools.size() != offered_.size()) {
+    if (req.tools.data() != offered_->data() || req.tools.size() != offered_->size()) {
       req.tools_uid = 0;
     }
-    Emit(EventType::kStepBegin, [&] {
-      return Json{{"step", counters_.model_calls + 1},
-                  {"max_output_tokens", req.max_output_tokens},
-                  {"messages", req.message_count()}};
+    Emit([&] {
+      return StepBeginData{.step = counters_.model_calls + 1,
+                           .max_output_tokens = req.max_output_tokens,
+                           .messages = static_cast<int64_t>(req.message_count())};
     });
     phase_ = Phase::kAwaitModel;
     return turn_action::CallModel{std::move(req)};
@@ -428,12 +501,12 @@ class Turn::Impl {
       auto r = CompactPriorHistory(tr_, protect_from_, compactions_);
       if (r) {
         protect_from_ = protect_from_ - r->dropped + (r->summary ? 1 : 0);
-        Emit(EventType::kCompaction, [&] {
-          return Json{{"from", r->from},
-                      {"to", r->to},
-                      {"attempt", compactions_},
-                      {"drop_prefix", r->dropped},
-                      {"summary", r->summary ? ToJson(*r->summary) : Json(nullptr)}};
+        Emit([&] {
+          return CompactionData{.from = static_cast<int64_t>(r->from),
+                                .to = static_cast<int64_t>(r->to),
+                                .attempt = compactions_,
+                                .drop_prefix = static_cast<int64_t>(r->dropped),
+                                .summary = r->summary};
         });
         return;  // phase is kNeedModel: the next Next() retries
       }
@@ -460,10 +533,15 @@ class Turn::Impl {
   }
 
   void EmitDecision(const Slot& slot, Decision d, const std::string& by, bool edited) {
-    Emit(EventType::kDecision, [&] {
-      return Json{{"tool_use_id", slot.id}, {"tool", slot.name}, {"decision", DecisionName(d)},
-                  {"reason", slot.reason},  {"rule", slot.rule}, {"by", by},
-                  {"edited", edited}};
+    Emit([&] {
+      return DecisionData{.tool_use_id = slot.id,
+                          .tool = slot.name,
+                          .decision = d,
+                          .reason = slot.reason,
+                          .rule = slot.rule,
+                          .by = by,
+                          .edited = edited,
+                          .pending_id = slot.pending_id};
     });
   }
 
@@ -528,7 +606,7 @@ class Turn::Impl {
       }
       if (slot.spec == nullptr) {
         std::string names;
-        for (const auto& t : offered_) names += (names.empty() ? "" : ", ") + t.name;
+        for (const auto& t : *offered_) names += (names.empty() ? "" : ", ") + t.name;
         SetReady(slot, "unknown tool '" + slot.name + "'; available tools: " + names, true);
         continue;
       }
@@ -778,9 +856,7 @@ class Turn::Impl {
       if (!(parallel && last_parallel) || lanes.empty()) lanes.emplace_back();
       lanes.back().push_back(ToolCall{s.id, s.name, s.input});
       last_parallel = parallel;
-      Emit(EventType::kToolCallBegin, [&] {
-        return Json{{"id", s.id}, {"tool", s.name}, {"input", s.input}};
-      });
+      Emit([&] { return ToolCallBeginData{.id = s.id, .tool = s.name, .input = s.input}; });
     }
     if (!sink_error_.ok()) {
       // The begin record did not reach the store: do not run anything.
@@ -806,6 +882,7 @@ class Turn::Impl {
       if (s.state != SlotState::kReady) SetReady(s, "not run: " + why, true);
       results.content.push_back(s.result);
     }
+    step_tool_results_ = static_cast<int>(results.content.size());
     AppendMessage(std::move(results));
   }
 
@@ -829,11 +906,7 @@ class Turn::Impl {
       cp.outstanding = pending;
       cp.counters = counters_;
       cp.recent_calls.assign(recent_.begin(), recent_.end());
-      Emit(EventType::kPending, [&] {
-        Json items = Json::array();
-        for (const auto& p : pending) items.push_back(ToJson(p));
-        return Json{{"items", items}, {"checkpoint", ToJson(cp)}};
-      });
+      Emit([&] { return PendingData{.items = pending, .checkpoint = cp}; });
       std::string tools;
       for (const auto& p : pending) tools += (tools.empty() ? "" : ", ") + p.tool;
       std::string text = std::string("Stopped \xE2\x80\x94 awaiting durable ") +
@@ -851,16 +924,18 @@ class Turn::Impl {
     }
     StepEndInfo info;
     info.step = counters_.model_calls;
-    info.history = tr_.messages();
     for (const auto& s : slots_) {
       info.tool_names.push_back(s.name);
       info.any_error = info.any_error || s.result.is_error;
     }
+    OwnedHistory owned;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
-      RunHook(*hook, "after_step", [hook, ctx = hook_ctx_, info] { hook->AfterStep(ctx, info); });
+      OwnedHistory keep;
+      info.history = HistoryFor(*hook, tr_.messages(), owned, keep);
+      RunHook(*hook, "after_step",
+              [hook, ctx = hook_ctx_, info, keep] { hook->AfterStep(ctx, info); });
     }
-    last_tool_results_ = static_cast<int>(slots_.size());
     phase_ = Phase::kNeedModel;
   }
 
@@ -885,16 +960,12 @@ class Turn::Impl {
   // ---- endings ------------------------------------------------------------
 
   // A completed answer: turn-end hooks may ask for another round.
-  void Settle(const std::string& text, int tool_result_count) {
+  void Settle(const std::string& text) {
     std::string reason =
         truncated_ ? "completed (truncated by the output-token limit)" : "completed";
-    TurnEndVerdict v = CloseRound(StopReason::kCompleted, reason, tool_result_count);
+    TurnEndVerdict v = CloseRound(StopReason::kCompleted, reason);
     if (v.continue_turn && sink_error_.ok()) {
       for (auto& e : v.entries) AppendMessage(std::move(e));
-      Emit(EventType::kContinuation, [&] {
-        return Json{
-            {"by", "hooks"}, {"entries", v.entries.size()}, {"model_calls", counters_.model_calls}};
-      });
       truncated_ = false;
       phase_ = Phase::kNeedModel;
       OpenRound();
@@ -906,19 +977,20 @@ class Turn::Impl {
   turn_action::Finished FinishNow(StopReason stop, std::string reason, std::string final_text = "",
                                   bool round_closed = false) {
     if (phase_ == Phase::kFinished) return turn_action::Finished{result_};
-    if (!round_closed) CloseRound(stop, reason, 0);
+    if (!round_closed) CloseRound(stop, reason);
     result_.stop = stop;
     result_.reason = std::move(reason);
     result_.final_text = std::move(final_text);
     result_.truncated = truncated_;
     result_.counters = counters_;
     DrainNotices();
-    Emit(EventType::kTurnEnd, [&] {
-      Json pending = Json::array();
-      for (const auto& p : result_.pending) pending.push_back(ToJson(p));
-      return Json{{"stop", StopReasonName(result_.stop)}, {"reason", result_.reason},
-                  {"final_text", result_.final_text},     {"truncated", result_.truncated},
-                  {"counters", ToJson(counters_)},        {"pending", pending}};
+    Emit([&] {
+      return TurnEndData{.stop = result_.stop,
+                         .reason = result_.reason,
+                         .final_text = result_.final_text,
+                         .truncated = result_.truncated,
+                         .counters = counters_,
+                         .pending = result_.pending};
     });
     result_.next_seq = seq_;
     phase_ = Phase::kFinished;
@@ -934,7 +1006,9 @@ class Turn::Impl {
  private:
   TurnConfig cfg_;
   Transcript& tr_;
-  std::vector<ToolSpec> offered_;
+  // Shared (immutable) so a timed hook abandoned after its timeout may still
+  // read the request's tools, which view it.
+  std::shared_ptr<const std::vector<ToolSpec>> offered_;
   // Identity of offered_ for providers' caches (ModelRequest::tools_uid):
   // random, so turns of different sessions sharing a provider never match.
   const uint64_t offered_uid_ = RandomU64() | 1;
@@ -948,13 +1022,16 @@ class Turn::Impl {
   int compactions_ = 0;
   bool round_open_ = false;
   bool truncated_ = false;
-  int last_tool_results_ = 0;
+  // Tool results the batch of the last model response produced (0 until
+  // the batch answered, and when the response had no batch): what
+  // TurnEndInfo::tool_result_count reports.
+  int step_tool_results_ = 0;
   std::vector<Slot> slots_;
   std::optional<StopAfter> stop_after_;
   std::deque<std::string> recent_;
   TurnResult result_;
   std::mutex notices_mu_;
-  std::vector<std::pair<EventType, Json>> notices_;  // Guarded by notices_mu_.
+  std::vector<NoticeData> notices_;  // Guarded by notices_mu_.
 };
 
 Turn::Turn(TurnConfig config, Transcript& transcript)
@@ -986,14 +1063,10 @@ void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
   impl_->OnToolResults(std::move(outputs));
 }
 void Turn::PostNotice(std::string level, std::string text) {
-  impl_->PostEvent(EventType::kNotice,
-                   Json{{"level", std::move(level)}, {"text", std::move(text)}});
+  impl_->PostNotice(NoticeData{std::move(level), std::move(text)});
 }
-void Turn::PostEvent(EventType type, Json data) { impl_->PostEvent(type, std::move(data)); }
-void Turn::EmitTextDelta(std::string_view text) { impl_->EmitDelta(EventType::kTextDelta, text); }
-void Turn::EmitThinkingDelta(std::string_view text) {
-  impl_->EmitDelta(EventType::kThinkingDelta, text);
-}
+void Turn::EmitTextDelta(std::string_view text) { impl_->EmitTextDelta(text); }
+void Turn::EmitThinkingDelta(std::string_view text) { impl_->EmitThinkingDelta(text); }
 std::span<const ToolSpec> Turn::offered_tools() const { return impl_->offered(); }
 const TurnConfig& Turn::config() const { return impl_->config(); }
 

@@ -1,7 +1,9 @@
 #include "agentloop/turn.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -9,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
 #include "core/testing/fakes.h"
@@ -1049,6 +1052,124 @@ TEST_F(TurnTest, TurnEndIsPairedEvenOnEarlyStop) {
   EXPECT_EQ(h->last_stop, StopReason::kBudgetExhausted);
 }
 
+// OnTurnEnd learns how many tool results the last step produced: the count
+// of the batch when the round ends right after tools ran, 0 when it ends on
+// a model answer.
+class CountingHook : public Hook {
+ public:
+  std::string_view name() const override { return "count"; }
+  std::chrono::milliseconds timeout() const override { return {}; }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    counts.push_back(info.tool_result_count);
+    stops.push_back(info.stop);
+    return {};
+  }
+  std::vector<int> counts;
+  std::vector<StopReason> stops;
+};
+
+TEST_F(TurnTest, TurnEndReportsTheToolResultsOfTheLastStep) {
+  auto h = std::make_shared<CountingHook>();
+  auto cfg = Config();
+  cfg.hooks = {h};
+  cfg.budget.max_turns = 1;  // the round ends before the model sees the results
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "echo", {{"x", "2"}})});
+  TurnResult r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kMaxTurns);
+  // A budget stop mid-batch: the batch's results, the unrun call included.
+  cfg.budget = DefaultBudget(CommandKind::kCode);
+  cfg.budget.max_tool_calls = 1;
+  provider_.Calls({Call("c", "echo", {{"x", "3"}}), Call("d", "echo", {{"x", "4"}}),
+                   Call("e", "echo", {{"x", "5"}})});
+  r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kBudgetExhausted);
+  // Tools, then a text answer: the round settles on the answer.
+  cfg.budget = DefaultBudget(CommandKind::kCode);
+  provider_.Calls({Call("f", "echo", {{"x", "6"}})}).Text("done");
+  r = Run(cfg);
+  ASSERT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(h->counts, (std::vector<int>{2, 3, 0}));
+  EXPECT_EQ(h->stops, (std::vector<StopReason>{StopReason::kMaxTurns, StopReason::kBudgetExhausted,
+                                               StopReason::kCompleted}));
+}
+
+// A timed hook that blocks until released and then reads the history it was
+// handed: a hook abandoned after its timeout may still read its arguments.
+class LateReaderHook : public Hook {
+ public:
+  explicit LateReaderHook(std::string point) : point_(std::move(point)) {}
+  std::string_view name() const override { return "late"; }
+  std::chrono::milliseconds timeout() const override { return std::chrono::milliseconds(100); }
+  void BeforeModelCall(const HookContext&, ModelRequest& req) override {
+    if (point_ == "before_model_call") Read(req.history, req.tools);
+  }
+  void AfterStep(const HookContext&, const StepEndInfo& info) override {
+    if (point_ == "after_step") Read(info.history);
+  }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    if (point_ == "turn_end") Read(info.history);
+    return {};
+  }
+  void Release() { release_.set_value(); }
+  std::future<std::vector<std::string>> texts() { return read_.get_future(); }
+
+ private:
+  void Read(std::span<const Message> history, std::span<const ToolSpec> tools = {}) {
+    if (read_once_.exchange(true)) return;
+    released_.wait();
+    std::vector<std::string> texts;
+    for (const ToolSpec& t : tools) texts.push_back("tool:" + t.name);
+    for (const Message& m : history) {
+      std::string t;
+      for (const ContentBlock& b : m.content) t += b.text;
+      texts.push_back(std::move(t));
+    }
+    read_.set_value(std::move(texts));
+  }
+  std::string point_;
+  std::atomic<bool> read_once_{false};
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::promise<std::vector<std::string>> read_;
+};
+
+// Regression: a timed hook abandoned after its timeout held a view into the
+// transcript; reading it after the transcript changed read other messages
+// (or freed memory). Its history is now an owned copy, and the request's
+// tools outlive the turn that offered them.
+TEST_F(TurnTest, AbandonedHookReadsTheHistoryItWasHandedAfterTheTranscriptChanged) {
+  struct Case {
+    const char* point;
+    std::vector<std::string> want;  // the texts of the history at the call
+  };
+  for (const Case& c :
+       {Case{"before_model_call", {"tool:echo", "tool:write", "tool:fail", "hi"}},
+        Case{"after_step", {"hi", "", "echo:1"}}, Case{"turn_end", {"hi", "", "echo:1", "done"}}}) {
+    SCOPED_TRACE(c.point);
+    transcript_ = Transcript();
+    sink_.events.clear();
+    auto h = std::make_shared<LateReaderHook>(c.point);
+    auto texts = h->texts();
+    auto cfg = Config();
+    cfg.hooks = {h};
+    provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("done");
+    TurnResult r = Run(cfg);
+    ASSERT_EQ(r.stop, StopReason::kCompleted);
+    bool abandoned = false;  // (a loaded machine may time out other calls too)
+    for (const Event& e : sink_.OfType(EventType::kHookError)) {
+      abandoned = abandoned || e.data["point"] == c.point;
+    }
+    ASSERT_TRUE(abandoned) << "the hook timed out at " << c.point;
+    // Rewrite every message in place (same storage, same count).
+    std::vector<Message> other;
+    for (size_t i = 0; i < transcript_.size(); ++i) other.push_back(Message::User("changed"));
+    transcript_.ReplacePrefix(transcript_.size(), std::move(other));
+    h->Release();
+    ASSERT_EQ(texts.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    EXPECT_EQ(texts.get(), c.want);
+  }
+}
+
 // ---- events ----------------------------------------------------------------
 
 TEST_F(TurnTest, EventStreamIsOrderedAndSerialisable) {
@@ -1066,6 +1187,9 @@ TEST_F(TurnTest, EventStreamIsOrderedAndSerialisable) {
     Json j = sink_.events[i].ToJson();
     auto back = Event::FromJson(Json::parse(j.dump()));
     ASSERT_TRUE(back.ok());
+    // Each event's data is what docs/protocol.md documents for its type.
+    Status typed = CheckEventData(*back);
+    EXPECT_TRUE(typed.ok()) << typed.ToString();
   }
   EXPECT_EQ(r.next_seq, 100 + sink_.events.size());
   EXPECT_EQ(sink_.OfType(EventType::kToolCallBegin).size(), 1u);
@@ -1082,6 +1206,23 @@ TEST_F(TurnTest, EventStreamIsOrderedAndSerialisable) {
       result_at = i;
   }
   EXPECT_LT(begin_at, result_at);
+}
+
+// Every event is stamped with the injected wall clock when it is emitted,
+// deltas included.
+TEST_F(TurnTest, EventsCarryTheWallClockTimeOfTheirEmission) {
+  int64_t now = 1767225600000;
+  auto cfg = Config();
+  cfg.now_ms = [&] { return now += 10; };
+  provider_.Calls({Call("a", "echo", {{"x", "1"}})}).Text("done");
+  Run(cfg);
+  ASSERT_FALSE(sink_.events.empty());
+  EXPECT_FALSE(sink_.OfType(EventType::kTextDelta).empty());
+  for (size_t i = 0; i < sink_.events.size(); ++i) {
+    const Event& e = sink_.events[i];
+    EXPECT_EQ(e.ts, 1767225600000 + 10 * static_cast<int64_t>(i + 1)) << EventTypeName(e.type);
+    EXPECT_EQ(e.ToJson()["ts"], e.ts);
+  }
 }
 
 TEST_F(TurnTest, SinkFailureFailsTheTurnBeforeTheNextStep) {

@@ -15,6 +15,7 @@
 
 #include <mutex>
 
+#include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
 #include "base/ids.h"
@@ -538,6 +539,8 @@ class EngineImpl final : public Engine {
 
   SessionStore& store() override { return *store_; }
   const EngineOptions& options() const { return options_; }
+  // The clock of the events' `ts`.
+  int64_t NowMs() const { return options_.now_ms ? options_.now_ms() : SystemNowMs(); }
   const std::filesystem::path& data_dir() const { return data_dir_; }
 
   std::shared_ptr<HttpClient> http() {
@@ -765,13 +768,6 @@ Status SessionImpl::Init() {
     std::lock_guard<std::mutex> lock(notes_mu_);
     if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
   };
-  sinks.on_decision = [this](const std::string&, const Json& decision) {
-    std::lock_guard<std::mutex> lock(notes_mu_);
-    if (current_turn_ == nullptr) return;
-    Json data = decision.is_object() ? decision : Json::object();
-    data["by"] = "todo-loop";
-    current_turn_->PostEvent(EventType::kContinuation, std::move(data));
-  };
   AL_ASSIGN_OR_RETURN(engine::WiredHooks hooks,
                       engine::WireHooks(options_, tools, provider_, ctx, std::move(sinks)));
   hooks_ = std::move(hooks.all);
@@ -793,12 +789,9 @@ Status SessionImpl::Init() {
 Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   if (!pinned_ || unsaved_changes_.empty()) return Status::Ok();
   const Json settings = PinnedSettingsToJson(options_);
-  Event e;
-  e.type = EventType::kSettings;
-  e.session_id = info_.id;
-  e.turn_id = turn_id;
+  Event e = MakeEvent(engine::SettingsEventData(unsaved_changes_, settings), info_.id, turn_id);
   e.seq = next_seq_;
-  e.data = engine::SettingsEventData(unsaved_changes_, settings);
+  e.ts = engine_.NowMs();
   Status s = engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
   if (!s.ok()) return s.WithContext("saving the changed settings of session " + info_.id);
   ++next_seq_;
@@ -845,6 +838,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   cfg.hooks = hooks_;
   cfg.sink = &sink;
   cfg.first_seq = next_seq_;
+  cfg.now_ms = [&engine = engine_] { return engine.NowMs(); };
   cfg.workspace = options_.workspace;
 
   DurableApprover durable;
@@ -1019,19 +1013,18 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
       decision.answer = resolution.answer;
       break;
   }
-  Event logged;
-  logged.type = EventType::kDecision;
-  logged.turn_id = rec.turn_id;
-  logged.data = Json{
-      {"tool_use_id", item.tool_use_id},
-      {"tool", item.tool},
-      {"decision", DecisionName(decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
-                                                                                : Decision::kDeny)},
-      {"reason", resolution.reason},
-      {"rule", ""},
-      {"by", resolution.by},
-      {"edited", resolution.edited_arguments.has_value()},
-      {"pending_id", item.id}};
+  Event logged = MakeEvent(
+      DecisionData{.tool_use_id = item.tool_use_id,
+                   .tool = item.tool,
+                   .decision = decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
+                                                                               : Decision::kDeny,
+                   .reason = resolution.reason,
+                   .rule = "",
+                   .by = resolution.by,
+                   .edited = resolution.edited_arguments.has_value(),
+                   .pending_id = item.id},
+      info_.id, rec.turn_id);
+  logged.ts = engine_.NowMs();
   auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
     cp.decisions.push_back(BatchDecision{stored, decision});
     // A denial cancels the batch: nobody is asked about the rest.

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
+
 #include "base/ids.h"
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
@@ -204,6 +206,64 @@ TEST_F(EngineTest, DurablePauseThenApproveFromAnotherSessionObject) {
   ASSERT_TRUE(twice.ok());
   EXPECT_TRUE(twice->already_resolved);
   EXPECT_TRUE(engine_->ListPending(std::nullopt)->empty());
+}
+
+// Every stored event, from the turns and from the engine itself (the
+// resolution's decision record), carries the engine's clock as `ts`, and the
+// store keeps the event's JSON as it was emitted.
+TEST_F(EngineTest, StoredEventsCarryTheEnginesClock) {
+  int64_t now = 1767225600000;
+  EngineOptions eo;
+  eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+  eo.data_dir = tmp_.path() / "data_ts";
+  eo.now_ms = [&] { return ++now; };
+  auto engine = Engine::Create(eo);
+  ASSERT_TRUE(engine.ok()) << engine.error().ToString();
+  std::string id, pending_id;
+  CollectEvents seen;
+  {
+    auto s = (*engine)->OpenSession(Options(kWriteScript));
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    SessionCallbacks cb;
+    cb.observer = &seen;
+    auto r = (*s)->Run("create hello.txt", cb, {});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->stop, StopReason::kPendingApproval);
+    pending_id = r->pending.at(0).id;
+    id = (*s)->id();
+  }
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  auto rep = (*engine)->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  ASSERT_TRUE(rep->resumed.has_value());
+
+  auto stored = (*engine)->store().Events(id, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_GT(stored->size(), seen.events.size());
+  int64_t last = 0;
+  for (const StoredEvent& row : *stored) {
+    Json j = Json::parse(row.json);
+    ASSERT_TRUE(j.contains("ts")) << row.json;
+    auto e = Event::FromJson(j);
+    ASSERT_TRUE(e.ok()) << row.json;
+    Status typed = CheckEventData(*e);
+    EXPECT_TRUE(typed.ok()) << typed.ToString();
+    int64_t ts = j["ts"].get<int64_t>();
+    EXPECT_GT(ts, 1767225600000) << row.json;
+    EXPECT_LE(ts, now) << row.json;
+    EXPECT_GT(ts, last) << "ts follows seq: " << row.json;
+    last = ts;
+  }
+  // The observer saw the same ts the store kept.
+  for (const Event& e : seen.events) {
+    if (!ShouldPersist(e.type)) continue;
+    for (const StoredEvent& row : *stored) {
+      if (row.seq == e.seq) {
+        EXPECT_EQ(row.json, e.Dump(id));
+      }
+    }
+  }
 }
 
 TEST_F(EngineTest, InvalidEditLeavesItemPendingThenValidEditRuns) {

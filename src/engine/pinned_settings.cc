@@ -273,12 +273,11 @@ Result<AppliedSettings> ApplyOverrides(const SessionOptions& pinned,
   return Applier(pinned, overrides).Run();
 }
 
-Json SettingsEventData(const std::vector<SettingChange>& changes, const Json& settings) {
-  Json arr = Json::array();
-  for (const SettingChange& c : changes) {
-    arr.push_back(Json{{"key", c.key}, {"from", c.from}, {"to", c.to}, {"source", c.source}});
-  }
-  return Json{{"changes", std::move(arr)}, {"settings", settings}};
+SettingsData SettingsEventData(const std::vector<SettingChange>& changes, const Json& settings) {
+  SettingsData d;
+  for (const SettingChange& c : changes) d.changes.push_back({c.key, c.from, c.to, c.source});
+  d.settings = settings;
+  return d;
 }
 
 }  // namespace agentloop::engine

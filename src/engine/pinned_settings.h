@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agentloop/engine.h"
+#include "agentloop/event_data.h"
 #include "agentloop/json.h"
 #include "agentloop/status.h"
 
@@ -38,7 +39,7 @@ Result<AppliedSettings> ApplyOverrides(const SessionOptions& pinned,
 // values set).
 Budget EffectiveBudget(const SessionOptions& options);
 
-// The `settings` event's data: {changes: [{key, from, to, source}], settings}.
-Json SettingsEventData(const std::vector<SettingChange>& changes, const Json& settings);
+// The `settings` event's data.
+SettingsData SettingsEventData(const std::vector<SettingChange>& changes, const Json& settings);
 
 }  // namespace agentloop::engine

@@ -124,7 +124,6 @@ Result<WiredHooks> WireHooks(const SessionOptions& spec, const WiredTools& tools
     topts.config.max_injected_tasks = spec.todo_max_injected_tasks;
     if (!ctx.config_dir.empty()) topts.kill_switch_global = ctx.config_dir / "todo-loop-off";
     topts.notify = std::move(sinks.notify);
-    topts.on_decision = std::move(sinks.on_decision);
     out.todo_loop = std::make_shared<todo::TodoLoopHook>(std::move(topts));
     out.all.push_back(out.todo_loop);
   }

@@ -66,10 +66,9 @@ struct WiredPolicy {
 Result<WiredPolicy> WirePolicy(const SessionOptions& spec, const ToolRegistry& registry,
                                const WiringContext& ctx);
 
-// Where the built-in hooks report while a turn runs (both may be empty).
+// Where the built-in hooks report while a turn runs (may be empty).
 struct HookSinks {
   todo::NotifyFn notify;
-  todo::DecisionFn on_decision;
 };
 
 struct WiredHooks {

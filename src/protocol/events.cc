@@ -1,7 +1,19 @@
 #include "agentloop/events.h"
 
+#include <chrono>
+
 namespace agentloop {
 namespace {
+
+// The envelope's keys: a data field of the same name is shadowed by them.
+constexpr const char* kEnvelope[] = {"type", "session_id", "turn_id", "seq", "ts"};
+
+bool IsEnvelopeKey(std::string_view k) {
+  for (const char* e : kEnvelope) {
+    if (k == e) return true;
+  }
+  return false;
+}
 
 constexpr std::pair<EventType, std::string_view> kNames[] = {
     {EventType::kTurnBegin, "turn_begin"},
@@ -39,6 +51,12 @@ std::optional<EventType> ParseEventType(std::string_view name) {
   return std::nullopt;
 }
 
+int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 bool ShouldPersist(EventType type) {
   switch (type) {
     case EventType::kTextDelta:
@@ -70,8 +88,11 @@ Json Event::ToJson() const {
   j["session_id"] = session_id;
   j["turn_id"] = turn_id;
   j["seq"] = seq;
+  if (ts > 0) j["ts"] = ts;
   if (data.is_object()) {
-    for (auto it = data.begin(); it != data.end(); ++it) j[it.key()] = it.value();
+    for (auto it = data.begin(); it != data.end(); ++it) {
+      if (!IsEnvelopeKey(it.key())) j[it.key()] = it.value();
+    }
   }
   return j;
 }
@@ -79,9 +100,7 @@ Json Event::ToJson() const {
 std::string Event::Dump(std::string_view session_id_override) const {
   bool shadowed = false;  // a data field named like an envelope field
   if (data.is_object()) {
-    for (const char* k : {"type", "session_id", "turn_id", "seq"}) {
-      shadowed = shadowed || data.contains(k);
-    }
+    for (const char* k : kEnvelope) shadowed = shadowed || data.contains(k);
   }
   if (shadowed) {
     Json j = ToJson();
@@ -93,6 +112,7 @@ std::string Event::Dump(std::string_view session_id_override) const {
   envelope["session_id"] = session_id_override;
   envelope["turn_id"] = turn_id;
   envelope["seq"] = seq;
+  if (ts > 0) envelope["ts"] = ts;
   std::string out = DumpJson(envelope);
   if (data.is_object() && !data.empty()) {
     std::string fields = DumpJson(data);  // "{...}": splice its members in
@@ -114,10 +134,15 @@ Result<Event> Event::FromJson(const Json& j) {
   e.session_id = j.value("session_id", "");
   e.turn_id = j.value("turn_id", "");
   e.seq = j.value("seq", uint64_t{0});
+  if (auto ts = j.find("ts"); ts != j.end()) {
+    if (!ts->is_number_integer() || ts->get<int64_t>() <= 0) {
+      return InvalidArgument("event: ts must be a positive integer (Unix epoch milliseconds)");
+    }
+    e.ts = ts->get<int64_t>();
+  }
   for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    if (k == "type" || k == "session_id" || k == "turn_id" || k == "seq") continue;
-    e.data[k] = it.value();
+    if (IsEnvelopeKey(it.key())) continue;
+    e.data[it.key()] = it.value();
   }
   return e;
 }

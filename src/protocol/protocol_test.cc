@@ -96,6 +96,46 @@ TEST(EventTest, JsonRoundTrip) {
   EXPECT_TRUE(ShouldPersist(EventType::kMessage));
 }
 
+TEST(EventTest, TimestampIsPartOfTheEnvelope) {
+  Event e{EventType::kNotice, "s1", "t1", 7, Json{{"level", "info"}, {"text", "x"}}, 1767225600123};
+  Json j = e.ToJson();
+  EXPECT_EQ(DumpJson(j),
+            R"({"type":"notice","session_id":"s1","turn_id":"t1","seq":7,"ts":1767225600123,)"
+            R"("level":"info","text":"x"})");
+  EXPECT_EQ(e.Dump("s1"), DumpJson(j));
+  auto back = Event::FromJson(j);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ts, 1767225600123);
+  EXPECT_FALSE(back->data.contains("ts"));
+  // A data field named ts never replaces the envelope's.
+  Event shadow = e;
+  shadow.data["ts"] = 5;
+  EXPECT_EQ(shadow.ToJson()["ts"], 1767225600123);
+  EXPECT_EQ(shadow.Dump("s1"), DumpJson(shadow.ToJson()));
+}
+
+// Events stored before events had timestamps load with ts 0 and serialise
+// exactly as they were stored.
+TEST(EventTest, EventWithoutTimestampLoadsAndSerialisesUnchanged) {
+  const std::string stored =
+      R"({"type":"step_begin","session_id":"s1","turn_id":"t1","seq":3,"step":1,)"
+      R"("max_output_tokens":4096,"messages":2})";
+  auto back = Event::FromJson(Json::parse(stored));
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->ts, 0);
+  EXPECT_EQ(DumpJson(back->ToJson()), stored);
+  EXPECT_EQ(back->Dump("s1"), stored);
+}
+
+TEST(EventTest, MalformedTimestampIsRejected) {
+  for (const char* bad : {R"("1767225600123")", "-5", "0", "1.5"}) {
+    Json j = Json::parse(std::string(R"({"type":"notice","seq":1,"ts":)") + bad + "}");
+    auto e = Event::FromJson(j);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.error().message().find("ts"), std::string::npos) << e.error().ToString();
+  }
+}
+
 // Event::Dump writes what DumpJson(ToJson()) with the session id replaced
 // writes, for every shape of data.
 TEST(EventTest, DumpIsTheTextOfToJson) {

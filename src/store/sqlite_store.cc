@@ -17,6 +17,8 @@
 
 #include <sys/stat.h>
 
+#include "agentloop/event_data.h"
+
 #include "base/ids.h"
 #include "protocol/codec.h"
 #include "store/migrations.h"
@@ -361,6 +363,11 @@ Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Ev
       return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
                              e.session_id + ", not " + std::string(session_id));
     }
+    if (e.ts <= 0) {
+      return InvalidArgument("event seq " + std::to_string(e.seq) + " (" +
+                             std::string(EventTypeName(e.type)) +
+                             ") has no ts: whoever numbers an event stamps its time");
+    }
     ins.Bind(1, session_id)
         .Bind(2, static_cast<int64_t>(e.seq))
         .Bind(3, EventTypeName(e.type))
@@ -481,13 +488,10 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
                 std::to_string(holder->pid) + "; not repairing (they may be running)"});
     return snap;
   }
-  Event e;
-  e.type = EventType::kMessage;
-  e.session_id = std::string(session_id);
-  e.turn_id = replay.last_message_turn_id;
-  e.seq = snap.last_seq + 1;
-  e.data = Json{{"message", ToJson(*repair)}};
   const int64_t now = Now();
+  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
+  e.seq = snap.last_seq + 1;
+  e.ts = now;
   AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
                                              " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
   AL_RETURN_IF_ERROR(ins.Bind(1, session_id)
@@ -813,6 +817,7 @@ Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const R
     for (Event& e : numbered) {
       e.session_id = info.id;
       e.seq = ++seq;
+      if (e.ts == 0) e.ts = Now();
     }
     AL_RETURN_IF_ERROR(AppendLocked(info.id, numbered, Now()));
   }

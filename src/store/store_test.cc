@@ -292,6 +292,13 @@ TEST_F(StoreTest, AppendValidates) {
   Event e = MessageEvent(1, Message::User("a"));
   e.session_id = "other";
   EXPECT_EQ(store_->Append(id, std::vector<Event>{e}).code(), Code::kInvalidArgument);
+  // Whoever numbers an event stamps its time: an event without ts is refused.
+  Event no_ts = MessageEvent(1, Message::User("a"));
+  no_ts.ts = 0;
+  Status s = store_->Append(id, std::vector<Event>{no_ts});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("seq 1 (message) has no ts"));
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 0u);
   // Only non-persisted events: OK and nothing stored.
   EXPECT_TRUE(store_->Append(id, std::vector<Event>{MakeEvent(EventType::kTextDelta, 1, {})}).ok());
   EXPECT_EQ(store_->GetSession(id)->last_seq, 0u);
@@ -388,6 +395,7 @@ TEST_F(CrashRecoveryTest, NotBegunAndBegun) {
   ASSERT_EQ(stored->size(), 4u);
   EXPECT_EQ(stored->back().type, "message");
   EXPECT_EQ(stored->back().turn_id, "turn_9");
+  EXPECT_EQ(Json::parse(stored->back().json)["ts"], clock_ms_.load()) << "the store's clock";
   auto again = store_->Load(id, {});
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->recovered);

@@ -63,11 +63,15 @@ class StoreTest : public ::testing::Test {
     return info.ok() ? info->id : std::string();
   }
 
+  // 2026-01-01T00:00:00Z: the events' ts (the test events' seq is added).
+  static constexpr int64_t kTestTs = 1767225600000;
+
   static Event MessageEvent(uint64_t seq, const Message& m, std::string turn = "turn_1") {
     Event e;
     e.type = EventType::kMessage;
     e.turn_id = std::move(turn);
     e.seq = seq;
+    e.ts = kTestTs + static_cast<int64_t>(seq);
     e.data = Json{{"message", ToJson(m)}};
     return e;
   }
@@ -76,6 +80,7 @@ class StoreTest : public ::testing::Test {
     e.type = type;
     e.turn_id = std::move(turn);
     e.seq = seq;
+    e.ts = kTestTs + static_cast<int64_t>(seq);
     e.data = std::move(data);
     return e;
   }

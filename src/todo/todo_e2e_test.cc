@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 #include "agentloop/transcript.h"
 #include "agentloop/turn.h"
@@ -101,7 +102,6 @@ class TodoE2eTest : public ::testing::Test {
     o.notify = [this](const std::string&, const std::string& level, const std::string& text) {
       notes_.emplace_back(level, text);
     };
-    o.on_decision = [this](const std::string&, const Json& d) { decisions_.push_back(d); };
     hook_ = std::make_shared<TodoLoopHook>(o);
   }
 
@@ -129,7 +129,6 @@ class TodoE2eTest : public ::testing::Test {
   Transcript transcript_;
   Sink sink_;
   std::vector<std::pair<std::string, std::string>> notes_;
-  std::vector<Json> decisions_;
 };
 
 bool EndsWithBlock(const std::vector<Message>& sent) {
@@ -185,11 +184,32 @@ TEST_F(TodoE2eTest, ModelStopsTwiceWithOpenTasksAndTheLoopCarriesItToTheEnd) {
     }
   }
 
-  ASSERT_EQ(decisions_.size(), 3u);
-  EXPECT_EQ(decisions_[0]["reason"], "continuing: round 1/12, 3 open");
-  EXPECT_EQ(decisions_[1]["reason"], "continuing: round 2/12, 2 open");
-  EXPECT_EQ(decisions_[2]["reason"], "stopped: list is clear");
-  EXPECT_EQ(sink_.Count(EventType::kContinuation), 2);
+  // One `continuation` event per settle decision, by the todo loop, in one
+  // shape; a continuing decision is followed by its marker message.
+  std::vector<ContinuationData> decisions;
+  for (size_t i = 0; i < sink_.events.size(); ++i) {
+    const Event& e = sink_.events[i];
+    if (e.type != EventType::kContinuation) continue;
+    auto d = ContinuationData::FromJson(e.data);
+    ASSERT_TRUE(d.ok()) << d.error().ToString();
+    EXPECT_EQ(d->by, "todo-loop");
+    if (d->continue_turn) {
+      ASSERT_LT(i + 1, sink_.events.size());
+      EXPECT_EQ(sink_.events[i + 1].type, EventType::kMessage);
+      EXPECT_EQ(sink_.events[i + 1].data["message"]["tag"], "todo-loop:continue");
+    }
+    decisions.push_back(std::move(*d));
+  }
+  ASSERT_EQ(decisions.size(), 3u);
+  EXPECT_EQ(decisions[0].reason, "continuing: round 1/12, 3 open");
+  EXPECT_TRUE(decisions[0].continue_turn);
+  EXPECT_EQ(decisions[0].entries, 1);
+  EXPECT_EQ(decisions[0].details,
+            Json::parse(R"({"round":1,"max_rounds":12,"strikes":0,"max_strikes":2,"open":3})"));
+  EXPECT_EQ(decisions[1].reason, "continuing: round 2/12, 2 open");
+  EXPECT_EQ(decisions[2].reason, "stopped: list is clear");
+  EXPECT_FALSE(decisions[2].continue_turn);
+  EXPECT_EQ(decisions[2].entries, 0);
   EXPECT_EQ(hook_->Status("e2e").state.rounds, 2);
 
   // The list in the store is the tool's list; a restarted tool agrees.
@@ -221,7 +241,12 @@ TEST_F(TodoE2eTest, StuckModelIsStoppedAfterTwoStrikes) {
             std::make_pair(std::string("info"),
                            std::string("todo-loop: stopped: 2 consecutive turns with no "
                                        "progress, 1 open")));
-  EXPECT_EQ(sink_.Count(EventType::kContinuation), 2);
+  int continued = 0;
+  for (const Event& e : sink_.events) {
+    if (e.type == EventType::kContinuation) continued += e.data["continue"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(continued, 2);
+  EXPECT_EQ(sink_.Count(EventType::kContinuation), 3) << "two continues and the stop";
 }
 
 TEST_F(TodoE2eTest, BudgetStopIsNotContinued) {
@@ -236,6 +261,33 @@ TEST_F(TodoE2eTest, BudgetStopIsNotContinued) {
   EXPECT_EQ(r.stop, StopReason::kMaxTurns);
   EXPECT_EQ(model.requests().size(), 2u);
   EXPECT_EQ(hook_->Status("e2e").reason, "stopped: turn outcome was max_turns");
+}
+
+// A batch that stops the turn (here the tool-call budget, mid-batch) is not
+// seen by AfterStep: the turn end reports its tool results, and the hook
+// takes the tool-turn branch with the turn's outcome, warning that the list
+// was cleared by todo calls alone.
+TEST_F(TodoE2eTest, ABatchThatStopsTheTurnTakesTheToolBranchAtTheTurnEnd) {
+  ScriptModel model({
+      Todo({R"({"action":"create","subject":"a"})"}),
+      Todo({R"({"action":"update","id":1,"status":"completed"})",
+            R"({"action":"list"})"}),  // the second call is over the budget
+      Say("never asked"),
+  });
+  Budget budget;
+  budget.max_tool_calls = 2;
+  TurnResult r = Run(model, "go", budget);
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(model.requests().size(), 2u);
+  ASSERT_EQ(notes_.size(), 1u);
+  EXPECT_EQ(notes_[0].first, "warning");
+  EXPECT_EQ(
+      notes_[0].second,
+      "todo-loop: the list was cleared by todo calls alone in that turn \xE2\x80\x94 no other "
+      "tool work accompanied it");
+  EXPECT_EQ(hook_->Status("e2e").reason, "stopped: turn outcome was budget_exhausted");
+  EXPECT_TRUE(hook_->LastDecisionJson("e2e").is_null()) << "a tool turn decides nothing";
+  EXPECT_EQ(sink_.Count(EventType::kContinuation), 0);
 }
 
 }  // namespace

@@ -50,16 +50,24 @@ std::vector<std::string> LastStepToolNames(std::span<const Message> history) {
   return names;
 }
 
+// The figures of a settle decision: the `details` of its `continuation`
+// event.
+Json DecisionDetails(const Decision& d, const LoopConfig& config, int open) {
+  return Json{{"round", d.next.rounds},
+              {"max_rounds", config.max_rounds},
+              {"strikes", d.next.strikes},
+              {"max_strikes", config.max_strikes},
+              {"open", open}};
+}
+
 Json DecisionJson(const Decision& d, const LoopConfig& config, int open) {
-  Json j = Json::object();
-  j["round"] = d.next.rounds;
-  j["max_rounds"] = config.max_rounds;
-  j["strikes"] = d.next.strikes;
-  j["max_strikes"] = config.max_strikes;
-  j["reason"] = d.reason;
-  j["continue"] = d.continue_turn;
-  j["open"] = open;
-  return j;
+  return Json{{"round", d.next.rounds},
+              {"max_rounds", config.max_rounds},
+              {"strikes", d.next.strikes},
+              {"max_strikes", config.max_strikes},
+              {"reason", d.reason},
+              {"continue", d.continue_turn},
+              {"open", open}};
 }
 
 }  // namespace
@@ -220,7 +228,7 @@ TurnEndVerdict TodoLoopHook::OnTurnEnd(const HookContext& ctx, const TurnEndInfo
     int open = static_cast<int>(snapshot.open.size());
     Decision decision;
     Json decision_json;
-    TurnEndVerdict verdict;
+    TurnEndVerdict verdict;  // reason and details: the turn's `continuation` event
     {
       std::lock_guard<std::mutex> lock(mu_);
       SessionLoop& s = sessions_[ctx.session_id];
@@ -236,6 +244,8 @@ TurnEndVerdict TodoLoopHook::OnTurnEnd(const HookContext& ctx, const TurnEndInfo
       in.config = config;
       decision = Decide(in);
       decision_json = DecisionJson(decision, config, open);
+      verdict.reason = decision.reason;
+      verdict.details = DecisionDetails(decision, config, open);
       if (decision.continue_turn) {
         // Build the proposal before committing the counters.
         verdict.continue_turn = true;
@@ -249,12 +259,6 @@ TurnEndVerdict TodoLoopHook::OnTurnEnd(const HookContext& ctx, const TurnEndInfo
       s.last_decision = decision_json;
     }
     Deliver(ctx.session_id, notes);
-    if (options_.on_decision) {
-      try {
-        options_.on_decision(ctx.session_id, decision_json);
-      } catch (...) {
-      }
-    }
     return verdict;
   } catch (...) {
     return {};

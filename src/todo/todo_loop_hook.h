@@ -7,11 +7,19 @@
 //   AfterStep        a step that ran tools: clears strikes (a tool turn is
 //                    work), never spends a round; the cleared-by-todo-only
 //                    warning.
-//   OnTurnEnd        a settle (no tool results): Decide(); on continue returns
-//                    {continue_turn = true, entries = {marker}} — the marker
-//                    (tag "todo-loop:continue") keeps the stored history
-//                    alternating assistant -> marker -> assistant. Only a turn
-//                    that ended kCompleted can continue.
+//   OnTurnEnd        a round that ended right after tools ran
+//                    (tool_result_count > 0: a budget, a denial, a cancel
+//                    before the next model call) takes the tool-turn branch
+//                    as AfterStep does, with the turn's outcome; it never
+//                    decides. A settle (no tool results): Decide(); on
+//                    continue returns {continue_turn = true, entries =
+//                    {marker}} — the marker (tag "todo-loop:continue") keeps
+//                    the stored history alternating assistant -> marker ->
+//                    assistant. Only a turn that ended kCompleted can
+//                    continue. Every decision's reason and figures go into
+//                    the verdict (reason, details {round, max_rounds,
+//                    strikes, max_strikes, open}): the turn reports them as
+//                    a `continuation` event.
 //
 // The list and the anchor are read from the history the hook is handed (the
 // request, the step, the turn), never from the tool's memory, so the two
@@ -27,12 +35,10 @@
 // method is a no-op. A filesystem error counts as "not present".
 //
 // Reporting: the hook cannot emit events. `notify(session_id, level, text)`
-// receives the human notes (the engine turns them into `notice` events);
-// `on_decision(session_id, json)` receives every settle decision as the data
-// of a `continuation` event: {round, max_rounds, strikes, max_strikes, reason,
-// continue, open}; LastDecisionJson() returns the latest one (for
-// `--output json`). Callbacks are called without the hook's lock held, on the
-// thread that called the hook.
+// receives the human notes (the engine turns them into `notice` events); it
+// is called without the hook's lock held, on the thread that called the
+// hook. Settle decisions are reported through the verdict (above);
+// LastDecisionJson() returns the latest one.
 //
 // Thread-safety: all methods are thread-safe; sessions are independent.
 #pragma once
@@ -56,7 +62,6 @@ namespace agentloop::todo {
 
 using NotifyFn = std::function<void(const std::string& session_id, const std::string& level,
                                     const std::string& text)>;
-using DecisionFn = std::function<void(const std::string& session_id, const Json& decision)>;
 
 // $HOME/.config/agentloop/todo-loop-off, or empty when HOME is unset.
 std::filesystem::path DefaultGlobalKillSwitch();
@@ -74,7 +79,6 @@ struct TodoLoopOptions {
   std::filesystem::path kill_switch_local = std::filesystem::path(kDefaultLocalKillSwitch);
   bool disabled = false;  // --no-todo-loop
   NotifyFn notify;
-  DecisionFn on_decision;
 };
 
 // A session's loop status (for `--output json` and `/todoloop status`).
@@ -117,7 +121,8 @@ class TodoLoopHook : public Hook {
                               const std::filesystem::path& workspace = {});
 
   LoopStatus Status(const std::string& session_id) const;
-  // The last settle decision as `continuation` event data; null when none.
+  // The last settle decision: {round, max_rounds, strikes, max_strikes,
+  // open, reason, continue}; null when none.
   Json LastDecisionJson(const std::string& session_id) const;
 
   // {rounds, strikes, lastSignature, staleSettles, anchor, paused, reason,

@@ -60,6 +60,10 @@ class DemoTest(CliTestCase):
         seqs = [e["seq"] for e in events]
         self.assertEqual(seqs, sorted(seqs))
         self.assertEqual(len(set(seqs)), len(seqs))
+        # Every event carries the wall-clock time of its emission (epoch ms).
+        for e in events:
+            self.assertIsInstance(e.get("ts"), int, e)
+            self.assertGreater(e["ts"], 0, e)
         sid = events[0]["session_id"]
         self.assertTrue(all(e["session_id"] == sid for e in events))
         # What was persisted is what was streamed (deltas are display-only).
