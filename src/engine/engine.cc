@@ -386,8 +386,10 @@ class SessionImpl final : public Session {
     return Status::Ok();
   }
   Status RebuildProvider();
+  // Only the holder of the session writes its state: a resolver that opened
+  // it without the lock must not overwrite what the holder keeps.
   void SaveTodoState() {
-    if (!todo_loop_) return;
+    if (!todo_loop_ || !lock_) return;
     (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
   }
   SessionStore& engine_store();
@@ -419,7 +421,7 @@ class SessionImpl final : public Session {
     }
   }
   void SaveReflectorState() {
-    if (!reflector_) return;
+    if (!reflector_ || !lock_) return;
     (void)engine_store().SetState(info_.id, kReflectorStateKey, reflector_->ExportState(info_.id));
   }
 
