@@ -131,14 +131,6 @@ class StoreSink final : public EventSink {
   std::vector<Event> buffer_;
 };
 
-// Always defers: the turn pauses and the checkpoint is stored.
-class DurableApprover final : public Approver {
- public:
-  ApprovalDecision Decide(const ApprovalRequest&, std::stop_token) override {
-    return ApprovalDecision::Defer("durable");
-  }
-};
-
 // Remembers "allow for this session" answers in the session's cache.
 class RememberingApprover final : public Approver {
  public:
@@ -829,7 +821,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   cfg.first_seq = next_seq_;
   cfg.workspace = options_.workspace;
 
-  DurableApprover durable;
+  permissions::DurableApprover durable;
   std::unique_ptr<Approver> webhook;
   Approver* chosen = nullptr;
   switch (options_.approver) {

@@ -169,6 +169,17 @@ TEST(DurableApproverTest, Defers) {
   EXPECT_EQ(d.by, "durable");
 }
 
+// A cancelled turn ends aborted: it must not leave a pending item behind for
+// someone to approve later.
+TEST(DurableApproverTest, CancelledRequestIsDeniedNotDeferred) {
+  DurableApprover a;
+  std::stop_source stop;
+  stop.request_stop();
+  ApprovalDecision d = a.Decide(BashRequest("ls"), stop.get_token());
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_THAT(d.reason, HasSubstr("cancelled"));
+}
+
 TEST(FailClosedApproverTest, DeniesSayingWhy) {
   FailClosedApprover a;
   ApprovalDecision d = a.Decide(BashRequest("ls"), {});

@@ -159,7 +159,7 @@ PolicyVerdict RulesPolicy::Resolve(const ToolSpec& spec, const Json& args,
   }
   Decision d = spec.mutates ? options_.default_mutating : options_.default_read_only;
   return {d,
-          "no rule matched: default " + std::string(DecisionWord(d)) + " for " +
+          "no rule matched: default " + std::string(DecisionName(d)) + " for " +
               (spec.mutates ? "mutating" : "read-only") + " tool '" + spec.name + "'",
           ""};
 }
@@ -230,7 +230,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   std::ostringstream out;
   PolicyVerdict v = policy.Evaluate(spec, args);
   out << "tool: " << spec.name << (spec.mutates ? " (mutating)" : " (read-only)") << "\n";
-  out << "decision: " << DecisionWord(v.decision) << "\n";
+  out << "decision: " << DecisionName(v.decision) << "\n";
   out << "reason: " << v.reason << "\n";
   out << "rule: " << (v.rule.empty() ? "(default)" : v.rule) << "\n";
   const PolicyOptions& o = policy.options();
@@ -272,7 +272,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   if (matches.empty()) out << " (none)";
   out << "\n";
   for (const auto& m : matches) {
-    out << "  " << DecisionWord(m.rule->decision) << " " << m.rule->Describe() << " specificity "
+    out << "  " << DecisionName(m.rule->decision) << " " << m.rule->Describe() << " specificity "
         << m.specificity << "\n";
   }
   return out.str();

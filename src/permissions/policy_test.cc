@@ -263,10 +263,10 @@ TEST(RulesPolicyTest, EvaluateWithToolCall) {
   EXPECT_EQ(p.Evaluate(kRead, call).decision, Decision::kDeny);
 }
 
-TEST(DecisionWordTest, Names) {
-  EXPECT_EQ(DecisionWord(Decision::kAllow), "allow");
-  EXPECT_EQ(DecisionWord(Decision::kAsk), "ask");
-  EXPECT_EQ(DecisionWord(Decision::kDeny), "deny");
+TEST(DecisionNameTest, Names) {
+  EXPECT_EQ(DecisionName(Decision::kAllow), "allow");
+  EXPECT_EQ(DecisionName(Decision::kAsk), "ask");
+  EXPECT_EQ(DecisionName(Decision::kDeny), "deny");
   EXPECT_EQ(ParseDecision(" Deny "), Decision::kDeny);
   EXPECT_EQ(ParseDecision("maybe"), std::nullopt);
 }

@@ -212,8 +212,6 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
 
 }  // namespace
 
-std::string_view DecisionWord(Decision d) { return DecisionName(d); }
-
 std::optional<Decision> ParseDecision(std::string_view name) {
   return ParseDecisionName(ToLower(Trim(name)));
 }
@@ -332,7 +330,7 @@ PatternKind PatternKindForTool(std::string_view tool) {
 std::string Rule::DisplayName() const { return name.empty() ? text : name; }
 
 std::string Rule::Describe() const {
-  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionWord(decision));
+  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionName(decision));
   if (!name.empty()) out += ", " + text;
   if (scope.Specificity() > 0) out += ", scope " + scope.ToString();
   if (condition) {

@@ -53,8 +53,6 @@
 
 namespace agentloop::permissions {
 
-// agentloop::DecisionName under this module's older name.
-std::string_view DecisionWord(Decision d);
 // "allow" | "ask" | "deny" (case-insensitive) -> Decision.
 std::optional<Decision> ParseDecision(std::string_view name);
 

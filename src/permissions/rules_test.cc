@@ -206,7 +206,7 @@ TEST_P(RuleAppliesTest, Applies) {
   Json args = J(c.args);
   CallSubject s = DescribeCall(c.tool, args, "/ws");
   EXPECT_EQ(RuleApplies(*r, c.tool, args, s, Scope{}, "/home/me"), c.want)
-      << c.rule << " (" << DecisionWord(c.decision) << ") vs " << c.tool << " " << c.args;
+      << c.rule << " (" << DecisionName(c.decision) << ") vs " << c.tool << " " << c.args;
 }
 
 constexpr Decision kA = Decision::kAllow;
