@@ -738,7 +738,7 @@ int CmdPermissions(const CommandEnv& e) {
   PrintWarnings(e, rules->warnings);
   permissions::PolicyOptions opts;
   opts.workspace = s->workspace;
-  if (auto it = e.ctx.env.find("HOME"); it != e.ctx.env.end()) opts.home = it->second;
+  opts.home = EnvValue(e.ctx.env, "HOME");
   if (s->session.default_mutating) opts.default_mutating = *s->session.default_mutating;
   if (s->session.default_read_only) opts.default_read_only = *s->session.default_read_only;
   opts.read_only_command = IsReadOnly(s->session.command);

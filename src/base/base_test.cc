@@ -4,6 +4,7 @@
 
 #include "agentloop/status.h"
 
+#include "base/env_map.h"
 #include "base/ids.h"
 #include "base/strings.h"
 
@@ -140,6 +141,21 @@ TEST(StringsTest, AppendUtf8RoundTrips) {
     EXPECT_EQ(d.cp, cp);
     EXPECT_EQ(d.size, out.size());
   }
+}
+
+TEST(EnvTest, ValuesAndXdgDirectories) {
+  EnvMap env = {{"HOME", "/home/me"}, {"EMPTY", ""}};
+  EXPECT_EQ(EnvValue(env, "HOME"), "/home/me");
+  EXPECT_EQ(EnvValue(env, "EMPTY"), "");
+  EXPECT_EQ(EnvValue(env, "UNSET"), "");
+  EXPECT_EQ(XdgUserDir(env, "XDG_DATA_HOME", ".local/share"),
+            std::filesystem::path("/home/me/.local/share"));
+  env["XDG_DATA_HOME"] = "/data";
+  EXPECT_EQ(XdgUserDir(env, "XDG_DATA_HOME", ".local/share"), std::filesystem::path("/data"));
+  env["XDG_DATA_HOME"] = "relative/data";  // invalid: ignored
+  EXPECT_EQ(XdgUserDir(env, "XDG_DATA_HOME", ".local/share"),
+            std::filesystem::path("/home/me/.local/share"));
+  EXPECT_EQ(XdgUserDir({}, "XDG_CONFIG_HOME", ".config"), std::nullopt);
 }
 
 TEST(StringsTest, RedactSecrets) {

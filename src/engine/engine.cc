@@ -690,8 +690,7 @@ Status SessionImpl::Init() {
   for (const auto& w : rules.warnings) warnings_.push_back("permissions: " + w);
   permissions::PolicyOptions popts;
   popts.workspace = options_.workspace;
-  auto home = engine_.options().env.find("HOME");
-  if (home != engine_.options().env.end()) popts.home = home->second;
+  popts.home = EnvValue(engine_.options().env, "HOME");
   if (options_.default_mutating) popts.default_mutating = *options_.default_mutating;
   if (options_.default_read_only) popts.default_read_only = *options_.default_read_only;
   popts.read_only_command = IsReadOnly(options_.command);
@@ -712,9 +711,7 @@ Status SessionImpl::Init() {
     topts.config.max_strikes = options_.todo_max_strikes;
     topts.config.inject_state = options_.todo_inject_state;
     topts.config.max_injected_tasks = options_.todo_max_injected_tasks;
-    if (auto dir = UserConfigDir(engine_.options().env); dir.ok()) {
-      topts.kill_switch_global = *dir / "todo-loop-off";
-    }
+    topts.kill_switch_global = todo::DefaultGlobalKillSwitch(engine_.options().env);
     topts.notify = [this](const std::string&, const std::string& level, const std::string& text) {
       // "No list" is the common case, not news: keep the stream quiet.
       if (text == "todo-loop: stopped: no list") return;
