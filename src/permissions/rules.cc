@@ -371,7 +371,7 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
   }
   r.tool = std::string(tool);
   if (r.tool != "*" && r.tool.find('*') != std::string::npos) {
-    auto g = Glob::Compile(ToLower(r.tool), GlobMode::kCommand);
+    auto g = Glob::Compile(ToLower(r.tool), GlobMode::kText);
     if (!g.ok()) return RuleError(t, r.source, g.error().message());
     r.tool_glob = std::make_shared<const Glob>(std::move(*g));
   }
@@ -384,7 +384,7 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
                            "grep, glob, ls); use a condition ('when') instead");
     }
     auto g = Glob::Compile(*r.pattern,
-                           kind == PatternKind::kCommand ? GlobMode::kCommand : GlobMode::kPath);
+                           kind == PatternKind::kCommand ? GlobMode::kText : GlobMode::kPath);
     if (!g.ok()) return RuleError(t, r.source, "pattern does not parse: " + g.error().message());
     r.pattern_glob = std::make_shared<const Glob>(std::move(*g));
     r.text = r.tool + "(" + *r.pattern + ")";

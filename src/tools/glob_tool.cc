@@ -9,8 +9,8 @@
 
 #include <sys/stat.h>
 
+#include "base/glob.h"
 #include "base/strings.h"
-#include "tools/glob_pattern.h"
 #include "tools/ignore.h"
 #include "tools/paths.h"
 #include "tools/tools.h"

@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/glob.h"
 #include "base/strings.h"
-#include "tools/glob_pattern.h"
 #include "tools/paths.h"
 #include "tools/search.h"
 #include "tools/tools.h"
