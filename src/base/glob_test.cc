@@ -30,9 +30,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"**/*.env", "a/.env", true}, Case{"**/*.env", "a/b/prod.env", true},
         Case{"**/*.env", "a/env", false},
         // In the middle: `a/**/b` matches `a/b`.
-        Case{"a/**/b", "a/b", true}, Case{"a/**/b", "a/x/y/b", true},
-        Case{"a/**/b", "a/xb", false}, Case{"a/**/b", "ab", false},
-        Case{"a/**/b", "a/x/b/c", false},
+        Case{"a/**/b", "a/b", true}, Case{"a/**/b", "a/x/y/b", true}, Case{"a/**/b", "a/xb", false},
+        Case{"a/**/b", "ab", false}, Case{"a/**/b", "a/x/b/c", false},
         // At the end: the directory itself and everything below it.
         Case{"src/**", "src", true}, Case{"src/**", "src/a.cc", true},
         Case{"src/**", "src/a/b/c.cc", true}, Case{"src/**", "srcx/a", false},
@@ -41,8 +40,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"**", "a", true}, Case{"**", "a/b/.c", true}, Case{"**", ".", true},
         // `*`, `?` and classes never cross `/`.
         Case{"src/*", "src/a.cc", true}, Case{"src/*", "src/a/b.cc", false},
-        Case{"*.cc", "a/b.cc", false}, Case{"a?c", "a/c", false},
-        Case{"a[/]c", "a/c", false},
+        Case{"*.cc", "a/b.cc", false}, Case{"a?c", "a/c", false}, Case{"a[/]c", "a/c", false},
         // Dotfiles are ordinary names.
         Case{"src/*", "src/.hidden", true}, Case{"*", ".env", true},
         Case{".git/**", ".git/hooks/pre-commit", true},
