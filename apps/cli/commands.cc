@@ -704,9 +704,7 @@ int CmdPermissions(const CommandEnv& e) {
   specs.push_back(ToolSpec{"todo", "", Json::object(), false, false});
   specs.push_back(ToolSpec{std::string(kAskUserTool), "", Json::object(), false, false});
   std::optional<ToolSpec> spec;
-  std::vector<std::string> names;
   for (const ToolSpec& t : specs) {
-    names.push_back(t.name);
     if (t.name == tool) spec = t;
   }
   if (!spec) {
@@ -732,7 +730,7 @@ int CmdPermissions(const CommandEnv& e) {
   add(c.permissions.ask, Decision::kAsk);
   add(c.permissions.deny, Decision::kDeny);
   permissions::ParseOptions po;
-  po.known_tools = names;
+  po.tools = specs;
   Result<permissions::RuleSet> rules = permissions::ParseRules(sources, po);
   if (!rules.ok()) return UsageError(e, rules.error());
   PrintWarnings(e, rules->warnings);

@@ -140,8 +140,7 @@ class RememberingApprover final : public Approver {
     ApprovalDecision d = inner_.Decide(request, stop);
     if (d.kind == ApprovalDecision::Kind::kAllow && d.remember_for_session &&
         request.kind == PendingKind::kApproval) {
-      approvals_->Remember(request.call.name,
-                           d.edited_input ? *d.edited_input : request.call.input);
+      approvals_->Remember(request.spec, d.edited_input ? *d.edited_input : request.call.input);
     }
     return d;
   }
@@ -308,8 +307,11 @@ class SessionImpl final : public Session {
     // whose real location stays where it belongs).
     ctx.extra_read_roots = extra_read_roots_;
     if (rules_policy_) {
-      ctx.path_rule = [policy = rules_policy_](std::string_view tool, const std::string& abs) {
-        switch (policy->PathRestriction(tool, abs)) {
+      ctx.path_rule = [policy = rules_policy_, registry = &registry_](std::string_view tool,
+                                                                      const std::string& abs) {
+        const Tool* t = registry->Find(tool);
+        if (t == nullptr) return PathRule::kNone;
+        switch (policy->PathRestriction(t->spec(), abs)) {
           case Decision::kDeny:
             return PathRule::kDeny;
           case Decision::kAsk:
@@ -685,7 +687,7 @@ Status SessionImpl::Init() {
   add(options_.ask, Decision::kAsk);
   add(options_.allow, Decision::kAllow);
   permissions::ParseOptions parse_opts;
-  for (const auto& spec : registry_.Specs()) parse_opts.known_tools.push_back(spec.name);
+  parse_opts.tools = registry_.Specs();
   AL_ASSIGN_OR_RETURN(permissions::RuleSet rules, permissions::ParseRules(sources, parse_opts));
   for (const auto& w : rules.warnings) warnings_.push_back("permissions: " + w);
   permissions::PolicyOptions popts;

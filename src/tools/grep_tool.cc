@@ -103,6 +103,7 @@ GrepTool::GrepTool(GrepToolOptions options) : options_(options) {
   })");
   spec_.mutates = false;
   spec_.parallel_safe = true;
+  DeclareSearchPath(spec_);
 }
 
 Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
