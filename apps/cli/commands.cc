@@ -521,10 +521,9 @@ void PrintSettings(std::ostream& out, const std::optional<Json>& settings) {
     }
   }
   line("default mutating",
-       o->default_mutating ? std::string(permissions::DecisionWord(*o->default_mutating)) : "ask");
-  line("default read-only", o->default_read_only
-                                ? std::string(permissions::DecisionWord(*o->default_read_only))
-                                : "allow");
+       o->default_mutating ? std::string(DecisionName(*o->default_mutating)) : "ask");
+  line("default read-only",
+       o->default_read_only ? std::string(DecisionName(*o->default_read_only)) : "allow");
   line("approver",
        std::string(ApproverModeName(o->approver)) +
            (o->webhook_url.empty() ? "" : " " + o->webhook_url) +
@@ -741,7 +740,7 @@ int CmdPermissions(const CommandEnv& e) {
   if (s->output != OutputFormat::kText) {
     PolicyVerdict v = policy.Evaluate(*spec, *args);
     e.out << DumpJson(Json{{"tool", tool},
-                           {"decision", std::string(permissions::DecisionWord(v.decision))},
+                           {"decision", std::string(DecisionName(v.decision))},
                            {"reason", v.reason},
                            {"rule", v.rule}})
           << "\n";

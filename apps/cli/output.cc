@@ -5,7 +5,7 @@
 #include <string>
 
 #include "agentloop/event_data.h"
-
+#include "base/strings.h"
 #include "pricing.h"
 #include "protocol/codec.h"
 
@@ -21,9 +21,7 @@ constexpr std::string_view kDim = "2";
 // Cuts `s` to at most `max` bytes on a UTF-8 boundary, adding "…".
 std::string Cut(std::string s, size_t max) {
   if (s.size() <= max) return s;
-  size_t n = max;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  s.resize(n);
+  s.resize(TruncateUtf8(s, max).size());
   return s + "…";
 }
 

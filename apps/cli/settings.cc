@@ -23,11 +23,6 @@ fs::path ResolvePath(const Sourced<std::string>& v, const CliContext& ctx) {
   return ctx.cwd / p;
 }
 
-std::string Lookup(const EnvMap& env, const std::string& name) {
-  auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
-}
-
 void AddRules(const std::vector<Sourced<std::string>>& in,
               std::vector<SessionOptions::RuleSource>& out) {
   for (const Sourced<std::string>& r : in) {
@@ -67,8 +62,8 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   // Provider: configured, or inferred from --script or an API key.
   std::string kind = config.provider.kind.value;
   if (kind.empty() && !config.provider.script.value.empty()) kind = "script";
-  if (kind.empty() && !Lookup(ctx.env, "OPENAI_API_KEY").empty()) kind = "openai";
-  if (kind.empty() && !Lookup(ctx.env, "ANTHROPIC_API_KEY").empty()) kind = "anthropic";
+  if (kind.empty() && !EnvValue(ctx.env, "OPENAI_API_KEY").empty()) kind = "openai";
+  if (kind.empty() && !EnvValue(ctx.env, "ANTHROPIC_API_KEY").empty()) kind = "anthropic";
   if (provider_configured != nullptr) *provider_configured = !kind.empty();
   if (!kind.empty()) {
     Result<ProviderKind> k = ParseProviderKind(kind);
@@ -83,7 +78,7 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   if (!config.provider.api_key_env.value.empty()) {
     // The variable's name is pinned to a new session (never the key).
     o.api_key_env = config.provider.api_key_env.value;
-    o.api_key = Lookup(ctx.env, config.provider.api_key_env.value);
+    o.api_key = EnvValue(ctx.env, config.provider.api_key_env.value);
     if (o.api_key.empty()) {
       return InvalidArgument("provider.api_key_env names " + config.provider.api_key_env.value +
                              " (" + config.provider.api_key_env.origin.ToString() +
@@ -151,7 +146,7 @@ Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& wo
   o.webhook_url = config.approver.webhook_url.value;
   if (!config.approver.secret_env.value.empty()) {
     o.webhook_secret_env = config.approver.secret_env.value;
-    o.webhook_secret = Lookup(ctx.env, config.approver.secret_env.value);
+    o.webhook_secret = EnvValue(ctx.env, config.approver.secret_env.value);
   }
   if (o.approver == ApproverMode::kWebhook && o.webhook_url.empty()) {
     return InvalidArgument("approver.kind is webhook (" + config.approver.kind.origin.ToString() +

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentloop/env.h"
 #include "agentloop/events.h"
 #include "agentloop/json.h"
 #include "agentloop/status.h"
@@ -47,10 +48,6 @@
 #include "agentloop/types.h"
 
 namespace agentloop {
-
-// Environment variables passed explicitly (tests never touch the process
-// environment). src/config declares the same alias.
-using EnvMap = std::map<std::string, std::string>;
 
 // The data directory: $AGENTLOOP_HOME, else $XDG_DATA_HOME/agentloop (when
 // absolute), else $HOME/.local/share/agentloop. Pure: reads only `env`, does

@@ -105,6 +105,14 @@ struct Message {
 };
 
 // What the model is told about a tool, plus how the engine must treat it.
+// How a permission rule's pattern, `tool(pattern)`, is matched against a
+// call of the tool (docs/permissions.md).
+enum class RulePatternKind {
+  kNone,     // the tool takes no pattern (rules use a condition instead)
+  kCommand,  // a shell command line, split into simple commands (bash)
+  kPath,     // a file path, normalised against the workspace (read, write, ...)
+};
+
 struct ToolSpec {
   std::string name;
   std::string description;
@@ -115,6 +123,22 @@ struct ToolSpec {
   // because there it confines itself so that it cannot change anything (bash
   // in a read-only sandbox without network; see ToolContext::read_only).
   bool confined_in_read_only = false;
+
+  // What the permission rules see of a call. Permissions read these, never
+  // the tool's name, so a tool of an embedder gets path rules
+  // (`mytool(src/**)`), the protected-path guard and the session approval
+  // cache by path just as the built-in file tools do.
+  RulePatternKind pattern_kind = RulePatternKind::kNone;
+  // kCommand: the argument holding the command line. kPath: the arguments
+  // that may hold the path; the first one given as a string is used.
+  std::vector<std::string> pattern_args = {};
+  // kPath: the path of a call that gives none of `pattern_args` ("." for
+  // the workspace root, as grep, glob and ls search it); empty: such a call
+  // has no path and no path pattern matches it.
+  std::string default_path = {};
+  // The tool reads or lists the files under its path (grep, glob, ls): ask
+  // and deny rules for `read` apply to it too.
+  bool reads_files = false;
 
   bool operator==(const ToolSpec&) const = default;
 };

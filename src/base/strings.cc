@@ -7,12 +7,12 @@
 namespace agentloop {
 namespace {
 
-// Length of the valid UTF-8 sequence at s[i], or 0 if invalid.
-size_t Utf8SeqLen(std::string_view s, size_t i) {
+Utf8Char Decode(std::string_view s, size_t i, bool surrogates) {
+  constexpr Utf8Char kInvalid{0xFFFD, 1, false};
   auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
+  if (c < 0x80) return {c, 1, true};
   size_t n;
-  uint32_t cp;
+  char32_t cp;
   if ((c & 0xE0) == 0xC0) {
     n = 2;
     cp = c & 0x1F;
@@ -23,26 +23,49 @@ size_t Utf8SeqLen(std::string_view s, size_t i) {
     n = 4;
     cp = c & 0x07;
   } else {
-    return 0;
+    return kInvalid;
   }
-  if (i + n > s.size()) return 0;
+  if (i + n > s.size()) return kInvalid;
   for (size_t k = 1; k < n; ++k) {
     auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xC0) != 0x80) return 0;
+    if ((cc & 0xC0) != 0x80) return kInvalid;
     cp = (cp << 6) | (cc & 0x3F);
   }
-  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000)) return 0;
-  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
+  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000)) {
+    return kInvalid;
+  }
+  if (cp > 0x10FFFF || (!surrogates && cp >= 0xD800 && cp <= 0xDFFF)) return kInvalid;
+  return {cp, n, true};
 }
 
 }  // namespace
 
+Utf8Char DecodeUtf8(std::string_view in, size_t i) { return Decode(in, i, false); }
+Utf8Char DecodeWtf8(std::string_view in, size_t i) { return Decode(in, i, true); }
+
+void AppendUtf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
 bool IsValidUtf8(std::string_view in) {
   for (size_t i = 0; i < in.size();) {
-    size_t n = Utf8SeqLen(in, i);
-    if (n == 0) return false;
-    i += n;
+    Utf8Char c = DecodeUtf8(in, i);
+    if (!c.valid) return false;
+    i += c.size;
   }
   return true;
 }
@@ -51,14 +74,13 @@ std::string SanitizeUtf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   for (size_t i = 0; i < in.size();) {
-    size_t n = Utf8SeqLen(in, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
+    Utf8Char c = DecodeUtf8(in, i);
+    if (c.valid) {
+      out.append(in.substr(i, c.size));
     } else {
-      out.append(in.substr(i, n));
-      i += n;
+      out += "\xEF\xBF\xBD";
     }
+    i += c.size;
   }
   return out;
 }

@@ -7,7 +7,35 @@
 
 namespace agentloop {
 
-// Replaces invalid UTF-8 sequences with U+FFFD so the text can go into JSON.
+// UTF-8, one decoder for every module. Valid UTF-8 is the shortest-form
+// encoding of a Unicode scalar value: U+0000..U+10FFFF without the surrogates
+// U+D800..U+DFFF. Everything else (a stray continuation byte, a bad lead byte,
+// a truncated or overlong sequence, an encoded surrogate, a value above
+// U+10FFFF) is invalid, one byte at a time: each invalid byte decodes as
+// U+FFFD and the next byte is tried as a new start, so a decoder never
+// swallows the valid text that follows a bad byte.
+
+// One decoded character.
+struct Utf8Char {
+  char32_t cp = 0;    // the code point; U+FFFD when !valid
+  size_t size = 1;    // bytes it takes: the sequence's length, 1 when invalid
+  bool valid = true;  // false: in[i] starts no valid sequence
+};
+
+// Decodes the character at in[i]. REQUIRES: i < in.size().
+Utf8Char DecodeUtf8(std::string_view in, size_t i);
+
+// As DecodeUtf8, but an encoded surrogate (ED A0..BF xx, as CESU-8 and WTF-8
+// write UTF-16 halves) is valid and decodes to its value, the way a
+// JavaScript string holds it. For code that must reproduce JavaScript's
+// reading of a byte string; everything else uses DecodeUtf8.
+Utf8Char DecodeWtf8(std::string_view in, size_t i);
+
+// Appends the UTF-8 encoding of `cp` (REQUIRES: cp <= U+10FFFF; a surrogate
+// is written as its three-byte form).
+void AppendUtf8(std::string& out, char32_t cp);
+
+// Replaces each invalid byte with U+FFFD so the text can go into JSON.
 std::string SanitizeUtf8(std::string_view in);
 // Whether `in` is valid UTF-8.
 bool IsValidUtf8(std::string_view in);

@@ -15,6 +15,7 @@
 
 #include <toml++/toml.h>
 
+#include "base/env_map.h"
 #include "base/strings.h"
 #include "config/config_keys.h"
 #include "config/trust.h"
@@ -38,11 +39,6 @@ struct Layer {
   std::vector<Assignment> assignments;
   std::vector<HookConfig> hooks;
 };
-
-std::string Get(const EnvMap& env, const char* key) {
-  auto it = env.find(key);
-  return it == env.end() ? std::string() : it->second;
-}
 
 ConfigOrigin FileOrigin(const std::filesystem::path& path, const toml::node& node) {
   return {ConfigOrigin::Kind::kFile, path.string(), static_cast<int>(node.source().begin.line)};
@@ -458,17 +454,13 @@ Config DefaultConfig() {
 }
 
 Result<std::filesystem::path> UserConfigDir(const EnvMap& env) {
-  if (std::string x = Get(env, "XDG_CONFIG_HOME"); !x.empty() && x.front() == '/') {
-    return std::filesystem::path(x) / "agentloop";
-  }
-  if (std::string h = Get(env, "HOME"); !h.empty()) {
-    return std::filesystem::path(h) / ".config" / "agentloop";
-  }
+  if (auto dir = XdgUserDir(env, "XDG_CONFIG_HOME", ".config")) return *dir / "agentloop";
   return FailedPrecondition("cannot locate the user config directory: set HOME");
 }
 
 Result<std::filesystem::path> UserConfigPath(const EnvMap& env) {
-  if (std::string p = Get(env, "AGENTLOOP_CONFIG"); !p.empty()) return std::filesystem::path(p);
+  if (std::string p = EnvValue(env, "AGENTLOOP_CONFIG"); !p.empty())
+    return std::filesystem::path(p);
   Result<std::filesystem::path> dir = UserConfigDir(env);
   if (!dir.ok()) {
     return FailedPrecondition("cannot locate the user config: set HOME or AGENTLOOP_CONFIG");

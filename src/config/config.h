@@ -44,15 +44,13 @@
 #include <string_view>
 #include <vector>
 
+#include "agentloop/env.h"
 #include "agentloop/json.h"
 #include "agentloop/permission.h"
 #include "agentloop/status.h"
 #include "agentloop/types.h"
 
 namespace agentloop {
-
-// Same alias as agentloop/store.h.
-using EnvMap = std::map<std::string, std::string>;
 
 // A copy of the process environment (for the CLI's main; tests build maps).
 EnvMap ProcessEnv();

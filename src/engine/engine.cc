@@ -132,14 +132,6 @@ class StoreSink final : public EventSink {
   std::vector<Event> buffer_;
 };
 
-// Always defers: the turn pauses and the checkpoint is stored.
-class DurableApprover final : public Approver {
- public:
-  ApprovalDecision Decide(const ApprovalRequest&, std::stop_token) override {
-    return ApprovalDecision::Defer("durable");
-  }
-};
-
 // Remembers "allow for this session" answers in the session's cache.
 class RememberingApprover final : public Approver {
  public:
@@ -149,8 +141,7 @@ class RememberingApprover final : public Approver {
     ApprovalDecision d = inner_.Decide(request, stop);
     if (d.kind == ApprovalDecision::Kind::kAllow && d.remember_for_session &&
         request.kind == PendingKind::kApproval) {
-      approvals_->Remember(request.call.name,
-                           d.edited_input ? *d.edited_input : request.call.input);
+      approvals_->Remember(request.spec, d.edited_input ? *d.edited_input : request.call.input);
     }
     return d;
   }
@@ -350,8 +341,11 @@ class SessionImpl final : public Session {
     // whose real location stays where it belongs).
     ctx.extra_read_roots = extra_read_roots_;
     if (rules_policy_) {
-      ctx.path_rule = [policy = rules_policy_](std::string_view tool, const std::string& abs) {
-        switch (policy->PathRestriction(tool, abs)) {
+      ctx.path_rule = [policy = rules_policy_, registry = &registry_](std::string_view tool,
+                                                                      const std::string& abs) {
+        const Tool* t = registry->Find(tool);
+        if (t == nullptr) return PathRule::kNone;
+        switch (policy->PathRestriction(t->spec(), abs)) {
           case Decision::kDeny:
             return PathRule::kDeny;
           case Decision::kAsk:
@@ -843,7 +837,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   cfg.now_ms = [&engine = engine_] { return engine.NowMs(); };
   cfg.workspace = options_.workspace;
 
-  DurableApprover durable;
+  permissions::DurableApprover durable;
   std::unique_ptr<Approver> webhook;
   Approver* chosen = nullptr;
   switch (options_.approver) {

@@ -94,12 +94,12 @@ Result<WiredPolicy> WirePolicy(const SessionOptions& spec, const ToolRegistry& r
   add(spec.ask, Decision::kAsk);
   add(spec.allow, Decision::kAllow);
   permissions::ParseOptions parse_opts;
-  for (const auto& t : registry.Specs()) parse_opts.known_tools.push_back(t.name);
+  parse_opts.tools = registry.Specs();
   AL_ASSIGN_OR_RETURN(permissions::RuleSet rules, permissions::ParseRules(sources, parse_opts));
   for (const auto& w : rules.warnings) out.warnings.push_back("permissions: " + w);
   permissions::PolicyOptions popts;
   popts.workspace = spec.workspace;
-  if (auto home = ctx.env.find("HOME"); home != ctx.env.end()) popts.home = home->second;
+  popts.home = EnvValue(ctx.env, "HOME");
   if (spec.default_mutating) popts.default_mutating = *spec.default_mutating;
   if (spec.default_read_only) popts.default_read_only = *spec.default_read_only;
   popts.read_only_command = IsReadOnly(spec.command);

@@ -280,6 +280,18 @@ TEST(TextTest, SanitizeInlineCapsLength) {
   EXPECT_EQ(SanitizeInline("x\xff", 10), "x\uFFFD");
 }
 
+// An overlong form or a value above U+10FFFF is invalid, one byte at a time:
+// it counts as one character per byte (as SanitizeUtf8 replaces it) and a
+// prefix may cut inside it, never keeping it whole as one character.
+TEST(TextTest, InvalidSequencesCountOneCharacterPerByte) {
+  EXPECT_EQ(CodePointCount("\xC0\x80"), 2u);
+  EXPECT_EQ(CodePointCount("\xF7\xBF\xBF\xBF"), 4u);
+  EXPECT_EQ(CodePointCount("\xED\xA0\x80"), 3u);
+  EXPECT_EQ(PrefixCodePoints("\xF7\xBF\xBF\xBFx", 1), "\xF7");
+  EXPECT_EQ(PrefixCodePoints("\xC3\xA9x", 1), "\xC3\xA9");
+  EXPECT_EQ(SanitizeInline("a\xC1\xBC", 10), "a\uFFFD\uFFFD");
+}
+
 TEST(TextTest, Slugs) {
   EXPECT_TRUE(IsSlug("build-cmd"));
   EXPECT_TRUE(IsSlug("0x"));

@@ -7,50 +7,6 @@
 namespace agentloop::learning {
 namespace {
 
-// Decodes one code point at `i` (advancing `i`). Invalid bytes decode as
-// U+FFFD and advance by one.
-char32_t Decode(std::string_view s, size_t& i) {
-  auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  }
-  int len = (b0 & 0xE0) == 0xC0 ? 2 : (b0 & 0xF0) == 0xE0 ? 3 : (b0 & 0xF8) == 0xF0 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) {
-    ++i;
-    return 0xFFFD;
-  }
-  char32_t cp = b0 & (0x7F >> len);
-  for (int k = 1; k < len; ++k) {
-    auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) {
-      ++i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  i += len;
-  return cp;
-}
-
-void Encode(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 bool IsLineBreakLike(char32_t c) {
   return c == '\r' || c == '\n' || c == '\t' || c == 0x2028 || c == 0x2029 || c == 0x85;
 }
@@ -60,23 +16,20 @@ bool IsDeleted(char32_t c) {
   if (c >= 0x200B && c <= 0x200F) return true;
   if (c >= 0x202A && c <= 0x202E) return true;
   if (c >= 0x2066 && c <= 0x2069) return true;
-  return c == 0xFEFF || (c >= 0xD800 && c <= 0xDFFF);
+  return c == 0xFEFF;
 }
 
 }  // namespace
 
 size_t CodePointCount(std::string_view s) {
   size_t n = 0;
-  for (size_t i = 0; i < s.size();) {
-    Decode(s, i);
-    ++n;
-  }
+  for (size_t i = 0; i < s.size(); i += DecodeUtf8(s, i).size) ++n;
   return n;
 }
 
 std::string_view PrefixCodePoints(std::string_view s, size_t max) {
   size_t i = 0;
-  for (size_t n = 0; n < max && i < s.size(); ++n) Decode(s, i);
+  for (size_t n = 0; n < max && i < s.size(); ++n) i += DecodeUtf8(s, i).size;
   return s.substr(0, i);
 }
 
@@ -88,12 +41,13 @@ std::string Clip(std::string_view text, size_t max) {
 }
 
 std::string SanitizeInline(std::string_view text, size_t max_code_points) {
-  std::string valid = SanitizeUtf8(text);
   std::string out;
-  out.reserve(valid.size());
+  out.reserve(text.size());
   bool in_break = false;
-  for (size_t i = 0; i < valid.size();) {
-    char32_t c = Decode(valid, i);
+  for (size_t i = 0; i < text.size();) {
+    Utf8Char d = DecodeUtf8(text, i);  // an invalid byte is U+FFFD
+    i += d.size;
+    char32_t c = d.cp;
     if (IsLineBreakLike(c)) {
       if (!in_break) out.push_back(' ');
       in_break = true;
@@ -105,7 +59,7 @@ std::string SanitizeInline(std::string_view text, size_t max_code_points) {
       out += "&lt;";
       continue;
     }
-    Encode(c, out);
+    AppendUtf8(out, c);
   }
   std::string trimmed(Trim(out));
   std::string_view head = PrefixCodePoints(trimmed, max_code_points);

@@ -99,7 +99,7 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
     std::string answer = ToLower(Trim(*line));
     if (answer == "y" || answer == "yes") return ApprovalDecision::Allow("console");
     if (answer == "a" || answer == "always") {
-      if (approvals_) approvals_->Remember(tool, request.call.input);
+      if (approvals_) approvals_->Remember(request.spec, request.call.input);
       ApprovalDecision d = ApprovalDecision::Allow("console");
       d.remember_for_session = true;
       return d;

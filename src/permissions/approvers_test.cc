@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "permissions/test_specs.h"
+
 namespace agentloop::permissions {
 namespace {
 
@@ -20,8 +22,7 @@ ApprovalRequest BashRequest(std::string command) {
   r.turn_id = "turn_1";
   r.pending_id = "pend_1";
   r.call = ToolCall{"call_1", "bash", Json{{"command", std::move(command)}}};
-  r.spec.name = "bash";
-  r.spec.mutates = true;
+  r.spec = TestSpec("bash");
   r.spec.input_schema = J(R"j({"type":"object","required":["command"],
                               "properties":{"command":{"type":"string"},
                                             "timeout_ms":{"type":"integer"}}})j");
@@ -68,8 +69,8 @@ TEST(ConsoleApproverTest, AllowForSessionRecordsExactAccess) {
   EXPECT_EQ(d.kind, Kind::kAllow);
   EXPECT_TRUE(d.remember_for_session);
   EXPECT_THAT(c.out.str(), HasSubstr("Please answer y, a, n or e."));
-  EXPECT_TRUE(c.approvals->Contains("bash", J(R"j({"command":"make test"})j")));
-  EXPECT_FALSE(c.approvals->Contains("bash", J(R"j({"command":"make install"})j")));
+  EXPECT_TRUE(c.approvals->Contains(TestSpec("bash"), J(R"j({"command":"make test"})j")));
+  EXPECT_FALSE(c.approvals->Contains(TestSpec("bash"), J(R"j({"command":"make install"})j")));
 }
 
 TEST(ConsoleApproverTest, DenyWithReason) {
@@ -167,6 +168,17 @@ TEST(DurableApproverTest, Defers) {
   ApprovalDecision d = a.Decide(BashRequest("ls"), {});
   EXPECT_EQ(d.kind, Kind::kDefer);
   EXPECT_EQ(d.by, "durable");
+}
+
+// A cancelled turn ends aborted: it must not leave a pending item behind for
+// someone to approve later.
+TEST(DurableApproverTest, CancelledRequestIsDeniedNotDeferred) {
+  DurableApprover a;
+  std::stop_source stop;
+  stop.request_stop();
+  ApprovalDecision d = a.Decide(BashRequest("ls"), stop.get_token());
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_THAT(d.reason, HasSubstr("cancelled"));
 }
 
 TEST(FailClosedApproverTest, DeniesSayingWhy) {

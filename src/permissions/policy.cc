@@ -48,7 +48,7 @@ std::vector<RulesPolicy::Match> RulesPolicy::MatchSubject(const ToolSpec& spec, 
                                                           const CallSubject& subject) const {
   std::vector<Match> out;
   for (const Rule& r : rules_.rules) {
-    if (RuleApplies(r, spec.name, args, subject, options_.scope, options_.home)) {
+    if (RuleApplies(r, spec, args, subject, options_.scope, options_.home)) {
       out.push_back({&r, r.scope.Specificity()});
     }
   }
@@ -57,7 +57,7 @@ std::vector<RulesPolicy::Match> RulesPolicy::MatchSubject(const ToolSpec& spec, 
 
 std::vector<RulesPolicy::Match> RulesPolicy::MatchingRules(const ToolSpec& spec,
                                                            const Json& args) const {
-  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  CallSubject subject = DescribeCall(spec, args, options_.workspace);
   ResolveSubjectPath(subject, options_.workspace);
   std::vector<Match> out = MatchSubject(spec, args, subject);
   if (subject.real_path) {
@@ -73,17 +73,18 @@ std::vector<RulesPolicy::Match> RulesPolicy::MatchingRules(const ToolSpec& spec,
   return out;
 }
 
-Decision RulesPolicy::PathRestriction(std::string_view tool, const std::string& abs_path) const {
-  if (!has_restrictions_) return Decision::kAllow;
+Decision RulesPolicy::PathRestriction(const ToolSpec& spec, const std::string& abs_path) const {
+  if (!has_restrictions_ || spec.pattern_kind != RulePatternKind::kPath) return Decision::kAllow;
+  if (spec.pattern_args.empty()) return Decision::kAllow;
   Json args = Json::object();
-  args[IsSearchTool(tool) ? "path" : "file_path"] = abs_path;
-  CallSubject subject = DescribeCall(tool, args, options_.workspace);
+  args[spec.pattern_args.front()] = abs_path;
+  CallSubject subject = DescribeCall(spec, args, options_.workspace);
   Decision out = Decision::kAllow;
   for (const Rule& r : rules_.rules) {
     // Only rules that single out paths: a rule without a pattern (`ask *`,
     // `deny read`) decides the call itself, not which files it may see.
     if (!r.pattern || DecisionStrictness(r.decision) <= DecisionStrictness(out)) continue;
-    if (RuleApplies(r, tool, args, subject, options_.scope, options_.home)) out = r.decision;
+    if (RuleApplies(r, spec, args, subject, options_.scope, options_.home)) out = r.decision;
   }
   return out;
 }
@@ -93,7 +94,7 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) 
 }
 
 PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) const {
-  CallSubject subject = DescribeCall(spec.name, args, options_.workspace);
+  CallSubject subject = DescribeCall(spec, args, options_.workspace);
   ResolveSubjectPath(subject, options_.workspace);
   PolicyVerdict v = EvaluateRules(spec, args, subject);
   // Also for `ask`: marked always_ask, an approval "for this session" does
@@ -159,7 +160,7 @@ PolicyVerdict RulesPolicy::Resolve(const ToolSpec& spec, const Json& args,
   }
   Decision d = spec.mutates ? options_.default_mutating : options_.default_read_only;
   return {d,
-          "no rule matched: default " + std::string(DecisionWord(d)) + " for " +
+          "no rule matched: default " + std::string(DecisionName(d)) + " for " +
               (spec.mutates ? "mutating" : "read-only") + " tool '" + spec.name + "'",
           ""};
 }
@@ -167,16 +168,15 @@ PolicyVerdict RulesPolicy::Resolve(const ToolSpec& spec, const Json& args,
 SessionApprovals::SessionApprovals(std::filesystem::path workspace)
     : workspace_(std::move(workspace)) {}
 
-std::string SessionApprovals::AccessKey(std::string_view tool, const Json& args,
+std::string SessionApprovals::AccessKey(const ToolSpec& spec, const Json& args,
                                         const std::filesystem::path& workspace) {
-  std::string key = ToLower(tool) + '\x1f';
-  PatternKind kind = PatternKindForTool(tool);
-  if (kind == PatternKind::kCommand && args.is_object() && args.contains("command") &&
-      args["command"].is_string()) {
-    return key + "command:" + args["command"].get<std::string>();
+  std::string key = ToLower(spec.name) + '\x1f';
+  if (spec.pattern_kind == RulePatternKind::kCommand) {
+    CallSubject s = DescribeCall(spec, args, workspace);
+    if (s.command_line) return key + "command:" + s.command;
   }
-  if (kind == PatternKind::kPath) {
-    CallSubject s = DescribeCall(tool, args, workspace);
+  if (spec.pattern_kind == RulePatternKind::kPath) {
+    CallSubject s = DescribeCall(spec, args, workspace);
     ResolveSubjectPath(s, workspace);
     if (s.path) {
       key += "path:" + (s.path->inside ? s.path->relative : s.path->absolute);
@@ -189,14 +189,14 @@ std::string SessionApprovals::AccessKey(std::string_view tool, const Json& args,
   return key + "args:" + CanonicalJson(args);
 }
 
-void SessionApprovals::Remember(std::string_view tool, const Json& args) {
-  std::string k = AccessKey(tool, args, workspace_);
+void SessionApprovals::Remember(const ToolSpec& spec, const Json& args) {
+  std::string k = AccessKey(spec, args, workspace_);
   std::lock_guard<std::mutex> lock(mu_);
   keys_.insert(std::move(k));
 }
 
-bool SessionApprovals::Contains(std::string_view tool, const Json& args) const {
-  std::string k = AccessKey(tool, args, workspace_);
+bool SessionApprovals::Contains(const ToolSpec& spec, const Json& args) const {
+  std::string k = AccessKey(spec, args, workspace_);
   std::lock_guard<std::mutex> lock(mu_);
   return keys_.count(k) > 0;
 }
@@ -217,8 +217,7 @@ CachedPolicy::CachedPolicy(std::shared_ptr<const PermissionPolicy> inner,
 
 PolicyVerdict CachedPolicy::Evaluate(const ToolSpec& spec, const ToolCall& call) const {
   PolicyVerdict v = inner_->Evaluate(spec, call);
-  if (v.decision == Decision::kAsk && !v.always_ask &&
-      approvals_->Contains(spec.name, call.input)) {
+  if (v.decision == Decision::kAsk && !v.always_ask && approvals_->Contains(spec, call.input)) {
     v.decision = Decision::kAllow;
     v.reason =
         "allowed for this session (approved earlier for this exact access; was: " + v.reason + ")";
@@ -230,7 +229,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   std::ostringstream out;
   PolicyVerdict v = policy.Evaluate(spec, args);
   out << "tool: " << spec.name << (spec.mutates ? " (mutating)" : " (read-only)") << "\n";
-  out << "decision: " << DecisionWord(v.decision) << "\n";
+  out << "decision: " << DecisionName(v.decision) << "\n";
   out << "reason: " << v.reason << "\n";
   out << "rule: " << (v.rule.empty() ? "(default)" : v.rule) << "\n";
   const PolicyOptions& o = policy.options();
@@ -238,7 +237,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   if (o.read_only_command) {
     out << "read-only command: mutating tools are denied (plan mode)\n";
   }
-  CallSubject s = DescribeCall(spec.name, args, o.workspace);
+  CallSubject s = DescribeCall(spec, args, o.workspace);
   if (s.command_line) {
     out << "simple commands:";
     if (s.command_line->commands.empty()) out << " (none)";
@@ -272,7 +271,7 @@ std::string ExplainDecision(const RulesPolicy& policy, const ToolSpec& spec, con
   if (matches.empty()) out << " (none)";
   out << "\n";
   for (const auto& m : matches) {
-    out << "  " << DecisionWord(m.rule->decision) << " " << m.rule->Describe() << " specificity "
+    out << "  " << DecisionName(m.rule->decision) << " " << m.rule->Describe() << " specificity "
         << m.specificity << "\n";
   }
   return out.str();

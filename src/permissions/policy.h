@@ -80,7 +80,8 @@ class RulesPolicy final : public PermissionPolicy {
   // itself) and the defaults play no part. The tools use it to leave out
   // the files of a directory they search that a rule keeps from reading, and
   // to refuse a target that a deny rule covers where it was really opened.
-  Decision PathRestriction(std::string_view tool, const std::string& abs_path) const;
+  // REQUIRES: `spec` is the tool's spec (its path metadata locates the path).
+  Decision PathRestriction(const ToolSpec& spec, const std::string& abs_path) const;
 
   const RuleSet& rules() const { return rules_; }
   const PolicyOptions& options() const { return options_; }
@@ -110,13 +111,13 @@ class SessionApprovals {
  public:
   explicit SessionApprovals(std::filesystem::path workspace = {});
 
-  void Remember(std::string_view tool, const Json& args);
-  bool Contains(std::string_view tool, const Json& args) const;
+  void Remember(const ToolSpec& spec, const Json& args);
+  bool Contains(const ToolSpec& spec, const Json& args) const;
   size_t size() const;
   void Clear();
 
   // The cache key of one access (exposed for tests and the event log).
-  static std::string AccessKey(std::string_view tool, const Json& args,
+  static std::string AccessKey(const ToolSpec& spec, const Json& args,
                                const std::filesystem::path& workspace);
 
  private:

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "permissions/test_specs.h"
+
 namespace agentloop::permissions {
 namespace {
 
@@ -15,12 +17,7 @@ using ::testing::HasSubstr;
 
 Json J(std::string_view text) { return *ParseJson(text); }
 
-ToolSpec Spec(std::string name, bool mutates) {
-  ToolSpec s;
-  s.name = std::move(name);
-  s.mutates = mutates;
-  return s;
-}
+ToolSpec Spec(const std::string& name, bool mutates) { return TestSpec(name, mutates); }
 
 const ToolSpec kBash = Spec("bash", true);
 const ToolSpec kRead = Spec("read", false);
@@ -29,7 +26,7 @@ const ToolSpec kEdit = Spec("edit", true);
 const ToolSpec kMcp = Spec("mcp__gh__create_issue", true);
 
 RulesPolicy Policy(std::vector<RuleSource> sources, PolicyOptions opts = {}) {
-  auto set = ParseRules(sources);
+  auto set = ParseRules(sources, ParseOptions{TestSpecs()});
   EXPECT_TRUE(set.ok()) << set.error().ToString();
   if (opts.workspace.empty()) opts.workspace = "/ws";
   return RulesPolicy(std::move(*set), std::move(opts));
@@ -263,10 +260,10 @@ TEST(RulesPolicyTest, EvaluateWithToolCall) {
   EXPECT_EQ(p.Evaluate(kRead, call).decision, Decision::kDeny);
 }
 
-TEST(DecisionWordTest, Names) {
-  EXPECT_EQ(DecisionWord(Decision::kAllow), "allow");
-  EXPECT_EQ(DecisionWord(Decision::kAsk), "ask");
-  EXPECT_EQ(DecisionWord(Decision::kDeny), "deny");
+TEST(DecisionNameTest, Names) {
+  EXPECT_EQ(DecisionName(Decision::kAllow), "allow");
+  EXPECT_EQ(DecisionName(Decision::kAsk), "ask");
+  EXPECT_EQ(DecisionName(Decision::kDeny), "deny");
   EXPECT_EQ(ParseDecision(" Deny "), Decision::kDeny);
   EXPECT_EQ(ParseDecision("maybe"), std::nullopt);
 }
@@ -344,22 +341,67 @@ TEST_F(RealPathTest, ReadRulesCoverGrepGlobAndLs) {
         << tool;
     EXPECT_EQ(p.Evaluate(Spec(tool, false), J(R"j({"pattern":"x"})j")).decision, Decision::kAllow)
         << tool;
-    EXPECT_EQ(p.PathRestriction(tool, (ws_ / ".env").string()), Decision::kDeny) << tool;
-    EXPECT_EQ(p.PathRestriction(tool, (ws_ / "src" / "a.cc").string()), Decision::kAllow) << tool;
+    EXPECT_EQ(p.PathRestriction(TestSpec(tool), (ws_ / ".env").string()), Decision::kDeny) << tool;
+    EXPECT_EQ(p.PathRestriction(TestSpec(tool), (ws_ / "src" / "a.cc").string()), Decision::kAllow)
+        << tool;
   }
   // Rules without a pattern decide the call, not which files it sees.
   RulesPolicy all = Make({}, {"read"});
-  EXPECT_EQ(all.PathRestriction("grep", (ws_ / ".env").string()), Decision::kAllow);
+  EXPECT_EQ(all.PathRestriction(TestSpec("grep"), (ws_ / ".env").string()), Decision::kAllow);
   EXPECT_EQ(all.Evaluate(Spec("grep", false), J(R"j({"pattern":"x"})j")).decision, Decision::kDeny);
   // An allow rule for read does not widen the other tools.
   RulesPolicy q = Make({"read(**)"}, {});
   EXPECT_EQ(q.Evaluate(Spec("grep", true), J(R"j({"pattern":"x"})j")).decision, Decision::kAsk);
 }
 
+// Permissions read a tool's pattern metadata from its spec: a tool the
+// permissions code has never heard of gets path rules, the protected-path
+// guard, read rules (when it reads files) and approvals by path.
+TEST_F(RealPathTest, ACustomToolWithPathMetadataGetsPathRules) {
+  ToolSpec mine;
+  mine.name = "mytool";
+  mine.mutates = true;
+  mine.pattern_kind = RulePatternKind::kPath;
+  mine.pattern_args = {"target"};
+  auto set = ParseRules({RuleSource{"f", {"mytool(src/**)"}, {}, {"mytool(docs/*.md)"}, {}}},
+                        ParseOptions{{mine}});
+  ASSERT_TRUE(set.ok()) << set.error().ToString();
+  PolicyOptions opts;
+  opts.workspace = ws_;
+  RulesPolicy p(std::move(*set), opts);
+  EXPECT_EQ(p.Evaluate(mine, J(R"j({"target":"src/a/b.cc"})j")).decision, Decision::kAllow);
+  EXPECT_EQ(p.Evaluate(mine, J(R"j({"target":"src"})j")).decision, Decision::kAllow);
+  EXPECT_EQ(p.Evaluate(mine, J(R"j({"target":"docs/x.md"})j")).decision, Decision::kDeny);
+  EXPECT_EQ(p.Evaluate(mine, J(R"j({"target":"other.txt"})j")).decision, Decision::kAsk);
+  // The path as it really is: src/gen leads into .git, which is protected.
+  PolicyVerdict v = p.Evaluate(mine, J(R"j({"target":"src/gen/config"})j"));
+  EXPECT_EQ(v.decision, Decision::kAsk);
+  EXPECT_TRUE(v.always_ask);
+  // An approval is remembered for the path, not for the argument object.
+  EXPECT_EQ(SessionApprovals::AccessKey(mine, J(R"j({"target":"./src/a.cc","n":1})j"), ws_),
+            SessionApprovals::AccessKey(mine, J(R"j({"target":"src/a.cc","n":2})j"), ws_));
+  // A tool that declares it reads files is covered by read rules.
+  ToolSpec finder = mine;
+  finder.name = "finder";
+  finder.mutates = false;
+  finder.reads_files = true;
+  RulesPolicy q = Make({}, {"read(.env)"});
+  EXPECT_EQ(q.Evaluate(finder, J(R"j({"target":".env"})j")).decision, Decision::kDeny);
+  EXPECT_EQ(q.PathRestriction(finder, (ws_ / ".env").string()), Decision::kDeny);
+  // Without the metadata the same tool takes no pattern.
+  ToolSpec plain;
+  plain.name = "mytool";
+  auto refused =
+      ParseRules({RuleSource{"f", {"mytool(src/**)"}, {}, {}, {}}}, ParseOptions{{plain}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message(), HasSubstr("takes no pattern"));
+}
+
 TEST_F(RealPathTest, SessionApprovalDoesNotFollowALinkChange) {
-  std::string plain = SessionApprovals::AccessKey("read", J(R"j({"file_path":"docs/a.md"})j"), ws_);
+  std::string plain =
+      SessionApprovals::AccessKey(TestSpec("read"), J(R"j({"file_path":"docs/a.md"})j"), ws_);
   std::string linked =
-      SessionApprovals::AccessKey("read", J(R"j({"file_path":"docs/notes.md"})j"), ws_);
+      SessionApprovals::AccessKey(TestSpec("read"), J(R"j({"file_path":"docs/notes.md"})j"), ws_);
   EXPECT_THAT(linked, HasSubstr("real:" + (ws_ / ".env").string()));
   EXPECT_THAT(plain, ::testing::Not(HasSubstr("real:")));
 }
@@ -375,24 +417,26 @@ TEST_F(RealPathTest, ExplainShowsTheRealPath) {
 
 TEST(SessionApprovalsTest, KeysAreExactAccesses) {
   SessionApprovals a("/ws");
-  a.Remember("bash", J(R"j({"command":"npm test","timeout_ms":1000})j"));
-  a.Remember("edit", J(R"j({"file_path":"src/a.cc","old_string":"x","new_string":"y"})j"));
-  a.Remember("mcp__gh__x", J(R"j({"b":1,"a":{"d":2,"c":3}})j"));
+  a.Remember(TestSpec("bash"), J(R"j({"command":"npm test","timeout_ms":1000})j"));
+  a.Remember(TestSpec("edit"),
+             J(R"j({"file_path":"src/a.cc","old_string":"x","new_string":"y"})j"));
+  a.Remember(TestSpec("mcp__gh__x"), J(R"j({"b":1,"a":{"d":2,"c":3}})j"));
 
   // bash: the exact command string, other arguments ignored.
-  EXPECT_TRUE(a.Contains("bash", J(R"j({"command":"npm test"})j")));
-  EXPECT_FALSE(a.Contains("bash", J(R"j({"command":"npm test && rm -rf x"})j")));
-  EXPECT_FALSE(a.Contains("bash", J(R"j({"command":"npm  test"})j")));
+  EXPECT_TRUE(a.Contains(TestSpec("bash"), J(R"j({"command":"npm test"})j")));
+  EXPECT_FALSE(a.Contains(TestSpec("bash"), J(R"j({"command":"npm test && rm -rf x"})j")));
+  EXPECT_FALSE(a.Contains(TestSpec("bash"), J(R"j({"command":"npm  test"})j")));
   // File tools: the normalised path, whatever the other arguments.
-  EXPECT_TRUE(a.Contains("edit", J(R"j({"file_path":"/ws/src/./a.cc","old_string":"q"})j")));
-  EXPECT_FALSE(a.Contains("edit", J(R"j({"file_path":"src/b.cc"})j")));
-  EXPECT_FALSE(a.Contains("write", J(R"j({"file_path":"src/a.cc"})j")));
+  EXPECT_TRUE(
+      a.Contains(TestSpec("edit"), J(R"j({"file_path":"/ws/src/./a.cc","old_string":"q"})j")));
+  EXPECT_FALSE(a.Contains(TestSpec("edit"), J(R"j({"file_path":"src/b.cc"})j")));
+  EXPECT_FALSE(a.Contains(TestSpec("write"), J(R"j({"file_path":"src/a.cc"})j")));
   // Others: canonical JSON (key order does not matter, values do).
-  EXPECT_TRUE(a.Contains("mcp__gh__x", J(R"j({"a":{"c":3,"d":2},"b":1})j")));
-  EXPECT_FALSE(a.Contains("mcp__gh__x", J(R"j({"a":{"c":3,"d":2},"b":2})j")));
+  EXPECT_TRUE(a.Contains(TestSpec("mcp__gh__x"), J(R"j({"a":{"c":3,"d":2},"b":1})j")));
+  EXPECT_FALSE(a.Contains(TestSpec("mcp__gh__x"), J(R"j({"a":{"c":3,"d":2},"b":2})j")));
   EXPECT_EQ(a.size(), 3u);
   a.Clear();
-  EXPECT_FALSE(a.Contains("bash", J(R"j({"command":"npm test"})j")));
+  EXPECT_FALSE(a.Contains(TestSpec("bash"), J(R"j({"command":"npm test"})j")));
 }
 
 TEST(CachedPolicyTest, TurnsAskIntoAllowButNeverOverridesDeny) {
@@ -402,8 +446,8 @@ TEST(CachedPolicyTest, TurnsAskIntoAllowButNeverOverridesDeny) {
   ToolCall ls{"1", "bash", J(R"j({"command":"ls"})j")};
   ToolCall rm{"2", "bash", J(R"j({"command":"rm -rf x"})j")};
   EXPECT_EQ(cached.Evaluate(kBash, ls).decision, Decision::kAsk);
-  approvals->Remember("bash", ls.input);
-  approvals->Remember("bash", rm.input);
+  approvals->Remember(TestSpec("bash"), ls.input);
+  approvals->Remember(TestSpec("bash"), rm.input);
   PolicyVerdict v = cached.Evaluate(kBash, ls);
   EXPECT_EQ(v.decision, Decision::kAllow);
   EXPECT_THAT(v.reason, HasSubstr("allowed for this session"));

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "permissions/policy.h"
+#include "permissions/test_specs.h"
 
 namespace agentloop::permissions {
 namespace {
@@ -17,12 +18,7 @@ namespace fs = std::filesystem;
 
 Json J(std::string_view text) { return *ParseJson(text); }
 
-ToolSpec Spec(std::string name, bool mutates) {
-  ToolSpec s;
-  s.name = std::move(name);
-  s.mutates = mutates;
-  return s;
-}
+ToolSpec Spec(const std::string& name, bool mutates) { return TestSpec(name, mutates); }
 
 class ProtectedPathsTest : public ::testing::Test {
  protected:
@@ -126,7 +122,7 @@ TEST_F(ProtectedPathsTest, ASessionApprovalDoesNotCoverAProtectedWrite) {
   ToolCall call;
   call.name = "write";
   call.input = J(R"({"file_path":".git/config","content":"x"})");
-  approvals->Remember("write", call.input);
+  approvals->Remember(TestSpec("write"), call.input);
   EXPECT_EQ(cached.Evaluate(Spec("write", true), call).decision, Decision::kAsk);
 }
 

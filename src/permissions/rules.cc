@@ -116,10 +116,10 @@ std::optional<std::string> LiteralPrefix(const Rule& r) {
   if (!r.pattern) return std::nullopt;
   const std::string& p = *r.pattern;
   std::string prefix;
-  PatternKind kind = PatternKindForTool(r.tool);
-  if (kind == PatternKind::kCommand && p.size() >= 1 && p.back() == '*' && !p.ends_with(":*")) {
+  if (r.kind == RulePatternKind::kCommand && p.size() >= 1 && p.back() == '*' &&
+      !p.ends_with(":*")) {
     prefix = p.substr(0, p.size() - 1);
-  } else if (kind == PatternKind::kPath && p.ends_with("/**")) {
+  } else if (r.kind == RulePatternKind::kPath && p.ends_with("/**")) {
     prefix = p.substr(0, p.size() - 2);  // keeps the trailing '/'
   } else {
     return std::nullopt;
@@ -136,7 +136,8 @@ bool ToolNameCovers(const Rule& a, const Rule& b) {
 
 bool MatchesPathPattern(const Rule& rule, const NormalizedPath& p, const std::string& home,
                         bool widen) {
-  const Glob& g = *rule.pattern_glob;
+  if (!rule.path_glob) return false;
+  const Glob& g = *rule.path_glob;
   const std::string& pat = *rule.pattern;
   if (pat.starts_with("~/")) {
     if (home.empty() || p.absolute.empty()) return false;
@@ -168,7 +169,7 @@ std::string_view CommandPatternPrefix(std::string_view pattern) {
 // `bash(timeout 5 ls*)` does), and no option escalates the command (unless
 // the pattern is the exact command, without wildcards).
 bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
-  const Glob& g = *rule.pattern_glob;
+  const Glob& g = *rule.command_glob;
   if (!g.Matches(c.text)) return false;
   if (!c.inner.empty() && !g.Matches(c.inner)) {
     std::string_view prefix = CommandPatternPrefix(*rule.pattern);
@@ -179,7 +180,8 @@ bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
 }
 
 bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
-  const Glob& g = *rule.pattern_glob;
+  if (!rule.command_glob) return false;
+  const Glob& g = *rule.command_glob;
   const CommandLine& line = *s.command_line;
   if (rule.decision == Decision::kAllow) {
     if (!line.complete) return false;
@@ -211,8 +213,6 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
 }
 
 }  // namespace
-
-std::string_view DecisionWord(Decision d) { return DecisionName(d); }
 
 std::optional<Decision> ParseDecision(std::string_view name) {
   return ParseDecisionName(ToLower(Trim(name)));
@@ -320,19 +320,10 @@ bool EvaluateCondition(const Condition& c, const Json& args) {
   return false;
 }
 
-PatternKind PatternKindForTool(std::string_view tool) {
-  std::string t = ToLower(tool);
-  if (t == "bash") return PatternKind::kCommand;
-  if (t == "read" || t == "write" || t == "edit" || t == "grep" || t == "glob" || t == "ls") {
-    return PatternKind::kPath;
-  }
-  return PatternKind::kNone;
-}
-
 std::string Rule::DisplayName() const { return name.empty() ? text : name; }
 
 std::string Rule::Describe() const {
-  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionWord(decision));
+  std::string out = "'" + DisplayName() + "' (" + std::string(DecisionName(decision));
   if (!name.empty()) out += ", " + text;
   if (scope.Specificity() > 0) out += ", scope " + scope.ToString();
   if (condition) {
@@ -350,7 +341,8 @@ bool ToolNameMatches(const Rule& rule, std::string_view tool) {
   return EqualsIgnoreCase(rule.tool, tool);
 }
 
-Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source) {
+Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source,
+                       const std::vector<ToolSpec>& tools) {
   std::string_view t = Trim(text);
   if (t.empty()) return RuleError(text, source, "empty rule");
   Rule r;
@@ -373,22 +365,43 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
   }
   r.tool = std::string(tool);
   if (r.tool != "*" && r.tool.find('*') != std::string::npos) {
-    auto g = Glob::Compile(ToLower(r.tool), GlobMode::kCommand);
+    auto g = Glob::Compile(ToLower(r.tool), GlobMode::kText);
     if (!g.ok()) return RuleError(t, r.source, g.error().message());
     r.tool_glob = std::make_shared<const Glob>(std::move(*g));
   }
-  if (r.pattern) {
-    PatternKind kind = PatternKindForTool(r.tool);
-    if (kind == PatternKind::kNone) {
-      return RuleError(t, r.source,
-                       "tool '" + r.tool +
-                           "' takes no pattern (patterns apply to bash and to read, write, edit, "
-                           "grep, glob, ls); use a condition ('when') instead");
+  const ToolSpec* spec = nullptr;
+  if (r.tool != "*" && !r.tool_glob) {
+    for (const ToolSpec& s : tools) {
+      if (EqualsIgnoreCase(s.name, r.tool)) spec = &s;
     }
-    auto g = Glob::Compile(*r.pattern,
-                           kind == PatternKind::kCommand ? GlobMode::kCommand : GlobMode::kPath);
-    if (!g.ok()) return RuleError(t, r.source, "pattern does not parse: " + g.error().message());
-    r.pattern_glob = std::make_shared<const Glob>(std::move(*g));
+  }
+  if (spec != nullptr) r.kind = spec->pattern_kind;
+  if (r.pattern) {
+    if (r.tool == "*" || (spec != nullptr && r.kind == RulePatternKind::kNone)) {
+      std::string with;
+      for (const ToolSpec& s : tools) {
+        if (s.pattern_kind != RulePatternKind::kNone) with += (with.empty() ? "" : ", ") + s.name;
+      }
+      return RuleError(t, r.source,
+                       "tool '" + r.tool + "' takes no pattern" +
+                           (with.empty() ? "" : " (patterns apply to " + with + ")") +
+                           "; use a condition ('when') instead");
+    }
+    auto compile = [&](GlobMode mode) -> Result<std::shared_ptr<const Glob>> {
+      auto g = Glob::Compile(*r.pattern, mode);
+      if (!g.ok()) return RuleError(t, r.source, "pattern does not parse: " + g.error().message());
+      return std::make_shared<const Glob>(std::move(*g));
+    };
+    if (r.kind == RulePatternKind::kCommand) {
+      AL_ASSIGN_OR_RETURN(r.command_glob, compile(GlobMode::kText));
+    } else if (r.kind == RulePatternKind::kPath) {
+      AL_ASSIGN_OR_RETURN(r.path_glob, compile(GlobMode::kPath));
+    } else {
+      // The tool's kind is not known here: both forms (a form that does not
+      // compile in path mode matches no path).
+      AL_ASSIGN_OR_RETURN(r.command_glob, compile(GlobMode::kText));
+      if (auto g = compile(GlobMode::kPath); g.ok()) r.path_glob = std::move(*g);
+    }
     r.text = r.tool + "(" + *r.pattern + ")";
   } else {
     r.text = r.tool;
@@ -396,7 +409,8 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
   return r;
 }
 
-Result<Rule> ParseRuleTable(const Json& table, std::string source) {
+Result<Rule> ParseRuleTable(const Json& table, std::string source,
+                            const std::vector<ToolSpec>& tools) {
   if (!table.is_object()) return InvalidArgument("rule table from " + source + " is not a table");
   std::string label =
       table.contains("name") && table["name"].is_string()
@@ -440,7 +454,7 @@ Result<Rule> ParseRuleTable(const Json& table, std::string source) {
   } else {
     return RuleError(label, source, "missing 'rule' or 'tool'");
   }
-  auto parsed = ParseRule(text, *decision, source);
+  auto parsed = ParseRule(text, *decision, source, tools);
   if (!parsed.ok()) return parsed.error();
   Rule r = std::move(*parsed);
   if (name_s) r.name = *name_s;
@@ -484,12 +498,15 @@ bool RuleCovers(const Rule& a, const Rule& b) {
   if (!(a.scope == b.scope)) return false;
   if (!ToolNameCovers(a, b)) return false;
   if (a.condition && !(b.condition && *a.condition == *b.condition)) return false;
-  if (!a.pattern || a.pattern_glob->MatchesEverything()) return true;
+  if (!a.pattern) return true;
+  const bool everything = (!a.command_glob || a.command_glob->MatchesEverything()) &&
+                          (!a.path_glob || a.path_glob->MatchesEverything());
+  if (everything) return true;
   if (!b.pattern) return false;
   if (*a.pattern == *b.pattern) return true;
   std::optional<std::string> prefix = LiteralPrefix(a);
   if (!prefix) return false;
-  if (PatternKindForTool(a.tool) == PatternKind::kPath) {
+  if (a.kind == RulePatternKind::kPath) {
     // `dir/**` also matches `dir` itself.
     std::string_view dir = std::string_view(*prefix).substr(0, prefix->size() - 1);
     if (*b.pattern == dir) return true;
@@ -503,7 +520,7 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
   for (const RuleSource& src : sources) {
     auto add_list = [&](const std::vector<std::string>& list, Decision d) {
       for (const auto& text : list) {
-        auto r = ParseRule(text, d, src.source);
+        auto r = ParseRule(text, d, src.source, options.tools);
         if (r.ok()) {
           set.rules.push_back(std::move(*r));
         } else {
@@ -515,7 +532,7 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
     add_list(src.ask, Decision::kAsk);
     add_list(src.allow, Decision::kAllow);
     for (const Json& t : src.tables) {
-      auto r = ParseRuleTable(t, src.source);
+      auto r = ParseRuleTable(t, src.source, options.tools);
       if (r.ok()) {
         set.rules.push_back(std::move(*r));
       } else {
@@ -530,13 +547,13 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
   }
   for (const Rule& r : set.rules) {
     std::string where = r.source.empty() ? "" : " from " + r.source;
-    if (!options.known_tools.empty() && r.tool != "*" && !r.tool_glob &&
+    if (!options.tools.empty() && r.tool != "*" && !r.tool_glob &&
         !ToLower(r.tool).starts_with("mcp__")) {
-      bool known = std::any_of(options.known_tools.begin(), options.known_tools.end(),
-                               [&](const std::string& k) { return EqualsIgnoreCase(k, r.tool); });
+      bool known = std::any_of(options.tools.begin(), options.tools.end(),
+                               [&](const ToolSpec& k) { return EqualsIgnoreCase(k.name, r.tool); });
       if (!known) {
         std::string list;
-        for (const auto& k : options.known_tools) list += (list.empty() ? "" : ", ") + k;
+        for (const auto& k : options.tools) list += (list.empty() ? "" : ", ") + k.name;
         set.warnings.push_back("rule '" + r.text + "'" + where +
                                " can never match: no tool named '" + r.tool + "' (known: " + list +
                                ")");
@@ -594,36 +611,32 @@ NormalizedPath NormalizeToolPath(std::string_view path, const std::filesystem::p
   return out;
 }
 
-CallSubject DescribeCall(std::string_view tool, const Json& args,
+CallSubject DescribeCall(const ToolSpec& spec, const Json& args,
                          const std::filesystem::path& workspace) {
   CallSubject s;
-  s.kind = PatternKindForTool(tool);
+  s.kind = spec.pattern_kind;
   if (!args.is_object()) return s;
-  if (s.kind == PatternKind::kCommand) {
-    auto it = args.find("command");
-    if (it != args.end() && it->is_string()) {
-      s.command = it->get<std::string>();
+  // The first of the spec's pattern arguments given as a string.
+  const Json* p = nullptr;
+  for (const std::string& name : spec.pattern_args) {
+    if (auto it = args.find(name); it != args.end() && it->is_string()) {
+      p = &*it;
+      break;
+    }
+  }
+  if (s.kind == RulePatternKind::kCommand) {
+    if (p != nullptr) {
+      s.command = p->get<std::string>();
       s.command_line = SplitCommandLine(s.command);
     }
-  } else if (s.kind == PatternKind::kPath) {
-    const Json* p = nullptr;
-    if (auto it = args.find("file_path"); it != args.end() && it->is_string()) p = &*it;
-    if (p == nullptr) {
-      if (auto it = args.find("path"); it != args.end() && it->is_string()) p = &*it;
-    }
-    std::string t = ToLower(tool);
+  } else if (s.kind == RulePatternKind::kPath) {
     if (p != nullptr && !p->get_ref<const std::string&>().empty()) {
       s.path = NormalizeToolPath(p->get_ref<const std::string&>(), workspace);
-    } else if (p == nullptr && (t == "grep" || t == "glob" || t == "ls")) {
-      s.path = NormalizeToolPath(".", workspace);
+    } else if (p == nullptr && !spec.default_path.empty()) {
+      s.path = NormalizeToolPath(spec.default_path, workspace);
     }
   }
   return s;
-}
-
-bool IsSearchTool(std::string_view tool) {
-  std::string t = ToLower(tool);
-  return t == "grep" || t == "glob" || t == "ls";
 }
 
 namespace {
@@ -706,7 +719,7 @@ std::optional<NormalizedPath> RealToolPath(const NormalizedPath& written,
 }
 
 void ResolveSubjectPath(CallSubject& subject, const std::filesystem::path& workspace) {
-  if (subject.kind != PatternKind::kPath || !subject.path) return;
+  if (subject.kind != RulePatternKind::kPath || !subject.path) return;
   subject.real_path = RealToolPath(*subject.path, workspace);
 }
 
@@ -719,26 +732,27 @@ CallSubject RealSubject(const CallSubject& subject) {
   return out;
 }
 
-bool RuleApplies(const Rule& rule, std::string_view tool, const Json& args,
+bool RuleApplies(const Rule& rule, const ToolSpec& spec, const Json& args,
                  const CallSubject& subject, const Scope& scope, const std::string& home) {
   if (!rule.scope.Matches(scope)) return false;
   // What a rule keeps from `read` it keeps from the tools that search and
   // list files too.
   const bool read_rule_for_search = rule.decision != Decision::kAllow && rule.tool != "*" &&
-                                    IsSearchTool(tool) && ToolNameMatches(rule, "read");
-  if (!ToolNameMatches(rule, tool) && !read_rule_for_search) return false;
+                                    spec.reads_files && ToolNameMatches(rule, "read");
+  if (!ToolNameMatches(rule, spec.name) && !read_rule_for_search) return false;
   if (rule.pattern) {
     bool widen = rule.decision != Decision::kAllow;
-    switch (PatternKindForTool(rule.tool)) {
-      case PatternKind::kCommand:
+    // The pattern is read as the called tool reads patterns.
+    switch (subject.kind) {
+      case RulePatternKind::kCommand:
         if (!subject.command_line) return false;
         if (!MatchesCommandPattern(rule, subject)) return false;
         break;
-      case PatternKind::kPath:
+      case RulePatternKind::kPath:
         if (!subject.path) return false;
         if (!MatchesPathPattern(rule, *subject.path, home, widen)) return false;
         break;
-      case PatternKind::kNone:
+      case RulePatternKind::kNone:
         return false;
     }
   }

@@ -17,9 +17,14 @@
 //    deny rule applies if ANY simple command matches, also as the command
 //    its wrappers run or in its "bare" form (`sudo /bin/rm x` is caught by
 //    `rm*`), and on a line not fully parsed from any of its words on.
-//  - read, write, edit, grep, glob, ls: a path glob on the `file_path` (or
-//    `path`) argument, normalised relative to the workspace; grep, glob and ls
-//    without a path mean the workspace root ("."). Relative patterns match
+//  - Which tools take which pattern is the tools' own metadata
+//    (ToolSpec::pattern_kind, pattern_args, default_path, reads_files); no
+//    tool name is special here. Below, "bash" and "the file tools" are the
+//    built-in tools that declare a command and a path pattern.
+//  - bash (kCommand): see above.
+//  - read, write, edit, grep, glob, ls (kPath): a path glob on the argument
+//    the spec names, normalised relative to the workspace; grep, glob and ls
+//    without a path mean their default path, the workspace root ("."). Relative patterns match
 //    paths inside the workspace; `/abs/**` and `~/...` match absolute paths.
 //    A pattern without '/' matches the last component anywhere (`.env`);
 //    for ask/deny rules also outside the workspace.
@@ -53,8 +58,6 @@
 
 namespace agentloop::permissions {
 
-// agentloop::DecisionName under this module's older name.
-std::string_view DecisionWord(Decision d);
 // "allow" | "ask" | "deny" (case-insensitive) -> Decision.
 std::optional<Decision> ParseDecision(std::string_view name);
 
@@ -107,10 +110,6 @@ struct Condition {
 //  field holding an element equal to `value`.
 bool EvaluateCondition(const Condition& condition, const Json& args);
 
-// How a tool's pattern is interpreted.
-enum class PatternKind { kNone, kCommand, kPath };
-PatternKind PatternKindForTool(std::string_view tool);
-
 struct Rule {
   std::string name;                    // optional, for messages
   std::string tool;                    // "*", a tool name, or a name glob
@@ -121,8 +120,15 @@ struct Rule {
   std::string source;  // where it came from: a config file path, "--allow", ...
   std::string text;    // canonical `tool` or `tool(pattern)`
 
-  // Compiled matchers (null when absent). Shared, immutable.
-  std::shared_ptr<const Glob> pattern_glob;
+  // How the named tool matches patterns, when the rule was parsed knowing
+  // its spec; kNone otherwise (a tool glob, an unknown tool).
+  RulePatternKind kind = RulePatternKind::kNone;
+  // Compiled matchers (null when absent). Shared, immutable. A pattern is
+  // compiled for the kind of its tool; for a rule whose tool's kind is not
+  // known at parse time, both forms (the path form when it compiles), and a
+  // call uses the form of its own tool's kind.
+  std::shared_ptr<const Glob> command_glob;
+  std::shared_ptr<const Glob> path_glob;
   std::shared_ptr<const Glob> tool_glob;  // only when `tool` has a wildcard
 
   // The name if set, else `text`.
@@ -151,20 +157,24 @@ struct RuleSource {
 };
 
 struct ParseOptions {
-  // Tools the session has; rules naming other tools get a warning (tools
-  // named `mcp__*` are exempt: MCP servers are discovered later). Empty: no
-  // check.
-  std::vector<std::string> known_tools;
+  // Tools the session has. A rule naming one of them is compiled for its
+  // pattern kind (a pattern on a tool that takes none is an error); rules
+  // naming other tools get a warning (tools named `mcp__*` are exempt: MCP
+  // servers are discovered later). Empty: no check.
+  std::vector<ToolSpec> tools;
 };
 
 // Parses `bash(git status*)`, `read(src/**)`, `*`, `bash`, `mcp__x__y`.
+// `tools`: the session's tools (see ParseOptions::tools); may be empty.
 // Errors (kInvalidArgument) name the rule and the source: an empty rule, a
-// bad tool name, unbalanced parentheses, a pattern on a tool that takes
-// none, a pattern that does not compile.
-Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source);
+// bad tool name, unbalanced parentheses, a pattern on `*` or on a known tool
+// that takes none, a pattern that does not compile.
+Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source,
+                       const std::vector<ToolSpec>& tools = {});
 
 // Parses one structured rule (see RuleSource::tables).
-Result<Rule> ParseRuleTable(const Json& table, std::string source);
+Result<Rule> ParseRuleTable(const Json& table, std::string source,
+                            const std::vector<ToolSpec>& tools = {});
 
 // Parses every layer, in order. All errors are reported together (one
 // kInvalidArgument, messages joined by "; "); nothing is half-loaded.
@@ -189,7 +199,7 @@ NormalizedPath NormalizeToolPath(std::string_view path, const std::filesystem::p
 
 // What a rule pattern is matched against, computed once per call.
 struct CallSubject {
-  PatternKind kind = PatternKind::kNone;
+  RulePatternKind kind = RulePatternKind::kNone;
   std::string command;                      // bash: the raw command string
   std::optional<CommandLine> command_line;  // bash: split
   std::optional<NormalizedPath> path;       // file tools: the path argument
@@ -197,7 +207,7 @@ struct CallSubject {
   // (a symbolic link on the way). Filled by ResolveSubjectPath.
   std::optional<NormalizedPath> real_path;
 };
-CallSubject DescribeCall(std::string_view tool, const Json& args,
+CallSubject DescribeCall(const ToolSpec& spec, const Json& args,
                          const std::filesystem::path& workspace);
 
 // The location a path reaches on disk, resolved as the file tools resolve
@@ -217,14 +227,10 @@ void ResolveSubjectPath(CallSubject& subject, const std::filesystem::path& works
 // subject itself when no real path differs).
 CallSubject RealSubject(const CallSubject& subject);
 
-// Tools that read or list files under a path: grep, glob, ls. Ask and deny
-// rules for `read` apply to them too.
-bool IsSearchTool(std::string_view tool);
-
 // Whether `rule` applies to a call of `tool` with `args` in `scope` (tool
 // name, pattern per the rule's decision, condition, scope). `home` expands
 // `~/` in path patterns (empty: such patterns match nothing).
-bool RuleApplies(const Rule& rule, std::string_view tool, const Json& args,
+bool RuleApplies(const Rule& rule, const ToolSpec& spec, const Json& args,
                  const CallSubject& subject, const Scope& scope, const std::string& home);
 
 // Whether `rule.tool` names `tool` (case-insensitive, globs, `*`).

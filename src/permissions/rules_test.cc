@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "permissions/test_specs.h"
+
 namespace agentloop::permissions {
 namespace {
 
@@ -22,11 +24,11 @@ class ParseRuleTest : public ::testing::TestWithParam<ParseCase> {};
 
 TEST_P(ParseRuleTest, Parses) {
   const ParseCase& c = GetParam();
-  auto r = ParseRule(c.text, Decision::kAllow, "test");
+  auto r = ParseRule(c.text, Decision::kAllow, "test", TestSpecs());
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->tool, c.tool);
   EXPECT_EQ(r->pattern, c.pattern);
-  EXPECT_EQ(r->pattern_glob != nullptr, c.pattern.has_value());
+  EXPECT_EQ((r->command_glob != nullptr || r->path_glob != nullptr), c.pattern.has_value());
   EXPECT_EQ(r->source, "test");
 }
 
@@ -54,7 +56,8 @@ TEST(ParseRuleTest, ErrorsNameRuleAndSource) {
                                          {"*(x)", "takes no pattern"},
                                          {"bash(cat [abc)", "does not parse"},
                                          {"  ", "empty rule"}}) {
-    auto r = ParseRule(c.text, Decision::kDeny, "cfg.toml");
+    auto r =
+        ParseRule(c.text, Decision::kDeny, "cfg.toml", {TestSpec("bash"), TestSpec("ask_user")});
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
     EXPECT_THAT(r.error().message(), HasSubstr(c.fragment)) << c.text;
@@ -204,9 +207,9 @@ TEST_P(RuleAppliesTest, Applies) {
   auto r = ParseRule(c.rule, c.decision, "t");
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   Json args = J(c.args);
-  CallSubject s = DescribeCall(c.tool, args, "/ws");
-  EXPECT_EQ(RuleApplies(*r, c.tool, args, s, Scope{}, "/home/me"), c.want)
-      << c.rule << " (" << DecisionWord(c.decision) << ") vs " << c.tool << " " << c.args;
+  CallSubject s = DescribeCall(TestSpec(c.tool), args, "/ws");
+  EXPECT_EQ(RuleApplies(*r, TestSpec(c.tool), args, s, Scope{}, "/home/me"), c.want)
+      << c.rule << " (" << DecisionName(c.decision) << ") vs " << c.tool << " " << c.args;
 }
 
 constexpr Decision kA = Decision::kAllow;
@@ -290,9 +293,9 @@ TEST(RuleAppliesTest, LinesBashReadsDifferentlyAreNotAllowed) {
         "ls <<EOF\nEO\\\nF\nrm -rf x\nEOF", "ls ${x:-<(rm -rf y)}"}) {
     Json args = Json::object();
     args["command"] = line;
-    CallSubject s = DescribeCall("bash", args, "/ws");
-    EXPECT_FALSE(RuleApplies(*allow, "bash", args, s, Scope{}, "")) << line;
-    EXPECT_TRUE(RuleApplies(*deny, "bash", args, s, Scope{}, "")) << line;
+    CallSubject s = DescribeCall(TestSpec("bash"), args, "/ws");
+    EXPECT_FALSE(RuleApplies(*allow, TestSpec("bash"), args, s, Scope{}, "")) << line;
+    EXPECT_TRUE(RuleApplies(*deny, TestSpec("bash"), args, s, Scope{}, "")) << line;
   }
 }
 
@@ -327,7 +330,7 @@ TEST(RuleAppliesTest, ConditionAndScope) {
   Scope acme{"acme", "production", "agentloop"};
   Scope other{"other", "production", "agentloop"};
   auto applies = [&](const Json& a, const Scope& s) {
-    return RuleApplies(*r, "bash", a, DescribeCall("bash", a, "/ws"), s, "");
+    return RuleApplies(*r, TestSpec("bash"), a, DescribeCall(TestSpec("bash"), a, "/ws"), s, "");
   };
   EXPECT_TRUE(applies(fast, acme));
   EXPECT_FALSE(applies(slow, acme));
@@ -351,7 +354,9 @@ TEST(ParseRulesTest, ListsAndTablesInOrder) {
 
 TEST(ParseRulesTest, AllErrorsReportedTogether) {
   RuleSource a{"a.toml", {"bash(oops", "read(src/**)"}, {}, {"ask_user(x)"}, {}};
-  auto set = ParseRules({a});
+  std::vector<ToolSpec> tools = TestSpecs();
+  tools.push_back(TestSpec("ask_user"));
+  auto set = ParseRules({a}, ParseOptions{tools});
   ASSERT_FALSE(set.ok());
   EXPECT_THAT(set.error().message(), HasSubstr("rule 'bash(oops' from a.toml"));
   EXPECT_THAT(set.error().message(), HasSubstr("rule 'ask_user(x)' from a.toml"));
@@ -362,7 +367,7 @@ TEST(ParseRulesTest, Warnings) {
     RuleSource src;
     const char* fragment;  // nullptr: no warning expected
   };
-  ParseOptions opts{{"bash", "read", "write", "edit", "grep", "glob", "ls"}};
+  ParseOptions opts{TestSpecs()};
   std::vector<Case> cases = {
       {{"s", {"bsh"}, {}, {}, {}}, "no tool named 'bsh'"},
       {{"s", {"mcp__gh__x"}, {}, {}, {}}, nullptr},

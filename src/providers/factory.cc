@@ -6,35 +6,17 @@
 #include "providers/scripted_provider.h"
 
 namespace agentloop {
-namespace {
-
-std::string Get(const EnvMap& env, const char* key) {
-  auto it = env.find(key);
-  return it == env.end() ? std::string() : it->second;
-}
-
-}  // namespace
-
 ProviderConfig WithEnvDefaults(ProviderConfig config, const EnvMap& env) {
   if (config.kind == "anthropic") {
-    if (config.api_key.empty()) config.api_key = Get(env, "ANTHROPIC_API_KEY");
-    if (config.base_url.empty()) config.base_url = Get(env, "ANTHROPIC_BASE_URL");
+    if (config.api_key.empty()) config.api_key = EnvValue(env, "ANTHROPIC_API_KEY");
+    if (config.base_url.empty()) config.base_url = EnvValue(env, "ANTHROPIC_BASE_URL");
     if (config.base_url.empty()) config.base_url = "https://api.anthropic.com";
   } else if (config.kind == "openai" || config.kind == "openai-responses") {
-    if (config.api_key.empty()) config.api_key = Get(env, "OPENAI_API_KEY");
-    if (config.base_url.empty()) config.base_url = Get(env, "OPENAI_BASE_URL");
+    if (config.api_key.empty()) config.api_key = EnvValue(env, "OPENAI_API_KEY");
+    if (config.base_url.empty()) config.base_url = EnvValue(env, "OPENAI_BASE_URL");
     if (config.base_url.empty()) config.base_url = "https://api.openai.com/v1";
   }
   return config;
-}
-
-ProviderConfig WithEnvDefaults(ProviderConfig config) {
-  EnvMap env;
-  for (const char* k :
-       {"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}) {
-    if (const char* v = std::getenv(k)) env[k] = v;
-  }
-  return WithEnvDefaults(std::move(config), env);
 }
 
 Result<std::unique_ptr<ModelProvider>> MakeProvider(const ProviderConfig& config,

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "agentloop/env.h"
 #include "agentloop/provider.h"
 
 #include "providers/http_client.h"
@@ -36,15 +37,11 @@ struct ProviderConfig {
   std::function<bool(std::chrono::milliseconds, const std::stop_token&)> retry_wait;
 };
 
-using EnvMap = std::map<std::string, std::string>;
-
 // Fills empty `base_url` / `api_key` of `config` from `env`
 // (OPENAI_API_KEY / OPENAI_BASE_URL for openai and openai-responses,
 // ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL for anthropic), then the public
 // endpoints.
 ProviderConfig WithEnvDefaults(ProviderConfig config, const EnvMap& env);
-// The same, reading the process environment.
-ProviderConfig WithEnvDefaults(ProviderConfig config);
 
 // `client` may be null: a new HttpClient is created (share one across
 // providers in a server). Errors: kInvalidArgument for an unknown kind or a

@@ -4,27 +4,16 @@
 
 #include "agentloop/store.h"
 
+#include "base/env_map.h"
+
 namespace agentloop {
-namespace {
-
-std::string Get(const EnvMap& env, const char* key) {
-  auto it = env.find(key);
-  return it == env.end() ? std::string() : it->second;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 Result<std::filesystem::path> DefaultDataDir(const EnvMap& env) {
-  if (std::string home = Get(env, "AGENTLOOP_HOME"); !home.empty()) {
+  if (std::string home = EnvValue(env, "AGENTLOOP_HOME"); !home.empty()) {
     return std::filesystem::path(home);
   }
-  // XDG: a relative XDG_DATA_HOME is invalid and must be ignored.
-  if (std::string xdg = Get(env, "XDG_DATA_HOME"); !xdg.empty() && xdg.front() == '/') {
-    return std::filesystem::path(xdg) / "agentloop";
-  }
-  if (std::string home = Get(env, "HOME"); !home.empty()) {
-    return std::filesystem::path(home) / ".local" / "share" / "agentloop";
-  }
+  if (auto dir = XdgUserDir(env, "XDG_DATA_HOME", ".local/share")) return *dir / "agentloop";
   return FailedPrecondition(
       "cannot locate the agentloop data directory: set AGENTLOOP_HOME (or HOME)");
 }

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/strings.h"
+
 namespace agentloop::todo {
 namespace {
 
@@ -11,41 +13,6 @@ constexpr size_t kMaxCodePoints = 120;
 
 bool IsHigh(uint32_t u) { return u >= 0xD800 && u <= 0xDBFF; }
 bool IsLow(uint32_t u) { return u >= 0xDC00 && u <= 0xDFFF; }
-
-// Decodes one code point at s[i]. Returns the byte length, 0 for an invalid
-// byte (skipped). CESU-8/WTF-8 encoded surrogates (ED A0..BF xx) decode to
-// the surrogate value, as a JS string would hold them.
-size_t Decode(std::string_view s, size_t i, uint32_t& cp) {
-  auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) {
-    cp = c;
-    return 1;
-  }
-  size_t n;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-      cp > 0x10FFFF) {
-    return 0;
-  }
-  return n;
-}
 
 bool IsLineTerminator(uint32_t cp) {
   return cp == '\r' || cp == '\n' || cp == '\t' || cp == 0x2028 || cp == 0x2029 || cp == 0x85;
@@ -63,24 +30,6 @@ bool IsJsSpace(uint32_t cp) {
          cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
 }
 
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 }  // namespace
 
 std::string SanitizeLabel(std::string_view text) {
@@ -93,13 +42,10 @@ std::string SanitizeLabel(std::string_view text) {
   };
   bool in_run = false;
   for (size_t i = 0; i < text.size() && units.size() < kMaxUnits;) {
-    uint32_t cp = 0;
-    size_t n = Decode(text, i, cp);
-    if (n == 0) {  // not representable in a JS string: dropped
-      ++i;
-      continue;
-    }
-    i += n;
+    Utf8Char d = DecodeWtf8(text, i);
+    i += d.size;
+    if (!d.valid) continue;  // not representable in a JS string: dropped
+    uint32_t cp = d.cp;
     if (IsLineTerminator(cp)) {  // step 1: a run becomes one space
       if (!in_run) emit(' ');
       in_run = true;

@@ -594,10 +594,9 @@ std::string SanitizeTerminalText(std::string_view text) {
       ++i;
       continue;
     }
-    // Multi-byte: decode (input is valid UTF-8 after SanitizeUtf8).
-    size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-    uint32_t cp = c & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(in[i + k]) & 0x3F);
+    Utf8Char d = DecodeUtf8(in, i);  // valid: `in` is sanitized
+    size_t n = d.size;
+    char32_t cp = d.cp;
     if (cp >= 0x80 && cp <= 0x9F) {  // C1
     } else if (cp == 0x2028 || cp == 0x2029) {
       out += ' ';

@@ -97,7 +97,6 @@ class TodoE2eTest : public ::testing::Test {
     tool_ = std::make_shared<TodoTool>();
     registry_.Add(tool_);
     TodoLoopOptions o;
-    o.kill_switch_global.clear();  // never read the real home directory in tests
     o.kill_switch_local.clear();
     o.notify = [this](const std::string&, const std::string& level, const std::string& text) {
       notes_.emplace_back(level, text);

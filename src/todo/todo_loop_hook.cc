@@ -4,9 +4,9 @@
 #include "todo/todo_loop_hook.h"
 
 #include <cctype>
-#include <cstdlib>
 #include <system_error>
 
+#include "base/env_map.h"
 #include "base/strings.h"
 #include "todo/inject.h"
 
@@ -72,10 +72,10 @@ Json DecisionJson(const Decision& d, const LoopConfig& config, int open) {
 
 }  // namespace
 
-std::filesystem::path DefaultGlobalKillSwitch() {
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0') return {};
-  return std::filesystem::path(home) / ".config" / "agentloop" / "todo-loop-off";
+std::filesystem::path DefaultGlobalKillSwitch(const EnvMap& env) {
+  std::optional<std::filesystem::path> dir = XdgUserDir(env, "XDG_CONFIG_HOME", ".config");
+  if (!dir) return {};
+  return *dir / "agentloop" / "todo-loop-off";
 }
 
 Json LoopStatus::ToJson() const {

@@ -51,6 +51,7 @@
 #include <string>
 #include <string_view>
 
+#include "agentloop/env.h"
 #include "agentloop/hook.h"
 #include "agentloop/json.h"
 #include "agentloop/status.h"
@@ -63,8 +64,10 @@ namespace agentloop::todo {
 using NotifyFn = std::function<void(const std::string& session_id, const std::string& level,
                                     const std::string& text)>;
 
-// $HOME/.config/agentloop/todo-loop-off, or empty when HOME is unset.
-std::filesystem::path DefaultGlobalKillSwitch();
+// `todo-loop-off` in the user's configuration directory
+// ($XDG_CONFIG_HOME/agentloop when absolute, else $HOME/.config/agentloop),
+// or empty when `env` names neither.
+std::filesystem::path DefaultGlobalKillSwitch(const EnvMap& env);
 inline constexpr std::string_view kDefaultLocalKillSwitch = ".agentloop/todo-loop-off";
 
 struct TodoLoopOptions {
@@ -74,7 +77,8 @@ struct TodoLoopOptions {
   std::function<LoopConfig()> load_config;
   // Where the config came from, shown as the last `/todoloop status` line.
   std::string config_source = "(defaults)";
-  std::filesystem::path kill_switch_global = DefaultGlobalKillSwitch();  // empty: none
+  // Empty: none (the engine sets DefaultGlobalKillSwitch of its environment).
+  std::filesystem::path kill_switch_global;
   // Relative paths are resolved against the hook context's workspace.
   std::filesystem::path kill_switch_local = std::filesystem::path(kDefaultLocalKillSwitch);
   bool disabled = false;  // --no-todo-loop

@@ -102,6 +102,20 @@ void ExpectSameSnapshot(const TodoSnapshot& got, const TodoSnapshot& want, const
 
 // The cursor searches only what was appended since its last read, and gives
 // what a full search gives, also after the history was rewritten.
+// The global kill switch lives in the user's configuration directory, the
+// one UserConfigDir names: $XDG_CONFIG_HOME wins over $HOME when absolute.
+TEST(KillSwitchTest, GlobalFileIsInTheUserConfigDirectory) {
+  EXPECT_EQ(DefaultGlobalKillSwitch({{"HOME", "/h"}}),
+            fs::path("/h/.config/agentloop/todo-loop-off"));
+  EXPECT_EQ(DefaultGlobalKillSwitch({{"HOME", "/h"}, {"XDG_CONFIG_HOME", "/x"}}),
+            fs::path("/x/agentloop/todo-loop-off"));
+  EXPECT_EQ(DefaultGlobalKillSwitch({{"HOME", "/h"}, {"XDG_CONFIG_HOME", "rel"}}),
+            fs::path("/h/.config/agentloop/todo-loop-off"));
+  EXPECT_TRUE(DefaultGlobalKillSwitch({}).empty());
+  // Options built without an environment read no file of the process's HOME.
+  EXPECT_TRUE(TodoLoopOptions{}.kill_switch_global.empty());
+}
+
 TEST(SnapshotCursorTest, IncrementalReadsMatchFullReads) {
   History h;
   h.Human("fix the build");

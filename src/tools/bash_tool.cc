@@ -119,6 +119,8 @@ BashTool::BashTool(BashToolOptions options) : options_(std::move(options)) {
   spec_.input_schema["properties"]["timeout_ms"]["maximum"] = options_.max_timeout_ms;
   spec_.mutates = true;
   spec_.parallel_safe = false;
+  spec_.pattern_kind = RulePatternKind::kCommand;
+  spec_.pattern_args = {"command"};
   if (options_.offer_in_read_only && SandboxUnavailableReason(options_.bwrap_path).empty()) {
     spec_.confined_in_read_only = true;
     spec_.description +=

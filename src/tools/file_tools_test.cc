@@ -1,3 +1,5 @@
+#include <map>
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -7,6 +9,32 @@
 
 namespace agentloop::tools {
 namespace {
+
+// The permission rules know tools only by this metadata: a built-in tool
+// that lost it would silently escape every path or command rule.
+TEST(BuiltinSpecsTest, DeclareHowRulePatternsReadTheirCalls) {
+  std::map<std::string, ToolSpec> specs;
+  for (const auto& t : MakeBuiltinTools(BuiltinToolOptions{})) specs[t->spec().name] = t->spec();
+  ASSERT_EQ(specs.count("bash"), 1u);
+  EXPECT_EQ(specs["bash"].pattern_kind, RulePatternKind::kCommand);
+  EXPECT_EQ(specs["bash"].pattern_args, std::vector<std::string>{"command"});
+  for (const char* name : {"read", "write", "edit"}) {
+    const ToolSpec& s = specs[name];
+    EXPECT_EQ(s.pattern_kind, RulePatternKind::kPath) << name;
+    EXPECT_EQ(s.pattern_args, std::vector<std::string>{"file_path"}) << name;
+    EXPECT_TRUE(s.default_path.empty()) << name;
+    EXPECT_FALSE(s.reads_files) << name;
+    EXPECT_TRUE(s.input_schema["properties"].contains("file_path")) << name;
+  }
+  for (const char* name : {"grep", "glob", "ls"}) {
+    const ToolSpec& s = specs[name];
+    EXPECT_EQ(s.pattern_kind, RulePatternKind::kPath) << name;
+    EXPECT_EQ(s.pattern_args, std::vector<std::string>{"path"}) << name;
+    EXPECT_EQ(s.default_path, ".") << name;
+    EXPECT_TRUE(s.reads_files) << name;
+    EXPECT_TRUE(s.input_schema["properties"].contains("path")) << name;
+  }
+}
 
 using testing::RunTool;
 using testing::TempWorkspace;

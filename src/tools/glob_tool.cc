@@ -9,8 +9,8 @@
 
 #include <sys/stat.h>
 
+#include "base/glob.h"
 #include "base/strings.h"
-#include "tools/glob_pattern.h"
 #include "tools/ignore.h"
 #include "tools/paths.h"
 #include "tools/tools.h"
@@ -54,6 +54,7 @@ GlobTool::GlobTool(GlobToolOptions options) : options_(options) {
   })");
   spec_.mutates = false;
   spec_.parallel_safe = true;
+  DeclareSearchPath(spec_);
 }
 
 Result<ToolOutput> GlobTool::Run(const ToolCall& call, ToolContext& ctx) {
@@ -170,6 +171,7 @@ LsTool::LsTool(size_t max_entries, size_t output_cap_chars)
   })");
   spec_.mutates = false;
   spec_.parallel_safe = true;
+  DeclareSearchPath(spec_);
 }
 
 Result<ToolOutput> LsTool::Run(const ToolCall& call, ToolContext& ctx) {

@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/glob.h"
 #include "base/strings.h"
-#include "tools/glob_pattern.h"
 #include "tools/paths.h"
 #include "tools/search.h"
 #include "tools/tools.h"
@@ -103,6 +103,7 @@ GrepTool::GrepTool(GrepToolOptions options) : options_(options) {
   })");
   spec_.mutates = false;
   spec_.parallel_safe = true;
+  DeclareSearchPath(spec_);
 }
 
 Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {

@@ -61,7 +61,7 @@ std::vector<IgnoreRule> ParseIgnoreFile(std::string_view text) {
       rule.anchored = true;
       if (line[0] == '/') line.remove_prefix(1);
     }
-    auto glob = GlobPattern::Compile(line, /*braces=*/false);
+    auto glob = GlobPattern::Compile(line, GlobMode::kPath, /*braces=*/false);
     if (!glob.ok()) continue;
     rule.glob = std::move(*glob);
     rules.push_back(std::move(rule));

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tools/glob_pattern.h"
+#include "base/glob.h"
 
 namespace agentloop::tools {
 

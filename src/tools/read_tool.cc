@@ -36,6 +36,8 @@ ReadTool::ReadTool(size_t max_output_bytes) : max_output_bytes_(max_output_bytes
   })");
   spec_.mutates = false;
   spec_.parallel_safe = true;
+  spec_.pattern_kind = RulePatternKind::kPath;
+  spec_.pattern_args = {"file_path"};
 }
 
 Result<ToolOutput> ReadTool::Run(const ToolCall& call, ToolContext& ctx) {

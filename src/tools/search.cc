@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "base/strings.h"
+
 namespace agentloop::tools {
 namespace {
 
@@ -257,8 +259,7 @@ void AppendLine(std::string& out, std::string_view display, uint64_t lineno, cha
   out.push_back(sep);
   size_t n = static_cast<size_t>(e - b);
   if (max_bytes != 0 && n > max_bytes) {
-    size_t cut = max_bytes;
-    while (cut > 0 && (static_cast<unsigned char>(b[cut]) & 0xC0) == 0x80) --cut;
+    size_t cut = TruncateUtf8(std::string_view(b, n), max_bytes).size();
     out.append(b, cut);
     out += " [... line truncated, ";
     out += std::to_string(n - cut);

@@ -23,6 +23,13 @@ bool CapAtLine(std::string& text, size_t cap, const std::string& note) {
   return true;
 }
 
+void DeclareSearchPath(ToolSpec& spec) {
+  spec.pattern_kind = RulePatternKind::kPath;
+  spec.pattern_args = {"path"};
+  spec.default_path = ".";
+  spec.reads_files = true;
+}
+
 std::string StringArg(const Json& input, const char* name, std::string def) {
   auto it = input.find(name);
   if (it == input.end() || !it->is_string()) return def;

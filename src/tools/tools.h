@@ -149,6 +149,12 @@ void AppendNumberedLine(std::string& out, uint64_t lineno, std::string_view line
 // Returns whether it cut.
 bool CapAtLine(std::string& text, size_t cap, const std::string& note);
 
+// The permission metadata (ToolSpec::pattern_kind and the rest) of a tool
+// that searches or lists the files under its `path` argument (grep, glob,
+// ls): path rules see `path`, the workspace root when it is not given, and
+// ask and deny rules for `read` apply.
+void DeclareSearchPath(ToolSpec& spec);
+
 // Reads optional fields of a tool input with defaults.
 std::string StringArg(const Json& input, const char* name, std::string def = "");
 int64_t IntArg(const Json& input, const char* name, int64_t def);

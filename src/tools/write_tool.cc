@@ -107,6 +107,8 @@ WriteTool::WriteTool() {
   })");
   spec_.mutates = true;
   spec_.parallel_safe = false;
+  spec_.pattern_kind = RulePatternKind::kPath;
+  spec_.pattern_args = {"file_path"};
 }
 
 Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
@@ -158,6 +160,8 @@ EditTool::EditTool() {
   })");
   spec_.mutates = true;
   spec_.parallel_safe = false;
+  spec_.pattern_kind = RulePatternKind::kPath;
+  spec_.pattern_args = {"file_path"};
 }
 
 Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {

@@ -1,8 +1,8 @@
-#include "tools/glob_pattern.h"
+#include "base/glob.h"
 
 #include <cstring>
 
-namespace agentloop::tools {
+namespace agentloop {
 namespace {
 
 constexpr size_t kMaxAlternatives = 1024;
@@ -96,24 +96,49 @@ Status ExpandBraces(std::string_view p, std::vector<std::string>& out) {
 
 }  // namespace
 
-Result<GlobPattern> GlobPattern::Compile(std::string_view pattern, bool braces) {
+Result<GlobPattern> GlobPattern::Compile(std::string_view pattern, GlobMode mode, bool braces) {
   std::vector<std::string> expanded;
   if (braces) {
     AL_RETURN_IF_ERROR(ExpandBraces(pattern, expanded));
   } else {
     expanded.emplace_back(pattern);
   }
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 == pattern.size()) {
+      return InvalidArgument("glob pattern ends with a lone '\\'");
+    }
+    if (pattern[i] == '\\') ++i;
+  }
+  const bool path = mode == GlobMode::kPath;
   GlobPattern g;
+  g.mode_ = mode;
+  // `a/**` also matches `a` itself (`**` matches zero segments): one more
+  // alternative, which plays no part in the walking hints below.
+  const size_t primary = expanded.size();
+  if (path) {
+    for (size_t k = 0; k < primary; ++k) {
+      const std::string& p = expanded[k];
+      if (p.size() > 3 && p.ends_with("/**") && p[p.size() - 4] != '\\') {
+        expanded.push_back(p.substr(0, p.size() - 3));
+      }
+    }
+  }
   int max_depth = 0;
   bool first = true;
-  for (const std::string& p : expanded) {
+  for (size_t ai = 0; ai < expanded.size(); ++ai) {
+    const std::string& p = expanded[ai];
+    const bool hints = ai < primary;
     Alt alt;
     int segments = 1;
     size_t n = p.size();
     for (size_t i = 0; i < n; ++i) {
       char c = p[i];
       bool seg_start = i == 0 || p[i - 1] == '/';
-      if (c == '*' && i + 1 < n && p[i + 1] == '*' && seg_start &&
+      if (path && c == '*' && i + 1 < n && p[i + 1] == '*' &&
+          !(seg_start && (i + 2 == n || p[i + 2] == '/'))) {
+        g.partial_double_star_ = true;
+      }
+      if (path && c == '*' && i + 1 < n && p[i + 1] == '*' && seg_start &&
           (i + 2 == n || p[i + 2] == '/')) {
         g.recursive_ = true;
         if (i + 2 < n) {
@@ -167,7 +192,7 @@ Result<GlobPattern> GlobPattern::Compile(std::string_view pattern, bool braces) 
         }
         if (!closed) return InvalidArgument("unmatched '[' in glob pattern");
         if (negate) set.flip();
-        set['/'] = false;
+        if (path) set['/'] = false;
         g.classes_.push_back(std::move(set));
         Token t{Kind::kClass};
         t.cls = static_cast<uint16_t>(g.classes_.size() - 1);
@@ -184,7 +209,7 @@ Result<GlobPattern> GlobPattern::Compile(std::string_view pattern, bool braces) 
       t.lit = static_cast<uint8_t>(c);
       alt.tokens.push_back(t);
     }
-    max_depth = std::max(max_depth, segments);
+    if (hints) max_depth = std::max(max_depth, segments);
 
     // Fast shapes.
     auto lits_from = [&](size_t from, std::string* lit) {
@@ -198,7 +223,7 @@ Result<GlobPattern> GlobPattern::Compile(std::string_view pattern, bool braces) 
     std::string lit;
     if (lits_from(0, &lit)) {
       alt.fast = Fast::kExact;
-    } else if (!tk.empty() && tk[0].kind == Kind::kStar && lits_from(1, &lit) &&
+    } else if (path && !tk.empty() && tk[0].kind == Kind::kStar && lits_from(1, &lit) &&
                lit.find('/') == std::string::npos) {
       alt.fast = Fast::kStarSuffix;
     } else if (tk.size() >= 2 && tk[0].kind == Kind::kDirPrefix && tk[1].kind == Kind::kStar &&
@@ -224,18 +249,30 @@ Result<GlobPattern> GlobPattern::Compile(std::string_view pattern, bool braces) 
         seg.push_back(static_cast<char>(t.lit));
       }
     }
-    if (first) {
-      g.literal_prefix_ = prefix;
-    } else if (g.literal_prefix_ != prefix) {
-      g.literal_prefix_.clear();
+    if (hints) {
+      if (first) {
+        g.literal_prefix_ = prefix;
+      } else if (g.literal_prefix_ != prefix) {
+        g.literal_prefix_.clear();
+      }
+      first = false;
     }
-    first = false;
     for (const Token& t : tk) {
       if (t.kind == Kind::kDirPrefix) g.has_slash_ = true;
     }
     g.alts_.push_back(std::move(alt));
   }
+  for (const Alt& alt : g.alts_) {
+    bool everything = !alt.tokens.empty();
+    for (const Token& t : alt.tokens) {
+      bool all = t.kind == Kind::kDStar || (t.kind == Kind::kStar && (!path || !g.has_slash_));
+      if (!all) everything = false;
+    }
+    if (everything) g.matches_everything_ = true;
+  }
   g.fixed_depth_ = g.recursive_ ? -1 : max_depth;
+  g.literal_ = g.alts_.size() == 1 && g.alts_[0].fast == Fast::kExact;
+  if (!path) g.has_slash_ = false;
   return g;
 }
 
@@ -246,29 +283,30 @@ bool GlobPattern::Match(std::string_view path) const {
   return false;
 }
 
-bool GlobPattern::MatchAlt(const Alt& alt, std::string_view path) const {
+bool GlobPattern::MatchAlt(const Alt& alt, std::string_view text) const {
   const std::string& lit = alt.literal;
   switch (alt.fast) {
     case Fast::kExact:
-      return path == lit;
+      return text == lit;
     case Fast::kStarSuffix:
-      return path.size() >= lit.size() &&
-             path.compare(path.size() - lit.size(), lit.size(), lit) == 0 &&
-             std::memchr(path.data(), '/', path.size() - lit.size()) == nullptr;
+      return text.size() >= lit.size() &&
+             text.compare(text.size() - lit.size(), lit.size(), lit) == 0 &&
+             std::memchr(text.data(), '/', text.size() - lit.size()) == nullptr;
     case Fast::kAnyDirStarSuffix: {
-      size_t slash = path.rfind('/');
-      std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+      size_t slash = text.rfind('/');
+      std::string_view base = slash == std::string_view::npos ? text : text.substr(slash + 1);
       return base.size() >= lit.size() &&
              base.compare(base.size() - lit.size(), lit.size(), lit) == 0;
     }
     case Fast::kAnyDirExact:
-      return path.size() >= lit.size() &&
-             path.compare(path.size() - lit.size(), lit.size(), lit) == 0 &&
-             (path.size() == lit.size() || path[path.size() - lit.size() - 1] == '/');
+      return text.size() >= lit.size() &&
+             text.compare(text.size() - lit.size(), lit.size(), lit) == 0 &&
+             (text.size() == lit.size() || text[text.size() - lit.size() - 1] == '/');
     case Fast::kNone:
       break;
   }
 
+  const bool path = mode_ == GlobMode::kPath;
   const auto& tk = alt.tokens;
   const size_t n = tk.size();
   uint8_t stack_buf[256];
@@ -294,7 +332,7 @@ bool GlobPattern::MatchAlt(const Alt& alt, std::string_view path) const {
   std::memset(cur, 0, n + 1);
   cur[0] = 3;
   close(cur);
-  for (char ch : path) {
+  for (char ch : text) {
     unsigned char c = static_cast<unsigned char>(ch);
     std::memset(nxt, 0, n + 1);
     bool any = false;
@@ -306,13 +344,13 @@ bool GlobPattern::MatchAlt(const Alt& alt, std::string_view path) const {
           if (c == t.lit) nxt[i + 1] = 3, any = true;
           break;
         case Kind::kAny:
-          if (c != '/') nxt[i + 1] = 3, any = true;
+          if (c != '/' || !path) nxt[i + 1] = 3, any = true;
           break;
         case Kind::kClass:
           if (classes_[t.cls][c]) nxt[i + 1] = 3, any = true;
           break;
         case Kind::kStar:
-          if (c != '/') nxt[i] |= 1, any = true;
+          if (c != '/' || !path) nxt[i] |= 1, any = true;
           break;
         case Kind::kDStar:
           nxt[i] |= 1, any = true;
@@ -330,4 +368,4 @@ bool GlobPattern::MatchAlt(const Alt& alt, std::string_view path) const {
   return cur[n] != 0;
 }
 
-}  // namespace agentloop::tools
+}  // namespace agentloop
