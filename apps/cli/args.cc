@@ -387,8 +387,8 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     bool is_flag = !flags_done && a.size() > 1 && a[0] == '-';
     // `-p/--print PROMPT` is `run PROMPT` and `-r/--resume ID` is `resume
     // ID`, as in Claude Code.
-    if (is_flag && !have_subcommand && (a == "-p" || a == "--print" || a == "-r" ||
-                                        a == "--resume")) {
+    if (is_flag && !have_subcommand &&
+        (a == "-p" || a == "--print" || a == "-r" || a == "--resume")) {
       args.subcommand = a == "-p" || a == "--print" ? Subcommand::kRun : Subcommand::kResume;
       have_subcommand = true;
       continue;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agentloop/event_data.h"
+
 #include "base/strings.h"
 #include "pricing.h"
 #include "protocol/codec.h"
