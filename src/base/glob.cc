@@ -7,11 +7,12 @@ namespace {
 
 constexpr size_t kMaxAlternatives = 1024;
 
-// Index of the '}' matching the '{' at `open`, or npos.
-size_t MatchingBrace(std::string_view p, size_t open) {
-  int depth = 0;
+// The index of the first brace at or after `from` that is neither escaped
+// nor inside a character class ([...], where `]` first or after `!`/`^` is
+// literal), or npos.
+size_t NextBrace(std::string_view p, size_t from) {
   bool in_class = false;
-  for (size_t i = open; i < p.size(); ++i) {
+  for (size_t i = from; i < p.size(); ++i) {
     char c = p[i];
     if (c == '\\') {
       ++i;
@@ -25,10 +26,21 @@ size_t MatchingBrace(std::string_view p, size_t open) {
       in_class = true;
       if (i + 1 < p.size() && (p[i + 1] == '!' || p[i + 1] == '^')) ++i;
       if (i + 1 < p.size() && p[i + 1] == ']') ++i;
-    } else if (c == '{') {
+    } else if (c == '{' || c == '}') {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Index of the '}' matching the '{' at `open`, or npos.
+size_t MatchingBrace(std::string_view p, size_t open) {
+  int depth = 0;
+  for (size_t i = NextBrace(p, open); i != std::string_view::npos; i = NextBrace(p, i + 1)) {
+    if (p[i] == '{') {
       ++depth;
-    } else if (c == '}') {
-      if (--depth == 0) return i;
+    } else if (--depth == 0) {
+      return i;
     }
   }
   return std::string_view::npos;
@@ -36,28 +48,9 @@ size_t MatchingBrace(std::string_view p, size_t open) {
 
 Status ExpandBraces(std::string_view p, std::vector<std::string>& out) {
   // First unescaped '{' outside a class.
-  bool in_class = false;
-  size_t open = std::string_view::npos;
-  for (size_t i = 0; i < p.size(); ++i) {
-    char c = p[i];
-    if (c == '\\') {
-      ++i;
-      continue;
-    }
-    if (in_class) {
-      if (c == ']') in_class = false;
-      continue;
-    }
-    if (c == '[') {
-      in_class = true;
-      if (i + 1 < p.size() && (p[i + 1] == '!' || p[i + 1] == '^')) ++i;
-      if (i + 1 < p.size() && p[i + 1] == ']') ++i;
-    } else if (c == '{') {
-      open = i;
-      break;
-    } else if (c == '}') {
-      return InvalidArgument("unmatched '}' in glob pattern");
-    }
+  size_t open = NextBrace(p, 0);
+  if (open != std::string_view::npos && p[open] == '}') {
+    return InvalidArgument("unmatched '}' in glob pattern");
   }
   if (open == std::string_view::npos) {
     if (out.size() >= kMaxAlternatives) {
