@@ -32,7 +32,7 @@
 #include "providers/factory.h"
 #include "providers/http_client.h"
 #include "todo/todo_loop_hook.h"
-#include "tools/paths.h"
+#include "tools/builtin.h"
 
 namespace agentloop {
 
@@ -388,32 +388,6 @@ class SessionImpl final : public Session {
   }
   SessionStore& engine_store();
 
-  // A reopened session (resume, approve in another process) remembers the
-  // files the model already looked at: every successful read, write or edit
-  // in the stored history marks its file, resolved as the tools resolve it.
-  void RebuildReadLedger() {
-    std::map<std::string, const ContentBlock*> calls;
-    ToolContext ctx = MakeToolContext();
-    for (const auto& m : transcript_.messages()) {
-      for (const auto& b : m.content) {
-        if (b.type == BlockType::kToolUse) {
-          calls[b.id] = &b;
-        } else if (b.type == BlockType::kToolResult && !b.is_error) {
-          auto it = calls.find(b.tool_use_id);
-          if (it == calls.end()) continue;
-          const ContentBlock& use = *it->second;
-          if (use.name != "read" && use.name != "write" && use.name != "edit") continue;
-          if (!use.input.is_object() || !use.input.contains("file_path") ||
-              !use.input["file_path"].is_string()) {
-            continue;
-          }
-          auto rp = tools::ResolvePath(ctx, use.input["file_path"].get<std::string>(),
-                                       tools::Access::kRead);
-          if (rp.ok() && rp->exists) ledger_->MarkRead(rp->abs);
-        }
-      }
-    }
-  }
   void SaveReflectorState() {
     if (!reflector_ || !lock_) return;
     (void)engine_store().SetState(info_.id, kReflectorStateKey, reflector_->ExportState(info_.id));
@@ -749,7 +723,9 @@ Status SessionImpl::Init() {
   learning_dirs_ = tools.learning_dirs;
   extra_read_roots_ = tools.extra_read_roots;
   registry_ = std::move(tools.registry);
-  RebuildReadLedger();
+  // A reopened session (resume, approve in another process) remembers the
+  // files the model already looked at.
+  ReplayReadLedger(transcript_.messages(), MakeToolContext(), *ledger_);
 
   AL_ASSIGN_OR_RETURN(engine::WiredPolicy policy, engine::WirePolicy(options_, registry_, ctx));
   for (auto& w : policy.warnings) warnings_.push_back(std::move(w));

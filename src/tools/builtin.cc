@@ -1,5 +1,8 @@
 #include "tools/builtin.h"
 
+#include <map>
+
+#include "tools/paths.h"
 #include "tools/tools.h"
 
 namespace agentloop {
@@ -31,5 +34,30 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
 }
 
 std::string BashSandboxUnavailableReason() { return tools::SandboxUnavailableReason(); }
+
+void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx,
+                      ReadLedger& ledger) {
+  std::map<std::string, const ContentBlock*> calls;
+  for (const auto& m : history) {
+    for (const auto& b : m.content) {
+      if (b.type == BlockType::kToolUse) {
+        calls[b.id] = &b;
+        continue;
+      }
+      if (b.type != BlockType::kToolResult || b.is_error) continue;
+      auto it = calls.find(b.tool_use_id);
+      if (it == calls.end()) continue;
+      const ContentBlock& use = *it->second;
+      if (use.name != "read" && use.name != "write" && use.name != "edit") continue;
+      if (!use.input.is_object() || !use.input.contains("file_path") ||
+          !use.input["file_path"].is_string()) {
+        continue;
+      }
+      auto rp =
+          tools::ResolvePath(ctx, use.input["file_path"].get<std::string>(), tools::Access::kRead);
+      if (rp.ok() && rp->exists) ledger.MarkRead(rp->abs);
+    }
+  }
+}
 
 }  // namespace agentloop

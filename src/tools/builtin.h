@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "agentloop/tool.h"
+#include "agentloop/types.h"
 
 namespace agentloop {
 
@@ -40,6 +42,12 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
 
 // Adds MakeBuiltinTools(options) to `registry`.
 void RegisterBuiltinTools(ToolRegistry& registry, const BuiltinToolOptions& options);
+
+// Marks in `ledger` every file that a successful read, write or edit of
+// `history` touched, resolved with `ctx` as the tools resolve it (files that
+// no longer exist are skipped): a reopened session remembers what the model
+// has already looked at.
+void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx, ReadLedger& ledger);
 
 // Why the bash sandbox cannot run on this machine (bubblewrap missing or
 // unable to create a sandbox, e.g. without user namespaces), as one

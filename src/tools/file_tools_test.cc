@@ -53,6 +53,35 @@ TEST(ReadToolTest, NumbersLinesLikeCatN) {
   EXPECT_TRUE(t.ctx().ledger->WasRead((t.ws() / "f.txt").string()));
 }
 
+TEST(ReadLedgerTest, ReplayMarksWhatSuccessfulFileCallsTouched) {
+  TempWorkspace t;
+  t.Write("read.txt", "r\n");
+  t.Write("written.txt", "w\n");
+  t.Write("failed.txt", "f\n");
+  t.Write("grepped.txt", "g\n");
+  Message calls;
+  calls.role = Role::kAssistant;
+  calls.content = {ContentBlock::ToolUse("a", "read", Json{{"file_path", "read.txt"}}),
+                   ContentBlock::ToolUse("b", "write", Json{{"file_path", "written.txt"}}),
+                   ContentBlock::ToolUse("c", "edit", Json{{"file_path", "failed.txt"}}),
+                   ContentBlock::ToolUse("d", "grep", Json{{"path", "grepped.txt"}}),
+                   ContentBlock::ToolUse("e", "read", Json{{"file_path", "gone.txt"}})};
+  Message results;
+  results.role = Role::kUser;
+  results.content = {
+      ContentBlock::ToolResult("a", "ok", false), ContentBlock::ToolResult("b", "ok", false),
+      ContentBlock::ToolResult("c", "no match", true), ContentBlock::ToolResult("d", "ok", false),
+      ContentBlock::ToolResult("e", "ok", false)};
+  std::vector<Message> history = {Message::User("go"), calls, results};
+  ReadLedger ledger;
+  ReplayReadLedger(history, t.ctx(), ledger);
+  EXPECT_TRUE(ledger.WasRead((t.ws() / "read.txt").string()));
+  EXPECT_TRUE(ledger.WasRead((t.ws() / "written.txt").string()));
+  EXPECT_FALSE(ledger.WasRead((t.ws() / "failed.txt").string()));
+  EXPECT_FALSE(ledger.WasRead((t.ws() / "grepped.txt").string()));
+  EXPECT_FALSE(ledger.WasRead((t.ws() / "gone.txt").string()));
+}
+
 TEST(ReadToolTest, OffsetLimitAndMoreRemainsNote) {
   TempWorkspace t;
   std::string text;
