@@ -661,6 +661,22 @@ TEST(SystemPromptTest, IncludesAgentsFilesFromRepoRootDown) {
   EXPECT_THAT(s, HasSubstr("read-only"));
 }
 
+TEST(SystemPromptTest, ClaudeMdStandsInForAnAbsentAgentsMd) {
+  TempDir t;
+  fs::create_directories(t.path() / "repo/.git");
+  fs::create_directories(t.path() / "repo/ws");
+  WriteFile(t.path() / "repo/CLAUDE.md", "CLAUDE ROOT");
+  WriteFile(t.path() / "repo/ws/AGENTS.md", "AGENTS WS");
+  WriteFile(t.path() / "repo/ws/CLAUDE.md", "CLAUDE WS");
+  SystemPromptParts p;
+  p.workspace = t.path() / "repo/ws";
+  std::string s = BuildSystemPrompt(p);
+  EXPECT_THAT(s, HasSubstr("CLAUDE ROOT"));  // no AGENTS.md at the root
+  EXPECT_THAT(s, HasSubstr("AGENTS WS"));
+  EXPECT_EQ(s.find("CLAUDE WS"), std::string::npos);  // AGENTS.md wins where both exist
+  EXPECT_LT(s.find("CLAUDE ROOT"), s.find("AGENTS WS"));
+}
+
 // ---- Paths: rules, read roots and instructions see the real path ----------
 
 // Every tool result the model saw, joined.

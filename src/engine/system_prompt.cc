@@ -105,7 +105,10 @@ std::vector<std::filesystem::path> FindAgentsFiles(const std::filesystem::path& 
   // Only files whose real location stays inside the tree they came from.
   const std::filesystem::path top = chain.back();
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    // Many repositories carry only CLAUDE.md: it stands in for an absent
+    // AGENTS.md (never both from one directory).
     auto f = *it / "AGENTS.md";
+    if (!std::filesystem::exists(std::filesystem::symlink_status(f, ec))) f = *it / "CLAUDE.md";
     if (!std::filesystem::is_regular_file(f, ec)) continue;
     auto canon = std::filesystem::canonical(f, ec);
     if (ec || !IsWithinDir(canon, top)) continue;

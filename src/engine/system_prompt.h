@@ -24,6 +24,7 @@ struct SystemPromptParts {
 // AGENTS.md files that apply to `workspace`, outermost first: the
 // workspace's own and its parents' up to the repository root (the nearest
 // directory with a .git entry). Outside a repository only the workspace's.
+// A directory without AGENTS.md contributes its CLAUDE.md instead.
 // Each is returned by its canonical path, and only when that stays inside
 // the repository root (outside a repository: the workspace); an AGENTS.md
 // that is a symbolic link to a file elsewhere is left out.

@@ -10,7 +10,10 @@ namespace fs = std::filesystem;
 bool IsProtectedName(const std::string& component, bool last) {
   if (component == ".agentloop" || component == ".git") return true;
   if (!last) return false;
-  return ToLower(component) == "agents.md" || component == ".mcp.json";
+  // The instruction files every later session reads (CLAUDE.md stands in
+  // for an absent AGENTS.md) and the MCP server list.
+  const std::string lower = ToLower(component);
+  return lower == "agents.md" || lower == "claude.md" || component == ".mcp.json";
 }
 
 bool IsPureReader(std::string_view program) {

@@ -50,9 +50,10 @@ TEST_F(ProtectedPathsTest, BroadAllowRulesDoNotCoverConfiguration) {
   const ToolSpec edit = Spec("edit", true);
   for (const char* rule : {"*", "write(**)", "write", "edit(**)", "write(.agentloop/**)"}) {
     RulesPolicy p = Policy({rule});
-    for (const char* path : {".agentloop/config.toml", ".git/config", ".git/hooks/pre-commit",
-                             "AGENTS.md", "docs/AGENTS.md", "agents.md", ".mcp.json",
-                             "sub/.git/config", "./src/../.agentloop/skills/x/SKILL.md"}) {
+    for (const char* path :
+         {".agentloop/config.toml", ".git/config", ".git/hooks/pre-commit", "AGENTS.md",
+          "docs/AGENTS.md", "agents.md", ".mcp.json", "CLAUDE.md", "sub/claude.md",
+          "sub/.git/config", "./src/../.agentloop/skills/x/SKILL.md"}) {
       const Json args = Json{{"file_path", path}, {"content", "x"}};
       for (const ToolSpec* spec : {&write, &edit}) {
         PolicyVerdict v = p.Evaluate(*spec, args);
@@ -100,10 +101,11 @@ TEST_F(ProtectedPathsTest, BashLinesNamingConfigurationAreAsked) {
   RulesPolicy p = Policy({"bash"});
   const ToolSpec bash = Spec("bash", true);
   for (const char* cmd :
-       {"cp evil .git/hooks/pre-commit", "echo x > AGENTS.md", "tee .agentloop/config.toml",
-        "mv a .git", "cat x | dd of=./.git/config", "ln -s /tmp/x src/../.agentloop",
-        "cp x .g*/config", "cp x '.git'/config", "git diff --output=.git/x", "cat x > AGENTS.md",
-        "cat x >> .git/config", "grep x y 2> .agentloop/config.toml", "agentloop trust .",
+       {"cp evil .git/hooks/pre-commit", "echo x > AGENTS.md", "echo x >> CLAUDE.md",
+        "tee .agentloop/config.toml", "mv a .git", "cat x | dd of=./.git/config",
+        "ln -s /tmp/x src/../.agentloop", "cp x .g*/config", "cp x '.git'/config",
+        "git diff --output=.git/x", "cat x > AGENTS.md", "cat x >> .git/config",
+        "grep x y 2> .agentloop/config.toml", "agentloop trust .",
         "timeout 5 agentloop approve p_1", "/usr/local/bin/agentloop deny x"}) {
     PolicyVerdict v = p.Evaluate(bash, Json{{"command", cmd}});
     EXPECT_EQ(v.decision, Decision::kAsk) << cmd << ": " << v.reason;
