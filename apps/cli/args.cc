@@ -95,7 +95,7 @@ constexpr std::array kFlags = {
     FlagSpec{"deny", 0, FlagId::kConfig, "permissions.deny", ValueCheck::kText, "", "RULE", kRules,
              "deny tool calls matching RULE (repeatable)"},
     FlagSpec{"yolo", 0, FlagId::kYolo, "permissions.allow", ValueCheck::kNone, "", "", kRules,
-             "--allow '*': run every tool call without asking (deny rules still apply)"},
+             "--allow '*': run tool calls without asking (deny rules, protected paths apply)"},
     FlagSpec{"sandbox", 0, FlagId::kConfig, "tools.sandbox", ValueCheck::kChoice,
              "off|read-only|workspace-write", "MODE", kConfigured,
              "bash sandbox: off, read-only or workspace-write (bubblewrap)"},
@@ -251,8 +251,8 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
     case FlagId::kYolo:
       args.config_flags.push_back({std::string(f.config_key), "*", DisplayName(f)});
       args.warnings.emplace_back(
-          "--yolo: every tool call runs without asking; only deny rules and plan mode still "
-          "stop one");
+          "--yolo: every tool call runs without asking, except where deny rules, protected "
+          "paths (.git, .agentloop, AGENTS.md, ...) or plan mode stop or ask");
       break;
     case FlagId::kWorkspace:
       if (seen.value.empty()) return InvalidArgument("-C/--workspace needs a directory");

@@ -194,7 +194,7 @@ class SessionImpl final : public Session {
         transcript_(std::move(snapshot.messages)),
         next_seq_(snapshot.last_seq + 1),
         open_checkpoint_(std::move(snapshot.open_checkpoint)),
-        decided_checkpoint_(std::move(snapshot.decided_checkpoint)) {
+        batch_decided_(snapshot.decided_checkpoint.has_value()) {
     for (const auto& w : snapshot.warnings) {
       warnings_.push_back(w.seq > 0 ? "event " + std::to_string(w.seq) + ": " + w.message
                                     : w.message);
@@ -238,7 +238,7 @@ class SessionImpl final : public Session {
       return FailedPrecondition("session " + info_.id + " is paused waiting for: " + ids +
                                 "; resolve with `agentloop approve|deny|answer ID` first");
     }
-    if (decided_checkpoint_) {
+    if (batch_decided_) {
       return FailedPrecondition("session " + info_.id +
                                 " has a paused batch that is decided but not yet continued; "
                                 "continue it first with `agentloop resume " +
@@ -252,14 +252,14 @@ class SessionImpl final : public Session {
   // committed tool results).
   bool retryable() const override {
     if (open_checkpoint_) return false;
-    if (decided_checkpoint_) return true;
+    if (batch_decided_) return true;
     return last_turn_end_ && last_turn_end_->stop == StopReason::kFailed && !transcript_.empty() &&
            transcript_.back().role == Role::kUser;
   }
 
   Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override {
     AL_RETURN_IF_ERROR(RefreshPause());
-    if (!open_checkpoint_ && decided_checkpoint_) {
+    if (!open_checkpoint_ && batch_decided_) {
       AL_ASSIGN_OR_RETURN(std::optional<TurnResult> r, ContinueDecided(callbacks, stop));
       if (r) return std::move(*r);
       return FailedPrecondition("the decided batch of session " + info_.id +
@@ -282,13 +282,10 @@ class SessionImpl final : public Session {
 
   const SessionOptions& options() const override { return options_; }
 
-  // Whether this object holds the session's lock (it may run turns). A
-  // resolver opens a session it cannot lock only to record a decision.
-  bool locked() const { return lock_ != nullptr; }
-
   // Records a person's decision about `rec` (an item of this session) and,
-  // when that completes the batch and this object holds the session,
-  // continues the turn. See Engine::Resolve.
+  // when that completes the batch and this object holds the session's lock,
+  // continues the turn (a resolver opens a session it cannot lock only to
+  // record a decision). See Engine::Resolve.
   Result<ResolveReport> Resolve(const PendingRecord& rec, const Resolution& resolution,
                                 const SessionCallbacks& callbacks, std::stop_token stop);
 
@@ -328,7 +325,6 @@ class SessionImpl final : public Session {
   Budget budget() const override { return EffectiveBudget(); }
   TurnCounters totals() const override { return totals_; }
 
-  const ToolRegistry& tools() const { return registry_; }
   ToolContext MakeToolContext() const {
     ToolContext ctx;
     ctx.workspace = options_.workspace;
@@ -358,7 +354,6 @@ class SessionImpl final : public Session {
     }
     return ctx;
   }
-  uint64_t next_seq() const { return next_seq_; }
   // Commits the changes of the pinned settings not yet stored, with their
   // `settings` event (in `turn_id`), before anything runs under them.
   Status SaveSettingsChanges(const std::string& turn_id);
@@ -367,18 +362,16 @@ class SessionImpl final : public Session {
   Budget EffectiveBudget() const { return engine::EffectiveBudget(options_); }
   // A pause this object knows of may have been decided since by resolvers
   // in other processes (they record decisions without the lock): reads the
-  // batch's state again.
+  // batch's state again. An open batch leaves the store's open state only
+  // by being decided (claiming it takes the lock, which this object holds
+  // when it can run a turn), so a vanished one is decided.
   Status RefreshPause() {
     if (!open_checkpoint_) return Status::Ok();
     AL_ASSIGN_OR_RETURN(open_checkpoint_, engine_store().OpenCheckpoint(info_.id));
-    if (!open_checkpoint_) {
-      LoadOptions as_stored;
-      as_stored.repair = false;
-      AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_store().Load(info_.id, as_stored));
-      decided_checkpoint_ = std::move(snap.decided_checkpoint);
-    }
+    if (!open_checkpoint_) batch_decided_ = true;
     return Status::Ok();
   }
+
   Status RebuildProvider();
   // Only the holder of the session writes its state: a resolver that opened
   // it without the lock must not overwrite what the holder keeps.
@@ -407,7 +400,9 @@ class SessionImpl final : public Session {
   Transcript transcript_;
   uint64_t next_seq_;
   std::optional<Checkpoint> open_checkpoint_;
-  std::optional<Checkpoint> decided_checkpoint_;
+  // The paused batch is decided and waits for ContinueDecided, which claims
+  // it from the store.
+  bool batch_decided_ = false;
   std::vector<std::string> warnings_;
   std::shared_ptr<ModelProvider> provider_;
   ToolRegistry registry_;
@@ -1028,7 +1023,7 @@ Result<std::optional<TurnResult>> SessionImpl::ContinueDecided(const SessionCall
                                                                std::stop_token stop) {
   if (!lock_) return Busy("session " + info_.id + " is held by another process");
   AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
-  decided_checkpoint_.reset();
+  batch_decided_ = false;
   if (!cp) return std::optional<TurnResult>();
   // Resolvers appended their decision events since this object loaded the
   // session; nothing else can have (the lock is ours).

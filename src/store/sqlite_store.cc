@@ -688,6 +688,21 @@ Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpoint(std::string_view s
   return CheckpointLocked(session_id, CheckpointState::kOpen);
 }
 
+namespace {
+
+// The outstanding item `pending_id` of a checkpoint the pending index points
+// to. kDataLoss when the index and the checkpoint disagree.
+Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_id,
+                                const std::string& checkpoint_id) {
+  for (const PendingItem& p : cp.outstanding) {
+    if (p.id == pending_id) return p;
+  }
+  return DataLoss("pending id " + std::string(pending_id) + " is indexed but not in checkpoint " +
+                  checkpoint_id);
+}
+
+}  // namespace
+
 Result<std::vector<PendingRecord>> SqliteStore::ListPending(
     std::optional<std::string_view> session_id) {
   std::string sql =
@@ -715,13 +730,7 @@ Result<std::vector<PendingRecord>> SqliteStore::ListPending(
       AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(5), r.checkpoint_id));
       it = parsed.emplace(r.checkpoint_id, std::move(cp)).first;
     }
-    auto item = std::find_if(it->second.outstanding.begin(), it->second.outstanding.end(),
-                             [&](const PendingItem& p) { return p.id == pending_id; });
-    if (item == it->second.outstanding.end()) {
-      return DataLoss("pending id " + pending_id + " is indexed but not in checkpoint " +
-                      r.checkpoint_id);
-    }
-    r.item = *item;
+    AL_ASSIGN_OR_RETURN(r.item, IndexedItem(it->second, pending_id, r.checkpoint_id));
     out.push_back(std::move(r));
   }
   return out;
@@ -743,13 +752,7 @@ Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pe
   r.created_at_ms = st.Int(2);
   r.turn_id = st.Text(3);
   AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(4), r.checkpoint_id));
-  auto item = std::find_if(cp.outstanding.begin(), cp.outstanding.end(),
-                           [&](const PendingItem& p) { return p.id == pending_id; });
-  if (item == cp.outstanding.end()) {
-    return DataLoss("pending id " + std::string(pending_id) + " is indexed but not in checkpoint " +
-                    r.checkpoint_id);
-  }
-  r.item = *item;
+  AL_ASSIGN_OR_RETURN(r.item, IndexedItem(cp, pending_id, r.checkpoint_id));
   return std::optional<PendingRecord>(std::move(r));
 }
 
