@@ -226,6 +226,30 @@ struct EngineOptions {
   std::function<int64_t()> now_ms;
 };
 
+// Where the work of turns driven without a thread of their own runs (the
+// server supplies one). Neither call blocks.
+class TurnExecutor {
+ public:
+  virtual ~TurnExecutor() = default;
+  // Runs `fn` off the I/O thread, after every earlier Post with the same
+  // `key` has finished: a session's steps and store writes run in order, one
+  // at a time.
+  virtual void Post(const std::string& key, std::function<void()> fn) = 0;
+  // Runs one tool call off the I/O thread, under the executor's cap on
+  // concurrent tool calls, queued fairly per `key` (one session's flood of
+  // calls does not starve another session's).
+  virtual void PostTool(const std::string& key, std::function<void()> fn) = 0;
+};
+
+// The front end of a turn started with Session::StartRun/StartRetry.
+struct AsyncTurnCallbacks {
+  EventSink* observer = nullptr;  // every event, after the store has it
+  StreamSink* stream = nullptr;   // text and thinking deltas
+  // Called exactly once: with the turn's result, or with the error that kept
+  // it from starting (the errors Run/Retry return).
+  std::function<void(Result<TurnResult>)> done;
+};
+
 // Hooks for the front end while a turn runs. All optional.
 struct SessionCallbacks {
   EventSink* observer = nullptr;         // every event (after the store has it)
@@ -263,6 +287,14 @@ class Session {
   // kFailedPrecondition when not retryable().
   virtual Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
 
+  // Run and Retry without a thread of their own: return at once; the turn's
+  // steps run on `executor` and `callbacks.done` reports the outcome. The
+  // Session must stay alive, and unused by others, until `done` is called.
+  virtual void StartRun(const std::string& prompt, TurnExecutor& executor,
+                        AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
+  virtual void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                          std::stop_token stop) = 0;
+
   // The settings the session runs with: the pinned ones (overrides applied)
   // for a stored session, else the options it was opened with.
   virtual const SessionOptions& options() const = 0;
@@ -290,6 +322,9 @@ struct Resolution {
   std::string reason;                    // kDeny
   std::string answer;                    // kAnswer
   std::string by = "cli";                // who resolved (for the event log)
+  // false: only record the decision; a completed batch is left decided for
+  // the caller to continue (Session::StartRetry), never run inside Resolve.
+  bool continue_turn = true;
 };
 
 struct ResolveReport {

@@ -280,6 +280,23 @@ class SessionImpl final : public Session {
     return RunTurnWith(TurnInput::Retry(), callbacks, stop, from);
   }
 
+  // Each step of the turn runs in a Post of the executor; the blocking
+  // runner drives it there.
+  void StartRun(const std::string& prompt, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                std::stop_token stop) override {
+    executor.Post(info_.id, [this, prompt, callbacks = std::move(callbacks), stop] {
+      SessionCallbacks sc{callbacks.observer, callbacks.stream, nullptr};
+      callbacks.done(Run(prompt, sc, stop));
+    });
+  }
+  void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                  std::stop_token stop) override {
+    executor.Post(info_.id, [this, callbacks = std::move(callbacks), stop] {
+      SessionCallbacks sc{callbacks.observer, callbacks.stream, nullptr};
+      callbacks.done(Retry(sc, stop));
+    });
+  }
+
   const SessionOptions& options() const override { return options_; }
 
   // Records a person's decision about `rec` (an item of this session) and,
@@ -1008,7 +1025,7 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
       return report;
     }
   }
-  if (!lock_) {
+  if (!lock_ || !resolution.continue_turn) {
     report.continues_later = !outcome.already_resolved;
     return report;
   }
