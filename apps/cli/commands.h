@@ -36,7 +36,7 @@ struct CommandEnv {
 Style StyleFor(const CliArgs& args, const CliContext& ctx);
 
 // Creates the engine over the data directory of ctx.env, with the
-// process-wide settings (ToEngineOptions: store.sync).
+// process-wide settings (engine::EngineOptionsFromConfig: store.sync).
 // `preconnect`: the session of `settings` is the one about to be opened, so
 // the engine may start connecting to its model's server right away.
 Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings,

@@ -1,6 +1,6 @@
-// From the command line and the configuration layers to the engine's
-// EngineOptions and SessionOptions: the one place where the CLI maps Config
-// (src/config) to what Engine::Create and Engine::OpenSession take.
+// From the command line to the configuration layers and, through the
+// engine's mapping (engine/options_from_config.h), to the SessionOptions of
+// the CLI's sessions.
 //
 // Thread-safety: pure functions over values (they read files named by the
 // configuration, nothing else).
@@ -17,6 +17,7 @@
 
 #include "args.h"
 #include "config/config.h"
+#include "engine/options_from_config.h"
 
 namespace agentloop::cli {
 
@@ -59,14 +60,8 @@ Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliCon
 // there).
 Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx);
 
-// The process-wide part of the mapping: the environment and the store's
-// durability (store.sync). Every subcommand that opens the store uses it, so
-// `agentloop approve` in another process honours the same setting.
-EngineOptions ToEngineOptions(const Config& config, const CliContext& ctx);
-
-// The mapping itself (exposed for tests). `workspace` is absolute.
-Result<SessionOptions> ToSessionOptions(const Config& config,
-                                        const std::filesystem::path& workspace,
-                                        const CliContext& ctx, bool* provider_configured);
+// The engine's mapping context for this process (environment, current
+// directory, whether a person is at a terminal).
+engine::MappingContext MappingContextFor(const CliContext& ctx);
 
 }  // namespace agentloop::cli

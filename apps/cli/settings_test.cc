@@ -218,30 +218,35 @@ TEST_F(SettingsTest, UnavailableSandboxRefusesOrWarnsOnce) {
 TEST_F(SettingsTest, StoreSyncMapsToEngineOptions) {
   auto s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).env, ctx_.env);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).env, ctx_.env);
 
   Write(root_ / "ws" / ".agentloop" / "config.toml", "[store]\nsync = \"normal\"\n");
   s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
   ASSERT_EQ(s->loaded.warnings.size(), 1u);
   EXPECT_NE(s->loaded.warnings[0].find("store.sync"), std::string::npos);
 
   Write(root_ / "home" / ".config" / "agentloop" / "config.toml", "[store]\nsync = \"normal\"\n");
   s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kNormal);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kNormal);
 
   ctx_.env["AGENTLOOP_STORE_SYNC"] = "full";
   s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
 
   ctx_.env["AGENTLOOP_STORE_SYNC"] = "sometimes";  // warning, safe fallback, not an error
   s = Load({"approve", "p_1"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
 }
 
 TEST_F(SettingsTest, MalformedFileIsAnInvalidArgumentNamingTheFile) {
