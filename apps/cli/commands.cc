@@ -901,6 +901,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdLearning(e);
     case Subcommand::kTrust:
       return CmdTrust(e);
+    case Subcommand::kAgents:
+      return CmdAgents(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -55,6 +55,9 @@ std::string FormatTime(int64_t ms);
 // `agentloop trust [DIR] | list | revoke [DIR]` (trust.cc).
 int CmdTrust(const CommandEnv& e);
 
+// `agentloop agents list | show NAME` (agents.cc).
+int CmdAgents(const CommandEnv& e);
+
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);
 

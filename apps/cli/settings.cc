@@ -1,8 +1,10 @@
 #include "settings.h"
 
+#include <algorithm>
 #include <system_error>
 
 #include "config/trust.h"
+#include "engine/agents.h"
 #include "tools/builtin.h"
 
 namespace agentloop::cli {
@@ -61,28 +63,85 @@ Status CheckSandbox(const CliArgs& args, const CliContext& ctx, CliSettings& s) 
 
 }  // namespace
 
-Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
-  CliSettings s;
-  AL_ASSIGN_OR_RETURN(s.workspace, ResolveWorkspace(args, ctx));
+ConfigSources BaseSources(const CliArgs& args, const CliContext& ctx) {
   ConfigSources sources;
   sources.env = ctx.env;
-  sources.workspace = s.workspace;
+  if (args.config_file) {
+    fs::path file(*args.config_file);
+    sources.user_file = file.is_relative() ? ctx.cwd / file : file;
+  }
   if (auto data_dir = DefaultDataDir(ctx.env); data_dir.ok()) {
     sources.trust_store = TrustStorePath(*data_dir);
   }
   for (const ConfigFlag& f : args.config_flags) {
     sources.flags.push_back({f.key, f.value, f.flag});
   }
-  Result<LoadedConfig> loaded = LoadConfig(sources);
-  if (!loaded.ok()) {
-    // Every configuration problem is a usage/configuration error (exit 2).
-    return InvalidArgument(loaded.error().message());
+  return sources;
+}
+
+Result<fs::path> ConfigDirFor(const CliArgs& args, const CliContext& ctx) {
+  const ConfigSources sources = BaseSources(args, ctx);
+  return engine::AgentConfigDir(ctx.env, sources.user_file);
+}
+
+namespace {
+
+// `--agent NAME`: the agent's layers and workspace (engine/agents.h).
+Status LoadAgentSettings(const CliArgs& args, const CliContext& ctx, ConfigSources sources,
+                         CliSettings& s) {
+  AL_ASSIGN_OR_RETURN(fs::path config_dir, ConfigDirFor(args, ctx));
+  Result<engine::AgentDefinition> agent = engine::LoadAgent(config_dir, *args.agent);
+  if (!agent.ok()) return InvalidArgument(agent.error().message());
+  // -C names the workspace as usual for an agent without a workspace
+  // policy, else the subdirectory the agent's policy confines.
+  std::string requested = args.workspace.value_or("");
+  if (agent->workspace_policy == engine::AgentWorkspacePolicy::kCaller) {
+    AL_ASSIGN_OR_RETURN(fs::path ws, ResolveWorkspace(args, ctx));
+    requested = ws.string();
   }
-  s.loaded = std::move(*loaded);
+  Result<engine::AgentSettings> a =
+      engine::AgentSessionOptions(*agent, std::move(sources), MappingContextFor(ctx), requested);
+  if (!a.ok()) return InvalidArgument(a.error().message());
+  s.loaded = std::move(a->loaded);
+  s.workspace = std::move(a->workspace);
+  s.session = std::move(a->session);
+  s.provider_configured = a->provider_configured;
+  for (const std::string& w : agent->warnings) {
+    if (std::find(s.loaded.warnings.begin(), s.loaded.warnings.end(), w) ==
+        s.loaded.warnings.end()) {
+      s.loaded.warnings.push_back(w);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
+  CliSettings s;
+  ConfigSources sources = BaseSources(args, ctx);
+  if (sources.user_file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(*sources.user_file, ec)) {
+      return InvalidArgument("--config " + sources.user_file->string() + " is not a file");
+    }
+  }
+  if (args.agent) {
+    AL_RETURN_IF_ERROR(LoadAgentSettings(args, ctx, std::move(sources), s));
+  } else {
+    AL_ASSIGN_OR_RETURN(s.workspace, ResolveWorkspace(args, ctx));
+    sources.workspace = s.workspace;
+    Result<LoadedConfig> loaded = LoadConfig(sources);
+    if (!loaded.ok()) {
+      // Every configuration problem is a usage/configuration error (exit 2).
+      return InvalidArgument(loaded.error().message());
+    }
+    s.loaded = std::move(*loaded);
+    AL_ASSIGN_OR_RETURN(s.session, engine::SessionOptionsFromConfig(s.loaded.config, s.workspace,
+                                                                    MappingContextFor(ctx),
+                                                                    &s.provider_configured));
+  }
   s.output = s.loaded.config.output.value;
-  AL_ASSIGN_OR_RETURN(s.session, engine::SessionOptionsFromConfig(s.loaded.config, s.workspace,
-                                                                  MappingContextFor(ctx),
-                                                                  &s.provider_configured));
   if (args.session) s.session.session_id = *args.session;
   s.session.continue_latest = args.continue_latest;
   AL_RETURN_IF_ERROR(CheckSandbox(args, ctx, s));

@@ -47,10 +47,13 @@ struct CliSettings {
 // absolute and normal. Errors: kInvalidArgument when it is not a directory.
 Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx);
 
-// Loads the layers (user file, workspace file, environment, the flags of
-// `args`) and maps them. Errors: kInvalidArgument for configuration errors
-// (named file and line, variable or flag) and unreadable files named by the
-// configuration (system prompt file); the CLI exits 2 on them.
+// Loads the layers (user file, with --agent the agent's file, workspace
+// file, environment, the flags of `args`) and maps them. With --agent the
+// workspace follows the agent's policy (-C names the subdirectory of an
+// agent with a workspace root). Errors: kInvalidArgument for configuration
+// errors (named file and line, variable or flag), unreadable files named by
+// the configuration (system prompt file), an unknown or broken agent and a
+// workspace its policy refuses; the CLI exits 2 on them.
 //
 // For a subcommand that runs turns with a bash sandbox configured, checks
 // once that bubblewrap can run here. When it cannot: with
@@ -59,6 +62,13 @@ Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliCon
 // command, one warning that bash is not offered (it never runs unsandboxed
 // there).
 Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx);
+
+// The configuration layers' sources of this command line (environment,
+// --config, trust store, flags), without a workspace or agent.
+ConfigSources BaseSources(const CliArgs& args, const CliContext& ctx);
+// The directory whose agents/ holds the agents: that of --config FILE or
+// $AGENTLOOP_CONFIG, else the user's config directory.
+Result<std::filesystem::path> ConfigDirFor(const CliArgs& args, const CliContext& ctx);
 
 // The engine's mapping context for this process (environment, current
 // directory, whether a person is at a terminal).

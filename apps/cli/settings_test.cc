@@ -283,5 +283,34 @@ TEST_F(SettingsTest, InteractiveOnlyWithTerminals) {
   EXPECT_TRUE(t->session.interactive);
 }
 
+TEST_F(SettingsTest, ConfigFlagNamesTheUserFileAndItsAgents) {
+  Write(root_ / "etc" / "config.toml", "[provider]\nmodel = \"from-etc\"\n");
+  Write(root_ / "etc" / "agents" / "rev" / "agent.toml", "[agent]\nworkspace_root = \"" +
+                                                             (root_ / "jobs").string() +
+                                                             "\"\n[provider]\nkind = \"openai\"\n");
+  fs::create_directories(root_ / "jobs" / "j1");
+  const std::string file = (root_ / "etc" / "config.toml").string();
+  auto s = Load({"run", "--config", file, "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->session.model, "from-etc");
+  // -C names the subdirectory under the agent's root, not a directory of
+  // the current one.
+  s = Load({"run", "--config", file, "--agent", "rev", "-C", "j1", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->workspace, fs::canonical(root_ / "jobs" / "j1"));
+  EXPECT_EQ(s->session.workspace, s->workspace);
+  EXPECT_EQ(s->session.model, "from-etc");
+  EXPECT_EQ(s->session.provider, ProviderKind::kOpenAI);
+  s = Load({"run", "--config", file, "--agent", "rev", "-C", "../ws", "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  s = Load({"run", "--agent", "rev", "x"});  // not in the default config directory
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("no agent 'rev'"), std::string::npos);
+  s = Load({"run", "--config", (root_ / "missing.toml").string(), "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("is not a file"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace agentloop::cli
