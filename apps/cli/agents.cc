@@ -15,7 +15,7 @@ int Error(const CommandEnv& e, bool json, const Status& s) {
   if (json) e.out << DumpJson(Json{{"error", s.message()}}) << "\n";
   e.err << "agentloop: " << s.message() << "\n";
   return s.code() == Code::kInvalidArgument || s.code() == Code::kNotFound ? kExitUsage
-                                                                            : kExitFailed;
+                                                                           : kExitFailed;
 }
 
 Json AgentJson(const engine::AgentDefinition& a) {

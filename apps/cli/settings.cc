@@ -92,10 +92,11 @@ Status LoadAgentSettings(const CliArgs& args, const CliContext& ctx, ConfigSourc
   AL_ASSIGN_OR_RETURN(fs::path config_dir, ConfigDirFor(args, ctx));
   Result<engine::AgentDefinition> agent = engine::LoadAgent(config_dir, *args.agent);
   if (!agent.ok()) return InvalidArgument(agent.error().message());
-  // -C names the workspace as usual for an agent without a workspace
-  // policy, else the subdirectory the agent's policy confines.
+  // -C names a directory as usual (relative to the current one), except
+  // for an agent with a workspace root: there it names the subdirectory.
   std::string requested = args.workspace.value_or("");
-  if (agent->workspace_policy == engine::AgentWorkspacePolicy::kCaller) {
+  if (agent->workspace_policy == engine::AgentWorkspacePolicy::kCaller ||
+      (agent->workspace_policy == engine::AgentWorkspacePolicy::kFixed && args.workspace)) {
     AL_ASSIGN_OR_RETURN(fs::path ws, ResolveWorkspace(args, ctx));
     requested = ws.string();
   }

@@ -50,8 +50,9 @@ void ReadDefinition(AgentDefinition& def) {
     const fs::path canon = fs::canonical(prompt, ec);
     const fs::path dir = fs::canonical(def.dir, ec);
     if (canon.empty() || dir.empty() || !Inside(canon, dir) || !fs::is_regular_file(canon, ec)) {
-      def.problems.push_back(prompt.string() + ": must be a file inside " + def.dir.string() +
-                             (canon.empty() ? std::string() : " (it leads to " + canon.string() + ")"));
+      def.problems.push_back(
+          prompt.string() + ": must be a file inside " + def.dir.string() +
+          (canon.empty() ? std::string() : " (it leads to " + canon.string() + ")"));
       return;
     }
     def.system_prompt = prompt;
@@ -236,12 +237,14 @@ Result<fs::path> ResolveAgentWorkspace(const AgentDefinition& agent, std::string
     case AgentWorkspacePolicy::kFixed: {
       AL_ASSIGN_OR_RETURN(fs::path ws, CanonicalDir(agent, agent.workspace, "agent.workspace"));
       if (!requested.empty()) {
-        fs::path asked = fs::weakly_canonical(fs::path(std::string(requested)), ec);
-        if (ec || asked != ws) {
+        const fs::path asked_path(std::string{requested});
+        fs::path asked;
+        if (asked_path.is_absolute()) asked = fs::weakly_canonical(asked_path, ec);
+        if (asked.empty() || ec || asked != ws) {
           return InvalidArgument("agent '" + agent.name + "' works only in " + ws.string() +
                                  " (agent.workspace, " + agent.file.string() +
-                                 "); a session cannot choose workspace '" +
-                                 std::string(requested) + "'");
+                                 "); a session cannot choose workspace '" + std::string(requested) +
+                                 "'");
         }
       }
       return ws;

@@ -85,8 +85,8 @@ Result<AgentDefinition> LoadAgent(const std::filesystem::path& config_dir, std::
 
 // The workspace of a session of `agent`. `requested` is what the caller asked
 // for (a server request's workspace, the CLI's -C; empty: none):
-//  - kFixed: the agent's directory; a request for another directory is
-//    refused.
+//  - kFixed: the agent's directory; a request for another directory (or a
+//    relative path) is refused.
 //  - kRoot: `requested` is a relative path below the root, made of plain
 //    names (no absolute path, no `..`, no `.`-only or empty request means the
 //    root itself); every existing component must stay inside the root after

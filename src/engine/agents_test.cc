@@ -142,6 +142,7 @@ TEST_F(AgentsTest, FixedWorkspace) {
   EXPECT_EQ(*ws, root_ / "srv" / "app");
   ws = ResolveAgentWorkspace(def, (root_ / "srv" / "app").string(), root_ / "ws");
   ASSERT_TRUE(ws.ok());
+  EXPECT_FALSE(ResolveAgentWorkspace(def, "app", root_ / "srv").ok());
   ws = ResolveAgentWorkspace(def, (root_ / "ws").string(), root_ / "ws");
   ASSERT_FALSE(ws.ok());
   EXPECT_EQ(ws.error().code(), Code::kInvalidArgument);
@@ -224,9 +225,10 @@ TEST_F(AgentsTest, SessionOptionsLayerTheAgentAboveTheUserFile) {
   WriteFile(root_ / "home" / "config.toml",
             "[provider]\nkind = \"openai\"\nmodel = \"user-model\"\n"
             "[permissions]\ndeny = [\"bash(rm*)\"]\n");
-  Agent("rev", "[agent]\ndescription = \"reviews\"\n[provider]\nkind = \"script\"\n"
-               "script = \"demo.json\"\nmodel = \"agent-model\"\n[budget]\nmax_tool_calls = 9\n"
-               "[permissions]\nallow = [\"read\"]\n");
+  Agent("rev",
+        "[agent]\ndescription = \"reviews\"\n[provider]\nkind = \"script\"\n"
+        "script = \"demo.json\"\nmodel = \"agent-model\"\n[budget]\nmax_tool_calls = 9\n"
+        "[permissions]\nallow = [\"read\"]\n");
   WriteFile(config_dir_ / "agents" / "rev" / "system.md", "You review code.");
   WriteFile(root_ / "ws" / ".agentloop" / "config.toml",
             "[provider]\nkind = \"anthropic\"\n[permissions]\nallow = [\"*\"]\n");

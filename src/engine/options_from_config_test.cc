@@ -97,8 +97,8 @@ TEST_F(OptionsFromConfigTest, SystemPromptOnlyFromAllowedRoots) {
       Load({{"system_prompt_file", "sp.md", "--system-prompt-file"}}), root_ / "ws", ctx_, nullptr);
   ASSERT_TRUE(o.ok()) << o.error().ToString();
   EXPECT_EQ(o->system_prompt, "be brief");
-  const Config outside = Load({{"system_prompt_file", (root_ / "elsewhere" / "sp.md").string(),
-                                "--system-prompt-file"}});
+  const Config outside = Load(
+      {{"system_prompt_file", (root_ / "elsewhere" / "sp.md").string(), "--system-prompt-file"}});
   o = SessionOptionsFromConfig(outside, root_ / "ws", ctx_, nullptr);
   ASSERT_FALSE(o.ok());
   EXPECT_THAT(o.error().message(), HasSubstr("outside"));
