@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "agentloop/events.h"
+#include "agentloop/executor.h"
 #include "agentloop/hook.h"
 #include "agentloop/permission.h"
 #include "agentloop/provider.h"
@@ -226,20 +227,8 @@ struct EngineOptions {
   std::function<int64_t()> now_ms;
 };
 
-// Where the work of turns driven without a thread of their own runs (the
-// server supplies one). Neither call blocks.
-class TurnExecutor {
- public:
-  virtual ~TurnExecutor() = default;
-  // Runs `fn` off the I/O thread, after every earlier Post with the same
-  // `key` has finished: a session's steps and store writes run in order, one
-  // at a time.
-  virtual void Post(const std::string& key, std::function<void()> fn) = 0;
-  // Runs one tool call off the I/O thread, under the executor's cap on
-  // concurrent tool calls, queued fairly per `key` (one session's flood of
-  // calls does not starve another session's).
-  virtual void PostTool(const std::string& key, std::function<void()> fn) = 0;
-};
+// TurnExecutor (where turns started with StartRun/StartRetry run) and
+// ThreadPoolExecutor, an implementation of it: agentloop/executor.h.
 
 // The front end of a turn started with Session::StartRun/StartRetry.
 struct AsyncTurnCallbacks {
