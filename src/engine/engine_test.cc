@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
 #include "engine/wiring.h"
+#include "fake_model_server.h"
 #include "store/sqlite_store.h"
 #include "tools/builtin.h"
 
@@ -1305,6 +1308,68 @@ TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
   EXPECT_EQ(r->stop, StopReason::kAborted) << r->reason;
   EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
   EXPECT_EQ(out.calls, 1);
+}
+
+// The server's shape: the engine's HTTP client on the caller's io_context
+// (one I/O thread), turns on a thread pool. The model streams from a real
+// HTTP server; deltas reach the observer on the I/O thread, every other
+// event (and the store's commits) on the executor's threads.
+TEST_F(AsyncSessionTest, StartRunStreamsTheModelOnTheCallersIoContext) {
+  auto server = testing::FakeModelServer::Start(Json::parse(R"([
+      {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "a.txt"}}]},
+      {"text": "the file says A"}])"));
+  ASSERT_TRUE(server.ok());
+  WriteFile(workspace_ / "a.txt", "A\n");
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);
+  std::thread io([&] { ioc.run(); });
+  {
+    EngineOptions eo;
+    eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+    eo.data_dir = tmp_.path() / "served";
+    eo.io_context = &ioc;
+    auto engine = Engine::Create(eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().ToString();
+    SessionOptions o;
+    o.workspace = workspace_;
+    o.provider = ProviderKind::kOpenAI;
+    o.model = "test-model";
+    o.base_url = server.value()->base_url() + "/v1";
+    o.api_key = "sk-test";
+    o.approver = ApproverMode::kDurable;
+    auto s = (*engine)->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    struct ThreadsSeen : EventSink {
+      std::mutex mu;
+      std::vector<std::pair<EventType, std::thread::id>> seen;
+      Status OnEvent(const Event& e) override {
+        std::lock_guard lock(mu);
+        seen.emplace_back(e.type, std::this_thread::get_id());
+        return Status::Ok();
+      }
+    } observer;
+    ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+    Outcome out;
+    (*s)->StartRun("what does a.txt say?", pool, out.Callbacks(&observer), {});
+    Result<TurnResult> r = out.Wait();
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+    EXPECT_EQ(r->final_text, "the file says A");
+    EXPECT_EQ(out.calls, 1);
+    int deltas = 0;
+    for (const auto& [type, thread] : observer.seen) {
+      if (type == EventType::kTextDelta) {
+        ++deltas;
+        EXPECT_EQ(thread, io.get_id());
+      } else {
+        EXPECT_NE(thread, io.get_id()) << EventTypeName(type) << " on the I/O thread";
+      }
+    }
+    EXPECT_GT(deltas, 0);
+    EXPECT_EQ(server.value()->requests().size(), 2u);
+  }  // the session, then the engine (its client's shutdown runs on `io`)
+  work.reset();
+  io.join();
 }
 
 }  // namespace
