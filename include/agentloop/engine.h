@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "agentloop/events.h"
+#include "agentloop/executor.h"
 #include "agentloop/hook.h"
 #include "agentloop/permission.h"
 #include "agentloop/provider.h"
@@ -36,6 +37,10 @@
 #include "agentloop/tool.h"
 #include "agentloop/turn.h"
 #include "agentloop/types.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace agentloop {
 
@@ -224,29 +229,33 @@ struct EngineOptions {
   // Wall clock of the events' `ts`, Unix epoch milliseconds (tests inject
   // one). Null: SystemNowMs.
   std::function<int64_t()> now_ms;
+  // Run the engine's HTTP client (model streams, preconnects, webhooks) on
+  // this io_context, which the caller runs on ONE thread (a server's I/O
+  // thread), instead of on a thread of the client's own. Destroying the
+  // Engine aborts the client's transfers on that io_context; it must outlive
+  // the Engine and run until those have ended. Blocking calls that use the
+  // client (Session::Run, Retry, Resolve; they wait for it) must not be made
+  // on that thread; StartRun/StartRetry never block it. Null: the client
+  // runs its own event thread (the CLI).
+  boost::asio::io_context* io_context = nullptr;
 };
 
-// Where the work of turns driven without a thread of their own runs (the
-// server supplies one). Neither call blocks.
-class TurnExecutor {
- public:
-  virtual ~TurnExecutor() = default;
-  // Runs `fn` off the I/O thread, after every earlier Post with the same
-  // `key` has finished: a session's steps and store writes run in order, one
-  // at a time.
-  virtual void Post(const std::string& key, std::function<void()> fn) = 0;
-  // Runs one tool call off the I/O thread, under the executor's cap on
-  // concurrent tool calls, queued fairly per `key` (one session's flood of
-  // calls does not starve another session's).
-  virtual void PostTool(const std::string& key, std::function<void()> fn) = 0;
-};
+// TurnExecutor (where turns started with StartRun/StartRetry run) and
+// ThreadPoolExecutor, an implementation of it: agentloop/executor.h.
 
 // The front end of a turn started with Session::StartRun/StartRetry.
+// Threads: durable events reach `observer` from the executor's Post threads
+// (one at a time, in seq order, after the store has them); text and
+// thinking deltas reach `observer` and `stream` on the thread the model
+// streams on (the HTTP client's event thread: the caller's I/O thread with
+// EngineOptions::io_context), never at the same time as another event of
+// the turn. Neither may block.
 struct AsyncTurnCallbacks {
   EventSink* observer = nullptr;  // every event, after the store has it
   StreamSink* stream = nullptr;   // text and thinking deltas
-  // Called exactly once: with the turn's result, or with the error that kept
-  // it from starting (the errors Run/Retry return).
+  // Called exactly once, on an executor Post thread: with the turn's result
+  // (also when it was cancelled), or with the error that kept it from
+  // starting (the errors Run/Retry return).
   std::function<void(Result<TurnResult>)> done;
 };
 
@@ -288,8 +297,12 @@ class Session {
   virtual Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
 
   // Run and Retry without a thread of their own: return at once; the turn's
-  // steps run on `executor` and `callbacks.done` reports the outcome. The
-  // Session must stay alive, and unused by others, until `done` is called.
+  // steps (and every store call) run in executor.Post(id()), its tool calls
+  // in executor.PostTool(id()), the model call asynchronously (see
+  // RunTurnAsync in runner.h), and `callbacks.done` reports the outcome.
+  // A person's approval is asked only of a durable (or webhook, or
+  // embedder's) approver: there is no console here. The Session must stay
+  // alive, and unused by others, until `done` is called.
   virtual void StartRun(const std::string& prompt, TurnExecutor& executor,
                         AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
   virtual void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,

@@ -8,8 +8,10 @@
 // types and their fields are documented in docs/protocol.md. Consumers must
 // ignore unknown types and fields (additive changes only within v1).
 //
-// Thread-safety: an EventSink is called from the thread driving the turn, one
-// event at a time, in seq order.
+// Thread-safety: an EventSink is called one event at a time, in seq order,
+// from the thread driving the turn; under RunTurnAsync (runner.h) that is
+// the executor's step threads, and for text and thinking deltas the thread
+// the model streams on.
 #pragma once
 
 #include <cstdint>

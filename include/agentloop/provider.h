@@ -6,11 +6,12 @@
 // transient messages that are sent but never stored (e.g. the todo loop's
 // open-task block), the tools offered, and the output-token cap.
 //
-// Thread-safety: Complete() may be called concurrently for different
-// requests (many sessions share one provider). Implementations keep
-// per-request state on the stack.
+// Thread-safety: Complete() and CompleteAsync() may be called concurrently
+// for different requests (many sessions share one provider). Implementations
+// keep per-request state on the stack (or in the asynchronous call's state).
 #pragma once
 
+#include <functional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -99,9 +100,10 @@ struct ModelResponse {
   std::string model;       // the model that answered, when reported
 };
 
-// Receives deltas while a response streams in. Called on the thread that
-// runs Complete(). The final ModelResponse is authoritative; deltas are
-// for display only.
+// Receives deltas while a response streams in, one call at a time: on the
+// thread that runs Complete(), or, for CompleteAsync(), on the thread the
+// provider streams on (the HTTP providers: the HTTP client's event thread).
+// The final ModelResponse is authoritative; deltas are for display only.
 class StreamSink {
  public:
   virtual ~StreamSink() = default;
@@ -128,6 +130,31 @@ class ModelProvider {
   // returned on error.
   virtual Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
                                          std::stop_token stop) = 0;
+
+  // What CompleteAsync() reports: exactly once, with what Complete() would
+  // have returned.
+  using CompletionCallback = std::function<void(Result<ModelResponse>)>;
+
+  // Complete() without blocking: returns at once and calls `done` (exactly
+  // once) when the response has arrived or the call failed, with the same
+  // results and errors as Complete(). Deltas reach `sink` before `done`, never
+  // after it. `request` (and the history it views) and `sink` must stay
+  // valid and unchanged until `done` is called. `done` and the sink run on
+  // the provider's own thread (the HTTP providers: the HTTP client's event
+  // thread), so they must not block.
+  //
+  // Default, for providers without a native asynchronous path (the scripted
+  // provider, an embedder's blocking provider): runs Complete() on the
+  // CALLING thread and then calls `done` there, i.e. it blocks. Drivers that
+  // must not block ask CompletesAsync() first and call it where blocking is
+  // allowed: the asynchronous turn driver (runner.h) runs it as a call on
+  // TurnExecutor::PostTool, under the executor's cap on blocking work.
+  virtual void CompleteAsync(const ModelRequest& request, StreamSink& sink, std::stop_token stop,
+                             CompletionCallback done) {
+    done(Complete(request, sink, stop));
+  }
+  // Whether CompleteAsync() returns without blocking (overridden with it).
+  virtual bool CompletesAsync() const { return false; }
 
   // A hint that Complete() will be called soon: a provider that talks to a
   // server may open its connection now (DNS, TCP, TLS handshake) so the first

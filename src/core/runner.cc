@@ -3,26 +3,19 @@
 #include <exception>
 #include <thread>
 
+#include "core/runner_steps.h"
+
 namespace agentloop {
-namespace {
+namespace core {
 
-// Forwards provider deltas to the turn's event stream and an optional display sink.
-class ForwardingSink final : public StreamSink {
- public:
-  ForwardingSink(Turn& turn, StreamSink* extra) : turn_(turn), extra_(extra) {}
-  void OnTextDelta(std::string_view text) override {
-    turn_.EmitTextDelta(text);
-    if (extra_ != nullptr) extra_->OnTextDelta(text);
-  }
-  void OnThinkingDelta(std::string_view text) override {
-    turn_.EmitThinkingDelta(text);
-    if (extra_ != nullptr) extra_->OnThinkingDelta(text);
-  }
-
- private:
-  Turn& turn_;
-  StreamSink* extra_;
-};
+void ForwardingSink::OnTextDelta(std::string_view text) {
+  turn_.EmitTextDelta(text);
+  if (extra_ != nullptr) extra_->OnTextDelta(text);
+}
+void ForwardingSink::OnThinkingDelta(std::string_view text) {
+  turn_.EmitThinkingDelta(text);
+  if (extra_ != nullptr) extra_->OnThinkingDelta(text);
+}
 
 Result<ToolOutput> RunOne(const ToolCall& call, const ToolRegistry& tools, ToolContext& ctx) {
   Tool* tool = tools.Find(call.name);
@@ -37,14 +30,54 @@ Result<ToolOutput> RunOne(const ToolCall& call, const ToolRegistry& tools, ToolC
   }
 }
 
-}  // namespace
+std::vector<ApprovalDecision> DecideAll(const std::vector<ApprovalRequest>& requests,
+                                        Approver* approver, std::stop_token stop) {
+  std::vector<ApprovalDecision> decisions;
+  for (const auto& req : requests) {
+    ApprovalDecision d =
+        ApprovalDecision::Deny("no approver available to decide on '" + req.call.name +
+                                   "' (fail closed); allow it with a rule (e.g. --allow '" +
+                                   req.call.name + "') or run interactively",
+                               "engine");
+    if (approver != nullptr) {
+      try {
+        d = approver->Decide(req, stop);
+      } catch (const std::exception& e) {
+        d = ApprovalDecision::Deny(std::string("the approver failed: ") + e.what(), "engine");
+      } catch (...) {
+        d = ApprovalDecision::Deny("the approver failed", "engine");
+      }
+    }
+    bool denied = d.kind == ApprovalDecision::Kind::kDeny;
+    decisions.push_back(std::move(d));
+    if (denied) break;  // the batch is cancelled anyway: do not ask about the rest
+  }
+  return decisions;
+}
+
+std::vector<Result<ToolOutput>> NoRegistryOutputs(const std::vector<std::vector<ToolCall>>& lanes) {
+  std::vector<Result<ToolOutput>> outs;
+  for (const auto& lane : lanes) {
+    for (size_t i = 0; i < lane.size(); ++i) outs.emplace_back(Internal("no tool registry"));
+  }
+  return outs;
+}
+
+ToolContext TurnToolContext(const ToolContext& base, const Turn& turn, std::stop_token stop) {
+  ToolContext ctx = base;
+  ctx.stop = stop;
+  if (IsReadOnly(turn.config().command)) ctx.read_only = true;
+  return ctx;
+}
+
+}  // namespace core
 
 std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolCall>>& lanes,
                                              const ToolRegistry& tools, ToolContext& ctx) {
   std::vector<Result<ToolOutput>> out;
   for (const auto& lane : lanes) {
     if (lane.size() == 1) {
-      out.push_back(RunOne(lane[0], tools, ctx));
+      out.push_back(core::RunOne(lane[0], tools, ctx));
       continue;
     }
     std::vector<std::optional<Result<ToolOutput>>> slots(lane.size());
@@ -55,9 +88,10 @@ std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolC
       std::vector<std::jthread> threads;
       threads.reserve(lane.size() - 1);
       for (size_t i = 1; i < lane.size(); ++i) {
-        threads.emplace_back([&, i] { slots[i].emplace(RunOne(lane[i], tools, contexts[i])); });
+        threads.emplace_back(
+            [&, i] { slots[i].emplace(core::RunOne(lane[i], tools, contexts[i])); });
       }
-      slots[0].emplace(RunOne(lane[0], tools, contexts[0]));
+      slots[0].emplace(core::RunOne(lane[0], tools, contexts[0]));
     }  // joins
     for (auto& s : slots) out.push_back(std::move(*s));
   }
@@ -65,16 +99,12 @@ std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolC
 }
 
 TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
-  ToolContext ctx = deps.tool_context;
-  ctx.stop = stop;
-  // Tools that run in a read-only command must know it (they confine
-  // themselves there; Turn::CheckReadOnly).
-  if (IsReadOnly(turn.config().command)) ctx.read_only = true;
+  ToolContext ctx = core::TurnToolContext(deps.tool_context, turn, stop);
   for (;;) {
     TurnAction action = turn.Next(stop);
     if (auto* fin = std::get_if<turn_action::Finished>(&action)) return fin->result;
     if (auto* call = std::get_if<turn_action::CallModel>(&action)) {
-      ForwardingSink sink(turn, deps.stream);
+      core::ForwardingSink sink(turn, deps.stream);
       Result<ModelResponse> r = Internal("no provider configured");
       if (deps.provider != nullptr) {
         try {
@@ -87,36 +117,12 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
       continue;
     }
     if (auto* decide = std::get_if<turn_action::Decide>(&action)) {
-      std::vector<ApprovalDecision> decisions;
-      for (const auto& req : decide->requests) {
-        ApprovalDecision d =
-            ApprovalDecision::Deny("no approver available to decide on '" + req.call.name +
-                                       "' (fail closed); allow it with a rule (e.g. --allow '" +
-                                       req.call.name + "') or run interactively",
-                                   "engine");
-        if (deps.approver != nullptr) {
-          try {
-            d = deps.approver->Decide(req, stop);
-          } catch (const std::exception& e) {
-            d = ApprovalDecision::Deny(std::string("the approver failed: ") + e.what(), "engine");
-          } catch (...) {
-            d = ApprovalDecision::Deny("the approver failed", "engine");
-          }
-        }
-        bool denied = d.kind == ApprovalDecision::Kind::kDeny;
-        decisions.push_back(std::move(d));
-        if (denied) break;  // the batch is cancelled anyway: do not ask about the rest
-      }
-      turn.OnDecisions(std::move(decisions));
+      turn.OnDecisions(core::DecideAll(decide->requests, deps.approver, stop));
       continue;
     }
     if (auto* run = std::get_if<turn_action::RunTools>(&action)) {
       if (deps.tools == nullptr) {
-        std::vector<Result<ToolOutput>> outs;
-        for (const auto& lane : run->lanes) {
-          for (size_t i = 0; i < lane.size(); ++i) outs.emplace_back(Internal("no tool registry"));
-        }
-        turn.OnToolResults(std::move(outs));
+        turn.OnToolResults(core::NoRegistryOutputs(run->lanes));
         continue;
       }
       turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx));

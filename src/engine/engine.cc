@@ -172,6 +172,30 @@ class ResumingScriptProvider final : public ModelProvider {
   int skip_;
 };
 
+// What a turn is to be: its input and, for a turn that continues (a decided
+// batch, a retry), the turn it continues.
+struct TurnPlan {
+  TurnInput input;
+  std::optional<Checkpoint> resumed_from;
+};
+
+// Everything a running turn uses, set up before it starts and kept until it
+// has finished (whichever driver runs it). Not movable: the Turn and the
+// runner point into it.
+struct ActiveTurn {
+  ActiveTurn(SessionStore& store, const std::string& session_id, EventSink* observer)
+      : sink(store, session_id, observer) {}
+  ActiveTurn(const ActiveTurn&) = delete;
+  ActiveTurn& operator=(const ActiveTurn&) = delete;
+
+  StoreSink sink;
+  permissions::DurableApprover durable;
+  std::unique_ptr<Approver> webhook;
+  std::optional<RememberingApprover> remembering;
+  std::unique_ptr<Turn> turn;
+  RunnerDeps deps;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -231,20 +255,8 @@ class SessionImpl final : public Session {
 
   Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
                          std::stop_token stop) override {
-    AL_RETURN_IF_ERROR(RefreshPause());
-    if (open_checkpoint_) {
-      std::string ids;
-      for (const auto& p : open_checkpoint_->outstanding) ids += (ids.empty() ? "" : ", ") + p.id;
-      return FailedPrecondition("session " + info_.id + " is paused waiting for: " + ids +
-                                "; resolve with `agentloop approve|deny|answer ID` first");
-    }
-    if (batch_decided_) {
-      return FailedPrecondition("session " + info_.id +
-                                " has a paused batch that is decided but not yet continued; "
-                                "continue it first with `agentloop resume " +
-                                info_.id + "`");
-    }
-    return RunTurnWith(TurnInput::User(prompt), callbacks, stop, std::nullopt);
+    AL_ASSIGN_OR_RETURN(TurnPlan plan, PlanRun(prompt));
+    return RunTurnWith(std::move(plan), callbacks, stop);
   }
 
   // A retry continues a decided batch, or the newest turn when it failed and
@@ -258,42 +270,24 @@ class SessionImpl final : public Session {
   }
 
   Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override {
-    AL_RETURN_IF_ERROR(RefreshPause());
-    if (!open_checkpoint_ && batch_decided_) {
-      AL_ASSIGN_OR_RETURN(std::optional<TurnResult> r, ContinueDecided(callbacks, stop));
-      if (r) return std::move(*r);
-      return FailedPrecondition("the decided batch of session " + info_.id +
-                                " was continued by another process");
-    }
-    if (!retryable()) {
-      return FailedPrecondition("session " + info_.id +
-                                " has no failed turn to retry (the newest turn did not fail, or "
-                                "its history does not end with a prompt or tool results)");
-    }
-    // The same turn continues: its id and counters (budgets count across
-    // the attempts), under the session's command.
-    Checkpoint from;
-    from.session_id = info_.id;
-    from.turn_id = last_turn_end_->turn_id;
-    from.counters = last_turn_end_->counters;
-    from.command = options_.command;
-    return RunTurnWith(TurnInput::Retry(), callbacks, stop, from);
+    AL_ASSIGN_OR_RETURN(TurnPlan plan, PlanRetry());
+    return RunTurnWith(std::move(plan), callbacks, stop);
   }
 
-  // Each step of the turn runs in a Post of the executor; the blocking
-  // runner drives it there.
+  // The same preparations and checks as Run/Retry, in a step of the
+  // executor (they read and write the store); the turn is then driven by
+  // RunTurnAsync.
   void StartRun(const std::string& prompt, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
                 std::stop_token stop) override {
-    executor.Post(info_.id, [this, prompt, callbacks = std::move(callbacks), stop] {
-      SessionCallbacks sc{callbacks.observer, callbacks.stream, nullptr};
-      callbacks.done(Run(prompt, sc, stop));
-    });
+    executor.Post(info_.id,
+                  [this, prompt, &executor, callbacks = std::move(callbacks), stop]() mutable {
+                    StartTurnWith(PlanRun(prompt), executor, std::move(callbacks), stop);
+                  });
   }
   void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
                   std::stop_token stop) override {
-    executor.Post(info_.id, [this, callbacks = std::move(callbacks), stop] {
-      SessionCallbacks sc{callbacks.observer, callbacks.stream, nullptr};
-      callbacks.done(Retry(sc, stop));
+    executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
+      StartTurnWith(PlanRetry(), executor, std::move(callbacks), stop);
     });
   }
 
@@ -311,9 +305,32 @@ class SessionImpl final : public Session {
   Result<std::optional<TurnResult>> ContinueDecided(const SessionCallbacks& callbacks,
                                                     std::stop_token stop);
 
-  // Runs a turn: a new user input, or the resumption of a paused batch.
-  Result<TurnResult> RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
-                                 std::stop_token stop, std::optional<Checkpoint> resumed_from);
+  // The turn Run would run on `prompt`. Errors: a paused batch is open or
+  // decided but not continued (kFailedPrecondition naming it).
+  Result<TurnPlan> PlanRun(const std::string& prompt);
+  // The turn Retry would run (claiming a decided batch). Errors: nothing to
+  // retry (kFailedPrecondition).
+  Result<TurnPlan> PlanRetry();
+  // Claims the decided batch: the turn that continues it; nullopt when
+  // there is none.
+  Result<std::optional<TurnPlan>> PlanDecided();
+
+  // Runs a turn on this thread: a new user input, or the continuation of a
+  // paused batch or a failed turn.
+  Result<TurnResult> RunTurnWith(TurnPlan plan, const SessionCallbacks& callbacks,
+                                 std::stop_token stop);
+  // Runs a turn with RunTurnAsync; `plan` is what PlanRun/PlanRetry made
+  // (an error goes to `callbacks.done`). Called in a Post of `executor`.
+  void StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                     std::stop_token stop);
+  // What both drivers do before and after a turn: the lock check, the
+  // provider's Warm, saving changed settings, the event sink, the turn's
+  // configuration and approver, Turn::Start (PrepareTurn); committing the
+  // rest of the events, the todo and reflector state, the checkpoint of a
+  // pause and the totals (FinishTurn, with the driver's result).
+  Result<std::unique_ptr<ActiveTurn>> PrepareTurn(TurnPlan plan, EventSink* observer,
+                                                  StreamSink* stream, Approver* console_approver);
+  Result<TurnResult> FinishTurn(ActiveTurn& active, Result<TurnResult> driven);
 
   Status SetModel(const std::string& model) override {
     if (Trim(model).empty()) return InvalidArgument("model name is empty");
@@ -527,7 +544,11 @@ class EngineImpl final : public Engine {
 
   std::shared_ptr<HttpClient> http() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!http_) http_ = HttpClient::Create();
+    if (!http_) {
+      HttpClientOptions o;
+      o.io_context = options_.io_context;
+      http_ = HttpClient::Create(std::move(o));
+    }
     return http_;
   }
 
@@ -783,9 +804,63 @@ Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   return Status::Ok();
 }
 
-Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallbacks& callbacks,
-                                            std::stop_token stop,
-                                            std::optional<Checkpoint> resumed_from) {
+Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
+  AL_RETURN_IF_ERROR(RefreshPause());
+  if (open_checkpoint_) {
+    std::string ids;
+    for (const auto& p : open_checkpoint_->outstanding) ids += (ids.empty() ? "" : ", ") + p.id;
+    return FailedPrecondition("session " + info_.id + " is paused waiting for: " + ids +
+                              "; resolve with `agentloop approve|deny|answer ID` first");
+  }
+  if (batch_decided_) {
+    return FailedPrecondition("session " + info_.id +
+                              " has a paused batch that is decided but not yet continued; "
+                              "continue it first with `agentloop resume " +
+                              info_.id + "`");
+  }
+  return TurnPlan{TurnInput::User(prompt), std::nullopt};
+}
+
+Result<TurnPlan> SessionImpl::PlanRetry() {
+  AL_RETURN_IF_ERROR(RefreshPause());
+  if (!open_checkpoint_ && batch_decided_) {
+    AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
+    if (plan) return std::move(*plan);
+    return FailedPrecondition("the decided batch of session " + info_.id +
+                              " was continued by another process");
+  }
+  if (!retryable()) {
+    return FailedPrecondition("session " + info_.id +
+                              " has no failed turn to retry (the newest turn did not fail, or "
+                              "its history does not end with a prompt or tool results)");
+  }
+  // The same turn continues: its id and counters (budgets count across
+  // the attempts), under the session's command.
+  Checkpoint from;
+  from.session_id = info_.id;
+  from.turn_id = last_turn_end_->turn_id;
+  from.counters = last_turn_end_->counters;
+  from.command = options_.command;
+  return TurnPlan{TurnInput::Retry(), std::move(from)};
+}
+
+Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
+  if (!lock_) return Busy("session " + info_.id + " is held by another process");
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
+  batch_decided_ = false;
+  if (!cp) return std::optional<TurnPlan>();
+  // Resolvers appended their decision events since this object loaded the
+  // session; nothing else can have (the lock is ours).
+  AL_ASSIGN_OR_RETURN(SessionInfo now, engine_.store().GetSession(info_.id));
+  next_seq_ = std::max(next_seq_, now.last_seq + 1);
+  Checkpoint from = *cp;
+  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from)});
+}
+
+Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, EventSink* observer,
+                                                             StreamSink* stream,
+                                                             Approver* console_approver) {
+  const std::optional<Checkpoint>& resumed_from = plan.resumed_from;
   if (!lock_) {
     return Busy("session " + info_.id + " is held by another process; it cannot run a turn here");
   }
@@ -804,7 +879,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   // only to be shown or resolved contacts nobody.
   provider_->Warm();
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
-  StoreSink sink(engine_.store(), info_.id, callbacks.observer);
+  auto active = std::make_unique<ActiveTurn>(engine_.store(), info_.id, observer);
   TurnConfig cfg;
   cfg.session_id = info_.id;
   if (resumed_from) {
@@ -820,25 +895,23 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
   cfg.tools = registry_.Specs();
   cfg.policy = policy_;
   cfg.hooks = hooks_;
-  cfg.sink = &sink;
+  cfg.sink = &active->sink;
   cfg.first_seq = next_seq_;
   cfg.now_ms = [&engine = engine_] { return engine.NowMs(); };
   cfg.workspace = options_.workspace;
 
-  permissions::DurableApprover durable;
-  std::unique_ptr<Approver> webhook;
   Approver* chosen = nullptr;
   switch (options_.approver) {
     case ApproverMode::kAuto:
-      chosen = options_.interactive && callbacks.console_approver != nullptr
-                   ? callbacks.console_approver
-                   : static_cast<Approver*>(&durable);
+      chosen = options_.interactive && console_approver != nullptr
+                   ? console_approver
+                   : static_cast<Approver*>(&active->durable);
       break;
     case ApproverMode::kConsole:
-      chosen = callbacks.console_approver;
+      chosen = console_approver;
       break;
     case ApproverMode::kDurable:
-      chosen = &durable;
+      chosen = &active->durable;
       break;
     case ApproverMode::kWebhook: {
       permissions::WebhookOptions w;
@@ -859,8 +932,8 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
       };
       auto created = permissions::WebhookApprover::Create(std::move(w));
       if (!created.ok()) return created.error().WithContext("webhook approver");
-      webhook = std::move(*created);
-      chosen = webhook.get();
+      active->webhook = std::move(*created);
+      chosen = active->webhook.get();
       break;
     }
     case ApproverMode::kNone:
@@ -868,43 +941,48 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
       break;
   }
   if (options_.extensions.approver) chosen = options_.extensions.approver.get();
-  std::optional<RememberingApprover> remembering;
-  if (chosen != nullptr) remembering.emplace(*chosen, approvals_);
+  if (chosen != nullptr) active->remembering.emplace(*chosen, approvals_);
 
   // Only now, with everything that can fail set up, does the input enter
   // the history.
-  Turn turn(cfg, transcript_);
-  AL_RETURN_IF_ERROR(turn.Start(std::move(input)));
+  active->turn = std::make_unique<Turn>(cfg, transcript_);
+  AL_RETURN_IF_ERROR(active->turn->Start(std::move(plan.input)));
 
-  RunnerDeps deps;
+  RunnerDeps& deps = active->deps;
   deps.provider = provider_.get();
   deps.tools = &registry_;
-  deps.approver = remembering ? &*remembering : nullptr;
-  deps.stream = callbacks.stream;
+  deps.approver = active->remembering ? &*active->remembering : nullptr;
+  deps.stream = stream;
   deps.tool_context = MakeToolContext();
-  struct CurrentTurn {
-    SessionImpl& s;
-    CurrentTurn(SessionImpl& session, Turn* t) : s(session) {
-      std::lock_guard<std::mutex> lock(s.notes_mu_);
-      s.current_turn_ = t;
-    }
-    ~CurrentTurn() {
-      std::lock_guard<std::mutex> lock(s.notes_mu_);
-      s.current_turn_ = nullptr;
-    }
-    CurrentTurn(const CurrentTurn&) = delete;
-    CurrentTurn& operator=(const CurrentTurn&) = delete;
-  };
-  TurnResult result;
+  // Hooks' notices go to this turn while it runs.
+  std::lock_guard<std::mutex> lock(notes_mu_);
+  current_turn_ = active->turn.get();
+  return active;
+}
+
+Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult> driven) {
   {
-    CurrentTurn current(*this, &turn);  // hooks' notices go to this turn while it runs
-    result = agentloop::RunTurn(turn, deps, stop);
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    current_turn_ = nullptr;
   }
+  Status flushed = active.sink.Flush();
+  if (!driven.ok()) {
+    // The Turn itself failed (RunTurnAsync caught what it threw): what was
+    // emitted is committed as far as it goes; the next turn numbers its
+    // events after what the store holds.
+    Result<SessionInfo> now = engine_.store().GetSession(info_.id);
+    if (now.ok()) next_seq_ = std::max(next_seq_, now->last_seq + 1);
+    return driven.error();
+  }
+  TurnResult result = std::move(*driven);
   next_seq_ = result.next_seq;
-  Status flushed = sink.Flush();
-  last_turn_end_ = LastTurnEnd{
-      turn.config().turn_id, 0, result.stop, result.reason, result.final_text, result.truncated,
-      result.counters};
+  last_turn_end_ = LastTurnEnd{active.turn->config().turn_id,
+                               0,
+                               result.stop,
+                               result.reason,
+                               result.final_text,
+                               result.truncated,
+                               result.counters};
 
   SaveTodoState();
   SaveReflectorState();
@@ -923,6 +1001,31 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
     result.reason = flushed.ToString();
   }
   return result;
+}
+
+Result<TurnResult> SessionImpl::RunTurnWith(TurnPlan plan, const SessionCallbacks& callbacks,
+                                            std::stop_token stop) {
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<ActiveTurn> active,
+                      PrepareTurn(std::move(plan), callbacks.observer, callbacks.stream,
+                                  callbacks.console_approver));
+  TurnResult result = agentloop::RunTurn(*active->turn, active->deps, stop);
+  return FinishTurn(*active, std::move(result));
+}
+
+void SessionImpl::StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor,
+                                AsyncTurnCallbacks callbacks, std::stop_token stop) {
+  if (!plan.ok()) return callbacks.done(plan.error());
+  Result<std::unique_ptr<ActiveTurn>> prepared =
+      PrepareTurn(std::move(*plan), callbacks.observer, callbacks.stream, nullptr);
+  if (!prepared.ok()) return callbacks.done(prepared.error());
+  // Owned by the completion until the turn has finished.
+  auto active = std::shared_ptr<ActiveTurn>(std::move(*prepared));
+  Turn& turn = *active->turn;
+  RunnerDeps& deps = active->deps;
+  RunTurnAsync(turn, deps, executor, info_.id, stop,
+               [this, active, done = std::move(callbacks.done)](Result<TurnResult> r) {
+                 done(FinishTurn(*active, std::move(r)));
+               });
 }
 
 // ---------------------------------------------------------------------------
@@ -1038,17 +1141,9 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
 
 Result<std::optional<TurnResult>> SessionImpl::ContinueDecided(const SessionCallbacks& callbacks,
                                                                std::stop_token stop) {
-  if (!lock_) return Busy("session " + info_.id + " is held by another process");
-  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
-  batch_decided_ = false;
-  if (!cp) return std::optional<TurnResult>();
-  // Resolvers appended their decision events since this object loaded the
-  // session; nothing else can have (the lock is ours).
-  AL_ASSIGN_OR_RETURN(SessionInfo now, engine_.store().GetSession(info_.id));
-  next_seq_ = std::max(next_seq_, now.last_seq + 1);
-  Checkpoint from = *cp;
-  AL_ASSIGN_OR_RETURN(TurnResult r,
-                      RunTurnWith(TurnInput::Decided(std::move(*cp)), callbacks, stop, from));
+  AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
+  if (!plan) return std::optional<TurnResult>();
+  AL_ASSIGN_OR_RETURN(TurnResult r, RunTurnWith(std::move(*plan), callbacks, stop));
   return std::optional<TurnResult>(std::move(r));
 }
 

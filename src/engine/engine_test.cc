@@ -1,9 +1,16 @@
 #include "agentloop/engine.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +20,7 @@
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
 #include "engine/wiring.h"
+#include "fake_model_server.h"
 #include "store/sqlite_store.h"
 #include "tools/builtin.h"
 
@@ -1076,6 +1084,292 @@ TEST_F(EngineTest, ApproverExtensionDecidesEveryAsk) {
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(approver->asked, std::vector<std::string>{"write"});
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+}
+
+// StartRun/StartRetry against Run/Retry: two engines on their own SQLite
+// stores run the same script (a parallel lane of reads, a write that pauses
+// durably, the decision, the continued batch and the answer); the stored
+// event logs are the same, up to the ids each run makes.
+class AsyncSessionTest : public EngineTest {
+ protected:
+  static constexpr const char* kScript = R"({"responses": [
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "a.txt"}},
+                    {"id": "r2", "name": "read", "input": {"file_path": "b.txt"}},
+                    {"id": "w1", "name": "write", "input": {"file_path": "hello.txt", "content": "hi\n"}}]},
+    {"text": "wrote hello.txt"}
+  ]})";
+
+  std::unique_ptr<Engine> NewEngine(const std::string& name) {
+    EngineOptions eo;
+    eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+    eo.data_dir = tmp_.path() / name;
+    eo.now_ms = [] { return int64_t{1767225600000}; };
+    auto e = Engine::Create(eo);
+    EXPECT_TRUE(e.ok()) << e.error().ToString();
+    return e.ok() ? std::move(*e) : nullptr;
+  }
+
+  // The stored log with what differs by design made equal: session, turn
+  // and pending ids are random.
+  static std::vector<Json> Normalised(Engine& engine, const std::string& id) {
+    auto stored = engine.store().Events(id, 0);
+    EXPECT_TRUE(stored.ok());
+    std::vector<std::string> ids{id};
+    for (const StoredEvent& row : *stored) {
+      Json j = Json::parse(row.json);
+      if (j.contains("pending_id")) ids.push_back(j["pending_id"].get<std::string>());
+      std::string turn = j.value("turn_id", std::string());
+      if (std::find(ids.begin(), ids.end(), turn) == ids.end()) ids.push_back(turn);
+    }
+    std::vector<Json> out;
+    for (const StoredEvent& row : *stored) {
+      std::string text = row.json;
+      for (size_t n = 0; n < ids.size(); ++n) {
+        const std::string& from = ids[n];
+        const std::string to = "ID" + std::to_string(n);
+        for (size_t p; !from.empty() && (p = text.find(from)) != std::string::npos;) {
+          text.replace(p, from.size(), to);
+        }
+      }
+      out.push_back(Json::parse(text));
+    }
+    return out;
+  }
+
+  // Waits for `done` of a started turn.
+  struct Outcome {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<TurnResult>> result;
+    int calls = 0;
+    AsyncTurnCallbacks Callbacks(EventSink* observer) {
+      AsyncTurnCallbacks cb;
+      cb.observer = observer;
+      cb.done = [this](Result<TurnResult> r) {
+        std::lock_guard lock(mu);
+        ++calls;
+        result.emplace(std::move(r));
+        cv.notify_all();
+      };
+      return cb;
+    }
+    Result<TurnResult> Wait() {
+      std::unique_lock lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(30), [&] { return result.has_value(); })) {
+        return DeadlineExceeded("done was not called");
+      }
+      return *result;
+    }
+  };
+
+  // Runs the script: the prompt, then (paused) the decision recorded
+  // without continuing, then the continuation; blocking or started.
+  std::string Drive(Engine& engine, const fs::path& ws, bool started, TurnExecutor* ex,
+                    std::vector<Event>* observed) {
+    WriteFile(ws / "a.txt", "A\n");
+    WriteFile(ws / "b.txt", "B\n");
+    fs::remove(ws / "hello.txt");
+    SessionOptions o = Options(kScript);
+    o.workspace = ws;
+    auto s = engine.OpenSession(o);
+    EXPECT_TRUE(s.ok()) << s.error().ToString();
+    if (!s.ok()) return "";
+    CollectEvents seen;
+    Result<TurnResult> first = Internal("unset");
+    if (started) {
+      Outcome out;
+      (*s)->StartRun("create hello.txt", *ex, out.Callbacks(&seen), {});
+      first = out.Wait();
+      EXPECT_EQ(out.calls, 1);
+    } else {
+      SessionCallbacks cb;
+      cb.observer = &seen;
+      first = (*s)->Run("create hello.txt", cb, {});
+    }
+    EXPECT_TRUE(first.ok()) << first.error().ToString();
+    if (!first.ok()) return "";
+    EXPECT_EQ(first->stop, StopReason::kPendingApproval) << first->reason;
+    EXPECT_FALSE(fs::exists(ws / "hello.txt"));
+    Resolution approve;
+    approve.kind = Resolution::Kind::kApprove;
+    approve.continue_turn = false;
+    auto rep = engine.Resolve(first->pending.at(0).id, approve, o, {}, {});
+    EXPECT_TRUE(rep.ok()) << rep.error().ToString();
+    Result<TurnResult> second = Internal("unset");
+    if (started) {
+      Outcome out;
+      (*s)->StartRetry(*ex, out.Callbacks(&seen), {});
+      second = out.Wait();
+      EXPECT_EQ(out.calls, 1);
+    } else {
+      SessionCallbacks cb;
+      cb.observer = &seen;
+      second = (*s)->Retry(cb, {});
+    }
+    EXPECT_TRUE(second.ok()) << second.error().ToString();
+    if (second.ok()) {
+      EXPECT_EQ(second->stop, StopReason::kCompleted) << second->reason;
+      EXPECT_EQ(second->final_text, "wrote hello.txt");
+    }
+    EXPECT_EQ(ReadFile(ws / "hello.txt"), "hi\n");
+    *observed = seen.events;
+    return (*s)->id();
+  }
+};
+
+// Counts what a turn hands to the executor, by kind, and the keys used.
+class CountingExecutor : public TurnExecutor {
+ public:
+  explicit CountingExecutor(TurnExecutor& inner) : inner_(inner) {}
+  void Post(const std::string& key, std::function<void()> fn) override {
+    Note(key, posts);
+    inner_.Post(key, std::move(fn));
+  }
+  void PostTool(const std::string& key, std::function<void()> fn) override {
+    Note(key, tool_posts);
+    inner_.PostTool(key, std::move(fn));
+  }
+  std::set<std::string> keys() {
+    std::lock_guard lock(mu_);
+    return keys_;
+  }
+  std::atomic<int> posts{0}, tool_posts{0};
+
+ private:
+  void Note(const std::string& key, std::atomic<int>& n) {
+    ++n;
+    std::lock_guard lock(mu_);
+    keys_.insert(key);
+  }
+  TurnExecutor& inner_;
+  std::mutex mu_;
+  std::set<std::string> keys_;
+};
+
+TEST_F(AsyncSessionTest, StartRunCommitsTheSameEventsAsRun) {
+  auto blocking = NewEngine("blocking");
+  auto started = NewEngine("started");
+  ASSERT_TRUE(blocking && started);
+  ThreadPoolExecutor threads(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+  CountingExecutor pool(threads);
+  std::vector<Event> seen_a, seen_b;
+  // One workspace, one run after the other (tool outputs may name paths).
+  std::string a = Drive(*blocking, workspace_, false, nullptr, &seen_a);
+  std::string b = Drive(*started, workspace_, true, &pool, &seen_b);
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  std::vector<Json> want = Normalised(*blocking, a), got = Normalised(*started, b);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "event " << i;
+  // Steps and tool calls went through the executor under the session's key:
+  // the three calls of the batch and the two model calls (the scripted
+  // provider has no asynchronous path) as tool-pool work, the steps as
+  // several Posts (not one blocking turn in one Post).
+  EXPECT_EQ(pool.keys(), std::set<std::string>{b});
+  EXPECT_EQ(pool.tool_posts.load(), 3 + 2);
+  EXPECT_GT(pool.posts.load(), 4);
+  // The observer saw every stored event (and the deltas) in seq order.
+  std::vector<uint64_t> seqs;
+  for (const Event& e : seen_b) seqs.push_back(e.seq);
+  EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+  EXPECT_EQ(seen_b.size(), seen_a.size());
+}
+
+TEST_F(AsyncSessionTest, StartRunOfAPausedSessionReportsTheErrorThroughDone) {
+  ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+  auto s = engine_->OpenSession(Options(kWriteScript));
+  ASSERT_TRUE(s.ok());
+  Outcome first;
+  (*s)->StartRun("create hello.txt", pool, first.Callbacks(nullptr), {});
+  Result<TurnResult> r = first.Wait();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_EQ(r->stop, StopReason::kPendingApproval);
+  Outcome again;
+  (*s)->StartRun("another", pool, again.Callbacks(nullptr), {});
+  Result<TurnResult> refused = again.Wait();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(refused.error().message(), HasSubstr(r->pending.at(0).id));
+  EXPECT_EQ(again.calls, 1);
+}
+
+TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
+  ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+  auto o = Options(kWriteScript);
+  o.allow.push_back({"*", "--allow"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok());
+  std::stop_source stop;
+  stop.request_stop();
+  Outcome out;
+  (*s)->StartRun("create hello.txt", pool, out.Callbacks(nullptr), stop.get_token());
+  Result<TurnResult> r = out.Wait();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kAborted) << r->reason;
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+  EXPECT_EQ(out.calls, 1);
+}
+
+// The server's shape: the engine's HTTP client on the caller's io_context
+// (one I/O thread), turns on a thread pool. The model streams from a real
+// HTTP server; deltas reach the observer on the I/O thread, every other
+// event (and the store's commits) on the executor's threads.
+TEST_F(AsyncSessionTest, StartRunStreamsTheModelOnTheCallersIoContext) {
+  auto server = testing::FakeModelServer::Start(Json::parse(R"([
+      {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "a.txt"}}]},
+      {"text": "the file says A"}])"));
+  ASSERT_TRUE(server.ok());
+  WriteFile(workspace_ / "a.txt", "A\n");
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);
+  std::thread io([&] { ioc.run(); });
+  {
+    EngineOptions eo;
+    eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+    eo.data_dir = tmp_.path() / "served";
+    eo.io_context = &ioc;
+    auto engine = Engine::Create(eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().ToString();
+    SessionOptions o;
+    o.workspace = workspace_;
+    o.provider = ProviderKind::kOpenAI;
+    o.model = "test-model";
+    o.base_url = server.value()->base_url() + "/v1";
+    o.api_key = "sk-test";
+    o.approver = ApproverMode::kDurable;
+    auto s = (*engine)->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    struct ThreadsSeen : EventSink {
+      std::mutex mu;
+      std::vector<std::pair<EventType, std::thread::id>> seen;
+      Status OnEvent(const Event& e) override {
+        std::lock_guard lock(mu);
+        seen.emplace_back(e.type, std::this_thread::get_id());
+        return Status::Ok();
+      }
+    } observer;
+    ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+    Outcome out;
+    (*s)->StartRun("what does a.txt say?", pool, out.Callbacks(&observer), {});
+    Result<TurnResult> r = out.Wait();
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+    EXPECT_EQ(r->final_text, "the file says A");
+    EXPECT_EQ(out.calls, 1);
+    int deltas = 0;
+    for (const auto& [type, thread] : observer.seen) {
+      if (type == EventType::kTextDelta) {
+        ++deltas;
+        EXPECT_EQ(thread, io.get_id());
+      } else {
+        EXPECT_NE(thread, io.get_id()) << EventTypeName(type) << " on the I/O thread";
+      }
+    }
+    EXPECT_GT(deltas, 0);
+    EXPECT_EQ(server.value()->requests().size(), 2u);
+  }  // the session, then the engine (its client's shutdown runs on `io`)
+  work.reset();
+  io.join();
 }
 
 }  // namespace

@@ -1,9 +1,17 @@
-// HttpClient on Boost.Beast/Asio: one io_context, one event thread. Every
+// HttpClient on Boost.Beast/Asio: one io_context, one event thread (the
+// client's own, or the caller's with HttpClientOptions::io_context). Every
 // transfer is a chain of completion handlers on that thread: resolve ->
 // connect -> [proxy CONNECT] -> [TLS handshake] -> write -> read head -> read
 // body pieces. One steady_timer per transfer enforces the connect timeout
 // and then the idle timeout; Cancel() and the destructor abort by closing the
 // socket, so whatever operation is pending completes and the transfer ends.
+//
+// Ownership: the state of the client (ClientCore) is shared by every pending
+// handler (each holds its transfer, which holds the core), so a handler
+// that completes after the HttpClient object is gone (on a caller's
+// io_context, which keeps running) still finds it. The HttpClient object
+// (BeastClient) only starts and stops the event thread and aborts everything
+// when it is destroyed.
 #include "providers/http_client.h"
 
 #include <dirent.h>
@@ -22,6 +30,7 @@
 #include <unordered_set>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -346,17 +355,18 @@ struct Conn {
   }
 };
 
-class BeastClient;
+class ClientCore;
 
 struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
-  Transfer(BeastClient* c, asio::io_context& ioc) : client(c) {
+  Transfer(std::shared_ptr<ClientCore> c, asio::io_context& ioc) : core(std::move(c)) {
     resolver.emplace(ioc);
     timer.emplace(ioc);
   }
   void Cancel() override;
 
-  BeastClient* client;  // event thread only; outlives the transfer
-  std::weak_ptr<BeastClient> weak_client;
+  // Kept alive by the transfer: its handlers use the core, and may complete
+  // after the HttpClient object is gone.
+  std::shared_ptr<ClientCore> core;
   HttpRequest request;
   std::shared_ptr<HttpStreamHandler> handler;
   std::function<void(Status)> done;
@@ -398,47 +408,68 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   std::unique_ptr<char[]> body_buf;
 };
 
-class BeastClient : public HttpClient, public std::enable_shared_from_this<BeastClient> {
+// A timer of Wait(): fires once, or is cancelled by its stop token or the
+// client's shutdown.
+struct Waiter {
+  explicit Waiter(asio::io_context& ioc) : timer(ioc) {}
+  asio::steady_timer timer;
+  std::function<void(bool)> fn;
+  bool cancelled = false;
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
+};
+
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
-  explicit BeastClient(HttpClientOptions options)
+  explicit ClientCore(HttpClientOptions options)
       : options_(std::move(options)),
-        work_(asio::make_work_guard(ioc_)),
+        own_ioc_(options_.io_context != nullptr ? nullptr : std::make_unique<asio::io_context>()),
+        ioc_(options_.io_context != nullptr ? *options_.io_context : *own_ioc_),
         http_proxy_(ParseProxy(options_.http_proxy, "http_proxy", "HTTP_PROXY")),
         https_proxy_(ParseProxy(options_.https_proxy, "https_proxy", "HTTPS_PROXY")),
-        no_proxy_(NoProxySetting(options_.no_proxy)) {
-    thread_ = std::thread([this] {
-      while (true) {
-        try {
-          ioc_.run();
-          return;
-        } catch (...) {  // handlers catch what they call; keep the thread alive
-        }
+        no_proxy_(NoProxySetting(options_.no_proxy)) {}
+
+  asio::io_context& ioc() { return ioc_; }
+  bool external() const { return own_ioc_ == nullptr; }
+
+  // Event thread: aborts every transfer and waiter, closes the idle
+  // connections; later requests fail with kCancelled.
+  void Shutdown() {
+    shutting_down_ = true;
+    std::vector<std::shared_ptr<Transfer>> running(active_.begin(), active_.end());
+    for (auto& t : running) Abort(t, Cancelled("http client shut down"));
+    for (auto& [key, conns] : idle_) {
+      for (auto& c : conns) {
+        c->in_pool = false;
+        c->Close();
       }
-    });
+    }
+    idle_.clear();
+    std::vector<std::shared_ptr<Waiter>> waiting(waiters_.begin(), waiters_.end());
+    for (auto& w : waiting) CancelWaiter(w);
   }
 
-  ~BeastClient() override {
-    asio::post(ioc_, [this] {
-      shutting_down_ = true;
-      std::vector<std::shared_ptr<Transfer>> running(active_.begin(), active_.end());
-      for (auto& t : running) Abort(t, Cancelled("http client shut down"));
-      for (auto& [key, conns] : idle_) {
-        for (auto& c : conns) {
-          c->in_pool = false;
-          c->Close();
-        }
-      }
-      idle_.clear();
+  void Wait(std::chrono::milliseconds delay, std::stop_token stop, std::function<void(bool)> fn) {
+    auto w = std::make_shared<Waiter>(ioc_);
+    w->fn = std::move(fn);
+    asio::post(ioc_, [self = shared_from_this(), w, delay, stop = std::move(stop)] {
+      if (self->shutting_down_) return self->FireWaiter(w, false);
+      self->waiters_.insert(w);
+      w->timer.expires_after(delay);
+      w->timer.async_wait([self, w](error_code ec) { self->FireWaiter(w, !ec && !w->cancelled); });
+      // Runs at once (here) when the stop was requested already.
+      std::weak_ptr<Waiter> weak = w;
+      w->on_stop.emplace(stop, std::function<void()>([self, weak] {
+                           asio::post(self->ioc_, [self, weak] {
+                             if (auto waiter = weak.lock()) self->CancelWaiter(waiter);
+                           });
+                         }));
     });
-    work_.reset();
-    thread_.join();
   }
 
   std::shared_ptr<HttpTransfer> Start(HttpRequest request,
                                       std::shared_ptr<HttpStreamHandler> handler,
-                                      std::function<void(Status)> done) override {
-    auto t = std::make_shared<Transfer>(this, ioc_);
-    t->weak_client = weak_from_this();
+                                      std::function<void(Status)> done) {
+    auto t = std::make_shared<Transfer>(shared_from_this(), ioc_);
     t->request = std::move(request);
     t->handler = std::move(handler);
     t->done = std::move(done);
@@ -458,9 +489,8 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     return t;
   }
 
-  void Preconnect(const std::string& url, std::chrono::milliseconds connect_timeout) override {
-    auto t = std::make_shared<Transfer>(this, ioc_);
-    t->weak_client = weak_from_this();
+  void Preconnect(const std::string& url, std::chrono::milliseconds connect_timeout) {
+    auto t = std::make_shared<Transfer>(shared_from_this(), ioc_);
     t->request.method = "GET";
     t->request.url = url;
     t->request.connect_timeout = connect_timeout;
@@ -475,7 +505,7 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     });
   }
 
-  size_t active_transfers() const override { return active_count_.load(); }
+  size_t active_transfers() const { return active_count_.load(); }
 
   void PostAbort(std::shared_ptr<Transfer> t) {
     asio::post(ioc_, [this, t] { Abort(t, Cancelled("request cancelled")); });
@@ -483,6 +513,23 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
 
  private:
   using TransferPtr = std::shared_ptr<Transfer>;
+
+  void CancelWaiter(const std::shared_ptr<Waiter>& w) {
+    if (w->cancelled || !w->fn) return;
+    w->cancelled = true;
+    w->timer.cancel();  // its handler reports the wait as cancelled
+  }
+
+  void FireWaiter(const std::shared_ptr<Waiter>& w, bool fired) {
+    waiters_.erase(w);
+    std::function<void(bool)> fn = std::move(w->fn);
+    w->fn = nullptr;
+    if (!fn) return;
+    try {
+      fn(fired);
+    } catch (...) {  // a throwing callback must not kill the event thread
+    }
+  }
 
   // ---- lifecycle ----
 
@@ -1198,23 +1245,23 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     if (c->tls && !c->carried) return;
     // An idle connection that becomes readable was closed by the server (or
     // sent something unsolicited): drop it.
-    c->Lowest().async_wait(tcp::socket::wait_read, [this, c, gen](error_code) {
-      if (!c->in_pool || c->gen != gen) return;
-      c->in_pool = false;
-      auto it = idle_.find(c->key);
-      if (it != idle_.end()) {
-        auto& v = it->second;
-        v.erase(std::remove(v.begin(), v.end(), c), v.end());
-        if (v.empty()) idle_.erase(it);
-      }
-      c->Close();
-    });
+    c->Lowest().async_wait(tcp::socket::wait_read,
+                           [this, self = shared_from_this(), c, gen](error_code) {
+                             if (!c->in_pool || c->gen != gen) return;
+                             c->in_pool = false;
+                             auto it = idle_.find(c->key);
+                             if (it != idle_.end()) {
+                               auto& v = it->second;
+                               v.erase(std::remove(v.begin(), v.end(), c), v.end());
+                               if (v.empty()) idle_.erase(it);
+                             }
+                             c->Close();
+                           });
   }
 
   HttpClientOptions options_;
-  asio::io_context ioc_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
+  std::unique_ptr<asio::io_context> own_ioc_;  // null: the caller's
+  asio::io_context& ioc_;
   std::atomic<size_t> active_count_{0};
   const Proxy http_proxy_;
   const Proxy https_proxy_;
@@ -1234,11 +1281,59 @@ class BeastClient : public HttpClient, public std::enable_shared_from_this<Beast
     std::vector<TransferPtr> waiters;
   };
   std::unordered_map<std::string, Opening> opening_;
+  std::unordered_set<std::shared_ptr<Waiter>> waiters_;
 };
 
-void Transfer::Cancel() {
-  if (auto c = weak_client.lock()) c->PostAbort(shared_from_this());
-}
+void Transfer::Cancel() { core->PostAbort(shared_from_this()); }
+
+// The HttpClient object: runs the event thread (unless the caller's
+// io_context is used) and shuts the core down when destroyed.
+class BeastClient final : public HttpClient {
+ public:
+  explicit BeastClient(HttpClientOptions options)
+      : core_(std::make_shared<ClientCore>(std::move(options))) {
+    if (core_->external()) return;
+    work_.emplace(asio::make_work_guard(core_->ioc()));
+    thread_ = std::thread([ioc = &core_->ioc()] {
+      while (true) {
+        try {
+          ioc->run();
+          return;
+        } catch (...) {  // handlers catch what they call; keep the thread alive
+        }
+      }
+    });
+  }
+
+  ~BeastClient() override {
+    // On the caller's io_context this runs there (at once when destroyed on
+    // its thread); the core lives on in the handlers still pending.
+    asio::dispatch(core_->ioc(), [core = core_] { core->Shutdown(); });
+    if (thread_.joinable()) {
+      work_.reset();
+      thread_.join();
+    }
+  }
+
+  std::shared_ptr<HttpTransfer> Start(HttpRequest request,
+                                      std::shared_ptr<HttpStreamHandler> handler,
+                                      std::function<void(Status)> done) override {
+    return core_->Start(std::move(request), std::move(handler), std::move(done));
+  }
+  void Preconnect(const std::string& url, std::chrono::milliseconds connect_timeout) override {
+    core_->Preconnect(url, connect_timeout);
+  }
+  void Wait(std::chrono::milliseconds delay, std::stop_token stop,
+            std::function<void(bool)> fn) override {
+    core_->Wait(delay, std::move(stop), std::move(fn));
+  }
+  size_t active_transfers() const override { return core_->active_transfers(); }
+
+ private:
+  std::shared_ptr<ClientCore> core_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::thread thread_;
+};
 
 // Moves events from the event thread to the thread blocked in Fetch().
 struct Bridge : HttpStreamHandler {

@@ -1,6 +1,9 @@
 // HttpClient: agentloop's one HTTP/1.1 client (Boost.Beast/Asio, OpenSSL for
 // TLS). One io_context driven by one event thread carries every transfer (no
-// thread per request), so thousands of sessions can stream at once.
+// thread per request), so thousands of sessions can stream at once. The
+// thread is the client's own, or the caller's: with
+// HttpClientOptions::io_context the client joins an io_context the caller
+// runs (a server's I/O thread) and starts no thread.
 // Keep-alive connections are pooled per origin (at most 8 idle per origin,
 // dropped after 60 s idle or when the server closes them); a reused
 // connection that fails before any response byte is retried once on a fresh
@@ -22,9 +25,12 @@
 //  - Start(): asynchronous; callbacks run on the event thread and must not
 //    block. Returns a handle whose Cancel() aborts the transfer.
 //  - Fetch(): blocking; runs the handler on the CALLING thread as bytes
-//    arrive (what providers use, so StreamSink deltas stay on the thread that
-//    runs Complete()). A stop token aborts the transfer within ~100 ms.
+//    arrive (what providers' Complete() uses, so StreamSink deltas stay on
+//    the thread that runs it). A stop token aborts the transfer within
+//    ~100 ms. Never call it (or Post()) on the event thread: it would wait
+//    for itself.
 //  - Post(): blocking, whole body buffered (webhooks).
+// Wait() is the event thread's timer (providers' retry backoff).
 //
 // Errors (transport, not HTTP status): kUnavailable for connection failures
 // (refused, reset, DNS, TLS, proxy, truncated body), kDeadlineExceeded for
@@ -33,8 +39,12 @@
 // fired or Cancel() was called, kInvalidArgument for a bad or unsupported URL.
 // Messages name host and port, never header values, paths or credentials.
 //
-// Thread-safety: all methods are thread-safe. The client must outlive its
-// transfers; the destructor aborts whatever is still running.
+// Thread-safety: all methods are thread-safe. The destructor aborts whatever
+// is still running (transfers end with kCancelled, waits report false): with
+// its own thread it waits for that; on the caller's io_context it happens
+// there (at once when the client is destroyed on that thread), and the
+// client's state lives on until the last pending handler has run, so the
+// io_context may keep running.
 #pragma once
 
 #include <chrono>
@@ -48,6 +58,10 @@
 #include <vector>
 
 #include "agentloop/status.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace agentloop {
 
@@ -111,6 +125,9 @@ struct HttpClientOptions {
   // address (broken IPv6 routes drop packets silently) does not use up the
   // whole connect timeout; the last address gets what is left of it.
   std::chrono::milliseconds connect_attempt_delay{1000};
+  // Run on this io_context (the caller runs it on ONE thread) instead of a
+  // thread of the client's own. It must outlive the client's transfers.
+  boost::asio::io_context* io_context = nullptr;
   // Tests only: the system trust store's hashed directory and bundle file
   // (empty: OpenSSL's defaults).
   std::string system_ca_dir_for_test;
@@ -158,6 +175,12 @@ class HttpClient {
   // that starts while the connection is being opened waits for it instead of
   // opening a second one (its connect timeout still applies).
   virtual void Preconnect(const std::string& url, std::chrono::milliseconds connect_timeout) = 0;
+
+  // Calls `fn(true)` on the event thread once `delay` has passed, or
+  // `fn(false)` there as soon as `stop` fires or the client shuts down;
+  // exactly once. An Asio timer: no thread waits.
+  virtual void Wait(std::chrono::milliseconds delay, std::stop_token stop,
+                    std::function<void(bool)> fn) = 0;
 
   // Transfers currently running (for tests and metrics).
   virtual size_t active_transfers() const = 0;

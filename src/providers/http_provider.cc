@@ -1,9 +1,11 @@
 #include "providers/http_provider.h"
 
+#include <mutex>
+#include <optional>
+
 #include "base/strings.h"
 
 namespace agentloop {
-namespace {
 
 // Feeds a 2xx body through SSE into the decoder; buffers an error body.
 class StreamHandler : public HttpStreamHandler {
@@ -37,8 +39,6 @@ class StreamHandler : public HttpStreamHandler {
   std::string error_body_;
 };
 
-}  // namespace
-
 HttpProvider::HttpProvider(std::unique_ptr<WireFormat> format, HttpProviderOptions options,
                            std::shared_ptr<HttpClient> client)
     : format_(std::move(format)),
@@ -64,21 +64,22 @@ std::string HttpProvider::BuildBody(const ModelRequest& request) {
   return out;
 }
 
-Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink& sink,
-                                            const std::stop_token& stop, AttemptError* err) {
+HttpRequest HttpProvider::MakeRequest(std::string body) const {
   HttpRequest req;
   req.method = "POST";
   req.url = url_;
   req.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
   format_->AddAuthHeaders(options_.api_key, &req.headers);
   for (const auto& h : options_.extra_headers) req.headers.push_back(h);
-  req.body = body;
+  req.body = std::move(body);
   req.connect_timeout = options_.connect_timeout;
   req.idle_timeout = options_.idle_timeout;
+  return req;
+}
 
-  std::unique_ptr<StreamDecoder> decoder = format_->NewDecoder(sink);
-  StreamHandler handler(*decoder);
-  Status st = client_->Fetch(std::move(req), handler, stop);
+Result<ModelResponse> HttpProvider::Conclude(const Status& st, StreamHandler& handler,
+                                             StreamDecoder& decoder, const std::stop_token& stop,
+                                             AttemptError* err) const {
   if (!st.ok()) {
     if (st.code() == Code::kCancelled || stop.stop_requested()) {
       return Cancelled("model call cancelled");
@@ -98,11 +99,19 @@ Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink&
     return Status(s.code(), std::string(format_->name()) + ": " + s.message());
   }
   bool cut = handler.parser().Finish();
-  Result<ModelResponse> r = decoder->Finish(cut);
+  Result<ModelResponse> r = decoder.Finish(cut);
   if (!r.ok()) {
     return Status(r.error().code(), std::string(format_->name()) + ": " + r.error().message());
   }
   return r;
+}
+
+Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink& sink,
+                                            const std::stop_token& stop, AttemptError* err) {
+  std::unique_ptr<StreamDecoder> decoder = format_->NewDecoder(sink);
+  StreamHandler handler(*decoder);
+  Status st = client_->Fetch(MakeRequest(body), handler, stop);
+  return Conclude(st, handler, *decoder, stop, err);
 }
 
 Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, StreamSink& sink,
@@ -110,6 +119,106 @@ Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, Stream
   const std::string body = BuildBody(request);
   return RunWithRetry<ModelResponse>(
       options_.retry, stop, [&](AttemptError* err) { return Attempt(body, sink, stop, err); });
+}
+
+// One CompleteAsync call: attempts, backoff waits and the stop, as the
+// retry loop of RunWithRetry, driven by the client's completions. It owns
+// itself through the callbacks pending on it (the transfer's `done`, the
+// timer's), so it lives exactly as long as the exchange.
+class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
+ public:
+  AsyncCall(HttpProvider& provider, std::string body, StreamSink& sink, std::stop_token stop,
+            CompletionCallback done)
+      : provider_(provider),
+        body_(std::move(body)),
+        sink_(sink),
+        stop_(std::move(stop)),
+        done_(std::move(done)) {}
+
+  void Start() {
+    // A stop cancels the attempt in flight; the transfer then ends with
+    // kCancelled (a wait between attempts watches the token itself).
+    on_stop_.emplace(stop_, std::function<void()>([weak = weak_from_this()] {
+                       if (auto self = weak.lock()) self->CancelTransfer();
+                     }));
+    Attempt();
+  }
+
+ private:
+  void Attempt() {
+    if (stop_.stop_requested()) return Finish(Cancelled("model call cancelled"));
+    ++attempts_;
+    decoder_ = provider_.format_->NewDecoder(sink_);
+    auto handler = std::make_shared<StreamHandler>(*decoder_);
+    handler_ = handler;
+    std::shared_ptr<HttpTransfer> transfer = provider_.client_->Start(
+        provider_.MakeRequest(body_), std::move(handler),
+        [self = shared_from_this()](Status st) { self->OnAttemptDone(st); });
+    {
+      std::lock_guard lock(mu_);
+      transfer_ = transfer;
+    }
+    // A stop between the check above and the handle being stored found no
+    // transfer to cancel.
+    if (stop_.stop_requested()) transfer->Cancel();
+  }
+
+  void CancelTransfer() {
+    std::shared_ptr<HttpTransfer> t;
+    {
+      std::lock_guard lock(mu_);
+      t = transfer_;
+    }
+    if (t) t->Cancel();
+  }
+
+  // On the event thread.
+  void OnAttemptDone(const Status& st) {
+    {
+      std::lock_guard lock(mu_);
+      transfer_.reset();
+    }
+    AttemptError err;
+    Result<ModelResponse> r = provider_.Conclude(st, *handler_, *decoder_, stop_, &err);
+    handler_.reset();
+    decoder_.reset();
+    if (r.ok()) return Finish(std::move(r));
+    if (stop_.stop_requested()) return Finish(Cancelled("model call cancelled"));
+    if (std::optional<Status> final = GiveUpAfter(provider_.options_.retry, attempts_, r.error())) {
+      return Finish(std::move(*final));
+    }
+    provider_.client_->Wait(provider_.options_.retry.Delay(attempts_, err.retry_after), stop_,
+                            [self = shared_from_this()](bool waited) {
+                              if (!waited) return self->Finish(Cancelled("model call cancelled"));
+                              self->Attempt();
+                            });
+  }
+
+  void Finish(Result<ModelResponse> r) {
+    on_stop_.reset();
+    CompletionCallback done = std::move(done_);
+    done_ = nullptr;
+    if (done) done(std::move(r));
+  }
+
+  HttpProvider& provider_;
+  const std::string body_;
+  StreamSink& sink_;
+  const std::stop_token stop_;
+  CompletionCallback done_;
+  int attempts_ = 0;
+  std::unique_ptr<StreamDecoder> decoder_;
+  std::shared_ptr<StreamHandler> handler_;
+  std::mutex mu_;
+  std::shared_ptr<HttpTransfer> transfer_;  // Guarded by mu_.
+  std::optional<std::stop_callback<std::function<void()>>> on_stop_;
+};
+
+void HttpProvider::CompleteAsync(const ModelRequest& request, StreamSink& sink,
+                                 std::stop_token stop, CompletionCallback done) {
+  auto call = std::make_shared<AsyncCall>(*this, BuildBody(request), sink, std::move(stop),
+                                          std::move(done));
+  call->Start();
 }
 
 }  // namespace agentloop

@@ -1,11 +1,20 @@
 // HttpProvider: the ModelProvider behind the three HTTP wire formats. It
 // builds the request body (with the per-message cache), streams the answer
-// through the SSE parser into the format's StreamDecoder on the calling
-// thread, classifies failures and retries the whole request (retry.h).
-// Nothing partial is returned: a failed attempt's content is dropped.
+// through the SSE parser into the format's StreamDecoder, classifies
+// failures and retries the whole request (retry.h). Nothing partial is
+// returned: a failed attempt's content is dropped.
 //
-// Thread-safety: Complete() may run concurrently; per-request state lives on
-// the stack; the message cache and the HTTP client are thread-safe.
+// Complete() streams on the calling thread (HttpClient::Fetch) and waits
+// between attempts with RetryPolicy::wait. CompleteAsync() builds the body
+// on the calling thread, then everything runs on the HTTP client's event
+// thread: the stream is decoded and the deltas reported there, the backoff
+// between attempts is an Asio timer (HttpClient::Wait), a stop aborts the
+// exchange (or the wait) at once, and `done` is called there. No thread
+// blocks while the model streams.
+//
+// Thread-safety: Complete() and CompleteAsync() may run concurrently;
+// per-request state lives on the stack or in the call's own state; the
+// message cache and the HTTP client are thread-safe.
 #pragma once
 
 #include <memory>
@@ -19,6 +28,8 @@
 #include "providers/sse_parser.h"
 
 namespace agentloop {
+
+class StreamHandler;  // one attempt's HTTP handler (http_provider.cc)
 
 // Turns one stream's SSE events into a ModelResponse, reporting deltas to the
 // sink. Errors: the classified in-stream error, or kDataLoss naming what was
@@ -77,6 +88,9 @@ class HttpProvider : public ModelProvider {
   std::string_view name() const override { return format_->name(); }
   Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
                                  std::stop_token stop) override;
+  void CompleteAsync(const ModelRequest& request, StreamSink& sink, std::stop_token stop,
+                     CompletionCallback done) override;
+  bool CompletesAsync() const override { return true; }
   // Preconnects the client to the endpoint's origin.
   void Warm() override;
 
@@ -87,8 +101,16 @@ class HttpProvider : public ModelProvider {
   const WireFormat& format() const { return *format_; }
 
  private:
+  class AsyncCall;
   Result<ModelResponse> Attempt(const std::string& body, StreamSink& sink,
                                 const std::stop_token& stop, AttemptError* err);
+  // The HTTP request of one attempt.
+  HttpRequest MakeRequest(std::string body) const;
+  // The outcome of one attempt from its transport status and what the
+  // handler collected.
+  Result<ModelResponse> Conclude(const Status& transport, StreamHandler& handler,
+                                 StreamDecoder& decoder, const std::stop_token& stop,
+                                 AttemptError* err) const;
 
   std::unique_ptr<WireFormat> format_;
   HttpProviderOptions options_;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <stop_token>
+#include <string>
 #include <string_view>
 
 #include "agentloop/status.h"
@@ -62,6 +63,18 @@ struct RetryPolicy {
 // Waits `delay` or until `stop` fires (false when cancelled).
 bool InterruptibleWait(std::chrono::milliseconds delay, const std::stop_token& stop);
 
+// After failed attempt number `n` (1-based) ended with `error`: the error
+// to give up with, or nullopt to wait policy.Delay(n, ...) and try again.
+// The rule of RunWithRetry, shared with the asynchronous retry loop of
+// HttpProvider::CompleteAsync.
+inline std::optional<Status> GiveUpAfter(const RetryPolicy& policy, int n, const Status& error) {
+  if (IsRetryable(error) && n < policy.max_attempts) return std::nullopt;
+  if (n > 1 && IsRetryable(error)) {
+    return Status(error.code(), error.message() + " (after " + std::to_string(n) + " attempts)");
+  }
+  return error;
+}
+
 // Runs `attempt` until it succeeds, fails with a non-retryable Status, or
 // `policy.max_attempts` consecutive attempts failed. kCancelled when `stop`
 // fires during a wait.
@@ -74,13 +87,7 @@ Result<T> RunWithRetry(const RetryPolicy& policy, const std::stop_token& stop,
     Result<T> r = attempt(&err);
     if (r.ok()) return r;
     if (stop.stop_requested()) return Cancelled("model call cancelled");
-    if (!IsRetryable(r.error()) || n >= policy.max_attempts) {
-      if (n > 1 && IsRetryable(r.error())) {
-        return Status(r.error().code(),
-                      r.error().message() + " (after " + std::to_string(n) + " attempts)");
-      }
-      return r;
-    }
+    if (std::optional<Status> final = GiveUpAfter(policy, n, r.error())) return *final;
     std::chrono::milliseconds d = policy.Delay(n, err.retry_after);
     bool waited = policy.wait ? policy.wait(d, stop) : InterruptibleWait(d, stop);
     if (!waited) return Cancelled("model call cancelled");
