@@ -31,6 +31,8 @@
 #include "protocol/session_settings.h"
 #include "providers/factory.h"
 #include "providers/http_client.h"
+#include "providers/model_limits.h"
+#include "todo/snapshot.h"
 #include "todo/todo_loop_hook.h"
 #include "tools/builtin.h"
 
@@ -247,6 +249,27 @@ class SessionImpl final : public Session {
     return RunTurnWith(TurnInput::User(prompt), callbacks, stop, std::nullopt);
   }
 
+  Result<TurnResult> Compact(const std::string& focus, const SessionCallbacks& callbacks,
+                             std::stop_token stop) override {
+    AL_RETURN_IF_ERROR(RefreshPause());
+    if (open_checkpoint_ || batch_decided_) {
+      return FailedPrecondition("session " + info_.id +
+                                " has a paused batch; it cannot be compacted until the batch "
+                                "is resolved and continued");
+    }
+    return RunTurnWith(TurnInput::Compact(focus), callbacks, stop, std::nullopt);
+  }
+
+  ContextUsage context() const override {
+    if (last_context_) return *last_context_;
+    ModelLimits limits =
+        ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
+    ContextUsage c;
+    c.tokens = (static_cast<int64_t>(system_prompt_.size()) + transcript_.chars() + 3) / 4;
+    c.window = limits.context_window;
+    return c;
+  }
+
   // A retry continues a decided batch, or the newest turn when it failed and
   // its history ends with what the model is to answer (the prompt or
   // committed tool results).
@@ -408,6 +431,10 @@ class SessionImpl final : public Session {
   // The session has pinned settings (options_ are them, with the overrides
   // applied); false for a session stored without them.
   bool pinned_ = false;
+  // The model whose unknown limits a turn already announced.
+  std::string warned_limits_for_;
+  // The context as the last turn left it (context()).
+  std::optional<ContextUsage> last_context_;
   std::vector<engine::SettingChange> unsaved_changes_;
   std::optional<LastTurnEnd> last_turn_end_;
   SessionInfo info_;
@@ -815,6 +842,22 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
     cfg.command = options_.command;
   }
   cfg.model = options_.model;
+  {
+    ModelLimits limits =
+        ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
+    cfg.context_window = limits.context_window;
+    cfg.max_output_tokens = limits.max_output_tokens;
+    // Said once per session object for a model the table does not know.
+    if (!limits.known && IsRemoteProvider(options_.provider) &&
+        warned_limits_for_ != options_.model) {
+      cfg.start_notice = UnknownModelNotice(options_.model, limits);
+      warned_limits_for_ = options_.model;
+    }
+  }
+  // The todo list survives compaction on the summary's meta.
+  cfg.carry_meta = [](std::span<const Message> dropped) {
+    return todo::CarriedSnapshotMeta(dropped);
+  };
   cfg.system_prompt = system_prompt_;
   cfg.budget = EffectiveBudget();
   cfg.tools = registry_.Specs();
@@ -901,6 +944,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnInput input, const SessionCallba
     result = agentloop::RunTurn(turn, deps, stop);
   }
   next_seq_ = result.next_seq;
+  last_context_ = ContextUsage{result.context_tokens, result.context_window};
   Status flushed = sink.Flush();
   last_turn_end_ = LastTurnEnd{
       turn.config().turn_id, 0, result.stop, result.reason, result.final_text, result.truncated,
