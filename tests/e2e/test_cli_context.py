@@ -1,0 +1,105 @@
+"""End-to-end: a long task in a small context window. The fake model server
+plays a model with a 16k-token window that rejects larger requests the way
+each real API does (HTTP 400 with its error body), and writes compaction
+summaries when asked. A task of 120 steps, each reading an 8 KB file, must
+complete without one rejection on each wire format."""
+
+import json
+import os
+import unittest
+
+from e2e_util import CliTestCase
+
+WINDOW = 16384
+STEPS = 120
+
+
+class ContextWindowTest(CliTestCase):
+
+    def make_files(self):
+        line = "x" * 79 + "\n"
+        for i in range(STEPS):
+            with open(os.path.join(self.ws, "f%03d.txt" % i), "w", encoding="utf-8") as f:
+                f.write(line * 100)  # 8000 bytes
+
+    def script(self):
+        items = []
+        for i in range(STEPS):
+            items.append({"tool_calls": [{"id": "c%d" % i, "name": "read",
+                                          "input": {"file_path": "f%03d.txt" % i}}],
+                          "usage": {"input_tokens": 1, "output_tokens": 20}})
+        items.append({"text": "Read all the files.",
+                      "usage": {"input_tokens": 1, "output_tokens": 10}})
+        return {"responses": items}
+
+    def run_long_task(self, provider, window=WINDOW):
+        self.make_files()
+        server = self.server(self.script(), "--context-window", str(window), "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(window),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048")
+        p = self.run_cli("run", "--provider", provider, "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--max-tool-calls", "500", "--max-turns", "500",
+                         "--max-tokens", "100000000", "--no-todo-loop", "--output", "json",
+                         "read every file", env=env)
+        return p, server
+
+    def check(self, provider):
+        p, server = self.run_long_task(provider)
+        self.assert_code(p, 0)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "completed", r)
+        self.assertEqual(r["tool_calls"], STEPS)
+        requests = server.requests()
+        summaries = 0
+        wrap_up = 0
+        for req in requests:
+            body = json.dumps(req["body"])
+            if "Summarize the conversation above so that" in body:
+                summaries += 1
+            if "approaching its context budget" in body:
+                wrap_up += 1
+            for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+                if key in req["body"]:
+                    self.assertLessEqual(req["body"][key], 2048)
+            self.assertLessEqual(len(json.dumps(req["body"])) // 4, WINDOW + 1024)
+        self.assertGreater(summaries, 0)
+        self.assertGreater(wrap_up, 0)
+        # Every request was accepted: one per step, plus the summaries.
+        self.assertEqual(len(requests), STEPS + 1 + summaries)
+        # The store kept every message: the export has all 120 results.
+        events = self.export(r["session_id"])
+        results = [e for e in events if e["type"] == "message"
+                   and any(b.get("type") == "tool_result"
+                           for b in e["message"]["content"])]
+        self.assertEqual(len(results), STEPS)
+        compactions = [e for e in events if e["type"] == "compaction"]
+        self.assertTrue(compactions)
+        self.assertTrue(any(c.get("summary_source") == "model" for c in compactions))
+
+    def test_openai_chat(self):
+        self.check("openai")
+
+    def test_anthropic_messages(self):
+        self.check("anthropic")
+
+    def test_openai_responses(self):
+        self.check("openai-responses")
+
+    def test_rejection_looks_like_the_real_api(self):
+        # A window too small even for one file: the server rejects, and the
+        # CLI reports the provider's prompt-too-long answer.
+        self.make_files()
+        server = self.server(self.script(), "--context-window", "1000")
+        env = self.env(OPENAI_API_KEY="sk-test", AGENTLOOP_PROVIDER_CONTEXT_WINDOW="100000")
+        p = self.run_cli("run", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--output", "json", "read every file", env=env)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "failed")
+        self.assertIn("maximum context length", r["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()
