@@ -8,7 +8,7 @@ import json
 import os
 import unittest
 
-from e2e_util import CliTestCase
+from e2e_util import CliTestCase, load_demo_script
 
 WINDOW = 16384
 STEPS = 120
@@ -86,6 +86,42 @@ class ContextWindowTest(CliTestCase):
 
     def test_openai_responses(self):
         self.check("openai-responses")
+
+    def test_compact_by_hand_and_the_resumed_view(self):
+        script = load_demo_script()
+        script["responses"].append({"text": "Still fixed.",
+                                    "usage": {"input_tokens": 10, "output_tokens": 3}})
+        server = self.server(script, "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test")
+        common = ("--provider", "openai", "--base-url", server.base_url, "--model", "gpt-4o")
+        p = self.run_cli("run", *common, "-C", self.ws, "--allow", "*", "--output", "json",
+                         "fix the bug", env=env)
+        self.assert_code(p, 0)
+        sid = self.json_result(p)["session_id"]
+        c = self.run_cli("compact", sid, "--focus", "the stats fix", *common, env=env)
+        self.assert_code(c, 0)
+        self.assertIn("compacted", c.stderr)
+        summary_reqs = [r for r in server.requests()
+                        if "Summarize the conversation above" in json.dumps(r["body"])]
+        self.assertEqual(len(summary_reqs), 1)
+        self.assertIn("Focus on: the stats fix", json.dumps(summary_reqs[0]["body"]))
+        events = self.export(sid)
+        comp = [e for e in events if e["type"] == "compaction"]
+        self.assertEqual(len(comp), 1)
+        self.assertEqual(comp[0]["trigger"], "manual")
+        self.assertEqual(comp[0]["summary_source"], "model")
+        self.assertIn("Goals", comp[0]["summary"]["content"][0]["text"])
+        # Nothing is deleted: the export still has every message of the run.
+        self.assertEqual(len([e for e in events if e["type"] == "message"]), 10)
+        # A later process rebuilds the compacted view: its first request
+        # starts with the summary, and the last 4 messages follow.
+        r = self.run_cli("resume", sid, "is it still fixed?", *common, "--output", "json",
+                         env=env)
+        self.assert_code(r, 0)
+        last = server.requests()[-1]["body"]["messages"]
+        self.assertEqual(last[0]["role"], "system")  # the system prompt
+        self.assertIn("[compacted ", last[1]["content"])
+        self.assertIn("is it still fixed?", last[-1]["content"])
 
     def test_rejection_looks_like_the_real_api(self):
         # A window too small even for one file: the server rejects, and the
