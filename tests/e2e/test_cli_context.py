@@ -123,6 +123,33 @@ class ContextWindowTest(CliTestCase):
         self.assertIn("[compacted ", last[1]["content"])
         self.assertIn("is it still fixed?", last[-1]["content"])
 
+    def test_the_todo_list_survives_compaction(self):
+        self.make_files()
+        items = [{"tool_calls": [{"id": "t0", "name": "todo",
+                                  "input": {"action": "create", "subject": "read every file"}}],
+                  "usage": {"input_tokens": 1, "output_tokens": 5}}]
+        items += self.script()["responses"][:40]
+        items.append({"text": "done", "usage": {"input_tokens": 1, "output_tokens": 1}})
+        server = self.server({"responses": items}, "--context-window", str(WINDOW),
+                             "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(WINDOW),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048")
+        p = self.run_cli("run", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--max-tool-calls", "500", "--max-turns", "500",
+                         "--max-tokens", "100000000", "--no-todo-loop",
+                         "--output", "json", "read every file", env=env)
+        self.assert_code(p, 0)
+        sid = self.json_result(p)["session_id"]
+        compactions = [e for e in self.export(sid) if e["type"] == "compaction"]
+        self.assertTrue(compactions)
+        carried = [c for c in compactions if c.get("summary")
+                   and "todo_snapshot" in c["summary"]["content"][0].get("meta", {})]
+        self.assertTrue(carried, compactions)
+        tasks = carried[-1]["summary"]["content"][0]["meta"]["todo_snapshot"]["tasks"]
+        self.assertIn("read every file", json.dumps(tasks))
+
     def test_rejection_looks_like_the_real_api(self):
         # A window too small even for one file: the server rejects, and the
         # CLI reports the provider's prompt-too-long answer.
