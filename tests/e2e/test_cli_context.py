@@ -150,6 +150,39 @@ class ContextWindowTest(CliTestCase):
         tasks = carried[-1]["summary"]["content"][0]["meta"]["todo_snapshot"]["tasks"]
         self.assertIn("read every file", json.dumps(tasks))
 
+    def test_kill_during_compaction_leaves_a_loadable_session(self):
+        # The summary request is answered only after a long wait: the
+        # process is killed while the band compacts (after the step's
+        # budget check in the band, before the summary arrives).
+        self.make_files()
+        server = self.server(self.script(), "--context-window", str(WINDOW), "--auto-summary",
+                             "--summary-delay-ms", "60000")
+        env = self.env(OPENAI_API_KEY="sk-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(WINDOW),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048")
+        proc = self.spawn("run", "--provider", "openai", "--base-url", server.base_url,
+                          "--model", "test-model", "-C", self.ws, "--allow", "*",
+                          "--max-tool-calls", "500", "--max-turns", "500",
+                          "--max-tokens", "100000000", "--no-todo-loop",
+                          "--output", "stream-json", "read every file", env=env)
+        sid = None
+        in_band = False
+        for line in proc.stdout:
+            e = json.loads(line)
+            sid = e.get("session_id", sid)
+            if e["type"] == "budget_check" and e.get("band", "ok") != "ok":
+                in_band = True
+                break
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        self.assertTrue(in_band)
+        shown = self.run_cli("sessions", "show", sid, env=env)
+        self.assert_code(shown, 0)
+        events = self.export(sid)
+        self.assertTrue(any(e["type"] == "message" for e in events))
+
     def test_rejection_looks_like_the_real_api(self):
         # A window too small even for one file: the server rejects, and the
         # CLI reports the provider's prompt-too-long answer.

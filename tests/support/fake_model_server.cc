@@ -537,6 +537,7 @@ bool FakeModelServer::Respond(int fd, const RecordedHttpRequest& req) {
   }
   if (summary_request) {
     ++summaries_;
+    if (!Sleep(options_.summary_delay_ms)) return false;
     Result<ScriptItem> s = ParseScriptItem(
         Json{{"text",
               "1. Goals: the user's task. 2. Decisions: none. 3. Files: read so far. "

@@ -69,6 +69,8 @@ class FakeModelServer {
     // engine's summary instruction) is answered with a fixed summary text
     // without consuming an item.
     bool auto_summary = false;
+    // A wait before answering a summary request (cancelled by Stop).
+    int summary_delay_ms = 0;
   };
 
   // Parses the script and starts listening.

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   bool exit_on_eof = false;
   int64_t context_window = 0;
   bool auto_summary = false;
+  int summary_delay_ms = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -41,9 +42,12 @@ int main(int argc, char** argv) {
       context_window = std::atoll(next().c_str());
     } else if (a == "--auto-summary") {
       auto_summary = true;
+    } else if (a == "--summary-delay-ms") {
+      summary_delay_ms = std::atoi(next().c_str());
     } else {
       std::cerr << "usage: agentloop-fake-server --port N --script FILE [--record FILE] "
-                   "[--context-window N] [--auto-summary] [--exit-on-stdin-eof]\n";
+                   "[--context-window N] [--auto-summary] [--summary-delay-ms N] "
+                   "[--exit-on-stdin-eof]\n";
       return 2;
     }
   }
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
   opts.port = port;
   opts.context_window = context_window;
   opts.auto_summary = auto_summary;
+  opts.summary_delay_ms = summary_delay_ms;
   if (record.is_open()) {
     opts.on_request = [&](const agentloop::testing::RecordedHttpRequest& r) {
       Json headers = Json::object();
