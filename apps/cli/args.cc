@@ -18,7 +18,7 @@ constexpr Mask Bit(Subcommand s) { return Mask{1} << static_cast<int>(s); }
 // Subcommands that run (or continue) a turn and print its result.
 constexpr Mask kTurn = Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subcommand::kResume) |
                        Bit(Subcommand::kApprove) | Bit(Subcommand::kDeny) |
-                       Bit(Subcommand::kAnswer);
+                       Bit(Subcommand::kAnswer) | Bit(Subcommand::kCompact);
 constexpr Mask kAll = ~Mask{0};
 // Flags that shape the configuration are also accepted by `config show`
 // (to see their effect) and rules/command by `permissions check`.
@@ -38,6 +38,7 @@ enum class FlagId {
   kVersion,
   kArgs,
   kReason,
+  kFocus,
   kNoTodoLoop,
   kYolo,
   kAgent,
@@ -112,6 +113,8 @@ constexpr std::array kFlags = {
              "approve with these (edited) arguments"},
     FlagSpec{"reason", 0, FlagId::kReason, "", ValueCheck::kText, "", "TEXT",
              Bit(Subcommand::kDeny), "why the call is denied (the model sees it)"},
+    FlagSpec{"focus", 0, FlagId::kFocus, "", ValueCheck::kText, "", "TEXT",
+             Bit(Subcommand::kCompact), "what the summary should keep in particular"},
     FlagSpec{"quiet", 'q', FlagId::kQuiet, "", ValueCheck::kNone, "", "", kAll,
              "no progress or summary on stderr"},
     FlagSpec{"help", 'h', FlagId::kHelp, "", ValueCheck::kNone, "", "", kAll, "show help"},
@@ -157,6 +160,8 @@ constexpr std::array kSubcommands = {
     SubcommandSpec{Subcommand::kAgents, "agents", "agents list | agents show NAME",
                    "the agents of the config directory (docs/agents.md)"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
+    SubcommandSpec{Subcommand::kCompact, "compact", "compact ID [--focus TEXT]",
+                   "summarise a session's older history to free context"},
 };
 
 const SubcommandSpec* FindSubcommand(std::string_view name) {
@@ -292,6 +297,9 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
     case FlagId::kArgs:
       args.edited_args = seen.value;
       break;
+    case FlagId::kFocus:
+      args.focus = seen.value;
+      break;
     case FlagId::kReason:
       args.reason = seen.value;
       break;
@@ -340,6 +348,8 @@ Status CheckPositionals(CliArgs& args) {
       return need(p.size() == 1, "approve ID [--args JSON]");
     case Subcommand::kDeny:
       return need(p.size() == 1, "deny ID [--reason TEXT]");
+    case Subcommand::kCompact:
+      return need(p.size() == 1, "compact ID [--focus TEXT]");
     case Subcommand::kAnswer:
       return need(p.size() >= 2, "answer ID TEXT");
     case Subcommand::kPermissions:

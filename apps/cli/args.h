@@ -40,6 +40,7 @@ enum class Subcommand {
   kTrust,      // trust [DIR] | trust list | trust revoke [DIR]
   kAgents,     // agents list | agents show NAME
   kHelp,       // `agentloop help [SUBCOMMAND]`
+  kCompact,    // compact ID [--focus TEXT]
 };
 
 std::string_view SubcommandName(Subcommand s);
@@ -72,6 +73,7 @@ struct CliArgs {
   bool version = false;
   std::optional<std::string> edited_args;  // approve --args JSON
   std::optional<std::string> reason;       // deny --reason TEXT
+  std::string focus;                       // compact --focus TEXT
   // Lines to show on stderr before the command runs (unless --quiet).
   std::vector<std::string> warnings;
 

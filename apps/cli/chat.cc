@@ -206,7 +206,11 @@ void Status_(ChatState& st, const std::string& args) {
     << " model calls\nused      " << t.tool_calls << " tool calls, " << GroupDigits(t.tokens)
     << " tokens (in " << GroupDigits(t.usage.input_tokens) << ", out "
     << GroupDigits(t.usage.output_tokens) << ", cached " << GroupDigits(t.usage.cache_read_tokens)
-    << "), " << t.model_calls << " model calls\n";
+    << ", cache writes " << GroupDigits(t.usage.cache_write_tokens) << "), " << t.model_calls
+    << " model calls\n";
+  Session::ContextUsage ctx = st.session->context();
+  o << "context   " << GroupDigits(ctx.tokens) << " / " << GroupDigits(ctx.window) << " tokens ("
+    << (ctx.window > 0 ? ctx.tokens * 100 / ctx.window : 0) << "%)\n";
   if (std::optional<Checkpoint> cp = st.session->open_checkpoint()) {
     o << PendingInstructions(cp->outstanding);
   }
@@ -251,6 +255,17 @@ void ExitCmd(ChatState& st, const std::string& args) {
   st.exit = true;
 }
 
+void CompactCmd(ChatState& st, const std::string& args) {
+  Result<TurnResult> r = st.session->Compact(args, SessionCallbacks{}, std::stop_token());
+  if (!r.ok()) {
+    st.env.err << "agentloop: " << r.error().message() << "\n";
+    return;
+  }
+  Session::ContextUsage ctx = st.session->context();
+  st.env.err << r->reason << "; context " << GroupDigits(ctx.tokens) << " / "
+             << GroupDigits(ctx.window) << " tokens\n";
+}
+
 void TodoLoopCmd(ChatState& st, const std::string& args) {
   std::string out = st.session->TodoLoopCommand(args.empty() ? "status" : args);
   st.env.err << out;
@@ -265,6 +280,7 @@ const std::vector<SlashCommand>& SlashCommands() {
       {"model", "[NAME]", "show or change the model for the next turns", ModelCmd},
       {"clear", "", "start a new session", ClearCmd},
       {"todoloop", "status|pause|resume|reset", "the todo continuation loop", TodoLoopCmd},
+      {"compact", "[FOCUS]", "summarise older history to free context", CompactCmd},
       {"exit", "", "leave (also /quit, Ctrl-D)", ExitCmd},
       {"quit", "", "", ExitCmd},
   };

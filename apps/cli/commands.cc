@@ -117,6 +117,10 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
   take(c.provider.base_url.origin, "base_url", s.session.base_url, o.base_url);
   take(c.provider.api_key_env.origin, "api_key_env", s.session.api_key_env, o.api_key_env);
   take(c.provider.script.origin, "script", s.session.script_path, o.script_path);
+  take(c.provider.context_window.origin, "context_window", s.session.context_window,
+       o.context_window);
+  take(c.provider.max_output_tokens.origin, "max_output_tokens", s.session.max_output_tokens,
+       o.max_output_tokens);
   take(c.command.origin, "command", s.session.command, o.command);
   const CommandBudgetConfig& b = c.budget[static_cast<size_t>(s.session.command)];
   take(b.max_tool_calls.origin, "max_tool_calls", s.session.max_tool_calls, o.max_tool_calls);
@@ -313,6 +317,29 @@ int CmdResume(const CommandEnv& e) {
   return UsageError(e, InvalidArgument("session " + (*session)->id() +
                                        " has no interrupted or failed turn to continue; give a "
                                        "PROMPT"));
+}
+
+// ------------------------------------------------------------ compact ----
+
+int CmdCompact(const CommandEnv& e) {
+  int code = 0;
+  std::optional<CliSettings> s = Settings(e, &code);
+  if (!s) return code;
+  const std::string& id = e.args.positionals[0];
+  Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
+  if (!engine.ok()) return Fail(e, s->output, engine.error());
+  FillFromStoredSession(**engine, id, *s, e.args);
+  s->session.session_id = id;
+  if (!s->provider_configured) return NoProvider(e);
+  Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
+  if (!session.ok()) return Fail(e, s->output, session.error());
+  TurnDriver driver(e, *s);
+  driver.printer.BeginTurn();
+  std::stop_token stop = Interrupts::Arm();
+  Result<TurnResult> result = (*session)->Compact(e.args.focus, driver.callbacks, stop);
+  Interrupts::Disarm();
+  if (!result.ok()) return driver.printer.FinishWithError(result.error());
+  return driver.printer.Finish((*session)->id(), *result, ModelFor(*s, session->get()));
 }
 
 // ------------------------------------------------ approve / deny / answer ----
@@ -885,6 +912,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdSessions(e);
     case Subcommand::kResume:
       return CmdResume(e);
+    case Subcommand::kCompact:
+      return CmdCompact(e);
     case Subcommand::kConfig:
       return CmdConfig(e);
     case Subcommand::kPending:

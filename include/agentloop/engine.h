@@ -72,6 +72,7 @@ struct SettingsOverrides {
   std::optional<std::filesystem::path> workspace;
   std::optional<ProviderKind> provider;
   std::optional<std::string> model, base_url, api_key_env, script_path;
+  std::optional<int64_t> context_window, max_output_tokens;
   std::optional<CommandKind> command;
   std::optional<int> max_tool_calls;
   std::optional<int64_t> max_tokens;
@@ -149,6 +150,10 @@ struct SessionOptions {
   std::string api_key_env;  // empty: the provider's (OPENAI_API_KEY / ANTHROPIC_API_KEY)
   std::string script_path;
   bool use_max_tokens_field = false;
+  // The model's context window and largest output-token cap; unset: the
+  // built-in table's numbers for `model` (docs/config.md).
+  std::optional<int64_t> context_window;
+  std::optional<int64_t> max_output_tokens;
 
   // Command and budgets (unset: the command's defaults).
   CommandKind command = CommandKind::kCode;
@@ -325,6 +330,22 @@ class Session {
   virtual Budget budget() const = 0;
   // Totals over the turns run by this object.
   virtual TurnCounters totals() const = 0;
+
+  // Compacts the view of the history sent to the model, by hand (`/compact
+  // [focus]`, `agentloop compact ID --focus TEXT`): a turn with input
+  // "compact" that asks the model for a summary of all but the last
+  // messages and the latest request (docs/protocol.md, "Context budget").
+  // The store keeps every message. Errors: as Run.
+  virtual Result<TurnResult> Compact(const std::string& focus, const SessionCallbacks& callbacks,
+                                     std::stop_token stop) = 0;
+  // The context the next request would carry: estimated tokens (as the
+  // last turn measured them, else chars / 4 of the system text and history)
+  // and the model's window.
+  struct ContextUsage {
+    int64_t tokens = 0;
+    int64_t window = 0;
+  };
+  virtual ContextUsage context() const = 0;
 };
 
 // How a person resolves a pending item.

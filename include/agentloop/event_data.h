@@ -46,6 +46,13 @@ struct BudgetCheckData {
   int model_calls = 0;
   int max_turns = 0;
   bool ok = false;
+  // The context budget band (docs/protocol.md): the estimated tokens of the
+  // request about to be sent, the model's window (0: unknown, no band), and
+  // "ok", "nudge" (at or over 0.7 of the window: the wrap-up message is
+  // sent) or "over_hard_limit" (at or over 0.92). Optional in the JSON.
+  int64_t context_tokens = 0;
+  int64_t context_window = 0;
+  std::string band = "ok";
 
   Json ToJson() const;
   static Result<BudgetCheckData> FromJson(const Json& j);
@@ -150,14 +157,22 @@ struct PendingData {
   static Result<PendingData> FromJson(const Json& j);
 };
 
-// compaction: older history was compacted after a prompt-too-long answer.
+// compaction: the view of the history sent to the model was compacted (the
+// store keeps every message). Replaying: drop the first `drop_prefix`
+// messages, insert `summary` (when set) and then `kept`.
 struct CompactionData {
   static constexpr EventType kType = EventType::kCompaction;
   int64_t from = 0;  // message counts
   int64_t to = 0;
-  int attempt = 0;
+  int attempt = 0;  // prompt-too-long recovery attempt; 0 for the others
   int64_t drop_prefix = 0;
   std::optional<Message> summary;  // null in the JSON when absent
+  // Optional in the JSON (absent in events of older versions):
+  std::vector<Message> kept;   // the user's latest request, re-inserted
+  std::string trigger;         // "threshold", "prompt_too_long", "manual"
+  std::string summary_source;  // "model", "truncated" or "" (no summary)
+  int64_t tokens_before = 0;   // estimated context tokens
+  int64_t tokens_after = 0;
 
   Json ToJson() const;
   static Result<CompactionData> FromJson(const Json& j);

@@ -75,6 +75,10 @@ struct ModelRequest {
   // 0: compare the tools themselves. Whoever changes `tools` sets it to 0.
   uint64_t tools_uid = 0;
   int64_t max_output_tokens = 4096;
+  // Identity for the provider's prompt cache (the session id): requests
+  // with the same key share cached prefixes where the API supports a key
+  // (OpenAI's prompt_cache_key). Empty: none sent.
+  std::string cache_key;
 
   // Calls `fn(const Message&)` for history then tail, in order.
   template <typename Fn>

@@ -27,6 +27,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <variant>
@@ -50,6 +52,25 @@ inline constexpr std::string_view kAskUserTool = "ask_user";
 // turn ("Stopped after 25 turns ...", "Stopped — you denied: ..."): they are
 // not the model's words.
 inline constexpr std::string_view kEngineStopTag = "engine-stop";
+// The seed's wrap-up message, sent (system role, never stored) with every
+// request while the context is at or over 0.7 of the model's window.
+inline constexpr std::string_view kWrapUpText =
+    "The conversation is approaching its context budget. Wrap up the current step concisely.";
+// The fixed instruction of the side request that writes a compaction
+// summary (docs/protocol.md); a focus, when given, follows it.
+inline constexpr std::string_view kSummaryPrompt =
+    "Summarize the conversation above so that the work can continue from your summary and the "
+    "most recent messages alone; the earlier messages will no longer be visible. Do not call "
+    "tools. Write plain text with these sections:\n"
+    "1. Goals: what the user wants.\n"
+    "2. Decisions: what was decided, and why.\n"
+    "3. Files: files read, created or changed, with what matters about each.\n"
+    "4. Commands: commands run and their outcomes.\n"
+    "5. Open todos: what remains to be done.\n"
+    "6. Last request: what the user asked last, verbatim when short.\n"
+    "Be concise: at most 600 words.";
+// The output-token cap of that side request.
+inline constexpr int64_t kSummaryMaxTokens = 2048;
 Message EngineStopMessage(std::string text);
 
 struct TurnConfig {
@@ -73,6 +94,24 @@ struct TurnConfig {
   int stuck_repeats = 8;
   int stuck_window = 12;
   int max_compactions = 3;  // prompt-too-long recoveries per model call
+  // The model's context window and largest output-token cap (the engine
+  // resolves them from the built-in table and configuration). 0: unknown;
+  // then no request is clamped to the model and the context band is off.
+  int64_t context_window = 0;
+  int64_t max_output_tokens = 0;
+  // A notice the turn emits once, right after turn_begin (e.g. that the
+  // model's limits are a default). Empty: none.
+  std::string start_notice;
+  // Compaction summaries are written by the model in a side request (its
+  // tokens are charged to the turn); false, or when the side request
+  // fails: the seed's truncating summary.
+  bool model_summaries = true;
+  // For the model's summary (and `agentloop compact --focus`): what the
+  // summary should keep in particular. Empty: none.
+  std::string compaction_focus;
+  // Carried from compacted messages to the summary's meta (e.g. the todo
+  // list's snapshot, so the list survives). Null: nothing carried.
+  std::function<std::optional<Json>(std::span<const Message>)> carry_meta;
   std::filesystem::path workspace;
   // Time source for the wall-time budget (tests inject one).
   std::function<std::chrono::steady_clock::time_point()> clock;
@@ -115,6 +154,10 @@ struct TurnResult {
   std::vector<PendingItem> pending;      // for kPendingApproval / kPendingQuestion
   std::optional<Checkpoint> checkpoint;  // set when paused
   uint64_t next_seq = 0;                 // seq after the last event emitted
+  // The context at the end of the turn: estimated tokens of the history
+  // (docs/protocol.md, "Context budget") and the model's window (0: unknown).
+  int64_t context_tokens = 0;
+  int64_t context_window = 0;
 };
 
 namespace turn_action {
@@ -153,7 +196,18 @@ struct TurnInput {
   // it stands, which must end with a user-role message (the prompt or the
   // tool results the failed attempt had committed).
   bool is_retry = false;
+  // Compact by hand (`/compact [focus]`, `agentloop compact`): no message
+  // and no answer; the view is summarised (docs/protocol.md, "Context
+  // budget") with `focus` as the summary's focus, and the turn completes.
+  bool compact = false;
+  std::string focus;
 
+  static TurnInput Compact(std::string focus) {
+    TurnInput in;
+    in.compact = true;
+    in.focus = std::move(focus);
+    return in;
+  }
   static TurnInput User(std::string text) {
     TurnInput in;
     in.message = Message::User(std::move(text));

@@ -181,6 +181,10 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(StringKey("provider.max_tokens_field", P(&Config::Provider::max_tokens_field),
                            {"max_tokens", "max_completion_tokens"}));
   keys.push_back(StringKey("provider.script", P(&Config::Provider::script)));
+  keys.push_back(
+      IntKey("provider.context_window", 0, 100'000'000, P(&Config::Provider::context_window)));
+  keys.push_back(
+      IntKey("provider.max_output_tokens", 0, 10'000'000, P(&Config::Provider::max_output_tokens)));
 
   std::vector<std::pair<std::string, CommandKind>> commands;
   for (CommandKind kind : kCommands)

@@ -54,7 +54,32 @@ std::string Turn::CheckReadOnly(CommandKind command, const ToolSpec& spec) {
 
 namespace {
 
-enum class Phase { kIdle, kNeedModel, kAwaitModel, kAwaitDecisions, kAwaitTools, kFinished };
+enum class Phase {
+  kIdle,
+  kNeedModel,
+  kAwaitModel,
+  kAwaitSummary,  // the side request that writes a compaction summary
+  kAwaitDecisions,
+  kAwaitTools,
+  kFinished
+};
+
+// The context budget band (SEMANTICS 4.6): at or over kSoftRatio of the
+// window the history is compacted before a model call and the wrap-up
+// message is sent; kHardRatio is the hard band.
+constexpr double kSoftRatio = 0.7;
+constexpr double kHardRatio = 0.92;
+// The smallest output-token cap a request asks for when the window is
+// nearly full (the prompt-too-long recovery handles what does not fit).
+constexpr int64_t kMinOutputTokens = 256;
+
+int64_t CeilQuarter(int64_t chars) { return chars <= 0 ? 0 : (chars + 3) / 4; }
+
+// Tokens a call costs against the token budget: its output and the input
+// the provider did not read from its cache.
+int64_t NewTokens(const Usage& u) {
+  return u.input_tokens + u.cache_write_tokens + u.output_tokens;
+}
 
 enum class SlotState { kReady, kToRun, kNeedsDecision, kPending, kDenied };
 
@@ -86,6 +111,13 @@ Message EngineStopMessage(std::string text) {
 
 namespace {
 
+Message WrapUpMessage() {
+  Message m;
+  m.role = Role::kSystem;
+  m.content.push_back(ContentBlock::Text(std::string(kWrapUpText)));
+  return m;
+}
+
 std::string SummaryLine(const std::string& content) {
   std::string_view s = content;
   size_t nl = s.find('\n');
@@ -112,6 +144,13 @@ class Turn::Impl {
     hook_ctx_.turn_id = cfg_.turn_id;
     hook_ctx_.workspace = cfg_.workspace;
     hook_ctx_.command = cfg_.command;
+    // The part of every request that is not history, for the chars/4
+    // context estimate (once per turn, never per step).
+    fixed_chars_ = static_cast<int64_t>(cfg_.system_prompt.size());
+    for (const auto& t : *offered_) {
+      fixed_chars_ +=
+          static_cast<int64_t>(t.name.size() + t.description.size() + t.input_schema.dump().size());
+    }
   }
 
   // ---- public surface -------------------------------------------------------
@@ -127,13 +166,26 @@ class Turn::Impl {
     Emit([&] {
       return TurnBeginData{.input = input.is_retry  ? "retry"
                                     : input.decided ? "resume"
+                                    : input.compact ? "compact"
                                                     : "user",
                            .command = cfg_.command,
                            .budget = cfg_.budget,
                            .counters = counters_};
     });
-    if (!input.is_retry && !input.decided) AppendMessage(std::move(input.message));
-    protect_from_ = tr_.size() - 1;
+    if (!cfg_.start_notice.empty()) {
+      Emit([&] { return NoticeData{"warning", cfg_.start_notice}; });
+    }
+    if (input.compact) {
+      compact_only_ = true;
+      if (!input.focus.empty()) cfg_.compaction_focus = std::move(input.focus);
+      request_index_ = tr_.empty() ? std::nullopt : LatestRequest(tr_.messages(), tr_.size() - 1);
+    } else if (!input.is_retry && !input.decided) {
+      AppendMessage(std::move(input.message));
+      request_index_ = tr_.size() - 1;
+    } else {
+      request_index_ = LatestRequest(tr_.messages(), tr_.size() - 1);
+    }
+    protect_from_ = tr_.empty() ? 0 : tr_.size() - 1;
     phase_ = Phase::kNeedModel;
     OpenRound();
     if (input.decided) RestoreBatch(*input.decided);
@@ -150,6 +202,7 @@ class Turn::Impl {
   }
 
   void OnModelResult(Result<ModelResponse> result) {
+    if (phase_ == Phase::kAwaitSummary) return OnSummaryResult(std::move(result));
     if (phase_ != Phase::kAwaitModel) return;
     phase_ = Phase::kNeedModel;
     if (!result.ok()) return OnModelError(result.error());
@@ -165,13 +218,19 @@ class Turn::Impl {
       }
     }
     if (resp.has_usage && resp.usage.Total() > 0) {
-      counters_.tokens += resp.usage.Total();
+      counters_.tokens += NewTokens(resp.usage);
       counters_.usage += resp.usage;
+      // The context as the provider counted it; what is appended from now
+      // on is estimated on top (ContextTokens).
+      measured_ = true;
+      measured_input_ =
+          resp.usage.input_tokens + resp.usage.cache_read_tokens + resp.usage.cache_write_tokens;
+      measured_chars_ = tr_.chars();
     } else {
-      // No usage reported: estimate from the transcript size (chars / 4) so
-      // the cap still trips. The estimate never lowers the running total.
-      int64_t estimate = (tr_.chars() + response_chars + 3) / 4;
-      counters_.tokens = std::max(counters_.tokens, estimate);
+      // No usage reported: chars / 4 of what this call added to the
+      // history (the turn's input, tool results since the last call, and
+      // the response), so the cap still trips.
+      counters_.tokens += CeilQuarter(uncounted_chars_ + response_chars);
     }
     Message assistant;
     assistant.role = Role::kAssistant;
@@ -196,6 +255,7 @@ class Turn::Impl {
                                           " > " + std::to_string(cfg_.budget.max_tokens) + ")"
                                     : "the response was cut off by the output-token limit";
       AppendMessage(std::move(assistant));
+      uncounted_chars_ = 0;  // counted above (usage or response_chars)
       if (has_tools) AnswerOpenCalls("not run: " + why);
       if (!sink_error_.ok()) return;
       if (over_tokens) {
@@ -207,6 +267,7 @@ class Turn::Impl {
       return;
     }
     AppendMessage(std::move(assistant));
+    uncounted_chars_ = 0;  // counted above (usage or response_chars)
     if (!has_tools) return Settle(text);
     ProcessBatch();
   }
@@ -273,11 +334,23 @@ class Turn::Impl {
     AfterTools();
   }
 
+  // A summary side request streams too: its text is not the answer.
   void EmitTextDelta(std::string_view text) {
+    if (phase_ == Phase::kAwaitSummary) return;
     Emit([&] { return TextDeltaData{std::string(text)}; });
   }
   void EmitThinkingDelta(std::string_view text) {
+    if (phase_ == Phase::kAwaitSummary) return;
     Emit([&] { return ThinkingDeltaData{std::string(text)}; });
+  }
+
+  // The estimated tokens of the next request: the input the provider
+  // reported for the last one plus chars / 4 of what was appended since;
+  // before any report, chars / 4 of the system text, tools and history.
+  // O(1): the transcript keeps its character count.
+  int64_t ContextTokens() const {
+    if (measured_) return measured_input_ + CeilQuarter(tr_.chars() - measured_chars_);
+    return CeilQuarter(fixed_chars_ + tr_.chars());
   }
 
   std::span<const ToolSpec> offered() const { return *offered_; }
@@ -302,6 +375,7 @@ class Turn::Impl {
 
   void AppendMessage(Message m) {
     const Message& stored = tr_.Append(std::move(m));
+    uncounted_chars_ += Transcript::MessageChars(stored);
     Emit([&] { return MessageData{stored}; });
   }
 
@@ -416,8 +490,33 @@ class Turn::Impl {
 
   // ---- model calls --------------------------------------------------------
 
+  // A compaction by hand: stage 2 over the whole view (the last messages
+  // and the user's latest request stay), then the turn completes.
+  TurnAction CompactByHand() {
+    if (compact_done_) {
+      return FinishNow(StopReason::kCompleted, compacted_ ? "compacted" : "nothing to compact");
+    }
+    compact_done_ = true;
+    auto plan = PlanSummary(tr_.messages(), request_index_);
+    if (!plan) return FinishNow(StopReason::kCompleted, "nothing to compact");
+    compacted_ = true;
+    pending_trigger_ = "manual";
+    if (cfg_.model_summaries) {
+      if (auto side = SummaryRequest(*plan)) {
+        pending_plan_ = *plan;
+        phase_ = Phase::kAwaitSummary;
+        return turn_action::CallModel{std::move(*side)};
+      }
+    }
+    const int64_t before = ContextTokens();
+    CompactionResult r = ApplyPlan(*plan, TruncatingSummaryOf(*plan));
+    EmitCompaction(r, "manual", 0, before);
+    return FinishNow(StopReason::kCompleted, "compacted");
+  }
+
   TurnAction PrepareModelCall(std::stop_token stop) {
     if (stop.stop_requested()) return FinishNow(StopReason::kAborted, "aborted");
+    if (compact_only_) return CompactByHand();
     const Budget& b = cfg_.budget;
     if (b.max_wall_time) {
       auto elapsed =
@@ -428,31 +527,57 @@ class Turn::Impl {
                              " ms >= " + std::to_string(b.max_wall_time->count()) + " ms)");
       }
     }
-    bool ok = counters_.model_calls < b.max_turns && counters_.tokens < b.max_tokens &&
-              counters_.tool_calls <= b.max_tool_calls;
-    Emit([&] {
-      return BudgetCheckData{.tool_calls = counters_.tool_calls,
-                             .max_tool_calls = b.max_tool_calls,
-                             .tokens = counters_.tokens,
-                             .max_tokens = b.max_tokens,
-                             .model_calls = counters_.model_calls,
-                             .max_turns = b.max_turns,
-                             .ok = ok};
-    });
-    if (counters_.model_calls >= b.max_turns) {
-      std::string text =
-          "Stopped after " + std::to_string(b.max_turns) +
-          " turns without a final answer \xE2\x80\x94 the agent may be stuck in a loop.";
-      AppendMessage(EngineStopMessage(text));
-      return FinishNow(StopReason::kMaxTurns,
-                       "max turns reached (" + std::to_string(b.max_turns) + ")", text);
-    }
-    if (counters_.tokens >= b.max_tokens) {
-      return FinishNow(StopReason::kBudgetExhausted,
-                       "token budget exhausted (" + std::to_string(counters_.tokens) +
-                           " >= " + std::to_string(b.max_tokens) + ")");
+    // The budget check (the seed's order: check, wrap-up message, call),
+    // once per model call: a summary side request re-enters here.
+    if (!step_checked_) {
+      step_checked_ = true;
+      bool ok = counters_.model_calls < b.max_turns && counters_.tokens < b.max_tokens &&
+                counters_.tool_calls <= b.max_tool_calls;
+      const int64_t measured = ContextTokens();
+      step_band_ = "ok";
+      if (cfg_.context_window > 0) {
+        if (measured >=
+            static_cast<int64_t>(kHardRatio * static_cast<double>(cfg_.context_window))) {
+          step_band_ = "over_hard_limit";
+        } else if (measured >= SoftLimit()) {
+          step_band_ = "nudge";
+        }
+      }
+      Emit([&] {
+        return BudgetCheckData{.tool_calls = counters_.tool_calls,
+                               .max_tool_calls = b.max_tool_calls,
+                               .tokens = counters_.tokens,
+                               .max_tokens = b.max_tokens,
+                               .model_calls = counters_.model_calls,
+                               .max_turns = b.max_turns,
+                               .ok = ok,
+                               .context_tokens = measured,
+                               .context_window = cfg_.context_window,
+                               .band = step_band_};
+      });
+      if (counters_.model_calls >= b.max_turns) {
+        std::string text =
+            "Stopped after " + std::to_string(b.max_turns) +
+            " turns without a final answer \xE2\x80\x94 the agent may be stuck in a loop.";
+        AppendMessage(EngineStopMessage(text));
+        return FinishNow(StopReason::kMaxTurns,
+                         "max turns reached (" + std::to_string(b.max_turns) + ")", text);
+      }
+      if (counters_.tokens >= b.max_tokens) {
+        return FinishNow(StopReason::kBudgetExhausted,
+                         "token budget exhausted (" + std::to_string(counters_.tokens) +
+                             " >= " + std::to_string(b.max_tokens) + ")");
+      }
     }
     if (!sink_error_.ok()) return FinishNow(StopReason::kFailed, sink_error_.ToString());
+    if (cfg_.context_window > 0) {
+      // Over the soft threshold: compact before the call. A model-written
+      // summary is a side request; this step resumes when it is answered.
+      if (auto side = CompactForBand()) return *std::move(side);
+      if (!sink_error_.ok()) return FinishNow(StopReason::kFailed, sink_error_.ToString());
+    }
+    step_checked_ = false;
+    const int64_t context = ContextTokens();
 
     ModelRequest req;
     req.model = cfg_.model;
@@ -460,7 +585,23 @@ class Turn::Impl {
     req.history = tr_.messages();
     req.tools = *offered_;
     req.tools_uid = offered_uid_;
+    req.cache_key = cfg_.session_id;
+    // The output cap: what the token budget leaves (at least 1024, the
+    // seed's floor), never more than the model's maximum output, nor more
+    // than the window leaves after the input.
     req.max_output_tokens = std::max<int64_t>(1024, b.max_tokens - counters_.tokens);
+    if (cfg_.max_output_tokens > 0) {
+      req.max_output_tokens = std::min(req.max_output_tokens, cfg_.max_output_tokens);
+    }
+    if (cfg_.context_window > 0) {
+      // A margin of 1/20 of the window absorbs the estimate's error: the
+      // APIs reject input + output cap above the window.
+      const int64_t room = cfg_.context_window - context - cfg_.context_window / 20;
+      req.max_output_tokens = std::min(req.max_output_tokens, std::max(kMinOutputTokens, room));
+    }
+    // While in the band, the seed's wrap-up message goes with the request
+    // (never stored).
+    if (step_band_ != "ok") req.tail.push_back(WrapUpMessage());
     OwnedHistory owned;  // a copy of `owned_from`, for timed hooks
     std::span<const Message> owned_from;
     for (auto& h : cfg_.hooks) {
@@ -495,19 +636,217 @@ class Turn::Impl {
     return turn_action::CallModel{std::move(req)};
   }
 
+  // ---- context budget band ----------------------------------------------
+
+  int64_t SoftLimit() const {
+    return static_cast<int64_t>(kSoftRatio * static_cast<double>(cfg_.context_window));
+  }
+
+  // Before a model call over the soft threshold: stage 1 drops the oldest
+  // half of the prior head; if still over, stage 2 summarises everything
+  // before the last messages except the user's latest request. Returns the
+  // side request that writes the summary, or nullopt when done.
+  std::optional<TurnAction> CompactForBand() {
+    if (ContextTokens() <= SoftLimit()) return std::nullopt;
+    pending_trigger_ = "threshold";
+    if (auto plan = PlanDropOldestHalf(tr_.messages(), request_index_)) {
+      const int64_t before = ContextTokens();
+      // Dropped messages may hold data that must survive (the todo list):
+      // then an engine-made note carries it.
+      std::optional<Message> carrier;
+      if (auto meta = CarriedMeta(*plan)) {
+        carrier = SummaryMessage(plan->drop, "(older messages dropped)", std::move(meta));
+      }
+      CompactionResult r = ApplyPlan(*plan, std::move(carrier));
+      EmitCompaction(r, "threshold", 0, before);
+      if (ContextTokens() <= SoftLimit()) return std::nullopt;
+    }
+    auto plan = PlanSummary(tr_.messages(), request_index_);
+    if (!plan) return std::nullopt;
+    if (cfg_.model_summaries) {
+      if (auto side = SummaryRequest(*plan)) {
+        pending_plan_ = *plan;
+        phase_ = Phase::kAwaitSummary;
+        return TurnAction{turn_action::CallModel{std::move(*side)}};
+      }
+    }
+    const int64_t before = ContextTokens();
+    CompactionResult r = ApplyPlan(*plan, TruncatingSummaryOf(*plan));
+    EmitCompaction(r, "threshold", 0, before);
+    return std::nullopt;
+  }
+
+  // The side request asking the model for a summary of what `plan` removes:
+  // the session's system text and tools (so a provider's prompt cache
+  // serves the prefix), the removed messages, and kSummaryPrompt. nullopt
+  // when those messages alone would not fit the window.
+  std::optional<ModelRequest> SummaryRequest(const CompactionPlan& plan) {
+    auto msgs = tr_.messages();
+    int64_t kept_chars = 0;
+    for (size_t i = plan.drop; i < msgs.size(); ++i)
+      kept_chars += Transcript::MessageChars(msgs[i]);
+    const int64_t all = fixed_chars_ + tr_.chars();
+    const int64_t slice = fixed_chars_ + tr_.chars() - kept_chars;
+    const double slice_tokens = static_cast<double>(ContextTokens()) * static_cast<double>(slice) /
+                                static_cast<double>(std::max<int64_t>(all, 1));
+    if (cfg_.context_window > 0 && slice_tokens + static_cast<double>(kSummaryMaxTokens) >
+                                       kHardRatio * static_cast<double>(cfg_.context_window)) {
+      return std::nullopt;
+    }
+    ModelRequest req;
+    req.model = cfg_.model;
+    req.system = cfg_.system_prompt;
+    req.history = msgs.subspan(0, plan.drop);
+    req.tools = *offered_;
+    req.tools_uid = offered_uid_;
+    req.cache_key = cfg_.session_id;
+    std::string prompt(kSummaryPrompt);
+    if (!cfg_.compaction_focus.empty()) prompt += "\nFocus on: " + cfg_.compaction_focus;
+    req.tail.push_back(Message::User(std::move(prompt)));
+    req.max_output_tokens = kSummaryMaxTokens;
+    if (cfg_.max_output_tokens > 0) {
+      req.max_output_tokens = std::min(req.max_output_tokens, cfg_.max_output_tokens);
+    }
+    return req;
+  }
+
+  // The side request's answer: its text becomes the summary; a failure, an
+  // empty answer or one cut off falls back to the truncating summary. Its
+  // tokens are charged to the turn either way it was answered.
+  void OnSummaryResult(Result<ModelResponse> result) {
+    phase_ = Phase::kNeedModel;
+    if (!pending_plan_) return;
+    CompactionPlan plan = *pending_plan_;
+    pending_plan_.reset();
+    if (!result.ok() && result.error().code() == Code::kCancelled) {
+      FinishNow(StopReason::kAborted, "aborted");
+      return;
+    }
+    std::string text;
+    if (result.ok()) {
+      const ModelResponse& resp = *result;
+      for (const auto& b : resp.content) {
+        if (b.type == BlockType::kText) text += b.text;
+      }
+      if (resp.has_usage && resp.usage.Total() > 0) {
+        counters_.tokens += NewTokens(resp.usage);
+        counters_.usage += resp.usage;
+      } else {
+        counters_.tokens += CeilQuarter(static_cast<int64_t>(text.size() + kSummaryPrompt.size()));
+      }
+      if (resp.finish == FinishReason::kLength) text.clear();
+    }
+    const int64_t before = ContextTokens();
+    std::optional<Message> summary;
+    std::string source = "model";
+    if (text.empty()) {
+      source = "truncated";
+      summary = TruncatingSummaryOf(plan);
+      if (!result.ok()) {
+        Emit([&] {
+          return NoticeData{"warning", "the compaction summary request failed (" +
+                                           RedactSecrets(result.error().ToString()) +
+                                           "); a truncated summary is used"};
+        });
+      }
+    } else {
+      summary = SummaryMessage(plan.drop, SanitizeUtf8(text), CarriedMeta(plan));
+    }
+    CompactionResult r = ApplyPlan(plan, std::move(summary));
+    last_summary_source_ = source;
+    EmitCompaction(r, pending_trigger_.c_str(), 0, before);
+  }
+
+  std::optional<Json> CarriedMeta(const CompactionPlan& plan) const {
+    if (!cfg_.carry_meta) return std::nullopt;
+    return cfg_.carry_meta(tr_.messages().subspan(0, plan.drop));
+  }
+
+  Message TruncatingSummaryOf(const CompactionPlan& plan) {
+    last_summary_source_ = "truncated";
+    return SummaryMessage(plan.drop, TruncatingSummary(tr_.messages().subspan(0, plan.drop)),
+                          CarriedMeta(plan));
+  }
+
+  CompactionResult ApplyPlan(const CompactionPlan& plan, std::optional<Message> summary) {
+    const int64_t before = ContextTokens();
+    const int64_t chars_before = tr_.chars();
+    CompactionResult r = ApplyCompaction(tr_, plan, std::move(summary));
+    AfterCompaction(r, before, chars_before);
+    return r;
+  }
+
+  // Keeps the turn's indices and the context measurement true after the
+  // first `r.dropped` messages were replaced.
+  void AfterCompaction(const CompactionResult& r, int64_t tokens_before, int64_t chars_before) {
+    const size_t inserted = (r.summary ? 1 : 0) + r.kept.size();
+    auto shift = [&](size_t i) -> std::optional<size_t> {
+      if (i >= r.dropped) return i - r.dropped + inserted;
+      return std::nullopt;
+    };
+    if (request_index_) {
+      if (auto s = shift(*request_index_)) {
+        request_index_ = s;
+      } else if (!r.kept.empty()) {
+        request_index_ = r.summary ? 1 : 0;
+      } else {
+        request_index_.reset();
+      }
+    }
+    if (auto s = shift(protect_from_)) {
+      protect_from_ = *s;
+    } else {
+      // The running turn's older steps went into the summary: what
+      // remains of the turn starts at its re-inserted request.
+      protect_from_ = request_index_ ? *request_index_ : (r.summary ? 1 : 0);
+    }
+    // The measurement scales with the characters that remain (the ratio of
+    // tokens to characters the provider reported stays).
+    if (measured_) {
+      const double per_char =
+          static_cast<double>(tokens_before) /
+          static_cast<double>(std::max<int64_t>(fixed_chars_ + chars_before, 1));
+      measured_input_ =
+          static_cast<int64_t>(per_char * static_cast<double>(fixed_chars_ + tr_.chars()) + 0.5);
+      measured_chars_ = tr_.chars();
+    }
+  }
+
+  void EmitCompaction(const CompactionResult& r, const char* trigger, int attempt,
+                      int64_t tokens_before) {
+    std::string source = r.summary ? last_summary_source_ : std::string();
+    last_summary_source_.clear();
+    Emit([&] {
+      return CompactionData{.from = static_cast<int64_t>(r.from),
+                            .to = static_cast<int64_t>(r.to),
+                            .attempt = attempt,
+                            .drop_prefix = static_cast<int64_t>(r.dropped),
+                            .summary = r.summary,
+                            .kept = r.kept,
+                            .trigger = trigger,
+                            .summary_source = source,
+                            .tokens_before = tokens_before,
+                            .tokens_after = ContextTokens()};
+    });
+  }
+
   void OnModelError(const Status& error) {
     if (error.code() == Code::kPromptTooLong && compactions_ < cfg_.max_compactions) {
       ++compactions_;
+      const int64_t before = ContextTokens();
+      const int64_t chars_before = tr_.chars();
       auto r = CompactPriorHistory(tr_, protect_from_, compactions_);
+      if (!r) {
+        // Nothing left before this turn: summarise its older steps.
+        if (auto plan = PlanSummary(tr_.messages(), request_index_)) {
+          r = ApplyPlan(*plan, TruncatingSummaryOf(*plan));
+        }
+      } else {
+        if (r->summary) last_summary_source_ = "truncated";
+        AfterCompaction(*r, before, chars_before);
+      }
       if (r) {
-        protect_from_ = protect_from_ - r->dropped + (r->summary ? 1 : 0);
-        Emit([&] {
-          return CompactionData{.from = static_cast<int64_t>(r->from),
-                                .to = static_cast<int64_t>(r->to),
-                                .attempt = compactions_,
-                                .drop_prefix = static_cast<int64_t>(r->dropped),
-                                .summary = r->summary};
-        });
+        EmitCompaction(*r, "prompt_too_long", compactions_, before);
         return;  // phase is kNeedModel: the next Next() retries
       }
     }
@@ -983,6 +1322,8 @@ class Turn::Impl {
     result_.final_text = std::move(final_text);
     result_.truncated = truncated_;
     result_.counters = counters_;
+    result_.context_tokens = ContextTokens();
+    result_.context_window = cfg_.context_window;
     DrainNotices();
     Emit([&] {
       return TurnEndData{.stop = result_.stop,
@@ -1019,7 +1360,29 @@ class Turn::Impl {
   Status sink_error_;
   std::chrono::steady_clock::time_point start_time_;
   size_t protect_from_ = 0;
+  // The user's latest request (never compacted away), when there is one.
+  std::optional<size_t> request_index_;
   int compactions_ = 0;
+  // Context measurement (ContextTokens): the input tokens the provider
+  // reported for the last request, and the transcript's characters then.
+  int64_t fixed_chars_ = 0;
+  bool measured_ = false;
+  int64_t measured_input_ = 0;
+  int64_t measured_chars_ = 0;
+  // Characters appended since the token budget last charged a call (the
+  // chars/4 fallback when a provider reports no usage).
+  int64_t uncounted_chars_ = 0;
+  // The compaction a summary side request is running for.
+  std::optional<CompactionPlan> pending_plan_;
+  std::string pending_trigger_ = "threshold";
+  // The budget check of the coming model call was emitted, with this band.
+  bool step_checked_ = false;
+  std::string step_band_ = "ok";
+  // A compaction by hand (TurnInput::compact).
+  bool compact_only_ = false;
+  bool compact_done_ = false;
+  bool compacted_ = false;
+  std::string last_summary_source_;
   bool round_open_ = false;
   bool truncated_ = false;
   // Tool results the batch of the last model response produced (0 until
@@ -1049,6 +1412,7 @@ TurnAction Turn::Next(std::stop_token stop) {
     case Phase::kIdle:
     case Phase::kNeedModel:
     case Phase::kAwaitModel:
+    case Phase::kAwaitSummary:
     case Phase::kFinished:
       break;
   }

@@ -31,6 +31,8 @@
 #include "protocol/session_settings.h"
 #include "providers/factory.h"
 #include "providers/http_client.h"
+#include "providers/model_limits.h"
+#include "todo/snapshot.h"
 #include "todo/todo_loop_hook.h"
 #include "tools/builtin.h"
 
@@ -259,6 +261,27 @@ class SessionImpl final : public Session {
     return RunTurnWith(std::move(plan), callbacks, stop);
   }
 
+  Result<TurnResult> Compact(const std::string& focus, const SessionCallbacks& callbacks,
+                             std::stop_token stop) override {
+    AL_RETURN_IF_ERROR(RefreshPause());
+    if (open_checkpoint_ || batch_decided_) {
+      return FailedPrecondition("session " + info_.id +
+                                " has a paused batch; it cannot be compacted until the batch "
+                                "is resolved and continued");
+    }
+    return RunTurnWith(TurnPlan{TurnInput::Compact(focus), std::nullopt}, callbacks, stop);
+  }
+
+  ContextUsage context() const override {
+    if (last_context_) return *last_context_;
+    ModelLimits limits =
+        ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
+    ContextUsage c;
+    c.tokens = (static_cast<int64_t>(system_prompt_.size()) + transcript_.chars() + 3) / 4;
+    c.window = limits.context_window;
+    return c;
+  }
+
   // A retry continues a decided batch, or the newest turn when it failed and
   // its history ends with what the model is to answer (the prompt or
   // committed tool results).
@@ -425,6 +448,10 @@ class SessionImpl final : public Session {
   // The session has pinned settings (options_ are them, with the overrides
   // applied); false for a session stored without them.
   bool pinned_ = false;
+  // The model whose unknown limits a turn already announced.
+  std::string warned_limits_for_;
+  // The context as the last turn left it (context()).
+  std::optional<ContextUsage> last_context_;
   std::vector<engine::SettingChange> unsaved_changes_;
   std::optional<LastTurnEnd> last_turn_end_;
   SessionInfo info_;
@@ -890,6 +917,22 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
     cfg.command = options_.command;
   }
   cfg.model = options_.model;
+  {
+    ModelLimits limits =
+        ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
+    cfg.context_window = limits.context_window;
+    cfg.max_output_tokens = limits.max_output_tokens;
+    // Said once per session object for a model the table does not know.
+    if (!limits.known && IsRemoteProvider(options_.provider) &&
+        warned_limits_for_ != options_.model) {
+      cfg.start_notice = UnknownModelNotice(options_.model, limits);
+      warned_limits_for_ = options_.model;
+    }
+  }
+  // The todo list survives compaction on the summary's meta.
+  cfg.carry_meta = [](std::span<const Message> dropped) {
+    return todo::CarriedSnapshotMeta(dropped);
+  };
   cfg.system_prompt = system_prompt_;
   cfg.budget = EffectiveBudget();
   cfg.tools = registry_.Specs();
@@ -976,6 +1019,7 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
   }
   TurnResult result = std::move(*driven);
   next_seq_ = result.next_seq;
+  last_context_ = ContextUsage{result.context_tokens, result.context_window};
   last_turn_end_ = LastTurnEnd{active.turn->config().turn_id,
                                0,
                                result.stop,

@@ -1064,6 +1064,78 @@ TEST_F(EngineTest, ProviderFactoryBuildsTheSessionsProvider) {
   EXPECT_EQ(r->final_text, "canned answer from m2 for m2");
 }
 
+// Records the output cap each request asks for.
+class CapRecordingProvider : public ModelProvider {
+ public:
+  std::string_view name() const override { return "caps"; }
+  Result<ModelResponse> Complete(const ModelRequest& request, StreamSink&,
+                                 std::stop_token) override {
+    caps.push_back(request.max_output_tokens);
+    ModelResponse r;
+    r.content.push_back(ContentBlock::Text("ok"));
+    return r;
+  }
+  std::vector<int64_t> caps;
+};
+
+// The model's limits come from the table (or configuration) and bound every
+// request; an unknown model is announced once per session.
+TEST_F(EngineTest, ModelLimitsBoundRequestsAndAnUnknownModelIsAnnouncedOnce) {
+  auto provider = std::make_shared<CapRecordingProvider>();
+  auto open = [&](const std::string& model, std::optional<int64_t> window) {
+    SessionOptions o;
+    o.workspace = workspace_;
+    o.model = model;
+    o.reflector = false;
+    o.context_window = window;
+    o.extensions.provider_factory =
+        [provider](const SessionOptions&) -> Result<std::shared_ptr<ModelProvider>> {
+      return std::shared_ptr<ModelProvider>(provider);
+    };
+    return engine_->OpenSession(o);
+  };
+  auto notices = [](const CollectEvents& ev) {
+    int n = 0;
+    for (const Event& e : ev.events) {
+      if (e.type == EventType::kNotice &&
+          e.data.value("text", "").find("not in the built-in table") != std::string::npos) {
+        ++n;
+      }
+    }
+    return n;
+  };
+  {
+    auto s = open("gpt-4o", std::nullopt);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    CollectEvents ev;
+    ASSERT_TRUE((*s)->Run("hi", SessionCallbacks{&ev, nullptr, nullptr}, {}).ok());
+    ASSERT_EQ(provider->caps.size(), 1u);
+    EXPECT_EQ(provider->caps[0], 16'384);  // not the budget's 50,000
+    EXPECT_EQ(notices(ev), 0);
+    EXPECT_EQ((*s)->context().window, 128'000);
+  }
+  {
+    auto s = open("my-local-model", std::nullopt);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    CollectEvents first, second;
+    ASSERT_TRUE((*s)->Run("hi", SessionCallbacks{&first, nullptr, nullptr}, {}).ok());
+    ASSERT_TRUE((*s)->Run("again", SessionCallbacks{&second, nullptr, nullptr}, {}).ok());
+    EXPECT_EQ(notices(first), 1);
+    EXPECT_EQ(notices(second), 0);
+    EXPECT_EQ(provider->caps.back(), 4'096);
+    EXPECT_EQ((*s)->context().window, 32'768);
+  }
+  {
+    auto s = open("my-local-model", 20'000);  // configured: no notice
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    CollectEvents ev;
+    ASSERT_TRUE((*s)->Run("hi", SessionCallbacks{&ev, nullptr, nullptr}, {}).ok());
+    EXPECT_EQ(notices(ev), 0);
+    EXPECT_EQ((*s)->context().window, 20'000);
+    EXPECT_GT((*s)->context().tokens, 0);
+  }
+}
+
 class AllowingApprover final : public Approver {
  public:
   ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token) override {

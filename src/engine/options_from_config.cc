@@ -74,6 +74,12 @@ Result<SessionOptions> SessionOptionsFromConfig(const Config& config, const fs::
     o.script_path = ResolvePath(config.provider.script, ctx).string();
   }
   o.use_max_tokens_field = config.provider.max_tokens_field.value == "max_tokens";
+  if (config.provider.context_window.value > 0) {
+    o.context_window = config.provider.context_window.value;
+  }
+  if (config.provider.max_output_tokens.value > 0) {
+    o.max_output_tokens = config.provider.max_output_tokens.value;
+  }
 
   // Command and budgets: only values that were set somewhere; otherwise the
   // engine applies the command's defaults (also for a resumed session whose

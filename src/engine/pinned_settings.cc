@@ -54,6 +54,8 @@ class Applier {
     Change("base_url", o_.base_url, n.base_url);
     Change("api_key_env", o_.api_key_env, n.api_key_env);
     Change("script", o_.script_path, n.script_path);
+    ChangeInt("provider.context_window", o_.context_window, n.context_window);
+    ChangeInt("provider.max_output_tokens", o_.max_output_tokens, n.max_output_tokens);
 
     if (o_.command && *o_.command != pinned_.command) {
       if (IsReadOnly(*o_.command)) {
@@ -197,6 +199,14 @@ class Applier {
     if (!asked || *asked == field) return;
     Record(key, Json(field), Json(*asked));
     field = *asked;
+  }
+  // A model's numbers are facts about the model, not a permission: an
+  // explicit change is allowed and recorded, like the model itself.
+  void ChangeInt(const std::string& key, const std::optional<int64_t>& asked,
+                 std::optional<int64_t>& field) {
+    if (!asked || asked == field) return;
+    Record(key, field ? Json(*field) : Json(nullptr), Json(*asked));
+    field = asked;
   }
   template <typename T>
   void Limit(const std::string& key, std::string_view flag, const std::optional<T>& asked,

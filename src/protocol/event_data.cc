@@ -50,6 +50,7 @@ class Fields {
     }
     return static_cast<int>(v);
   }
+  bool Has(const char* key) const { return j_.is_object() && j_.contains(key); }
   bool Bool(const char* key) {
     const Json* v = Get(key);
     if (v == nullptr) return false;
@@ -169,13 +170,19 @@ Result<TurnBeginData> TurnBeginData::FromJson(const Json& j) {
 // ---- budget_check ------------------------------------------------------------
 
 Json BudgetCheckData::ToJson() const {
-  return Json{{"tool_calls", tool_calls},
-              {"max_tool_calls", max_tool_calls},
-              {"tokens", tokens},
-              {"max_tokens", max_tokens},
-              {"model_calls", model_calls},
-              {"max_turns", max_turns},
-              {"ok", ok}};
+  Json j{{"tool_calls", tool_calls},
+         {"max_tool_calls", max_tool_calls},
+         {"tokens", tokens},
+         {"max_tokens", max_tokens},
+         {"model_calls", model_calls},
+         {"max_turns", max_turns},
+         {"ok", ok}};
+  if (context_window > 0) {
+    j["context_tokens"] = context_tokens;
+    j["context_window"] = context_window;
+    j["band"] = band;
+  }
+  return j;
 }
 
 Result<BudgetCheckData> BudgetCheckData::FromJson(const Json& j) {
@@ -188,6 +195,9 @@ Result<BudgetCheckData> BudgetCheckData::FromJson(const Json& j) {
   d.model_calls = f.Int32("model_calls");
   d.max_turns = f.Int32("max_turns");
   d.ok = f.Bool("ok");
+  if (f.Has("context_tokens")) d.context_tokens = f.Int("context_tokens");
+  if (f.Has("context_window")) d.context_window = f.Int("context_window");
+  if (f.Has("band")) d.band = f.Str("band");
   return f.Done(d);
 }
 
@@ -341,11 +351,23 @@ Result<PendingData> PendingData::FromJson(const Json& j) {
 // ---- compaction --------------------------------------------------------------
 
 Json CompactionData::ToJson() const {
-  return Json{{"from", from},
-              {"to", to},
-              {"attempt", attempt},
-              {"drop_prefix", drop_prefix},
-              {"summary", summary ? agentloop::ToJson(*summary) : Json(nullptr)}};
+  Json j{{"from", from},
+         {"to", to},
+         {"attempt", attempt},
+         {"drop_prefix", drop_prefix},
+         {"summary", summary ? agentloop::ToJson(*summary) : Json(nullptr)}};
+  if (!kept.empty()) {
+    Json k = Json::array();
+    for (const Message& m : kept) k.push_back(agentloop::ToJson(m));
+    j["kept"] = std::move(k);
+  }
+  if (!trigger.empty()) {
+    j["trigger"] = trigger;
+    j["tokens_before"] = tokens_before;
+    j["tokens_after"] = tokens_after;
+  }
+  if (!summary_source.empty()) j["summary_source"] = summary_source;
+  return j;
 }
 
 Result<CompactionData> CompactionData::FromJson(const Json& j) {
@@ -358,6 +380,15 @@ Result<CompactionData> CompactionData::FromJson(const Json& j) {
   if (const Json* s = f.Get("summary"); s != nullptr && !s->is_null()) {
     d.summary = f.Take("summary", MessageFromJson(*s));
   }
+  if (f.Has("kept")) {
+    if (const Json* k = f.Array("kept")) {
+      for (const Json& m : *k) d.kept.push_back(f.Take("kept", MessageFromJson(m)));
+    }
+  }
+  if (f.Has("trigger")) d.trigger = f.Str("trigger");
+  if (f.Has("summary_source")) d.summary_source = f.Str("summary_source");
+  if (f.Has("tokens_before")) d.tokens_before = f.Int("tokens_before");
+  if (f.Has("tokens_after")) d.tokens_after = f.Int("tokens_after");
   return f.Done(std::move(d));
 }
 

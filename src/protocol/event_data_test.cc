@@ -140,6 +140,9 @@ std::vector<Sample> Samples() {
   check.tool_calls = 1;
   check.max_tokens = 9;
   check.ok = true;
+  check.context_tokens = 12'000;
+  check.context_window = 16'384;
+  check.band = "nudge";
   StepBeginData step_begin;
   step_begin.step = 2;
   step_begin.max_output_tokens = 1024;
@@ -181,6 +184,11 @@ std::vector<Sample> Samples() {
   compaction.summary = msg;
   CompactionData compaction_min = compaction;
   compaction_min.summary.reset();
+  compaction.kept = {Message::User("the request")};
+  compaction.trigger = "threshold";
+  compaction.summary_source = "model";
+  compaction.tokens_before = 12'000;
+  compaction.tokens_after = 3'000;
   ContinuationData continued;
   continued.by = "todo-loop";
   continued.continue_turn = true;

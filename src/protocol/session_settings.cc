@@ -158,7 +158,9 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
                        {"base_url", o.base_url},
                        {"api_key_env", o.api_key_env},
                        {"script", o.script_path},
-                       {"use_max_tokens_field", o.use_max_tokens_field}};
+                       {"use_max_tokens_field", o.use_max_tokens_field},
+                       {"context_window", Opt(o.context_window)},
+                       {"max_output_tokens", Opt(o.max_output_tokens)}};
   j["command"] = CommandKindName(o.command);
   j["budget"] =
       Json{{"max_tool_calls", Opt(o.max_tool_calls)},
@@ -233,6 +235,8 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
   AL_RETURN_IF_ERROR(r.Str("provider.api_key_env", o.api_key_env));
   AL_RETURN_IF_ERROR(r.Str("provider.script", o.script_path));
   AL_RETURN_IF_ERROR(r.Bool("provider.use_max_tokens_field", o.use_max_tokens_field));
+  AL_RETURN_IF_ERROR(r.OptInt("provider.context_window", o.context_window));
+  AL_RETURN_IF_ERROR(r.OptInt("provider.max_output_tokens", o.max_output_tokens));
   std::string command = std::string(CommandKindName(o.command));
   AL_RETURN_IF_ERROR(r.Str("command", command));
   std::optional<CommandKind> kind = ParseCommandKind(command);

@@ -166,7 +166,19 @@ class AnthropicFormat : public WireFormat {
     h->emplace_back("anthropic-version", "2023-06-01");
   }
 
-  std::string SerializeMessage(const Message& m) const override {
+  std::string SerializeMessage(const Message& m) const override { return DumpJson(MessageJson(m)); }
+
+  // The newest message carries the moving cache breakpoint: the prefix up
+  // to it is written to the cache, and the next request reads it.
+  std::string SerializeNewest(const Message& m) const override {
+    Json j = MessageJson(m);
+    Json& content = j["content"];
+    if (!content.empty()) content.back()["cache_control"] = Json{{"type", "ephemeral"}};
+    return DumpJson(j);
+  }
+  bool MarksNewest() const override { return true; }
+
+  static Json MessageJson(const Message& m) {
     Json content = Json::array();
     if (m.role == Role::kAssistant) {
       // Thinking blocks go first, unchanged (the API verifies signatures).
@@ -202,15 +214,20 @@ class AnthropicFormat : public WireFormat {
       }
     }
     if (content.empty()) content.push_back(Json{{"type", "text"}, {"text", "(empty)"}});
-    Json j{{"role", m.role == Role::kAssistant ? "assistant" : "user"}, {"content", content}};
-    return DumpJson(j);
+    return Json{{"role", m.role == Role::kAssistant ? "assistant" : "user"},
+                {"content", std::move(content)}};
   }
 
   std::string BodyPrefix(const ModelRequest& r, const std::string& model,
                          bool* has_item) const override {
     std::string out =
         "{\"model\":" + Quote(model) + ",\"max_tokens\":" + std::to_string(r.max_output_tokens);
-    if (!r.system.empty()) out += ",\"system\":" + Quote(r.system);
+    // Cache breakpoint on the system text (tools and system are the stable
+    // prefix of every request of a session).
+    if (!r.system.empty()) {
+      out += ",\"system\":[{\"type\":\"text\",\"text\":" + Quote(r.system) +
+             ",\"cache_control\":{\"type\":\"ephemeral\"}}]";
+    }
     out += ",\"messages\":[";
     *has_item = false;
     return out;
@@ -224,6 +241,11 @@ class AnthropicFormat : public WireFormat {
         return Json{
             {"name", t.name}, {"description", t.description}, {"input_schema", t.input_schema}};
       });
+      // Cache breakpoint on the last tool: "...}]" becomes
+      // "...,"cache_control":{...}}]".
+      if (out.size() >= 2 && out.compare(out.size() - 2, 2, "}]") == 0) {
+        out.insert(out.size() - 2, ",\"cache_control\":{\"type\":\"ephemeral\"}");
+      }
     }
     out += ",\"stream\":true}";
     return out;

@@ -29,6 +29,9 @@ Result<std::unique_ptr<ModelProvider>> MakeProvider(const ProviderConfig& config
   }
   WireOptions wo;
   wo.use_max_tokens_field = config.use_max_tokens_field;
+  // OpenAI's own API keys its prompt cache by prompt_cache_key; other
+  // servers speaking the format may refuse a field they do not know.
+  wo.prompt_cache_key = config.base_url.find("://api.openai.com") != std::string::npos;
   std::unique_ptr<WireFormat> format;
   if (config.kind == "openai") {
     format = NewOpenAiChatFormat(wo);

@@ -57,9 +57,12 @@ std::string HttpProvider::BuildBody(const ModelRequest& request) {
   bool comma = false;
   std::string out = format_->BodyPrefix(request, model, &comma);
   std::string suffix = format_->BodySuffix(request);
+  MessageCache::Serializer newest;
+  if (format_->MarksNewest())
+    newest = [this](const Message& m) { return format_->SerializeNewest(m); };
   cache_.AppendMessages(
       request, [this](const Message& m) { return format_->SerializeMessage(m); }, &out, &comma,
-      suffix.size());
+      suffix.size(), newest);
   out += suffix;
   return out;
 }

@@ -44,6 +44,10 @@ class StreamDecoder : public SseHandler {
 struct WireOptions {
   // Chat Completions: send `max_tokens` instead of `max_completion_tokens`.
   bool use_max_tokens_field = false;
+  // OpenAI formats: send the request's cache_key as `prompt_cache_key`
+  // (the factory sets it for api.openai.com; other servers may refuse
+  // fields they do not know).
+  bool prompt_cache_key = false;
 };
 
 // One wire format: request mapping and stream decoding. Stateless.
@@ -55,6 +59,12 @@ class WireFormat {
   virtual void AddAuthHeaders(const std::string& api_key, HttpHeaders* headers) const = 0;
   // Fragment for one message: zero or more comma-separated JSON values.
   virtual std::string SerializeMessage(const Message& m) const = 0;
+  // Fragment for the newest message of a request (the last of history and
+  // tail), never cached: a format that marks it (Anthropic's moving cache
+  // breakpoint) overrides this. Default: SerializeMessage.
+  virtual std::string SerializeNewest(const Message& m) const { return SerializeMessage(m); }
+  // Whether SerializeNewest differs from SerializeMessage.
+  virtual bool MarksNewest() const { return false; }
   // The body is BodyPrefix + comma-joined message fragments + BodySuffix, so
   // it is assembled in one buffer with one copy of each cached fragment.
   // `*has_item` says whether the prefix already holds a list item (then the

@@ -5,8 +5,12 @@
 namespace agentloop {
 
 void MessageCache::AppendMessages(const ModelRequest& request, const Serializer& serialize,
-                                  std::string* out, bool* need_comma, size_t reserve_extra) {
-  const size_t n = request.history.size();
+                                  std::string* out, bool* need_comma, size_t reserve_extra,
+                                  const Serializer& newest) {
+  // The newest message is the tail's last, or the history's when the tail
+  // is empty; with `newest` set it is serialised apart, uncached.
+  const bool mark_history_last = newest && request.tail.empty() && !request.history.empty();
+  const size_t n = request.history.size() - (mark_history_last ? 1 : 0);
   std::vector<Fragment> frags(n);
   {
     std::lock_guard lock(mu_);
@@ -35,9 +39,14 @@ void MessageCache::AppendMessages(const ModelRequest& request, const Serializer&
     for (auto& [uid, f] : fresh) InsertLocked(uid, std::move(f));
   }
   std::vector<std::string> tail;
-  tail.reserve(request.tail.size());
-  for (const Message& m : request.tail) {
-    tail.push_back(serialize(m));
+  tail.reserve(request.tail.size() + 1);
+  if (mark_history_last) {
+    tail.push_back(newest(request.history.back()));
+    total += tail.back().size() + 1;
+  }
+  for (size_t i = 0; i < request.tail.size(); ++i) {
+    const bool last = newest && i + 1 == request.tail.size();
+    tail.push_back(last ? newest(request.tail[i]) : serialize(request.tail[i]));
     total += tail.back().size() + 1;
   }
   out->reserve(out->size() + total + reserve_extra);

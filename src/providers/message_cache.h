@@ -32,8 +32,11 @@ class MessageCache {
   // comma-joined, to `out`. `*need_comma` says whether `out` already holds an
   // item; it is updated. `reserve_extra` is how many more bytes the caller
   // will append afterwards (so the buffer grows once).
+  // `newest`, when set, serialises the last message of the request instead
+  // (uncached: its fragment differs while it is the newest).
   void AppendMessages(const ModelRequest& request, const Serializer& serialize, std::string* out,
-                      bool* need_comma, size_t reserve_extra = 0);
+                      bool* need_comma, size_t reserve_extra = 0,
+                      const Serializer& newest = nullptr);
 
   size_t hits() const;
   size_t misses() const;

@@ -216,6 +216,9 @@ class ChatFormat : public WireFormat {
     std::string out = "],\"stream\":true,\"stream_options\":{\"include_usage\":true}";
     out += options_.use_max_tokens_field ? ",\"max_tokens\":" : ",\"max_completion_tokens\":";
     out += std::to_string(r.max_output_tokens);
+    if (options_.prompt_cache_key && !r.cache_key.empty()) {
+      out += ",\"prompt_cache_key\":" + Quote(r.cache_key);
+    }
     if (!r.tools.empty()) {
       out += ",\"tools\":";
       tools_.AppendTo(out, r, [](const ToolSpec& t) {

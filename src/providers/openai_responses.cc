@@ -268,6 +268,9 @@ class ResponsesFormat : public WireFormat {
       });
     }
     out += ",\"max_output_tokens\":" + std::to_string(r.max_output_tokens);
+    if (options_.prompt_cache_key && !r.cache_key.empty()) {
+      out += ",\"prompt_cache_key\":" + Quote(r.cache_key);
+    }
     out += ",\"stream\":true,\"store\":false,\"include\":[\"reasoning.encrypted_content\"]}";
     return out;
   }

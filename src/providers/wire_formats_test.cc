@@ -377,16 +377,18 @@ TEST(RequestBuilding, CachedFragmentsAreReused) {
   for (size_t i = 0; i < h.size(); ++i) h[i].uid = i + 1;
   ModelRequest req;
   req.history = h;
+  // The newest message carries Anthropic's moving cache breakpoint and is
+  // never taken from the cache.
   std::string b1 = p.BuildBody(req);
-  EXPECT_EQ(p.cache().misses(), h.size());
+  EXPECT_EQ(p.cache().misses(), h.size() - 1);
   std::string b2 = p.BuildBody(req);
   EXPECT_EQ(b1, b2);
-  EXPECT_EQ(p.cache().hits(), h.size());
+  EXPECT_EQ(p.cache().hits(), h.size() - 1);
   h.push_back(Message::User("next"));
   h.back().uid = 100;
   req.history = h;
   std::string b3 = p.BuildBody(req);
-  EXPECT_EQ(p.cache().misses(), h.size());
+  EXPECT_EQ(p.cache().misses(), h.size() - 1);
   EXPECT_NE(b3.find("next"), std::string::npos);
 }
 
@@ -469,6 +471,87 @@ TEST(RequestBuilding, ChatMaxTokensFieldSetting) {
   EXPECT_NE(a.BuildBody(req).find("\"max_completion_tokens\":77"), std::string::npos);
   HttpProvider b(NewOpenAiChatFormat({.use_max_tokens_field = true}), o, nullptr);
   EXPECT_NE(b.BuildBody(req).find("\"max_tokens\":77"), std::string::npos);
+}
+
+size_t Count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+// Anthropic: breakpoints on the last tool, the system text and the newest
+// message; the one on the newest message moves as the history grows, so
+// there are never more than the API's four.
+TEST(RequestBuilding, AnthropicCacheBreakpointsMoveWithTheNewestMessage) {
+  HttpProviderOptions o;
+  o.base_url = "http://127.0.0.1:1";
+  HttpProvider p(NewAnthropicFormat({}), o, nullptr);
+  std::vector<Message> h = RichHistory();
+  for (size_t i = 0; i < h.size(); ++i) h[i].uid = i + 1;
+  std::vector<ToolSpec> tools = Tools();
+  ModelRequest req;
+  req.system = "sys";
+  req.history = h;
+  req.tools = tools;
+  for (int step = 0; step < 3; ++step) {
+    Result<Json> body = ParseJson(p.BuildBody(req));
+    ASSERT_TRUE(body.ok());
+    EXPECT_EQ(Count(body->dump(), "cache_control"), 3u) << step;
+    EXPECT_TRUE((*body)["tools"].back().contains("cache_control"));
+    EXPECT_TRUE((*body)["system"][0].contains("cache_control"));
+    EXPECT_EQ((*body)["system"][0]["text"], "sys");
+    const Json& msgs = (*body)["messages"];
+    EXPECT_TRUE(msgs.back()["content"].back().contains("cache_control"));
+    for (size_t i = 0; i + 1 < msgs.size(); ++i) {
+      EXPECT_EQ(Count(msgs[i].dump(), "cache_control"), 0u) << step << "/" << i;
+    }
+    h.push_back(Message::User("step " + std::to_string(step)));
+    h.back().uid = 1000 + static_cast<uint64_t>(step);
+    req.history = h;
+  }
+  // A tail message is the newest when there is one.
+  req.tail.push_back(Message::User("[open tasks]"));
+  Result<Json> body = ParseJson(p.BuildBody(req));
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ((*body)["messages"].back()["content"].back()["text"], "[open tasks]");
+  EXPECT_TRUE((*body)["messages"].back()["content"].back().contains("cache_control"));
+  EXPECT_EQ(Count(body->dump(), "cache_control"), 3u);
+}
+
+TEST(RequestBuilding, OpenAiPromptCacheKeyOnlyWhenEnabled) {
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  req.cache_key = "sess_1";
+  HttpProviderOptions o;
+  o.base_url = "http://127.0.0.1:1";
+  for (bool responses : {false, true}) {
+    auto make = [&](bool on) {
+      WireOptions w;
+      w.prompt_cache_key = on;
+      return std::make_unique<HttpProvider>(
+          responses ? NewOpenAiResponsesFormat(w) : NewOpenAiChatFormat(w), o, nullptr);
+    };
+    EXPECT_NE(make(true)->BuildBody(req).find("\"prompt_cache_key\":\"sess_1\""),
+              std::string::npos);
+    EXPECT_EQ(make(false)->BuildBody(req).find("prompt_cache_key"), std::string::npos);
+  }
+  // The factory enables it for OpenAI's own API only.
+  ProviderConfig c;
+  c.kind = "openai";
+  c.base_url = "https://api.openai.com/v1";
+  c.api_key = "k";
+  auto official = MakeProvider(c, nullptr);
+  ASSERT_TRUE(official.ok());
+  auto* hp = dynamic_cast<HttpProvider*>(official->get());
+  ASSERT_NE(hp, nullptr);
+  EXPECT_NE(hp->BuildBody(req).find("prompt_cache_key"), std::string::npos);
+  c.base_url = "http://127.0.0.1:8080/v1";
+  auto local = MakeProvider(c, nullptr);
+  ASSERT_TRUE(local.ok());
+  hp = dynamic_cast<HttpProvider*>(local->get());
+  ASSERT_NE(hp, nullptr);
+  EXPECT_EQ(hp->BuildBody(req).find("prompt_cache_key"), std::string::npos);
 }
 
 TEST(Factory, EnvDefaultsAndErrors) {

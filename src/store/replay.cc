@@ -33,6 +33,14 @@ Status ApplyCompaction(const StoredEvent& row, const Json& j, ReplayResult& out)
     if (!m.ok()) return DataLoss(Seq(row.seq) + " (compaction summary): " + m.error().message());
     replacement.push_back(std::move(*m));
   }
+  // The user's latest request, re-inserted after the summary.
+  if (auto kept = j.find("kept"); kept != j.end() && kept->is_array()) {
+    for (const Json& mj : *kept) {
+      auto m = MessageFromJson(mj);
+      if (!m.ok()) return DataLoss(Seq(row.seq) + " (compaction kept): " + m.error().message());
+      replacement.push_back(std::move(*m));
+    }
+  }
   out.messages.erase(out.messages.begin(), out.messages.begin() + k);
   out.messages.insert(out.messages.begin(), std::make_move_iterator(replacement.begin()),
                       std::make_move_iterator(replacement.end()));

@@ -341,6 +341,33 @@ TEST_F(StoreTest, CompactionReplay) {
   EXPECT_EQ(snap->messages[1], Message::User("m5"));
 }
 
+// A compaction that summarised the running turn's older steps re-inserts
+// the user's request after the summary: a reload rebuilds the same view.
+TEST_F(StoreTest, CompactionReplayReinsertsTheKeptRequest) {
+  std::string id = NewSession();
+  Message summary = Message::User("[compacted 3 earlier message(s)]\nsteps");
+  summary.tag = "compaction-summary";
+  Message request = Message::User("the request");
+  std::vector<Event> events{
+      MessageEvent(1, request),
+      MessageEvent(2, Message::Assistant("step 1")),
+      MessageEvent(3, Message::User("result 1")),
+      MessageEvent(4, Message::Assistant("step 2")),
+      MakeEvent(EventType::kCompaction, 5,
+                Json{{"drop_prefix", 3},
+                     {"summary", ToJson(summary)},
+                     {"kept", Json::array({ToJson(request)})}}),
+  };
+  ASSERT_TRUE(store_->Append(id, events).ok());
+  auto snap = store_->Load(id, {});
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  // [R s1 r1 s2] -> [S R s2]
+  ASSERT_EQ(snap->messages.size(), 3u);
+  EXPECT_EQ(snap->messages[0].tag, "compaction-summary");
+  EXPECT_EQ(snap->messages[1], request);
+  EXPECT_EQ(snap->messages[2], Message::Assistant("step 2"));
+}
+
 TEST_F(StoreTest, CompactionBeyondHistoryIsDataLoss) {
   std::string id = NewSession();
   std::vector<Event> events{MessageEvent(1, Message::User("m1")),

@@ -50,14 +50,14 @@ def json_lines(text):
 class FakeServer:
     """agentloop-fake-server on 127.0.0.1 serving `script` (a JSON value)."""
 
-    def __init__(self, tmp, script):
+    def __init__(self, tmp, script, extra_args=()):
         self.script_path = os.path.join(tmp, "server_script_%d.json" % id(self))
         self.record_path = os.path.join(tmp, "server_record_%d.jsonl" % id(self))
         with open(self.script_path, "w", encoding="utf-8") as f:
             json.dump(script, f)
         self.proc = subprocess.Popen(
             [FAKE_SERVER, "--port", "0", "--script", self.script_path, "--record",
-             self.record_path, "--exit-on-stdin-eof"],
+             self.record_path, "--exit-on-stdin-eof"] + list(extra_args),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("PORT "):
@@ -119,8 +119,8 @@ class CliTestCase(unittest.TestCase):
                 json.dump(value, f)
         return path
 
-    def server(self, script):
-        s = FakeServer(self.tmp, script)
+    def server(self, script, *extra_args):
+        s = FakeServer(self.tmp, script, extra_args)
         self.servers.append(s)
         return s
 

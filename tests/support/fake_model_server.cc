@@ -464,14 +464,94 @@ void FakeModelServer::Serve(int fd) {
 }
 
 bool FakeModelServer::Respond(int fd, const RecordedHttpRequest& req) {
+  // The output cap the request asks for, and whether it asks for a summary.
+  int64_t input_tokens = static_cast<int64_t>(req.body.size() + 3) / 4;
+  int64_t max_output = 0;
+  bool summary_request = false;
+  if (options_.context_window > 0 || options_.auto_summary) {
+    Result<Json> body = ParseJson(req.body);
+    if (body.ok() && body->is_object()) {
+      for (const char* key : {"max_tokens", "max_completion_tokens", "max_output_tokens"}) {
+        if (auto it = body->find(key); it != body->end() && it->is_number_integer()) {
+          max_output = it->get<int64_t>();
+        }
+      }
+    }
+    summary_request =
+        options_.auto_summary &&
+        req.body.find("Summarize the conversation above so that") != std::string::npos;
+  }
+  const bool too_long =
+      options_.context_window > 0 && input_tokens + max_output > options_.context_window;
   std::optional<ScriptItem> item;
   {
     std::lock_guard lock(mu_);
     requests_.push_back(req);
-    if (next_ < items_.size()) item = items_[next_++];
+    if (!too_long && !summary_request && next_ < items_.size()) item = items_[next_++];
   }
   cv_.notify_all();
   if (options_.on_request) options_.on_request(req);
+  if (too_long) {
+    // The bodies and statuses the real APIs answer with.
+    ++rejections_;
+    const std::string w = std::to_string(options_.context_window);
+    const std::string in = std::to_string(input_tokens);
+    const std::string out = std::to_string(max_output);
+    std::string body;
+    if (req.path.ends_with("/messages")) {
+      body =
+          DumpJson(Json{{"type", "error"},
+                        {"error",
+                         {{"type", "invalid_request_error"},
+                          {"message", "input length and `max_tokens` exceed context limit: " + in +
+                                          " + " + out + " > " + w +
+                                          ", decrease input length or `max_tokens` and try "
+                                          "again"}}}});
+    } else if (req.path.ends_with("/responses")) {
+      body = DumpJson(
+          Json{{"error",
+                {{"message",
+                  "Your input exceeds the context window of this model. Please adjust your input "
+                  "and try again."},
+                 {"type", "invalid_request_error"},
+                 {"param", "input"},
+                 {"code", "context_length_exceeded"}}}});
+    } else {
+      body = DumpJson(
+          Json{{"error",
+                {{"message", "This model's maximum context length is " + w +
+                                 " tokens. However, you requested " +
+                                 std::to_string(input_tokens + max_output) + " tokens (" + in +
+                                 " in the messages, " + out +
+                                 " in the completion). Please reduce the length of the messages or "
+                                 "completion."},
+                 {"type", "invalid_request_error"},
+                 {"param", "messages"},
+                 {"code", "context_length_exceeded"}}}});
+    }
+    std::string resp =
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    return SendAll(fd, resp);
+  }
+  if (summary_request) {
+    ++summaries_;
+    if (!Sleep(options_.summary_delay_ms)) return false;
+    Result<ScriptItem> s = ParseScriptItem(
+        Json{{"text",
+              "1. Goals: the user's task. 2. Decisions: none. 3. Files: read so far. "
+              "4. Commands: none. 5. Open todos: continue. 6. Last request: as asked."},
+             {"usage", {{"input_tokens", input_tokens}, {"output_tokens", 40}}}},
+        0);
+    if (s.ok()) item = std::move(*s);
+  } else if (item && options_.context_window > 0 && item->response.has_usage) {
+    // The model counts what it was sent.
+    item->response.usage.input_tokens = input_tokens;
+    if (auto u = item->raw.find("usage"); u != item->raw.end() && u->is_object()) {
+      (*u)["input_tokens"] = input_tokens;
+    }
+  }
 
   auto plain = [&](long status, const std::string& body, const HttpHeaders& extra) {
     std::string out = "HTTP/1.1 " + std::to_string(status) + " " + Reason(status) + "\r\n";

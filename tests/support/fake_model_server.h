@@ -60,6 +60,17 @@ class FakeModelServer {
     int port = 0;
     // Called (on a connection thread) for each request as it is recorded.
     std::function<void(const RecordedHttpRequest&)> on_request;
+    // A model with this context window (0: unlimited): a request whose
+    // tokens (body bytes / 4) plus its output cap exceed it is rejected with
+    // HTTP 400 and the wire format's real error body (no item consumed);
+    // an accepted request's usage reports input_tokens = body bytes / 4.
+    int64_t context_window = 0;
+    // A request asking for a compaction summary (its body holds the
+    // engine's summary instruction) is answered with a fixed summary text
+    // without consuming an item.
+    bool auto_summary = false;
+    // A wait before answering a summary request (cancelled by Stop).
+    int summary_delay_ms = 0;
   };
 
   // Parses the script and starts listening.
@@ -73,6 +84,10 @@ class FakeModelServer {
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   std::vector<RecordedHttpRequest> requests() const;
+  // Requests rejected for exceeding the context window, and summary
+  // requests answered (Options).
+  size_t rejections() const { return rejections_.load(); }
+  size_t summaries() const { return summaries_.load(); }
   // Waits until at least `n` requests were recorded; false on timeout.
   bool WaitForRequests(size_t n, std::chrono::milliseconds timeout) const;
   size_t connections_accepted() const { return connections_.load(); }
@@ -96,6 +111,8 @@ class FakeModelServer {
   std::thread accept_thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> connections_{0};
+  std::atomic<size_t> rejections_{0};
+  std::atomic<size_t> summaries_{0};
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   int port = 0;
   std::string script_path, record_path;
   bool exit_on_eof = false;
+  int64_t context_window = 0;
+  bool auto_summary = false;
+  int summary_delay_ms = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -35,8 +38,16 @@ int main(int argc, char** argv) {
       record_path = next();
     } else if (a == "--exit-on-stdin-eof") {
       exit_on_eof = true;
+    } else if (a == "--context-window") {
+      context_window = std::atoll(next().c_str());
+    } else if (a == "--auto-summary") {
+      auto_summary = true;
+    } else if (a == "--summary-delay-ms") {
+      summary_delay_ms = std::atoi(next().c_str());
     } else {
-      std::cerr << "usage: agentloop-fake-server --port N --script FILE [--record FILE]\n";
+      std::cerr << "usage: agentloop-fake-server --port N --script FILE [--record FILE] "
+                   "[--context-window N] [--auto-summary] [--summary-delay-ms N] "
+                   "[--exit-on-stdin-eof]\n";
       return 2;
     }
   }
@@ -63,6 +74,9 @@ int main(int argc, char** argv) {
   if (!record_path.empty()) record.open(record_path, std::ios::app);
   agentloop::testing::FakeModelServer::Options opts;
   opts.port = port;
+  opts.context_window = context_window;
+  opts.auto_summary = auto_summary;
+  opts.summary_delay_ms = summary_delay_ms;
   if (record.is_open()) {
     opts.on_request = [&](const agentloop::testing::RecordedHttpRequest& r) {
       Json headers = Json::object();

@@ -1,0 +1,201 @@
+"""End-to-end: a long task in a small context window. The fake model server
+plays a model with a 16k-token window that rejects larger requests the way
+each real API does (HTTP 400 with its error body), and writes compaction
+summaries when asked. A task of 120 steps, each reading an 8 KB file, must
+complete without one rejection on each wire format."""
+
+import json
+import os
+import unittest
+
+from e2e_util import CliTestCase, load_demo_script
+
+WINDOW = 16384
+STEPS = 120
+
+
+class ContextWindowTest(CliTestCase):
+
+    def make_files(self):
+        line = "x" * 79 + "\n"
+        for i in range(STEPS):
+            with open(os.path.join(self.ws, "f%03d.txt" % i), "w", encoding="utf-8") as f:
+                f.write(line * 100)  # 8000 bytes
+
+    def script(self):
+        items = []
+        for i in range(STEPS):
+            items.append({"tool_calls": [{"id": "c%d" % i, "name": "read",
+                                          "input": {"file_path": "f%03d.txt" % i}}],
+                          "usage": {"input_tokens": 1, "output_tokens": 20}})
+        items.append({"text": "Read all the files.",
+                      "usage": {"input_tokens": 1, "output_tokens": 10}})
+        return {"responses": items}
+
+    def run_long_task(self, provider, window=WINDOW):
+        self.make_files()
+        server = self.server(self.script(), "--context-window", str(window), "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(window),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048")
+        p = self.run_cli("run", "--provider", provider, "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--max-tool-calls", "500", "--max-turns", "500",
+                         "--max-tokens", "100000000", "--no-todo-loop", "--output", "json",
+                         "read every file", env=env)
+        return p, server
+
+    def check(self, provider):
+        p, server = self.run_long_task(provider)
+        self.assert_code(p, 0)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "completed", r)
+        self.assertEqual(r["tool_calls"], STEPS)
+        requests = server.requests()
+        summaries = 0
+        wrap_up = 0
+        for req in requests:
+            body = json.dumps(req["body"])
+            if "Summarize the conversation above so that" in body:
+                summaries += 1
+            if "approaching its context budget" in body:
+                wrap_up += 1
+            for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+                if key in req["body"]:
+                    self.assertLessEqual(req["body"][key], 2048)
+            self.assertLessEqual(len(json.dumps(req["body"])) // 4, WINDOW + 1024)
+        self.assertGreater(summaries, 0)
+        self.assertGreater(wrap_up, 0)
+        # Every request was accepted: one per step, plus the summaries.
+        self.assertEqual(len(requests), STEPS + 1 + summaries)
+        # The store kept every message: the export has all 120 results.
+        events = self.export(r["session_id"])
+        results = [e for e in events if e["type"] == "message"
+                   and any(b.get("type") == "tool_result"
+                           for b in e["message"]["content"])]
+        self.assertEqual(len(results), STEPS)
+        compactions = [e for e in events if e["type"] == "compaction"]
+        self.assertTrue(compactions)
+        self.assertTrue(any(c.get("summary_source") == "model" for c in compactions))
+
+    def test_openai_chat(self):
+        self.check("openai")
+
+    def test_anthropic_messages(self):
+        self.check("anthropic")
+
+    def test_openai_responses(self):
+        self.check("openai-responses")
+
+    def test_compact_by_hand_and_the_resumed_view(self):
+        script = load_demo_script()
+        script["responses"].append({"text": "Still fixed.",
+                                    "usage": {"input_tokens": 10, "output_tokens": 3}})
+        server = self.server(script, "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test")
+        common = ("--provider", "openai", "--base-url", server.base_url, "--model", "gpt-4o")
+        p = self.run_cli("run", *common, "-C", self.ws, "--allow", "*", "--output", "json",
+                         "fix the bug", env=env)
+        self.assert_code(p, 0)
+        sid = self.json_result(p)["session_id"]
+        c = self.run_cli("compact", sid, "--focus", "the stats fix", *common, env=env)
+        self.assert_code(c, 0)
+        self.assertIn("compacted", c.stderr)
+        summary_reqs = [r for r in server.requests()
+                        if "Summarize the conversation above" in json.dumps(r["body"])]
+        self.assertEqual(len(summary_reqs), 1)
+        self.assertIn("Focus on: the stats fix", json.dumps(summary_reqs[0]["body"]))
+        events = self.export(sid)
+        comp = [e for e in events if e["type"] == "compaction"]
+        self.assertEqual(len(comp), 1)
+        self.assertEqual(comp[0]["trigger"], "manual")
+        self.assertEqual(comp[0]["summary_source"], "model")
+        self.assertIn("Goals", comp[0]["summary"]["content"][0]["text"])
+        # Nothing is deleted: the export still has every message of the run.
+        self.assertEqual(len([e for e in events if e["type"] == "message"]), 10)
+        # A later process rebuilds the compacted view: its first request
+        # starts with the summary, and the last 4 messages follow.
+        r = self.run_cli("resume", sid, "is it still fixed?", *common, "--output", "json",
+                         env=env)
+        self.assert_code(r, 0)
+        last = server.requests()[-1]["body"]["messages"]
+        self.assertEqual(last[0]["role"], "system")  # the system prompt
+        self.assertIn("[compacted ", last[1]["content"])
+        self.assertIn("is it still fixed?", last[-1]["content"])
+
+    def test_the_todo_list_survives_compaction(self):
+        self.make_files()
+        items = [{"tool_calls": [{"id": "t0", "name": "todo",
+                                  "input": {"action": "create", "subject": "read every file"}}],
+                  "usage": {"input_tokens": 1, "output_tokens": 5}}]
+        items += self.script()["responses"][:40]
+        items.append({"text": "done", "usage": {"input_tokens": 1, "output_tokens": 1}})
+        server = self.server({"responses": items}, "--context-window", str(WINDOW),
+                             "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(WINDOW),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048")
+        p = self.run_cli("run", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--max-tool-calls", "500", "--max-turns", "500",
+                         "--max-tokens", "100000000", "--no-todo-loop",
+                         "--output", "json", "read every file", env=env)
+        self.assert_code(p, 0)
+        sid = self.json_result(p)["session_id"]
+        compactions = [e for e in self.export(sid) if e["type"] == "compaction"]
+        self.assertTrue(compactions)
+        carried = [c for c in compactions if c.get("summary")
+                   and "todo_snapshot" in c["summary"]["content"][0].get("meta", {})]
+        self.assertTrue(carried, compactions)
+        tasks = carried[-1]["summary"]["content"][0]["meta"]["todo_snapshot"]["tasks"]
+        self.assertIn("read every file", json.dumps(tasks))
+
+    def test_kill_during_compaction_leaves_a_loadable_session(self):
+        # The summary request is answered only after a long wait: the
+        # process is killed while the band compacts (after the step's
+        # budget check in the band, before the summary arrives).
+        self.make_files()
+        server = self.server(self.script(), "--context-window", str(WINDOW), "--auto-summary",
+                             "--summary-delay-ms", "60000")
+        env = self.env(OPENAI_API_KEY="sk-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(WINDOW),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048")
+        proc = self.spawn("run", "--provider", "openai", "--base-url", server.base_url,
+                          "--model", "test-model", "-C", self.ws, "--allow", "*",
+                          "--max-tool-calls", "500", "--max-turns", "500",
+                          "--max-tokens", "100000000", "--no-todo-loop",
+                          "--output", "stream-json", "read every file", env=env)
+        sid = None
+        in_band = False
+        for line in proc.stdout:
+            e = json.loads(line)
+            sid = e.get("session_id", sid)
+            if e["type"] == "budget_check" and e.get("band", "ok") != "ok":
+                in_band = True
+                break
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        self.assertTrue(in_band)
+        shown = self.run_cli("sessions", "show", sid, env=env)
+        self.assert_code(shown, 0)
+        events = self.export(sid)
+        self.assertTrue(any(e["type"] == "message" for e in events))
+
+    def test_rejection_looks_like_the_real_api(self):
+        # A window too small even for one file: the server rejects, and the
+        # CLI reports the provider's prompt-too-long answer.
+        self.make_files()
+        server = self.server(self.script(), "--context-window", "1000")
+        env = self.env(OPENAI_API_KEY="sk-test", AGENTLOOP_PROVIDER_CONTEXT_WINDOW="100000")
+        p = self.run_cli("run", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--output", "json", "read every file", env=env)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "failed")
+        self.assertIn("maximum context length", r["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()
