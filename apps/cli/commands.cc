@@ -321,7 +321,6 @@ int CmdResolve(const CommandEnv& e) {
   int code = 0;
   std::optional<CliSettings> s = Settings(e, &code);
   if (!s) return code;
-  const std::string& id = e.args.positionals[0];
   Resolution res;
   res.by = "cli";
   switch (e.args.subcommand) {
@@ -346,9 +345,20 @@ int CmdResolve(const CommandEnv& e) {
   }
   Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
-  std::optional<PendingRecord> record;
-  if (Result<std::optional<PendingRecord>> found = (*engine)->FindPending(id); found.ok()) {
-    record = *found;
+  Result<std::optional<PendingRecord>> found = (*engine)->FindPending(e.args.positionals[0]);
+  if (!found.ok()) return Fail(e, s->output, found.error());
+  std::optional<PendingRecord> record = *found;
+  if (!record && !IsWholePendingId(e.args.positionals[0])) {
+    // A prefix or a malformed id that matches nothing outstanding is unknown;
+    // a whole id may name an item already resolved, which Resolve reports.
+    return Fail(
+        e, s->output,
+        NotFound("no pending item '" + e.args.positionals[0] + "' (see `agentloop pending`)"));
+  }
+  const std::string id = record ? record->item.id : e.args.positionals[0];
+  if (record && res.kind == Resolution::Kind::kAnswer) {
+    res.answer =
+        permissions::PickOption(res.answer, permissions::QuestionOptions(record->item.arguments));
   }
   if (record) {
     FillFromStoredSession(**engine, record->session_id, *s, e.args);
@@ -457,6 +467,11 @@ int CmdPending(const CommandEnv& e) {
     if (r.item.kind == PendingKind::kApproval) {
       std::istringstream lines(permissions::FormatArguments(r.item.arguments));
       for (std::string line; std::getline(lines, line);) e.out << "    " << line << "\n";
+    } else {
+      std::vector<std::string> options = permissions::QuestionOptions(r.item.arguments);
+      for (size_t i = 0; i < options.size(); ++i) {
+        e.out << "    " << (i + 1) << ") " << options[i] << "\n";
+      }
     }
     std::istringstream how(PendingInstructions({r.item}));
     std::string first;

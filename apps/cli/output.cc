@@ -7,6 +7,7 @@
 #include "agentloop/event_data.h"
 
 #include "base/strings.h"
+#include "permissions/approvers.h"
 #include "pricing.h"
 #include "protocol/codec.h"
 
@@ -149,7 +150,11 @@ std::string PendingInstructions(const std::vector<PendingItem>& items) {
   for (const PendingItem& p : items) {
     if (p.kind == PendingKind::kQuestion) {
       out += "waiting for an answer: " + p.reason + "\n";
-      out += "  agentloop answer " + p.id + " \"YOUR ANSWER\"\n";
+      if (!permissions::QuestionOptions(p.arguments).empty()) {
+        out += "  agentloop answer " + p.id + " N   (option N, or any text)\n";
+      } else {
+        out += "  agentloop answer " + p.id + " \"YOUR ANSWER\"\n";
+      }
     } else {
       out += "waiting for approval: " + DescribeToolCall(p.tool, p.arguments);
       if (!p.reason.empty()) out += "  (" + p.reason + ")";

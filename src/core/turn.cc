@@ -685,7 +685,7 @@ class Turn::Impl {
     std::vector<ApprovalRequest> requests;
     for (auto& slot : slots_) {
       if (slot.state != SlotState::kNeedsDecision) continue;
-      slot.pending_id = NewUuid();
+      slot.pending_id = NewPendingId(slot.ask_kind);
       ApprovalRequest r;
       r.session_id = cfg_.session_id;
       r.turn_id = cfg_.turn_id;
