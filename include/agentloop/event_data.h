@@ -78,6 +78,19 @@ struct ThinkingDeltaData {
   static Result<ThinkingDeltaData> FromJson(const Json& j);
 };
 
+// retry: a model request failed with a transient error and is sent again
+// after `delay_ms` (never stored).
+struct RetryData {
+  static constexpr EventType kType = EventType::kRetry;
+  int64_t attempt = 0;       // the attempt about to be made (2 = the first retry)
+  int64_t max_attempts = 0;  // the policy's limit
+  int64_t delay_ms = 0;      // the wait before it
+  std::string reason;        // the error of the failed attempt, e.g. "HTTP 429 ..."
+
+  Json ToJson() const;
+  static Result<RetryData> FromJson(const Json& j);
+};
+
 // step_end: the model call's response arrived.
 struct StepEndData {
   static constexpr EventType kType = EventType::kStepEnd;

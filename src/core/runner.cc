@@ -18,6 +18,10 @@ class ForwardingSink final : public StreamSink {
     turn_.EmitThinkingDelta(text);
     if (extra_ != nullptr) extra_->OnThinkingDelta(text);
   }
+  void OnRetry(const RetryData& retry) override {
+    turn_.EmitRetry(retry);
+    if (extra_ != nullptr) extra_->OnRetry(retry);
+  }
 
  private:
   Turn& turn_;

@@ -279,6 +279,9 @@ class Turn::Impl {
   void EmitThinkingDelta(std::string_view text) {
     Emit([&] { return ThinkingDeltaData{std::string(text)}; });
   }
+  void EmitRetry(const RetryData& retry) {
+    Emit([&] { return retry; });
+  }
 
   std::span<const ToolSpec> offered() const { return *offered_; }
   const TurnConfig& config() const { return cfg_; }
@@ -1067,6 +1070,7 @@ void Turn::PostNotice(std::string level, std::string text) {
 }
 void Turn::EmitTextDelta(std::string_view text) { impl_->EmitTextDelta(text); }
 void Turn::EmitThinkingDelta(std::string_view text) { impl_->EmitThinkingDelta(text); }
+void Turn::EmitRetry(const RetryData& retry) { impl_->EmitRetry(retry); }
 std::span<const ToolSpec> Turn::offered_tools() const { return impl_->offered(); }
 const TurnConfig& Turn::config() const { return impl_->config(); }
 

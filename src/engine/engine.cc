@@ -113,6 +113,7 @@ class StoreSink final : public EventSink {
       case EventType::kStepEnd:
       case EventType::kTextDelta:
       case EventType::kThinkingDelta:
+      case EventType::kRetry:
       case EventType::kMessage:
       case EventType::kToolCallEnd:
       case EventType::kBudgetCheck:

@@ -237,6 +237,23 @@ Result<TextDeltaData> TextDeltaData::FromJson(const Json& j) {
   return f.Done(std::move(d));
 }
 
+Json RetryData::ToJson() const {
+  return Json{{"attempt", attempt},
+              {"max_attempts", max_attempts},
+              {"delay_ms", delay_ms},
+              {"reason", reason}};
+}
+
+Result<RetryData> RetryData::FromJson(const Json& j) {
+  Fields f(j, kType);
+  RetryData d;
+  d.attempt = f.Int("attempt");
+  d.max_attempts = f.Int("max_attempts");
+  d.delay_ms = f.Int("delay_ms");
+  d.reason = f.Str("reason");
+  return f.Done(std::move(d));
+}
+
 Json ThinkingDeltaData::ToJson() const { return Json{{"text", text}}; }
 
 Result<ThinkingDeltaData> ThinkingDeltaData::FromJson(const Json& j) {
@@ -481,6 +498,8 @@ Status CheckEventData(const Event& event) {
       return check(TextDeltaData::FromJson(event.data));
     case EventType::kThinkingDelta:
       return check(ThinkingDeltaData::FromJson(event.data));
+    case EventType::kRetry:
+      return check(RetryData::FromJson(event.data));
     case EventType::kMessage:
       return check(MessageData::FromJson(event.data));
     case EventType::kToolCallBegin:

@@ -204,6 +204,8 @@ std::vector<Sample> Samples() {
       Make(step_begin, StepBeginData{}),
       Make(TextDeltaData{"a"}, TextDeltaData{}),
       Make(ThinkingDeltaData{"b"}, ThinkingDeltaData{}),
+      Make(RetryData{.attempt = 2, .max_attempts = 6, .delay_ms = 2000, .reason = "HTTP 429"},
+           RetryData{}),
       Make(step_end, StepEndData{}),
       Make(MessageData{msg}, MessageData{Message::Assistant("ok")}),
       Make(asked, allowed),

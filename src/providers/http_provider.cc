@@ -109,7 +109,8 @@ Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, Stream
                                              std::stop_token stop) {
   const std::string body = BuildBody(request);
   return RunWithRetry<ModelResponse>(
-      options_.retry, stop, [&](AttemptError* err) { return Attempt(body, sink, stop, err); });
+      options_.retry, stop, [&](AttemptError* err) { return Attempt(body, sink, stop, err); },
+      [&](const RetryData& retry) { sink.OnRetry(retry); });
 }
 
 }  // namespace agentloop
