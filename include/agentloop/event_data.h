@@ -148,6 +148,15 @@ struct ToolCallEndData {
   bool is_error = false;
   int64_t content_bytes = 0;
   std::string summary;  // the first line, at most 200 bytes
+  // A file tool's change as a unified diff (ToolOutput::details "diff");
+  // empty: none (omitted).
+  std::string diff;
+  // A command's non-zero exit code (ToolOutput::details "exit_code");
+  // unset: none (omitted).
+  std::optional<int64_t> exit_code;
+  // The call was cancelled while it ran (details "cancelled"); omitted when
+  // false.
+  bool cancelled = false;
 
   Json ToJson() const;
   static Result<ToolCallEndData> FromJson(const Json& j);

@@ -93,6 +93,23 @@ std::string SummaryLine(const std::string& content) {
   return std::string(TruncateUtf8(s, 200));
 }
 
+// A command's non-zero exit code from a tool's details, for tool_call_end.
+std::optional<int64_t> FailedExitCode(const ToolOutput& out) {
+  if (!out.details.is_object()) return std::nullopt;
+  auto it = out.details.find("exit_code");
+  if (it == out.details.end() || !it->is_number_integer() || it->get<int64_t>() == 0) {
+    return std::nullopt;
+  }
+  return it->get<int64_t>();
+}
+
+// The unified diff a file tool reports in its details, for tool_call_end.
+std::string DiffOf(const ToolOutput& out) {
+  if (!out.details.is_object()) return "";
+  auto it = out.details.find("diff");
+  return it != out.details.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 }  // namespace
 
 class Turn::Impl {
@@ -252,11 +269,15 @@ class Turn::Impl {
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
       slot.state = SlotState::kReady;
       Emit([&] {
-        return ToolCallEndData{.id = slot.id,
-                               .tool = slot.name,
-                               .is_error = out.is_error,
-                               .content_bytes = static_cast<int64_t>(out.content.size()),
-                               .summary = SummaryLine(out.content)};
+        return ToolCallEndData{
+            .id = slot.id,
+            .tool = slot.name,
+            .is_error = out.is_error,
+            .content_bytes = static_cast<int64_t>(out.content.size()),
+            .summary = SummaryLine(out.content),
+            .diff = DiffOf(out),
+            .exit_code = FailedExitCode(out),
+            .cancelled = out.details.is_object() && out.details.value("cancelled", false)};
       });
       ToolCall call{slot.id, slot.name, slot.input};
       for (auto& h : cfg_.hooks) {

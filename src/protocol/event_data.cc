@@ -319,11 +319,15 @@ Result<ToolCallBeginData> ToolCallBeginData::FromJson(const Json& j) {
 }
 
 Json ToolCallEndData::ToJson() const {
-  return Json{{"id", id},
-              {"tool", tool},
-              {"is_error", is_error},
-              {"content_bytes", content_bytes},
-              {"summary", summary}};
+  Json j{{"id", id},
+         {"tool", tool},
+         {"is_error", is_error},
+         {"content_bytes", content_bytes},
+         {"summary", summary}};
+  if (!diff.empty()) j["diff"] = diff;
+  if (exit_code) j["exit_code"] = *exit_code;
+  if (cancelled) j["cancelled"] = true;
+  return j;
 }
 
 Result<ToolCallEndData> ToolCallEndData::FromJson(const Json& j) {
@@ -334,6 +338,9 @@ Result<ToolCallEndData> ToolCallEndData::FromJson(const Json& j) {
   d.is_error = f.Bool("is_error");
   d.content_bytes = f.Int("content_bytes");
   d.summary = f.Str("summary");
+  if (j.is_object() && j.contains("diff")) d.diff = f.Str("diff");
+  if (j.is_object() && j.contains("exit_code")) d.exit_code = f.Int("exit_code");
+  if (j.is_object() && j.contains("cancelled")) d.cancelled = f.Bool("cancelled");
   return f.Done(std::move(d));
 }
 

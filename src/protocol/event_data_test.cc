@@ -170,6 +170,9 @@ std::vector<Sample> Samples() {
   call_end.tool = "read";
   call_end.content_bytes = 3;
   call_end.summary = "x";
+  call_end.diff = "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n";
+  call_end.exit_code = 2;
+  call_end.cancelled = true;
   PendingData pending;
   pending.items = {item};
   pending.checkpoint = cp;
