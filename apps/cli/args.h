@@ -12,6 +12,7 @@
 // Thread-safety: pure functions over values.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,11 +35,12 @@ enum class Subcommand {
   kDeny,
   kAnswer,
   kPermissions,
-  kProposals,  // proposals list|accept ID|reject ID
-  kMemory,     // memory list
-  kSkills,     // skills list
-  kTrust,      // trust [DIR] | trust list | trust revoke [DIR]
-  kHelp,       // `agentloop help [SUBCOMMAND]`
+  kProposals,   // proposals list|accept ID|reject ID
+  kMemory,      // memory list
+  kSkills,      // skills list
+  kTrust,       // trust [DIR] | trust list | trust revoke [DIR]
+  kHelp,        // `agentloop help [SUBCOMMAND]`
+  kCompletion,  // completion bash|zsh|fish|man
 };
 
 std::string_view SubcommandName(Subcommand s);
@@ -64,6 +66,9 @@ struct CliArgs {
   std::optional<std::string> session;    // --session
   bool continue_latest = false;          // run --continue
   bool quiet = false;
+  bool show_thinking = false;                           // --show-thinking
+  bool all = false;                                     // sessions list|prune --all
+  std::optional<std::chrono::milliseconds> older_than;  // sessions prune --older-than
   bool help = false;
   bool version = false;
   std::optional<std::string> edited_args;  // approve --args JSON
@@ -82,5 +87,14 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv);
 
 // The usage text: general (`kNone`) or for one subcommand.
 std::string UsageText(Subcommand subcommand);
+
+// `agentloop completion SHELL`: a completion script for bash, zsh or fish,
+// or with "man" the man page (roff), made from the one table of subcommands
+// and flags `--help` prints. kInvalidArgument for another name.
+Result<std::string> CompletionScript(std::string_view shell);
+
+// An age as `sessions prune --older-than` takes it: a count and a unit, m
+// (minutes), h, d or w, e.g. "30d". kInvalidArgument otherwise.
+Result<std::chrono::milliseconds> ParseAge(std::string_view text);
 
 }  // namespace agentloop::cli

@@ -159,9 +159,9 @@ struct ChatState {
       : env(e),
         settings(std::move(s)),
         engine(std::move(eng)),
-        printer(settings.output, e.out, e.err, StyleFor(e.args, e.ctx)),
+        printer(settings.output, e.out, e.err, TurnStyle(e, settings)),
         approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
-        console(e.in, e.err, e.ctx.stdin_tty, approvals) {}
+        console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {}
 
   std::string Model() const {
     if (!settings.session.model.empty()) return settings.session.model;
