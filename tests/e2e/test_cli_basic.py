@@ -403,7 +403,8 @@ class ChatTest(CliTestCase):
         more = self.write("chat.json", load_demo_script()["responses"] + [
             {"text": "You're welcome.", "usage": {"input_tokens": 10, "output_tokens": 5}}])
         lines = "\n".join([
-            "/help", "fix the \\", "bug", "/status", "/todoloop status", "/model other-model",
+            "/help", "/diff", "fix the \\", "bug", "/status", "/diff", "/cost", "/todoloop status",
+            "/model other-model",
             '"""', "thanks", "a lot", '"""', "/session", "/nosuch", "/exit", "never sent"]) + "\n"
         p = self.run_cli("chat", "--provider", "script", "--script", more, "-C", self.ws,
                          "--allow", "*", stdin=lines)
@@ -412,6 +413,10 @@ class ChatTest(CliTestCase):
         self.assertIn("/todoloop", p.stderr)   # /help
         self.assertIn("tool calls", p.stderr)  # /status
         self.assertIn("model set to other-model", p.stderr)
+        self.assertIn("no file changes in this session", p.stderr)  # /diff before the fix
+        self.assertIn("--- a/stats.py\n+++ b/stats.py\n", p.stderr)  # /diff after it
+        self.assertIn("-    " + BUGGY_LINE, p.stderr)
+        self.assertIn("model calls · no price known for script", p.stderr)  # /cost
         self.assertIn("unknown command /nosuch", p.stderr)
         self.assertIn("You're welcome.", p.stdout)
         sessions = json.loads(self.run_cli("sessions", "list", "--all", "--output", "json").stdout)
