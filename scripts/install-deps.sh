@@ -11,6 +11,7 @@ PKGS=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   clang-format clang-tidy
   ripgrep bubblewrap python3 procps time hyperfine
+  g++-aarch64-linux-gnu  # scripts/cross-arm64.sh: the tools module must build on arm64
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -3,11 +3,20 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/strings.h"
+
+#ifndef AL_VERSION_STRING
+#define AL_VERSION_STRING AL_VERSION
+#endif
+// Where `cmake --install` puts the documentation (apps/cli/CMakeLists.txt).
+#ifndef AL_DOC_DIR
+#define AL_DOC_DIR "PREFIX/share/doc/agentloop"
+#endif
 
 namespace agentloop::cli {
 namespace {
@@ -26,7 +35,9 @@ constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
 constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
                          Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
-                         Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents);
+                         Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents) |
+                         Bit(Subcommand::kMemory) | Bit(Subcommand::kSkills) |
+                         Bit(Subcommand::kProposals);
 
 enum class FlagId {
   kConfig,  // maps to `config_key`
@@ -34,6 +45,9 @@ enum class FlagId {
   kSession,
   kContinue,
   kQuiet,
+  kShowThinking,
+  kAllWorkspaces,
+  kOlderThan,
   kHelp,
   kVersion,
   kArgs,
@@ -115,6 +129,13 @@ constexpr std::array kFlags = {
              Bit(Subcommand::kDeny), "why the call is denied (the model sees it)"},
     FlagSpec{"focus", 0, FlagId::kFocus, "", ValueCheck::kText, "", "TEXT",
              Bit(Subcommand::kCompact), "what the summary should keep in particular"},
+    FlagSpec{"all", 0, FlagId::kAllWorkspaces, "", ValueCheck::kNone, "", "",
+             Bit(Subcommand::kSessions),
+             "sessions list/prune: every workspace's sessions, not only this one's"},
+    FlagSpec{"older-than", 0, FlagId::kOlderThan, "", ValueCheck::kText, "", "AGE",
+             Bit(Subcommand::kSessions), "sessions prune: sessions not updated for AGE (30d, 12h)"},
+    FlagSpec{"show-thinking", 0, FlagId::kShowThinking, "", ValueCheck::kNone, "", "", kTurn,
+             "show the model's thinking as it streams (default: one folded line)"},
     FlagSpec{"quiet", 'q', FlagId::kQuiet, "", ValueCheck::kNone, "", "", kAll,
              "no progress or summary on stderr"},
     FlagSpec{"help", 'h', FlagId::kHelp, "", ValueCheck::kNone, "", "", kAll, "show help"},
@@ -133,7 +154,8 @@ constexpr std::array kSubcommands = {
     SubcommandSpec{Subcommand::kRun, "run", "run [FLAGS] PROMPT",
                    "run one turn (PROMPT - reads stdin)"},
     SubcommandSpec{Subcommand::kChat, "chat", "chat [FLAGS]", "interactive session"},
-    SubcommandSpec{Subcommand::kSessions, "sessions", "sessions list|show ID|export ID|rm ID",
+    SubcommandSpec{Subcommand::kSessions, "sessions",
+                   "sessions list [--all]|show ID|export ID|rm ID|prune --older-than AGE",
                    "stored sessions"},
     SubcommandSpec{Subcommand::kResume, "resume", "resume ID [PROMPT]",
                    "continue a stored session"},
@@ -162,6 +184,8 @@ constexpr std::array kSubcommands = {
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
     SubcommandSpec{Subcommand::kCompact, "compact", "compact ID [--focus TEXT]",
                    "summarise a session's older history to free context"},
+    SubcommandSpec{Subcommand::kCompletion, "completion", "completion bash|zsh|fish|man",
+                   "shell completion script, or the man page (roff)"},
 };
 
 const SubcommandSpec* FindSubcommand(std::string_view name) {
@@ -285,6 +309,9 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
     case FlagId::kContinue:
       args.continue_latest = true;
       break;
+    case FlagId::kShowThinking:
+      args.show_thinking = true;
+      break;
     case FlagId::kQuiet:
       args.quiet = true;
       break;
@@ -303,6 +330,15 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
     case FlagId::kReason:
       args.reason = seen.value;
       break;
+    case FlagId::kAllWorkspaces:
+      args.all = true;
+      break;
+    case FlagId::kOlderThan: {
+      Result<std::chrono::milliseconds> age = ParseAge(seen.value);
+      if (!age.ok()) return age.error();
+      args.older_than = *age;
+      break;
+    }
   }
   return Status::Ok();
 }
@@ -328,15 +364,23 @@ Status CheckPositionals(CliArgs& args) {
       }
       return need(p.empty(), "chat [FLAGS] (a prompt is typed at the chat prompt)");
     case Subcommand::kSessions: {
-      if (p.empty())
-        return InvalidArgument("usage: agentloop sessions list|show ID|export ID|rm ID");
+      if (p.empty()) {
+        return InvalidArgument(
+            "usage: agentloop sessions list|show ID|export ID|rm ID|prune --older-than AGE");
+      }
       const std::string& verb = p[0];
-      if (verb == "list") return need(p.size() == 1, "sessions list");
+      if (verb == "list") return need(p.size() == 1, "sessions list [--all]");
+      if (verb == "prune") {
+        if (!args.older_than) {
+          return InvalidArgument("sessions prune needs --older-than AGE (e.g. 30d)");
+        }
+        return need(p.size() == 1, "sessions prune --older-than AGE [--all]");
+      }
       if (verb == "show" || verb == "export" || verb == "rm") {
         return need(p.size() == 2, "sessions " + verb + " ID");
       }
       return InvalidArgument("unknown sessions command '" + verb +
-                             "' (expected list, show, export or rm)");
+                             "' (expected list, show, export, rm or prune)");
     }
     case Subcommand::kResume:
       return need(!p.empty(), "resume ID [PROMPT]");
@@ -369,6 +413,10 @@ Status CheckPositionals(CliArgs& args) {
     case Subcommand::kAgents:
       if (p.size() == 1 && p[0] == "list") return Status::Ok();
       return need(p.size() == 2 && p[0] == "show", "agents list | agents show NAME");
+    case Subcommand::kCompletion:
+      return need(
+          p.size() == 1 && (p[0] == "bash" || p[0] == "zsh" || p[0] == "fish" || p[0] == "man"),
+          "completion bash|zsh|fish|man");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {
@@ -380,6 +428,183 @@ Status CheckPositionals(CliArgs& args) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string Words(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : " ") + s;
+  return out;
+}
+
+// Roff-escapes a line of text (backslashes, and a leading dot or quote).
+std::string Roff(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out += c;
+    }
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out = "\\&" + out;
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> CompletionScript(std::string_view shell) {
+  std::vector<std::string> subs;
+  for (const SubcommandSpec& s : kSubcommands) subs.emplace_back(s.name);
+  std::vector<std::string> flags;
+  for (const FlagSpec& f : kFlags) flags.push_back("--" + std::string(f.name));
+  if (shell == "bash") {
+    std::string out =
+        "# agentloop completion for bash: eval \"$(agentloop completion bash)\"\n"
+        "_agentloop() {\n"
+        "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+        "  if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
+        "    COMPREPLY=($(compgen -W \"" +
+        Words(subs) +
+        "\" -- \"$cur\")); return\n"
+        "  fi\n"
+        "  case \"$prev\" in\n";
+    for (const FlagSpec& f : kFlags) {
+      if (f.value == ValueCheck::kChoice) {
+        std::string choices(f.choices);
+        std::replace(choices.begin(), choices.end(), '|', ' ');
+        out += "    --" + std::string(f.name) + ") COMPREPLY=($(compgen -W \"" + choices +
+               "\" -- \"$cur\")); return;;\n";
+      } else if (f.value_name == "DIR") {
+        out += "    --" + std::string(f.name) +
+               (f.short_name ? std::string("|-") + f.short_name : "") +
+               ") COMPREPLY=($(compgen -d -- \"$cur\")); return;;\n";
+      } else if (f.value_name == "FILE") {
+        out +=
+            "    --" + std::string(f.name) + ") COMPREPLY=($(compgen -f -- \"$cur\")); return;;\n";
+      }
+    }
+    out +=
+        "  esac\n"
+        "  COMPREPLY=($(compgen -W \"" +
+        Words(flags) +
+        "\" -- \"$cur\"))\n"
+        "}\n"
+        "complete -F _agentloop agentloop\n";
+    return out;
+  }
+  if (shell == "zsh") {
+    std::string out =
+        "#compdef agentloop\n"
+        "# agentloop completion for zsh: agentloop completion zsh > \"${fpath[1]}/_agentloop\"\n"
+        "_agentloop() {\n"
+        "  local -a subcommands\n"
+        "  subcommands=(\n";
+    for (const SubcommandSpec& s : kSubcommands) {
+      std::string summary(s.summary);
+      std::replace(summary.begin(), summary.end(), '\'', ' ');
+      out += "    '" + std::string(s.name) + ":" + summary + "'\n";
+    }
+    out += "  )\n  _arguments \\\n";
+    for (const FlagSpec& f : kFlags) {
+      std::string help(f.help);
+      for (char& c : help) {
+        if (c == '\'' || c == '[' || c == ']' || c == ':') c = ' ';
+      }
+      std::string arg;
+      if (f.value == ValueCheck::kChoice) {
+        std::string choices(f.choices);
+        std::replace(choices.begin(), choices.end(), '|', ' ');
+        arg = ":" + std::string(f.value_name) + ":(" + choices + ")";
+      } else if (f.value_name == "DIR") {
+        arg = ":" + std::string(f.value_name) + ":_files -/";
+      } else if (f.value_name == "FILE") {
+        arg = ":" + std::string(f.value_name) + ":_files";
+      } else if (f.value != ValueCheck::kNone) {
+        arg = ":" + std::string(f.value_name) + ": ";
+      }
+      out += "    '--" + std::string(f.name) + "[" + help + "]" + arg + "' \\\n";
+    }
+    out +=
+        "    '1:subcommand:->sub' '*::arg:->args'\n"
+        "  [[ $state == sub ]] && _describe subcommand subcommands\n"
+        "}\n"
+        "compdef _agentloop agentloop\n";
+    return out;
+  }
+  if (shell == "fish") {
+    std::string out =
+        "# agentloop completion for fish: agentloop completion fish | source\n"
+        "complete -c agentloop -f\n";
+    for (const SubcommandSpec& s : kSubcommands) {
+      std::string summary(s.summary);
+      std::replace(summary.begin(), summary.end(), '\'', ' ');
+      out += "complete -c agentloop -n __fish_use_subcommand -a " + std::string(s.name) + " -d '" +
+             summary + "'\n";
+    }
+    for (const FlagSpec& f : kFlags) {
+      std::string help(f.help);
+      std::replace(help.begin(), help.end(), '\'', ' ');
+      out += "complete -c agentloop -l " + std::string(f.name);
+      if (f.short_name != 0) out += std::string(" -s ") + f.short_name;
+      if (f.value == ValueCheck::kChoice) {
+        std::string choices(f.choices);
+        std::replace(choices.begin(), choices.end(), '|', ' ');
+        out += " -x -a '" + choices + "'";
+      } else if (f.value_name == "DIR" || f.value_name == "FILE") {
+        out += " -r -F";
+      } else if (f.value != ValueCheck::kNone) {
+        out += " -x";
+      }
+      out += " -d '" + help + "'\n";
+    }
+    return out;
+  }
+  if (shell == "man") {
+    std::string out =
+        ".TH AGENTLOOP 1 \"\" \"agentloop " AL_VERSION_STRING
+        "\" \"User Commands\"\n"
+        ".SH NAME\nagentloop \\- a coding agent in your terminal\n"
+        ".SH SYNOPSIS\n.B agentloop\n\\fISUBCOMMAND\\fR [\\fIFLAGS\\fR] [\\fIARGS\\fR]\n"
+        ".SH SUBCOMMANDS\n";
+    for (const SubcommandSpec& s : kSubcommands) {
+      out += ".TP\n.B " + Roff(s.synopsis) + "\n" + Roff(s.summary) + "\n";
+    }
+    out += ".SH FLAGS\n";
+    for (const FlagSpec& f : kFlags) {
+      std::string head = f.short_name ? std::string("\\-") + f.short_name + ", " : "";
+      head += "\\-\\-" + Roff(f.name);
+      if (f.value != ValueCheck::kNone) head += " \\fI" + std::string(f.value_name) + "\\fR";
+      out += ".TP\n.B " + head + "\n" + Roff(f.help) + "\n";
+    }
+    out +=
+        ".SH EXIT STATUS\n0 completed, 1 failed, 2 usage or configuration error, 3 budget "
+        "exhausted or max turns, 4 denied or refused, 5 waiting for an approval or answer, "
+        "130 interrupted.\n"
+        ".SH SEE ALSO\n" AL_DOC_DIR "/cli.md and the other documents there.\n";
+    return out;
+  }
+  return InvalidArgument("completion: unknown shell '" + std::string(shell) +
+                         "' (bash, zsh, fish or man)");
+}
+
+Result<std::chrono::milliseconds> ParseAge(std::string_view text) {
+  int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  std::string_view unit(ptr, static_cast<size_t>(text.data() + text.size() - ptr));
+  int64_t scale = 0;
+  if (unit == "d") scale = 86'400'000;
+  if (unit == "h") scale = 3'600'000;
+  if (unit == "m") scale = 60'000;
+  if (unit == "w") scale = 7 * 86'400'000LL;
+  if (ec != std::errc() || ptr == text.data() || n < 0 || scale == 0 || n > INT64_MAX / scale) {
+    return InvalidArgument("--older-than needs an age like 30d, 12h, 2w or 90m, got '" +
+                           std::string(text) + "'");
+  }
+  return std::chrono::milliseconds(n * scale);
+}
 
 std::string_view SubcommandName(Subcommand s) {
   for (const SubcommandSpec& spec : kSubcommands) {
@@ -536,7 +761,8 @@ std::string UsageText(Subcommand subcommand) {
         "\nExit codes: 0 completed, 1 failed, 2 usage or configuration error,\n"
         "3 budget exhausted or max turns, 4 denied or refused, 5 waiting for an\n"
         "approval or answer, 130 interrupted.\n"
-        "Documentation: docs/cli.md\n";
+        "Documentation: man agentloop, and " AL_DOC_DIR
+        "/cli.md\n(installed with agentloop; docs/cli.md in the source tree).\n";
   }
   return out;
 }

@@ -12,6 +12,7 @@
 // Thread-safety: pure functions over values.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,13 +35,14 @@ enum class Subcommand {
   kDeny,
   kAnswer,
   kPermissions,
-  kProposals,  // proposals list|accept ID|reject ID
-  kMemory,     // memory list
-  kSkills,     // skills list
-  kTrust,      // trust [DIR] | trust list | trust revoke [DIR]
-  kAgents,     // agents list | agents show NAME
-  kHelp,       // `agentloop help [SUBCOMMAND]`
-  kCompact,    // compact ID [--focus TEXT]
+  kProposals,   // proposals list|accept ID|reject ID
+  kMemory,      // memory list
+  kSkills,      // skills list
+  kTrust,       // trust [DIR] | trust list | trust revoke [DIR]
+  kAgents,      // agents list | agents show NAME
+  kHelp,        // `agentloop help [SUBCOMMAND]`
+  kCompact,     // compact ID [--focus TEXT]
+  kCompletion,  // completion bash|zsh|fish|man
 };
 
 std::string_view SubcommandName(Subcommand s);
@@ -69,6 +71,9 @@ struct CliArgs {
       config_file;               // --config FILE (the user file; its directory holds agents/)
   bool continue_latest = false;  // run --continue
   bool quiet = false;
+  bool show_thinking = false;                           // --show-thinking
+  bool all = false;                                     // sessions list|prune --all
+  std::optional<std::chrono::milliseconds> older_than;  // sessions prune --older-than
   bool help = false;
   bool version = false;
   std::optional<std::string> edited_args;  // approve --args JSON
@@ -88,5 +93,14 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv);
 
 // The usage text: general (`kNone`) or for one subcommand.
 std::string UsageText(Subcommand subcommand);
+
+// `agentloop completion SHELL`: a completion script for bash, zsh or fish,
+// or with "man" the man page (roff), made from the one table of subcommands
+// and flags `--help` prints. kInvalidArgument for another name.
+Result<std::string> CompletionScript(std::string_view shell);
+
+// An age as `sessions prune --older-than` takes it: a count and a unit, m
+// (minutes), h, d or w, e.g. "30d". kInvalidArgument otherwise.
+Result<std::chrono::milliseconds> ParseAge(std::string_view text);
 
 }  // namespace agentloop::cli

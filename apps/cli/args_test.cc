@@ -229,5 +229,54 @@ TEST(ArgsTest, AMistypedFlagOrSubcommandGetsASuggestion) {
   EXPECT_EQ(far.error().message().find("did you mean"), std::string::npos);
 }
 
+TEST(ArgsTest, SessionsPruneTakesAnAge) {
+  auto a = P({"sessions", "prune", "--older-than", "30d", "--all"});
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->older_than, std::chrono::milliseconds(30LL * 86'400'000));
+  EXPECT_TRUE(a->all);
+  EXPECT_EQ(*ParseAge("12h"), std::chrono::milliseconds(12LL * 3'600'000));
+  EXPECT_EQ(*ParseAge("2w"), std::chrono::milliseconds(14LL * 86'400'000));
+  EXPECT_EQ(*ParseAge("90m"), std::chrono::milliseconds(90LL * 60'000));
+  for (const char* bad : {"30", "d", "-1d", "3x", "1.5d", "99999999999999999d"}) {
+    EXPECT_FALSE(ParseAge(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(P({"sessions", "prune"}).ok());  // the age is required
+  EXPECT_FALSE(P({"run", "--all", "x"}).ok());  // only sessions takes --all
+}
+
+TEST(ArgsTest, ShowThinkingAndJsonListings) {
+  auto a = P({"chat", "--show-thinking"});
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_TRUE(a->show_thinking);
+  EXPECT_TRUE(P({"memory", "list", "--output", "json"}).ok());
+  EXPECT_TRUE(P({"proposals", "list", "--output", "json"}).ok());
+}
+
+TEST(CompletionTest, ScriptsAndManPageComeFromTheFlagTable) {
+  for (const char* shell : {"bash", "zsh", "fish", "man"}) {
+    Result<std::string> s = CompletionScript(shell);
+    ASSERT_TRUE(s.ok()) << shell;
+    // Every subcommand and every flag of the table appears.
+    for (const char* word : {"sessions", "approve", "completion", "show-thinking", "older-than",
+                             "max-tool-calls", "workspace"}) {
+      std::string w = word;
+      if (std::string_view(shell) == "man") {  // roff writes a hyphen as \-
+        w.clear();
+        for (char c : std::string_view(word))
+          w += c == '-' ? std::string("\\-") : std::string(1, c);
+      }
+      EXPECT_NE(s->find(w), std::string::npos) << shell << " lacks " << w;
+    }
+  }
+  EXPECT_NE(CompletionScript("bash")->find("--output) COMPREPLY=($(compgen -W \"text json "
+                                           "stream-json\""),
+            std::string::npos);
+  EXPECT_EQ(CompletionScript("man")->rfind(".TH AGENTLOOP 1", 0), 0u);
+  EXPECT_NE(CompletionScript("man")->find("\\-\\-max\\-tool\\-calls"), std::string::npos);
+  EXPECT_FALSE(CompletionScript("tcsh").ok());
+  EXPECT_TRUE(P({"completion", "fish"}).ok());
+  EXPECT_FALSE(P({"completion", "tcsh"}).ok());
+}
+
 }  // namespace
 }  // namespace agentloop::cli

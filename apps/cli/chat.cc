@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "interrupt.h"
 #include "permissions/approvers.h"
+#include "pricing.h"
 
 namespace agentloop::cli {
 namespace {
@@ -159,9 +160,9 @@ struct ChatState {
       : env(e),
         settings(std::move(s)),
         engine(std::move(eng)),
-        printer(settings.output, e.out, e.err, StyleFor(e.args, e.ctx)),
+        printer(settings.output, e.out, e.err, TurnStyle(e, settings)),
         approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
-        console(e.in, e.err, e.ctx.stdin_tty, approvals) {}
+        console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {}
 
   std::string Model() const {
     if (!settings.session.model.empty()) return settings.session.model;
@@ -250,6 +251,43 @@ void ClearCmd(ChatState& st, const std::string& args) {
   st.env.err << "new session " << st.session->id() << "\n";
 }
 
+// The session's changes to the workspace: the diffs its write and edit
+// calls reported, oldest first, from the stored history.
+void DiffCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  std::string all;
+  for (const Message& m : st.session->history()) {
+    for (const ContentBlock& b : m.content) {
+      if (b.type != BlockType::kToolResult || !b.meta.is_object()) continue;
+      auto details = b.meta.find("details");
+      if (details == b.meta.end() || !details->is_object()) continue;
+      auto diff = details->find("diff");
+      if (diff != details->end() && diff->is_string()) all += diff->get<std::string>();
+    }
+  }
+  if (all.empty()) {
+    st.env.err << "no file changes in this session\n";
+    return;
+  }
+  st.env.err << RenderDiff(all, StyleFor(st.env.args, st.env.ctx).color, "", 2000);
+}
+
+void CostCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  const TurnCounters t = st.session->totals();
+  st.env.err << GroupDigits(t.tokens) << " tokens (in " << GroupDigits(t.usage.input_tokens)
+             << ", out " << GroupDigits(t.usage.output_tokens) << ", cached "
+             << GroupDigits(t.usage.cache_read_tokens) << ") in " << t.model_calls
+             << " model calls";
+  if (std::optional<double> cost = EstimateCostUsd(st.Model(), t.usage)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", *cost);
+    st.env.err << " · $" << buf << " (list prices, an estimate)\n";
+  } else {
+    st.env.err << " · no price known for " << st.Model() << "\n";
+  }
+}
+
 void ExitCmd(ChatState& st, const std::string& args) {
   (void)args;
   st.exit = true;
@@ -278,6 +316,8 @@ const std::vector<SlashCommand>& SlashCommands() {
       {"status", "", "budgets used, tokens, session", Status_},
       {"session", "", "the session id and how to resume it", SessionCmd},
       {"model", "[NAME]", "show or change the model for the next turns", ModelCmd},
+      {"diff", "", "the session's changes to files (write and edit), as diffs", DiffCmd},
+      {"cost", "", "tokens and estimated cost of this chat's turns", CostCmd},
       {"clear", "", "start a new session", ClearCmd},
       {"todoloop", "status|pause|resume|reset", "the todo continuation loop", TodoLoopCmd},
       {"compact", "[FOCUS]", "summarise older history to free context", CompactCmd},

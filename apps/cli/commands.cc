@@ -1,9 +1,17 @@
 #include "commands.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <sstream>
+
+#include <sys/wait.h>
 
 #include "base/strings.h"
 #include "config/config.h"
@@ -53,7 +61,18 @@ std::string Join(const std::vector<std::string>& v, size_t from) {
   return out;
 }
 
+// The --output flag as given (for errors before the configuration is read,
+// and the commands that read none).
+OutputFormat FlagOutput(const CliArgs& args) {
+  OutputFormat f = OutputFormat::kText;
+  for (const ConfigFlag& c : args.config_flags) {
+    if (c.key == "output") f = c.value == "text" ? OutputFormat::kText : OutputFormat::kJson;
+  }
+  return f;
+}
+
 int UsageError(const CommandEnv& e, const Status& s) {
+  if (FlagOutput(e.args) != OutputFormat::kText) e.out << DumpJson(ErrorJson(s)) << "\n";
   e.err << "agentloop: " << s.message() << "\n";
   if (e.args.subcommand != Subcommand::kNone) {
     e.err << "(see `agentloop " << SubcommandName(e.args.subcommand) << " --help`)\n";
@@ -83,7 +102,10 @@ std::optional<CliSettings> Settings(const CommandEnv& e, int* exit_code) {
   return std::move(*s);
 }
 
-int NoProvider(const CommandEnv& e) {
+int NoProvider(const CommandEnv& e, OutputFormat format) {
+  if (format != OutputFormat::kText) {
+    e.out << DumpJson(ErrorJson(InvalidArgument(HowToConfigureProvider()))) << "\n";
+  }
   e.err << HowToConfigureProvider();
   if (!HowToConfigureProvider().empty() && HowToConfigureProvider().back() != '\n') e.err << "\n";
   return kExitUsage;
@@ -161,9 +183,9 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
 // Everything a turn-running command needs around Session::Run / Resolve.
 struct TurnDriver {
   TurnDriver(const CommandEnv& e, const CliSettings& s)
-      : printer(s.output, e.out, e.err, StyleFor(e.args, e.ctx)),
+      : printer(s.output, e.out, e.err, TurnStyle(e, s)),
         approvals(std::make_shared<permissions::SessionApprovals>(s.workspace)),
-        console(e.in, e.err, e.ctx.stdin_tty, approvals) {
+        console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {
     callbacks.observer = &printer;
     callbacks.stream = &printer;
     if (s.session.interactive) callbacks.console_approver = &console;
@@ -251,7 +273,7 @@ int CmdRun(const CommandEnv& e) {
     Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(s->workspace);
     if (newest.ok()) FillFromStoredSession(**engine, newest->id, *s, e.args);
   }
-  if (!s->provider_configured) return NoProvider(e);
+  if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
   return RunTurn(e, *s, **session, *prompt);
@@ -274,7 +296,7 @@ int CmdResume(const CommandEnv& e) {
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   FillFromStoredSession(**engine, id, *s, e.args);
   s->session.session_id = id;
-  if (!s->provider_configured) return NoProvider(e);
+  if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
   if (prompt) return RunTurn(e, *s, **session, *prompt);
@@ -330,7 +352,7 @@ int CmdCompact(const CommandEnv& e) {
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   FillFromStoredSession(**engine, id, *s, e.args);
   s->session.session_id = id;
-  if (!s->provider_configured) return NoProvider(e);
+  if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
   TurnDriver driver(e, *s);
@@ -348,7 +370,6 @@ int CmdResolve(const CommandEnv& e) {
   int code = 0;
   std::optional<CliSettings> s = Settings(e, &code);
   if (!s) return code;
-  const std::string& id = e.args.positionals[0];
   Resolution res;
   res.by = "cli";
   switch (e.args.subcommand) {
@@ -373,9 +394,20 @@ int CmdResolve(const CommandEnv& e) {
   }
   Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
-  std::optional<PendingRecord> record;
-  if (Result<std::optional<PendingRecord>> found = (*engine)->FindPending(id); found.ok()) {
-    record = *found;
+  Result<std::optional<PendingRecord>> found = (*engine)->FindPending(e.args.positionals[0]);
+  if (!found.ok()) return Fail(e, s->output, found.error());
+  std::optional<PendingRecord> record = *found;
+  if (!record && !IsWholePendingId(e.args.positionals[0])) {
+    // A prefix or a malformed id that matches nothing outstanding is unknown;
+    // a whole id may name an item already resolved, which Resolve reports.
+    return Fail(
+        e, s->output,
+        NotFound("no pending item '" + e.args.positionals[0] + "' (see `agentloop pending`)"));
+  }
+  const std::string id = record ? record->item.id : e.args.positionals[0];
+  if (record && res.kind == Resolution::Kind::kAnswer) {
+    res.answer =
+        permissions::PickOption(res.answer, permissions::QuestionOptions(record->item.arguments));
   }
   if (record) {
     FillFromStoredSession(**engine, record->session_id, *s, e.args);
@@ -484,6 +516,11 @@ int CmdPending(const CommandEnv& e) {
     if (r.item.kind == PendingKind::kApproval) {
       std::istringstream lines(permissions::FormatArguments(r.item.arguments));
       for (std::string line; std::getline(lines, line);) e.out << "    " << line << "\n";
+    } else {
+      std::vector<std::string> options = permissions::QuestionOptions(r.item.arguments);
+      for (size_t i = 0; i < options.size(); ++i) {
+        e.out << "    " << (i + 1) << ") " << options[i] << "\n";
+      }
     }
     std::istringstream how(PendingInstructions({r.item}));
     std::string first;
@@ -601,7 +638,7 @@ int CmdSessions(const CommandEnv& e) {
   if (verb == "list") {
     SessionListOptions opts;
     opts.limit = 0;
-    if (e.args.workspace) opts.workspace = s->workspace;
+    if (!e.args.all) opts.workspace = s->workspace;
     Result<std::vector<SessionInfo>> list = store.ListSessions(opts);
     if (!list.ok()) return Fail(e, fmt, list.error());
     if (fmt != OutputFormat::kText) {
@@ -611,12 +648,53 @@ int CmdSessions(const CommandEnv& e) {
       return kExitOk;
     }
     if (list->empty()) {
-      e.out << "no sessions\n";
+      e.out << (e.args.all ? "no sessions\n"
+                           : "no sessions in " + s->workspace.string() +
+                                 " (--all lists every workspace's)\n");
       return kExitOk;
     }
+    size_t model_width = 5;
     for (const SessionInfo& i : *list) {
-      e.out << i.id << "  " << FormatTime(i.updated_at_ms) << "  " << i.command << "  "
-            << (i.model.empty() ? i.provider : i.model) << "  " << i.title << "\n";
+      model_width = std::max(model_width, (i.model.empty() ? i.provider : i.model).size());
+    }
+    auto pad = [](std::string v, size_t w) {
+      return v.size() < w ? v + std::string(w - v.size(), ' ') : v;
+    };
+    e.out << pad("ID", (*list)[0].id.size()) << "  " << pad("UPDATED", 16) << "  "
+          << pad("COMMAND", 7) << "  " << pad("MODEL", model_width) << "  "
+          << (e.args.all ? "WORKSPACE  " : "") << "TITLE\n";
+    for (const SessionInfo& i : *list) {
+      e.out << i.id << "  " << pad(FormatTime(i.updated_at_ms), 16) << "  " << pad(i.command, 7)
+            << "  " << pad(i.model.empty() ? i.provider : i.model, model_width) << "  "
+            << (e.args.all ? i.workspace.string() + "  " : "") << i.title << "\n";
+    }
+    return kExitOk;
+  }
+
+  if (verb == "prune") {
+    SessionListOptions opts;
+    opts.limit = 0;
+    if (!e.args.all) opts.workspace = s->workspace;
+    Result<std::vector<SessionInfo>> list = store.ListSessions(opts);
+    if (!list.ok()) return Fail(e, fmt, list.error());
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const int64_t cutoff = now_ms - e.args.older_than->count();
+    Json removed = Json::array();
+    for (const SessionInfo& i : *list) {
+      if (i.updated_at_ms >= cutoff) continue;
+      if (Status st = store.RemoveSession(i.id); !st.ok()) {
+        e.err << "agentloop: kept " << i.id << ": " << st.message() << "\n";
+        continue;
+      }
+      removed.push_back(i.id);
+    }
+    if (fmt != OutputFormat::kText) {
+      e.out << DumpJson(Json{{"removed", removed}}) << "\n";
+    } else {
+      e.out << "removed " << removed.size() << " session" << (removed.size() == 1 ? "" : "s")
+            << "\n";
     }
     return kExitOk;
   }
@@ -752,6 +830,13 @@ int CmdPermissions(const CommandEnv& e) {
   std::optional<ToolSpec> spec;
   if (const Tool* t = tools->registry.Find(tool)) spec = t->spec();
   if (!spec) {
+    // Tool names in rules match case-insensitively; so does the name here
+    // (`permissions check Bash ...` checks bash).
+    for (ToolSpec& candidate : tools->registry.Specs()) {
+      if (ToLower(candidate.name) == ToLower(tool)) spec = std::move(candidate);
+    }
+  }
+  if (!spec) {
     e.err << "agentloop: warning: '" << tool
           << "' is not a tool of agentloop; checked as a mutating tool\n";
     spec = ToolSpec{tool, "", Json::object(), true, false};
@@ -779,6 +864,78 @@ int CmdPermissions(const CommandEnv& e) {
 
 }  // namespace
 
+Style TurnStyle(const CommandEnv& e, const CliSettings& settings) {
+  Style st = StyleFor(e.args, e.ctx);
+  st.api_key_env = settings.session.api_key_env;
+  if (st.api_key_env.empty()) {
+    switch (settings.session.provider) {
+      case ProviderKind::kAnthropic:
+        st.api_key_env = "ANTHROPIC_API_KEY";
+        break;
+      case ProviderKind::kOpenAI:
+      case ProviderKind::kOpenAIResponses:
+        st.api_key_env = "OPENAI_API_KEY";
+        break;
+      case ProviderKind::kScript:
+        break;
+    }
+  }
+  return st;
+}
+
+permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx) {
+  permissions::ConsoleApprover::Options o;
+  if (!ctx.stdin_tty) return o;
+  for (const char* name : {"VISUAL", "EDITOR"}) {
+    auto it = ctx.env.find(name);
+    if (it == ctx.env.end() || Trim(it->second).empty()) continue;
+    o.edit_text = [editor = it->second](const std::string& text) {
+      return EditInEditor(editor, text);
+    };
+    break;
+  }
+  return o;
+}
+
+Result<std::string> EditInEditor(const std::string& editor, const std::string& text) {
+  char path[] = "/tmp/agentloop-arguments-XXXXXX.json";
+  int fd = mkstemps(path, 5);
+  if (fd < 0) return Internal(std::string("cannot make a temporary file: ") + strerror(errno));
+  struct Unlink {
+    const char* p;
+    ~Unlink() { unlink(p); }
+  } unlink_later{path};
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return Internal(std::string("cannot write ") + path + ": " + strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  // Through the shell, so that EDITOR may carry arguments; the path is "$1".
+  const std::string command = editor + " \"$1\"";
+  pid_t pid = fork();
+  if (pid < 0) return Internal(std::string("cannot start the editor: ") + strerror(errno));
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), "sh", path, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return Internal(std::string("waiting for the editor: ") + strerror(errno));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return FailedPrecondition("editor '" + editor + "' exited with status " +
+                              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Internal(std::string("cannot read ") + path + " back");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 Style StyleFor(const CliArgs& args, const CliContext& ctx) {
   Style st;
   auto no_color = ctx.env.find("NO_COLOR");
@@ -788,6 +945,7 @@ Style StyleFor(const CliArgs& args, const CliContext& ctx) {
   st.color = ctx.stderr_tty && !color_off && !dumb;
   st.spinner = ctx.stderr_tty && !dumb;
   st.quiet = args.quiet;
+  st.show_thinking = args.show_thinking;
   return st;
 }
 
@@ -837,40 +995,70 @@ Result<learning::LearningDirs> LearningDirsFor(const CommandEnv& e) {
   return learning::MakeLearningDirs(data_dir, config_dir, ec ? ws : canon);
 }
 
-int CmdLearning(const CommandEnv& e) {
-  Result<learning::LearningDirs> dirs = LearningDirsFor(e);
-  if (!dirs.ok()) {
-    e.err << "agentloop: " << dirs.error().message() << "\n";
-    return kExitUsage;
+Json UsageRowsJson(const std::vector<learning::UsageRow>& rows) {
+  Json arr = Json::array();
+  for (const learning::UsageRow& r : rows) {
+    Json j{{"name", r.name},
+           {"scope", r.scope},
+           {"description", r.description},
+           {"path", r.path},
+           {"uses", r.uses},
+           {"last_used_ms", r.last_used_ms},
+           {"completed", r.completed},
+           {"not_completed", r.not_completed}};
+    if (!r.type.empty()) j["type"] = r.type;
+    arr.push_back(std::move(j));
   }
+  return arr;
+}
+
+int CmdLearning(const CommandEnv& e) {
+  const OutputFormat format = FlagOutput(e.args);
+  Result<learning::LearningDirs> dirs = LearningDirsFor(e);
+  if (!dirs.ok()) return Fail(e, format, InvalidArgument(dirs.error().message()));
   learning::MemoryStore memory(dirs->user_memory, dirs->workspace_memory);
   learning::SkillStore skills(dirs->user_skills, dirs->workspace_skills);
   switch (e.args.subcommand) {
     case Subcommand::kMemory:
-      e.out << learning::FormatUsageRows(learning::MemoryRows(memory), "memory");
+    case Subcommand::kSkills: {
+      bool mem = e.args.subcommand == Subcommand::kMemory;
+      std::vector<learning::UsageRow> rows =
+          mem ? learning::MemoryRows(memory) : learning::SkillRows(skills);
+      if (format != OutputFormat::kText) {
+        e.out << DumpJson(UsageRowsJson(rows)) << "\n";
+      } else {
+        e.out << learning::FormatUsageRows(rows, mem ? "memory" : "skill");
+      }
       return kExitOk;
-    case Subcommand::kSkills:
-      e.out << learning::FormatUsageRows(learning::SkillRows(skills), "skill");
-      return kExitOk;
+    }
     default:
       break;
   }
   learning::ProposalStore proposals(dirs->proposals);
   const std::string& verb = e.args.positionals[0];
   if (verb == "list") {
-    e.out << learning::FormatProposals(proposals.List(std::nullopt));
+    if (format != OutputFormat::kText) {
+      Json arr = Json::array();
+      for (const learning::ProposalRecord& p : proposals.List(std::nullopt)) {
+        arr.push_back(p.ToJson());
+      }
+      e.out << DumpJson(arr) << "\n";
+    } else {
+      e.out << learning::FormatProposals(proposals.List(std::nullopt));
+    }
     return kExitOk;
   }
   const std::string& id = e.args.positionals[1];
   Result<learning::ProposalRecord> r =
       verb == "accept" ? proposals.Accept(id, memory, skills) : proposals.Reject(id);
-  if (!r.ok()) {
-    e.err << "agentloop: " << r.error().message() << "\n";
-    return r.error().code() == Code::kNotFound || r.error().code() == Code::kInvalidArgument
-               ? kExitUsage
-               : kExitFailed;
+  if (!r.ok()) return Fail(e, format, r.error());
+  if (format != OutputFormat::kText) {
+    e.out << DumpJson(r->ToJson()) << "\n";
+  } else if (verb == "accept" && !r->written.empty()) {
+    e.out << "accepted " << r->id << ": " << r->kind << " written to " << r->written << "\n";
+  } else {
+    e.out << (verb == "accept" ? "accepted " : "rejected ") << r->id << "\n";
   }
-  e.out << (verb == "accept" ? "accepted " : "rejected ") << r->id << "\n";
   return kExitOk;
 }
 
@@ -878,6 +1066,18 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
            std::ostream& out, std::ostream& err) {
   Result<CliArgs> parsed = ParseArgs(argv);
   if (!parsed.ok()) {
+    // The arguments did not parse, but a script that asked for JSON still
+    // gets its error as JSON.
+    for (size_t i = 0; i < argv.size(); ++i) {
+      std::string_view a = argv[i];
+      std::string_view v = a.starts_with("--output=")               ? a.substr(9)
+                           : a == "--output" && i + 1 < argv.size() ? std::string_view(argv[i + 1])
+                                                                    : std::string_view();
+      if (v == "json" || v == "stream-json") {
+        out << DumpJson(ErrorJson(parsed.error())) << "\n";
+        break;
+      }
+    }
     err << "agentloop: " << parsed.error().message() << "\n";
     return kExitUsage;
   }
@@ -932,6 +1132,12 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdTrust(e);
     case Subcommand::kAgents:
       return CmdAgents(e);
+    case Subcommand::kCompletion: {
+      Result<std::string> script = CompletionScript(args.positionals[0]);
+      if (!script.ok()) return UsageError(e, script.error());
+      out << *script;
+      return kExitOk;
+    }
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

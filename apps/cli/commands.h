@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "output.h"
+#include "permissions/approvers.h"
 #include "settings.h"
 
 namespace agentloop::cli {
@@ -34,6 +35,18 @@ struct CommandEnv {
 // The terminal style for `ctx` and `args` (colour only on a terminal without
 // NO_COLOR; spinner only on a terminal).
 Style StyleFor(const CliArgs& args, const CliContext& ctx);
+// StyleFor, plus what a turn of the session of `settings` reports with (the
+// API key's variable).
+Style TurnStyle(const CommandEnv& e, const CliSettings& settings);
+
+// How the console approver of `ctx` asks: on a terminal with $VISUAL or
+// $EDITOR set, `e` opens the arguments in that editor.
+permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx);
+
+// Runs `editor` (a shell command line, e.g. "code -w") on a temporary file
+// holding `text` and returns the file's text after the editor exits; an error
+// when it could not start or exited with a non-zero status.
+Result<std::string> EditInEditor(const std::string& editor, const std::string& text);
 
 // Creates the engine over the data directory of ctx.env, with the
 // process-wide settings (engine::EngineOptionsFromConfig: store.sync).

@@ -7,8 +7,10 @@
 #include "agentloop/event_data.h"
 
 #include "base/strings.h"
+#include "permissions/approvers.h"
 #include "pricing.h"
 #include "protocol/codec.h"
+#include "todo/task_list.h"
 
 namespace agentloop::cli {
 namespace {
@@ -18,6 +20,7 @@ constexpr std::string_view kGreen = "32";
 constexpr std::string_view kYellow = "33";
 constexpr std::string_view kCyan = "36";
 constexpr std::string_view kDim = "2";
+constexpr std::string_view kBold = "1";
 
 // Cuts `s` to at most `max` bytes on a UTF-8 boundary, adding "…".
 std::string Cut(std::string s, size_t max) {
@@ -149,7 +152,11 @@ std::string PendingInstructions(const std::vector<PendingItem>& items) {
   for (const PendingItem& p : items) {
     if (p.kind == PendingKind::kQuestion) {
       out += "waiting for an answer: " + p.reason + "\n";
-      out += "  agentloop answer " + p.id + " \"YOUR ANSWER\"\n";
+      if (!permissions::QuestionOptions(p.arguments).empty()) {
+        out += "  agentloop answer " + p.id + " N   (option N, or any text)\n";
+      } else {
+        out += "  agentloop answer " + p.id + " \"YOUR ANSWER\"\n";
+      }
     } else {
       out += "waiting for approval: " + DescribeToolCall(p.tool, p.arguments);
       if (!p.reason.empty()) out += "  (" + p.reason + ")";
@@ -184,6 +191,64 @@ std::string DescribeToolCall(const std::string& tool, const Json& input, size_t 
   return detail.empty() ? tool : tool + "  " + detail;
 }
 
+std::string RenderDiff(std::string_view diff, bool color, std::string_view indent,
+                       size_t max_lines) {
+  std::string out;
+  size_t shown = 0, total = 0;
+  for (std::string_view line : Split(diff, '\n')) {
+    if (line.empty()) continue;
+    ++total;
+    if (shown >= max_lines) continue;
+    ++shown;
+    std::string_view code;
+    if (line.starts_with("+++") || line.starts_with("---")) {
+      code = kBold;
+    } else if (line.starts_with("@@")) {
+      code = kCyan;
+    } else if (line.starts_with("+")) {
+      code = kGreen;
+    } else if (line.starts_with("-")) {
+      code = kRed;
+    }
+    out += indent;
+    if (color && !code.empty()) {
+      out += "\033[" + std::string(code) + "m" + std::string(line) + "\033[0m";
+    } else {
+      out += line;
+    }
+    out += "\n";
+  }
+  if (total > shown) {
+    out += std::string(indent) + "... " + std::to_string(total - shown) + " more diff lines\n";
+  }
+  return out;
+}
+
+std::string RenderChecklist(const Json& tasks, bool color) {
+  std::string out;
+  auto paint = [&](std::string_view code, const std::string& s) {
+    return color ? "\033[" + std::string(code) + "m" + s + "\033[0m" : s;
+  };
+  for (const Json& t : tasks) {
+    if (!t.is_object()) continue;
+    std::string status = t.value("status", std::string());
+    // Model-written text: control sequences are neutralised before printing.
+    std::string subject = OneLine(todo::SanitizeTerminalText(t.value("subject", std::string())));
+    if (status == "deleted") continue;
+    if (status == "completed") {
+      out += "  " + paint(kGreen, "☑") + " " + paint(kDim, subject) + "\n";
+    } else if (status == "in_progress") {
+      std::string active =
+          OneLine(todo::SanitizeTerminalText(t.value("activeForm", std::string())));
+      out += "  " + paint(kYellow, "◐") + " " + paint(kBold, subject) +
+             (active.empty() ? "" : paint(kDim, "  " + active)) + "\n";
+    } else {
+      out += "  ☐ " + subject + "\n";
+    }
+  }
+  return out.empty() ? "" : "todo:\n" + out;
+}
+
 Json ErrorJson(const Status& status) {
   return Json{
       {"error", {{"code", std::string(CodeName(status.code()))}, {"message", status.message()}}},
@@ -214,6 +279,7 @@ void TurnPrinter::BeginTurn() {
   streamed_text_ = false;
   at_line_start_ = true;
   todo_loop_.reset();
+  changes_ = Json::array();
 }
 
 void TurnPrinter::StartSpinner(std::string label) {
@@ -264,18 +330,48 @@ void TurnPrinter::EnsureNewlineOnStdout() {
   }
 }
 
+void TurnPrinter::EndThinking() {
+  if (!in_thinking_) return;
+  in_thinking_ = false;
+  if (style_.show_thinking) {
+    err_ << "\n" << std::flush;
+  } else {
+    err_ << Paint("✻ thought for " + std::to_string(thinking_words_) + " word" +
+                      (thinking_words_ == 1 ? "" : "s") + " (--show-thinking shows it)",
+                  kDim)
+         << "\n"
+         << std::flush;
+  }
+  thinking_words_ = 0;
+  thinking_at_space_ = true;
+}
+
 void TurnPrinter::OnTextDelta(std::string_view text) {
   if (format_ != OutputFormat::kText || text.empty()) return;
   StopSpinner();
+  if (!style_.quiet) EndThinking();
   out_ << text << std::flush;
   streamed_text_ = true;
   at_line_start_ = text.back() == '\n';
 }
 
 void TurnPrinter::OnThinkingDelta(std::string_view text) {
-  (void)text;
-  if (format_ != OutputFormat::kText) return;
-  StartSpinner("thinking");
+  if (format_ != OutputFormat::kText || style_.quiet || text.empty()) return;
+  if (!in_thinking_) {
+    StopSpinner();
+    EnsureNewlineOnStdout();
+    in_thinking_ = true;
+  }
+  for (char c : text) {
+    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (!space && thinking_at_space_) ++thinking_words_;
+    thinking_at_space_ = space;
+  }
+  if (style_.show_thinking) {
+    err_ << Paint(text, kDim) << std::flush;
+  } else {
+    StartSpinner("thinking");
+  }
 }
 
 Status TurnPrinter::OnEvent(const Event& event) {
@@ -299,9 +395,40 @@ Status TurnPrinter::OnEvent(const Event& event) {
     out_ << DumpJson(event.ToJson()) << "\n" << std::flush;
     return Status::Ok();
   }
-  if (format_ != OutputFormat::kText || style_.quiet) return Status::Ok();
-
+  if (format_ == OutputFormat::kJson && event.type == EventType::kToolCallEnd &&
+      event.data.contains("diff")) {
+    changes_.push_back(Json{{"id", event.data.value("id", std::string())},
+                            {"tool", event.data.value("tool", std::string())},
+                            {"diff", event.data["diff"]}});
+  }
+  if (format_ != OutputFormat::kText) return Status::Ok();
   const Json& d = event.data;
+  if (style_.quiet) {
+    // stdout gets the same line breaks as without -q: the ones that keep
+    // the assistant's text apart from the lines printed on stderr.
+    switch (event.type) {
+      case EventType::kToolCallBegin:
+      case EventType::kNotice:
+      case EventType::kHookError:
+      case EventType::kRetry:
+        EnsureNewlineOnStdout();
+        break;
+      case EventType::kDecision:
+        if (d.value("decision", std::string()) == "deny") EnsureNewlineOnStdout();
+        break;
+      case EventType::kContinuation:
+        if (continuation && continuation->continue_turn) EnsureNewlineOnStdout();
+        break;
+      default:
+        break;
+    }
+    return Status::Ok();
+  }
+
+  if (event.type != EventType::kThinkingDelta && event.type != EventType::kTextDelta &&
+      event.type != EventType::kStepBegin) {
+    EndThinking();
+  }
   switch (event.type) {
     case EventType::kStepBegin:
       StartSpinner("working");
@@ -314,7 +441,10 @@ Status TurnPrinter::OnEvent(const Event& event) {
       EnsureNewlineOnStdout();
       std::string tool = d.value("tool", std::string());
       Json input = d.contains("input") ? d["input"] : Json::object();
-      err_ << Paint("→ ", kCyan) << DescribeToolCall(tool, input) << "\n" << std::flush;
+      std::string what = DescribeToolCall(tool, input);
+      err_ << Paint("→ ", kCyan) << what << "\n" << std::flush;
+      calls_[d.value("id", std::string())] = DescribeToolCall(tool, input, 60);
+      last_line_call_ = d.value("id", std::string());
       StartSpinner("running " + tool);
       break;
     }
@@ -322,10 +452,28 @@ Status TurnPrinter::OnEvent(const Event& event) {
       StopSpinner();
       bool is_error = d.value("is_error", false);
       std::string summary = OneLine(d.value("summary", std::string()));
-      if (is_error || !summary.empty()) {
-        err_ << "  " << (is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
-             << Paint(Cut(summary, 160), kDim) << "\n"
-             << std::flush;
+      std::string note;
+      if (d.value("cancelled", false)) {
+        note = "cancelled";
+      } else if (auto code = d.find("exit_code"); code != d.end() && code->is_number_integer()) {
+        note = "exit code " + std::to_string(code->get<int64_t>());
+      }
+      // A result that does not follow its own call's line (calls of a
+      // parallel lane print their lines first) names the call.
+      std::string id = d.value("id", std::string());
+      std::string owner;
+      if (id != last_line_call_) {
+        if (auto it = calls_.find(id); it != calls_.end()) owner = it->second + ": ";
+      }
+      last_line_call_.clear();
+      if (is_error || !summary.empty() || !note.empty()) {
+        err_ << "  " << (is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " " << owner;
+        if (!note.empty())
+          err_ << Paint(note, is_error ? kRed : kDim) << (summary.empty() ? "" : " · ");
+        err_ << Paint(Cut(summary, 160), kDim) << "\n" << std::flush;
+      }
+      if (auto diff = d.find("diff"); diff != d.end() && diff->is_string()) {
+        err_ << RenderDiff(diff->get<std::string>(), style_.color) << std::flush;
       }
       break;
     }
@@ -367,6 +515,46 @@ Status TurnPrinter::OnEvent(const Event& event) {
       err_ << "\n" << std::flush;
       break;
     }
+    case EventType::kMessage: {
+      // A todo call's result carries the whole list (details.tasks): draw it
+      // as a checklist when it differs from the one drawn last.
+      const Json* content = nullptr;
+      if (auto m = d.find("message"); m != d.end() && m->is_object()) {
+        if (auto c = m->find("content"); c != m->end() && c->is_array()) content = &*c;
+      }
+      if (content == nullptr) break;
+      for (const Json& block : *content) {
+        if (!block.is_object() || block.value("type", std::string()) != "tool_result") continue;
+        auto meta = block.find("meta");
+        if (meta == block.end() || !meta->is_object()) continue;
+        auto details = meta->find("details");
+        if (details == meta->end() || !details->is_object() || !details->contains("tasks") ||
+            !details->contains("nextId") || !(*details)["tasks"].is_array()) {
+          continue;
+        }
+        std::string list = RenderChecklist((*details)["tasks"], style_.color);
+        if (list == last_checklist_) continue;
+        last_checklist_ = list;
+        StopSpinner();
+        EnsureNewlineOnStdout();
+        err_ << list << std::flush;
+      }
+      break;
+    }
+    case EventType::kRetry: {
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      char delay[32];
+      std::snprintf(delay, sizeof delay, "%.1f s", d.value("delay_ms", int64_t{0}) / 1000.0);
+      err_ << Paint("↻ retrying in " + std::string(delay) + " (attempt " +
+                        std::to_string(d.value("attempt", 0)) + "/" +
+                        std::to_string(d.value("max_attempts", 0)) + "): ",
+                    kYellow)
+           << Cut(OneLine(d.value("reason", std::string())), 200) << "\n"
+           << std::flush;
+      StartSpinner("waiting to retry");
+      break;
+    }
     case EventType::kCompaction:
       StopSpinner();
       err_ << Paint("… history compacted", kDim) << "\n" << std::flush;
@@ -387,15 +575,19 @@ Status TurnPrinter::OnEvent(const Event& event) {
 int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
                         const std::string& model) {
   StopSpinner();
+  if (format_ == OutputFormat::kText && !style_.quiet) EndThinking();
   auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started_);
   const int code = ExitCodeFor(result.stop);
   const bool paused =
       result.stop == StopReason::kPendingApproval || result.stop == StopReason::kPendingQuestion;
   switch (format_) {
-    case OutputFormat::kJson:
-      out_ << DumpJson(TurnResultJson(session_id, result, todo_loop_, elapsed, model)) << "\n"
-           << std::flush;
+    case OutputFormat::kJson: {
+      Json j = TurnResultJson(session_id, result, todo_loop_, elapsed, model);
+      j["changes"] = std::move(changes_);
+      changes_ = Json::array();
+      out_ << DumpJson(j) << "\n" << std::flush;
+    }
       if (paused && !style_.quiet) err_ << PendingInstructions(result.pending) << std::flush;
       return code;
     case OutputFormat::kStreamJson:
@@ -420,7 +612,13 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
       err_ << Paint("■ " + name, kRed);
       if (!result.reason.empty()) err_ << ": " << result.reason;
     }
-    err_ << "\n" << std::flush;
+    err_ << "\n";
+    if (result.reason.find("authentication failed: HTTP 401") != std::string::npos &&
+        !style_.api_key_env.empty()) {
+      err_ << "the model API refused the key: check " << style_.api_key_env
+           << " (set, current, and for this provider and base URL)\n";
+    }
+    err_ << std::flush;
   }
   if (style_.quiet) return code;
   if (result.truncated) {

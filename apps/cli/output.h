@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <iosfwd>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,9 +50,13 @@ int ExitCodeFor(const Status& status);
 
 // How the terminal may be decorated.
 struct Style {
-  bool color = false;    // ANSI colours (stderr a terminal and NO_COLOR unset)
-  bool spinner = false;  // stderr is a terminal
-  bool quiet = false;    // --quiet: no progress, no summary
+  bool color = false;          // ANSI colours (stderr a terminal and NO_COLOR unset)
+  bool spinner = false;        // stderr is a terminal
+  bool quiet = false;          // --quiet: no progress, no summary
+  bool show_thinking = false;  // --show-thinking: stream thinking (else one folded line)
+  // The environment variable that holds the model API key, for the hint
+  // after an authentication failure; empty: no hint.
+  std::string api_key_env;
 };
 
 // The todo loop's state from the last `continuation` event of a turn.
@@ -85,6 +90,17 @@ std::string DescribeToolCall(const std::string& tool, const Json& input, size_t 
 
 // "1,234"
 std::string GroupDigits(int64_t n);
+
+// A todo list (a todo result's details.tasks) as a checklist for a
+// terminal: "todo:" then one line per task, ☐ pending, ◐ in progress (with
+// its activeForm), ☑ completed; empty for no tasks.
+std::string RenderChecklist(const Json& tasks, bool color);
+
+// A unified diff for a terminal: each line indented by `indent`, removed
+// lines red, added lines green, hunk headers cyan (with `color`); at most
+// `max_lines` lines, then a line saying how many were left out.
+std::string RenderDiff(std::string_view diff, bool color, std::string_view indent = "    ",
+                       size_t max_lines = 60);
 
 // Formats a JSON error object {"error": {"code", "message"}} for the json
 // and stream-json formats.
@@ -121,6 +137,9 @@ class TurnPrinter final : public EventSink, public StreamSink {
   void StopSpinner();
   void SpinnerLoop();
   void EnsureNewlineOnStdout();
+  // Ends a stretch of thinking: its folded line, or the newline after the
+  // streamed thinking.
+  void EndThinking();
   std::string Paint(std::string_view text, std::string_view code) const;
 
   const OutputFormat format_;
@@ -133,6 +152,13 @@ class TurnPrinter final : public EventSink, public StreamSink {
   bool at_line_start_ = true;
   bool saw_delta_events_ = false;
   std::optional<TodoLoopInfo> todo_loop_;
+  Json changes_ = Json::array();              // json: {id, tool, diff} of each file change
+  std::map<std::string, std::string> calls_;  // tool_use id -> short description
+  std::string last_line_call_;                // the call whose line was printed last, if any
+  size_t thinking_words_ = 0;                 // of the current stretch of thinking
+  bool in_thinking_ = false;
+  std::string last_checklist_;  // the todo checklist drawn last
+  bool thinking_at_space_ = true;
 
   // Spinner (text format on a terminal).
   std::mutex spin_mu_;

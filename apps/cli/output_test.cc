@@ -6,6 +6,7 @@
 
 #include "agentloop/event_data.h"
 
+#include "commands.h"
 #include "pricing.h"
 
 namespace agentloop::cli {
@@ -236,6 +237,167 @@ TEST(TurnPrinterTest, ErrorsAreJsonInJsonModes) {
   ASSERT_TRUE(j.ok());
   EXPECT_EQ((*j)["error"]["code"], "busy");
   EXPECT_NE(err.str().find("busy"), std::string::npos);
+}
+
+TEST(EditInEditorTest, RunsTheCommandLineOnAFileAndReadsItBack) {
+  Result<std::string> edited = EditInEditor("sed -i s/make/check/", "{\"command\": \"make\"}\n");
+  ASSERT_TRUE(edited.ok()) << edited.error().ToString();
+  EXPECT_EQ(*edited, "{\"command\": \"check\"}\n");
+  Result<std::string> failed = EditInEditor("false", "{}");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message().find("exited with status 1"), std::string::npos);
+}
+
+TEST(TurnPrinterTest, ARetryIsALineOnStderr) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  RetryData retry{.attempt = 2, .max_attempts = 6, .delay_ms = 2000, .reason = "HTTP 429 slow"};
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kRetry, retry.ToJson())).ok());
+  EXPECT_EQ(err.str(), "↻ retrying in 2.0 s (attempt 2/6): HTTP 429 slow\n");
+  EXPECT_EQ(out.str(), "");
+}
+
+TEST(TurnPrinterTest, FailedCancelledAndParallelResultsSayWhatAndWhose) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  auto begin = [&](const char* id, const char* cmd) {
+    ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin,
+                             Json{{"id", id}, {"tool", "bash"}, {"input", {{"command", cmd}}}}))
+                    .ok());
+  };
+  auto end = [&](Json j) { ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, j)).ok()); };
+  begin("c1", "make");
+  end(Json{
+      {"id", "c1"}, {"tool", "bash"}, {"is_error", true}, {"summary", "boom"}, {"exit_code", 2}});
+  EXPECT_NE(err.str().find("→ bash  make\n  ✗ exit code 2 · boom\n"), std::string::npos)
+      << err.str();
+  begin("c2", "sleep 9");
+  begin("c3", "ls");
+  end(Json{
+      {"id", "c2"}, {"tool", "bash"}, {"is_error", true}, {"summary", ""}, {"cancelled", true}});
+  end(Json{{"id", "c3"}, {"tool", "bash"}, {"is_error", false}, {"summary", "a.txt"}});
+  EXPECT_NE(err.str().find("  ✗ bash  sleep 9: cancelled\n"), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("  ✓ bash  ls: a.txt\n"), std::string::npos) << err.str();
+}
+
+TEST(TurnPrinterTest, QuietKeepsTheSameLineBreaksOnStdout) {
+  for (bool quiet : {false, true}) {
+    std::ostringstream out, err;
+    Style st;
+    st.quiet = quiet;
+    TurnPrinter p(OutputFormat::kText, out, err, st);
+    p.BeginTurn();
+    p.OnTextDelta("Looking.");
+    ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin,
+                             Json{{"id", "c1"}, {"tool", "bash"}, {"input", {{"command", "ls"}}}}))
+                    .ok());
+    p.OnTextDelta("Done.");
+    TurnResult r;
+    r.final_text = "Done.";
+    EXPECT_EQ(p.Finish("s1", r, ""), 0);
+    EXPECT_EQ(out.str(), "Looking.\nDone.\n") << "quiet=" << quiet;
+    EXPECT_EQ(err.str().empty(), quiet) << err.str();
+  }
+}
+
+TEST(TurnPrinterTest, ThinkingIsFoldedUnlessShown) {
+  for (bool show : {false, true}) {
+    std::ostringstream out, err;
+    Style st;
+    st.show_thinking = show;
+    TurnPrinter p(OutputFormat::kText, out, err, st);
+    p.BeginTurn();
+    p.OnThinkingDelta("Let me ");
+    p.OnThinkingDelta("check the tests.");
+    p.OnTextDelta("Done.");
+    TurnResult r;
+    r.final_text = "Done.";
+    EXPECT_EQ(p.Finish("s1", r, ""), 0);
+    EXPECT_EQ(out.str(), "Done.\n");
+    if (show) {
+      EXPECT_EQ(err.str().rfind("Let me check the tests.\n", 0), 0u) << err.str();
+    } else {
+      EXPECT_EQ(err.str().rfind("✻ thought for 5 words (--show-thinking shows it)\n", 0), 0u)
+          << err.str();
+      EXPECT_EQ(err.str().find("Let me"), std::string::npos);
+    }
+  }
+}
+
+TEST(TurnPrinterTest, AnAuthenticationFailureNamesTheKeyVariable) {
+  std::ostringstream out, err;
+  Style st;
+  st.api_key_env = "MY_KEY";
+  TurnPrinter p(OutputFormat::kText, out, err, st);
+  p.BeginTurn();
+  TurnResult r;
+  r.stop = StopReason::kFailed;
+  r.reason = "model call failed: authentication failed: HTTP 401: invalid key";
+  EXPECT_EQ(p.Finish("s1", r, ""), 1);
+  EXPECT_NE(err.str().find("check MY_KEY"), std::string::npos) << err.str();
+}
+
+TEST(TurnPrinterTest, TheTodoListIsDrawnWhenItChanges) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  auto result = [](Json tasks) {
+    Json block{{"type", "tool_result"},
+               {"tool_use_id", "t1"},
+               {"content", "ok"},
+               {"meta", {{"details", {{"action", "update"}, {"tasks", tasks}, {"nextId", 3}}}}}};
+    return Json{{"message", {{"role", "user"}, {"content", Json::array({block})}}}};
+  };
+  Json tasks = Json::array({Json{{"id", 1}, {"subject", "write test"}, {"status", "completed"}},
+                            Json{{"id", 2},
+                                 {"subject", "fix bug"},
+                                 {"status", "in_progress"},
+                                 {"activeForm", "Fixing"}}});
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, result(tasks))).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, result(tasks))).ok());  // unchanged: not again
+  EXPECT_EQ(err.str(), "todo:\n  ☑ write test\n  ◐ fix bug  Fixing\n");
+  tasks[1]["status"] = "completed";
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, result(tasks))).ok());
+  EXPECT_NE(err.str().find("  ☑ fix bug\n"), std::string::npos) << err.str();
+}
+
+TEST(RenderDiffTest, ColoursAndIndentsAndCutsLongDiffs) {
+  const std::string diff = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n";
+  EXPECT_EQ(RenderDiff(diff, false), "    --- a/f\n    +++ b/f\n    @@ -1 +1 @@\n    -x\n    +y\n");
+  std::string coloured = RenderDiff(diff, true);
+  EXPECT_NE(coloured.find("\033[31m-x\033[0m"), std::string::npos) << coloured;
+  EXPECT_NE(coloured.find("\033[32m+y\033[0m"), std::string::npos) << coloured;
+  EXPECT_EQ(RenderDiff(diff, false, "  ", 3),
+            "  --- a/f\n  +++ b/f\n  @@ -1 +1 @@\n  ... 2 more diff lines\n");
+}
+
+TEST(TurnPrinterTest, AFileChangeIsShownAsADiffAndListedInJson) {
+  Json end{{"id", "c1"},
+           {"tool", "edit"},
+           {"is_error", false},
+           {"content_bytes", 10},
+           {"summary", "Edited f"},
+           {"diff", "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n"}};
+  {
+    std::ostringstream out, err;
+    TurnPrinter p(OutputFormat::kText, out, err, Style());
+    p.BeginTurn();
+    ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, end)).ok());
+    EXPECT_NE(err.str().find("Edited f\n    --- a/f\n"), std::string::npos) << err.str();
+    EXPECT_NE(err.str().find("    +y\n"), std::string::npos) << err.str();
+  }
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kJson, out, err, Style());
+  p.BeginTurn();
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, end)).ok());
+  TurnResult r;
+  EXPECT_EQ(p.Finish("s1", r, ""), 0);
+  Json j = *ParseJson(out.str());
+  ASSERT_EQ(j["changes"].size(), 1u);
+  EXPECT_EQ(j["changes"][0]["id"], "c1");
+  EXPECT_EQ(j["changes"][0]["diff"], end["diff"]);
 }
 
 }  // namespace

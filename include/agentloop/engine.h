@@ -412,7 +412,9 @@ class Engine {
                                         std::stop_token stop) = 0;
 
   virtual Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) = 0;
-  // One outstanding item by its id; nullopt when unknown or resolved.
+  // One outstanding item by its id or a unique prefix of it (at least 4
+  // characters, e.g. "apr_5f3a"); nullopt when nothing outstanding matches.
+  // kInvalidArgument when the prefix is too short or matches several items.
   virtual Result<std::optional<PendingRecord>> FindPending(const std::string& pending_id) = 0;
 };
 

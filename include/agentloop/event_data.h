@@ -85,6 +85,19 @@ struct ThinkingDeltaData {
   static Result<ThinkingDeltaData> FromJson(const Json& j);
 };
 
+// retry: a model request failed with a transient error and is sent again
+// after `delay_ms` (never stored).
+struct RetryData {
+  static constexpr EventType kType = EventType::kRetry;
+  int64_t attempt = 0;       // the attempt about to be made (2 = the first retry)
+  int64_t max_attempts = 0;  // the policy's limit
+  int64_t delay_ms = 0;      // the wait before it
+  std::string reason;        // the error of the failed attempt, e.g. "HTTP 429 ..."
+
+  Json ToJson() const;
+  static Result<RetryData> FromJson(const Json& j);
+};
+
 // step_end: the model call's response arrived.
 struct StepEndData {
   static constexpr EventType kType = EventType::kStepEnd;
@@ -142,6 +155,15 @@ struct ToolCallEndData {
   bool is_error = false;
   int64_t content_bytes = 0;
   std::string summary;  // the first line, at most 200 bytes
+  // A file tool's change as a unified diff (ToolOutput::details "diff");
+  // empty: none (omitted).
+  std::string diff;
+  // A command's non-zero exit code (ToolOutput::details "exit_code");
+  // unset: none (omitted).
+  std::optional<int64_t> exit_code;
+  // The call was cancelled while it ran (details "cancelled"); omitted when
+  // false.
+  bool cancelled = false;
 
   Json ToJson() const;
   static Result<ToolCallEndData> FromJson(const Json& j);

@@ -42,14 +42,15 @@ enum class EventType {
   kNotice,         // {level, text}          human-facing notes (todo loop, reflector)
   kContinuation,   // {round, max_rounds, strikes, max_strikes, reason}
   kSettings,       // {changes: [{key, from, to, source}], settings}  pinned settings changed
+  kRetry,          // {attempt, max_attempts, delay_ms, reason}  (not persisted)
 };
 
 // Stable snake_case name, e.g. "tool_call_begin".
 std::string_view EventTypeName(EventType type);
 std::optional<EventType> ParseEventType(std::string_view name);
 
-// Whether a store must persist the event to rebuild the session: deltas are
-// display-only and are not stored; everything else is.
+// Whether a store must persist the event to rebuild the session: deltas and
+// retries are display-only and are not stored; everything else is.
 bool ShouldPersist(EventType type);
 
 struct Event {

@@ -108,11 +108,16 @@ struct ModelResponse {
 // thread that runs Complete(), or, for CompleteAsync(), on the thread the
 // provider streams on (the HTTP providers: the HTTP client's event thread).
 // The final ModelResponse is authoritative; deltas are for display only.
+struct RetryData;  // event_data.h
+
 class StreamSink {
  public:
   virtual ~StreamSink() = default;
   virtual void OnTextDelta(std::string_view text) { (void)text; }
   virtual void OnThinkingDelta(std::string_view text) { (void)text; }
+  // The request failed with a transient error and is sent again after
+  // retry.delay_ms (before the wait starts).
+  virtual void OnRetry(const RetryData& retry) { (void)retry; }
 };
 
 class ModelProvider {

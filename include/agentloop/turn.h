@@ -255,6 +255,8 @@ class Turn {
   // Stream deltas from the provider, forwarded as events.
   void EmitTextDelta(std::string_view text);
   void EmitThinkingDelta(std::string_view text);
+  // A provider's retry of a failed model request (a `retry` event).
+  void EmitRetry(const RetryData& retry);
 
   // The tools offered to the model in this turn (read-only commands filter).
   std::span<const ToolSpec> offered_tools() const;

@@ -197,6 +197,14 @@ std::optional<StopReason> ParseStopReason(std::string_view name);
 enum class PendingKind { kApproval, kQuestion };
 std::string_view PendingKindName(PendingKind kind);
 
+// A new pending id, typed by its kind: "apr_" (approval) or "q_" (question)
+// and 16 random hex digits, e.g. "apr_5f3a9c0d2b1e4a67". The one place
+// pending ids are made; people may type any unique prefix of one.
+std::string NewPendingId(PendingKind kind);
+// Whether `id` has the shape of a whole pending id: a typed id as made by
+// NewPendingId, or a UUID (the ids of sessions stored before typed ids).
+bool IsWholePendingId(std::string_view id);
+
 struct PendingItem {
   std::string id;  // pending id, unique across sessions
   PendingKind kind = PendingKind::kApproval;

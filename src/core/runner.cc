@@ -16,6 +16,10 @@ void ForwardingSink::OnThinkingDelta(std::string_view text) {
   turn_.EmitThinkingDelta(text);
   if (extra_ != nullptr) extra_->OnThinkingDelta(text);
 }
+void ForwardingSink::OnRetry(const RetryData& retry) {
+  turn_.EmitRetry(retry);
+  if (extra_ != nullptr) extra_->OnRetry(retry);
+}
 
 Result<ToolOutput> RunOne(const ToolCall& call, const ToolRegistry& tools, ToolContext& ctx) {
   Tool* tool = tools.Find(call.name);

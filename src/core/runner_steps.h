@@ -21,6 +21,7 @@ class ForwardingSink final : public StreamSink {
   ForwardingSink(Turn& turn, StreamSink* extra) : turn_(turn), extra_(extra) {}
   void OnTextDelta(std::string_view text) override;
   void OnThinkingDelta(std::string_view text) override;
+  void OnRetry(const RetryData& retry) override;
 
  private:
   Turn& turn_;

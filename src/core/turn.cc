@@ -125,6 +125,23 @@ std::string SummaryLine(const std::string& content) {
   return std::string(TruncateUtf8(s, 200));
 }
 
+// A command's non-zero exit code from a tool's details, for tool_call_end.
+std::optional<int64_t> FailedExitCode(const ToolOutput& out) {
+  if (!out.details.is_object()) return std::nullopt;
+  auto it = out.details.find("exit_code");
+  if (it == out.details.end() || !it->is_number_integer() || it->get<int64_t>() == 0) {
+    return std::nullopt;
+  }
+  return it->get<int64_t>();
+}
+
+// The unified diff a file tool reports in its details, for tool_call_end.
+std::string DiffOf(const ToolOutput& out) {
+  if (!out.details.is_object()) return "";
+  auto it = out.details.find("diff");
+  return it != out.details.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 }  // namespace
 
 class Turn::Impl {
@@ -313,11 +330,15 @@ class Turn::Impl {
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
       slot.state = SlotState::kReady;
       Emit([&] {
-        return ToolCallEndData{.id = slot.id,
-                               .tool = slot.name,
-                               .is_error = out.is_error,
-                               .content_bytes = static_cast<int64_t>(out.content.size()),
-                               .summary = SummaryLine(out.content)};
+        return ToolCallEndData{
+            .id = slot.id,
+            .tool = slot.name,
+            .is_error = out.is_error,
+            .content_bytes = static_cast<int64_t>(out.content.size()),
+            .summary = SummaryLine(out.content),
+            .diff = DiffOf(out),
+            .exit_code = FailedExitCode(out),
+            .cancelled = out.details.is_object() && out.details.value("cancelled", false)};
       });
       ToolCall call{slot.id, slot.name, slot.input};
       for (auto& h : cfg_.hooks) {
@@ -342,6 +363,9 @@ class Turn::Impl {
   void EmitThinkingDelta(std::string_view text) {
     if (phase_ == Phase::kAwaitSummary) return;
     Emit([&] { return ThinkingDeltaData{std::string(text)}; });
+  }
+  void EmitRetry(const RetryData& retry) {
+    Emit([&] { return retry; });
   }
 
   // The estimated tokens of the next request: the input the provider
@@ -1024,7 +1048,7 @@ class Turn::Impl {
     std::vector<ApprovalRequest> requests;
     for (auto& slot : slots_) {
       if (slot.state != SlotState::kNeedsDecision) continue;
-      slot.pending_id = NewUuid();
+      slot.pending_id = NewPendingId(slot.ask_kind);
       ApprovalRequest r;
       r.session_id = cfg_.session_id;
       r.turn_id = cfg_.turn_id;
@@ -1431,6 +1455,7 @@ void Turn::PostNotice(std::string level, std::string text) {
 }
 void Turn::EmitTextDelta(std::string_view text) { impl_->EmitTextDelta(text); }
 void Turn::EmitThinkingDelta(std::string_view text) { impl_->EmitThinkingDelta(text); }
+void Turn::EmitRetry(const RetryData& retry) { impl_->EmitRetry(retry); }
 std::span<const ToolSpec> Turn::offered_tools() const { return impl_->offered(); }
 const TurnConfig& Turn::config() const { return impl_->config(); }
 

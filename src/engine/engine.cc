@@ -115,6 +115,7 @@ class StoreSink final : public EventSink {
       case EventType::kStepEnd:
       case EventType::kTextDelta:
       case EventType::kThinkingDelta:
+      case EventType::kRetry:
       case EventType::kMessage:
       case EventType::kToolCallEnd:
       case EventType::kBudgetCheck:
@@ -708,7 +709,20 @@ class EngineImpl final : public Engine {
   }
 
   Result<std::optional<PendingRecord>> FindPending(const std::string& pending_id) override {
-    return store_->GetPending(pending_id);
+    AL_ASSIGN_OR_RETURN(std::optional<PendingRecord> exact, store_->GetPending(pending_id));
+    if (exact || IsWholePendingId(pending_id)) return exact;
+    if (pending_id.size() < 4) {
+      return InvalidArgument("pending id prefix '" + pending_id +
+                             "' is too short (at least 4 characters)");
+    }
+    AL_ASSIGN_OR_RETURN(std::vector<PendingRecord> open, store_->ListPending(std::nullopt));
+    std::optional<PendingRecord> found;
+    for (PendingRecord& r : open) {
+      if (!r.item.id.starts_with(pending_id)) continue;
+      if (found) return InvalidArgument("pending id prefix '" + pending_id + "' is ambiguous");
+      found = std::move(r);
+    }
+    return found;
   }
 
   Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) override {

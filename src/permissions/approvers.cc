@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 
 #include "agentloop/tool.h"
 
+#include "base/diff.h"
 #include "base/strings.h"
 
 namespace agentloop::permissions {
@@ -29,12 +31,64 @@ std::string Indent(std::string_view s, std::string_view pad) {
   return out;
 }
 
+// The edited arguments of `text` if they are an object the tool accepts;
+// otherwise says why on `out`.
+std::optional<Json> CheckEdited(const std::string& text, const ToolSpec& spec, std::ostream& out) {
+  Result<Json> parsed = ParseJson(text);
+  if (!parsed.ok()) {
+    out << "invalid JSON: " << parsed.error().message() << "\n";
+  } else if (!parsed->is_object()) {
+    out << "invalid arguments: expected a JSON object\n";
+  } else if (Status s = ValidateAgainstSchema(*parsed, spec.input_schema); !s.ok()) {
+    out << "invalid arguments: " << s.message() << "\n";
+  } else {
+    return std::move(*parsed);
+  }
+  return std::nullopt;
+}
+
 ApprovalDecision Stopped(const std::stop_token& stop) {
   if (stop.stop_requested()) return ApprovalDecision::Deny("cancelled before an answer", "console");
   return ApprovalDecision::Deny("no answer: console input closed", "console");
 }
 
 }  // namespace
+
+std::string FormatReplacement(const Json& args, bool color, size_t max_lines) {
+  if (!args.is_object()) return "";
+  auto old_it = args.find("old_string");
+  auto new_it = args.find("new_string");
+  if (old_it == args.end() || new_it == args.end() || !old_it->is_string() ||
+      !new_it->is_string()) {
+    return "";
+  }
+  Json rest = args;
+  rest.erase("old_string");
+  rest.erase("new_string");
+  std::string out = rest.empty() ? "" : FormatArguments(rest);
+  UnifiedDiffOptions o;
+  o.context = 1 << 20;  // every line of old_string: it is what must match
+  std::string diff =
+      UnifiedDiff(old_it->get_ref<const std::string&>(), new_it->get_ref<const std::string&>(),
+                  "old_string", "new_string", o);
+  out += "  replaces:\n";
+  size_t shown = 0, total = 0;
+  for (std::string_view line : Split(diff, '\n')) {
+    if (line.empty() || line.starts_with("--- ") || line.starts_with("+++ ") ||
+        line.starts_with("@@ ")) {
+      continue;
+    }
+    if (++total > max_lines) continue;
+    ++shown;
+    std::string text = SanitizeUtf8(line);
+    const char* code = line[0] == '+' ? "\x1b[32m" : line[0] == '-' ? "\x1b[31m" : "";
+    out += "    ";
+    out += color && *code ? std::string(code) + text + std::string(kReset) : text;
+    out += "\n";
+  }
+  if (total > shown) out += "    ... " + std::to_string(total - shown) + " more lines\n";
+  return out;
+}
 
 std::string FormatArguments(const Json& args, size_t max_chars) {
   std::string out;
@@ -51,6 +105,25 @@ std::string FormatArguments(const Json& args, size_t max_chars) {
     out += "  " + it.key() + ": " + value + "\n";
   }
   return out;
+}
+
+std::vector<std::string> QuestionOptions(const Json& input) {
+  std::vector<std::string> options;
+  if (input.is_object() && input.contains("options") && input["options"].is_array()) {
+    for (const auto& o : input["options"])
+      options.push_back(o.is_string() ? o.get<std::string>() : DumpJson(o));
+  }
+  return options;
+}
+
+std::string PickOption(std::string answer, const std::vector<std::string>& options) {
+  if (options.empty() || answer.empty() || answer.size() > 4) return answer;
+  if (std::find(options.begin(), options.end(), answer) != options.end()) return answer;
+  if (!std::all_of(answer.begin(), answer.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return answer;
+  }
+  size_t n = std::stoul(answer);
+  return n >= 1 && n <= options.size() ? options[n - 1] : answer;
 }
 
 ConsoleApprover::ConsoleApprover(std::istream& in, std::ostream& out, bool is_terminal,
@@ -90,7 +163,10 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
        << (is_terminal_ ? kBold : "") << "Permission needed: " << tool
        << (is_terminal_ ? kReset : "") << "\n";
   if (!request.reason.empty()) out_ << "reason: " << request.reason << "\n";
-  out_ << "arguments:\n" << FormatArguments(request.call.input, options_.max_value_chars);
+  std::string replacement = FormatReplacement(request.call.input, is_terminal_);
+  out_ << "arguments:\n"
+       << (replacement.empty() ? FormatArguments(request.call.input, options_.max_value_chars)
+                               : replacement);
   int invalid = 0;
   while (true) {
     out_ << "Allow? [y] once, [a] for this session, [n] deny, [e] edit arguments: ";
@@ -112,6 +188,24 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
       if (reason.empty()) reason = "denied at the console";
       return ApprovalDecision::Deny(reason, "console");
     }
+    if ((answer == "e" || answer == "edit") && options_.edit_text) {
+      Result<std::string> text = options_.edit_text(request.call.input.dump(2) + "\n");
+      if (!text.ok()) {
+        out_ << "cannot edit: " << text.error().message() << "\n";
+      } else if (!Trim(*text).empty()) {
+        if (std::optional<Json> edited = CheckEdited(*text, request.spec, out_)) {
+          ApprovalDecision d = ApprovalDecision::Allow("console");
+          if (*edited == request.call.input) return d;  // saved unchanged: allow as asked
+          out_ << "edited arguments:\n" << FormatArguments(*edited, options_.max_value_chars);
+          d.edited_input = std::move(*edited);
+          return d;
+        }
+      }
+      if (++invalid >= options_.max_invalid_answers) {
+        return ApprovalDecision::Deny("too many invalid answers at the console", "console");
+      }
+      continue;
+    }
     if (answer == "e" || answer == "edit") {
       out_ << "current arguments: " << DumpJson(request.call.input) << "\n";
       while (true) {
@@ -119,16 +213,9 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
         std::optional<std::string> text = ReadLine(stop);
         if (!text) return Stopped(stop);
         if (Trim(*text).empty()) break;
-        Result<Json> parsed = ParseJson(*text);
-        if (!parsed.ok()) {
-          out_ << "invalid JSON: " << parsed.error().message() << "\n";
-        } else if (!parsed->is_object()) {
-          out_ << "invalid arguments: expected a JSON object\n";
-        } else if (Status s = ValidateAgainstSchema(*parsed, request.spec.input_schema); !s.ok()) {
-          out_ << "invalid arguments: " << s.message() << "\n";
-        } else {
+        if (std::optional<Json> edited = CheckEdited(*text, request.spec, out_)) {
           ApprovalDecision d = ApprovalDecision::Allow("console");
-          d.edited_input = std::move(*parsed);
+          d.edited_input = std::move(*edited);
           return d;
         }
         if (++invalid >= options_.max_invalid_answers) {
@@ -151,11 +238,7 @@ ApprovalDecision ConsoleApprover::DecideQuestion(const ApprovalRequest& request,
   if (in.is_object() && in.contains("question") && in["question"].is_string()) {
     question = in["question"].get<std::string>();
   }
-  std::vector<std::string> options;
-  if (in.is_object() && in.contains("options") && in["options"].is_array()) {
-    for (const auto& o : in["options"])
-      options.push_back(o.is_string() ? o.get<std::string>() : DumpJson(o));
-  }
+  std::vector<std::string> options = QuestionOptions(in);
   out_ << "\n"
        << (is_terminal_ ? kBold : "") << "[ask_user] " << (is_terminal_ ? kReset : "") << question
        << "\n";
@@ -176,13 +259,8 @@ ApprovalDecision ConsoleApprover::DecideQuestion(const ApprovalRequest& request,
       }
       continue;
     }
-    if (!options.empty() && answer.size() <= 4 &&
-        std::all_of(answer.begin(), answer.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      size_t n = std::stoul(answer);
-      if (n >= 1 && n <= options.size()) answer = options[n - 1];
-    }
     ApprovalDecision d = ApprovalDecision::Allow("console");
-    d.answer = std::move(answer);
+    d.answer = PickOption(std::move(answer), options);
     return d;
   }
 }

@@ -18,6 +18,7 @@
 #include <ostream>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "agentloop/permission.h"
 
@@ -31,11 +32,29 @@ namespace agentloop::permissions {
 // compact JSON (cut likewise). Used by the console and `agentloop pending`.
 std::string FormatArguments(const Json& args, size_t max_chars = 400);
 
+// The options of an ask_user call's input, as shown to a person (strings as
+// they are, other values as compact JSON); empty when it offers none.
+std::vector<std::string> QuestionOptions(const Json& input);
+
+// An answer as a person typed it: a number 1..n picks that option (unless
+// the text is itself one of the options); anything else is the answer.
+std::string PickOption(std::string answer, const std::vector<std::string>& options);
+
+// The arguments of an edit-like call (string `old_string` and `new_string`)
+// for a person: the other arguments as FormatArguments shows them, then the
+// replacement as removed and added lines (coloured with `color`, at most
+// `max_lines` of them). Empty when `args` is not such a call.
+std::string FormatReplacement(const Json& args, bool color, size_t max_lines = 80);
+
 class ConsoleApprover final : public Approver {
  public:
   struct Options {
     size_t max_value_chars = 400;  // long argument values are cut
     int max_invalid_answers = 20;  // then the call is denied
+    // Opens the arguments (as indented JSON) in the person's editor and
+    // returns the edited text, or an error saying why it could not; unset:
+    // `e` reads one line of JSON instead.
+    std::function<Result<std::string>(const std::string&)> edit_text;
   };
 
   // `in`/`out` must outlive the approver. `approvals` (may be null) records
@@ -53,8 +72,11 @@ class ConsoleApprover final : public Approver {
   //   a  allow for this session (this exact access; recorded in `approvals`
   //      and flagged remember_for_session)
   //   n  deny; then reads an optional reason line
-  //   e  edit the arguments: reads one line of JSON (an object that satisfies
-  //      the tool's schema); errors re-prompt, an empty line goes back
+  //   e  edit the arguments: in the editor (Options::edit_text), else as one
+  //      line of JSON; the result must be an object that satisfies the
+  //      tool's schema; errors re-prompt, an empty line goes back
+  // An edit-like call's old_string/new_string are shown as the lines they
+  // remove and add (FormatReplacement).
   // Questions (kind kQuestion): prints the question and numbered options and
   // reads an answer line (a number picks an option); returns kAllow with
   // `answer`.

@@ -48,6 +48,13 @@ struct Console {
   ConsoleApprover Approver() { return ConsoleApprover(in, out, /*is_terminal=*/false, approvals); }
 };
 
+ConsoleApprover::Options Opts(size_t max_value_chars, int max_invalid_answers) {
+  ConsoleApprover::Options o;
+  o.max_value_chars = max_value_chars;
+  o.max_invalid_answers = max_invalid_answers;
+  return o;
+}
+
 TEST(ConsoleApproverTest, AllowOnce) {
   Console c("y\n");
   ConsoleApprover a = c.Approver();
@@ -107,6 +114,56 @@ TEST(ConsoleApproverTest, EditArgumentsBadThenGoodJson) {
   EXPECT_THAT(out, HasSubstr("invalid arguments: command"));
 }
 
+TEST(ConsoleApproverTest, EditInTheEditorGetsIndentedJsonAndChecksTheResult) {
+  Console c("e\ne\ny\n");
+  std::vector<std::string> shown;
+  std::vector<std::string> replies = {R"({"cmd": 1})", R"({"command": "make check"})"};
+  ConsoleApprover::Options o;
+  o.edit_text = [&](const std::string& text) -> Result<std::string> {
+    shown.push_back(text);
+    std::string r = replies[shown.size() - 1];
+    return r;
+  };
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, c.approvals, o);
+  ApprovalDecision d = a.Decide(BashRequest("make test"), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  ASSERT_TRUE(d.edited_input.has_value());
+  EXPECT_EQ(*d.edited_input, J(R"({"command":"make check"})"));
+  ASSERT_EQ(shown.size(), 2u);
+  EXPECT_EQ(shown[0], "{\n  \"command\": \"make test\"\n}\n");
+  EXPECT_THAT(c.out.str(), HasSubstr("invalid arguments"));
+}
+
+TEST(ConsoleApproverTest, EditorFailureOrUnchangedTextIsSaidOrAllowedAsAsked) {
+  Console c("e\ne\n");
+  int calls = 0;
+  ConsoleApprover::Options o;
+  o.edit_text = [&](const std::string& text) -> Result<std::string> {
+    if (++calls == 1) return FailedPrecondition("editor 'vi' exited with status 1");
+    return text;
+  };
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, c.approvals, o);
+  ApprovalDecision d = a.Decide(BashRequest("make test"), {});
+  EXPECT_EQ(d.kind, Kind::kAllow);
+  EXPECT_FALSE(d.edited_input.has_value());
+  EXPECT_THAT(c.out.str(), HasSubstr("cannot edit: editor 'vi' exited with status 1"));
+}
+
+TEST(ConsoleApproverTest, AnEditIsShownAsTheLinesItRemovesAndAdds) {
+  Console c("y\n");
+  ConsoleApprover a = c.Approver();
+  ApprovalRequest r = BashRequest("x");
+  r.call = ToolCall{"call_e", "edit",
+                    Json{{"file_path", "f.cc"},
+                         {"old_string", "int a = 1;\nint b = 2;\n"},
+                         {"new_string", "int a = 1;\nint b = 3;\n"}}};
+  EXPECT_EQ(a.Decide(r, {}).kind, Kind::kAllow);
+  EXPECT_THAT(c.out.str(), HasSubstr("  file_path: f.cc\n  replaces:\n     int a = 1;\n"
+                                     "    -int b = 2;\n    +int b = 3;\n"));
+  EXPECT_THAT(c.out.str(), ::testing::Not(HasSubstr("old_string")));
+  EXPECT_EQ(FormatReplacement(Json{{"command", "ls"}}, false), "");
+}
+
 TEST(ConsoleApproverTest, EditEmptyLineGoesBack) {
   Console c("e\n\ny\n");
   ConsoleApprover a = c.Approver();
@@ -138,7 +195,7 @@ TEST(ConsoleApproverTest, StopTokenDeniesWithoutReading) {
 
 TEST(ConsoleApproverTest, LongArgumentsAreCut) {
   Console c("y\n");
-  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, nullptr, ConsoleApprover::Options{50, 5});
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, nullptr, Opts(50, 5));
   ApprovalDecision d = a.Decide(BashRequest("echo " + std::string(500, 'x')), {});
   EXPECT_EQ(d.kind, Kind::kAllow);
   EXPECT_THAT(c.out.str(), HasSubstr("(455 more bytes)"));
@@ -161,6 +218,19 @@ TEST(ConsoleApproverTest, QuestionAnswerByNumberAndByText) {
     ApprovalDecision d = a.Decide(Question(), {});
     EXPECT_EQ(d.answer, "something else");
   }
+}
+
+TEST(PickOptionTest, NumberPicksAnOptionOtherTextIsTheAnswer) {
+  std::vector<std::string> options = QuestionOptions(J(R"j({"options":["a","3",{"k":1}]})j"));
+  ASSERT_EQ(options, (std::vector<std::string>{"a", "3", R"({"k":1})"}));
+  EXPECT_EQ(PickOption("1", options), "a");
+  EXPECT_EQ(PickOption("3", options), "3");  // the text of an option wins over its number
+  EXPECT_EQ(PickOption("2", {"x", "y"}), "y");
+  EXPECT_EQ(PickOption("4", options), "4");  // out of range: the text itself
+  EXPECT_EQ(PickOption("0", options), "0");
+  EXPECT_EQ(PickOption("2", {}), "2");  // no options: the text itself
+  EXPECT_EQ(PickOption("b", options), "b");
+  EXPECT_TRUE(QuestionOptions(J(R"j({"question":"why?"})j")).empty());
 }
 
 TEST(DurableApproverTest, Defers) {

@@ -247,6 +247,23 @@ Result<TextDeltaData> TextDeltaData::FromJson(const Json& j) {
   return f.Done(std::move(d));
 }
 
+Json RetryData::ToJson() const {
+  return Json{{"attempt", attempt},
+              {"max_attempts", max_attempts},
+              {"delay_ms", delay_ms},
+              {"reason", reason}};
+}
+
+Result<RetryData> RetryData::FromJson(const Json& j) {
+  Fields f(j, kType);
+  RetryData d;
+  d.attempt = f.Int("attempt");
+  d.max_attempts = f.Int("max_attempts");
+  d.delay_ms = f.Int("delay_ms");
+  d.reason = f.Str("reason");
+  return f.Done(std::move(d));
+}
+
 Json ThinkingDeltaData::ToJson() const { return Json{{"text", text}}; }
 
 Result<ThinkingDeltaData> ThinkingDeltaData::FromJson(const Json& j) {
@@ -312,11 +329,15 @@ Result<ToolCallBeginData> ToolCallBeginData::FromJson(const Json& j) {
 }
 
 Json ToolCallEndData::ToJson() const {
-  return Json{{"id", id},
-              {"tool", tool},
-              {"is_error", is_error},
-              {"content_bytes", content_bytes},
-              {"summary", summary}};
+  Json j{{"id", id},
+         {"tool", tool},
+         {"is_error", is_error},
+         {"content_bytes", content_bytes},
+         {"summary", summary}};
+  if (!diff.empty()) j["diff"] = diff;
+  if (exit_code) j["exit_code"] = *exit_code;
+  if (cancelled) j["cancelled"] = true;
+  return j;
 }
 
 Result<ToolCallEndData> ToolCallEndData::FromJson(const Json& j) {
@@ -327,6 +348,9 @@ Result<ToolCallEndData> ToolCallEndData::FromJson(const Json& j) {
   d.is_error = f.Bool("is_error");
   d.content_bytes = f.Int("content_bytes");
   d.summary = f.Str("summary");
+  if (j.is_object() && j.contains("diff")) d.diff = f.Str("diff");
+  if (j.is_object() && j.contains("exit_code")) d.exit_code = f.Int("exit_code");
+  if (j.is_object() && j.contains("cancelled")) d.cancelled = f.Bool("cancelled");
   return f.Done(std::move(d));
 }
 
@@ -512,6 +536,8 @@ Status CheckEventData(const Event& event) {
       return check(TextDeltaData::FromJson(event.data));
     case EventType::kThinkingDelta:
       return check(ThinkingDeltaData::FromJson(event.data));
+    case EventType::kRetry:
+      return check(RetryData::FromJson(event.data));
     case EventType::kMessage:
       return check(MessageData::FromJson(event.data));
     case EventType::kToolCallBegin:

@@ -173,6 +173,9 @@ std::vector<Sample> Samples() {
   call_end.tool = "read";
   call_end.content_bytes = 3;
   call_end.summary = "x";
+  call_end.diff = "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\n+y\n";
+  call_end.exit_code = 2;
+  call_end.cancelled = true;
   PendingData pending;
   pending.items = {item};
   pending.checkpoint = cp;
@@ -212,6 +215,8 @@ std::vector<Sample> Samples() {
       Make(step_begin, StepBeginData{}),
       Make(TextDeltaData{"a"}, TextDeltaData{}),
       Make(ThinkingDeltaData{"b"}, ThinkingDeltaData{}),
+      Make(RetryData{.attempt = 2, .max_attempts = 6, .delay_ms = 2000, .reason = "HTTP 429"},
+           RetryData{}),
       Make(step_end, StepEndData{}),
       Make(MessageData{msg}, MessageData{Message::Assistant("ok")}),
       Make(asked, allowed),

@@ -33,6 +33,7 @@ constexpr std::pair<EventType, std::string_view> kNames[] = {
     {EventType::kNotice, "notice"},
     {EventType::kContinuation, "continuation"},
     {EventType::kSettings, "settings"},
+    {EventType::kRetry, "retry"},
 };
 
 }  // namespace
@@ -61,6 +62,7 @@ bool ShouldPersist(EventType type) {
   switch (type) {
     case EventType::kTextDelta:
     case EventType::kThinkingDelta:
+    case EventType::kRetry:
       return false;
     case EventType::kTurnBegin:
     case EventType::kTurnEnd:

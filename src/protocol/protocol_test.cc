@@ -26,6 +26,23 @@ TEST(CodecTest, MessageRoundTripKeepsThinkingAndToolBlocks) {
   EXPECT_EQ(*back, m);
 }
 
+TEST(PendingIdTest, TypedByKindAndRecognisedWhole) {
+  std::string a = NewPendingId(PendingKind::kApproval);
+  std::string q = NewPendingId(PendingKind::kQuestion);
+  EXPECT_TRUE(a.starts_with("apr_")) << a;
+  EXPECT_TRUE(q.starts_with("q_")) << q;
+  EXPECT_EQ(a.size(), 4u + 16u);
+  EXPECT_NE(a, NewPendingId(PendingKind::kApproval));
+  EXPECT_TRUE(IsWholePendingId(a));
+  EXPECT_TRUE(IsWholePendingId(q));
+  EXPECT_TRUE(IsWholePendingId("3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c"));
+  EXPECT_FALSE(IsWholePendingId(a.substr(0, 8)));  // a prefix
+  EXPECT_FALSE(IsWholePendingId("apr_5f3a9c0d2b1e4a6G"));
+  EXPECT_FALSE(IsWholePendingId("x_5f3a9c0d2b1e4a67"));
+  EXPECT_FALSE(IsWholePendingId("3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9"));
+  EXPECT_FALSE(IsWholePendingId(""));
+}
+
 TEST(CodecTest, RejectsMalformed) {
   EXPECT_FALSE(MessageFromJson(Json{{"role", "robot"}, {"content", Json::array()}}).ok());
   EXPECT_FALSE(MessageFromJson(Json{{"role", "user"}}).ok());

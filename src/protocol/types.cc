@@ -1,7 +1,11 @@
 #include "agentloop/types.h"
 
+#include <algorithm>
+
 #include "agentloop/events.h"
 #include "agentloop/provider.h"
+
+#include "base/ids.h"
 
 namespace agentloop {
 
@@ -205,6 +209,30 @@ std::optional<StopReason> ParseStopReason(std::string_view name) {
 
 std::string_view PendingKindName(PendingKind kind) {
   return kind == PendingKind::kApproval ? "approval" : "question";
+}
+
+std::string NewPendingId(PendingKind kind) {
+  return NewId(kind == PendingKind::kApproval ? "apr" : "q");
+}
+
+bool IsWholePendingId(std::string_view id) {
+  auto hex = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(),
+                       [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  };
+  for (std::string_view prefix : {"apr_", "q_"}) {
+    if (id.starts_with(prefix)) {
+      std::string_view rest = id.substr(prefix.size());
+      return rest.size() == 16 && hex(rest);
+    }
+  }
+  if (id.size() != 36) return false;
+  for (size_t i = 0; i < id.size(); ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (id[i] == '-')) return false;
+    if (!dash && !hex(id.substr(i, 1))) return false;
+  }
+  return true;
 }
 
 std::string_view FinishReasonName(FinishReason reason) {

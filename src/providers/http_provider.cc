@@ -121,7 +121,8 @@ Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, Stream
                                              std::stop_token stop) {
   const std::string body = BuildBody(request);
   return RunWithRetry<ModelResponse>(
-      options_.retry, stop, [&](AttemptError* err) { return Attempt(body, sink, stop, err); });
+      options_.retry, stop, [&](AttemptError* err) { return Attempt(body, sink, stop, err); },
+      [&](const RetryData& retry) { sink.OnRetry(retry); });
 }
 
 // One CompleteAsync call: attempts, backoff waits and the stop, as the
@@ -187,10 +188,11 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     decoder_.reset();
     if (r.ok()) return Finish(std::move(r));
     if (stop_.stop_requested()) return Finish(Cancelled("model call cancelled"));
-    if (std::optional<Status> final = GiveUpAfter(provider_.options_.retry, attempts_, r.error())) {
-      return Finish(std::move(*final));
-    }
-    provider_.client_->Wait(provider_.options_.retry.Delay(attempts_, err.retry_after), stop_,
+    err.status = r.error();
+    RetryStep next = NextRetry(provider_.options_.retry, attempts_, err);
+    if (!next.retry) return Finish(std::move(next.final));
+    sink_.OnRetry(*next.retry);
+    provider_.client_->Wait(std::chrono::milliseconds(next.retry->delay_ms), stop_,
                             [self = shared_from_this()](bool waited) {
                               if (!waited) return self->Finish(Cancelled("model call cancelled"));
                               self->Attempt();

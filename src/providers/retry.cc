@@ -68,6 +68,9 @@ Status ClassifyHttpStatus(long status, std::string_view body) {
   }
   switch (status) {
     case 401:
+      // The key is missing, wrong or revoked: say so in words, not only as a
+      // status (front ends add which variable holds the key).
+      return PermissionDenied("authentication failed: " + text);
     case 403:
       return PermissionDenied(text);
     case 404:
@@ -118,6 +121,24 @@ std::chrono::milliseconds RetryPolicy::Delay(
   int64_t jitter =
       half > 0 ? static_cast<int64_t>(RandomU64() % static_cast<uint64_t>(half + 1)) : 0;
   return std::chrono::milliseconds(half + jitter);
+}
+
+RetryStep NextRetry(const RetryPolicy& policy, int attempt, const AttemptError& error) {
+  RetryStep step;
+  if (!IsRetryable(error.status)) {
+    step.final = error.status;
+  } else if (attempt >= policy.max_attempts) {
+    step.final = attempt > 1
+                     ? Status(error.status.code(), error.status.message() + " (after " +
+                                                       std::to_string(attempt) + " attempts)")
+                     : error.status;
+  } else {
+    step.retry = RetryData{.attempt = attempt + 1,
+                           .max_attempts = policy.max_attempts,
+                           .delay_ms = policy.Delay(attempt, error.retry_after).count(),
+                           .reason = error.status.message()};
+  }
+  return step;
 }
 
 bool InterruptibleWait(std::chrono::milliseconds delay, const std::stop_token& stop) {

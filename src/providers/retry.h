@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "agentloop/event_data.h"
 #include "agentloop/status.h"
 
 #include "providers/http_client.h"
@@ -26,7 +27,8 @@ namespace agentloop {
 
 // Maps a non-2xx HTTP answer to a Status. The message names the status and
 // the provider's error message (from a JSON error body when there is one),
-// with secrets redacted and length bounded.
+// with secrets redacted and length bounded; a 401 starts with
+// "authentication failed: ".
 Status ClassifyHttpStatus(long status, std::string_view body);
 
 // Whether an error body / message says the prompt exceeded the context
@@ -63,32 +65,36 @@ struct RetryPolicy {
 // Waits `delay` or until `stop` fires (false when cancelled).
 bool InterruptibleWait(std::chrono::milliseconds delay, const std::stop_token& stop);
 
-// After failed attempt number `n` (1-based) ended with `error`: the error
-// to give up with, or nullopt to wait policy.Delay(n, ...) and try again.
-// The rule of RunWithRetry, shared with the asynchronous retry loop of
-// HttpProvider::CompleteAsync.
-inline std::optional<Status> GiveUpAfter(const RetryPolicy& policy, int n, const Status& error) {
-  if (IsRetryable(error) && n < policy.max_attempts) return std::nullopt;
-  if (n > 1 && IsRetryable(error)) {
-    return Status(error.code(), error.message() + " (after " + std::to_string(n) + " attempts)");
-  }
-  return error;
-}
+// What follows failed attempt number `attempt` (1-based) that ended with
+// `error`: either a retry (`retry` set: the next attempt, its delay and the
+// reason, for a `retry` event) or the final error (`final`: the error,
+// with "(after N attempts)" when retries ran out). The one retry decision,
+// for the blocking loop below and for callers that wait on their own timer.
+struct RetryStep {
+  std::optional<RetryData> retry;
+  Status final;
+};
+RetryStep NextRetry(const RetryPolicy& policy, int attempt, const AttemptError& error);
 
 // Runs `attempt` until it succeeds, fails with a non-retryable Status, or
-// `policy.max_attempts` consecutive attempts failed. kCancelled when `stop`
-// fires during a wait.
+// `policy.max_attempts` consecutive attempts failed. Before each wait,
+// `on_retry` (may be null) hears of the retry. kCancelled when `stop` fires
+// during a wait.
 template <typename T>
 Result<T> RunWithRetry(const RetryPolicy& policy, const std::stop_token& stop,
-                       const std::function<Result<T>(AttemptError*)>& attempt) {
+                       const std::function<Result<T>(AttemptError*)>& attempt,
+                       const std::function<void(const RetryData&)>& on_retry = nullptr) {
   for (int n = 1;; ++n) {
     if (stop.stop_requested()) return Cancelled("model call cancelled");
     AttemptError err;
     Result<T> r = attempt(&err);
     if (r.ok()) return r;
     if (stop.stop_requested()) return Cancelled("model call cancelled");
-    if (std::optional<Status> final = GiveUpAfter(policy, n, r.error())) return *final;
-    std::chrono::milliseconds d = policy.Delay(n, err.retry_after);
+    err.status = r.error();
+    RetryStep next = NextRetry(policy, n, err);
+    if (!next.retry) return next.final;
+    if (on_retry) on_retry(*next.retry);
+    std::chrono::milliseconds d(next.retry->delay_ms);
     bool waited = policy.wait ? policy.wait(d, stop) : InterruptibleWait(d, stop);
     if (!waited) return Cancelled("model call cancelled");
   }

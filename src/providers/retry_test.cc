@@ -40,6 +40,7 @@ TEST(Classify, StreamErrorsAndSecrets) {
   EXPECT_EQ(ClassifyStreamError("invalid_request_error", "bad").code(), Code::kInvalidArgument);
   Status s = ClassifyHttpStatus(401, R"({"error":{"message":"bad key sk-abcdefghijklmnop1234"}})");
   EXPECT_EQ(s.message().find("sk-abcdefghijklmnop1234"), std::string::npos);
+  EXPECT_EQ(s.message().rfind("authentication failed: HTTP 401", 0), 0u) << s.message();
 }
 
 TEST(RetryAfter, Parse) {
@@ -98,6 +99,45 @@ TEST(RetryPolicy, RunWithRetryStopsAtMaxAndOnNonRetryable) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, 42);
   EXPECT_EQ(waits.back(), 7);
+}
+
+TEST(RetryPolicy, EachRetryIsReportedWithAttemptDelayAndReason) {
+  std::vector<int64_t> waits;
+  RetryPolicy p;
+  p.max_attempts = 3;
+  p.wait = [&](std::chrono::milliseconds d, const std::stop_token&) {
+    waits.push_back(d.count());
+    return true;
+  };
+  std::vector<RetryData> heard;
+  Result<int> r = RunWithRetry<int>(
+      p, {},
+      [&](AttemptError* e) -> Result<int> {
+        e->retry_after = std::chrono::milliseconds(2000);
+        return ResourceExhausted("HTTP 429");
+      },
+      [&](const RetryData& d) { heard.push_back(d); });
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0].attempt, 2);
+  EXPECT_EQ(heard[1].attempt, 3);
+  EXPECT_EQ(heard[0].max_attempts, 3);
+  EXPECT_EQ(heard[0].delay_ms, 2000);
+  EXPECT_EQ(heard[0].reason, "HTTP 429");
+  EXPECT_EQ(waits, (std::vector<int64_t>{2000, 2000}));
+  EXPECT_EQ(r.error().message(), "HTTP 429 (after 3 attempts)");
+
+  // The decision alone, for callers with their own timer.
+  RetryStep last = NextRetry(p, 3, AttemptError{Unavailable("down"), std::nullopt});
+  EXPECT_FALSE(last.retry.has_value());
+  EXPECT_EQ(last.final.message(), "down (after 3 attempts)");
+  RetryStep no = NextRetry(p, 1, AttemptError{InvalidArgument("bad"), std::nullopt});
+  EXPECT_FALSE(no.retry.has_value());
+  EXPECT_EQ(no.final.code(), Code::kInvalidArgument);
+  RetryStep yes = NextRetry(p, 1, AttemptError{Unavailable("down"), std::nullopt});
+  ASSERT_TRUE(yes.retry.has_value());
+  EXPECT_EQ(yes.retry->attempt, 2);
+  EXPECT_GE(yes.retry->delay_ms, 250);
+  EXPECT_LE(yes.retry->delay_ms, 500);
 }
 
 TEST(RetryPolicy, WaitIsInterruptible) {

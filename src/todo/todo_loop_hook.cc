@@ -250,8 +250,9 @@ TurnEndVerdict TodoLoopHook::OnTurnEnd(const HookContext& ctx, const TurnEndInfo
         // Build the proposal before committing the counters.
         verdict.continue_turn = true;
         verdict.entries.push_back(MakeMarker());
-      } else if (s.reason != decision.reason) {
-        // A stop is otherwise silent until someone runs /todoloop.
+      } else if (s.reason != decision.reason && !snapshot.tasks.empty()) {
+        // A stop is otherwise silent until someone runs /todoloop. Without
+        // a todo list there is no loop to speak of: nothing is said.
         notes.push_back({"info", "todo-loop: " + decision.reason});
       }
       s.state = decision.next;

@@ -258,6 +258,7 @@ TEST_F(TodoLoopHookTest, NoListAndClearListStop) {
   h.Human("hi").Say("hello");
   EXPECT_FALSE(hook.OnTurnEnd(Ctx(), Settle(h)).continue_turn);
   EXPECT_EQ(hook.Status("s1").reason, "stopped: no list");
+  EXPECT_TRUE(rec_.notes.empty()) << "without a todo list the loop says nothing";
   h.Todo(R"({"action":"create","subject":"a"})")
       .Todo(R"({"action":"update","id":1,"status":"completed"})")
       .Say("done");

@@ -253,6 +253,29 @@ TEST_F(EditToolTest, ReplacesExactlyOnceAndShowsTheRegion) {
   EXPECT_TRUE(Has(out.content, "     1\tint a = 1;"));
 }
 
+TEST_F(EditToolTest, DetailsCarryTheChangeAsAUnifiedDiff) {
+  t_.Write("f.cc", "int a = 1;\nint b = 2;\nint c = 3;\n");
+  auto out = Edit("f.cc", "int b = 2;", "int b = 20;");
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_EQ(out.details.value("diff", ""),
+            "--- a/f.cc\n+++ b/f.cc\n@@ -1,3 +1,3 @@\n int a = 1;\n-int b = 2;\n+int b = 20;\n"
+            " int c = 3;\n");
+}
+
+TEST(WriteToolTest, DetailsCarryTheChangeAsAUnifiedDiff) {
+  TempWorkspace t;
+  WriteTool write;
+  auto out = RunTool(write, t.ctx(), Json{{"file_path", "n.txt"}, {"content", "x\n"}});
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_EQ(out.details.value("diff", ""), "--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+x\n");
+  out = RunTool(write, t.ctx(), Json{{"file_path", "n.txt"}, {"content", "y\n"}});
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_EQ(out.details.value("diff", ""), "--- a/n.txt\n+++ b/n.txt\n@@ -1 +1 @@\n-x\n+y\n");
+  out = RunTool(write, t.ctx(), Json{{"file_path", "n.txt"}, {"content", "y\n"}});
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_FALSE(out.details.contains("diff"));  // nothing changed
+}
+
 TEST_F(EditToolTest, TwoMatchesNameTheLinesUnlessReplaceAll) {
   t_.Write("f.txt", "x = 1\ny = 2\nx = 1\n");
   auto out = Edit("f.txt", "x = 1", "x = 9");

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "tools/search.h"
@@ -155,6 +157,23 @@ TEST_F(GrepToolTest, CancelledWalkReportsCancellation) {
   auto out = Grep(Json{{"pattern", "needle"}});
   EXPECT_TRUE(out.is_error);
   EXPECT_EQ(out.content, "grep was cancelled");
+}
+
+TEST(MatcherTest, TheBuildScansWithThePathItWasBuiltFor) {
+#if defined(AL_PORTABLE_SEARCH) || !defined(__x86_64__)
+  EXPECT_EQ(LiteralScanName(), "portable");
+#else
+  EXPECT_NE(LiteralScanName(), "portable");
+#endif
+}
+
+TEST(MatcherTest, CountNewlinesAcrossBlockBoundaries) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += std::string(static_cast<size_t>(i % 7), 'x') + "\n";
+  for (size_t n = 0; n <= text.size(); ++n) {
+    EXPECT_EQ(CountNewlines(text.data(), n),
+              static_cast<size_t>(std::count(text.begin(), text.begin() + n, '\n')));
+  }
 }
 
 TEST(MatcherTest, LiteralAndRegexAgreeOnEveryOffset) {

@@ -1,9 +1,19 @@
 #include "tools/search.h"
 
-#include <emmintrin.h>
 #include <fcntl.h>
-#include <immintrin.h>
 #include <unistd.h>
+
+// The literal scan uses SSE2/AVX2 on x86-64; elsewhere (arm64, ...) and when
+// AL_PORTABLE_SEARCH is defined (a CMake switch, so x86 tests cover this
+// path too) it uses memchr, which the C library vectorises on each
+// architecture (NEON on arm64).
+#if defined(__x86_64__) && !defined(AL_PORTABLE_SEARCH)
+#define AL_SEARCH_X86 1
+#include <emmintrin.h>
+#include <immintrin.h>
+#else
+#define AL_SEARCH_X86 0
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -37,10 +47,12 @@ int ByteRank(unsigned char c) {
 inline unsigned char Lower(unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 inline bool IsAlpha(unsigned char c) { return Lower(c) >= 'a' && Lower(c) <= 'z'; }
 
+#if AL_SEARCH_X86
 bool HasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
+#endif
 
 class LiteralMatcher final : public Matcher {
  public:
@@ -85,8 +97,12 @@ class LiteralMatcher final : public Matcher {
     size_t last = size - n;  // last candidate start
     size_t p = from;
     size_t hit;
+#if AL_SEARCH_X86
     bool found =
         HasAvx2() ? ScanAvx2(buf, size, last, &p, &hit) : ScanSse2(buf, size, last, &p, &hit);
+#else
+    bool found = ScanPortable(buf, last, &p, &hit);
+#endif
     if (!found) {
       // Scalar tail.
       found = false;
@@ -121,6 +137,29 @@ class LiteralMatcher final : public Matcher {
     return true;
   }
 
+#if !AL_SEARCH_X86
+  // Finds candidates by the first chosen byte with memchr (when it is not a
+  // case-folded letter); on return *p is where the scalar tail continues.
+  bool ScanPortable(const char* buf, size_t last, size_t* p, size_t* hit) const {
+    if (m1_ != 0) return false;  // the scalar tail folds case
+    size_t i = *p;
+    while (i <= last) {
+      const void* q = std::memchr(buf + i + i1_, b1_, last - i + 1);
+      if (q == nullptr) {
+        *p = last + 1;
+        return false;
+      }
+      size_t c = static_cast<size_t>(static_cast<const char*>(q) - buf) - i1_;
+      if ((static_cast<unsigned char>(buf[c + i2_]) | m2_) == b2_ && Verify(buf + c)) {
+        *hit = c;
+        return true;
+      }
+      i = c + 1;
+    }
+    *p = i;
+    return false;
+  }
+#else
   // Scans blocks while a whole block fits; on return *p is where the scalar
   // tail continues (when nothing was found).
   bool ScanSse2(const char* buf, size_t size, size_t last, size_t* p, size_t* hit) const {
@@ -179,6 +218,7 @@ class LiteralMatcher final : public Matcher {
     *p = i;
     return ScanSse2(buf, size, last, p, hit);
   }
+#endif
 
   std::string needle_;  // lower-cased when ci_
   bool ci_;
@@ -281,14 +321,24 @@ struct LineRef {
 size_t CountNewlines(const char* p, size_t n) {
   size_t count = 0;
   size_t i = 0;
+#if AL_SEARCH_X86
   const __m128i nl = _mm_set1_epi8('\n');
   for (; i + 16 <= n; i += 16) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
     count += static_cast<size_t>(
         __builtin_popcount(static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl)))));
   }
+#endif
   for (; i < n; ++i) count += p[i] == '\n';
   return count;
+}
+
+std::string_view LiteralScanName() {
+#if AL_SEARCH_X86
+  return HasAvx2() ? "avx2" : "sse2";
+#else
+  return "portable";
+#endif
 }
 
 bool LooksBinary(std::string_view data) {

@@ -111,4 +111,9 @@ bool LooksBinary(std::string_view data);
 // Number of '\n' bytes in [p, p + n).
 size_t CountNewlines(const char* p, size_t n);
 
+// How literal patterns are scanned in this build on this machine: "avx2" or
+// "sse2" (x86-64), or "portable" (memchr: other architectures, or a build
+// with AL_PORTABLE_SEARCH).
+std::string_view LiteralScanName();
+
 }  // namespace agentloop::tools

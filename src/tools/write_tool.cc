@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
+#include "base/diff.h"
 #include "base/strings.h"
 #include "env/files.h"
 #include "tools/paths.h"
@@ -16,6 +18,8 @@ namespace {
 
 constexpr size_t kMaxEditFileBytes = 256u << 20;
 constexpr size_t kMaxListedCandidates = 20;
+// Larger files are changed without a diff (its cost grows with the size).
+constexpr size_t kMaxDiffedFileBytes = 8u << 20;
 
 uint64_t CountLines(std::string_view s) {
   if (s.empty()) return 0;
@@ -88,6 +92,18 @@ std::string Snippet(std::string_view text, uint64_t first, uint64_t last) {
   return SanitizeUtf8(out);
 }
 
+// The change to `display` as a unified diff, with git's a/ b/ labels, cut
+// at 64 KiB (it travels in events and the stored history). The diff of
+// invalid UTF-8 is made valid, as everything in a JSON event must be.
+std::string FileDiff(std::string_view before, std::string_view after, const std::string& display,
+                     bool created) {
+  if (before.size() > kMaxDiffedFileBytes || after.size() > kMaxDiffedFileBytes) return "";
+  UnifiedDiffOptions o;
+  o.max_bytes = 64 * 1024;
+  return SanitizeUtf8(
+      UnifiedDiff(before, after, created ? "/dev/null" : "a/" + display, "b/" + display, o));
+}
+
 }  // namespace
 
 WriteTool::WriteTool() {
@@ -129,6 +145,17 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
   auto parent = OpenParent(ctx, rp, Access::kWrite, !rp.exists);
   if (!parent.ok())
     return ToolOutput::Error("Cannot write " + rp.display + ": " + parent.error().message());
+  // The text replaced, for the diff; a file too large to edit is not diffed.
+  std::optional<std::string> previous;
+  if (!rp.exists) {
+    previous.emplace();
+  } else if (auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name,
+                                         O_RDONLY | O_NOCTTY | O_NONBLOCK);
+             fd.ok()) {
+    if (auto loaded = ReadFdToString(fd->get(), rp.display, kMaxEditFileBytes); loaded.ok()) {
+      previous = std::move(*loaded);
+    }
+  }
   Status s = WriteFileAtomicAt(parent->dir.get(), parent->name, content, rp.display);
   if (!s.ok()) return ToolOutput::Error("Cannot write " + rp.display + ": " + s.message());
   if (ctx.ledger) ctx.ledger->MarkRead(rp.abs);
@@ -136,6 +163,11 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
                                   std::to_string(content.size()) + " bytes, " +
                                   std::to_string(CountLines(content)) + " lines).");
   out.details = Json{{"path", rp.display}, {"created", !rp.exists}, {"bytes", content.size()}};
+  if (previous) {
+    if (std::string diff = FileDiff(*previous, content, rp.display, !rp.exists); !diff.empty()) {
+      out.details["diff"] = std::move(diff);
+    }
+  }
   return out;
 }
 
@@ -270,6 +302,9 @@ Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
   ToolOutput out = ToolOutput::Ok(std::move(content));
   out.details =
       Json{{"path", rp.display}, {"replacements", hits.size()}, {"first_line", start_line}};
+  if (std::string diff = FileDiff(text, updated, rp.display, false); !diff.empty()) {
+    out.details["diff"] = std::move(diff);
+  }
   return out;
 }
 

@@ -90,6 +90,46 @@ class ApprovalTest(CliTestCase):
         self.assert_code(again, 1)
         self.assertIn("already resolved", again.stderr)
 
+    def test_pending_ids_are_typed_and_a_unique_prefix_resolves(self):
+        p = self.script_run("--output", "json")
+        item = self.json_result(p)["pending"][0]
+        self.assertRegex(item["id"], r"^apr_[0-9a-f]{16}$")
+        a = self.resolve("approve", item["id"][:8])
+        self.assertIn(a.returncode, (0, 5), a.stderr)
+        decided = [e["pending_id"] for e in self.export(self.json_result(p)["session_id"])
+                   if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual(decided, [item["id"]])
+
+    def test_unknown_pending_id_exits_2(self):
+        for bad in ("apr_ffff", "nope-nope"):
+            u = self.resolve("approve", bad)
+            self.assert_code(u, 2)
+            self.assertIn("no pending item '" + bad + "'", u.stderr)
+            self.assertIn("error", json.loads(u.stdout))
+        short = self.resolve("deny", "ap")
+        self.assert_code(short, 2)
+        self.assertIn("too short", short.stderr)
+
+    def test_question_options_are_listed_and_answered_by_number(self):
+        s = self.write("q.json", [
+            {"tool_calls": [{"id": "q1", "name": "ask_user",
+                             "input": {"question": "Which file?", "options": ["a.txt", "b.txt"]}}]},
+            {"text": "ok"}])
+        p = self.script_run("--output", "json", script=s)
+        self.assert_code(p, 5)
+        qid = self.json_result(p)["pending"][0]["id"]
+        self.assertRegex(qid, r"^q_[0-9a-f]{16}$")
+        listed = self.run_cli("pending")
+        self.assertIn("1) a.txt", listed.stdout)
+        self.assertIn("2) b.txt", listed.stdout)
+        a = self.run_cli("answer", qid[:6], "2", "--provider", "script", "--script", s,
+                         "--output", "json")
+        self.assert_code(a, 0)
+        results = [b for e in self.export(self.json_result(p)["session_id"])
+                   if e["type"] == "message"
+                   for b in e["message"]["content"] if b.get("type") == "tool_result"]
+        self.assertEqual(results[-1]["content"], "b.txt")
+
     def test_question_is_answered_from_another_process(self):
         s = self.write("q.json", [
             {"tool_calls": [{"id": "q1", "name": "ask_user",

@@ -97,6 +97,8 @@ class ExitCodeTest(CliTestCase):
         for word in ("run", "chat", "sessions", "resume", "pending", "approve", "--max-tool-calls"):
             self.assertIn(word, h.stdout)
         self.assert_code(self.run_cli("run", "--help"), 0)
+        # The footer names documentation a user can open.
+        self.assertRegex(h.stdout, r"Documentation: man agentloop, and /\S+/share/doc/agentloop/cli\.md")
 
     def test_usage_errors_exit_2(self):
         for args in (["run"], ["frobnicate"], ["run", "--bogus", "x"],
@@ -123,6 +125,20 @@ class ExitCodeTest(CliTestCase):
         p = self.script_run("--allow", "*")
         self.assert_code(p, 2)
         self.assertIn("config.toml", p.stderr)
+        # Asked for JSON, the error is JSON on stdout too.
+        j = self.script_run("--allow", "*", "--output", "json")
+        self.assert_code(j, 2)
+        err = json.loads(j.stdout)
+        self.assertIn("config.toml", err["error"]["message"])
+        self.assertEqual(err["exit_code"], 2)
+
+    def test_json_errors_outside_a_turn_are_json(self):
+        for args in (["run", "--output", "json", "--bogus", "x"],
+                     ["run", "--output=stream-json", "-C", os.path.join(self.tmp, "no"), "x"],
+                     ["run", "-C", self.ws, "--output", "json", "hello"]):  # no provider
+            p = self.run_cli(*args)
+            self.assert_code(p, 2)
+            self.assertEqual(json.loads(p.stdout)["exit_code"], 2, args)
 
     def test_failed_exits_1(self):
         s = self.write("fail.json", [{"error": {"code": "internal", "message": "boom"}}])
@@ -200,13 +216,32 @@ class SessionsTest(CliTestCase):
         self.assert_code(p, 0)
         return self.json_result(p)["session_id"]
 
+    def test_prune_removes_only_sessions_older_than_the_age(self):
+        sid = self.run_demo()
+        kept = self.run_cli("sessions", "prune", "--older-than", "30d", "-C", self.ws)
+        self.assert_code(kept, 0)
+        self.assertIn("removed 0 sessions", kept.stdout)
+        self.assert_code(self.run_cli("sessions", "prune", "--older-than", "soon"), 2)
+        self.assert_code(self.run_cli("sessions", "prune"), 2)
+        gone = self.run_cli("sessions", "prune", "--older-than", "0m", "-C", self.ws,
+                            "--output", "json")
+        self.assert_code(gone, 0)
+        self.assertEqual(json.loads(gone.stdout), {"removed": [sid]})
+        self.assert_code(self.run_cli("sessions", "show", sid), 2)
+
     def test_list_show_export_rm(self):
         sid = self.run_demo()
-        ls = self.run_cli("sessions", "list")
+        ls = self.run_cli("sessions", "list", "-C", self.ws)
         self.assert_code(ls, 0)
+        self.assertRegex(ls.stdout.splitlines()[0], r"^ID +UPDATED +COMMAND +MODEL +TITLE$")
         self.assertIn(sid, ls.stdout)
         self.assertIn("fix the bug", ls.stdout)
-        lj = self.run_cli("sessions", "list", "--output", "json")
+        # Another workspace (the current directory) lists none of them; --all does.
+        other = self.run_cli("sessions", "list")
+        self.assertNotIn(sid, other.stdout)
+        self.assertIn("--all", other.stdout)
+        self.assertIn(sid, self.run_cli("sessions", "list", "--all").stdout)
+        lj = self.run_cli("sessions", "list", "--all", "--output", "json")
         self.assertEqual([s["id"] for s in json.loads(lj.stdout)], [sid])
 
         show = self.run_cli("sessions", "show", sid[:8])
@@ -225,7 +260,7 @@ class SessionsTest(CliTestCase):
 
         rm = self.run_cli("sessions", "rm", sid)
         self.assert_code(rm, 0)
-        self.assertNotIn(sid, self.run_cli("sessions", "list").stdout)
+        self.assertNotIn(sid, self.run_cli("sessions", "list", "--all").stdout)
         self.assert_code(self.run_cli("sessions", "show", sid), 2)
 
     def test_resume_with_prompt_and_continue(self):
@@ -320,7 +355,7 @@ class ConfigAndPermissionsTest(CliTestCase):
         self.assert_code(r, 0)
         self.assert_fixed()
         sid = self.json_result(r)["session_id"]
-        listed = self.run_cli("sessions", "list", "--output", "json")
+        listed = self.run_cli("sessions", "list", "--all", "--output", "json")
         self.assert_code(listed, 0)
         self.assertEqual([s["id"] for s in json.loads(listed.stdout)], [sid])
 
@@ -333,6 +368,13 @@ class ConfigAndPermissionsTest(CliTestCase):
                          '{"command": "git status && rm -rf x"}', "-C", self.ws, "--allow",
                          "bash(git status*)", "--output", "json")
         self.assertNotEqual(json.loads(q.stdout)["decision"], "allow")
+        # Tool names match case-insensitively, in rules and in the check.
+        for tool, rule in (("Bash", "bash(git status*)"), ("bash", "BASH(git status*)")):
+            c = self.run_cli("permissions", "check", tool, '{"command": "git status"}', "-C",
+                             self.ws, "--allow", rule, "--output", "json")
+            self.assert_code(c, 0)
+            self.assertEqual(json.loads(c.stdout)["decision"], "allow", (tool, rule))
+            self.assertNotIn("not a tool of agentloop", c.stderr)
         t = self.run_cli("permissions", "check", "write", '{"file_path": "a.txt", "content": ""}',
                          "-C", self.ws, "--allow", "*", "--command", "plan")
         self.assert_code(t, 0)
@@ -361,7 +403,8 @@ class ChatTest(CliTestCase):
         more = self.write("chat.json", load_demo_script()["responses"] + [
             {"text": "You're welcome.", "usage": {"input_tokens": 10, "output_tokens": 5}}])
         lines = "\n".join([
-            "/help", "fix the \\", "bug", "/status", "/todoloop status", "/model other-model",
+            "/help", "/diff", "fix the \\", "bug", "/status", "/diff", "/cost", "/todoloop status",
+            "/model other-model",
             '"""', "thanks", "a lot", '"""', "/session", "/nosuch", "/exit", "never sent"]) + "\n"
         p = self.run_cli("chat", "--provider", "script", "--script", more, "-C", self.ws,
                          "--allow", "*", stdin=lines)
@@ -370,9 +413,13 @@ class ChatTest(CliTestCase):
         self.assertIn("/todoloop", p.stderr)   # /help
         self.assertIn("tool calls", p.stderr)  # /status
         self.assertIn("model set to other-model", p.stderr)
+        self.assertIn("no file changes in this session", p.stderr)  # /diff before the fix
+        self.assertIn("--- a/stats.py\n+++ b/stats.py\n", p.stderr)  # /diff after it
+        self.assertIn("-    " + BUGGY_LINE, p.stderr)
+        self.assertIn("model calls · no price known for script", p.stderr)  # /cost
         self.assertIn("unknown command /nosuch", p.stderr)
         self.assertIn("You're welcome.", p.stdout)
-        sessions = json.loads(self.run_cli("sessions", "list", "--output", "json").stdout)
+        sessions = json.loads(self.run_cli("sessions", "list", "--all", "--output", "json").stdout)
         self.assertEqual(len(sessions), 1)
         events = self.export(sessions[0]["id"])
         users = [e for e in events if e["type"] == "message" and e["message"]["role"] == "user"
@@ -386,7 +433,7 @@ class ChatTest(CliTestCase):
         p = self.run_cli("chat", "--provider", "script", "--script", more, "-C", self.ws,
                          stdin="hi\n/clear\nhello\n")
         self.assert_code(p, 0)
-        sessions = json.loads(self.run_cli("sessions", "list", "--output", "json").stdout)
+        sessions = json.loads(self.run_cli("sessions", "list", "--all", "--output", "json").stdout)
         self.assertEqual(len(sessions), 2)
 
 

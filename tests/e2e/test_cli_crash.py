@@ -64,7 +64,7 @@ class CrashTest(CliTestCase):
         # The points must mostly land inside the turn, where recovery matters.
         self.assertGreaterEqual(self.cases["interrupted"], KILLS // 2, self.cases)
 
-        listed = json.loads(self.run_cli("sessions", "list", "--output", "json").stdout)
+        listed = json.loads(self.run_cli("sessions", "list", "--all", "--output", "json").stdout)
         listed_ids = {s["id"] for s in listed}
         for sid in sessions:
             self.assertIn(sid, listed_ids)

@@ -24,11 +24,20 @@ class LearningCliTest(CliTestCase):
 
         before = self.run_cli("memory", "list", "-C", self.ws)
         self.assertIn("No memories", before.stdout)
+        self.assertEqual(json.loads(self.run_cli("memory", "list", "-C", self.ws, "--output",
+                                                 "json").stdout), [])
         accepted = self.run_cli("proposals", "accept", "prop_test0001", "-C", self.ws)
         self.assertEqual(accepted.returncode, 0, accepted.stderr)
+        self.assertRegex(accepted.stdout, r"accepted prop_test0001: memory written to /.+\.md")
         after = self.run_cli("memory", "list", "-C", self.ws)
         self.assertEqual(after.returncode, 0, after.stderr)
         self.assertNotIn("No memories", after.stdout)
+        rows = json.loads(self.run_cli("memory", "list", "-C", self.ws, "--output", "json").stdout)
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["scope"], "user")
+        self.assertEqual(rows[0]["uses"], 0)
+        props = json.loads(self.run_cli("proposals", "list", "--output", "json").stdout)
+        self.assertEqual([(p["id"], p["status"]) for p in props], [("prop_test0001", "accepted")])
 
         again = self.run_cli("proposals", "accept", "prop_test0001", "-C", self.ws)
         self.assertNotEqual(again.returncode, 0)
@@ -50,6 +59,10 @@ class LearningCliTest(CliTestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("greet", out.stdout)
         self.assertIn("Say hello nicely", out.stdout)
+        rows = json.loads(self.run_cli("skills", "list", "-C", self.ws, "--output",
+                                       "json").stdout)
+        self.assertEqual([(r["name"], r["description"]) for r in rows],
+                         [("greet", "Say hello nicely")])
 
 
 if __name__ == "__main__":
