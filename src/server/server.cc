@@ -1,0 +1,1693 @@
+#include "server/server.h"
+
+#include <openssl/crypto.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "agentloop/event_data.h"
+#include "agentloop/json.h"
+
+#include "base/ids.h"
+#include "base/strings.h"
+#include "config/trust.h"
+#include "protocol/codec.h"
+
+namespace agentloop::server {
+
+namespace asio = boost::asio;
+using http_verb = boost::beast::http::verb;
+
+Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
+  std::vector<std::string> parts;
+  for (std::string_view rest = spec;;) {
+    size_t c = rest.find(':');
+    parts.emplace_back(rest.substr(0, c));
+    if (c == std::string_view::npos) break;
+    rest = rest.substr(c + 1);
+  }
+  if (parts.size() != 3) {
+    return InvalidArgument("token grant '" + std::string(spec.substr(0, 80)) +
+                           "' must be SHA256HEX:TENANT:SCOPES (e.g. <64 hex digits>:acme:read,write)");
+  }
+  TokenGrant g;
+  g.sha256 = parts[0];
+  if (g.sha256.size() != 64 || g.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return InvalidArgument(
+        "token grant: the first field must be the token's SHA-256 as 64 lower-case hex digits "
+        "(`printf %s TOKEN | sha256sum`), never the token itself");
+  }
+  g.tenant = parts[1];
+  if (g.tenant.empty() || g.tenant.size() > 64 ||
+      g.tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-.") != std::string::npos) {
+    return InvalidArgument("token grant: tenant '" + g.tenant +
+                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.'");
+  }
+  for (std::string_view rest = parts[2]; !rest.empty();) {
+    size_t c = rest.find(',');
+    std::string_view s = rest.substr(0, c);
+    rest = c == std::string_view::npos ? std::string_view() : rest.substr(c + 1);
+    if (s == "read") {
+      g.scopes |= kScopeRead;
+    } else if (s == "write") {
+      g.scopes |= kScopeWrite;
+    } else if (s == "approve") {
+      g.scopes |= kScopeApprove;
+    } else if (s == "admin") {
+      g.scopes |= kScopeAdmin;
+    } else {
+      return InvalidArgument("token grant: unknown scope '" + std::string(s) +
+                             "' (read, write, approve, admin)");
+    }
+  }
+  if (g.scopes == 0) return InvalidArgument("token grant: no scope given");
+  return g;
+}
+
+namespace {
+
+constexpr unsigned kAllScopes = kScopeRead | kScopeWrite | kScopeApprove | kScopeAdmin;
+
+// The interim executor: per-key order through strands of one pool, tool
+// calls on a second pool whose size caps them.
+class PoolExecutor final : public TurnExecutor {
+ public:
+  PoolExecutor(int threads, int tool_threads) : steps_(threads), tools_(tool_threads) {}
+  ~PoolExecutor() override { Join(); }
+  void Post(const std::string& key, std::function<void()> fn) override {
+    asio::post(StrandFor(key), std::move(fn));
+  }
+  void PostTool(const std::string& key, std::function<void()> fn) override {
+    (void)key;
+    asio::post(tools_, std::move(fn));
+  }
+  void Join() {
+    steps_.join();
+    tools_.join();
+  }
+
+ private:
+  using Strand = asio::strand<asio::thread_pool::executor_type>;
+  Strand& StrandFor(const std::string& key) {
+    std::lock_guard lk(mu_);
+    auto it = strands_.find(key);
+    if (it == strands_.end()) {
+      it = strands_.emplace(key, asio::make_strand(steps_.get_executor())).first;
+    }
+    return it->second;
+  }
+  asio::thread_pool steps_;
+  asio::thread_pool tools_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Strand> strands_;
+};
+
+struct Principal {
+  std::string tenant;
+  unsigned scopes = 0;
+  bool Has(unsigned scope) const { return (scopes & (scope | kScopeAdmin)) != 0; }
+};
+
+std::string Frame(std::string_view id, std::string_view event, std::string_view data) {
+  std::string f;
+  f.reserve(data.size() + event.size() + id.size() + 24);
+  if (!id.empty()) f.append("id: ").append(id).append("\n");
+  f.append("event: ").append(event).append("\ndata: ").append(data).append("\n\n");
+  return f;
+}
+
+Response JsonResponse(unsigned status, const Json& body) {
+  Response r;
+  r.status = status;
+  r.body = DumpJson(body);
+  return r;
+}
+
+Response FromStatus(const Status& s) {
+  switch (s.code()) {
+    case Code::kNotFound:
+      return Problem(404, "not_found", s.message());
+    case Code::kInvalidArgument:
+      return Problem(400, "invalid_request", s.message());
+    case Code::kBusy:
+      return Problem(409, "session_busy", s.message());
+    case Code::kFailedPrecondition:
+      return Problem(409, "failed_precondition", s.message());
+    case Code::kAlreadyExists:
+      return Problem(409, "already_exists", s.message());
+    case Code::kUnavailable:
+      return Problem(503, "unavailable", s.message());
+    default:
+      return Problem(500, "internal", s.message());
+  }
+}
+
+Json PendingJson(const PendingRecord& r, std::string_view state) {
+  Json j = ToJson(r.item);
+  j["type"] = std::string(PendingKindName(r.item.kind));
+  j["state"] = std::string(state);
+  j["session_id"] = r.session_id;
+  j["turn_id"] = r.turn_id;
+  j["checkpoint_id"] = r.checkpoint_id;
+  j["created_at_ms"] = r.created_at_ms;
+  if (r.item.kind == PendingKind::kQuestion) {
+    j["answer_url"] = "/v1/questions/" + r.item.id + "/answer";
+  } else {
+    j["decision_url"] = "/v1/approvals/" + r.item.id + "/decision";
+  }
+  return j;
+}
+
+Json TurnResultJson(const TurnResult& r) {
+  Json j = {{"stop", std::string(StopReasonName(r.stop))},
+            {"reason", r.reason},
+            {"final_text", r.final_text},
+            {"truncated", r.truncated},
+            {"counters", ToJson(r.counters)}};
+  Json pending = Json::array();
+  for (const auto& p : r.pending) pending.push_back(p.id);
+  j["pending"] = std::move(pending);
+  return j;
+}
+
+// Parses a JSON object body; an empty body is {}.
+Result<Json> ParseBody(const Request& req) {
+  if (req.body.empty()) return Json::object();
+  Json j = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("the request body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
+  return j;
+}
+
+// Checks that `body` has only the `known` keys.
+Status OnlyKeys(const Json& body, std::initializer_list<std::string_view> known) {
+  for (const auto& [k, v] : body.items()) {
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      std::string list;
+      for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+      return InvalidArgument("unknown field '" + k + "' (known: " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<int> LimitParam(const Request& req) {
+  std::string text = req.Query("limit", "50");
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument("limit must be a number from 1 to 200");
+  }
+  int n = std::stoi(text);
+  if (n < 1 || n > 200) return InvalidArgument("limit must be a number from 1 to 200");
+  return n;
+}
+
+Result<uint64_t> SeqParam(std::string_view text, std::string_view what) {
+  if (text.empty()) return uint64_t{0};
+  if (text.size() > 19 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return InvalidArgument(std::string(what) + " must be an event seq (a non-negative integer)");
+  }
+  return static_cast<uint64_t>(std::stoull(std::string(text)));
+}
+
+std::vector<std::string> SplitPath(std::string_view path) {
+  std::vector<std::string> out;
+  while (!path.empty()) {
+    if (path.front() == '/') {
+      path.remove_prefix(1);
+      continue;
+    }
+    size_t s = path.find('/');
+    out.emplace_back(path.substr(0, s));
+    path = s == std::string_view::npos ? std::string_view() : path.substr(s);
+  }
+  return out;
+}
+
+// A client watching one or more sessions over server-sent events.
+struct Subscriber {
+  std::shared_ptr<EventStream> stream;
+  std::string tenant;
+  bool multiplexed = false;  // frames name their session in the id
+  // Per watched session: the highest seq sent, and whether a replay from
+  // the store is under way (live frames wait in `held` meanwhile).
+  struct Cursor {
+    uint64_t last_seq = 0;
+    bool replaying = false;
+    std::vector<std::pair<uint64_t, std::string>> held;  // (seq or 0, frame)
+  };
+  std::map<std::string, Cursor> cursors;
+  // Turn streams (POST .../turns with Accept: text/event-stream) end after
+  // this turn's turn_end.
+  std::string close_after_turn;
+};
+
+// What the server knows about a session while a turn runs on it or a
+// client watches it (io thread only).
+struct Live {
+  std::string tenant;
+  std::shared_ptr<Session> session;  // open (and locked) while a turn runs
+  std::shared_ptr<std::stop_source> stop;
+  std::string turn_id;
+  bool starting = false;
+  struct Queued {
+    std::string input;
+  };
+  std::deque<Queued> queue;
+  // Durable frames observed since the last committed boundary (the store
+  // has them only once the next boundary event is committed), and the text
+  // of the step in flight.
+  std::vector<std::pair<uint64_t, std::string>> uncommitted;
+  std::string partial_text;
+  std::vector<std::shared_ptr<Subscriber>> subscribers;
+  // The POST that started the turn, answered 202 once the turn's id is known.
+  std::shared_ptr<Exchange> reply;
+  bool running() const { return starting || session != nullptr; }
+};
+
+struct TurnRecord {
+  std::string session_id;
+  std::string tenant;
+  bool done = false;
+  Json result;  // TurnResultJson, or {error}
+  std::vector<std::function<void()>> waiters;
+};
+
+struct IdempotencyEntry {
+  std::string fingerprint;
+  bool in_flight = true;
+  Response response;
+  std::chrono::steady_clock::time_point at;
+};
+
+// Event types that the store commits when it sees them (with everything
+// before them): see the engine's StoreSink.
+bool IsCommitBoundary(std::string_view type) {
+  return type == "step_begin" || type == "tool_call_begin" || type == "pending" ||
+         type == "turn_end";
+}
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(ServerOptions options, Engine& engine)
+      : options_(std::move(options)),
+        engine_(engine),
+        http_(io_, options_.limits, [this](std::shared_ptr<Exchange> ex) { Handle(std::move(ex)); }),
+        executor_(std::max(1, options_.worker_threads),
+                  options_.max_concurrent_tools > 0
+                      ? options_.max_concurrent_tools
+                      : static_cast<int>(2 * std::max(1u, std::thread::hardware_concurrency()))),
+        blocking_(static_cast<size_t>(std::max(1, options_.worker_threads))),
+        signals_(io_),
+        drain_timer_(io_) {}
+
+  ~ServerImpl() override {
+    executor_.Join();
+    blocking_.join();
+  }
+
+  Status Listen() {
+    AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
+    if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
+      return InvalidArgument("refusing to listen on " + options_.listen +
+                             " without tokens: configure server.tokens, or listen on loopback "
+                             "(127.0.0.1)");
+    }
+    return http_.Listen(endpoint);
+  }
+
+  int port() const override { return http_.port(); }
+
+  Status Run() override {
+    signals_.add(SIGTERM);
+    signals_.add(SIGINT);
+    signals_.async_wait([this](boost::system::error_code ec, int) {
+      if (!ec) BeginShutdown();
+    });
+    io_.run();
+    return drained_ ? Status::Ok() : Unavailable("running turns were cancelled at shutdown");
+  }
+
+  void Shutdown() override {
+    asio::post(io_, [this] { BeginShutdown(); });
+  }
+
+ private:
+  // --- plumbing ---------------------------------------------------------
+
+  // Runs `work` on the worker pool and `then` with its result on the io
+  // thread.
+  template <typename Work, typename Then>
+  void Blocking(Work work, Then then) {
+    asio::post(blocking_, [this, work = std::move(work), then = std::move(then)]() mutable {
+      auto result = work();
+      asio::post(io_, [then = std::move(then), result = std::move(result)]() mutable {
+        then(std::move(result));
+      });
+    });
+  }
+
+  SessionOptions OptionsToOpen(const std::string& session_id) const {
+    SessionOptions o;
+    o.session_id = session_id;
+    return o;
+  }
+
+  // --- routing ----------------------------------------------------------
+
+  void Handle(std::shared_ptr<Exchange> ex) {
+    const Request& req = ex->request();
+    std::string request_id = NewId("req");
+    if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
+      return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
+    }
+    std::optional<Principal> who = Authenticate(req);
+    if (!who) {
+      Response r = Problem(401, "unauthorized",
+                           "missing or unknown bearer token (Authorization: Bearer TOKEN)",
+                           request_id);
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return ex->Send(std::move(r));
+    }
+    const bool mutating = req.method != http_verb::get && req.method != http_verb::head;
+    if (mutating && !OriginAllowed(req)) {
+      return ex->Send(Problem(403, "origin_not_allowed",
+                              "the Origin '" + std::string(req.Header("Origin")) +
+                                  "' may not change anything here",
+                              request_id));
+    }
+    std::vector<std::string> p = SplitPath(req.path);
+    if (p.empty() || p[0] != "v1") {
+      return ex->Send(Problem(404, "not_found", "no route for " + req.path, request_id));
+    }
+    p.erase(p.begin());
+    if (mutating && req.method == http_verb::post && !req.Header("Idempotency-Key").empty()) {
+      if (!Idempotent(ex, *who, req)) return;
+    }
+    Route(ex, *who, p);
+  }
+
+  void Route(const std::shared_ptr<Exchange>& ex, const Principal& who,
+             const std::vector<std::string>& p) {
+    const Request& req = ex->request();
+    const http_verb m = req.method;
+    auto need = [&](unsigned scope) {
+      if (who.Has(scope)) return true;
+      ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
+      return false;
+    };
+    auto is = [&](http_verb verb, std::initializer_list<std::string_view> shape) {
+      if (m != verb || p.size() != shape.size()) return false;
+      size_t i = 0;
+      for (std::string_view s : shape) {
+        if (s != "*" && p[i] != s) return false;
+        ++i;
+      }
+      return true;
+    };
+    if (is(http_verb::get, {"health"})) {
+      return ex->Send(JsonResponse(200, {{"status", "ok"}}));
+    }
+    if (is(http_verb::get, {"ready"})) {
+      if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
+      return ex->Send(JsonResponse(200, {{"status", "ready"}}));
+    }
+    if (is(http_verb::get, {"agents"})) {
+      if (!need(kScopeRead)) return;
+      Json items = Json::array();
+      for (const auto& a : options_.agents) items.push_back(AgentJson(a));
+      return ex->Send(JsonResponse(200, {{"items", items}}));
+    }
+    if (is(http_verb::get, {"agents", "*"})) {
+      if (!need(kScopeRead)) return;
+      const AgentSpec* a = FindAgent(p[1]);
+      if (a == nullptr) return ex->Send(Problem(404, "not_found", "no agent '" + p[1] + "'"));
+      return ex->Send(JsonResponse(200, AgentJson(*a)));
+    }
+    if (is(http_verb::post, {"sessions"})) {
+      if (need(kScopeWrite)) CreateSession(ex, who);
+      return;
+    }
+    if (is(http_verb::get, {"sessions"})) {
+      if (need(kScopeRead)) ListSessions(ex, who);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*"})) {
+      if (need(kScopeRead)) GetSession(ex, who, p[1]);
+      return;
+    }
+    if (is(http_verb::delete_, {"sessions", "*"})) {
+      if (need(kScopeWrite)) DeleteSession(ex, who, p[1]);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*", "messages"})) {
+      if (need(kScopeRead)) Messages(ex, who, p[1]);
+      return;
+    }
+    if (is(http_verb::post, {"sessions", "*", "turns"})) {
+      if (need(kScopeWrite)) PostTurn(ex, who, p[1]);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*", "turns", "*"})) {
+      if (need(kScopeRead)) GetTurn(ex, who, p[1], p[3], false);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*", "turns", "*", "wait"})) {
+      if (need(kScopeRead)) GetTurn(ex, who, p[1], p[3], true);
+      return;
+    }
+    if (is(http_verb::post, {"sessions", "*", "turns", "*", "cancel"})) {
+      if (need(kScopeWrite)) CancelTurn(ex, who, p[1], p[3]);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*", "events"})) {
+      if (need(kScopeRead)) EventsJson(ex, who, p[1]);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*", "events", "stream"})) {
+      if (need(kScopeRead)) StreamEvents(ex, who, {p[1]}, false);
+      return;
+    }
+    if (is(http_verb::get, {"events", "stream"})) {
+      if (need(kScopeRead)) StreamMany(ex, who);
+      return;
+    }
+    if (is(http_verb::get, {"sessions", "*", "pending"})) {
+      if (need(kScopeRead)) ListPending(ex, who, p[1], std::nullopt);
+      return;
+    }
+    if (is(http_verb::get, {"approvals"})) {
+      if (need(kScopeRead)) ListPending(ex, who, "", PendingKind::kApproval);
+      return;
+    }
+    if (is(http_verb::get, {"questions"})) {
+      if (need(kScopeRead)) ListPending(ex, who, "", PendingKind::kQuestion);
+      return;
+    }
+    if (is(http_verb::get, {"approvals", "*"})) {
+      if (need(kScopeRead)) GetPending(ex, who, p[1], PendingKind::kApproval);
+      return;
+    }
+    if (is(http_verb::get, {"questions", "*"})) {
+      if (need(kScopeRead)) GetPending(ex, who, p[1], PendingKind::kQuestion);
+      return;
+    }
+    if (is(http_verb::post, {"approvals", "*", "decision"})) {
+      if (need(kScopeApprove)) Decide(ex, who, p[1], PendingKind::kApproval);
+      return;
+    }
+    if (is(http_verb::post, {"questions", "*", "answer"})) {
+      if (need(kScopeApprove)) Decide(ex, who, p[1], PendingKind::kQuestion);
+      return;
+    }
+    ex->Send(Problem(404, "not_found",
+                     "no route for " + std::string(boost::beast::http::to_string(m)) + " " +
+                         req.path));
+  }
+
+  // --- auth -------------------------------------------------------------
+
+  std::optional<Principal> Authenticate(const Request& req) const {
+    if (options_.tokens.empty()) return Principal{"default", kAllScopes};
+    std::string_view auth = req.Header("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (auth.size() <= kBearer.size() || strncasecmp(auth.data(), kBearer.data(), 7) != 0) {
+      return std::nullopt;
+    }
+    std::string hash = Sha256Hex(auth.substr(kBearer.size()));
+    for (const auto& t : options_.tokens) {
+      // Comparing hashes: the time taken says nothing about the token.
+      if (t.sha256.size() == hash.size() &&
+          CRYPTO_memcmp(t.sha256.data(), hash.data(), hash.size()) == 0) {
+        return Principal{t.tenant, t.scopes};
+      }
+    }
+    return std::nullopt;
+  }
+
+  bool OriginAllowed(const Request& req) const {
+    std::string_view origin = req.Header("Origin");
+    if (origin.empty()) return true;  // not a browser's cross-site request
+    std::string_view host = req.Header("Host");
+    if (!host.empty() &&
+        (origin == "http://" + std::string(host) || origin == "https://" + std::string(host))) {
+      return true;
+    }
+    return std::find(options_.allowed_origins.begin(), options_.allowed_origins.end(), origin) !=
+           options_.allowed_origins.end();
+  }
+
+  // Returns false when the request was answered from (or refused by) the
+  // idempotency record; otherwise records it and observes its response.
+  bool Idempotent(const std::shared_ptr<Exchange>& ex, const Principal& who, const Request& req) {
+    const auto now = std::chrono::steady_clock::now();
+    // Expire old entries (amortised: a few per request).
+    for (int i = 0; i < 4 && !idem_order_.empty(); ++i) {
+      auto& [key, at] = idem_order_.front();
+      if (now - at < options_.idempotency_ttl) break;
+      auto it = idem_.find(key);
+      if (it != idem_.end() && it->second.at == at) idem_.erase(it);
+      idem_order_.pop_front();
+    }
+    std::string key = who.tenant + "\n" + std::string(req.Header("Idempotency-Key"));
+    std::string fingerprint = Sha256Hex(req.target + "\n" + req.body);
+    auto it = idem_.find(key);
+    if (it != idem_.end() && now - it->second.at < options_.idempotency_ttl) {
+      if (it->second.fingerprint != fingerprint) {
+        ex->Send(Problem(422, "idempotency_key_reused",
+                         "this Idempotency-Key was used with another request"));
+        return false;
+      }
+      if (it->second.in_flight) {
+        ex->Send(Problem(409, "idempotency_in_flight",
+                         "a request with this Idempotency-Key is still being processed"));
+        return false;
+      }
+      Response r = it->second.response;
+      r.headers.emplace_back("Idempotent-Replayed", "true");
+      ex->Send(std::move(r));
+      return false;
+    }
+    idem_[key] = IdempotencyEntry{fingerprint, true, {}, now};
+    idem_order_.emplace_back(key, now);
+    ex->ObserveResponse([this, key, now](const Response& r) {
+      asio::post(io_, [this, key, now, r] {
+        auto it = idem_.find(key);
+        if (it == idem_.end() || it->second.at != now) return;
+        if (r.status >= 500) {
+          idem_.erase(it);  // a retry may succeed: do not pin a failure
+          return;
+        }
+        it->second.in_flight = false;
+        it->second.response = r;
+      });
+    });
+    return true;
+  }
+
+  // --- agents and sessions ----------------------------------------------
+
+  const AgentSpec* FindAgent(const std::string& name) const {
+    for (const auto& a : options_.agents) {
+      if (a.name == name) return &a;
+    }
+    return nullptr;
+  }
+
+  static Json AgentJson(const AgentSpec& a) {
+    return {{"name", a.name},
+            {"description", a.description},
+            {"provider", std::string(ProviderKindName(a.options.provider))},
+            {"model", a.options.model},
+            {"command", std::string(CommandKindName(a.options.command))}};
+  }
+
+  Json SessionJson(const SessionInfo& s, std::string_view status) const {
+    return {{"id", s.id},
+            {"agent", s.agent},
+            {"title", s.title},
+            {"metadata", s.metadata.is_null() ? Json::object() : s.metadata},
+            {"status", std::string(status)},
+            {"workspace", s.workspace.string()},
+            {"provider", s.provider},
+            {"model", s.model},
+            {"command", s.command},
+            {"created_at_ms", s.created_at_ms},
+            {"updated_at_ms", s.updated_at_ms},
+            {"last_seq", s.last_seq},
+            {"events_url", "/v1/sessions/" + s.id + "/events/stream"}};
+  }
+
+  void CreateSession(const std::shared_ptr<Exchange>& ex, const Principal& who) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"agent", "title", "metadata"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    std::string agent_name = options_.agents.front().name;
+    if (body->contains("agent")) {
+      if (!(*body)["agent"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "agent must be a string"));
+      }
+      agent_name = (*body)["agent"].get<std::string>();
+    }
+    const AgentSpec* agent = FindAgent(agent_name);
+    if (agent == nullptr) {
+      return ex->Send(Problem(404, "not_found", "no agent '" + agent_name + "'"));
+    }
+    SessionOptions o = agent->options;
+    o.tenant = who.tenant;
+    o.agent = agent->name;
+    if (body->contains("title")) {
+      if (!(*body)["title"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "title must be a string"));
+      }
+      o.title = (*body)["title"].get<std::string>();
+    }
+    if (body->contains("metadata")) {
+      const Json& md = (*body)["metadata"];
+      if (!md.is_object() || md.dump().size() > 16384) {
+        return ex->Send(
+            Problem(400, "invalid_request", "metadata must be a JSON object of at most 16 KiB"));
+      }
+      o.metadata = md;
+    }
+    Blocking(
+        [this, o]() -> Result<SessionInfo> {
+          AL_ASSIGN_OR_RETURN(auto s, engine_.OpenSession(o));
+          SessionInfo info = s->info();
+          return info;  // closing releases the lock
+        },
+        [this, ex](Result<SessionInfo> r) {
+          if (!r.ok()) return ex->Send(FromStatus(r.error()));
+          ex->Send(JsonResponse(201, SessionJson(*r, "idle")));
+        });
+  }
+
+  std::string LiveStatus(const std::string& id) const {
+    auto it = live_.find(id);
+    return it != live_.end() && it->second.running() ? "running" : "";
+  }
+
+  void ListSessions(const std::shared_ptr<Exchange>& ex, const Principal& who) {
+    const Request& req = ex->request();
+    Result<int> limit = LimitParam(req);
+    if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
+    SessionListOptions o;
+    o.tenant = who.tenant;
+    o.limit = *limit;
+    if (std::string a = req.Query("agent"); !a.empty()) o.agent = a;
+    o.after_id = req.Query("cursor");
+    std::string status = req.Query("status");
+    if (!status.empty() && status != "idle" && status != "running" && status != "paused") {
+      return ex->Send(
+          Problem(400, "invalid_request", "status must be idle, running or paused"));
+    }
+    struct Page {
+      std::vector<SessionInfo> sessions;
+      std::set<std::string> paused;
+    };
+    Blocking(
+        [this, o]() -> Result<Page> {
+          Page page;
+          AL_ASSIGN_OR_RETURN(page.sessions, engine_.store().ListSessions(o));
+          AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::nullopt));
+          for (const auto& p : pending) page.paused.insert(p.session_id);
+          return page;
+        },
+        [this, ex, status, limit = *limit](Result<Page> r) {
+          if (!r.ok()) {
+            if (r.error().code() == Code::kNotFound) {
+              return ex->Send(Problem(400, "invalid_cursor", r.error().message()));
+            }
+            return ex->Send(FromStatus(r.error()));
+          }
+          Json items = Json::array();
+          for (const auto& s : r->sessions) {
+            std::string st = LiveStatus(s.id);
+            if (st.empty()) st = r->paused.count(s.id) ? "paused" : "idle";
+            if (!status.empty() && st != status) continue;
+            items.push_back(SessionJson(s, st));
+          }
+          Json out = {{"items", items}, {"next_cursor", nullptr}};
+          if (static_cast<int>(r->sessions.size()) == limit) {
+            out["next_cursor"] = r->sessions.back().id;
+          }
+          ex->Send(JsonResponse(200, out));
+        });
+  }
+
+  // Loads the session for a read, checking its tenant (another tenant's
+  // session does not exist for the caller).
+  template <typename Then>
+  void WithSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                   const std::string& id, Then then) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); },
+             [ex, who, id, then = std::move(then)](Result<SessionInfo> r) mutable {
+               if (!r.ok() || r->tenant != who.tenant) {
+                 if (r.ok() || r.error().code() == Code::kNotFound) {
+                   return ex->Send(Problem(404, "not_found", "no session " + id));
+                 }
+                 return ex->Send(FromStatus(r.error()));
+               }
+               then(std::move(*r));
+             });
+  }
+
+  void GetSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                  const std::string& id) {
+    struct Detail {
+      SessionInfo info;
+      std::string status;
+      Json pending = Json::array();
+      Json settings;
+      Json last_turn;
+    };
+    WithSession(ex, who, id, [this, ex, id](SessionInfo) {
+      Blocking(
+          [this, id]() -> Result<Detail> {
+            Detail d;
+            LoadOptions lo;
+            lo.repair = false;
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            d.info = snap.info;
+            d.status = "idle";
+            if (snap.open_checkpoint) {
+              d.status = "paused";
+            } else if (snap.decided_checkpoint) {
+              d.status = "queued";
+            } else if (snap.last_turn_end && snap.last_turn_end->stop == StopReason::kFailed) {
+              d.status = "failed";
+            }
+            AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::string_view(id)));
+            for (const auto& p : pending) d.pending.push_back(PendingJson(p, "pending"));
+            AL_ASSIGN_OR_RETURN(auto settings, engine_.store().GetSettings(id));
+            d.settings = settings ? *settings : Json(nullptr);
+            if (snap.last_turn_end) {
+              const auto& t = *snap.last_turn_end;
+              d.last_turn = {{"id", t.turn_id},
+                             {"stop", std::string(StopReasonName(t.stop))},
+                             {"reason", t.reason},
+                             {"counters", ToJson(t.counters)}};
+            }
+            return d;
+          },
+          [this, ex](Result<Detail> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            std::string st = LiveStatus(r->info.id);
+            Json j = SessionJson(r->info, st.empty() ? r->status : st);
+            j["pending"] = r->pending;
+            j["settings"] = r->settings;
+            j["last_turn"] = r->last_turn;
+            auto it = live_.find(r->info.id);
+            if (it != live_.end() && !it->second.turn_id.empty()) {
+              j["running_turn"] = it->second.turn_id;
+            }
+            ex->Send(JsonResponse(200, j));
+          });
+    });
+  }
+
+  void DeleteSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& id) {
+    WithSession(ex, who, id, [this, ex, id](SessionInfo) {
+      if (!LiveStatus(id).empty()) {
+        return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
+      }
+      Blocking([this, id]() { return engine_.store().RemoveSession(id); },
+               [ex](Status s) {
+                 if (!s.ok()) return ex->Send(FromStatus(s));
+                 Response r;
+                 r.status = 204;
+                 r.content_type = "application/json";
+                 ex->Send(std::move(r));
+               });
+    });
+  }
+
+  void Messages(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                const std::string& id) {
+    Result<int> limit = LimitParam(ex->request());
+    if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
+    Result<uint64_t> cursor = SeqParam(ex->request().Query("cursor"), "cursor");
+    if (!cursor.ok()) return ex->Send(Problem(400, "invalid_cursor", cursor.error().message()));
+    WithSession(ex, who, id, [this, ex, id, limit = *limit, from = *cursor](SessionInfo) {
+      Blocking(
+          [this, id]() -> Result<std::vector<Message>> {
+            LoadOptions lo;
+            lo.repair = false;
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            return std::move(snap.messages);
+          },
+          [ex, limit, from](Result<std::vector<Message>> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            Json items = Json::array();
+            size_t end = std::min(r->size(), static_cast<size_t>(from) + limit);
+            for (size_t i = from; i < end; ++i) items.push_back(ToJson((*r)[i]));
+            Json out = {{"items", items}, {"next_cursor", nullptr}};
+            if (end < r->size()) out["next_cursor"] = std::to_string(end);
+            ex->Send(JsonResponse(200, out));
+          });
+    });
+  }
+
+  // --- turns ------------------------------------------------------------
+
+  void PostTurn(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                const std::string& id) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"input", "on_busy"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    if (!body->contains("input") || !(*body)["input"].is_string() ||
+        (*body)["input"].get<std::string>().empty()) {
+      return ex->Send(Problem(400, "invalid_request", "input must be a non-empty string"));
+    }
+    std::string on_busy = "reject";
+    if (body->contains("on_busy")) {
+      const Json& b = (*body)["on_busy"];
+      if (!b.is_string() || (b != "reject" && b != "enqueue")) {
+        return ex->Send(Problem(400, "invalid_request", "on_busy must be reject or enqueue"));
+      }
+      on_busy = b.get<std::string>();
+    }
+    std::string input = (*body)["input"].get<std::string>();
+    const bool stream =
+        ex->request().Header("Accept").find("text/event-stream") != std::string_view::npos;
+    WithSession(ex, who, id, [this, ex, id, input, on_busy, stream](SessionInfo info) {
+      Live& live = live_[id];
+      live.tenant = info.tenant;
+      if (live.running()) {
+        if (on_busy == "enqueue") {
+          live.queue.push_back({input});
+          return ex->Send(JsonResponse(
+              202, {{"status", "queued"},
+                    {"session_id", id},
+                    {"position", live.queue.size()},
+                    {"events_url", "/v1/sessions/" + id + "/events/stream"}}));
+        }
+        return ex->Send(Problem(409, "session_busy",
+                                "session " + id + " is running turn " + live.turn_id +
+                                    " (send on_busy: \"enqueue\" to queue this input)"));
+      }
+      StartTurn(id, input, ex, stream, info.last_seq);
+    });
+  }
+
+  // Opens the session on the pool and starts the turn (`input` empty: continue
+  // its decided batch). `ex` (may be null) is answered with 202 once the
+  // turn's id is known, or (`stream`) with a stream of the session's events
+  // after `after_seq` until the turn ends.
+  void StartTurn(const std::string& id, std::string input, std::shared_ptr<Exchange> ex,
+                 bool stream, uint64_t after_seq) {
+    Live& live = live_[id];
+    live.starting = true;
+    std::shared_ptr<Subscriber> sub;
+    if (ex && stream) {
+      sub = std::make_shared<Subscriber>();
+      sub->stream = ex->OpenStream();
+      sub->tenant = live.tenant;
+      sub->cursors[id].last_seq = after_seq;
+      sub->close_after_turn = "*";  // the first turn_end seen
+      Attach(sub, id);
+      ex.reset();
+    }
+    live.reply = ex;
+    Blocking([this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
+             [this, id, input = std::move(input), sub](
+                 Result<std::unique_ptr<Session>> opened) mutable {
+               Live& live = live_[id];
+               if (!opened.ok()) {
+                 live.starting = false;
+                 Status s = opened.error();
+                 Response r = s.code() == Code::kFailedPrecondition
+                                  ? Problem(409, "session_paused", s.message())
+                                  : FromStatus(s);
+                 if (live.reply) live.reply->Send(r);
+                 live.reply.reset();
+                 if (sub) sub->stream->Close(Frame("", "error", r.body));
+                 return StartNextQueued(id);
+               }
+               std::shared_ptr<Session> session = std::move(*opened);
+               live.session = session;
+               live.stop = std::make_shared<std::stop_source>();
+               live.starting = false;
+               auto observer = std::make_shared<TurnObserver>(this, id);
+               AsyncTurnCallbacks cb;
+               cb.observer = observer.get();
+               cb.done = [this, id, observer, session](Result<TurnResult> r) {
+                 asio::post(io_, [this, id, observer, r = std::move(r)]() mutable {
+                   OnTurnDone(id, *observer, std::move(r));
+                 });
+               };
+               if (input.empty()) {
+                 session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+               } else {
+                 session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
+               }
+             });
+  }
+
+  // Receives a turn's events on the executor's threads and hands them to
+  // the io thread.
+  struct TurnObserver final : EventSink {
+    TurnObserver(ServerImpl* s, std::string id) : server(s), session_id(std::move(id)) {}
+    Status OnEvent(const Event& e) override {
+      std::string type(EventTypeName(e.type));
+      std::string json = e.Dump(session_id);
+      asio::post(server->io_, [srv = server, id = session_id, type = std::move(type),
+                               turn = e.turn_id, seq = ShouldPersist(e.type) ? e.seq : 0,
+                               json = std::move(json), delta = DeltaText(e)]() mutable {
+        srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
+      });
+      return Status::Ok();
+    }
+    static std::string DeltaText(const Event& e) {
+      if (e.type != EventType::kTextDelta) return {};
+      auto it = e.data.find("text");
+      return it != e.data.end() && it->is_string() ? it->get<std::string>() : std::string();
+    }
+    ServerImpl* server;
+    std::string session_id;
+  };
+
+  void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
+                   const std::string& type, std::string json, const std::string& delta) {
+    Live& live = live_[id];
+    if (!turn_id.empty() && live.turn_id != turn_id && type == "turn_begin") {
+      live.turn_id = turn_id;
+      TurnRecord& t = turns_[turn_id];
+      t.session_id = id;
+      t.tenant = live.tenant;
+      t.done = false;
+      if (live.reply) {
+        live.reply->Send(JsonResponse(202, TurnAccepted(id, turn_id)));
+        live.reply.reset();
+      }
+    }
+    if (type == "text_delta") {
+      live.partial_text += delta;
+    } else if (type == "step_begin" || type == "message") {
+      live.partial_text.clear();
+    }
+    if (seq != 0) {
+      std::string frame = Frame(std::to_string(seq), type, json);
+      if (IsCommitBoundary(type)) {
+        live.uncommitted.clear();
+      } else {
+        live.uncommitted.emplace_back(seq, frame);
+      }
+      Publish(id, seq, type, turn_id, json);
+    } else {
+      Publish(id, 0, type, turn_id, json);
+    }
+  }
+
+  void OnTurnDone(const std::string& id, TurnObserver& observer, Result<TurnResult> r) {
+    Live& live = live_[id];
+    std::string turn_id = live.turn_id;
+    if (r.ok() && r->checkpoint) turn_id = r->checkpoint->turn_id;
+    (void)observer;
+    if (live.reply) {
+      if (!r.ok()) {
+        live.reply->Send(r.error().code() == Code::kFailedPrecondition
+                             ? Problem(409, "session_paused", r.error().message())
+                             : FromStatus(r.error()));
+      } else {
+        live.reply->Send(JsonResponse(202, TurnAccepted(id, turn_id)));
+      }
+      live.reply.reset();
+    }
+    if (!turn_id.empty()) {
+      TurnRecord& t = turns_[turn_id];
+      t.session_id = id;
+      t.tenant = live.tenant;
+      t.done = true;
+      t.result = r.ok() ? TurnResultJson(*r) : Json{{"error", r.error().message()}};
+      auto waiters = std::move(t.waiters);
+      for (auto& w : waiters) w();
+      finished_turns_.push_back(turn_id);
+      while (finished_turns_.size() > 10000) {
+        turns_.erase(finished_turns_.front());
+        finished_turns_.pop_front();
+      }
+    }
+    // Closing the session releases its lock: a store call, on the pool.
+    std::shared_ptr<Session> session = std::move(live.session);
+    live.stop.reset();
+    live.turn_id.clear();
+    live.partial_text.clear();
+    live.uncommitted.clear();
+    asio::post(blocking_, [session]() mutable { session.reset(); });
+    // Streams that followed only this turn end with it.
+    for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(live.subscribers)) {
+      if (!sub->close_after_turn.empty()) {
+        if (!r.ok()) {
+          sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+        } else {
+          sub->stream->Close({});
+        }
+      }
+    }
+    StartNextQueued(id);
+    if (shutting_down_) MaybeFinishShutdown();
+  }
+
+  Json TurnAccepted(const std::string& id, const std::string& turn_id) const {
+    return {{"id", turn_id},
+            {"session_id", id},
+            {"status", "running"},
+            {"events_url", "/v1/sessions/" + id + "/events/stream"},
+            {"wait_url", "/v1/sessions/" + id + "/turns/" + turn_id + "/wait"}};
+  }
+
+  void StartNextQueued(const std::string& id) {
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    Live& live = it->second;
+    if (live.running() || shutting_down_) return;
+    if (!live.queue.empty()) {
+      std::string input = std::move(live.queue.front().input);
+      live.queue.pop_front();
+      return StartTurn(id, std::move(input), nullptr, false, 0);
+    }
+    if (live.subscribers.empty()) live_.erase(it);
+  }
+
+  void GetTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
+               const std::string& turn_id, bool wait) {
+    int timeout_s = 30;
+    if (wait) {
+      std::string t = ex->request().Query("timeout_s", "30");
+      if (t.empty() || t.size() > 3 || t.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(t) > 300) {
+        return ex->Send(Problem(400, "invalid_request", "timeout_s must be 0-300"));
+      }
+      timeout_s = std::stoi(t);
+    }
+    auto it = turns_.find(turn_id);
+    if (it != turns_.end() && it->second.session_id == id && it->second.tenant == who.tenant) {
+      TurnRecord& t = it->second;
+      if (t.done || !wait || timeout_s == 0) return ex->Send(JsonResponse(200, TurnJson(turn_id)));
+      auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(timeout_s));
+      auto answered = std::make_shared<bool>(false);
+      auto answer = [this, ex, turn_id, answered, timer] {
+        if (*answered) return;
+        *answered = true;
+        timer->cancel();
+        ex->Send(JsonResponse(200, TurnJson(turn_id)));
+      };
+      t.waiters.push_back(answer);
+      timer->async_wait([answer](boost::system::error_code ec) {
+        if (!ec) answer();
+      });
+      return;
+    }
+    // Not in memory: the turn's end from the store.
+    WithSession(ex, who, id, [this, ex, id, turn_id](SessionInfo) {
+      Blocking(
+          [this, id, turn_id]() -> Result<Json> {
+            AL_ASSIGN_OR_RETURN(auto events, engine_.store().Events(id, 0));
+            Json out;
+            for (const auto& e : events) {
+              if (e.turn_id != turn_id || e.type != "turn_end") continue;
+              Json j = Json::parse(e.json, nullptr, false);
+              if (j.is_discarded()) continue;
+              out = {{"id", turn_id}, {"session_id", id}, {"status", "done"}, {"result", j}};
+            }
+            if (out.is_null()) return NotFound("no turn " + turn_id + " in session " + id);
+            return out;
+          },
+          [ex](Result<Json> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            ex->Send(JsonResponse(200, *r));
+          });
+    });
+  }
+
+  Json TurnJson(const std::string& turn_id) const {
+    const TurnRecord& t = turns_.at(turn_id);
+    Json j = {{"id", turn_id}, {"session_id", t.session_id}, {"status", t.done ? "done" : "running"}};
+    if (t.done) j["result"] = t.result;
+    return j;
+  }
+
+  void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                  const std::string& id, const std::string& turn_id) {
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.tenant != who.tenant || it->second.turn_id != turn_id ||
+        !it->second.stop) {
+      return ex->Send(Problem(409, "turn_not_running",
+                              "turn " + turn_id + " is not running in session " + id));
+    }
+    it->second.stop->request_stop();
+    ex->Send(JsonResponse(202, {{"id", turn_id}, {"session_id", id}, {"status", "cancelling"}}));
+  }
+
+  // --- events -----------------------------------------------------------
+
+  void EventsJson(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                  const std::string& id) {
+    Result<uint64_t> after = SeqParam(ex->request().Query("after"), "after");
+    if (!after.ok()) return ex->Send(Problem(400, "invalid_request", after.error().message()));
+    Result<int> limit = LimitParam(ex->request());
+    if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
+    WithSession(ex, who, id, [this, ex, id, after = *after, limit = *limit](SessionInfo) {
+      Blocking([this, id, after]() { return engine_.store().Events(id, after); },
+               [ex, limit](Result<std::vector<StoredEvent>> r) {
+                 if (!r.ok()) return ex->Send(FromStatus(r.error()));
+                 std::string items = "[";
+                 size_t n = std::min(r->size(), static_cast<size_t>(limit));
+                 for (size_t i = 0; i < n; ++i) {
+                   if (i) items += ",";
+                   items += (*r)[i].json;
+                 }
+                 items += "]";
+                 Response resp;
+                 resp.body = "{\"items\":" + items + ",\"next_after\":" +
+                             (n < r->size() ? std::to_string((*r)[n - 1].seq) : "null") + "}";
+                 ex->Send(std::move(resp));
+               });
+    });
+  }
+
+  // The cursor a stream starts after: Last-Event-ID, else ?after=.
+  static Result<uint64_t> StreamCursor(const Request& req) {
+    std::string_view last = req.Header("Last-Event-ID");
+    if (!last.empty()) {
+      size_t dot = last.rfind('.');  // multiplexed ids are "<session>.<seq>"
+      return SeqParam(dot == std::string_view::npos ? last : last.substr(dot + 1),
+                      "Last-Event-ID");
+    }
+    return SeqParam(req.Query("after"), "after");
+  }
+
+  void StreamEvents(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                    std::vector<std::string> ids, bool multiplexed) {
+    Result<uint64_t> after = StreamCursor(ex->request());
+    if (!after.ok()) return ex->Send(Problem(400, "invalid_request", after.error().message()));
+    std::map<std::string, uint64_t> cursors;
+    for (const auto& id : ids) cursors[id] = *after;
+    OpenSubscription(ex, who, std::move(cursors), multiplexed);
+  }
+
+  // GET /v1/events/stream?sessions=a,b[&after=a:10,b:7]
+  void StreamMany(const std::shared_ptr<Exchange>& ex, const Principal& who) {
+    std::string list = ex->request().Query("sessions");
+    if (list.empty()) {
+      return ex->Send(Problem(400, "invalid_request", "sessions=ID[,ID...] is required"));
+    }
+    std::map<std::string, uint64_t> cursors;
+    for (std::string_view rest = list; !rest.empty();) {
+      size_t c = rest.find(',');
+      std::string id(rest.substr(0, c));
+      rest = c == std::string_view::npos ? std::string_view() : rest.substr(c + 1);
+      if (!id.empty()) cursors[id] = 0;
+    }
+    if (cursors.size() > 100) {
+      return ex->Send(Problem(400, "invalid_request", "at most 100 sessions per stream"));
+    }
+    std::string after = ex->request().Query("after");
+    for (std::string_view rest = after; !rest.empty();) {
+      size_t c = rest.find(',');
+      std::string_view pair = rest.substr(0, c);
+      rest = c == std::string_view::npos ? std::string_view() : rest.substr(c + 1);
+      size_t colon = pair.find(':');
+      if (colon == std::string_view::npos) {
+        return ex->Send(Problem(400, "invalid_request", "after must be ID:SEQ[,ID:SEQ...]"));
+      }
+      Result<uint64_t> seq = SeqParam(pair.substr(colon + 1), "after");
+      if (!seq.ok()) return ex->Send(Problem(400, "invalid_request", seq.error().message()));
+      auto it = cursors.find(std::string(pair.substr(0, colon)));
+      if (it != cursors.end()) it->second = *seq;
+    }
+    std::string_view last = ex->request().Header("Last-Event-ID");
+    if (size_t dot = last.rfind('.'); dot != std::string_view::npos) {
+      auto it = cursors.find(std::string(last.substr(0, dot)));
+      Result<uint64_t> seq = SeqParam(last.substr(dot + 1), "Last-Event-ID");
+      if (it != cursors.end() && seq.ok()) it->second = std::max(it->second, *seq);
+    }
+    OpenSubscription(ex, who, std::move(cursors), true);
+  }
+
+  void OpenSubscription(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                        std::map<std::string, uint64_t> cursors, bool multiplexed) {
+    std::vector<std::string> ids;
+    for (const auto& [id, c] : cursors) ids.push_back(id);
+    // Every session must be the caller's.
+    Blocking(
+        [this, ids]() -> Result<std::vector<SessionInfo>> {
+          std::vector<SessionInfo> out;
+          for (const auto& id : ids) {
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(id));
+            out.push_back(std::move(s));
+          }
+          return out;
+        },
+        [this, ex, who, cursors, multiplexed](Result<std::vector<SessionInfo>> r) {
+          if (!r.ok() && r.error().code() != Code::kNotFound) {
+            return ex->Send(FromStatus(r.error()));
+          }
+          bool mine = r.ok();
+          if (mine) {
+            for (const auto& s : *r) mine = mine && s.tenant == who.tenant;
+          }
+          if (!mine) return ex->Send(Problem(404, "not_found", "no such session"));
+          if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
+          auto sub = std::make_shared<Subscriber>();
+          sub->tenant = who.tenant;
+          sub->multiplexed = multiplexed;
+          sub->stream = ex->OpenStream();
+          ++sse_clients_;
+          for (const auto& [id, after] : cursors) {
+            sub->cursors[id].last_seq = after;
+            Attach(sub, id);
+            Replay(sub, id);
+          }
+        });
+  }
+
+  void Attach(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
+    Live& live = live_[id];
+    if (live.tenant.empty()) live.tenant = sub->tenant;
+    live.subscribers.push_back(sub);
+    subscribers_.insert(sub);
+    std::weak_ptr<Subscriber> weak = sub;
+    sub->stream->OnClose([this, weak] {
+      auto s = weak.lock();
+      if (!s) return;
+      subscribers_.erase(s);
+      if (s->close_after_turn.empty()) --sse_clients_;
+      for (const auto& [sid, c] : s->cursors) {
+        auto it = live_.find(sid);
+        if (it == live_.end()) continue;
+        std::erase(it->second.subscribers, s);
+        if (!it->second.running() && it->second.subscribers.empty() && it->second.queue.empty()) {
+          live_.erase(it);
+        }
+      }
+    });
+    sub->stream->SetOverflowFrame([weak] {
+      auto s = weak.lock();
+      Json last = Json::object();
+      if (s) {
+        for (const auto& [sid, c] : s->cursors) last[sid] = c.last_seq;
+      }
+      return Frame("", "stream.desync", DumpJson({{"last_seq", last}}));
+    });
+  }
+
+  // Sends the session's stored events after the subscriber's cursor, then
+  // what is observed but not yet committed, then the text in flight; live
+  // frames that arrive meanwhile are held and sent after (without repeats).
+  void Replay(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
+    Subscriber::Cursor& c = sub->cursors[id];
+    if (c.replaying) return;
+    c.replaying = true;
+    Live& live = live_[id];
+    auto uncommitted = live.uncommitted;
+    uint64_t after = c.last_seq;
+    Blocking([this, id, after]() { return engine_.store().Events(id, after); },
+             [this, sub, id, uncommitted = std::move(uncommitted)](
+                 Result<std::vector<StoredEvent>> r) {
+               if (sub->stream->closed()) return;
+               Subscriber::Cursor& c = sub->cursors[id];
+               if (!r.ok()) {
+                 sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+                 return;
+               }
+               for (const auto& e : *r) {
+                 if (e.seq <= c.last_seq) continue;
+                 Send(*sub, id, e.seq, e.type, e.json);
+               }
+               for (const auto& [seq, frame] : uncommitted) {
+                 if (seq <= c.last_seq) continue;
+                 SendFrame(*sub, id, seq, frame);
+               }
+               c.replaying = false;
+               auto held = std::move(c.held);
+               c.held.clear();
+               auto it = live_.find(id);
+               if (it != live_.end() && !it->second.partial_text.empty()) {
+                 Json snap = {{"type", "message.snapshot"},
+                              {"session_id", id},
+                              {"turn_id", it->second.turn_id},
+                              {"text", it->second.partial_text}};
+                 SendFrame(*sub, id, 0, Frame("", "message.snapshot", DumpJson(snap)));
+               }
+               for (auto& [seq, frame] : held) {
+                 if (seq == 0) continue;  // deltas: the snapshot has their text
+                 if (seq <= c.last_seq) continue;
+                 if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
+                 SendFrame(*sub, id, seq, frame);
+               }
+             });
+  }
+
+  void Send(Subscriber& sub, const std::string& id, uint64_t seq, std::string_view type,
+            std::string_view json) {
+    std::string frame_id = seq == 0 ? std::string()
+                           : sub.multiplexed ? id + "." + std::to_string(seq)
+                                             : std::to_string(seq);
+    SendFrame(sub, id, seq, Frame(frame_id, type, json));
+  }
+
+  void SendFrame(Subscriber& sub, const std::string& id, uint64_t seq, std::string frame) {
+    if (sub.multiplexed && seq != 0 && frame.rfind("id: ", 0) == 0 &&
+        frame.compare(4, id.size() + 1, id + ".") != 0) {
+      size_t nl = frame.find('\n');
+      frame = "id: " + id + "." + std::to_string(seq) + frame.substr(nl);
+    }
+    if (seq != 0) sub.cursors[id].last_seq = seq;
+    sub.stream->Push(std::move(frame));
+  }
+
+  void Publish(const std::string& id, uint64_t seq, const std::string& type,
+               const std::string& turn_id, const std::string& json) {
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(it->second.subscribers)) {
+      if (sub->stream->closed()) continue;
+      Subscriber::Cursor& c = sub->cursors[id];
+      if (c.replaying) {
+        std::string frame = Frame(seq ? std::to_string(seq) : "", type, json);
+        c.held.emplace_back(seq, std::move(frame));
+        continue;
+      }
+      if (seq != 0) {
+        if (seq <= c.last_seq) continue;
+        if (seq > c.last_seq + 1) {
+          // Events written outside this server's turns (a decision, a
+          // settings change) came between: fetch them first.
+          c.held.emplace_back(seq, Frame(std::to_string(seq), type, json));
+          Replay(sub, id);
+          continue;
+        }
+      }
+      Send(*sub, id, seq, type, json);
+      if (type == "turn_end" && !sub->close_after_turn.empty() &&
+          (sub->close_after_turn == "*" || sub->close_after_turn == turn_id)) {
+        sub->stream->Close({});
+      }
+    }
+  }
+
+  // --- approvals and questions -------------------------------------------
+
+  void ListPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                   const std::string& session_id, std::optional<PendingKind> kind) {
+    std::string status = ex->request().Query("status", "pending");
+    if (status != "pending") {
+      return ex->Send(Problem(400, "invalid_request",
+                              "status must be pending (decided items are in the event log)"));
+    }
+    struct Listed {
+      std::vector<PendingRecord> items;
+      std::map<std::string, std::string> tenants;
+    };
+    Blocking(
+        [this, session_id]() -> Result<Listed> {
+          Listed l;
+          std::optional<std::string_view> only;
+          if (!session_id.empty()) only = session_id;
+          AL_ASSIGN_OR_RETURN(l.items, engine_.store().ListPending(only));
+          for (const auto& p : l.items) {
+            if (l.tenants.count(p.session_id)) continue;
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(p.session_id));
+            l.tenants[p.session_id] = s.tenant;
+          }
+          if (!session_id.empty() && l.items.empty()) {
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(session_id));
+            l.tenants[session_id] = s.tenant;
+          }
+          return l;
+        },
+        [ex, who, session_id, kind](Result<Listed> r) {
+          if (!r.ok()) return ex->Send(FromStatus(r.error()));
+          if (!session_id.empty() && r->tenants[session_id] != who.tenant) {
+            return ex->Send(Problem(404, "not_found", "no session " + session_id));
+          }
+          Json items = Json::array();
+          for (const auto& p : r->items) {
+            if (r->tenants[p.session_id] != who.tenant) continue;
+            if (kind && p.item.kind != *kind) continue;
+            items.push_back(PendingJson(p, "pending"));
+          }
+          ex->Send(JsonResponse(200, {{"items", items}}));
+        });
+  }
+
+  static std::string StateName(PendingLookup::State s) {
+    switch (s) {
+      case PendingLookup::State::kOutstanding:
+        return "pending";
+      case PendingLookup::State::kDecided:
+        return "resolved";
+      case PendingLookup::State::kCancelled:
+        return "cancelled";
+    }
+    return "pending";
+  }
+
+  static Json LookupJson(const PendingLookup& l) {
+    Json j = PendingJson(l.record, StateName(l.state));
+    if (l.decision) {
+      j["decision"] = l.decision->kind == ApprovalDecision::Kind::kDeny ? "deny" : "approve";
+      if (l.record.item.kind == PendingKind::kQuestion) j["decision"] = "answer";
+      j["decided_by"] = l.decision->by;
+    }
+    return j;
+  }
+
+  // Finds the item and checks its tenant and kind; nullopt answered 404.
+  template <typename Then>
+  void WithPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                   const std::string& pid, PendingKind kind, Then then) {
+    struct Found {
+      std::optional<PendingLookup> lookup;
+      std::string tenant;
+    };
+    Blocking(
+        [this, pid]() -> Result<Found> {
+          Found f;
+          AL_ASSIGN_OR_RETURN(f.lookup, engine_.store().LookupPending(pid));
+          if (f.lookup) {
+            AL_ASSIGN_OR_RETURN(SessionInfo s,
+                                engine_.store().GetSession(f.lookup->record.session_id));
+            f.tenant = s.tenant;
+          }
+          return f;
+        },
+        [ex, who, pid, kind, then = std::move(then)](Result<Found> r) mutable {
+          if (!r.ok()) return ex->Send(FromStatus(r.error()));
+          if (!r->lookup || r->tenant != who.tenant || r->lookup->record.item.kind != kind) {
+            return ex->Send(Problem(404, "not_found",
+                                    "no " + std::string(PendingKindName(kind)) + " " + pid));
+          }
+          then(std::move(*r->lookup));
+        });
+  }
+
+  void GetPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                  const std::string& pid, PendingKind kind) {
+    WithPending(ex, who, pid, kind,
+                [ex](PendingLookup l) { ex->Send(JsonResponse(200, LookupJson(l))); });
+  }
+
+  void Decide(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
+              PendingKind kind) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Resolution res;
+    res.continue_turn = false;
+    res.by = "http:" + who.tenant;
+    if (kind == PendingKind::kQuestion) {
+      Status keys = OnlyKeys(*body, {"answer"});
+      if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+      if (!body->contains("answer") || !(*body)["answer"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "answer must be a string"));
+      }
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = (*body)["answer"].get<std::string>();
+    } else {
+      Status keys = OnlyKeys(*body, {"decision", "edited_args", "scope", "reason"});
+      if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+      const Json& d = body->value("decision", Json());
+      if (d != "approve" && d != "deny") {
+        return ex->Send(Problem(400, "invalid_request", "decision must be approve or deny"));
+      }
+      res.kind = d == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
+      if (body->contains("scope") && (*body)["scope"] != "once") {
+        return ex->Send(Problem(400, "unsupported_scope",
+                                "scope must be once: a decision over HTTP covers this call only "
+                                "(add an allow rule to the agent for more)"));
+      }
+      if (body->contains("edited_args")) {
+        if (res.kind != Resolution::Kind::kApprove || !(*body)["edited_args"].is_object()) {
+          return ex->Send(Problem(400, "invalid_edited_args",
+                                  "edited_args must be a JSON object, with decision approve"));
+        }
+        res.edited_arguments = (*body)["edited_args"];
+      }
+      if (body->contains("reason")) {
+        if (!(*body)["reason"].is_string()) {
+          return ex->Send(Problem(400, "invalid_request", "reason must be a string"));
+        }
+        res.reason = (*body)["reason"].get<std::string>();
+      }
+    }
+    WithPending(ex, who, pid, kind, [this, ex, who, pid, res](PendingLookup l) {
+      if (l.state != PendingLookup::State::kOutstanding) return AnswerSettled(ex, l, res);
+      const std::string sid = l.record.session_id;
+      struct Outcome {
+        ResolveReport report;
+        std::optional<PendingLookup> after;
+        uint64_t seq_before = 0;
+      };
+      Blocking(
+          [this, pid, res, sid]() -> Result<Outcome> {
+            Outcome o;
+            AL_ASSIGN_OR_RETURN(SessionInfo before, engine_.store().GetSession(sid));
+            o.seq_before = before.last_seq;
+            AL_ASSIGN_OR_RETURN(o.report, engine_.Resolve(pid, res, OptionsToOpen(sid), {}, {}));
+            if (o.report.already_resolved) {
+              AL_ASSIGN_OR_RETURN(o.after, engine_.store().LookupPending(pid));
+            }
+            return o;
+          },
+          [this, ex, who, res, sid, l](Result<Outcome> r) {
+            if (!r.ok()) {
+              if (r.error().code() == Code::kInvalidArgument) {
+                return ex->Send(Problem(400, "invalid_edited_args",
+                                        r.error().message() + " (the item is still pending)"));
+              }
+              return ex->Send(FromStatus(r.error()));
+            }
+            if (r->report.already_resolved) {
+              return AnswerSettled(ex, r->after ? *r->after : l, res);
+            }
+            // The decision's event was written by the store: watchers get it.
+            PublishStored(sid, r->seq_before);
+            if (r->report.outstanding > 0) {
+              return ex->Send(JsonResponse(
+                  200, {{"status", "recorded"},
+                        {"session_id", sid},
+                        {"outstanding", r->report.outstanding},
+                        {"pending_url", "/v1/sessions/" + sid + "/pending"}}));
+            }
+            // The batch is decided: this server continues the turn.
+            Live& live = live_[sid];
+            live.tenant = who.tenant;
+            ex->Send(JsonResponse(200, {{"status", "resumed"},
+                                        {"session_id", sid},
+                                        {"turn_id", l.record.turn_id},
+                                        {"events_url", "/v1/sessions/" + sid + "/events/stream"},
+                                        {"wait_url", "/v1/sessions/" + sid + "/turns/" +
+                                                         l.record.turn_id + "/wait"}}));
+            TurnRecord& t = turns_[l.record.turn_id];
+            t.session_id = sid;
+            t.tenant = live.tenant;
+            t.done = false;
+            if (!live.running()) StartTurn(sid, "", nullptr, false, 0);
+          });
+    });
+  }
+
+  // A decision about an item no longer outstanding: the same decision again
+  // is answered as already made; a different one conflicts; an item whose
+  // batch was closed without it says so.
+  void AnswerSettled(const std::shared_ptr<Exchange>& ex, const PendingLookup& l,
+                     const Resolution& res) {
+    if (l.state == PendingLookup::State::kCancelled) {
+      return ex->Send(JsonResponse(
+          200, {{"status", "cancelled"},
+                {"already_resolved", true},
+                {"session_id", l.record.session_id},
+                {"detail", "its batch was closed without it (a sibling call was denied, or a "
+                           "newer pause replaced it)"}}));
+    }
+    bool same = l.decision.has_value();
+    if (same) {
+      bool denied = l.decision->kind == ApprovalDecision::Kind::kDeny;
+      same = (res.kind == Resolution::Kind::kDeny) == denied;
+    }
+    if (!same) {
+      return ex->Send(Problem(409, "approval_already_resolved",
+                              "this item was already decided differently"));
+    }
+    ex->Send(JsonResponse(200, {{"status", "already_resolved"},
+                                {"already_resolved", true},
+                                {"session_id", l.record.session_id},
+                                {"turn_id", l.record.turn_id}}));
+  }
+
+  // Publishes events the store holds after `after` for `id` (written outside
+  // a turn of this server).
+  void PublishStored(const std::string& id, uint64_t after) {
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.subscribers.empty()) return;
+    Blocking([this, id, after]() { return engine_.store().Events(id, after); },
+             [this, id](Result<std::vector<StoredEvent>> r) {
+               if (!r.ok()) return;
+               for (const auto& e : *r) Publish(id, e.seq, e.type, e.turn_id, e.json);
+             });
+  }
+
+  // --- shutdown -----------------------------------------------------------
+
+  void BeginShutdown() {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    http_.StopAccepting();
+    signals_.cancel();
+    for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(subscribers_.begin(),
+                                                              subscribers_.end())) {
+      sub->stream->Close(Frame("", "shutdown", "{}"));
+    }
+    drain_timer_.expires_after(options_.drain_timeout);
+    drain_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      for (auto& [id, live] : live_) {
+        if (live.stop) live.stop->request_stop();
+      }
+      drained_ = false;
+    });
+    MaybeFinishShutdown();
+  }
+
+  void MaybeFinishShutdown() {
+    for (const auto& [id, live] : live_) {
+      if (live.running()) return;
+    }
+    drain_timer_.cancel();
+    // Sessions close (locks released) on the pool; then the loop ends.
+    if (!subscribers_.empty()) return;  // their final frames are being written
+    asio::post(blocking_, [this] { asio::post(io_, [this] { io_.stop(); }); });
+  }
+
+  ServerOptions options_;
+  Engine& engine_;
+  asio::io_context io_{1};
+  HttpServer http_;
+  PoolExecutor executor_;
+  asio::thread_pool blocking_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  bool shutting_down_ = false;
+  bool drained_ = true;
+
+  std::unordered_map<std::string, Live> live_;
+  std::set<std::shared_ptr<Subscriber>> subscribers_;
+  size_t sse_clients_ = 0;
+  std::unordered_map<std::string, TurnRecord> turns_;
+  std::deque<std::string> finished_turns_;
+  std::unordered_map<std::string, IdempotencyEntry> idem_;
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> idem_order_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Create(ServerOptions options, Engine& engine) {
+  if (options.agents.empty()) {
+    return InvalidArgument("the server has no agent to serve (define one under agents/)");
+  }
+  auto s = std::make_unique<ServerImpl>(std::move(options), engine);
+  AL_RETURN_IF_ERROR(s->Listen());
+  return std::unique_ptr<Server>(std::move(s));
+}
+
+}  // namespace agentloop::server
