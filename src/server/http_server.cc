@@ -133,8 +133,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->body_limit(limits_.max_body_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     stream_.expires_after(limits_.io_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -186,9 +187,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
         Result<std::string> v = PercentDecode(
             eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true);
         if (!k.ok() || !v.ok()) {
-          return Reply(Problem(400, "malformed_request",
-                               (!k.ok() ? k.error() : v.error()).message()),
-                       false);
+          return Reply(
+              Problem(400, "malformed_request", (!k.ok() ? k.error() : v.error()).message()),
+              false);
         }
         req.query.emplace(std::move(*k), std::move(*v));
       }
@@ -346,10 +347,9 @@ void EventStream::WatchForClose() {
   // A reader sends nothing on a stream: a completed read is its close (or
   // garbage, which ends the stream as well).
   auto self = shared_from_this();
-  conn_->stream().socket().async_read_some(asio::buffer(probe_),
-                                           [self](beast::error_code, size_t) {
-                                             if (!self->closed_) self->Finish();
-                                           });
+  conn_->stream().socket().async_read_some(asio::buffer(probe_), [self](beast::error_code, size_t) {
+    if (!self->closed_) self->Finish();
+  });
 }
 
 void EventStream::Finish() {

@@ -48,8 +48,8 @@ struct HttpLimits {
 
 struct Request {
   boost::beast::http::verb method = boost::beast::http::verb::unknown;
-  std::string target;  // as sent: path and query
-  std::string path;    // decoded path, without the query
+  std::string target;                             // as sent: path and query
+  std::string path;                               // decoded path, without the query
   std::multimap<std::string, std::string> query;  // decoded
   boost::beast::http::fields headers;
   std::string body;

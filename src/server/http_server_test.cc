@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agentloop/json.h"
+
 #include "server/server.h"
 
 namespace agentloop::server {

@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <openssl/crypto.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <openssl/crypto.h>
 
 #include "agentloop/event_data.h"
 #include "agentloop/json.h"
@@ -43,12 +43,14 @@ Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
     rest = rest.substr(c + 1);
   }
   if (parts.size() != 3) {
-    return InvalidArgument("token grant '" + std::string(spec.substr(0, 80)) +
-                           "' must be SHA256HEX:TENANT:SCOPES (e.g. <64 hex digits>:acme:read,write)");
+    return InvalidArgument(
+        "token grant '" + std::string(spec.substr(0, 80)) +
+        "' must be SHA256HEX:TENANT:SCOPES (e.g. <64 hex digits>:acme:read,write)");
   }
   TokenGrant g;
   g.sha256 = parts[0];
-  if (g.sha256.size() != 64 || g.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+  if (g.sha256.size() != 64 ||
+      g.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
     return InvalidArgument(
         "token grant: the first field must be the token's SHA-256 as 64 lower-case hex digits "
         "(`printf %s TOKEN | sha256sum`), never the token itself");
@@ -209,7 +211,8 @@ Status OnlyKeys(const Json& body, std::initializer_list<std::string_view> known)
 
 Result<int> LimitParam(const Request& req) {
   std::string text = req.Query("limit", "50");
-  if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos) {
+  if (text.empty() || text.size() > 4 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
     return InvalidArgument("limit must be a number from 1 to 200");
   }
   int n = std::stoi(text);
@@ -277,7 +280,8 @@ struct Live {
   std::vector<std::shared_ptr<Subscriber>> subscribers;
   // The POST that started the turn, answered 202 once the turn's id is known.
   std::shared_ptr<Exchange> reply;
-  bool running() const { return starting || session != nullptr; }
+  bool closing = false;  // the finished turn's session is being closed
+  bool running() const { return starting || closing || session != nullptr; }
 };
 
 struct TurnRecord {
@@ -307,7 +311,8 @@ class ServerImpl final : public Server {
   ServerImpl(ServerOptions options, Engine& engine)
       : options_(std::move(options)),
         engine_(engine),
-        http_(io_, options_.limits, [this](std::shared_ptr<Exchange> ex) { Handle(std::move(ex)); }),
+        http_(io_, options_.limits,
+              [this](std::shared_ptr<Exchange> ex) { Handle(std::move(ex)); }),
         executor_(std::max(1, options_.worker_threads),
                   options_.max_concurrent_tools > 0
                       ? options_.max_concurrent_tools
@@ -378,18 +383,18 @@ class ServerImpl final : public Server {
     }
     std::optional<Principal> who = Authenticate(req);
     if (!who) {
-      Response r = Problem(401, "unauthorized",
-                           "missing or unknown bearer token (Authorization: Bearer TOKEN)",
-                           request_id);
+      Response r =
+          Problem(401, "unauthorized",
+                  "missing or unknown bearer token (Authorization: Bearer TOKEN)", request_id);
       r.headers.emplace_back("WWW-Authenticate", "Bearer");
       return ex->Send(std::move(r));
     }
     const bool mutating = req.method != http_verb::get && req.method != http_verb::head;
     if (mutating && !OriginAllowed(req)) {
-      return ex->Send(Problem(403, "origin_not_allowed",
-                              "the Origin '" + std::string(req.Header("Origin")) +
-                                  "' may not change anything here",
-                              request_id));
+      return ex->Send(Problem(
+          403, "origin_not_allowed",
+          "the Origin '" + std::string(req.Header("Origin")) + "' may not change anything here",
+          request_id));
     }
     std::vector<std::string> p = SplitPath(req.path);
     if (p.empty() || p[0] != "v1") {
@@ -515,9 +520,9 @@ class ServerImpl final : public Server {
       if (need(kScopeApprove)) Decide(ex, who, p[1], PendingKind::kQuestion);
       return;
     }
-    ex->Send(Problem(404, "not_found",
-                     "no route for " + std::string(boost::beast::http::to_string(m)) + " " +
-                         req.path));
+    ex->Send(
+        Problem(404, "not_found",
+                "no route for " + std::string(boost::beast::http::to_string(m)) + " " + req.path));
   }
 
   // --- auth -------------------------------------------------------------
@@ -694,8 +699,7 @@ class ServerImpl final : public Server {
     o.after_id = req.Query("cursor");
     std::string status = req.Query("status");
     if (!status.empty() && status != "idle" && status != "running" && status != "paused") {
-      return ex->Send(
-          Problem(400, "invalid_request", "status must be idle, running or paused"));
+      return ex->Send(Problem(400, "invalid_request", "status must be idle, running or paused"));
     }
     struct Page {
       std::vector<SessionInfo> sessions;
@@ -734,8 +738,8 @@ class ServerImpl final : public Server {
   // Loads the session for a read, checking its tenant (another tenant's
   // session does not exist for the caller).
   template <typename Then>
-  void WithSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                   const std::string& id, Then then) {
+  void WithSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
+                   Then then) {
     Blocking([this, id]() { return engine_.store().GetSession(id); },
              [ex, who, id, then = std::move(then)](Result<SessionInfo> r) mutable {
                if (!r.ok() || r->tenant != who.tenant) {
@@ -819,8 +823,7 @@ class ServerImpl final : public Server {
     });
   }
 
-  void Messages(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                const std::string& id) {
+  void Messages(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id) {
     Result<int> limit = LimitParam(ex->request());
     if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
     Result<uint64_t> cursor = SeqParam(ex->request().Query("cursor"), "cursor");
@@ -847,8 +850,7 @@ class ServerImpl final : public Server {
 
   // --- turns ------------------------------------------------------------
 
-  void PostTurn(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                const std::string& id) {
+  void PostTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id) {
     Result<Json> body = ParseBody(ex->request());
     if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
     Status keys = OnlyKeys(*body, {"input", "on_busy"});
@@ -874,11 +876,11 @@ class ServerImpl final : public Server {
       if (live.running()) {
         if (on_busy == "enqueue") {
           live.queue.push_back({input});
-          return ex->Send(JsonResponse(
-              202, {{"status", "queued"},
-                    {"session_id", id},
-                    {"position", live.queue.size()},
-                    {"events_url", "/v1/sessions/" + id + "/events/stream"}}));
+          return ex->Send(
+              JsonResponse(202, {{"status", "queued"},
+                                 {"session_id", id},
+                                 {"position", live.queue.size()},
+                                 {"events_url", "/v1/sessions/" + id + "/events/stream"}}));
         }
         return ex->Send(Problem(409, "session_busy",
                                 "session " + id + " is running turn " + live.turn_id +
@@ -907,39 +909,41 @@ class ServerImpl final : public Server {
       ex.reset();
     }
     live.reply = ex;
-    Blocking([this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
-             [this, id, input = std::move(input), sub](
-                 Result<std::unique_ptr<Session>> opened) mutable {
-               Live& live = live_[id];
-               if (!opened.ok()) {
-                 live.starting = false;
-                 Status s = opened.error();
-                 Response r = s.code() == Code::kFailedPrecondition
-                                  ? Problem(409, "session_paused", s.message())
-                                  : FromStatus(s);
-                 if (live.reply) live.reply->Send(r);
-                 live.reply.reset();
-                 if (sub) sub->stream->Close(Frame("", "error", r.body));
-                 return StartNextQueued(id);
-               }
-               std::shared_ptr<Session> session = std::move(*opened);
-               live.session = session;
-               live.stop = std::make_shared<std::stop_source>();
-               live.starting = false;
-               auto observer = std::make_shared<TurnObserver>(this, id);
-               AsyncTurnCallbacks cb;
-               cb.observer = observer.get();
-               cb.done = [this, id, observer, session](Result<TurnResult> r) {
-                 asio::post(io_, [this, id, observer, r = std::move(r)]() mutable {
-                   OnTurnDone(id, *observer, std::move(r));
-                 });
-               };
-               if (input.empty()) {
-                 session->StartRetry(executor_, std::move(cb), live.stop->get_token());
-               } else {
-                 session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
-               }
-             });
+    Blocking(
+        [this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
+        [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
+          Live& live = live_[id];
+          if (!opened.ok()) {
+            live.starting = false;
+            Status s = opened.error();
+            Response r = s.code() == Code::kFailedPrecondition
+                             ? Problem(409, "session_paused", s.message())
+                             : FromStatus(s);
+            if (live.reply) live.reply->Send(r);
+            live.reply.reset();
+            if (sub) sub->stream->Close(Frame("", "error", r.body));
+            return StartNextQueued(id);
+          }
+          std::shared_ptr<Session> session = std::move(*opened);
+          live.session = session;
+          live.stop = std::make_shared<std::stop_source>();
+          live.starting = false;
+          auto observer = std::make_shared<TurnObserver>(this, id);
+          AsyncTurnCallbacks cb;
+          cb.observer = observer.get();
+          // `done` must not own the session: the io thread closes it
+          // when the turn is over, which releases its lock.
+          cb.done = [this, id, observer](Result<TurnResult> r) {
+            asio::post(io_, [this, id, observer, r = std::move(r)]() mutable {
+              OnTurnDone(id, *observer, std::move(r));
+            });
+          };
+          if (input.empty()) {
+            session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+          } else {
+            session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
+          }
+        });
   }
 
   // Receives a turn's events on the executor's threads and hands them to
@@ -1026,13 +1030,15 @@ class ServerImpl final : public Server {
         finished_turns_.pop_front();
       }
     }
-    // Closing the session releases its lock: a store call, on the pool.
+    // Closing the session releases its lock (a store call, on the pool);
+    // the session counts as running until then, so the next turn cannot
+    // find it still locked.
     std::shared_ptr<Session> session = std::move(live.session);
     live.stop.reset();
     live.turn_id.clear();
     live.partial_text.clear();
     live.uncommitted.clear();
-    asio::post(blocking_, [session]() mutable { session.reset(); });
+    live.closing = true;
     // Streams that followed only this turn end with it.
     for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(live.subscribers)) {
       if (!sub->close_after_turn.empty()) {
@@ -1043,8 +1049,16 @@ class ServerImpl final : public Server {
         }
       }
     }
-    StartNextQueued(id);
-    if (shutting_down_) MaybeFinishShutdown();
+    Blocking(
+        [session]() mutable {
+          session.reset();
+          return true;
+        },
+        [this, id](bool) {
+          live_[id].closing = false;
+          StartNextQueued(id);
+          if (shutting_down_) MaybeFinishShutdown();
+        });
   }
 
   Json TurnAccepted(const std::string& id, const std::string& turn_id) const {
@@ -1121,18 +1135,19 @@ class ServerImpl final : public Server {
 
   Json TurnJson(const std::string& turn_id) const {
     const TurnRecord& t = turns_.at(turn_id);
-    Json j = {{"id", turn_id}, {"session_id", t.session_id}, {"status", t.done ? "done" : "running"}};
+    Json j = {
+        {"id", turn_id}, {"session_id", t.session_id}, {"status", t.done ? "done" : "running"}};
     if (t.done) j["result"] = t.result;
     return j;
   }
 
-  void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                  const std::string& id, const std::string& turn_id) {
+  void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
+                  const std::string& turn_id) {
     auto it = live_.find(id);
     if (it == live_.end() || it->second.tenant != who.tenant || it->second.turn_id != turn_id ||
         !it->second.stop) {
-      return ex->Send(Problem(409, "turn_not_running",
-                              "turn " + turn_id + " is not running in session " + id));
+      return ex->Send(
+          Problem(409, "turn_not_running", "turn " + turn_id + " is not running in session " + id));
     }
     it->second.stop->request_stop();
     ex->Send(JsonResponse(202, {{"id", turn_id}, {"session_id", id}, {"status", "cancelling"}}));
@@ -1170,8 +1185,7 @@ class ServerImpl final : public Server {
     std::string_view last = req.Header("Last-Event-ID");
     if (!last.empty()) {
       size_t dot = last.rfind('.');  // multiplexed ids are "<session>.<seq>"
-      return SeqParam(dot == std::string_view::npos ? last : last.substr(dot + 1),
-                      "Last-Event-ID");
+      return SeqParam(dot == std::string_view::npos ? last : last.substr(dot + 1), "Last-Event-ID");
     }
     return SeqParam(req.Query("after"), "after");
   }
@@ -1301,46 +1315,46 @@ class ServerImpl final : public Server {
     Live& live = live_[id];
     auto uncommitted = live.uncommitted;
     uint64_t after = c.last_seq;
-    Blocking([this, id, after]() { return engine_.store().Events(id, after); },
-             [this, sub, id, uncommitted = std::move(uncommitted)](
-                 Result<std::vector<StoredEvent>> r) {
-               if (sub->stream->closed()) return;
-               Subscriber::Cursor& c = sub->cursors[id];
-               if (!r.ok()) {
-                 sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
-                 return;
-               }
-               for (const auto& e : *r) {
-                 if (e.seq <= c.last_seq) continue;
-                 Send(*sub, id, e.seq, e.type, e.json);
-               }
-               for (const auto& [seq, frame] : uncommitted) {
-                 if (seq <= c.last_seq) continue;
-                 SendFrame(*sub, id, seq, frame);
-               }
-               c.replaying = false;
-               auto held = std::move(c.held);
-               c.held.clear();
-               auto it = live_.find(id);
-               if (it != live_.end() && !it->second.partial_text.empty()) {
-                 Json snap = {{"type", "message.snapshot"},
-                              {"session_id", id},
-                              {"turn_id", it->second.turn_id},
-                              {"text", it->second.partial_text}};
-                 SendFrame(*sub, id, 0, Frame("", "message.snapshot", DumpJson(snap)));
-               }
-               for (auto& [seq, frame] : held) {
-                 if (seq == 0) continue;  // deltas: the snapshot has their text
-                 if (seq <= c.last_seq) continue;
-                 if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
-                 SendFrame(*sub, id, seq, frame);
-               }
-             });
+    Blocking(
+        [this, id, after]() { return engine_.store().Events(id, after); },
+        [this, sub, id, uncommitted = std::move(uncommitted)](Result<std::vector<StoredEvent>> r) {
+          if (sub->stream->closed()) return;
+          Subscriber::Cursor& c = sub->cursors[id];
+          if (!r.ok()) {
+            sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+            return;
+          }
+          for (const auto& e : *r) {
+            if (e.seq <= c.last_seq) continue;
+            Send(*sub, id, e.seq, e.type, e.json);
+          }
+          for (const auto& [seq, frame] : uncommitted) {
+            if (seq <= c.last_seq) continue;
+            SendFrame(*sub, id, seq, frame);
+          }
+          c.replaying = false;
+          auto held = std::move(c.held);
+          c.held.clear();
+          auto it = live_.find(id);
+          if (it != live_.end() && !it->second.partial_text.empty()) {
+            Json snap = {{"type", "message.snapshot"},
+                         {"session_id", id},
+                         {"turn_id", it->second.turn_id},
+                         {"text", it->second.partial_text}};
+            SendFrame(*sub, id, 0, Frame("", "message.snapshot", DumpJson(snap)));
+          }
+          for (auto& [seq, frame] : held) {
+            if (seq == 0) continue;  // deltas: the snapshot has their text
+            if (seq <= c.last_seq) continue;
+            if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
+            SendFrame(*sub, id, seq, frame);
+          }
+        });
   }
 
   void Send(Subscriber& sub, const std::string& id, uint64_t seq, std::string_view type,
             std::string_view json) {
-    std::string frame_id = seq == 0 ? std::string()
+    std::string frame_id = seq == 0          ? std::string()
                            : sub.multiplexed ? id + "." + std::to_string(seq)
                                              : std::to_string(seq);
     SendFrame(sub, id, seq, Frame(frame_id, type, json));
@@ -1475,15 +1489,15 @@ class ServerImpl final : public Server {
         [ex, who, pid, kind, then = std::move(then)](Result<Found> r) mutable {
           if (!r.ok()) return ex->Send(FromStatus(r.error()));
           if (!r->lookup || r->tenant != who.tenant || r->lookup->record.item.kind != kind) {
-            return ex->Send(Problem(404, "not_found",
-                                    "no " + std::string(PendingKindName(kind)) + " " + pid));
+            return ex->Send(
+                Problem(404, "not_found", "no " + std::string(PendingKindName(kind)) + " " + pid));
           }
           then(std::move(*r->lookup));
         });
   }
 
-  void GetPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                  const std::string& pid, PendingKind kind) {
+  void GetPending(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
+                  PendingKind kind) {
     WithPending(ex, who, pid, kind,
                 [ex](PendingLookup l) { ex->Send(JsonResponse(200, LookupJson(l))); });
   }
@@ -1562,12 +1576,12 @@ class ServerImpl final : public Server {
             }
             // The decision's event was written by the store: watchers get it.
             PublishStored(sid, r->seq_before);
-            if (r->report.outstanding > 0) {
-              return ex->Send(JsonResponse(
-                  200, {{"status", "recorded"},
-                        {"session_id", sid},
-                        {"outstanding", r->report.outstanding},
-                        {"pending_url", "/v1/sessions/" + sid + "/pending"}}));
+            if (!r->report.continues_later) {
+              return ex->Send(
+                  JsonResponse(200, {{"status", "recorded"},
+                                     {"session_id", sid},
+                                     {"outstanding", r->report.outstanding},
+                                     {"pending_url", "/v1/sessions/" + sid + "/pending"}}));
             }
             // The batch is decided: this server continues the turn.
             Live& live = live_[sid];
@@ -1582,7 +1596,10 @@ class ServerImpl final : public Server {
             t.session_id = sid;
             t.tenant = live.tenant;
             t.done = false;
-            if (!live.running()) StartTurn(sid, "", nullptr, false, 0);
+            if (!live.running()) {
+              StartTurn(sid, "", nullptr, false, 0);
+              live_[sid].turn_id = l.record.turn_id;
+            }
           });
     });
   }
@@ -1593,12 +1610,13 @@ class ServerImpl final : public Server {
   void AnswerSettled(const std::shared_ptr<Exchange>& ex, const PendingLookup& l,
                      const Resolution& res) {
     if (l.state == PendingLookup::State::kCancelled) {
-      return ex->Send(JsonResponse(
-          200, {{"status", "cancelled"},
-                {"already_resolved", true},
-                {"session_id", l.record.session_id},
-                {"detail", "its batch was closed without it (a sibling call was denied, or a "
-                           "newer pause replaced it)"}}));
+      return ex->Send(
+          JsonResponse(200, {{"status", "cancelled"},
+                             {"already_resolved", true},
+                             {"session_id", l.record.session_id},
+                             {"detail",
+                              "its batch was closed without it (a sibling call was denied, or a "
+                              "newer pause replaced it)"}}));
     }
     bool same = l.decision.has_value();
     if (same) {
@@ -1606,8 +1624,8 @@ class ServerImpl final : public Server {
       same = (res.kind == Resolution::Kind::kDeny) == denied;
     }
     if (!same) {
-      return ex->Send(Problem(409, "approval_already_resolved",
-                              "this item was already decided differently"));
+      return ex->Send(
+          Problem(409, "approval_already_resolved", "this item was already decided differently"));
     }
     ex->Send(JsonResponse(200, {{"status", "already_resolved"},
                                 {"already_resolved", true},
@@ -1634,8 +1652,8 @@ class ServerImpl final : public Server {
     shutting_down_ = true;
     http_.StopAccepting();
     signals_.cancel();
-    for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(subscribers_.begin(),
-                                                              subscribers_.end())) {
+    for (auto& sub :
+         std::vector<std::shared_ptr<Subscriber>>(subscribers_.begin(), subscribers_.end())) {
       sub->stream->Close(Frame("", "shutdown", "{}"));
     }
     drain_timer_.expires_after(options_.drain_timeout);
