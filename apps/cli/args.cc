@@ -22,11 +22,11 @@ constexpr Mask kTurn = Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subc
 constexpr Mask kAll = ~Mask{0};
 // Flags that shape the configuration are also accepted by `config show`
 // (to see their effect) and rules/command by `permissions check`.
-constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig);
+constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents);
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
 constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
                          Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
-                         Bit(Subcommand::kPermissions);
+                         Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents);
 
 enum class FlagId {
   kConfig,  // maps to `config_key`
@@ -40,6 +40,8 @@ enum class FlagId {
   kReason,
   kNoTodoLoop,
   kYolo,
+  kAgent,
+  kConfigFile,
 };
 
 enum class ValueCheck { kNone, kText, kPositiveInt, kChoice };
@@ -76,6 +78,11 @@ constexpr std::array kFlags = {
              "N", kConfigured, "token budget of a turn"},
     FlagSpec{"max-turns", 0, FlagId::kConfig, "budget.max_turns", ValueCheck::kPositiveInt, "", "N",
              kConfigured, "model calls allowed in a turn"},
+    FlagSpec{"agent", 0, FlagId::kAgent, "", ValueCheck::kText, "", "NAME",
+             Bit(Subcommand::kRun) | Bit(Subcommand::kChat),
+             "run the agent NAME of <config dir>/agents (docs/agents.md)"},
+    FlagSpec{"config", 0, FlagId::kConfigFile, "", ValueCheck::kText, "", "FILE", kAll,
+             "user config file (default: ~/.config/agentloop/config.toml); agents/ beside it"},
     FlagSpec{"workspace", 'C', FlagId::kWorkspace, "", ValueCheck::kText, "", "DIR", kAll,
              "workspace directory (default: the current directory)"},
     FlagSpec{"session", 0, FlagId::kSession, "", ValueCheck::kText, "", "ID",
@@ -147,6 +154,8 @@ constexpr std::array kSubcommands = {
                    "available skills with their use counts"},
     SubcommandSpec{Subcommand::kTrust, "trust", "trust [DIR] | trust list | trust revoke [DIR]",
                    "read a workspace's .agentloop/config.toml in full (as it is now)"},
+    SubcommandSpec{Subcommand::kAgents, "agents", "agents list | agents show NAME",
+                   "the agents of the config directory (docs/agents.md)"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
 };
 
@@ -261,6 +270,13 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
     case FlagId::kSession:
       args.session = seen.value;
       break;
+    case FlagId::kAgent:
+      args.agent = seen.value;
+      break;
+    case FlagId::kConfigFile:
+      if (seen.value.empty()) return InvalidArgument("--config needs a file");
+      args.config_file = seen.value;
+      break;
     case FlagId::kContinue:
       args.continue_latest = true;
       break;
@@ -340,6 +356,9 @@ Status CheckPositionals(CliArgs& args) {
       if (!p.empty() && p[0] == "list") return need(p.size() == 1, "trust list");
       if (!p.empty() && p[0] == "revoke") return need(p.size() <= 2, "trust revoke [DIR]");
       return need(p.size() <= 1, "trust [DIR] | trust list | trust revoke [DIR]");
+    case Subcommand::kAgents:
+      if (p.size() == 1 && p[0] == "list") return Status::Ok();
+      return need(p.size() == 2 && p[0] == "show", "agents list | agents show NAME");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

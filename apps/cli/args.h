@@ -38,6 +38,7 @@ enum class Subcommand {
   kMemory,     // memory list
   kSkills,     // skills list
   kTrust,      // trust [DIR] | trust list | trust revoke [DIR]
+  kAgents,     // agents list | agents show NAME
   kHelp,       // `agentloop help [SUBCOMMAND]`
 };
 
@@ -62,7 +63,10 @@ struct CliArgs {
   // Flags that are not configuration.
   std::optional<std::string> workspace;  // -C / --workspace
   std::optional<std::string> session;    // --session
-  bool continue_latest = false;          // run --continue
+  std::optional<std::string> agent;      // run/chat --agent NAME
+  std::optional<std::string>
+      config_file;               // --config FILE (the user file; its directory holds agents/)
+  bool continue_latest = false;  // run --continue
   bool quiet = false;
   bool help = false;
   bool version = false;

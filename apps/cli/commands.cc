@@ -766,7 +766,7 @@ Style StyleFor(const CliArgs& args, const CliContext& ctx) {
 
 Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings,
                                            bool preconnect) {
-  EngineOptions eo = ToEngineOptions(settings.loaded.config, ctx);
+  EngineOptions eo = engine::EngineOptionsFromConfig(settings.loaded.config, ctx.env);
   if (preconnect) eo.preconnect_for = settings.session;
   return Engine::Create(std::move(eo));
 }
@@ -901,6 +901,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdLearning(e);
     case Subcommand::kTrust:
       return CmdTrust(e);
+    case Subcommand::kAgents:
+      return CmdAgents(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -36,7 +36,7 @@ struct CommandEnv {
 Style StyleFor(const CliArgs& args, const CliContext& ctx);
 
 // Creates the engine over the data directory of ctx.env, with the
-// process-wide settings (ToEngineOptions: store.sync).
+// process-wide settings (engine::EngineOptionsFromConfig: store.sync).
 // `preconnect`: the session of `settings` is the one about to be opened, so
 // the engine may start connecting to its model's server right away.
 Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings,
@@ -54,6 +54,9 @@ std::string FormatTime(int64_t ms);
 
 // `agentloop trust [DIR] | list | revoke [DIR]` (trust.cc).
 int CmdTrust(const CommandEnv& e);
+
+// `agentloop agents list | show NAME` (agents.cc).
+int CmdAgents(const CommandEnv& e);
 
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);

@@ -1,38 +1,14 @@
 #include "settings.h"
 
+#include <algorithm>
 #include <system_error>
 
 #include "config/trust.h"
-#include "engine/system_prompt.h"
+#include "engine/agents.h"
 #include "tools/builtin.h"
 
 namespace agentloop::cli {
-namespace {
-
 namespace fs = std::filesystem;
-
-// A path from the configuration: relative paths in a file are relative to
-// that file's directory, from flags and the environment to the current
-// directory.
-fs::path ResolvePath(const Sourced<std::string>& v, const CliContext& ctx) {
-  fs::path p(v.value);
-  if (p.is_absolute()) return p;
-  if (v.origin.kind == ConfigOrigin::Kind::kFile) {
-    return fs::path(v.origin.source).parent_path() / p;
-  }
-  return ctx.cwd / p;
-}
-
-void AddRules(const std::vector<Sourced<std::string>>& in,
-              std::vector<SessionOptions::RuleSource>& out) {
-  for (const Sourced<std::string>& r : in) {
-    std::string source =
-        r.origin.kind == ConfigOrigin::Kind::kFlag ? r.origin.source : r.origin.ToString();
-    out.push_back({r.value, source});
-  }
-}
-
-}  // namespace
 
 Result<fs::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx) {
   fs::path ws = args.workspace ? fs::path(*args.workspace) : ctx.cwd;
@@ -46,133 +22,12 @@ Result<fs::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx) {
   return canon;
 }
 
-EngineOptions ToEngineOptions(const Config& config, const CliContext& ctx) {
-  EngineOptions o;
-  o.env = ctx.env;
-  // The config module validated the value (an unknown one became "full").
-  o.store_sync = config.store.sync.value == "normal" ? StoreSync::kNormal : StoreSync::kFull;
-  return o;
-}
-
-Result<SessionOptions> ToSessionOptions(const Config& config, const fs::path& workspace,
-                                        const CliContext& ctx, bool* provider_configured) {
-  SessionOptions o;
-  o.workspace = workspace;
-
-  // Provider: configured, or inferred from --script or an API key.
-  std::string kind = config.provider.kind.value;
-  if (kind.empty() && !config.provider.script.value.empty()) kind = "script";
-  if (kind.empty() && !EnvValue(ctx.env, "OPENAI_API_KEY").empty()) kind = "openai";
-  if (kind.empty() && !EnvValue(ctx.env, "ANTHROPIC_API_KEY").empty()) kind = "anthropic";
-  if (provider_configured != nullptr) *provider_configured = !kind.empty();
-  if (!kind.empty()) {
-    Result<ProviderKind> k = ParseProviderKind(kind);
-    if (!k.ok()) {
-      return InvalidArgument(k.error().message() + " (" + config.provider.kind.origin.ToString() +
-                             ")");
-    }
-    o.provider = *k;
-  }
-  o.model = config.provider.model.value;
-  o.base_url = config.provider.base_url.value;
-  if (!config.provider.api_key_env.value.empty()) {
-    // The variable's name is pinned to a new session (never the key).
-    o.api_key_env = config.provider.api_key_env.value;
-    o.api_key = EnvValue(ctx.env, config.provider.api_key_env.value);
-    if (o.api_key.empty()) {
-      return InvalidArgument("provider.api_key_env names " + config.provider.api_key_env.value +
-                             " (" + config.provider.api_key_env.origin.ToString() +
-                             "), but that variable is not set");
-    }
-  }
-  if (!config.provider.script.value.empty()) {
-    o.script_path = ResolvePath(config.provider.script, ctx).string();
-  }
-  o.use_max_tokens_field = config.provider.max_tokens_field.value == "max_tokens";
-
-  // Command and budgets: only values that were set somewhere; otherwise the
-  // engine applies the command's defaults (also for a resumed session whose
-  // command differs).
-  o.command = config.command.value;
-  const CommandBudgetConfig& b = config.budget[static_cast<size_t>(o.command)];
-  auto set = [](const Sourced<int64_t>& v) {
-    return v.origin.kind != ConfigOrigin::Kind::kDefault;
-  };
-  if (set(b.max_tool_calls)) o.max_tool_calls = static_cast<int>(b.max_tool_calls.value);
-  if (set(b.max_tokens)) o.max_tokens = b.max_tokens.value;
-  if (set(b.max_turns)) o.max_turns = static_cast<int>(b.max_turns.value);
-  if (set(b.max_wall_time_ms) && b.max_wall_time_ms.value > 0) {
-    o.max_wall_time = std::chrono::milliseconds(b.max_wall_time_ms.value);
-  }
-
-  if (!config.system_prompt_file.value.empty()) {
-    fs::path p = ResolvePath(config.system_prompt_file, ctx);
-    // Read only from inside the workspace or the user's config directory,
-    // never through a symbolic link to a file elsewhere.
-    std::vector<fs::path> roots = {workspace};
-    if (auto dir = UserConfigDir(ctx.env); dir.ok()) roots.push_back(*dir);
-    Result<std::string> text = ReadConfinedFile(p, roots, size_t{1} << 20);
-    if (!text.ok()) {
-      return InvalidArgument("system prompt file: " + text.error().message() + " (" +
-                             config.system_prompt_file.origin.ToString() + ")");
-    }
-    o.system_prompt = std::move(*text);
-    o.system_prompt_source = p.string();
-  }
-
-  AddRules(config.permissions.allow, o.allow);
-  AddRules(config.permissions.ask, o.ask);
-  AddRules(config.permissions.deny, o.deny);
-  if (config.permissions.default_decision.value) {
-    o.default_mutating = *config.permissions.default_decision.value;
-    o.default_read_only = *config.permissions.default_decision.value;
-  }
-
-  switch (config.approver.kind.value) {
-    case ApproverKind::kAuto:
-      o.approver = ApproverMode::kAuto;
-      break;
-    case ApproverKind::kConsole:
-      o.approver = ApproverMode::kConsole;
-      break;
-    case ApproverKind::kDurable:
-      o.approver = ApproverMode::kDurable;
-      break;
-    case ApproverKind::kWebhook:
-      o.approver = ApproverMode::kWebhook;
-      break;
-  }
-  o.interactive = ctx.stdin_tty && ctx.stderr_tty;
-  o.webhook_url = config.approver.webhook_url.value;
-  if (!config.approver.secret_env.value.empty()) {
-    o.webhook_secret_env = config.approver.secret_env.value;
-    o.webhook_secret = EnvValue(ctx.env, config.approver.secret_env.value);
-  }
-  if (o.approver == ApproverMode::kWebhook && o.webhook_url.empty()) {
-    return InvalidArgument("approver.kind is webhook (" + config.approver.kind.origin.ToString() +
-                           ") but approver.webhook_url is not set");
-  }
-
-  // The config module checked the values.
-  o.sandbox = ParseSandboxMode(config.tools.sandbox.value).value_or(SandboxMode::kOff);
-  o.sandbox_network = config.tools.network.value;
-  o.sandbox_fallback = config.tools.sandbox_fallback.value == "warn" ? SandboxFallback::kWarn
-                                                                     : SandboxFallback::kRefuse;
-  o.bash_timeout_ms = static_cast<int>(config.tools.bash_timeout_ms.value);
-  for (const Sourced<std::string>* secret :
-       {&config.provider.api_key_env, &config.approver.secret_env}) {
-    if (!secret->value.empty()) o.env_remove.push_back(secret->value);
-  }
-  for (const Sourced<std::string>& name : config.tools.env.pass) o.env_pass.push_back(name.value);
-  for (const auto& [name, value] : config.tools.env.set) o.env_set[name] = value.value;
-
-  o.todo_loop = config.todo_loop.enabled.value;
-  o.todo_max_rounds = static_cast<int>(config.todo_loop.max_rounds.value);
-  o.todo_max_strikes = static_cast<int>(config.todo_loop.max_strikes.value);
-  o.todo_inject_state = config.todo_loop.inject_state.value;
-  o.todo_max_injected_tasks = static_cast<int>(config.todo_loop.max_injected_tasks.value);
-  o.reflector = config.reflector.enabled.value;
-  return o;
+engine::MappingContext MappingContextFor(const CliContext& ctx) {
+  engine::MappingContext m;
+  m.env = ctx.env;
+  m.cwd = ctx.cwd;
+  m.interactive = ctx.stdin_tty && ctx.stderr_tty;
+  return m;
 }
 
 namespace {
@@ -208,27 +63,86 @@ Status CheckSandbox(const CliArgs& args, const CliContext& ctx, CliSettings& s) 
 
 }  // namespace
 
-Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
-  CliSettings s;
-  AL_ASSIGN_OR_RETURN(s.workspace, ResolveWorkspace(args, ctx));
+ConfigSources BaseSources(const CliArgs& args, const CliContext& ctx) {
   ConfigSources sources;
   sources.env = ctx.env;
-  sources.workspace = s.workspace;
+  if (args.config_file) {
+    fs::path file(*args.config_file);
+    sources.user_file = file.is_relative() ? ctx.cwd / file : file;
+  }
   if (auto data_dir = DefaultDataDir(ctx.env); data_dir.ok()) {
     sources.trust_store = TrustStorePath(*data_dir);
   }
   for (const ConfigFlag& f : args.config_flags) {
     sources.flags.push_back({f.key, f.value, f.flag});
   }
-  Result<LoadedConfig> loaded = LoadConfig(sources);
-  if (!loaded.ok()) {
-    // Every configuration problem is a usage/configuration error (exit 2).
-    return InvalidArgument(loaded.error().message());
+  return sources;
+}
+
+Result<fs::path> ConfigDirFor(const CliArgs& args, const CliContext& ctx) {
+  const ConfigSources sources = BaseSources(args, ctx);
+  return engine::AgentConfigDir(ctx.env, sources.user_file);
+}
+
+namespace {
+
+// `--agent NAME`: the agent's layers and workspace (engine/agents.h).
+Status LoadAgentSettings(const CliArgs& args, const CliContext& ctx, ConfigSources sources,
+                         CliSettings& s) {
+  AL_ASSIGN_OR_RETURN(fs::path config_dir, ConfigDirFor(args, ctx));
+  Result<engine::AgentDefinition> agent = engine::LoadAgent(config_dir, *args.agent);
+  if (!agent.ok()) return InvalidArgument(agent.error().message());
+  // -C names a directory as usual (relative to the current one), except
+  // for an agent with a workspace root: there it names the subdirectory.
+  std::string requested = args.workspace.value_or("");
+  if (agent->workspace_policy == engine::AgentWorkspacePolicy::kCaller ||
+      (agent->workspace_policy == engine::AgentWorkspacePolicy::kFixed && args.workspace)) {
+    AL_ASSIGN_OR_RETURN(fs::path ws, ResolveWorkspace(args, ctx));
+    requested = ws.string();
   }
-  s.loaded = std::move(*loaded);
+  Result<engine::AgentSettings> a =
+      engine::AgentSessionOptions(*agent, std::move(sources), MappingContextFor(ctx), requested);
+  if (!a.ok()) return InvalidArgument(a.error().message());
+  s.loaded = std::move(a->loaded);
+  s.workspace = std::move(a->workspace);
+  s.session = std::move(a->session);
+  s.provider_configured = a->provider_configured;
+  for (const std::string& w : agent->warnings) {
+    if (std::find(s.loaded.warnings.begin(), s.loaded.warnings.end(), w) ==
+        s.loaded.warnings.end()) {
+      s.loaded.warnings.push_back(w);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
+  CliSettings s;
+  ConfigSources sources = BaseSources(args, ctx);
+  if (sources.user_file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(*sources.user_file, ec)) {
+      return InvalidArgument("--config " + sources.user_file->string() + " is not a file");
+    }
+  }
+  if (args.agent) {
+    AL_RETURN_IF_ERROR(LoadAgentSettings(args, ctx, std::move(sources), s));
+  } else {
+    AL_ASSIGN_OR_RETURN(s.workspace, ResolveWorkspace(args, ctx));
+    sources.workspace = s.workspace;
+    Result<LoadedConfig> loaded = LoadConfig(sources);
+    if (!loaded.ok()) {
+      // Every configuration problem is a usage/configuration error (exit 2).
+      return InvalidArgument(loaded.error().message());
+    }
+    s.loaded = std::move(*loaded);
+    AL_ASSIGN_OR_RETURN(s.session, engine::SessionOptionsFromConfig(s.loaded.config, s.workspace,
+                                                                    MappingContextFor(ctx),
+                                                                    &s.provider_configured));
+  }
   s.output = s.loaded.config.output.value;
-  AL_ASSIGN_OR_RETURN(s.session,
-                      ToSessionOptions(s.loaded.config, s.workspace, ctx, &s.provider_configured));
   if (args.session) s.session.session_id = *args.session;
   s.session.continue_latest = args.continue_latest;
   AL_RETURN_IF_ERROR(CheckSandbox(args, ctx, s));

@@ -1,6 +1,6 @@
-// From the command line and the configuration layers to the engine's
-// EngineOptions and SessionOptions: the one place where the CLI maps Config
-// (src/config) to what Engine::Create and Engine::OpenSession take.
+// From the command line to the configuration layers and, through the
+// engine's mapping (engine/options_from_config.h), to the SessionOptions of
+// the CLI's sessions.
 //
 // Thread-safety: pure functions over values (they read files named by the
 // configuration, nothing else).
@@ -17,6 +17,7 @@
 
 #include "args.h"
 #include "config/config.h"
+#include "engine/options_from_config.h"
 
 namespace agentloop::cli {
 
@@ -46,10 +47,13 @@ struct CliSettings {
 // absolute and normal. Errors: kInvalidArgument when it is not a directory.
 Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliContext& ctx);
 
-// Loads the layers (user file, workspace file, environment, the flags of
-// `args`) and maps them. Errors: kInvalidArgument for configuration errors
-// (named file and line, variable or flag) and unreadable files named by the
-// configuration (system prompt file); the CLI exits 2 on them.
+// Loads the layers (user file, with --agent the agent's file, workspace
+// file, environment, the flags of `args`) and maps them. With --agent the
+// workspace follows the agent's policy (-C names the subdirectory of an
+// agent with a workspace root). Errors: kInvalidArgument for configuration
+// errors (named file and line, variable or flag), unreadable files named by
+// the configuration (system prompt file), an unknown or broken agent and a
+// workspace its policy refuses; the CLI exits 2 on them.
 //
 // For a subcommand that runs turns with a bash sandbox configured, checks
 // once that bubblewrap can run here. When it cannot: with
@@ -59,14 +63,15 @@ Result<std::filesystem::path> ResolveWorkspace(const CliArgs& args, const CliCon
 // there).
 Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx);
 
-// The process-wide part of the mapping: the environment and the store's
-// durability (store.sync). Every subcommand that opens the store uses it, so
-// `agentloop approve` in another process honours the same setting.
-EngineOptions ToEngineOptions(const Config& config, const CliContext& ctx);
+// The configuration layers' sources of this command line (environment,
+// --config, trust store, flags), without a workspace or agent.
+ConfigSources BaseSources(const CliArgs& args, const CliContext& ctx);
+// The directory whose agents/ holds the agents: that of --config FILE or
+// $AGENTLOOP_CONFIG, else the user's config directory.
+Result<std::filesystem::path> ConfigDirFor(const CliArgs& args, const CliContext& ctx);
 
-// The mapping itself (exposed for tests). `workspace` is absolute.
-Result<SessionOptions> ToSessionOptions(const Config& config,
-                                        const std::filesystem::path& workspace,
-                                        const CliContext& ctx, bool* provider_configured);
+// The engine's mapping context for this process (environment, current
+// directory, whether a person is at a terminal).
+engine::MappingContext MappingContextFor(const CliContext& ctx);
 
 }  // namespace agentloop::cli

@@ -218,30 +218,35 @@ TEST_F(SettingsTest, UnavailableSandboxRefusesOrWarnsOnce) {
 TEST_F(SettingsTest, StoreSyncMapsToEngineOptions) {
   auto s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).env, ctx_.env);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).env, ctx_.env);
 
   Write(root_ / "ws" / ".agentloop" / "config.toml", "[store]\nsync = \"normal\"\n");
   s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
   ASSERT_EQ(s->loaded.warnings.size(), 1u);
   EXPECT_NE(s->loaded.warnings[0].find("store.sync"), std::string::npos);
 
   Write(root_ / "home" / ".config" / "agentloop" / "config.toml", "[store]\nsync = \"normal\"\n");
   s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kNormal);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kNormal);
 
   ctx_.env["AGENTLOOP_STORE_SYNC"] = "full";
   s = Load({"run", "x"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
 
   ctx_.env["AGENTLOOP_STORE_SYNC"] = "sometimes";  // warning, safe fallback, not an error
   s = Load({"approve", "p_1"});
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  EXPECT_EQ(ToEngineOptions(s->loaded.config, ctx_).store_sync, StoreSync::kFull);
+  EXPECT_EQ(engine::EngineOptionsFromConfig(s->loaded.config, ctx_.env).store_sync,
+            StoreSync::kFull);
 }
 
 TEST_F(SettingsTest, MalformedFileIsAnInvalidArgumentNamingTheFile) {
@@ -276,6 +281,35 @@ TEST_F(SettingsTest, InteractiveOnlyWithTerminals) {
   auto t = Load({"run", "x"});
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->session.interactive);
+}
+
+TEST_F(SettingsTest, ConfigFlagNamesTheUserFileAndItsAgents) {
+  Write(root_ / "etc" / "config.toml", "[provider]\nmodel = \"from-etc\"\n");
+  Write(root_ / "etc" / "agents" / "rev" / "agent.toml", "[agent]\nworkspace_root = \"" +
+                                                             (root_ / "jobs").string() +
+                                                             "\"\n[provider]\nkind = \"openai\"\n");
+  fs::create_directories(root_ / "jobs" / "j1");
+  const std::string file = (root_ / "etc" / "config.toml").string();
+  auto s = Load({"run", "--config", file, "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->session.model, "from-etc");
+  // -C names the subdirectory under the agent's root, not a directory of
+  // the current one.
+  s = Load({"run", "--config", file, "--agent", "rev", "-C", "j1", "x"});
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  EXPECT_EQ(s->workspace, fs::canonical(root_ / "jobs" / "j1"));
+  EXPECT_EQ(s->session.workspace, s->workspace);
+  EXPECT_EQ(s->session.model, "from-etc");
+  EXPECT_EQ(s->session.provider, ProviderKind::kOpenAI);
+  s = Load({"run", "--config", file, "--agent", "rev", "-C", "../ws", "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  s = Load({"run", "--agent", "rev", "x"});  // not in the default config directory
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("no agent 'rev'"), std::string::npos);
+  s = Load({"run", "--config", (root_ / "missing.toml").string(), "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("is not a file"), std::string::npos);
 }
 
 }  // namespace

@@ -73,8 +73,10 @@ std::string UnknownKey(const std::string& where, const std::string& name) {
   return msg;
 }
 
+// `strict`: an unknown key of an entry is an error (an agent's file), not a
+// warning.
 Status ReadHooks(const toml::node& node, const std::filesystem::path& path, Layer& layer,
-                 std::vector<std::string>& warnings) {
+                 std::vector<std::string>& warnings, bool strict) {
   const std::string where = path.string() + ":" + std::to_string(node.source().begin.line);
   const toml::array* arr = node.as_array();
   if (arr == nullptr)
@@ -111,6 +113,8 @@ Status ReadHooks(const toml::node& node, const std::filesystem::path& path, Laye
         auto c = config::Coerce(spec, j, false, &notes);
         if (!c.ok()) return InvalidArgument(kat + ": hooks.tools " + c.error().message());
         for (const auto& e : *c) h.tools.push_back(e.get<std::string>());
+      } else if (strict) {
+        return InvalidArgument(kat + ": unknown key 'hooks." + key + "'");
       } else {
         warnings.push_back(kat + ": unknown key 'hooks." + key + "'");
       }
@@ -128,9 +132,66 @@ Status ReadHooks(const toml::node& node, const std::filesystem::path& path, Laye
   return Status::Ok();
 }
 
+// How a file is read: a user or workspace file warns about unknown keys; an
+// agent's file (`agent` set) rejects them and has an [agent] table.
+struct FileMode {
+  AgentSection* agent = nullptr;
+};
+
+// The keys of the [agent] table.
+constexpr std::string_view kAgentKeys[] = {"description", "workspace", "workspace_root",
+                                           "create_workspace"};
+
+Status ReadAgentTable(const toml::node& node, const std::filesystem::path& path,
+                      AgentSection& agent) {
+  const std::string where = path.string() + ":" + std::to_string(node.source().begin.line);
+  const toml::table* t = node.as_table();
+  if (t == nullptr) return InvalidArgument(where + ": 'agent' must be a table");
+  for (const auto& [k, v] : *t) {
+    const std::string key(k.str());
+    const std::string at = path.string() + ":" + std::to_string(v.source().begin.line);
+    const ConfigOrigin origin = FileOrigin(path, v);
+    if (key == "create_workspace") {
+      const auto* b = v.as_boolean();
+      if (b == nullptr) return InvalidArgument(at + ": agent.create_workspace expects a boolean");
+      agent.create_workspace = {b->get(), origin};
+      continue;
+    }
+    Sourced<std::string>* field = key == "description"      ? &agent.description
+                                  : key == "workspace"      ? &agent.workspace
+                                  : key == "workspace_root" ? &agent.workspace_root
+                                                            : nullptr;
+    if (field == nullptr) {
+      std::vector<std::string_view> names(std::begin(kAgentKeys), std::end(kAgentKeys));
+      std::string msg = at + ": unknown key 'agent." + key + "'";
+      if (std::string hint = ClosestMatch(key, names); !hint.empty()) {
+        msg += " (did you mean 'agent." + hint + "'?)";
+      }
+      return InvalidArgument(msg);
+    }
+    const auto* str = v.as_string();
+    if (str == nullptr) return InvalidArgument(at + ": agent." + key + " expects a string");
+    *field = {str->get(), origin};
+    if (key != "description" && !std::filesystem::path(field->value).is_absolute()) {
+      return InvalidArgument(at + ": agent." + key + " must be an absolute path; got '" +
+                             field->value + "'");
+    }
+  }
+  if (!agent.workspace.value.empty() && !agent.workspace_root.value.empty()) {
+    return InvalidArgument(agent.workspace_root.origin.ToString() +
+                           ": agent.workspace and agent.workspace_root exclude each other "
+                           "(one fixed directory, or a root for sessions' subdirectories)");
+  }
+  if (agent.create_workspace.value && agent.workspace_root.value.empty()) {
+    return InvalidArgument(agent.create_workspace.origin.ToString() +
+                           ": agent.create_workspace needs agent.workspace_root");
+  }
+  return Status::Ok();
+}
+
 Status WalkTable(const toml::table& table, const std::string& prefix,
                  const std::filesystem::path& path, Layer& layer,
-                 std::vector<std::string>& warnings) {
+                 std::vector<std::string>& warnings, const FileMode& mode) {
   // toml++ iterates keys sorted by name; report in file order instead.
   std::vector<std::pair<std::string_view, const toml::node*>> entries;
   for (const auto& [k, node] : table) entries.emplace_back(k.str(), &node);
@@ -142,13 +203,33 @@ Status WalkTable(const toml::table& table, const std::string& prefix,
     const std::string name = prefix.empty() ? std::string(k) : prefix + "." + std::string(k);
     const std::string where = path.string() + ":" + std::to_string(node.source().begin.line);
     if (name == "hooks") {
-      AL_RETURN_IF_ERROR(ReadHooks(node, path, layer, warnings));
+      AL_RETURN_IF_ERROR(ReadHooks(node, path, layer, warnings, mode.agent != nullptr));
+    } else if (name == "agent" && mode.agent != nullptr) {
+      AL_RETURN_IF_ERROR(ReadAgentTable(node, path, *mode.agent));
     } else if (const KeySpec* key = config::FindKey(name)) {
       layer.assignments.push_back({key, TomlToJson(node), false, FileOrigin(path, node)});
     } else if (config::IsTable(name)) {
       const toml::table* sub = node.as_table();
       if (sub == nullptr) return InvalidArgument(where + ": '" + name + "' must be a table");
-      AL_RETURN_IF_ERROR(WalkTable(*sub, name, path, layer, warnings));
+      AL_RETURN_IF_ERROR(WalkTable(*sub, name, path, layer, warnings, mode));
+    } else if (mode.agent != nullptr) {
+      // A key of [agent] written at the top (`description = ...`), or close
+      // to one, when no configuration key is closer.
+      std::vector<std::string> agent_names = {"agent"};
+      std::string hint;
+      for (std::string_view field : kAgentKeys) {
+        agent_names.push_back("agent." + std::string(field));
+        if (name == field) hint = agent_names.back();
+      }
+      if (hint.empty() && config::Suggest(name).empty()) {
+        std::vector<std::string_view> views(agent_names.begin(), agent_names.end());
+        hint = ClosestMatch(name, views);
+      }
+      if (!hint.empty()) {
+        return InvalidArgument(where + ": unknown key '" + name + "' (did you mean '" + hint +
+                               "'?)");
+      }
+      return InvalidArgument(UnknownKey(where, name));
     } else {
       warnings.push_back(UnknownKey(where, name));
     }
@@ -171,7 +252,7 @@ Result<std::optional<std::string>> ReadFileText(const std::filesystem::path& pat
 
 // Parses one TOML file's text into a layer.
 Result<Layer> ParseFileLayer(const std::string& text, const std::filesystem::path& path,
-                             std::vector<std::string>& warnings) {
+                             std::vector<std::string>& warnings, const FileMode& mode = {}) {
   toml::table table;
   try {
     table = toml::parse(text, path.string());
@@ -184,7 +265,7 @@ Result<Layer> ParseFileLayer(const std::string& text, const std::filesystem::pat
     return InvalidArgument(path.string() + ": invalid TOML: " + e.what());
   }
   Layer layer;
-  AL_RETURN_IF_ERROR(WalkTable(table, "", path, layer, warnings));
+  AL_RETURN_IF_ERROR(WalkTable(table, "", path, layer, warnings, mode));
   return layer;
 }
 
@@ -363,6 +444,31 @@ std::string IgnoredWarning(const std::filesystem::path& file, WorkspaceTrust tru
          " ('agentloop config show' says why; 'agentloop trust' reads it in full)";
 }
 
+// An agent's agent.toml as a layer (its [agent] table into `agent`), with
+// its system.md as the layer's system_prompt_file.
+Result<Layer> AgentLayer(const std::filesystem::path& file,
+                         const std::optional<std::filesystem::path>& system_prompt,
+                         AgentSection& agent, std::vector<std::string>& warnings) {
+  AL_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadFileText(file));
+  if (!text) return NotFound(file.string() + " does not exist");
+  FileMode mode;
+  mode.agent = &agent;
+  AL_ASSIGN_OR_RETURN(Layer layer, ParseFileLayer(*text, file, warnings, mode));
+  if (system_prompt) {
+    for (const Assignment& a : layer.assignments) {
+      if (a.key->name == "system_prompt_file") {
+        return InvalidArgument(a.origin.ToString() + ": system_prompt_file is set, and " +
+                               system_prompt->string() +
+                               " exists too: the agent's system prompt is one of them");
+      }
+    }
+    layer.assignments.push_back(
+        {config::FindKey("system_prompt_file"), Json(system_prompt->string()), false,
+         ConfigOrigin{ConfigOrigin::Kind::kFile, system_prompt->string(), 0}});
+  }
+  return layer;
+}
+
 }  // namespace
 
 EnvMap ProcessEnv() {
@@ -502,6 +608,12 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
       AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), LayerContext{}, out.config, out.warnings));
     }
   }
+  if (sources.agent_file) {
+    AL_ASSIGN_OR_RETURN(Layer layer, AgentLayer(*sources.agent_file, sources.agent_system_prompt,
+                                                out.agent, out.warnings));
+    out.files.push_back(*sources.agent_file);
+    AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), LayerContext{}, out.config, out.warnings));
+  }
   if (!sources.workspace.empty()) {
     const std::filesystem::path ws_file = WorkspaceConfigPath(sources.workspace);
     // The same file twice (workspace = home) would count twice.
@@ -541,6 +653,15 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
       ApplyLayer(EnvLayer(sources.env, out.warnings), LayerContext{}, out.config, out.warnings));
   AL_ASSIGN_OR_RETURN(Layer flags, FlagLayer(sources.flags));
   AL_RETURN_IF_ERROR(ApplyLayer(std::move(flags), LayerContext{}, out.config, out.warnings));
+  return out;
+}
+
+Result<AgentFile> ReadAgentFile(const std::filesystem::path& file,
+                                const std::optional<std::filesystem::path>& system_prompt) {
+  AgentFile out;
+  out.config = DefaultConfig();
+  AL_ASSIGN_OR_RETURN(Layer layer, AgentLayer(file, system_prompt, out.agent, out.warnings));
+  AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), LayerContext{}, out.config, out.warnings));
   return out;
 }
 

@@ -7,6 +7,10 @@
 //   2. the user file       $AGENTLOOP_CONFIG, else $XDG_CONFIG_HOME/agentloop/config.toml,
 //                          else ~/.config/agentloop/config.toml
 //   3. the workspace file  <workspace>/.agentloop/config.toml
+//   2a. an agent's file     <config dir>/agents/<name>/agent.toml, when a
+//                          session runs an agent (engine/agents.h): the
+//                          operator's configuration, read in full
+//   3. the workspace file  <workspace>/.agentloop/config.toml
 //   4. environment         AGENTLOOP_<KEY> (dots and dashes become underscores)
 //   5. flags               FlagOverride{key, value, flag} from the CLI
 // Scalars: the last layer that sets a key wins. Lists (permission rules,
@@ -194,6 +198,19 @@ struct FlagOverride {
   std::string flag;  // as typed, for provenance, e.g. "--model"
 };
 
+// The [agent] table of an agent's agent.toml (docs/agents.md): what the
+// agent is and where its sessions work. Paths are absolute (checked).
+struct AgentSection {
+  Sourced<std::string> description;
+  // Every session of the agent works in this directory.
+  Sourced<std::string> workspace;
+  // A session names a relative subdirectory of this directory (confined to
+  // it); at most one of `workspace` and `workspace_root` is set.
+  Sourced<std::string> workspace_root;
+  // Under workspace_root: a missing subdirectory is created.
+  Sourced<bool> create_workspace;
+};
+
 struct ConfigSources {
   EnvMap env;
   std::filesystem::path workspace;  // empty: no workspace file
@@ -203,6 +220,14 @@ struct ConfigSources {
   // untrusted.
   std::optional<std::filesystem::path> trust_store;
   std::vector<FlagOverride> flags;
+  // An agent's agent.toml, applied after the user file (layer 2a). Read
+  // strictly: an unknown key is an error, not a warning. Its [agent] table
+  // goes to LoadedConfig::agent.
+  std::optional<std::filesystem::path> agent_file;
+  // The agent's system.md: applied as `system_prompt_file` of the agent's
+  // layer. Errors: kInvalidArgument when agent.toml sets system_prompt_file
+  // too.
+  std::optional<std::filesystem::path> agent_system_prompt;
 };
 
 // A value of the workspace file that was not applied, and why.
@@ -230,6 +255,7 @@ struct LoadedConfig {
   WorkspaceTrust workspace_trust = WorkspaceTrust::kNoFile;
   std::string workspace_sha256;  // of the workspace file as read; empty without one
   std::vector<IgnoredSetting> ignored;
+  AgentSection agent;  // from ConfigSources::agent_file; empty without one
 };
 
 // The user's agentloop config directory (config.toml, skills, the todo-loop
@@ -248,6 +274,19 @@ std::filesystem::path WorkspaceConfigPath(const std::filesystem::path& workspace
 // unknown enum value), the variable, or the flag; kFailedPrecondition when a
 // file exists but cannot be read.
 Result<LoadedConfig> LoadConfig(const ConfigSources& sources);
+
+// An agent's agent.toml checked on its own, as LoadConfig checks it (TOML,
+// types, enum values, [agent]), with the warnings it gives (clamped numbers).
+struct AgentFile {
+  AgentSection agent;
+  Config config;  // DefaultConfig() with the file applied
+  std::vector<std::string> warnings;
+};
+// Errors: kInvalidArgument naming the file and line (an unknown key is one,
+// with the closest known key); kNotFound when the file does not exist;
+// kFailedPrecondition when it cannot be read.
+Result<AgentFile> ReadAgentFile(const std::filesystem::path& file,
+                                const std::optional<std::filesystem::path>& system_prompt = {});
 
 // One line of `agentloop config show`.
 struct ConfigEntry {

@@ -702,5 +702,58 @@ TEST_F(ConfigTest, EveryKeyHasAnEnvName) {
   EXPECT_EQ(config::EnvName("todo_loop.max_rounds"), "AGENTLOOP_TODO_LOOP_MAX_ROUNDS");
 }
 
+// An agent's file is a layer between the user file and the workspace file,
+// read in full (its allow rules and provider apply), strictly (an unknown
+// key is an error), with its [agent] table kept apart.
+TEST_F(ConfigTest, AgentFileLayersAfterTheUserFileAndIsStrict) {
+  WriteUser("[provider]\nmodel = \"user\"\nbase_url = \"http://127.0.0.1:1\"\n");
+  const std::filesystem::path agent = root_ / "agents" / "rev" / "agent.toml";
+  std::filesystem::create_directories(agent.parent_path());
+  Write(agent,
+        "[agent]\ndescription = \"reviews\"\n[provider]\nmodel = \"agent\"\n"
+        "[permissions]\nallow = [\"read\"]\n");
+  WriteWorkspace("[permissions]\ndeny = [\"bash\"]\n");
+  ConfigSources src = Sources();
+  src.agent_file = agent;
+  auto r = LoadConfig(src);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->config.provider.model.value, "agent");
+  EXPECT_EQ(r->config.provider.model.origin.source, agent.string());
+  EXPECT_EQ(r->config.provider.base_url.value, "http://127.0.0.1:1");
+  ASSERT_EQ(r->config.permissions.allow.size(), 1u);
+  ASSERT_EQ(r->config.permissions.deny.size(), 1u);
+  EXPECT_EQ(r->agent.description.value, "reviews");
+  EXPECT_EQ(r->agent.description.origin.line, 2);
+  EXPECT_EQ(r->files, (std::vector<std::filesystem::path>{user_file_, agent,
+                                                          WorkspaceConfigPath(workspace_)}));
+  // The same table in a user file is an unknown key (a warning there).
+  WriteUser("[agent]\ndescription = \"x\"\n");
+  src.agent_file.reset();
+  r = LoadConfig(src);
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->warnings, Contains(HasSubstr("unknown key 'agent'")));
+  EXPECT_TRUE(r->agent.description.value.empty());
+
+  Write(agent, "[provider]\nmodle = \"m\"\n");
+  auto bad = ReadAgentFile(agent);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr(agent.string() + ":2: unknown key 'provider.modle' (did you mean "
+                                         "'provider.model'?)"));
+  Write(agent, "[agnet]\ndescription = \"x\"\n");
+  EXPECT_THAT(ReadAgentFile(agent).status().message(),
+              HasSubstr(":1: unknown key 'agnet' (did you mean 'agent'?)"));
+  Write(agent, "[[hooks]]\nevent = \"turn_end\"\ncommand = \"true\"\ntimout_ms = 5\n");
+  EXPECT_THAT(ReadAgentFile(agent).status().message(),
+              HasSubstr(":4: unknown key 'hooks.timout_ms'"));
+  Write(agent, "[budget]\nmax_turns = 5000\n");
+  auto clamped = ReadAgentFile(agent);
+  ASSERT_TRUE(clamped.ok());
+  EXPECT_EQ(clamped->config.budget[0].max_turns.value, 1000);
+  EXPECT_THAT(clamped->warnings, Contains(HasSubstr("budget.max_turns")));
+  EXPECT_EQ(ReadAgentFile(root_ / "nope.toml").status().code(), Code::kNotFound);
+}
+
 }  // namespace
 }  // namespace agentloop
