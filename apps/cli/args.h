@@ -39,6 +39,7 @@ enum class Subcommand {
   kSkills,     // skills list
   kTrust,      // trust [DIR] | trust list | trust revoke [DIR]
   kAgents,     // agents list | agents show NAME
+  kServe,      // serve: the HTTP server
   kHelp,       // `agentloop help [SUBCOMMAND]`
 };
 

@@ -903,6 +903,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdTrust(e);
     case Subcommand::kAgents:
       return CmdAgents(e);
+    case Subcommand::kServe:
+      return CmdServe(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -592,14 +592,14 @@ class ServerImpl final : public Server {
     idem_order_.emplace_back(key, now);
     ex->ObserveResponse([this, key, now](const Response& r) {
       asio::post(io_, [this, key, now, r] {
-        auto it = idem_.find(key);
-        if (it == idem_.end() || it->second.at != now) return;
+        auto entry = idem_.find(key);
+        if (entry == idem_.end() || entry->second.at != now) return;
         if (r.status >= 500) {
-          idem_.erase(it);  // a retry may succeed: do not pin a failure
+          idem_.erase(entry);  // a retry may succeed: do not pin a failure
           return;
         }
-        it->second.in_flight = false;
-        it->second.response = r;
+        entry->second.in_flight = false;
+        entry->second.response = r;
       });
     });
     return true;
@@ -641,7 +641,7 @@ class ServerImpl final : public Server {
   void CreateSession(const std::shared_ptr<Exchange>& ex, const Principal& who) {
     Result<Json> body = ParseBody(ex->request());
     if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
-    Status keys = OnlyKeys(*body, {"agent", "title", "metadata"});
+    Status keys = OnlyKeys(*body, {"agent", "title", "metadata", "workspace"});
     if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
     std::string agent_name = options_.agents.front().name;
     if (body->contains("agent")) {
@@ -653,6 +653,19 @@ class ServerImpl final : public Server {
     const AgentSpec* agent = FindAgent(agent_name);
     if (agent == nullptr) {
       return ex->Send(Problem(404, "not_found", "no agent '" + agent_name + "'"));
+    }
+    std::string workspace;
+    if (body->contains("workspace")) {
+      if (!(*body)["workspace"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "workspace must be a string"));
+      }
+      workspace = (*body)["workspace"].get<std::string>();
+      if (!agent->for_workspace) {
+        return ex->Send(Problem(400, "invalid_request",
+                                "agent '" + agent->name +
+                                    "' does not let a session choose its workspace (it needs "
+                                    "workspace_root in its agent.toml)"));
+      }
     }
     SessionOptions o = agent->options;
     o.tenant = who.tenant;
@@ -672,7 +685,15 @@ class ServerImpl final : public Server {
       o.metadata = md;
     }
     Blocking(
-        [this, o]() -> Result<SessionInfo> {
+        [this, o, workspace, agent]() mutable -> Result<SessionInfo> {
+          if (!workspace.empty()) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(workspace));
+            chosen.tenant = o.tenant;
+            chosen.agent = o.agent;
+            chosen.title = o.title;
+            chosen.metadata = o.metadata;
+            o = std::move(chosen);
+          }
           AL_ASSIGN_OR_RETURN(auto s, engine_.OpenSession(o));
           SessionInfo info = s->info();
           return info;  // closing releases the lock
@@ -896,19 +917,19 @@ class ServerImpl final : public Server {
   // after `after_seq` until the turn ends.
   void StartTurn(const std::string& id, std::string input, std::shared_ptr<Exchange> ex,
                  bool stream, uint64_t after_seq) {
-    Live& live = live_[id];
-    live.starting = true;
+    Live& starting = live_[id];
+    starting.starting = true;
     std::shared_ptr<Subscriber> sub;
     if (ex && stream) {
       sub = std::make_shared<Subscriber>();
       sub->stream = ex->OpenStream();
-      sub->tenant = live.tenant;
+      sub->tenant = starting.tenant;
       sub->cursors[id].last_seq = after_seq;
       sub->close_after_turn = "*";  // the first turn_end seen
       Attach(sub, id);
       ex.reset();
     }
-    live.reply = ex;
+    starting.reply = ex;
     Blocking(
         [this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
         [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
@@ -1309,12 +1330,11 @@ class ServerImpl final : public Server {
   // what is observed but not yet committed, then the text in flight; live
   // frames that arrive meanwhile are held and sent after (without repeats).
   void Replay(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
-    Subscriber::Cursor& c = sub->cursors[id];
-    if (c.replaying) return;
-    c.replaying = true;
-    Live& live = live_[id];
-    auto uncommitted = live.uncommitted;
-    uint64_t after = c.last_seq;
+    Subscriber::Cursor& start = sub->cursors[id];
+    if (start.replaying) return;
+    start.replaying = true;
+    auto uncommitted = live_[id].uncommitted;
+    uint64_t after = start.last_seq;
     Blocking(
         [this, id, after]() { return engine_.store().Events(id, after); },
         [this, sub, id, uncommitted = std::move(uncommitted)](Result<std::vector<StoredEvent>> r) {

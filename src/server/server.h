@@ -52,6 +52,11 @@ struct AgentSpec {
   std::string name;
   std::string description;
   SessionOptions options;
+  // Set when a session may name its workspace (`workspace` when created):
+  // the options for that request, or kInvalidArgument saying why it is
+  // refused. Called off the I/O thread. Unset: a request naming a
+  // workspace is refused.
+  std::function<Result<SessionOptions>(const std::string& workspace)> for_workspace;
 };
 
 struct ServerOptions {

@@ -144,6 +144,14 @@ class Client {
   asio::streambuf buf_;
 };
 
+AgentSpec Agent(std::string name, SessionOptions options) {
+  AgentSpec a;
+  a.name = std::move(name);
+  a.description = "writes code";
+  a.options = std::move(options);
+  return a;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   ServerTest() {
@@ -181,7 +189,7 @@ class ServerTest : public ::testing::Test {
       engine_ = std::move(*e);
     }
     so.listen = "127.0.0.1:0";
-    if (so.agents.empty()) so.agents.push_back({"coder", "writes code", AgentOptions()});
+    if (so.agents.empty()) so.agents.push_back(Agent("coder", AgentOptions()));
     auto s = Server::Create(std::move(so), *engine_);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     server_ = std::move(*s);
@@ -568,7 +576,7 @@ TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   ASSERT_TRUE(e.ok());
   ServerOptions so;
   so.listen = "0.0.0.0:0";
-  so.agents.push_back({"coder", "", AgentOptions()});
+  so.agents.push_back(Agent("coder", AgentOptions()));
   auto s = Server::Create(so, **e);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.error().message(), HasSubstr("without tokens"));
