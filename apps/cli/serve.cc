@@ -43,8 +43,8 @@ int CmdServe(const CommandEnv& e) {
   for (const auto& t : c.server.tokens) {
     Result<server::TokenGrant> g = server::ParseTokenGrant(t.value);
     if (!g.ok()) {
-      return fail(InvalidArgument("server.tokens (" + t.origin.ToString() +
-                                  "): " + g.error().message()));
+      return fail(
+          InvalidArgument("server.tokens (" + t.origin.ToString() + "): " + g.error().message()));
     }
     so.tokens.push_back(std::move(*g));
   }
@@ -66,8 +66,7 @@ int CmdServe(const CommandEnv& e) {
     Result<engine::AgentSettings> s =
         engine::AgentSessionOptions(a, BaseSources(e.args, e.ctx), mapping, "");
     if (!s.ok()) {
-      e.err << "agentloop: agent '" << a.name << "' is not served: " << s.error().message()
-            << "\n";
+      e.err << "agentloop: agent '" << a.name << "' is not served: " << s.error().message() << "\n";
       continue;
     }
     server::AgentSpec spec;
@@ -79,9 +78,9 @@ int CmdServe(const CommandEnv& e) {
       // A session may name its subdirectory of the agent's root.
       spec.for_workspace = [a, args = &e.args, ctx = &e.ctx,
                             mapping](const std::string& requested) -> Result<SessionOptions> {
-        AL_ASSIGN_OR_RETURN(engine::AgentSettings chosen,
-                            engine::AgentSessionOptions(a, BaseSources(*args, *ctx), mapping,
-                                                        requested));
+        AL_ASSIGN_OR_RETURN(
+            engine::AgentSettings chosen,
+            engine::AgentSessionOptions(a, BaseSources(*args, *ctx), mapping, requested));
         ForServing(chosen.session);
         return std::move(chosen.session);
       };
@@ -109,9 +108,9 @@ int CmdServe(const CommandEnv& e) {
   if (!srv.ok()) return fail(srv.error());
   std::string names;
   for (const auto& a : so.agents) names += (names.empty() ? "" : ", ") + a.name;
-  e.err << "agentloop: serving " << names << " on http://" << so.listen.substr(0, so.listen.rfind(':'))
-        << ":" << (*srv)->port() << (so.tokens.empty() ? " (loopback only, no tokens)" : "")
-        << "\n";
+  e.err << "agentloop: serving " << names << " on http://"
+        << so.listen.substr(0, so.listen.rfind(':')) << ":" << (*srv)->port()
+        << (so.tokens.empty() ? " (loopback only, no tokens)" : "") << "\n";
   e.err.flush();
   Status run = (*srv)->Run();
   if (!run.ok()) {

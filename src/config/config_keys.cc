@@ -291,8 +291,8 @@ std::vector<KeySpec> BuildKeys() {
       StringKey("store.sync", [](Config & c) -> auto& { return c.store.sync; }, {"full", "normal"});
   sync.fallback = "full";
   keys.push_back(std::move(sync));
-  keys.push_back(
-      StringKey("server.listen", [](Config & c) -> auto& { return c.server.listen; }));
+  keys.push_back(StringKey(
+      "server.listen", [](Config & c) -> auto& { return c.server.listen; }));
   keys.push_back(ListKey(
       "server.tokens", [](Config & c) -> auto& { return c.server.tokens; }));
   keys.push_back(ListKey(

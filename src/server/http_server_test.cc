@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "agentloop/json.h"
@@ -60,6 +62,25 @@ TEST(ParseTokenGrant, NeedsAHashATenantAndKnownScopes) {
   EXPECT_EQ(ParseTokenGrant(hash + ":Acme Corp:read").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseTokenGrant(hash + ":acme:").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseTokenGrant(hash + ":acme").status().code(), Code::kInvalidArgument);
+}
+
+// The checked-in description and the route table agree, both ways.
+TEST(OpenApi, DescribesExactlyTheRoutes) {
+  Json spec = Json::parse(OpenApiSpec(), nullptr, false);
+  ASSERT_FALSE(spec.is_discarded());
+  EXPECT_EQ(spec["openapi"], "3.1.0");
+  std::set<std::pair<std::string, std::string>> described, routed;
+  for (const auto& [path, ops] : spec["paths"].items()) {
+    for (const auto& [method, op] : ops.items()) {
+      std::string m = method;
+      for (char& c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      described.emplace(m, path);
+      EXPECT_TRUE(op.contains("responses")) << m << " " << path;
+    }
+  }
+  for (const auto& r : RouteTable()) routed.insert(r);
+  EXPECT_EQ(described, routed);
+  EXPECT_GE(routed.size(), 25u);
 }
 
 }  // namespace

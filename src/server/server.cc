@@ -3,7 +3,9 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -85,6 +87,44 @@ Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
 namespace {
 
 constexpr unsigned kAllScopes = kScopeRead | kScopeWrite | kScopeApprove | kScopeAdmin;
+
+using Params = std::vector<std::string>;
+
+// A Prometheus histogram of durations in seconds.
+struct Histogram {
+  static constexpr std::array<double, 12> kBounds = {0.01, 0.05, 0.1, 0.25, 0.5, 1,
+                                                     2.5,  5,    10,  30,   60,  120};
+  std::array<uint64_t, kBounds.size()> counts{};
+  uint64_t count = 0;
+  double sum = 0;
+
+  void Observe(double seconds) {
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+      if (seconds <= kBounds[i]) ++counts[i];
+    }
+    ++count;
+    sum += seconds;
+  }
+  void Write(std::string& m, const std::string& name, std::string_view help) const {
+    m += "# HELP " + name + " " + std::string(help) + "\n# TYPE " + name + " histogram\n";
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+      char le[32];
+      std::snprintf(le, sizeof le, "%g", kBounds[i]);
+      m += name + "_bucket{le=\"" + le + "\"} " + std::to_string(counts[i]) + "\n";
+    }
+    m += name + "_bucket{le=\"+Inf\"} " + std::to_string(count) + "\n";
+    char total[64];
+    std::snprintf(total, sizeof total, "%.6f", sum);
+    m += name + "_sum " + total + "\n" + name + "_count " + std::to_string(count) + "\n";
+  }
+};
+
+struct ServerMetrics {
+  uint64_t turns_started = 0;
+  std::map<std::string, uint64_t> turns_finished;  // by stop reason
+  uint64_t overflows = 0;
+  Histogram model, tool;
+};
 
 // The interim executor: per-key order through strands of one pool, tool
 // calls on a second pool whose size caps them.
@@ -281,6 +321,8 @@ struct Live {
   // The POST that started the turn, answered 202 once the turn's id is known.
   std::shared_ptr<Exchange> reply;
   bool closing = false;  // the finished turn's session is being closed
+  std::optional<std::chrono::steady_clock::time_point> step_started;
+  std::map<std::string, std::chrono::steady_clock::time_point> tools_started;
   bool running() const { return starting || closing || session != nullptr; }
 };
 
@@ -409,122 +451,185 @@ class ServerImpl final : public Server {
     Route(ex, *who, p);
   }
 
+  // The routes, as data: `GET /v1/openapi.json` serves a spec that a test
+  // holds equal to this table. `{x}` matches one path segment; handlers get
+  // the matched segments in order.
+  using RouteFn = void (ServerImpl::*)(const std::shared_ptr<Exchange>&, const Principal&,
+                                       const Params&);
+  struct RouteSpec {
+    http_verb method;
+    std::string_view pattern;  // below /v1
+    unsigned scope;            // 0: none
+    RouteFn fn;
+  };
+  // For RouteTable.
+ public:
+  static std::vector<std::pair<http_verb, std::string_view>> RouteList() {
+    std::vector<std::pair<http_verb, std::string_view>> out;
+    for (const auto& r : Routes()) out.emplace_back(r.method, r.pattern);
+    return out;
+  }
+
+ private:
+  static const std::vector<RouteSpec>& Routes() {
+    static const std::vector<RouteSpec> kRoutes = {
+        {http_verb::get, "/health", 0, &ServerImpl::Health},
+        {http_verb::get, "/ready", 0, &ServerImpl::Ready},
+        {http_verb::get, "/openapi.json", kScopeRead, &ServerImpl::OpenApi},
+        {http_verb::get, "/metrics", kScopeRead, &ServerImpl::Metrics},
+        {http_verb::get, "/agents", kScopeRead, &ServerImpl::Agents},
+        {http_verb::get, "/agents/{name}", kScopeRead, &ServerImpl::Agent},
+        {http_verb::post, "/sessions", kScopeWrite, &ServerImpl::CreateSession},
+        {http_verb::get, "/sessions", kScopeRead, &ServerImpl::ListSessions},
+        {http_verb::get, "/sessions/{id}", kScopeRead, &ServerImpl::GetSession},
+        {http_verb::delete_, "/sessions/{id}", kScopeWrite, &ServerImpl::DeleteSession},
+        {http_verb::get, "/sessions/{id}/messages", kScopeRead, &ServerImpl::Messages},
+        {http_verb::post, "/sessions/{id}/turns", kScopeWrite, &ServerImpl::PostTurn},
+        {http_verb::get, "/sessions/{id}/turns/{turn}", kScopeRead, &ServerImpl::GetTurn},
+        {http_verb::get, "/sessions/{id}/turns/{turn}/wait", kScopeRead, &ServerImpl::WaitTurn},
+        {http_verb::post, "/sessions/{id}/turns/{turn}/cancel", kScopeWrite,
+         &ServerImpl::CancelTurn},
+        {http_verb::get, "/sessions/{id}/events", kScopeRead, &ServerImpl::EventsJson},
+        {http_verb::get, "/sessions/{id}/events/stream", kScopeRead, &ServerImpl::StreamOne},
+        {http_verb::get, "/events/stream", kScopeRead, &ServerImpl::StreamMany},
+        {http_verb::get, "/sessions/{id}/pending", kScopeRead, &ServerImpl::SessionPending},
+        {http_verb::get, "/approvals", kScopeRead, &ServerImpl::Approvals},
+        {http_verb::get, "/questions", kScopeRead, &ServerImpl::Questions},
+        {http_verb::get, "/approvals/{id}", kScopeRead, &ServerImpl::GetApproval},
+        {http_verb::get, "/questions/{id}", kScopeRead, &ServerImpl::GetQuestion},
+        {http_verb::post, "/approvals/{id}/decision", kScopeApprove, &ServerImpl::DecideApproval},
+        {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::AnswerQuestion},
+    };
+    return kRoutes;
+  }
+
   void Route(const std::shared_ptr<Exchange>& ex, const Principal& who,
              const std::vector<std::string>& p) {
     const Request& req = ex->request();
-    const http_verb m = req.method;
-    auto need = [&](unsigned scope) {
-      if (who.Has(scope)) return true;
-      ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
-      return false;
-    };
-    auto is = [&](http_verb verb, std::initializer_list<std::string_view> shape) {
-      if (m != verb || p.size() != shape.size()) return false;
-      size_t i = 0;
-      for (std::string_view s : shape) {
-        if (s != "*" && p[i] != s) return false;
-        ++i;
+    bool path_known = false;
+    for (const RouteSpec& r : Routes()) {
+      std::vector<std::string> shape = SplitPath(r.pattern);
+      if (shape.size() != p.size()) continue;
+      Params params;
+      bool match = true;
+      for (size_t i = 0; i < shape.size() && match; ++i) {
+        if (shape[i].front() == '{') {
+          params.push_back(p[i]);
+        } else {
+          match = shape[i] == p[i];
+        }
       }
-      return true;
-    };
-    if (is(http_verb::get, {"health"})) {
-      return ex->Send(JsonResponse(200, {{"status", "ok"}}));
+      if (!match) continue;
+      path_known = true;
+      if (r.method != req.method) continue;
+      if (r.scope != 0 && !who.Has(r.scope)) {
+        return ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
+      }
+      return (this->*r.fn)(ex, who, params);
     }
-    if (is(http_verb::get, {"ready"})) {
-      if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
-      return ex->Send(JsonResponse(200, {{"status", "ready"}}));
+    if (path_known) {
+      return ex->Send(Problem(405, "method_not_allowed",
+                              std::string(boost::beast::http::to_string(req.method)) +
+                                  " is not allowed on " + req.path));
     }
-    if (is(http_verb::get, {"agents"})) {
-      if (!need(kScopeRead)) return;
-      Json items = Json::array();
-      for (const auto& a : options_.agents) items.push_back(AgentJson(a));
-      return ex->Send(JsonResponse(200, {{"items", items}}));
-    }
-    if (is(http_verb::get, {"agents", "*"})) {
-      if (!need(kScopeRead)) return;
-      const AgentSpec* a = FindAgent(p[1]);
-      if (a == nullptr) return ex->Send(Problem(404, "not_found", "no agent '" + p[1] + "'"));
-      return ex->Send(JsonResponse(200, AgentJson(*a)));
-    }
-    if (is(http_verb::post, {"sessions"})) {
-      if (need(kScopeWrite)) CreateSession(ex, who);
-      return;
-    }
-    if (is(http_verb::get, {"sessions"})) {
-      if (need(kScopeRead)) ListSessions(ex, who);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*"})) {
-      if (need(kScopeRead)) GetSession(ex, who, p[1]);
-      return;
-    }
-    if (is(http_verb::delete_, {"sessions", "*"})) {
-      if (need(kScopeWrite)) DeleteSession(ex, who, p[1]);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*", "messages"})) {
-      if (need(kScopeRead)) Messages(ex, who, p[1]);
-      return;
-    }
-    if (is(http_verb::post, {"sessions", "*", "turns"})) {
-      if (need(kScopeWrite)) PostTurn(ex, who, p[1]);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*", "turns", "*"})) {
-      if (need(kScopeRead)) GetTurn(ex, who, p[1], p[3], false);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*", "turns", "*", "wait"})) {
-      if (need(kScopeRead)) GetTurn(ex, who, p[1], p[3], true);
-      return;
-    }
-    if (is(http_verb::post, {"sessions", "*", "turns", "*", "cancel"})) {
-      if (need(kScopeWrite)) CancelTurn(ex, who, p[1], p[3]);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*", "events"})) {
-      if (need(kScopeRead)) EventsJson(ex, who, p[1]);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*", "events", "stream"})) {
-      if (need(kScopeRead)) StreamEvents(ex, who, {p[1]}, false);
-      return;
-    }
-    if (is(http_verb::get, {"events", "stream"})) {
-      if (need(kScopeRead)) StreamMany(ex, who);
-      return;
-    }
-    if (is(http_verb::get, {"sessions", "*", "pending"})) {
-      if (need(kScopeRead)) ListPending(ex, who, p[1], std::nullopt);
-      return;
-    }
-    if (is(http_verb::get, {"approvals"})) {
-      if (need(kScopeRead)) ListPending(ex, who, "", PendingKind::kApproval);
-      return;
-    }
-    if (is(http_verb::get, {"questions"})) {
-      if (need(kScopeRead)) ListPending(ex, who, "", PendingKind::kQuestion);
-      return;
-    }
-    if (is(http_verb::get, {"approvals", "*"})) {
-      if (need(kScopeRead)) GetPending(ex, who, p[1], PendingKind::kApproval);
-      return;
-    }
-    if (is(http_verb::get, {"questions", "*"})) {
-      if (need(kScopeRead)) GetPending(ex, who, p[1], PendingKind::kQuestion);
-      return;
-    }
-    if (is(http_verb::post, {"approvals", "*", "decision"})) {
-      if (need(kScopeApprove)) Decide(ex, who, p[1], PendingKind::kApproval);
-      return;
-    }
-    if (is(http_verb::post, {"questions", "*", "answer"})) {
-      if (need(kScopeApprove)) Decide(ex, who, p[1], PendingKind::kQuestion);
-      return;
-    }
-    ex->Send(
-        Problem(404, "not_found",
-                "no route for " + std::string(boost::beast::http::to_string(m)) + " " + req.path));
+    ex->Send(Problem(404, "not_found", "no route for " + req.path));
+  }
+
+  // --- small routes ------------------------------------------------------
+
+  void Health(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    ex->Send(JsonResponse(200, {{"status", "ok"}}));
+  }
+  void Ready(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
+    ex->Send(JsonResponse(200, {{"status", "ready"}}));
+  }
+  void Agents(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Json items = Json::array();
+    for (const auto& a : options_.agents) items.push_back(AgentJson(a));
+    ex->Send(JsonResponse(200, {{"items", items}}));
+  }
+  void Agent(const std::shared_ptr<Exchange>& ex, const Principal&, const Params& p) {
+    const AgentSpec* a = FindAgent(p[0]);
+    if (a == nullptr) return ex->Send(Problem(404, "not_found", "no agent '" + p[0] + "'"));
+    ex->Send(JsonResponse(200, AgentJson(*a)));
+  }
+  void OpenApi(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Response r;
+    r.body = std::string(OpenApiSpec());
+    ex->Send(std::move(r));
+  }
+  void StreamOne(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    StreamEvents(ex, who, {p[0]}, false);
+  }
+  void SessionPending(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    ListPending(ex, who, p[0], std::nullopt);
+  }
+  void Approvals(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    ListPending(ex, who, "", PendingKind::kApproval);
+  }
+  void Questions(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    ListPending(ex, who, "", PendingKind::kQuestion);
+  }
+  void GetApproval(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    GetPending(ex, who, p[0], PendingKind::kApproval);
+  }
+  void GetQuestion(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    GetPending(ex, who, p[0], PendingKind::kQuestion);
+  }
+  void DecideApproval(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    Decide(ex, who, p[0], PendingKind::kApproval);
+  }
+  void AnswerQuestion(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    Decide(ex, who, p[0], PendingKind::kQuestion);
+  }
+  void GetTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    TurnStatus(ex, who, p[0], p[1], false);
+  }
+  void WaitTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    TurnStatus(ex, who, p[0], p[1], true);
+  }
+
+  // Prometheus text format.
+  void Metrics(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Blocking(
+        [this]() { return engine_.store().ListPending(std::nullopt); },
+        [this, ex](Result<std::vector<PendingRecord>> pending) {
+          std::set<std::string> paused;
+          if (pending.ok()) {
+            for (const auto& p : *pending) paused.insert(p.session_id);
+          }
+          size_t running = 0;
+          for (const auto& [id, live] : live_) running += live.running() ? 1 : 0;
+          std::string m;
+          auto line = [&m](std::string_view name, std::string_view help, std::string_view type) {
+            m.append("# HELP ").append(name).append(" ").append(help).append("\n");
+            m.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+          };
+          line("agentloop_sessions", "sessions by status (running: a turn runs here)", "gauge");
+          m += "agentloop_sessions{status=\"running\"} " + std::to_string(running) + "\n";
+          m += "agentloop_sessions{status=\"paused\"} " + std::to_string(paused.size()) + "\n";
+          line("agentloop_turns_started_total", "turns started", "counter");
+          m += "agentloop_turns_started_total " + std::to_string(metrics_.turns_started) + "\n";
+          line("agentloop_turns_finished_total", "turns finished, by stop reason", "counter");
+          for (const auto& [stop, n] : metrics_.turns_finished) {
+            m +=
+                "agentloop_turns_finished_total{stop=\"" + stop + "\"} " + std::to_string(n) + "\n";
+          }
+          line("agentloop_sse_clients", "open event streams", "gauge");
+          m += "agentloop_sse_clients " + std::to_string(sse_clients_) + "\n";
+          line("agentloop_stream_overflows_total",
+               "event streams closed with stream.desync (reader too slow)", "counter");
+          m += "agentloop_stream_overflows_total " + std::to_string(metrics_.overflows) + "\n";
+          metrics_.model.Write(m, "agentloop_model_call_seconds",
+                               "model calls: step_begin to step_end");
+          metrics_.tool.Write(m, "agentloop_tool_call_seconds",
+                              "tool calls: tool_call_begin to tool_call_end");
+          Response r;
+          r.content_type = "text/plain; version=0.0.4";
+          r.body = std::move(m);
+          ex->Send(std::move(r));
+        });
   }
 
   // --- auth -------------------------------------------------------------
@@ -640,7 +745,7 @@ class ServerImpl final : public Server {
             {"events_url", "/v1/sessions/" + s.id + "/events/stream"}};
   }
 
-  void CreateSession(const std::shared_ptr<Exchange>& ex, const Principal& who) {
+  void CreateSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     Result<Json> body = ParseBody(ex->request());
     if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
     Status keys = OnlyKeys(*body, {"agent", "title", "metadata", "workspace"});
@@ -711,7 +816,7 @@ class ServerImpl final : public Server {
     return it != live_.end() && it->second.running() ? "running" : "";
   }
 
-  void ListSessions(const std::shared_ptr<Exchange>& ex, const Principal& who) {
+  void ListSessions(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     const Request& req = ex->request();
     Result<int> limit = LimitParam(req);
     if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
@@ -775,8 +880,8 @@ class ServerImpl final : public Server {
              });
   }
 
-  void GetSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                  const std::string& id) {
+  void GetSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
     struct Detail {
       SessionInfo info;
       std::string status;
@@ -801,7 +906,7 @@ class ServerImpl final : public Server {
               d.status = "failed";
             }
             AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::string_view(id)));
-            for (const auto& p : pending) d.pending.push_back(PendingJson(p, "pending"));
+            for (const auto& item : pending) d.pending.push_back(PendingJson(item, "pending"));
             AL_ASSIGN_OR_RETURN(auto settings, engine_.store().GetSettings(id));
             d.settings = settings ? *settings : Json(nullptr);
             if (snap.last_turn_end) {
@@ -829,8 +934,8 @@ class ServerImpl final : public Server {
     });
   }
 
-  void DeleteSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                     const std::string& id) {
+  void DeleteSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
     WithSession(ex, who, id, [this, ex, id](SessionInfo) {
       if (!LiveStatus(id).empty()) {
         return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
@@ -846,7 +951,8 @@ class ServerImpl final : public Server {
     });
   }
 
-  void Messages(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id) {
+  void Messages(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
     Result<int> limit = LimitParam(ex->request());
     if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
     Result<uint64_t> cursor = SeqParam(ex->request().Query("cursor"), "cursor");
@@ -873,7 +979,8 @@ class ServerImpl final : public Server {
 
   // --- turns ------------------------------------------------------------
 
-  void PostTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id) {
+  void PostTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
     Result<Json> body = ParseBody(ex->request());
     if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
     Status keys = OnlyKeys(*body, {"input", "on_busy"});
@@ -976,11 +1083,18 @@ class ServerImpl final : public Server {
     Status OnEvent(const Event& e) override {
       std::string type(EventTypeName(e.type));
       std::string json = e.Dump(session_id);
-      asio::post(server->io_, [srv = server, id = session_id, type = std::move(type),
-                               turn = e.turn_id, seq = ShouldPersist(e.type) ? e.seq : 0,
-                               json = std::move(json), delta = DeltaText(e)]() mutable {
-        srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
-      });
+      std::string call;
+      if (e.type == EventType::kToolCallBegin || e.type == EventType::kToolCallEnd) {
+        auto it = e.data.find("id");
+        if (it != e.data.end() && it->is_string()) call = it->get<std::string>();
+      }
+      asio::post(server->io_,
+                 [srv = server, id = session_id, type = std::move(type), turn = e.turn_id,
+                  seq = ShouldPersist(e.type) ? e.seq : 0, json = std::move(json),
+                  delta = DeltaText(e), call = std::move(call)]() mutable {
+                   srv->Measure(id, type, call);
+                   srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
+                 });
       return Status::Ok();
     }
     static std::string DeltaText(const Event& e) {
@@ -991,6 +1105,31 @@ class ServerImpl final : public Server {
     ServerImpl* server;
     std::string session_id;
   };
+
+  // Model and tool latency from the events' arrival on the io thread.
+  void Measure(const std::string& id, const std::string& type, const std::string& call) {
+    Live& live = live_[id];
+    const auto now = std::chrono::steady_clock::now();
+    auto seconds = [&](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(now - t).count();
+    };
+    if (type == "turn_begin") {
+      ++metrics_.turns_started;
+    } else if (type == "step_begin") {
+      live.step_started = now;
+    } else if (type == "step_end" && live.step_started) {
+      metrics_.model.Observe(seconds(*live.step_started));
+      live.step_started.reset();
+    } else if (type == "tool_call_begin") {
+      live.tools_started[call] = now;
+    } else if (type == "tool_call_end") {
+      auto it = live.tools_started.find(call);
+      if (it != live.tools_started.end()) {
+        metrics_.tool.Observe(seconds(it->second));
+        live.tools_started.erase(it);
+      }
+    }
+  }
 
   void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
                    const std::string& type, std::string json, const std::string& delta) {
@@ -1039,6 +1178,9 @@ class ServerImpl final : public Server {
       }
       live.reply.reset();
     }
+    ++metrics_.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
+    live.tools_started.clear();
+    live.step_started.reset();
     if (!turn_id.empty()) {
       TurnRecord& t = turns_[turn_id];
       t.session_id = id;
@@ -1105,8 +1247,8 @@ class ServerImpl final : public Server {
     if (live.subscribers.empty()) live_.erase(it);
   }
 
-  void GetTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
-               const std::string& turn_id, bool wait) {
+  void TurnStatus(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
+                  const std::string& turn_id, bool wait) {
     int timeout_s = 30;
     if (wait) {
       std::string t = ex->request().Query("timeout_s", "30");
@@ -1164,8 +1306,9 @@ class ServerImpl final : public Server {
     return j;
   }
 
-  void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
-                  const std::string& turn_id) {
+  void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    const std::string& turn_id = p[1];
     auto it = live_.find(id);
     if (it == live_.end() || it->second.tenant != who.tenant || it->second.turn_id != turn_id ||
         !it->second.stop) {
@@ -1178,8 +1321,8 @@ class ServerImpl final : public Server {
 
   // --- events -----------------------------------------------------------
 
-  void EventsJson(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                  const std::string& id) {
+  void EventsJson(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
     Result<uint64_t> after = SeqParam(ex->request().Query("after"), "after");
     if (!after.ok()) return ex->Send(Problem(400, "invalid_request", after.error().message()));
     Result<int> limit = LimitParam(ex->request());
@@ -1223,7 +1366,7 @@ class ServerImpl final : public Server {
   }
 
   // GET /v1/events/stream?sessions=a,b[&after=a:10,b:7]
-  void StreamMany(const std::shared_ptr<Exchange>& ex, const Principal& who) {
+  void StreamMany(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     std::string list = ex->request().Query("sessions");
     if (list.empty()) {
       return ex->Send(Problem(400, "invalid_request", "sessions=ID[,ID...] is required"));
@@ -1318,7 +1461,8 @@ class ServerImpl final : public Server {
         }
       }
     });
-    sub->stream->SetOverflowFrame([weak] {
+    sub->stream->SetOverflowFrame([this, weak] {
+      ++metrics_.overflows;
       auto s = weak.lock();
       Json last = Json::object();
       if (s) {
@@ -1713,6 +1857,7 @@ class ServerImpl final : public Server {
   std::unordered_map<std::string, Live> live_;
   std::set<std::shared_ptr<Subscriber>> subscribers_;
   size_t sse_clients_ = 0;
+  ServerMetrics metrics_;
   std::unordered_map<std::string, TurnRecord> turns_;
   std::deque<std::string> finished_turns_;
   std::unordered_map<std::string, IdempotencyEntry> idem_;
@@ -1720,6 +1865,22 @@ class ServerImpl final : public Server {
 };
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> RouteTable() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& r : ServerImpl::RouteList()) {
+    out.emplace_back(std::string(boost::beast::http::to_string(r.first)),
+                     "/v1" + std::string(r.second));
+  }
+  return out;
+}
+
+std::string_view OpenApiSpec() {
+  static constexpr char kSpec[] =
+#include "server_openapi.inc"
+      ;
+  return {kSpec, sizeof kSpec - 1};
+}
 
 Result<std::unique_ptr<Server>> Server::Create(ServerOptions options, Engine& engine) {
   if (options.agents.empty()) {

@@ -21,6 +21,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agentloop/engine.h"
@@ -78,6 +80,12 @@ struct ServerOptions {
   // Idempotency keys are remembered this long.
   std::chrono::milliseconds idempotency_ttl{24 * 3600 * 1000};
 };
+
+// (METHOD, path) of every route, `{name}` for a path parameter: what
+// `GET /v1/openapi.json` (OpenApiSpec) must describe.
+std::vector<std::pair<std::string, std::string>> RouteTable();
+// The OpenAPI 3.1 description of the API (src/server/openapi.json).
+std::string_view OpenApiSpec();
 
 class Server {
  public:

@@ -336,6 +336,16 @@ TEST_F(ServerTest, ATurnRunsAndItsEventsReplayGapFree) {
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->id, "3");
 
+  Reply metrics = Call("GET", "/v1/metrics");
+  ASSERT_EQ(metrics.status, 200u);
+  EXPECT_THAT(metrics.headers["content-type"], HasSubstr("text/plain"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_started_total 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_finished_total{stop=\"completed\"} 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_model_call_seconds_count 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_sessions{status=\"running\"} 0\n"));
+  EXPECT_EQ(Call("GET", "/v1/openapi.json").json()["openapi"], "3.1.0");
+  EXPECT_EQ(Call("PUT", "/v1/sessions/" + sid).status, 405u);
+
   Reply messages = Call("GET", "/v1/sessions/" + sid + "/messages");
   ASSERT_EQ(messages.status, 200u);
   ASSERT_EQ(messages.json()["items"].size(), 2u);
