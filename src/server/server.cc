@@ -14,6 +14,7 @@
 #include <stop_token>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -89,6 +90,19 @@ namespace {
 constexpr unsigned kAllScopes = kScopeRead | kScopeWrite | kScopeApprove | kScopeAdmin;
 
 using Params = std::vector<std::string>;
+// Told the outcome of a turn (its id, and the result or the error that kept
+// it from running).
+using TurnFinish = std::function<void(const std::string& turn_id, const Result<TurnResult>&)>;
+
+// How a turn started by the server is answered: `reply` with 202 once its id
+// is known, or `stream` with its events after `after_seq` until it ends;
+// `finish` with its outcome.
+struct TurnStart {
+  std::shared_ptr<Exchange> reply;
+  std::shared_ptr<EventStream> stream;
+  uint64_t after_seq = 0;
+  TurnFinish finish;
+};
 
 // A Prometheus histogram of durations in seconds.
 struct Histogram {
@@ -321,6 +335,8 @@ struct Live {
   // The POST that started the turn, answered 202 once the turn's id is known.
   std::shared_ptr<Exchange> reply;
   bool closing = false;  // the finished turn's session is being closed
+  // Told when the running (or starting) turn ends.
+  std::vector<TurnFinish> finish;
   std::optional<std::chrono::steady_clock::time_point> step_started;
   std::map<std::string, std::chrono::steady_clock::time_point> tools_started;
   bool running() const { return starting || closing || session != nullptr; }
@@ -441,9 +457,7 @@ class ServerImpl final : public Server {
           request_id));
     }
     std::vector<std::string> p = SplitPath(req.path);
-    if (p.empty() || p[0] != "v1") {
-      return ex->Send(Problem(404, "not_found", "no route for " + req.path, request_id));
-    }
+    if (p.empty() || p[0] != "v1") return Compat(ex, *who, p);
     p.erase(p.begin());
     if (mutating && req.method == http_verb::post && !req.Header("Idempotency-Key").empty()) {
       if (!Idempotent(ex, *who, req)) return;
@@ -533,6 +547,284 @@ class ServerImpl final : public Server {
                                   " is not allowed on " + req.path));
     }
     ex->Send(Problem(404, "not_found", "no route for " + req.path));
+  }
+
+  // --- routes of the seeds' HTTP adapter (docs/server.md, "Compatibility") --
+
+  void Compat(const std::shared_ptr<Exchange>& ex, const Principal& who,
+              const std::vector<std::string>& p) {
+    const http_verb m = ex->request().method;
+    auto is = [&](http_verb verb, std::initializer_list<std::string_view> shape) {
+      if (m != verb || p.size() != shape.size()) return false;
+      size_t i = 0;
+      for (std::string_view part : shape) {
+        if (part != "*" && p[i] != part) return false;
+        ++i;
+      }
+      return true;
+    };
+    auto need = [&](unsigned scope) {
+      if (who.Has(scope)) return true;
+      ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
+      return false;
+    };
+    if (is(http_verb::post, {"agents", "*", "messages"})) {
+      if (need(kScopeWrite)) CompatMessage(ex, who, p[1], false);
+    } else if (is(http_verb::post, {"agents", "*", "messages", "stream"})) {
+      if (need(kScopeWrite)) CompatMessage(ex, who, p[1], true);
+    } else if (is(http_verb::get, {"agents", "*", "sessions", "*"})) {
+      if (need(kScopeRead)) CompatSession(ex, who, p[1], p[3]);
+    } else if (is(http_verb::post, {"pending-approvals", "*", "resolve"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kApproval, "", true);
+    } else if (is(http_verb::post, {"pending-questions", "*", "answer"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kQuestion, "", true);
+    } else if (is(http_verb::post, {"approvals", "*", "approve"}) ||
+               is(http_verb::post, {"approvals", "*", "deny"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kApproval, p[2], false);
+    } else if (is(http_verb::post, {"questions", "*", "answer"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kQuestion, "", false);
+    } else {
+      ex->Send(Problem(404, "not_found", "no route for " + ex->request().path));
+    }
+  }
+
+  // POST /agents/{name}/messages[/stream] {message, sessionId?}: a turn run to
+  // its end, answered 200 {text, sessionId, events, stopReason?} or, paused,
+  // 202 with the pending item and where to decide it.
+  void CompatMessage(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& name, bool stream) {
+    const AgentSpec* agent = FindAgent(name);
+    if (agent == nullptr) return ex->Send(Problem(404, "not_found", "no agent '" + name + "'"));
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"message", "sessionId"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    if (!body->contains("message") || !(*body)["message"].is_string() ||
+        (*body)["message"].get<std::string>().empty()) {
+      return ex->Send(Problem(400, "invalid_request", "message must be a non-empty string"));
+    }
+    std::string message = (*body)["message"].get<std::string>();
+    std::string sid;
+    if (body->contains("sessionId")) {
+      if (!(*body)["sessionId"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "sessionId must be a string"));
+      }
+      sid = (*body)["sessionId"].get<std::string>();
+    }
+    SessionOptions o = agent->options;
+    o.tenant = who.tenant;
+    o.agent = agent->name;
+    Blocking(
+        [this, o, sid]() -> Result<SessionInfo> {
+          if (!sid.empty()) return engine_.store().GetSession(sid);
+          AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(o));
+          SessionInfo info = session->info();
+          return info;
+        },
+        [this, ex, who, name, message, stream](Result<SessionInfo> r) {
+          if (!r.ok() || r->tenant != who.tenant || r->agent != name) {
+            if (r.ok() || r.error().code() == Code::kNotFound) {
+              return ex->Send(Problem(404, "not_found", "no session of agent " + name));
+            }
+            return ex->Send(FromStatus(r.error()));
+          }
+          const std::string id = r->id;
+          Live& live = live_[id];
+          live.tenant = who.tenant;
+          if (live.running()) {
+            return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
+          }
+          TurnStart start;
+          start.after_seq = r->last_seq;
+          if (stream) {
+            start.stream = ex->OpenStream();
+            start.stream->Push(Frame("", "session", DumpJson({{"sessionId", id}})));
+          } else {
+            start.finish = [this, ex, id, name, after = r->last_seq](const std::string& turn_id,
+                                                                     const Result<TurnResult>& t) {
+              CompatAnswer(ex, id, name, turn_id, after, t);
+            };
+          }
+          StartTurn(id, message, std::move(start));
+        });
+  }
+
+  // The seeds' answer for a finished turn: 200 {text, sessionId, events,
+  // stopReason?}, or 202 {pending: true, ...} when it paused.
+  void CompatAnswer(const std::shared_ptr<Exchange>& ex, const std::string& sid,
+                    const std::string& agent, const std::string& turn_id, uint64_t after,
+                    const Result<TurnResult>& t) {
+    if (!t.ok()) {
+      return ex->Send(t.error().code() == Code::kFailedPrecondition
+                          ? Problem(409, "session_paused", t.error().message())
+                          : FromStatus(t.error()));
+    }
+    TurnResult result = *t;
+    Blocking(
+        [this, sid, after]() { return engine_.store().Events(sid, after); },
+        [ex, sid, agent, turn_id, result](Result<std::vector<StoredEvent>> r) {
+          Json events = Json::array();
+          if (r.ok()) {
+            for (const auto& e : *r) {
+              if (e.turn_id != turn_id) continue;
+              Json j = Json::parse(e.json, nullptr, false);
+              if (!j.is_discarded()) events.push_back(std::move(j));
+            }
+          }
+          if (!result.pending.empty()) {
+            const PendingItem& item = result.pending.front();
+            const bool question = item.kind == PendingKind::kQuestion;
+            Json j = {
+                {"pending", true},        {"type", question ? "question" : "approval"},
+                {"id", item.id},          {"tool", item.tool},
+                {"args", item.arguments}, {"reason", item.reason},
+                {"sessionId", sid},       {"statusUrl", "/agents/" + agent + "/sessions/" + sid},
+                {"events", events}};
+            if (question) {
+              j["answerUrl"] = "/pending-questions/" + item.id + "/answer";
+            } else {
+              j["approveUrl"] = "/approvals/" + item.id + "/approve";
+              j["denyUrl"] = "/approvals/" + item.id + "/deny";
+              j["resolveUrl"] = "/pending-approvals/" + item.id + "/resolve";
+            }
+            Json ids = Json::array();
+            for (const auto& p : result.pending) ids.push_back(p.id);
+            j["pendingIds"] = ids;
+            return ex->Send(JsonResponse(202, j));
+          }
+          Json j = {{"text", result.final_text}, {"sessionId", sid}, {"events", events}};
+          if (result.stop != StopReason::kCompleted) {
+            j["stopReason"] = std::string(StopReasonName(result.stop));
+          }
+          ex->Send(JsonResponse(200, j));
+        });
+  }
+
+  // GET /agents/{name}/sessions/{id}: the history and what waits.
+  void CompatSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& name, const std::string& id) {
+    WithSession(ex, who, id, [this, ex, name, id](SessionInfo info) {
+      if (info.agent != name) {
+        return ex->Send(Problem(404, "not_found", "no session " + id + " of agent " + name));
+      }
+      struct View {
+        std::vector<Message> messages;
+        std::vector<PendingRecord> pending;
+      };
+      Blocking(
+          [this, id]() -> Result<View> {
+            View v;
+            LoadOptions lo;
+            lo.repair = false;
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            v.messages = std::move(snap.messages);
+            AL_ASSIGN_OR_RETURN(v.pending, engine_.store().ListPending(std::string_view(id)));
+            return v;
+          },
+          [ex, id, name](Result<View> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            Json messages = Json::array();
+            for (const auto& msg : r->messages) messages.push_back(ToJson(msg));
+            Json pending = Json::array();
+            for (const auto& p : r->pending) pending.push_back(PendingJson(p, "pending"));
+            ex->Send(JsonResponse(200, {{"sessionId", id},
+                                        {"agent", name},
+                                        {"messages", messages},
+                                        {"pending", pending}}));
+          });
+    });
+  }
+
+  // POST /pending-approvals/{id}/resolve {decision, editedArgs?},
+  // /pending-questions/{id}/answer {answer} (`durable`: {alreadyResolved},
+  // {resolved, outstanding}, or the continued turn's answer), and the live
+  // routes /approvals/{id}/approve|deny, /questions/{id}/answer (the
+  // continued turn's answer, or 202 with the next item of the batch).
+  void CompatResolve(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& pid, PendingKind kind, const std::string& verb,
+                     bool durable) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Resolution res;
+    if (kind == PendingKind::kQuestion) {
+      if (!body->contains("answer") || !(*body)["answer"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "answer must be a string"));
+      }
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = (*body)["answer"].get<std::string>();
+    } else {
+      std::string decision = verb;
+      if (decision.empty()) {
+        const Json& d = body->value("decision", Json());
+        if (d != "approve" && d != "deny") {
+          return ex->Send(Problem(400, "invalid_request", "decision must be approve or deny"));
+        }
+        decision = d.get<std::string>();
+      }
+      res.kind = decision == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
+      if (body->contains("editedArgs")) {
+        if (res.kind != Resolution::Kind::kApprove || !(*body)["editedArgs"].is_object()) {
+          return ex->Send(Problem(400, "invalid_edited_args",
+                                  "editedArgs must be a JSON object, with decision approve"));
+        }
+        res.edited_arguments = (*body)["editedArgs"];
+      }
+      if (body->contains("reason") && (*body)["reason"].is_string()) {
+        res.reason = (*body)["reason"].get<std::string>();
+      }
+    }
+    TurnFinish finish = [this, ex](const std::string& turn_id, const Result<TurnResult>& t) {
+      auto it = turns_.find(turn_id);
+      CompatAnswerFor(ex, it != turns_.end() ? it->second.session_id : "", turn_id, t);
+    };
+    Resolve(
+        ex, who, pid, kind, res,
+        [this, ex, durable](const DecisionOutcome& o) {
+          using K = DecisionOutcome::Kind;
+          if (o.kind == K::kResumed) return;  // `finish` answers
+          if (o.kind != K::kRecorded) {
+            return ex->Send(JsonResponse(200, {{"alreadyResolved", true}}));
+          }
+          if (durable) {
+            return ex->Send(
+                JsonResponse(200, {{"resolved", true}, {"outstanding", o.outstanding}}));
+          }
+          // The live routes answer with the next item that waits.
+          Blocking(
+              [this, sid = o.session_id]() {
+                return engine_.store().ListPending(std::string_view(sid));
+              },
+              [ex, sid = o.session_id](Result<std::vector<PendingRecord>> r) {
+                if (!r.ok() || r->empty()) {
+                  return ex->Send(JsonResponse(200, {{"resolved", true}, {"outstanding", 0}}));
+                }
+                Json j = PendingJson(r->front(), "pending");
+                j["pending"] = true;
+                j["sessionId"] = sid;
+                j["outstanding"] = r->size();
+                ex->Send(JsonResponse(202, j));
+              });
+        },
+        std::move(finish));
+  }
+
+  // CompatAnswer for a continued turn (its events since the pause).
+  void CompatAnswerFor(const std::shared_ptr<Exchange>& ex, const std::string& sid,
+                       const std::string& turn_id, const Result<TurnResult>& t) {
+    if (sid.empty()) return CompatAnswer(ex, sid, "", turn_id, 0, t);
+    TurnResult copy;
+    if (t.ok()) copy = *t;
+    Status error = t.ok() ? Status::Ok() : t.error();
+    WithSessionInfo(sid, [this, ex, sid, turn_id, copy, error](Result<SessionInfo> info) {
+      std::string agent = info.ok() ? info->agent : "";
+      Result<TurnResult> again = error.ok() ? Result<TurnResult>(copy) : Result<TurnResult>(error);
+      CompatAnswer(ex, sid, agent, turn_id, 0, again);
+    });
+  }
+
+  template <typename Then>
+  void WithSessionInfo(const std::string& id, Then then) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); }, std::move(then));
   }
 
   // --- small routes ------------------------------------------------------
@@ -1016,29 +1308,33 @@ class ServerImpl final : public Server {
                                 "session " + id + " is running turn " + live.turn_id +
                                     " (send on_busy: \"enqueue\" to queue this input)"));
       }
-      StartTurn(id, input, ex, stream, info.last_seq);
+      TurnStart start;
+      start.after_seq = info.last_seq;
+      if (stream) {
+        start.stream = ex->OpenStream();
+      } else {
+        start.reply = ex;
+      }
+      StartTurn(id, input, std::move(start));
     });
   }
 
   // Opens the session on the pool and starts the turn (`input` empty: continue
-  // its decided batch). `ex` (may be null) is answered with 202 once the
-  // turn's id is known, or (`stream`) with a stream of the session's events
-  // after `after_seq` until the turn ends.
-  void StartTurn(const std::string& id, std::string input, std::shared_ptr<Exchange> ex,
-                 bool stream, uint64_t after_seq) {
+  // its decided batch), answered as `start` says.
+  void StartTurn(const std::string& id, std::string input, TurnStart start) {
     Live& starting = live_[id];
     starting.starting = true;
+    if (start.finish) starting.finish.push_back(std::move(start.finish));
     std::shared_ptr<Subscriber> sub;
-    if (ex && stream) {
+    if (start.stream) {
       sub = std::make_shared<Subscriber>();
-      sub->stream = ex->OpenStream();
+      sub->stream = std::move(start.stream);
       sub->tenant = starting.tenant;
-      sub->cursors[id].last_seq = after_seq;
+      sub->cursors[id].last_seq = start.after_seq;
       sub->close_after_turn = "*";  // the first turn_end seen
       Attach(sub, id);
-      ex.reset();
     }
-    starting.reply = ex;
+    starting.reply = std::move(start.reply);
     Blocking(
         [this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
         [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
@@ -1052,6 +1348,8 @@ class ServerImpl final : public Server {
             if (live.reply) live.reply->Send(r);
             live.reply.reset();
             if (sub) sub->stream->Close(Frame("", "error", r.body));
+            Result<TurnResult> failed = s;
+            for (auto& f : std::exchange(live.finish, {})) f(live.turn_id, failed);
             return StartNextQueued(id);
           }
           std::shared_ptr<Session> session = std::move(*opened);
@@ -1179,6 +1477,7 @@ class ServerImpl final : public Server {
       live.reply.reset();
     }
     ++metrics_.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
+    for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
     live.tools_started.clear();
     live.step_started.reset();
     if (!turn_id.empty()) {
@@ -1242,7 +1541,7 @@ class ServerImpl final : public Server {
     if (!live.queue.empty()) {
       std::string input = std::move(live.queue.front().input);
       live.queue.pop_front();
-      return StartTurn(id, std::move(input), nullptr, false, 0);
+      return StartTurn(id, std::move(input), TurnStart{});
     }
     if (live.subscribers.empty()) live_.erase(it);
   }
@@ -1654,9 +1953,19 @@ class ServerImpl final : public Server {
         },
         [ex, who, pid, kind, then = std::move(then)](Result<Found> r) mutable {
           if (!r.ok()) return ex->Send(FromStatus(r.error()));
-          if (!r->lookup || r->tenant != who.tenant || r->lookup->record.item.kind != kind) {
+          if (!r->lookup || r->tenant != who.tenant) {
             return ex->Send(
                 Problem(404, "not_found", "no " + std::string(PendingKindName(kind)) + " " + pid));
+          }
+          if (r->lookup->record.item.kind != kind) {
+            const bool question = r->lookup->record.item.kind == PendingKind::kQuestion;
+            return ex->Send(Problem(
+                400, "wrong_kind",
+                pid + " is " + (question ? "a question: answer it with POST " : "an approval: ") +
+                    (question ? "/v1/questions/" + pid + "/answer (or /pending-questions/" + pid +
+                                    "/answer)"
+                              : "decide it with POST /v1/approvals/" + pid +
+                                    "/decision (or /pending-approvals/" + pid + "/resolve)")));
           }
           then(std::move(*r->lookup));
         });
@@ -1668,13 +1977,12 @@ class ServerImpl final : public Server {
                 [ex](PendingLookup l) { ex->Send(JsonResponse(200, LookupJson(l))); });
   }
 
+  // POST /v1/approvals/{id}/decision and /v1/questions/{id}/answer.
   void Decide(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
               PendingKind kind) {
     Result<Json> body = ParseBody(ex->request());
     if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
     Resolution res;
-    res.continue_turn = false;
-    res.by = "http:" + who.tenant;
     if (kind == PendingKind::kQuestion) {
       Status keys = OnlyKeys(*body, {"answer"});
       if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
@@ -1710,8 +2018,62 @@ class ServerImpl final : public Server {
         res.reason = (*body)["reason"].get<std::string>();
       }
     }
-    WithPending(ex, who, pid, kind, [this, ex, who, pid, res](PendingLookup l) {
-      if (l.state != PendingLookup::State::kOutstanding) return AnswerSettled(ex, l, res);
+    Resolve(ex, who, pid, kind, res, [ex](const DecisionOutcome& o) {
+      switch (o.kind) {
+        case DecisionOutcome::Kind::kRecorded:
+          return ex->Send(
+              JsonResponse(200, {{"status", "recorded"},
+                                 {"session_id", o.session_id},
+                                 {"outstanding", o.outstanding},
+                                 {"pending_url", "/v1/sessions/" + o.session_id + "/pending"}}));
+        case DecisionOutcome::Kind::kResumed:
+          return ex->Send(JsonResponse(
+              200,
+              {{"status", "resumed"},
+               {"session_id", o.session_id},
+               {"turn_id", o.turn_id},
+               {"events_url", "/v1/sessions/" + o.session_id + "/events/stream"},
+               {"wait_url", "/v1/sessions/" + o.session_id + "/turns/" + o.turn_id + "/wait"}}));
+        case DecisionOutcome::Kind::kCancelled:
+          return ex->Send(
+              JsonResponse(200, {{"status", "cancelled"},
+                                 {"already_resolved", true},
+                                 {"session_id", o.session_id},
+                                 {"detail",
+                                  "its batch was closed without it (a sibling call was denied, "
+                                  "or a newer pause replaced it)"}}));
+        case DecisionOutcome::Kind::kConflict:
+          return ex->Send(Problem(409, "approval_already_resolved",
+                                  "this item was already decided differently"));
+        case DecisionOutcome::Kind::kAlreadyResolved:
+          return ex->Send(JsonResponse(200, {{"status", "already_resolved"},
+                                             {"already_resolved", true},
+                                             {"session_id", o.session_id},
+                                             {"turn_id", o.turn_id}}));
+      }
+    });
+  }
+
+  struct DecisionOutcome {
+    enum class Kind { kRecorded, kResumed, kAlreadyResolved, kCancelled, kConflict };
+    Kind kind = Kind::kRecorded;
+    std::string session_id;
+    std::string turn_id;
+    int outstanding = 0;  // kRecorded
+  };
+
+  // Records `res` about the item `pid` (checked to be the caller's and of
+  // `kind`: else 404 on `ex`) and tells `answer` what happened; a refused
+  // edit is 400 on `ex` with the item still pending. When the decision
+  // completes the batch this server continues the turn (kResumed) and
+  // `finish`, when set, gets the continued turn's outcome.
+  void Resolve(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
+               PendingKind kind, Resolution res, std::function<void(const DecisionOutcome&)> answer,
+               TurnFinish finish = {}) {
+    res.continue_turn = false;
+    res.by = "http:" + who.tenant;
+    WithPending(ex, who, pid, kind, [this, ex, who, pid, res, answer, finish](PendingLookup l) {
+      if (l.state != PendingLookup::State::kOutstanding) return answer(Settled(l, res));
       const std::string sid = l.record.session_id;
       struct Outcome {
         ResolveReport report;
@@ -1729,7 +2091,7 @@ class ServerImpl final : public Server {
             }
             return o;
           },
-          [this, ex, who, res, sid, l](Result<Outcome> r) {
+          [this, ex, who, res, sid, l, answer, finish](Result<Outcome> r) {
             if (!r.ok()) {
               if (r.error().code() == Code::kInvalidArgument) {
                 return ex->Send(Problem(400, "invalid_edited_args",
@@ -1737,35 +2099,30 @@ class ServerImpl final : public Server {
               }
               return ex->Send(FromStatus(r.error()));
             }
-            if (r->report.already_resolved) {
-              return AnswerSettled(ex, r->after ? *r->after : l, res);
-            }
+            if (r->report.already_resolved) return answer(Settled(r->after ? *r->after : l, res));
             // The decision's event was written by the store: watchers get it.
             PublishStored(sid, r->seq_before);
+            DecisionOutcome o;
+            o.session_id = sid;
+            o.turn_id = l.record.turn_id;
             if (!r->report.continues_later) {
-              return ex->Send(
-                  JsonResponse(200, {{"status", "recorded"},
-                                     {"session_id", sid},
-                                     {"outstanding", r->report.outstanding},
-                                     {"pending_url", "/v1/sessions/" + sid + "/pending"}}));
+              o.outstanding = r->report.outstanding;
+              return answer(o);
             }
             // The batch is decided: this server continues the turn.
+            o.kind = DecisionOutcome::Kind::kResumed;
             Live& live = live_[sid];
             live.tenant = who.tenant;
-            ex->Send(JsonResponse(200, {{"status", "resumed"},
-                                        {"session_id", sid},
-                                        {"turn_id", l.record.turn_id},
-                                        {"events_url", "/v1/sessions/" + sid + "/events/stream"},
-                                        {"wait_url", "/v1/sessions/" + sid + "/turns/" +
-                                                         l.record.turn_id + "/wait"}}));
             TurnRecord& t = turns_[l.record.turn_id];
             t.session_id = sid;
             t.tenant = live.tenant;
             t.done = false;
+            if (finish) live.finish.push_back(finish);
             if (!live.running()) {
-              StartTurn(sid, "", nullptr, false, 0);
+              StartTurn(sid, "", TurnStart{});
               live_[sid].turn_id = l.record.turn_id;
             }
+            answer(o);
           });
     });
   }
@@ -1773,30 +2130,21 @@ class ServerImpl final : public Server {
   // A decision about an item no longer outstanding: the same decision again
   // is answered as already made; a different one conflicts; an item whose
   // batch was closed without it says so.
-  void AnswerSettled(const std::shared_ptr<Exchange>& ex, const PendingLookup& l,
-                     const Resolution& res) {
+  static DecisionOutcome Settled(const PendingLookup& l, const Resolution& res) {
+    DecisionOutcome o;
+    o.session_id = l.record.session_id;
+    o.turn_id = l.record.turn_id;
     if (l.state == PendingLookup::State::kCancelled) {
-      return ex->Send(
-          JsonResponse(200, {{"status", "cancelled"},
-                             {"already_resolved", true},
-                             {"session_id", l.record.session_id},
-                             {"detail",
-                              "its batch was closed without it (a sibling call was denied, or a "
-                              "newer pause replaced it)"}}));
+      o.kind = DecisionOutcome::Kind::kCancelled;
+      return o;
     }
     bool same = l.decision.has_value();
     if (same) {
       bool denied = l.decision->kind == ApprovalDecision::Kind::kDeny;
       same = (res.kind == Resolution::Kind::kDeny) == denied;
     }
-    if (!same) {
-      return ex->Send(
-          Problem(409, "approval_already_resolved", "this item was already decided differently"));
-    }
-    ex->Send(JsonResponse(200, {{"status", "already_resolved"},
-                                {"already_resolved", true},
-                                {"session_id", l.record.session_id},
-                                {"turn_id", l.record.turn_id}}));
+    o.kind = same ? DecisionOutcome::Kind::kAlreadyResolved : DecisionOutcome::Kind::kConflict;
+    return o;
   }
 
   // Publishes events the store holds after `after` for `id` (written outside

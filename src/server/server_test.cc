@@ -399,7 +399,10 @@ TEST_F(ServerTest, APausedTurnIsApprovedOverHttpAndContinues) {
   EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "paused");
   EXPECT_EQ(Call("GET", "/v1/approvals").json()["items"].size(), 1u);
   EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
-  EXPECT_EQ(Call("GET", "/v1/questions/" + aid).status, 404u);
+  Reply wrong = Call("GET", "/v1/questions/" + aid);
+  EXPECT_EQ(wrong.status, 400u);
+  EXPECT_EQ(wrong.json()["code"], "wrong_kind");
+  EXPECT_THAT(wrong.json()["detail"].get<std::string>(), HasSubstr("/v1/approvals/" + aid));
 
   Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
   ASSERT_EQ(decided.status, 200u) << decided.body;
@@ -612,6 +615,69 @@ TEST_F(ServerTest, AShutdownKeepsAPausedSessionForTheNextServer) {
   ASSERT_EQ(decided.status, 200u) << decided.body;
   EXPECT_EQ(Wait(sid, decided.json()["turn_id"])["final_text"], "done later");
   EXPECT_TRUE(fs::exists(workspace_ / "later.txt"));
+}
+
+// The seeds' HTTP adapter routes: a message answered 200 with the text or
+// 202 with the pending item; the durable resolve route continues the turn
+// and answers with its text; a repeat is a graceful no-op.
+TEST_F(ServerTest, TheSeedsRoutesPauseResolveAndContinue) {
+  StartModel(Json::array(
+      {{{"text", "first answer"}}, WriteCall("c1", "seed.txt"), {{"text", "seed written"}}}));
+  StartServer();
+  Reply first = Call("POST", "/agents/coder/messages", {{"message", "hello"}});
+  ASSERT_EQ(first.status, 200u) << first.body;
+  EXPECT_EQ(first.json()["text"], "first answer");
+  std::string sid = first.json()["sessionId"];
+  ASSERT_FALSE(first.json()["events"].empty());
+  EXPECT_EQ(first.json()["events"].back()["type"], "turn_end");
+  EXPECT_FALSE(first.json().contains("stopReason"));
+
+  Reply paused = Call("POST", "/agents/coder/messages", {{"message", "write"}, {"sessionId", sid}});
+  ASSERT_EQ(paused.status, 202u) << paused.body;
+  Json p = paused.json();
+  EXPECT_EQ(p["pending"], true);
+  EXPECT_EQ(p["type"], "approval");
+  EXPECT_EQ(p["tool"], "write");
+  EXPECT_EQ(p["sessionId"], sid);
+  std::string aid = p["id"];
+  EXPECT_EQ(p["approveUrl"], "/approvals/" + aid + "/approve");
+  EXPECT_EQ(p["statusUrl"], "/agents/coder/sessions/" + sid);
+
+  Reply wrong = Call("POST", "/pending-questions/" + aid + "/answer", {{"answer", "x"}});
+  EXPECT_EQ(wrong.status, 400u);
+  EXPECT_THAT(wrong.json()["detail"].get<std::string>(), HasSubstr("/pending-approvals/"));
+  Reply status = Call("GET", "/agents/coder/sessions/" + sid);
+  ASSERT_EQ(status.status, 200u);
+  EXPECT_EQ(status.json()["pending"].size(), 1u);
+  EXPECT_EQ(Call("GET", "/agents/other/sessions/" + sid).status, 404u);
+
+  Reply resolved =
+      Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "approve"}});
+  ASSERT_EQ(resolved.status, 200u) << resolved.body;
+  EXPECT_EQ(resolved.json()["text"], "seed written");
+  EXPECT_EQ(resolved.json()["sessionId"], sid);
+  EXPECT_TRUE(fs::exists(workspace_ / "seed.txt"));
+  Reply again = Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "approve"}});
+  EXPECT_EQ(again.status, 200u);
+  EXPECT_EQ(again.json()["alreadyResolved"], true);
+  EXPECT_EQ(Call("POST", "/agents/nobody/messages", {{"message", "x"}}).status, 404u);
+  EXPECT_EQ(Call("POST", "/agents/coder/messages", Json::object()).status, 400u);
+}
+
+TEST_F(ServerTest, TheSeedsStreamRouteStartsWithTheSession) {
+  StartModel(Json::array({{{"text", "streamed"}}}));
+  StartServer();
+  Client c(port_);
+  Reply head =
+      c.OpenStream("/agents/coder/messages/stream", {}, "POST", Json{{"message", "go"}}.dump());
+  ASSERT_EQ(head.status, 200u);
+  auto f = c.Next();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->event, "session");
+  EXPECT_FALSE(f->json()["sessionId"].get<std::string>().empty());
+  std::string last;
+  while (auto g = c.Next()) last = g->event;
+  EXPECT_EQ(last, "turn_end");
 }
 
 }  // namespace
