@@ -333,6 +333,10 @@ class SessionStore {
   // and returns it in one transaction, so of two claimers exactly one gets
   // it (the turn's tools run at most once). nullopt when there is none.
   virtual Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) = 0;
+  // Sessions whose paused batch is decided but not yet continued (a
+  // resolver could not take the session, or crashed before continuing),
+  // oldest decision first.
+  virtual Result<std::vector<std::string>> ListDecided() = 0;
 
   // --- per-session key/value state --------------------------------------
 

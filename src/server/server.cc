@@ -402,6 +402,7 @@ class ServerImpl final : public Server {
     signals_.async_wait([this](boost::system::error_code ec, int) {
       if (!ec) BeginShutdown();
     });
+    ContinueDecidedBatches();
     io_.run();
     return drained_ ? Status::Ok() : Unavailable("running turns were cancelled at shutdown");
   }
@@ -423,6 +424,31 @@ class ServerImpl final : public Server {
         then(std::move(result));
       });
     });
+  }
+
+  // A batch decided while no server ran it (its resolver could not take the
+  // session, or stopped first) continues now, for the sessions of this
+  // server's agents; a command-line session is left to its user's `resume`.
+  void ContinueDecidedBatches() {
+    Blocking(
+        [this]() -> Result<std::vector<SessionInfo>> {
+          AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, engine_.store().ListDecided());
+          std::vector<SessionInfo> out;
+          for (const auto& id : ids) {
+            Result<SessionInfo> s = engine_.store().GetSession(id);
+            if (s.ok() && FindAgent(s->agent) != nullptr) out.push_back(std::move(*s));
+          }
+          return out;
+        },
+        [this](Result<std::vector<SessionInfo>> r) {
+          if (!r.ok()) return;
+          for (const auto& s : *r) {
+            Live& live = live_[s.id];
+            if (live.running()) continue;
+            live.tenant = s.tenant;
+            StartTurn(s.id, "", TurnStart{});
+          }
+        });
   }
 
   SessionOptions OptionsToOpen(const std::string& session_id) const {

@@ -581,6 +581,40 @@ TEST_F(ServerTest, OversizedBodiesAndHeadersAreRefused) {
   EXPECT_EQ(fat.status, 431u);
 }
 
+// A batch decided while no server ran (here: recorded without continuing,
+// as by a resolver that could not take the session) continues when the
+// server starts.
+TEST_F(ServerTest, ABatchDecidedWhileNoServerRanContinuesAtStart) {
+  StartModel(Json::array({WriteCall("c1", "offline.txt"), {{"text", "continued at start"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write offline")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  uint64_t before = Call("GET", "/v1/sessions/" + sid).json()["last_seq"];
+  StopServer();
+  Resolution approve;
+  approve.continue_turn = false;
+  SessionOptions open;
+  open.session_id = sid;
+  auto report = engine_->Resolve(aid, approve, open, {}, {});
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  ASSERT_TRUE(report->continues_later);
+  EXPECT_FALSE(fs::exists(workspace_ / "offline.txt"));
+
+  StartServer();
+  Client c(port_);
+  c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=" + std::to_string(before));
+  std::string final_text;
+  while (auto f = c.Next()) {
+    if (f->event == "turn_end") {
+      final_text = f->json()["final_text"];
+      break;
+    }
+  }
+  EXPECT_EQ(final_text, "continued at start");
+  EXPECT_TRUE(fs::exists(workspace_ / "offline.txt"));
+}
+
 TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   StartModel(Json::array());
   EngineOptions eo;

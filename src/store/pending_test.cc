@@ -219,6 +219,10 @@ TEST_F(PendingTest, LookupTellsWhatBecameOfAnItem) {
   EXPECT_FALSE(store_->GetPending("a3")->has_value());
   EXPECT_TRUE(store_->Resolve("a3", record(ApprovalDecision::Allow("web")))->already_resolved);
 
+  // a1/a2/a3's batch is decided, not yet continued.
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{s});
+  ASSERT_TRUE(store_->ClaimDecided(s)->has_value());
+  EXPECT_TRUE(store_->ListDecided()->empty());
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"b1"})).ok());
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"c1"})).ok());  // supersedes b1's batch
   EXPECT_EQ((*store_->LookupPending("b1"))->state, PendingLookup::State::kCancelled);

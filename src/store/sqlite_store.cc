@@ -827,6 +827,19 @@ Result<std::optional<PendingLookup>> SqliteStore::LookupPending(std::string_view
   return std::optional<PendingLookup>(std::move(out));
 }
 
+Result<std::vector<std::string>> SqliteStore::ListDecided() {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM checkpoints WHERE closed = 2"
+                                            " ORDER BY updated_at_ms, rowid"));
+  std::vector<std::string> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
+}
+
 Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
