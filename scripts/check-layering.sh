@@ -17,6 +17,7 @@ declare -A allowed=(
   [store]="base protocol store"
   [config]="base protocol config"
   [engine]="base protocol env permissions core providers tools todo learning store config engine"
+  [server]="base protocol env permissions core providers tools todo learning store config engine server"
 )
 status=0
 for mod in "${!allowed[@]}"; do

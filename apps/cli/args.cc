@@ -31,7 +31,8 @@ constexpr Mask kTurn = Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subc
 constexpr Mask kAll = ~Mask{0};
 // Flags that shape the configuration are also accepted by `config show`
 // (to see their effect) and rules/command by `permissions check`.
-constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents);
+constexpr Mask kConfigured =
+    kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents) | Bit(Subcommand::kServe);
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
 constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
                          Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
@@ -82,6 +83,8 @@ constexpr std::array kFlags = {
              kConfigured, "model name, e.g. gpt-4.1 or claude-sonnet-4-5"},
     FlagSpec{"base-url", 0, FlagId::kConfig, "provider.base_url", ValueCheck::kText, "", "URL",
              kConfigured, "API endpoint (OpenAI-compatible servers, proxies)"},
+    FlagSpec{"listen", 0, FlagId::kConfig, "server.listen", ValueCheck::kText, "", "HOST:PORT",
+             Bit(Subcommand::kServe), "address the server listens on (default 127.0.0.1:7878)"},
     FlagSpec{"script", 0, FlagId::kConfig, "provider.script", ValueCheck::kText, "", "FILE",
              kConfigured, "script of the scripted provider (--provider script)"},
     FlagSpec{"command", 0, FlagId::kConfig, "command", ValueCheck::kChoice,
@@ -181,6 +184,8 @@ constexpr std::array kSubcommands = {
                    "read a workspace's .agentloop/config.toml in full (as it is now)"},
     SubcommandSpec{Subcommand::kAgents, "agents", "agents list | agents show NAME",
                    "the agents of the config directory (docs/agents.md)"},
+    SubcommandSpec{Subcommand::kServe, "serve", "serve [--listen HOST:PORT] [--config FILE]",
+                   "serve the agents over HTTP (docs/server.md)"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
     SubcommandSpec{Subcommand::kCompact, "compact", "compact ID [--focus TEXT]",
                    "summarise a session's older history to free context"},
@@ -417,6 +422,8 @@ Status CheckPositionals(CliArgs& args) {
       return need(
           p.size() == 1 && (p[0] == "bash" || p[0] == "zsh" || p[0] == "fish" || p[0] == "man"),
           "completion bash|zsh|fish|man");
+    case Subcommand::kServe:
+      return need(p.empty(), "serve [--listen HOST:PORT]");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

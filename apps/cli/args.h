@@ -43,6 +43,7 @@ enum class Subcommand {
   kHelp,        // `agentloop help [SUBCOMMAND]`
   kCompact,     // compact ID [--focus TEXT]
   kCompletion,  // completion bash|zsh|fish|man
+  kServe,       // serve: the HTTP server
 };
 
 std::string_view SubcommandName(Subcommand s);

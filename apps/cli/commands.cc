@@ -1138,6 +1138,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       out << *script;
       return kExitOk;
     }
+    case Subcommand::kServe:
+      return CmdServe(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -70,6 +70,7 @@ int CmdTrust(const CommandEnv& e);
 
 // `agentloop agents list | show NAME` (agents.cc).
 int CmdAgents(const CommandEnv& e);
+int CmdServe(const CommandEnv& e);
 
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);

@@ -206,6 +206,14 @@ struct SessionOptions {
   // Learning loop (SEMANTICS 3).
   bool reflector = true;
 
+  // Labels of a new session, stored with its row (SessionInfo): the tenant
+  // and agent of a server's session, the client's metadata (null or a JSON
+  // object), and a title (empty: the first message's).
+  std::string tenant;
+  std::string agent;
+  Json metadata;
+  std::string title;
+
   // Changes asked of a stored session's pinned settings.
   SettingsOverrides overrides;
 

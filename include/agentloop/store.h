@@ -69,6 +69,12 @@ struct SessionInfo {
   int64_t created_at_ms = 0;  // Unix epoch milliseconds
   int64_t updated_at_ms = 0;  // last Append
   uint64_t last_seq = 0;      // highest stored event seq (0: no events)
+  // Set by a server that created the session (empty for the command line's):
+  // the tenant of the token that created it, the agent it runs, and the
+  // client's metadata (a JSON object, or null).
+  std::string tenant;
+  std::string agent;
+  Json metadata;
 
   bool operator==(const SessionInfo&) const = default;
 };
@@ -86,11 +92,20 @@ struct NewSessionParams {
   // SessionOptions in agentloop/engine.h and docs/storage.md), stored in the
   // same commit as the session. Null: nothing is pinned. Never a secret.
   Json settings;
+  // See SessionInfo. `metadata` must be null or a JSON object.
+  std::string tenant;
+  std::string agent;
+  Json metadata;
 };
 
 struct SessionListOptions {
   std::optional<std::filesystem::path> workspace;  // only sessions of this workspace
   int limit = 50;                                  // <= 0: no limit
+  std::optional<std::string> tenant;               // only sessions of this tenant
+  std::optional<std::string> agent;                // only sessions of this agent
+  // Continue a listing after this session (the last one of the previous
+  // page). Errors: kNotFound when that session no longer exists.
+  std::string after_id;
 };
 
 // One stored event, as written (export writes `json` verbatim, one per line).
@@ -164,6 +179,19 @@ struct PendingRecord {
   std::string turn_id;
   int64_t created_at_ms = 0;
   PendingItem item;
+};
+
+// A pending item with what became of it (SessionStore::LookupPending).
+struct PendingLookup {
+  enum class State {
+    kOutstanding,  // waits for a decision
+    kDecided,      // decided: `decision` says how
+    kCancelled,    // its batch was closed without it (a sibling was denied,
+                   // or a newer pause superseded the checkpoint)
+  };
+  State state = State::kOutstanding;
+  PendingRecord record;
+  std::optional<ApprovalDecision> decision;  // kDecided
 };
 
 // What a resolver callback asks for after it has updated the checkpoint.
@@ -287,6 +315,9 @@ class SessionStore {
   // One outstanding item, found through the pending index. nullopt when
   // the id is unknown or no longer outstanding.
   virtual Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) = 0;
+  // Any item ever indexed, outstanding or not: what became of it. nullopt
+  // when the id was never indexed (or its session was removed).
+  virtual Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) = 0;
   // Resolves one pending item atomically (one write transaction): of two
   // racing resolvers exactly one sees the item. Unknown / resolved / closed
   // id: {already_resolved = true}, nothing changes. Otherwise `fn` runs; on
@@ -302,6 +333,10 @@ class SessionStore {
   // and returns it in one transaction, so of two claimers exactly one gets
   // it (the turn's tools run at most once). nullopt when there is none.
   virtual Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) = 0;
+  // Sessions whose paused batch is decided but not yet continued (a
+  // resolver could not take the session, or crashed before continuing),
+  // oldest decision first.
+  virtual Result<std::vector<std::string>> ListDecided() = 0;
 
   // --- per-session key/value state --------------------------------------
 

@@ -180,6 +180,14 @@ struct Config {
     Sourced<std::string> sync;
   } store;
 
+  // `agentloop serve` (docs/server.md). Not from the workspace file.
+  struct Server {
+    Sourced<std::string> listen;  // HOST:PORT
+    // "<sha256 hex of the token>:<tenant>:<scope>[,<scope>...]"
+    std::vector<Sourced<std::string>> tokens;
+    std::vector<Sourced<std::string>> allowed_origins;
+  } server;
+
   std::vector<Sourced<std::string>> skills_dirs;
   std::vector<Sourced<std::string>> memory_dirs;
   std::vector<HookConfig> hooks;

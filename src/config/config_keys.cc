@@ -295,6 +295,12 @@ std::vector<KeySpec> BuildKeys() {
       StringKey("store.sync", [](Config & c) -> auto& { return c.store.sync; }, {"full", "normal"});
   sync.fallback = "full";
   keys.push_back(std::move(sync));
+  keys.push_back(StringKey(
+      "server.listen", [](Config & c) -> auto& { return c.server.listen; }));
+  keys.push_back(ListKey(
+      "server.tokens", [](Config & c) -> auto& { return c.server.tokens; }));
+  keys.push_back(ListKey(
+      "server.allowed_origins", [](Config & c) -> auto& { return c.server.allowed_origins; }));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(
@@ -327,6 +333,7 @@ std::string WorkspaceRefusal(const KeySpec& key) {
   if (StartsWith(n, "approver.")) return "it chooses who approves the agent's actions";
   if (StartsWith(n, "tools.")) return "it changes the sandbox or what the tools may reach";
   if (StartsWith(n, "store.")) return "the session store is the user's, shared by every workspace";
+  if (StartsWith(n, "server.")) return "who may reach the server and how is the operator's";
   if (n == "command" || n == "output") return "the command and the output format are the user's";
   return "it is not one of the keys a repository may set";
 }

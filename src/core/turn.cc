@@ -388,11 +388,16 @@ class Turn::Impl {
   template <typename MakeData>
   void Emit(MakeData&& make) {
     using Data = std::invoke_result_t<MakeData>;
+    // Persisted events are numbered without gaps (a reader that saw seq N
+    // and then N+2 knows it missed one); deltas, which are never stored,
+    // carry 0 and take no number.
+    const bool numbered = ShouldPersist(Data::kType);
     if (cfg_.sink == nullptr) {
-      ++seq_;
+      if (numbered) ++seq_;
       return;
     }
-    Event e{Data::kType, cfg_.session_id, cfg_.turn_id, seq_++, make().ToJson(), cfg_.now_ms()};
+    Event e{Data::kType,           cfg_.session_id, cfg_.turn_id,
+            numbered ? seq_++ : 0, make().ToJson(), cfg_.now_ms()};
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
   }

@@ -662,6 +662,10 @@ class EngineImpl final : public Engine {
       p.provider = std::string(ProviderKindName(options.provider));
       p.model = options.model;
       p.command = options.command;
+      p.tenant = options.tenant;
+      p.agent = options.agent;
+      p.metadata = options.metadata;
+      p.first_message = options.title;
       if (options.system_prompt && options.system_prompt_source.empty()) {
         options.system_prompt_source = "(given)";
       }

@@ -180,6 +180,56 @@ TEST_F(PendingTest, NewCheckpointSupersedesTheOpenOne) {
   EXPECT_TRUE(store_->Resolve("old1", Approve("x"))->already_resolved);
 }
 
+// Every item ever indexed can be looked up after it left the batch: decided
+// (with its decision), cancelled by a sibling's denial or by a newer pause,
+// or still outstanding; an id never indexed is nullopt.
+TEST_F(PendingTest, LookupTellsWhatBecameOfAnItem) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"a1", "a2", "a3"})).ok());
+  auto record = [](ApprovalDecision d) {
+    return [d](Checkpoint& cp, const PendingItem& item) -> Result<ResolveAction> {
+      cp.decisions.push_back({item, d});
+      return d.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
+                                                     : ResolveAction::kResolved;
+    };
+  };
+  auto out = store_->LookupPending("a1");
+  ASSERT_TRUE(out.ok() && out->has_value()) << out.status().ToString();
+  EXPECT_EQ((*out)->state, PendingLookup::State::kOutstanding);
+  EXPECT_EQ((*out)->record.session_id, s);
+  EXPECT_EQ((*out)->record.item.arguments["command"], "make 0");
+
+  ASSERT_TRUE(store_->Resolve("a1", record(ApprovalDecision::Allow("web"))).ok());
+  ASSERT_TRUE(store_->Resolve("a2", record(ApprovalDecision::Deny("no", "web"))).ok());
+  auto a1 = store_->LookupPending("a1");
+  ASSERT_TRUE(a1.ok() && a1->has_value());
+  EXPECT_EQ((*a1)->state, PendingLookup::State::kDecided);
+  ASSERT_TRUE((*a1)->decision.has_value());
+  EXPECT_EQ((*a1)->decision->kind, ApprovalDecision::Kind::kAllow);
+  EXPECT_EQ((*a1)->record.item.tool, "bash");
+  auto a2 = store_->LookupPending("a2");
+  EXPECT_EQ((*a2)->state, PendingLookup::State::kDecided);
+  EXPECT_EQ((*a2)->decision->kind, ApprovalDecision::Kind::kDeny);
+  auto a3 = store_->LookupPending("a3");
+  ASSERT_TRUE(a3.ok() && a3->has_value());
+  EXPECT_EQ((*a3)->state, PendingLookup::State::kCancelled);
+  EXPECT_EQ((*a3)->record.item.arguments["command"], "make 2");
+  // Neither listed nor resolvable any more.
+  EXPECT_TRUE(store_->ListPending(std::nullopt)->empty());
+  EXPECT_FALSE(store_->GetPending("a3")->has_value());
+  EXPECT_TRUE(store_->Resolve("a3", record(ApprovalDecision::Allow("web")))->already_resolved);
+
+  // a1/a2/a3's batch is decided, not yet continued.
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{s});
+  ASSERT_TRUE(store_->ClaimDecided(s)->has_value());
+  EXPECT_TRUE(store_->ListDecided()->empty());
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"b1"})).ok());
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"c1"})).ok());  // supersedes b1's batch
+  EXPECT_EQ((*store_->LookupPending("b1"))->state, PendingLookup::State::kCancelled);
+  EXPECT_EQ((*store_->LookupPending("c1"))->state, PendingLookup::State::kOutstanding);
+  EXPECT_FALSE(store_->LookupPending("never")->has_value());
+}
+
 TEST_F(PendingTest, RacingResolversExactlyOneWins) {
   std::string s = NewSession();
   constexpr int kRounds = 20;

@@ -39,7 +39,7 @@ constexpr char kSessionColumns[] =
     " MAX(updated_at_ms, COALESCE((SELECT e.created_at_ms FROM events e"
     " WHERE e.session_id = sessions.id ORDER BY e.seq DESC LIMIT 1), 0)),"
     " MAX(last_seq, COALESCE((SELECT MAX(e.seq) FROM events e"
-    " WHERE e.session_id = sessions.id), 0))";
+    " WHERE e.session_id = sessions.id), 0)), tenant, agent, metadata";
 
 SessionInfo ReadSession(const Stmt& st) {
   SessionInfo s;
@@ -52,6 +52,13 @@ SessionInfo ReadSession(const Stmt& st) {
   s.created_at_ms = st.Int(6);
   s.updated_at_ms = st.Int(7);
   s.last_seq = static_cast<uint64_t>(st.Int(8));
+  s.tenant = st.Text(9);
+  s.agent = st.Text(10);
+  // Written by this store from a JSON object; anything else reads as null.
+  if (std::string meta = st.Text(11); !meta.empty()) {
+    s.metadata = Json::parse(meta, nullptr, /*allow_exceptions=*/false);
+    if (s.metadata.is_discarded()) s.metadata = nullptr;
+  }
   return s;
 }
 
@@ -208,6 +215,9 @@ SessionInfo SqliteStore::NewSessionInfo(const NewSessionParams& params) const {
   s.command = std::string(CommandKindName(params.command));
   s.title = MakeTitle(params.first_message);
   s.created_at_ms = s.updated_at_ms = Now();
+  s.tenant = params.tenant;
+  s.agent = params.agent;
+  s.metadata = params.metadata;
   return s;
 }
 
@@ -215,9 +225,13 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settin
   if (!settings.is_null() && !settings.is_object()) {
     return InvalidArgument("session settings must be a JSON object");
   }
+  if (!s.metadata.is_null() && !s.metadata.is_object()) {
+    return InvalidArgument("session metadata must be a JSON object");
+  }
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO sessions (id, workspace, provider, model,"
                                             " command, title, created_at_ms, updated_at_ms,"
-                                            " settings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                            " settings, tenant, agent, metadata)"
+                                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   st.Bind(1, s.id)
       .Bind(2, s.workspace.string())
       .Bind(3, s.provider)
@@ -226,7 +240,10 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settin
       .Bind(6, s.title)
       .Bind(7, s.created_at_ms)
       .Bind(8, s.updated_at_ms)
-      .Bind(9, settings.is_null() ? std::string() : DumpJson(settings));
+      .Bind(9, settings.is_null() ? std::string() : DumpJson(settings))
+      .Bind(10, s.tenant)
+      .Bind(11, s.agent)
+      .Bind(12, s.metadata.is_null() ? std::string() : DumpJson(s.metadata));
   Status run = st.Run();
   if (run.code() == Code::kAlreadyExists) {
     return AlreadyExists("session " + s.id + " already exists");
@@ -257,13 +274,30 @@ Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSes
 }
 
 Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOptions& options) {
-  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions";
-  if (options.workspace) sql += " WHERE workspace = ?2";
+  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE 1";
+  if (options.workspace) sql += " AND workspace = ?2";
+  if (options.tenant) sql += " AND tenant = ?3";
+  if (options.agent) sql += " AND agent = ?4";
+  if (!options.after_id.empty()) {
+    sql +=
+        " AND (updated_at_ms, rowid) < (SELECT updated_at_ms, rowid FROM sessions"
+        " WHERE id = ?5)";
+  }
   sql += " ORDER BY updated_at_ms DESC, rowid DESC LIMIT ?1";
   std::lock_guard lk(mu_);
+  if (!options.after_id.empty()) {
+    Result<SessionInfo> after = GetSessionLocked(options.after_id);
+    if (!after.ok()) {
+      return NotFound("the listing cannot continue after session " + options.after_id +
+                      ": it no longer exists");
+    }
+  }
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(sql));
   st.Bind(1, int64_t{options.limit > 0 ? options.limit : -1});
   if (options.workspace) st.Bind(2, NormalizeWorkspace(*options.workspace));
+  if (options.tenant) st.Bind(3, *options.tenant);
+  if (options.agent) st.Bind(4, *options.agent);
+  if (!options.after_id.empty()) st.Bind(5, options.after_id);
   std::vector<SessionInfo> out;
   for (;;) {
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -311,7 +345,10 @@ Result<std::string> SqliteStore::FindSession(std::string_view id_or_prefix) {
 }
 
 Result<SessionInfo> SqliteStore::NewestInWorkspace(const std::filesystem::path& workspace) {
-  AL_ASSIGN_OR_RETURN(auto list, ListSessions({workspace, 1}));
+  SessionListOptions newest;
+  newest.workspace = workspace;
+  newest.limit = 1;
+  AL_ASSIGN_OR_RETURN(auto list, ListSessions(newest));
   if (list.empty()) {
     return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
   }
@@ -612,8 +649,9 @@ void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& 
 
 Status SqliteStore::SetCheckpointStateLocked(const std::string& checkpoint_id,
                                              CheckpointState state) {
-  AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM pending_index WHERE checkpoint_id = ?"));
-  AL_RETURN_IF_ERROR(del.Bind(1, checkpoint_id).Run());
+  AL_ASSIGN_OR_RETURN(
+      Stmt done, db_->Prepare("UPDATE pending_index SET resolved = 1 WHERE checkpoint_id = ?"));
+  AL_RETURN_IF_ERROR(done.Bind(1, checkpoint_id).Run());
   AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET closed = ?, updated_at_ms = ?"
                                             " WHERE id = ?"));
   return up.Bind(1, static_cast<int64_t>(state)).Bind(2, Now()).Bind(3, checkpoint_id).Run();
@@ -707,7 +745,8 @@ Result<std::vector<PendingRecord>> SqliteStore::ListPending(
     std::optional<std::string_view> session_id) {
   std::string sql =
       "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json"
-      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id WHERE c.closed = 0";
+      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id"
+      " WHERE c.closed = 0 AND p.resolved = 0";
   if (session_id) sql += " AND p.session_id = ?";
   sql += " ORDER BY p.created_at_ms, p.rowid";
   std::lock_guard lk(mu_);
@@ -742,7 +781,8 @@ Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pe
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
                                             " c.turn_id, c.json FROM pending_index p"
                                             " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                            " WHERE p.pending_id = ? AND c.closed = 0"));
+                                            " WHERE p.pending_id = ? AND c.closed = 0"
+                                            " AND p.resolved = 0"));
   st.Bind(1, pending_id);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<PendingRecord>();
@@ -754,6 +794,50 @@ Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pe
   AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(4), r.checkpoint_id));
   AL_ASSIGN_OR_RETURN(r.item, IndexedItem(cp, pending_id, r.checkpoint_id));
   return std::optional<PendingRecord>(std::move(r));
+}
+
+Result<std::optional<PendingLookup>> SqliteStore::LookupPending(std::string_view pending_id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
+                                            " c.turn_id, c.json, p.resolved, c.closed"
+                                            " FROM pending_index p"
+                                            " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                            " WHERE p.pending_id = ?"));
+  st.Bind(1, pending_id);
+  AL_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<PendingLookup>();
+  PendingLookup out;
+  PendingRecord& r = out.record;
+  r.session_id = st.Text(0);
+  r.checkpoint_id = st.Text(1);
+  r.created_at_ms = st.Int(2);
+  r.turn_id = st.Text(3);
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(4), r.checkpoint_id));
+  const bool outstanding = st.Int(5) == 0 && st.Int(6) == 0;
+  for (const BatchDecision& d : cp.decisions) {
+    if (d.item.id != pending_id) continue;
+    out.state = PendingLookup::State::kDecided;
+    r.item = d.item;
+    out.decision = d.decision;
+    return std::optional<PendingLookup>(std::move(out));
+  }
+  AL_ASSIGN_OR_RETURN(r.item, IndexedItem(cp, pending_id, r.checkpoint_id));
+  out.state = outstanding ? PendingLookup::State::kOutstanding : PendingLookup::State::kCancelled;
+  return std::optional<PendingLookup>(std::move(out));
+}
+
+Result<std::vector<std::string>> SqliteStore::ListDecided() {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM checkpoints WHERE closed = 2"
+                                            " ORDER BY updated_at_ms, rowid"));
+  std::vector<std::string> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
 }
 
 Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
@@ -779,7 +863,8 @@ Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const R
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT c.id, c.json FROM pending_index p"
                                             " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                            " WHERE p.pending_id = ? AND c.closed = 0"));
+                                            " WHERE p.pending_id = ? AND c.closed = 0"
+                                            " AND p.resolved = 0"));
   st.Bind(1, pending_id);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   ResolveOutcome out;
@@ -827,10 +912,10 @@ Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const R
   if (out.closed) {
     AL_RETURN_IF_ERROR(SetCheckpointStateLocked(out.checkpoint_id, CheckpointState::kDecided));
   } else {
-    // Drop the index rows of every item no longer outstanding (this one, and
-    // any the callback removed).
+    // Mark the index rows of every item no longer outstanding (this one,
+    // and any the callback removed) resolved.
     AL_ASSIGN_OR_RETURN(Stmt ids, db_->Prepare("SELECT pending_id FROM pending_index"
-                                               " WHERE checkpoint_id = ?"));
+                                               " WHERE checkpoint_id = ? AND resolved = 0"));
     ids.Bind(1, out.checkpoint_id);
     std::vector<std::string> gone;
     for (;;) {
@@ -843,8 +928,9 @@ Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const R
       }
     }
     for (const auto& id : gone) {
-      AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM pending_index WHERE pending_id = ?"));
-      AL_RETURN_IF_ERROR(del.Bind(1, id).Run());
+      AL_ASSIGN_OR_RETURN(Stmt done, db_->Prepare("UPDATE pending_index SET resolved = 1"
+                                                  " WHERE pending_id = ?"));
+      AL_RETURN_IF_ERROR(done.Bind(1, id).Run());
     }
   }
   AL_RETURN_IF_ERROR(txn.Commit());

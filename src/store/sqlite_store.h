@@ -52,6 +52,8 @@ class SqliteStore final : public SessionStore {
   Result<std::vector<PendingRecord>> ListPending(
       std::optional<std::string_view> session_id) override;
   Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
+  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
+  Result<std::vector<std::string>> ListDecided() override;
   Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
                                  std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;

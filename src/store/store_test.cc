@@ -8,6 +8,18 @@
 namespace agentloop::store {
 namespace {
 
+SessionListOptions Listing(std::optional<std::filesystem::path> workspace, int limit,
+                           std::optional<std::string> tenant = {},
+                           std::optional<std::string> agent = {}, std::string after_id = {}) {
+  SessionListOptions o;
+  o.workspace = std::move(workspace);
+  o.limit = limit;
+  o.tenant = std::move(tenant);
+  o.agent = std::move(agent);
+  o.after_id = std::move(after_id);
+  return o;
+}
+
 using ::testing::HasSubstr;
 
 TEST(DefaultDataDirTest, Precedence) {
@@ -105,10 +117,10 @@ TEST_F(StoreTest, CreateGetListFindRemove) {
   EXPECT_EQ((*all)[0].id, c);  // newest first
   EXPECT_EQ((*all)[2].id, a);
 
-  auto one = store_->ListSessions({std::filesystem::path("/w/one"), 0});
+  auto one = store_->ListSessions(Listing("/w/one", 0));
   ASSERT_TRUE(one.ok());
   ASSERT_EQ(one->size(), 2u);
-  auto limited = store_->ListSessions({std::nullopt, 1});
+  auto limited = store_->ListSessions(Listing({}, 1));
   ASSERT_EQ(limited->size(), 1u);
 
   // Appending makes a session the newest of its workspace.
@@ -128,6 +140,49 @@ TEST_F(StoreTest, CreateGetListFindRemove) {
   EXPECT_EQ(store_->GetSession(a).error().code(), Code::kNotFound);
   EXPECT_EQ(store_->RemoveSession(a).code(), Code::kNotFound);
   EXPECT_EQ(store_->ListSessions({})->size(), 2u);
+}
+
+// A server's sessions carry their tenant, agent and metadata; a listing
+// filters by them and pages with the id of the previous page's last session.
+TEST_F(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    NewSessionParams p;
+    p.workspace = "/w";
+    p.tenant = i < 4 ? "acme" : "other";
+    p.agent = i % 2 == 0 ? "coder" : "reviewer";
+    p.metadata = Json{{"n", i}};
+    auto s = store_->CreateSession(p);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ids.push_back(s->id);
+    clock_ms_ += 10;
+  }
+  auto got = store_->GetSession(ids[1]);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->tenant, "acme");
+  EXPECT_EQ(got->agent, "reviewer");
+  EXPECT_EQ(got->metadata, (Json{{"n", 1}}));
+
+  auto acme = store_->ListSessions(Listing({}, 0, "acme"));
+  ASSERT_EQ(acme->size(), 4u);
+  EXPECT_EQ((*acme)[0].id, ids[3]);
+  auto coders = store_->ListSessions(Listing({}, 0, "acme", "coder"));
+  ASSERT_EQ(coders->size(), 2u);
+  EXPECT_EQ((*coders)[0].id, ids[2]);
+  EXPECT_EQ((*coders)[1].id, ids[0]);
+
+  auto page1 = store_->ListSessions(Listing({}, 3, "acme"));
+  ASSERT_EQ(page1->size(), 3u);
+  auto page2 = store_->ListSessions(Listing({}, 3, "acme", {}, page1->back().id));
+  ASSERT_EQ(page2->size(), 1u);
+  EXPECT_EQ((*page2)[0].id, ids[0]);
+
+  EXPECT_EQ(store_->ListSessions(Listing({}, 3, "acme", {}, "gone")).status().code(),
+            Code::kNotFound);
+  NewSessionParams bad;
+  bad.workspace = "/w";
+  bad.metadata = Json::array({1});
+  EXPECT_EQ(store_->CreateSession(bad).status().code(), Code::kInvalidArgument);
 }
 
 // A commit writes events only: the session's last activity and last seq are

@@ -1,0 +1,131 @@
+// `agentloop serve`: the agents of the configuration directory behind HTTP
+// (server/server.h, docs/server.md). With no agent defined, the settings of
+// this invocation (configuration files, flags, the current directory as
+// workspace) are served as the agent "default".
+#include <iostream>
+
+#include <boost/asio/io_context.hpp>
+
+#include "commands.h"
+#include "config/config.h"
+#include "engine/agents.h"
+#include "engine/options_from_config.h"
+#include "server/server.h"
+#include "settings.h"
+
+namespace agentloop::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A served session never asks a terminal: an `ask` pauses the turn for a
+// decision over HTTP (or the configured webhook, which pauses as well).
+void ForServing(SessionOptions& o) {
+  o.interactive = false;
+  if (o.approver != ApproverMode::kWebhook && o.approver != ApproverMode::kNone) {
+    o.approver = ApproverMode::kDurable;
+  }
+}
+
+}  // namespace
+
+int CmdServe(const CommandEnv& e) {
+  auto fail = [&](const Status& s) {
+    e.err << "agentloop: " << s.message() << "\n";
+    return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailed;
+  };
+  Result<CliSettings> settings = LoadSettings(e.args, e.ctx);
+  if (!settings.ok()) return fail(settings.error());
+  for (const std::string& w : settings->loaded.warnings) {
+    e.err << "agentloop: warning: " << w << "\n";
+  }
+  const Config& c = settings->loaded.config;
+
+  server::ServerOptions so;
+  so.listen = c.server.listen.value;
+  for (const auto& t : c.server.tokens) {
+    Result<server::TokenGrant> g = server::ParseTokenGrant(t.value);
+    if (!g.ok()) {
+      return fail(
+          InvalidArgument("server.tokens (" + t.origin.ToString() + "): " + g.error().message()));
+    }
+    so.tokens.push_back(std::move(*g));
+  }
+  for (const auto& o : c.server.allowed_origins) so.allowed_origins.push_back(o.value);
+
+  Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
+  if (!config_dir.ok()) return fail(config_dir.error());
+  Result<std::vector<engine::AgentDefinition>> agents = engine::LoadAgents(*config_dir);
+  if (!agents.ok()) return fail(agents.error());
+  engine::MappingContext mapping = MappingContextFor(e.ctx);
+  mapping.interactive = false;
+  for (const engine::AgentDefinition& a : *agents) {
+    if (!a.ok()) {
+      for (const std::string& p : a.problems) {
+        e.err << "agentloop: agent '" << a.name << "' is not served: " << p << "\n";
+      }
+      continue;
+    }
+    Result<engine::AgentSettings> s =
+        engine::AgentSessionOptions(a, BaseSources(e.args, e.ctx), mapping, "");
+    if (!s.ok()) {
+      e.err << "agentloop: agent '" << a.name << "' is not served: " << s.error().message() << "\n";
+      continue;
+    }
+    server::AgentSpec spec;
+    spec.name = a.name;
+    spec.description = a.description;
+    spec.options = std::move(s->session);
+    ForServing(spec.options);
+    if (a.workspace_policy == engine::AgentWorkspacePolicy::kRoot) {
+      // A session may name its subdirectory of the agent's root.
+      spec.for_workspace = [a, args = &e.args, ctx = &e.ctx,
+                            mapping](const std::string& requested) -> Result<SessionOptions> {
+        AL_ASSIGN_OR_RETURN(
+            engine::AgentSettings chosen,
+            engine::AgentSessionOptions(a, BaseSources(*args, *ctx), mapping, requested));
+        ForServing(chosen.session);
+        return std::move(chosen.session);
+      };
+    }
+    so.agents.push_back(std::move(spec));
+  }
+  if (so.agents.empty()) {
+    if (!settings->provider_configured) {
+      e.err << "agentloop: no agent to serve: define one in " << engine::AgentsDir(*config_dir)
+            << "/NAME/agent.toml (docs/agents.md), or configure a provider to serve this "
+               "directory as the agent \"default\"\n";
+      return kExitUsage;
+    }
+    server::AgentSpec spec;
+    spec.name = "default";
+    spec.description = "this invocation's settings, in " + settings->workspace.string();
+    spec.options = settings->session;
+    ForServing(spec.options);
+    so.agents.push_back(std::move(spec));
+  }
+
+  // One io_context for the server and every model stream (run by Run on
+  // this thread); declared before the engine, which must not outlive it.
+  boost::asio::io_context io(1);
+  EngineOptions eo = engine::EngineOptionsFromConfig(settings->loaded.config, e.ctx.env);
+  eo.io_context = &io;
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(std::move(eo));
+  if (!engine.ok()) return fail(engine.error());
+  Result<std::unique_ptr<server::Server>> srv = server::Server::Create(so, **engine, io);
+  if (!srv.ok()) return fail(srv.error());
+  std::string names;
+  for (const auto& a : so.agents) names += (names.empty() ? "" : ", ") + a.name;
+  e.err << "agentloop: serving " << names << " on http://"
+        << so.listen.substr(0, so.listen.rfind(':')) << ":" << (*srv)->port()
+        << (so.tokens.empty() ? " (loopback only, no tokens)" : "") << "\n";
+  e.err.flush();
+  Status run = (*srv)->Run();
+  if (!run.ok()) {
+    e.err << "agentloop: " << run.message() << "\n";
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace agentloop::cli

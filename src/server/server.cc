@@ -1,0 +1,2244 @@
+#include "server/server.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <openssl/crypto.h>
+
+#include "agentloop/event_data.h"
+#include "agentloop/executor.h"
+#include "agentloop/json.h"
+
+#include "base/ids.h"
+#include "base/strings.h"
+#include "config/trust.h"
+#include "protocol/codec.h"
+
+namespace agentloop::server {
+
+namespace asio = boost::asio;
+using http_verb = boost::beast::http::verb;
+
+Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
+  std::vector<std::string> parts;
+  for (std::string_view rest = spec;;) {
+    size_t c = rest.find(':');
+    parts.emplace_back(rest.substr(0, c));
+    if (c == std::string_view::npos) break;
+    rest = rest.substr(c + 1);
+  }
+  if (parts.size() != 3) {
+    return InvalidArgument(
+        "token grant '" + std::string(spec.substr(0, 80)) +
+        "' must be SHA256HEX:TENANT:SCOPES (e.g. <64 hex digits>:acme:read,write)");
+  }
+  TokenGrant g;
+  g.sha256 = parts[0];
+  if (g.sha256.size() != 64 ||
+      g.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return InvalidArgument(
+        "token grant: the first field must be the token's SHA-256 as 64 lower-case hex digits "
+        "(`printf %s TOKEN | sha256sum`), never the token itself");
+  }
+  g.tenant = parts[1];
+  if (g.tenant.empty() || g.tenant.size() > 64 ||
+      g.tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-.") != std::string::npos) {
+    return InvalidArgument("token grant: tenant '" + g.tenant +
+                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.'");
+  }
+  for (std::string_view rest = parts[2]; !rest.empty();) {
+    size_t c = rest.find(',');
+    std::string_view s = rest.substr(0, c);
+    rest = c == std::string_view::npos ? std::string_view() : rest.substr(c + 1);
+    if (s == "read") {
+      g.scopes |= kScopeRead;
+    } else if (s == "write") {
+      g.scopes |= kScopeWrite;
+    } else if (s == "approve") {
+      g.scopes |= kScopeApprove;
+    } else if (s == "admin") {
+      g.scopes |= kScopeAdmin;
+    } else {
+      return InvalidArgument("token grant: unknown scope '" + std::string(s) +
+                             "' (read, write, approve, admin)");
+    }
+  }
+  if (g.scopes == 0) return InvalidArgument("token grant: no scope given");
+  return g;
+}
+
+namespace {
+
+constexpr unsigned kAllScopes = kScopeRead | kScopeWrite | kScopeApprove | kScopeAdmin;
+
+using Params = std::vector<std::string>;
+// Told the outcome of a turn (its id, and the result or the error that kept
+// it from running).
+using TurnFinish = std::function<void(const std::string& turn_id, const Result<TurnResult>&)>;
+
+// How a turn started by the server is answered: `reply` with 202 once its id
+// is known, or `stream` with its events after `after_seq` until it ends;
+// `finish` with its outcome.
+struct TurnStart {
+  std::shared_ptr<Exchange> reply;
+  std::shared_ptr<EventStream> stream;
+  uint64_t after_seq = 0;
+  TurnFinish finish;
+};
+
+// A Prometheus histogram of durations in seconds.
+struct Histogram {
+  static constexpr std::array<double, 12> kBounds = {0.01, 0.05, 0.1, 0.25, 0.5, 1,
+                                                     2.5,  5,    10,  30,   60,  120};
+  std::array<uint64_t, kBounds.size()> counts{};
+  uint64_t count = 0;
+  double sum = 0;
+
+  void Observe(double seconds) {
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+      if (seconds <= kBounds[i]) ++counts[i];
+    }
+    ++count;
+    sum += seconds;
+  }
+  void Write(std::string& m, const std::string& name, std::string_view help) const {
+    m += "# HELP " + name + " " + std::string(help) + "\n# TYPE " + name + " histogram\n";
+    for (size_t i = 0; i < kBounds.size(); ++i) {
+      char le[32];
+      std::snprintf(le, sizeof le, "%g", kBounds[i]);
+      m += name + "_bucket{le=\"" + le + "\"} " + std::to_string(counts[i]) + "\n";
+    }
+    m += name + "_bucket{le=\"+Inf\"} " + std::to_string(count) + "\n";
+    char total[64];
+    std::snprintf(total, sizeof total, "%.6f", sum);
+    m += name + "_sum " + total + "\n" + name + "_count " + std::to_string(count) + "\n";
+  }
+};
+
+struct ServerMetrics {
+  uint64_t turns_started = 0;
+  std::map<std::string, uint64_t> turns_finished;  // by stop reason
+  uint64_t overflows = 0;
+  Histogram model, tool;
+};
+
+struct Principal {
+  std::string tenant;
+  unsigned scopes = 0;
+  bool Has(unsigned scope) const { return (scopes & (scope | kScopeAdmin)) != 0; }
+};
+
+std::string Frame(std::string_view id, std::string_view event, std::string_view data) {
+  std::string f;
+  f.reserve(data.size() + event.size() + id.size() + 24);
+  if (!id.empty()) f.append("id: ").append(id).append("\n");
+  f.append("event: ").append(event).append("\ndata: ").append(data).append("\n\n");
+  return f;
+}
+
+Response JsonResponse(unsigned status, const Json& body) {
+  Response r;
+  r.status = status;
+  r.body = DumpJson(body);
+  return r;
+}
+
+Response FromStatus(const Status& s) {
+  switch (s.code()) {
+    case Code::kNotFound:
+      return Problem(404, "not_found", s.message());
+    case Code::kInvalidArgument:
+      return Problem(400, "invalid_request", s.message());
+    case Code::kBusy:
+      return Problem(409, "session_busy", s.message());
+    case Code::kFailedPrecondition:
+      return Problem(409, "failed_precondition", s.message());
+    case Code::kAlreadyExists:
+      return Problem(409, "already_exists", s.message());
+    case Code::kUnavailable:
+      return Problem(503, "unavailable", s.message());
+    default:
+      return Problem(500, "internal", s.message());
+  }
+}
+
+Json PendingJson(const PendingRecord& r, std::string_view state) {
+  Json j = ToJson(r.item);
+  j["type"] = std::string(PendingKindName(r.item.kind));
+  j["state"] = std::string(state);
+  j["session_id"] = r.session_id;
+  j["turn_id"] = r.turn_id;
+  j["checkpoint_id"] = r.checkpoint_id;
+  j["created_at_ms"] = r.created_at_ms;
+  if (r.item.kind == PendingKind::kQuestion) {
+    j["answer_url"] = "/v1/questions/" + r.item.id + "/answer";
+  } else {
+    j["decision_url"] = "/v1/approvals/" + r.item.id + "/decision";
+  }
+  return j;
+}
+
+Json TurnResultJson(const TurnResult& r) {
+  Json j = {{"stop", std::string(StopReasonName(r.stop))},
+            {"reason", r.reason},
+            {"final_text", r.final_text},
+            {"truncated", r.truncated},
+            {"counters", ToJson(r.counters)}};
+  Json pending = Json::array();
+  for (const auto& p : r.pending) pending.push_back(p.id);
+  j["pending"] = std::move(pending);
+  return j;
+}
+
+// Parses a JSON object body; an empty body is {}.
+Result<Json> ParseBody(const Request& req) {
+  if (req.body.empty()) return Json::object();
+  Json j = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("the request body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
+  return j;
+}
+
+// Checks that `body` has only the `known` keys.
+Status OnlyKeys(const Json& body, std::initializer_list<std::string_view> known) {
+  for (const auto& [k, v] : body.items()) {
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      std::string list;
+      for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+      return InvalidArgument("unknown field '" + k + "' (known: " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<int> LimitParam(const Request& req) {
+  std::string text = req.Query("limit", "50");
+  if (text.empty() || text.size() > 4 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    return InvalidArgument("limit must be a number from 1 to 200");
+  }
+  int n = std::stoi(text);
+  if (n < 1 || n > 200) return InvalidArgument("limit must be a number from 1 to 200");
+  return n;
+}
+
+Result<uint64_t> SeqParam(std::string_view text, std::string_view what) {
+  if (text.empty()) return uint64_t{0};
+  if (text.size() > 19 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return InvalidArgument(std::string(what) + " must be an event seq (a non-negative integer)");
+  }
+  return static_cast<uint64_t>(std::stoull(std::string(text)));
+}
+
+std::vector<std::string> SplitPath(std::string_view path) {
+  std::vector<std::string> out;
+  while (!path.empty()) {
+    if (path.front() == '/') {
+      path.remove_prefix(1);
+      continue;
+    }
+    size_t s = path.find('/');
+    out.emplace_back(path.substr(0, s));
+    path = s == std::string_view::npos ? std::string_view() : path.substr(s);
+  }
+  return out;
+}
+
+// A client watching one or more sessions over server-sent events.
+struct Subscriber {
+  std::shared_ptr<EventStream> stream;
+  std::string tenant;
+  bool multiplexed = false;  // frames name their session in the id
+  // Per watched session: the highest seq sent, and whether a replay from
+  // the store is under way (live frames wait in `held` meanwhile).
+  struct Cursor {
+    uint64_t last_seq = 0;
+    bool replaying = false;
+    std::vector<std::pair<uint64_t, std::string>> held;  // (seq or 0, frame)
+  };
+  std::map<std::string, Cursor> cursors;
+  // Turn streams (POST .../turns with Accept: text/event-stream) end after
+  // this turn's turn_end.
+  std::string close_after_turn;
+};
+
+// What the server knows about a session while a turn runs on it or a
+// client watches it (io thread only).
+struct Live {
+  std::string tenant;
+  std::shared_ptr<Session> session;  // open (and locked) while a turn runs
+  std::shared_ptr<std::stop_source> stop;
+  std::string turn_id;
+  bool starting = false;
+  struct Queued {
+    std::string input;
+  };
+  std::deque<Queued> queue;
+  // Durable frames observed since the last committed boundary (the store
+  // has them only once the next boundary event is committed), and the text
+  // of the step in flight.
+  std::vector<std::pair<uint64_t, std::string>> uncommitted;
+  std::string partial_text;
+  std::vector<std::shared_ptr<Subscriber>> subscribers;
+  // The POST that started the turn, answered 202 once the turn's id is known.
+  std::shared_ptr<Exchange> reply;
+  bool closing = false;  // the finished turn's session is being closed
+  // Told when the running (or starting) turn ends.
+  std::vector<TurnFinish> finish;
+  std::optional<std::chrono::steady_clock::time_point> step_started;
+  std::map<std::string, std::chrono::steady_clock::time_point> tools_started;
+  bool running() const { return starting || closing || session != nullptr; }
+};
+
+struct TurnRecord {
+  std::string session_id;
+  std::string tenant;
+  bool done = false;
+  Json result;  // TurnResultJson, or {error}
+  std::vector<std::function<void()>> waiters;
+};
+
+struct IdempotencyEntry {
+  std::string fingerprint;
+  bool in_flight = true;
+  Response response;
+  std::chrono::steady_clock::time_point at;
+};
+
+// Event types that the store commits when it sees them (with everything
+// before them): see the engine's StoreSink.
+bool IsCommitBoundary(std::string_view type) {
+  return type == "step_begin" || type == "tool_call_begin" || type == "pending" ||
+         type == "turn_end";
+}
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(ServerOptions options, Engine& engine, asio::io_context& io)
+      : options_(std::move(options)),
+        engine_(engine),
+        io_(io),
+        http_(io_, options_.limits,
+              [this](std::shared_ptr<Exchange> ex) { Handle(std::move(ex)); }),
+        executor_(ExecutorOptions(options_)),
+        blocking_(static_cast<size_t>(std::max(1, options_.worker_threads))),
+        signals_(io_),
+        drain_timer_(io_) {}
+
+  ~ServerImpl() override {
+    // Run returned only after every turn ended: nothing of theirs is still
+    // to come when the executor drains.
+    executor_.Shutdown();
+    blocking_.join();
+  }
+
+  static ThreadPoolExecutorOptions ExecutorOptions(const ServerOptions& o) {
+    ThreadPoolExecutorOptions e;
+    e.step_threads = std::max(1, o.worker_threads);
+    e.max_tool_calls = o.max_concurrent_tools;
+    return e;
+  }
+
+  Status Listen() {
+    AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
+    if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
+      return InvalidArgument("refusing to listen on " + options_.listen +
+                             " without tokens: configure server.tokens, or listen on loopback "
+                             "(127.0.0.1)");
+    }
+    return http_.Listen(endpoint);
+  }
+
+  int port() const override { return http_.port(); }
+
+  Status Run() override {
+    signals_.add(SIGTERM);
+    signals_.add(SIGINT);
+    signals_.async_wait([this](boost::system::error_code ec, int) {
+      if (!ec) BeginShutdown();
+    });
+    ContinueDecidedBatches();
+    io_.restart();  // a loop a previous server stopped runs again
+    io_.run();
+    return drained_ ? Status::Ok() : Unavailable("running turns were cancelled at shutdown");
+  }
+
+  void Shutdown() override {
+    asio::post(io_, [this] { BeginShutdown(); });
+  }
+
+ private:
+  // --- plumbing ---------------------------------------------------------
+
+  // Runs `work` on the worker pool and `then` with its result on the io
+  // thread.
+  template <typename Work, typename Then>
+  void Blocking(Work work, Then then) {
+    asio::post(blocking_, [this, work = std::move(work), then = std::move(then)]() mutable {
+      auto result = work();
+      asio::post(io_, [then = std::move(then), result = std::move(result)]() mutable {
+        then(std::move(result));
+      });
+    });
+  }
+
+  // A batch decided while no server ran it (its resolver could not take the
+  // session, or stopped first) continues now, for the sessions of this
+  // server's agents; a command-line session is left to its user's `resume`.
+  void ContinueDecidedBatches() {
+    Blocking(
+        [this]() -> Result<std::vector<SessionInfo>> {
+          AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, engine_.store().ListDecided());
+          std::vector<SessionInfo> out;
+          for (const auto& id : ids) {
+            Result<SessionInfo> s = engine_.store().GetSession(id);
+            if (s.ok() && FindAgent(s->agent) != nullptr) out.push_back(std::move(*s));
+          }
+          return out;
+        },
+        [this](Result<std::vector<SessionInfo>> r) {
+          if (!r.ok()) return;
+          for (const auto& s : *r) {
+            Live& live = live_[s.id];
+            if (live.running()) continue;
+            live.tenant = s.tenant;
+            StartTurn(s.id, "", TurnStart{});
+          }
+        });
+  }
+
+  SessionOptions OptionsToOpen(const std::string& session_id) const {
+    SessionOptions o;
+    o.session_id = session_id;
+    return o;
+  }
+
+  // --- routing ----------------------------------------------------------
+
+  void Handle(std::shared_ptr<Exchange> ex) {
+    const Request& req = ex->request();
+    std::string request_id = NewId("req");
+    if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
+      return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
+    }
+    // Probes reveal nothing and must work without a token.
+    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
+    std::optional<Principal> who = probe ? Principal{"", 0} : Authenticate(req);
+    if (!who) {
+      Response r =
+          Problem(401, "unauthorized",
+                  "missing or unknown bearer token (Authorization: Bearer TOKEN)", request_id);
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return ex->Send(std::move(r));
+    }
+    const bool mutating = req.method != http_verb::get && req.method != http_verb::head;
+    if (mutating && !OriginAllowed(req)) {
+      return ex->Send(Problem(
+          403, "origin_not_allowed",
+          "the Origin '" + std::string(req.Header("Origin")) + "' may not change anything here",
+          request_id));
+    }
+    std::vector<std::string> p = SplitPath(req.path);
+    if (p.empty() || p[0] != "v1") return Compat(ex, *who, p);
+    p.erase(p.begin());
+    if (mutating && req.method == http_verb::post && !req.Header("Idempotency-Key").empty()) {
+      if (!Idempotent(ex, *who, req)) return;
+    }
+    Route(ex, *who, p);
+  }
+
+  // The routes, as data: `GET /v1/openapi.json` serves a spec that a test
+  // holds equal to this table. `{x}` matches one path segment; handlers get
+  // the matched segments in order.
+  using RouteFn = void (ServerImpl::*)(const std::shared_ptr<Exchange>&, const Principal&,
+                                       const Params&);
+  struct RouteSpec {
+    http_verb method;
+    std::string_view pattern;  // below /v1
+    unsigned scope;            // 0: none
+    RouteFn fn;
+  };
+  // For RouteTable.
+ public:
+  static std::vector<std::pair<http_verb, std::string_view>> RouteList() {
+    std::vector<std::pair<http_verb, std::string_view>> out;
+    for (const auto& r : Routes()) out.emplace_back(r.method, r.pattern);
+    return out;
+  }
+
+ private:
+  static const std::vector<RouteSpec>& Routes() {
+    static const std::vector<RouteSpec> kRoutes = {
+        {http_verb::get, "/health", 0, &ServerImpl::Health},
+        {http_verb::get, "/ready", 0, &ServerImpl::Ready},
+        {http_verb::get, "/openapi.json", kScopeRead, &ServerImpl::OpenApi},
+        {http_verb::get, "/metrics", kScopeRead, &ServerImpl::Metrics},
+        {http_verb::get, "/agents", kScopeRead, &ServerImpl::Agents},
+        {http_verb::get, "/agents/{name}", kScopeRead, &ServerImpl::Agent},
+        {http_verb::post, "/sessions", kScopeWrite, &ServerImpl::CreateSession},
+        {http_verb::get, "/sessions", kScopeRead, &ServerImpl::ListSessions},
+        {http_verb::get, "/sessions/{id}", kScopeRead, &ServerImpl::GetSession},
+        {http_verb::delete_, "/sessions/{id}", kScopeWrite, &ServerImpl::DeleteSession},
+        {http_verb::get, "/sessions/{id}/messages", kScopeRead, &ServerImpl::Messages},
+        {http_verb::post, "/sessions/{id}/turns", kScopeWrite, &ServerImpl::PostTurn},
+        {http_verb::get, "/sessions/{id}/turns/{turn}", kScopeRead, &ServerImpl::GetTurn},
+        {http_verb::get, "/sessions/{id}/turns/{turn}/wait", kScopeRead, &ServerImpl::WaitTurn},
+        {http_verb::post, "/sessions/{id}/turns/{turn}/cancel", kScopeWrite,
+         &ServerImpl::CancelTurn},
+        {http_verb::get, "/sessions/{id}/events", kScopeRead, &ServerImpl::EventsJson},
+        {http_verb::get, "/sessions/{id}/events/stream", kScopeRead, &ServerImpl::StreamOne},
+        {http_verb::get, "/events/stream", kScopeRead, &ServerImpl::StreamMany},
+        {http_verb::get, "/sessions/{id}/pending", kScopeRead, &ServerImpl::SessionPending},
+        {http_verb::get, "/approvals", kScopeRead, &ServerImpl::Approvals},
+        {http_verb::get, "/questions", kScopeRead, &ServerImpl::Questions},
+        {http_verb::get, "/approvals/{id}", kScopeRead, &ServerImpl::GetApproval},
+        {http_verb::get, "/questions/{id}", kScopeRead, &ServerImpl::GetQuestion},
+        {http_verb::post, "/approvals/{id}/decision", kScopeApprove, &ServerImpl::DecideApproval},
+        {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::AnswerQuestion},
+    };
+    return kRoutes;
+  }
+
+  void Route(const std::shared_ptr<Exchange>& ex, const Principal& who,
+             const std::vector<std::string>& p) {
+    const Request& req = ex->request();
+    bool path_known = false;
+    for (const RouteSpec& r : Routes()) {
+      std::vector<std::string> shape = SplitPath(r.pattern);
+      if (shape.size() != p.size()) continue;
+      Params params;
+      bool match = true;
+      for (size_t i = 0; i < shape.size() && match; ++i) {
+        if (shape[i].front() == '{') {
+          params.push_back(p[i]);
+        } else {
+          match = shape[i] == p[i];
+        }
+      }
+      if (!match) continue;
+      path_known = true;
+      if (r.method != req.method) continue;
+      if (r.scope != 0 && !who.Has(r.scope)) {
+        return ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
+      }
+      return (this->*r.fn)(ex, who, params);
+    }
+    if (path_known) {
+      return ex->Send(Problem(405, "method_not_allowed",
+                              std::string(boost::beast::http::to_string(req.method)) +
+                                  " is not allowed on " + req.path));
+    }
+    ex->Send(Problem(404, "not_found", "no route for " + req.path));
+  }
+
+  // --- routes of the seeds' HTTP adapter (docs/server.md, "Compatibility") --
+
+  void Compat(const std::shared_ptr<Exchange>& ex, const Principal& who,
+              const std::vector<std::string>& p) {
+    const http_verb m = ex->request().method;
+    auto is = [&](http_verb verb, std::initializer_list<std::string_view> shape) {
+      if (m != verb || p.size() != shape.size()) return false;
+      size_t i = 0;
+      for (std::string_view part : shape) {
+        if (part != "*" && p[i] != part) return false;
+        ++i;
+      }
+      return true;
+    };
+    auto need = [&](unsigned scope) {
+      if (who.Has(scope)) return true;
+      ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
+      return false;
+    };
+    if (is(http_verb::post, {"agents", "*", "messages"})) {
+      if (need(kScopeWrite)) CompatMessage(ex, who, p[1], false);
+    } else if (is(http_verb::post, {"agents", "*", "messages", "stream"})) {
+      if (need(kScopeWrite)) CompatMessage(ex, who, p[1], true);
+    } else if (is(http_verb::get, {"agents", "*", "sessions", "*"})) {
+      if (need(kScopeRead)) CompatSession(ex, who, p[1], p[3]);
+    } else if (is(http_verb::post, {"pending-approvals", "*", "resolve"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kApproval, "", true);
+    } else if (is(http_verb::post, {"pending-questions", "*", "answer"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kQuestion, "", true);
+    } else if (is(http_verb::post, {"approvals", "*", "approve"}) ||
+               is(http_verb::post, {"approvals", "*", "deny"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kApproval, p[2], false);
+    } else if (is(http_verb::post, {"questions", "*", "answer"})) {
+      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kQuestion, "", false);
+    } else {
+      ex->Send(Problem(404, "not_found", "no route for " + ex->request().path));
+    }
+  }
+
+  // POST /agents/{name}/messages[/stream] {message, sessionId?}: a turn run to
+  // its end, answered 200 {text, sessionId, events, stopReason?} or, paused,
+  // 202 with the pending item and where to decide it.
+  void CompatMessage(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& name, bool stream) {
+    const AgentSpec* agent = FindAgent(name);
+    if (agent == nullptr) return ex->Send(Problem(404, "not_found", "no agent '" + name + "'"));
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"message", "sessionId"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    if (!body->contains("message") || !(*body)["message"].is_string() ||
+        (*body)["message"].get<std::string>().empty()) {
+      return ex->Send(Problem(400, "invalid_request", "message must be a non-empty string"));
+    }
+    std::string message = (*body)["message"].get<std::string>();
+    std::string sid;
+    if (body->contains("sessionId")) {
+      if (!(*body)["sessionId"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "sessionId must be a string"));
+      }
+      sid = (*body)["sessionId"].get<std::string>();
+    }
+    SessionOptions o = agent->options;
+    o.tenant = who.tenant;
+    o.agent = agent->name;
+    Blocking(
+        [this, o, sid]() -> Result<SessionInfo> {
+          if (!sid.empty()) return engine_.store().GetSession(sid);
+          AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(o));
+          SessionInfo info = session->info();
+          return info;
+        },
+        [this, ex, who, name, message, stream](Result<SessionInfo> r) {
+          if (!r.ok() || r->tenant != who.tenant || r->agent != name) {
+            if (r.ok() || r.error().code() == Code::kNotFound) {
+              return ex->Send(Problem(404, "not_found", "no session of agent " + name));
+            }
+            return ex->Send(FromStatus(r.error()));
+          }
+          const std::string id = r->id;
+          Live& live = live_[id];
+          live.tenant = who.tenant;
+          if (live.running()) {
+            return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
+          }
+          TurnStart start;
+          start.after_seq = r->last_seq;
+          if (stream) {
+            start.stream = ex->OpenStream();
+            start.stream->Push(Frame("", "session", DumpJson({{"sessionId", id}})));
+          } else {
+            start.finish = [this, ex, id, name, after = r->last_seq](const std::string& turn_id,
+                                                                     const Result<TurnResult>& t) {
+              CompatAnswer(ex, id, name, turn_id, after, t);
+            };
+          }
+          StartTurn(id, message, std::move(start));
+        });
+  }
+
+  // The seeds' answer for a finished turn: 200 {text, sessionId, events,
+  // stopReason?}, or 202 {pending: true, ...} when it paused.
+  void CompatAnswer(const std::shared_ptr<Exchange>& ex, const std::string& sid,
+                    const std::string& agent, const std::string& turn_id, uint64_t after,
+                    const Result<TurnResult>& t) {
+    if (!t.ok()) {
+      return ex->Send(t.error().code() == Code::kFailedPrecondition
+                          ? Problem(409, "session_paused", t.error().message())
+                          : FromStatus(t.error()));
+    }
+    TurnResult result = *t;
+    Blocking(
+        [this, sid, after]() { return engine_.store().Events(sid, after); },
+        [ex, sid, agent, turn_id, result](Result<std::vector<StoredEvent>> r) {
+          Json events = Json::array();
+          if (r.ok()) {
+            for (const auto& e : *r) {
+              if (e.turn_id != turn_id) continue;
+              Json j = Json::parse(e.json, nullptr, false);
+              if (!j.is_discarded()) events.push_back(std::move(j));
+            }
+          }
+          if (!result.pending.empty()) {
+            const PendingItem& item = result.pending.front();
+            const bool question = item.kind == PendingKind::kQuestion;
+            Json j = {
+                {"pending", true},        {"type", question ? "question" : "approval"},
+                {"id", item.id},          {"tool", item.tool},
+                {"args", item.arguments}, {"reason", item.reason},
+                {"sessionId", sid},       {"statusUrl", "/agents/" + agent + "/sessions/" + sid},
+                {"events", events}};
+            if (question) {
+              j["answerUrl"] = "/pending-questions/" + item.id + "/answer";
+            } else {
+              j["approveUrl"] = "/approvals/" + item.id + "/approve";
+              j["denyUrl"] = "/approvals/" + item.id + "/deny";
+              j["resolveUrl"] = "/pending-approvals/" + item.id + "/resolve";
+            }
+            Json ids = Json::array();
+            for (const auto& p : result.pending) ids.push_back(p.id);
+            j["pendingIds"] = ids;
+            return ex->Send(JsonResponse(202, j));
+          }
+          Json j = {{"text", result.final_text}, {"sessionId", sid}, {"events", events}};
+          if (result.stop != StopReason::kCompleted) {
+            j["stopReason"] = std::string(StopReasonName(result.stop));
+          }
+          ex->Send(JsonResponse(200, j));
+        });
+  }
+
+  // GET /agents/{name}/sessions/{id}: the history and what waits.
+  void CompatSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& name, const std::string& id) {
+    WithSession(ex, who, id, [this, ex, name, id](SessionInfo info) {
+      if (info.agent != name) {
+        return ex->Send(Problem(404, "not_found", "no session " + id + " of agent " + name));
+      }
+      struct View {
+        std::vector<Message> messages;
+        std::vector<PendingRecord> pending;
+      };
+      Blocking(
+          [this, id]() -> Result<View> {
+            View v;
+            LoadOptions lo;
+            lo.repair = false;
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            v.messages = std::move(snap.messages);
+            AL_ASSIGN_OR_RETURN(v.pending, engine_.store().ListPending(std::string_view(id)));
+            return v;
+          },
+          [ex, id, name](Result<View> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            Json messages = Json::array();
+            for (const auto& msg : r->messages) messages.push_back(ToJson(msg));
+            Json pending = Json::array();
+            for (const auto& p : r->pending) pending.push_back(PendingJson(p, "pending"));
+            ex->Send(JsonResponse(200, {{"sessionId", id},
+                                        {"agent", name},
+                                        {"messages", messages},
+                                        {"pending", pending}}));
+          });
+    });
+  }
+
+  // POST /pending-approvals/{id}/resolve {decision, editedArgs?},
+  // /pending-questions/{id}/answer {answer} (`durable`: {alreadyResolved},
+  // {resolved, outstanding}, or the continued turn's answer), and the live
+  // routes /approvals/{id}/approve|deny, /questions/{id}/answer (the
+  // continued turn's answer, or 202 with the next item of the batch).
+  void CompatResolve(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                     const std::string& pid, PendingKind kind, const std::string& verb,
+                     bool durable) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Resolution res;
+    if (kind == PendingKind::kQuestion) {
+      if (!body->contains("answer") || !(*body)["answer"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "answer must be a string"));
+      }
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = (*body)["answer"].get<std::string>();
+    } else {
+      std::string decision = verb;
+      if (decision.empty()) {
+        const Json& d = body->value("decision", Json());
+        if (d != "approve" && d != "deny") {
+          return ex->Send(Problem(400, "invalid_request", "decision must be approve or deny"));
+        }
+        decision = d.get<std::string>();
+      }
+      res.kind = decision == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
+      if (body->contains("editedArgs")) {
+        if (res.kind != Resolution::Kind::kApprove || !(*body)["editedArgs"].is_object()) {
+          return ex->Send(Problem(400, "invalid_edited_args",
+                                  "editedArgs must be a JSON object, with decision approve"));
+        }
+        res.edited_arguments = (*body)["editedArgs"];
+      }
+      if (body->contains("reason") && (*body)["reason"].is_string()) {
+        res.reason = (*body)["reason"].get<std::string>();
+      }
+    }
+    TurnFinish finish = [this, ex](const std::string& turn_id, const Result<TurnResult>& t) {
+      auto it = turns_.find(turn_id);
+      CompatAnswerFor(ex, it != turns_.end() ? it->second.session_id : "", turn_id, t);
+    };
+    Resolve(
+        ex, who, pid, kind, res,
+        [this, ex, durable](const DecisionOutcome& o) {
+          using K = DecisionOutcome::Kind;
+          if (o.kind == K::kResumed) return;  // `finish` answers
+          if (o.kind != K::kRecorded) {
+            return ex->Send(JsonResponse(200, {{"alreadyResolved", true}}));
+          }
+          if (durable) {
+            return ex->Send(
+                JsonResponse(200, {{"resolved", true}, {"outstanding", o.outstanding}}));
+          }
+          // The live routes answer with the next item that waits.
+          Blocking(
+              [this, sid = o.session_id]() {
+                return engine_.store().ListPending(std::string_view(sid));
+              },
+              [ex, sid = o.session_id](Result<std::vector<PendingRecord>> r) {
+                if (!r.ok() || r->empty()) {
+                  return ex->Send(JsonResponse(200, {{"resolved", true}, {"outstanding", 0}}));
+                }
+                Json j = PendingJson(r->front(), "pending");
+                j["pending"] = true;
+                j["sessionId"] = sid;
+                j["outstanding"] = r->size();
+                ex->Send(JsonResponse(202, j));
+              });
+        },
+        std::move(finish));
+  }
+
+  // CompatAnswer for a continued turn (its events since the pause).
+  void CompatAnswerFor(const std::shared_ptr<Exchange>& ex, const std::string& sid,
+                       const std::string& turn_id, const Result<TurnResult>& t) {
+    if (sid.empty()) return CompatAnswer(ex, sid, "", turn_id, 0, t);
+    TurnResult copy;
+    if (t.ok()) copy = *t;
+    Status error = t.ok() ? Status::Ok() : t.error();
+    WithSessionInfo(sid, [this, ex, sid, turn_id, copy, error](Result<SessionInfo> info) {
+      std::string agent = info.ok() ? info->agent : "";
+      Result<TurnResult> again = error.ok() ? Result<TurnResult>(copy) : Result<TurnResult>(error);
+      CompatAnswer(ex, sid, agent, turn_id, 0, again);
+    });
+  }
+
+  template <typename Then>
+  void WithSessionInfo(const std::string& id, Then then) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); }, std::move(then));
+  }
+
+  // --- small routes ------------------------------------------------------
+
+  void Health(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    ex->Send(JsonResponse(200, {{"status", "ok"}}));
+  }
+  void Ready(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
+    ex->Send(JsonResponse(200, {{"status", "ready"}}));
+  }
+  void Agents(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Json items = Json::array();
+    for (const auto& a : options_.agents) items.push_back(AgentJson(a));
+    ex->Send(JsonResponse(200, {{"items", items}}));
+  }
+  void Agent(const std::shared_ptr<Exchange>& ex, const Principal&, const Params& p) {
+    const AgentSpec* a = FindAgent(p[0]);
+    if (a == nullptr) return ex->Send(Problem(404, "not_found", "no agent '" + p[0] + "'"));
+    ex->Send(JsonResponse(200, AgentJson(*a)));
+  }
+  void OpenApi(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Response r;
+    r.body = std::string(OpenApiSpec());
+    ex->Send(std::move(r));
+  }
+  void StreamOne(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    StreamEvents(ex, who, {p[0]}, false);
+  }
+  void SessionPending(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    ListPending(ex, who, p[0], std::nullopt);
+  }
+  void Approvals(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    ListPending(ex, who, "", PendingKind::kApproval);
+  }
+  void Questions(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    ListPending(ex, who, "", PendingKind::kQuestion);
+  }
+  void GetApproval(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    GetPending(ex, who, p[0], PendingKind::kApproval);
+  }
+  void GetQuestion(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    GetPending(ex, who, p[0], PendingKind::kQuestion);
+  }
+  void DecideApproval(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    Decide(ex, who, p[0], PendingKind::kApproval);
+  }
+  void AnswerQuestion(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    Decide(ex, who, p[0], PendingKind::kQuestion);
+  }
+  void GetTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    TurnStatus(ex, who, p[0], p[1], false);
+  }
+  void WaitTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    TurnStatus(ex, who, p[0], p[1], true);
+  }
+
+  // Prometheus text format.
+  void Metrics(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Blocking(
+        [this]() { return engine_.store().ListPending(std::nullopt); },
+        [this, ex](Result<std::vector<PendingRecord>> pending) {
+          std::set<std::string> paused;
+          if (pending.ok()) {
+            for (const auto& p : *pending) paused.insert(p.session_id);
+          }
+          size_t running = 0;
+          for (const auto& [id, live] : live_) running += live.running() ? 1 : 0;
+          std::string m;
+          auto line = [&m](std::string_view name, std::string_view help, std::string_view type) {
+            m.append("# HELP ").append(name).append(" ").append(help).append("\n");
+            m.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+          };
+          line("agentloop_sessions", "sessions by status (running: a turn runs here)", "gauge");
+          m += "agentloop_sessions{status=\"running\"} " + std::to_string(running) + "\n";
+          m += "agentloop_sessions{status=\"paused\"} " + std::to_string(paused.size()) + "\n";
+          line("agentloop_turns_started_total", "turns started", "counter");
+          m += "agentloop_turns_started_total " + std::to_string(metrics_.turns_started) + "\n";
+          line("agentloop_turns_finished_total", "turns finished, by stop reason", "counter");
+          for (const auto& [stop, n] : metrics_.turns_finished) {
+            m +=
+                "agentloop_turns_finished_total{stop=\"" + stop + "\"} " + std::to_string(n) + "\n";
+          }
+          line("agentloop_sse_clients", "open event streams", "gauge");
+          m += "agentloop_sse_clients " + std::to_string(sse_clients_) + "\n";
+          line("agentloop_stream_overflows_total",
+               "event streams closed with stream.desync (reader too slow)", "counter");
+          m += "agentloop_stream_overflows_total " + std::to_string(metrics_.overflows) + "\n";
+          metrics_.model.Write(m, "agentloop_model_call_seconds",
+                               "model calls: step_begin to step_end");
+          metrics_.tool.Write(m, "agentloop_tool_call_seconds",
+                              "tool calls: tool_call_begin to tool_call_end");
+          Response r;
+          r.content_type = "text/plain; version=0.0.4";
+          r.body = std::move(m);
+          ex->Send(std::move(r));
+        });
+  }
+
+  // --- auth -------------------------------------------------------------
+
+  std::optional<Principal> Authenticate(const Request& req) const {
+    if (options_.tokens.empty()) return Principal{"default", kAllScopes};
+    std::string_view auth = req.Header("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (auth.size() <= kBearer.size() || strncasecmp(auth.data(), kBearer.data(), 7) != 0) {
+      return std::nullopt;
+    }
+    std::string hash = Sha256Hex(auth.substr(kBearer.size()));
+    for (const auto& t : options_.tokens) {
+      // Comparing hashes: the time taken says nothing about the token.
+      if (t.sha256.size() == hash.size() &&
+          CRYPTO_memcmp(t.sha256.data(), hash.data(), hash.size()) == 0) {
+        return Principal{t.tenant, t.scopes};
+      }
+    }
+    return std::nullopt;
+  }
+
+  bool OriginAllowed(const Request& req) const {
+    std::string_view origin = req.Header("Origin");
+    if (origin.empty()) return true;  // not a browser's cross-site request
+    std::string_view host = req.Header("Host");
+    if (!host.empty() &&
+        (origin == "http://" + std::string(host) || origin == "https://" + std::string(host))) {
+      return true;
+    }
+    return std::find(options_.allowed_origins.begin(), options_.allowed_origins.end(), origin) !=
+           options_.allowed_origins.end();
+  }
+
+  // Returns false when the request was answered from (or refused by) the
+  // idempotency record; otherwise records it and observes its response.
+  bool Idempotent(const std::shared_ptr<Exchange>& ex, const Principal& who, const Request& req) {
+    const auto now = std::chrono::steady_clock::now();
+    // Expire old entries (amortised: a few per request).
+    for (int i = 0; i < 4 && !idem_order_.empty(); ++i) {
+      auto& [key, at] = idem_order_.front();
+      if (now - at < options_.idempotency_ttl) break;
+      auto it = idem_.find(key);
+      if (it != idem_.end() && it->second.at == at) idem_.erase(it);
+      idem_order_.pop_front();
+    }
+    std::string key = who.tenant + "\n" + std::string(req.Header("Idempotency-Key"));
+    std::string fingerprint = Sha256Hex(req.target + "\n" + req.body);
+    auto it = idem_.find(key);
+    if (it != idem_.end() && now - it->second.at < options_.idempotency_ttl) {
+      if (it->second.fingerprint != fingerprint) {
+        ex->Send(Problem(422, "idempotency_key_reused",
+                         "this Idempotency-Key was used with another request"));
+        return false;
+      }
+      if (it->second.in_flight) {
+        ex->Send(Problem(409, "idempotency_in_flight",
+                         "a request with this Idempotency-Key is still being processed"));
+        return false;
+      }
+      Response r = it->second.response;
+      r.headers.emplace_back("Idempotent-Replayed", "true");
+      ex->Send(std::move(r));
+      return false;
+    }
+    idem_[key] = IdempotencyEntry{fingerprint, true, {}, now};
+    idem_order_.emplace_back(key, now);
+    ex->ObserveResponse([this, key, now](const Response& r) {
+      asio::post(io_, [this, key, now, r] {
+        auto entry = idem_.find(key);
+        if (entry == idem_.end() || entry->second.at != now) return;
+        if (r.status >= 500) {
+          idem_.erase(entry);  // a retry may succeed: do not pin a failure
+          return;
+        }
+        entry->second.in_flight = false;
+        entry->second.response = r;
+      });
+    });
+    return true;
+  }
+
+  // --- agents and sessions ----------------------------------------------
+
+  const AgentSpec* FindAgent(const std::string& name) const {
+    for (const auto& a : options_.agents) {
+      if (a.name == name) return &a;
+    }
+    return nullptr;
+  }
+
+  static Json AgentJson(const AgentSpec& a) {
+    return {{"name", a.name},
+            {"description", a.description},
+            {"provider", std::string(ProviderKindName(a.options.provider))},
+            {"model", a.options.model},
+            {"command", std::string(CommandKindName(a.options.command))}};
+  }
+
+  Json SessionJson(const SessionInfo& s, std::string_view status) const {
+    return {{"id", s.id},
+            {"agent", s.agent},
+            {"title", s.title},
+            {"metadata", s.metadata.is_null() ? Json::object() : s.metadata},
+            {"status", std::string(status)},
+            {"workspace", s.workspace.string()},
+            {"provider", s.provider},
+            {"model", s.model},
+            {"command", s.command},
+            {"created_at_ms", s.created_at_ms},
+            {"updated_at_ms", s.updated_at_ms},
+            {"last_seq", s.last_seq},
+            {"events_url", "/v1/sessions/" + s.id + "/events/stream"}};
+  }
+
+  void CreateSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"agent", "title", "metadata", "workspace"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    std::string agent_name = options_.agents.front().name;
+    if (body->contains("agent")) {
+      if (!(*body)["agent"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "agent must be a string"));
+      }
+      agent_name = (*body)["agent"].get<std::string>();
+    }
+    const AgentSpec* agent = FindAgent(agent_name);
+    if (agent == nullptr) {
+      return ex->Send(Problem(404, "not_found", "no agent '" + agent_name + "'"));
+    }
+    std::string workspace;
+    if (body->contains("workspace")) {
+      if (!(*body)["workspace"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "workspace must be a string"));
+      }
+      workspace = (*body)["workspace"].get<std::string>();
+      if (!agent->for_workspace) {
+        return ex->Send(Problem(400, "invalid_request",
+                                "agent '" + agent->name +
+                                    "' does not let a session choose its workspace (it needs "
+                                    "workspace_root in its agent.toml)"));
+      }
+    }
+    SessionOptions o = agent->options;
+    o.tenant = who.tenant;
+    o.agent = agent->name;
+    if (body->contains("title")) {
+      if (!(*body)["title"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "title must be a string"));
+      }
+      o.title = (*body)["title"].get<std::string>();
+    }
+    if (body->contains("metadata")) {
+      const Json& md = (*body)["metadata"];
+      if (!md.is_object() || md.dump().size() > 16384) {
+        return ex->Send(
+            Problem(400, "invalid_request", "metadata must be a JSON object of at most 16 KiB"));
+      }
+      o.metadata = md;
+    }
+    Blocking(
+        [this, o, workspace, agent]() mutable -> Result<SessionInfo> {
+          if (!workspace.empty()) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(workspace));
+            chosen.tenant = o.tenant;
+            chosen.agent = o.agent;
+            chosen.title = o.title;
+            chosen.metadata = o.metadata;
+            o = std::move(chosen);
+          }
+          AL_ASSIGN_OR_RETURN(auto s, engine_.OpenSession(o));
+          SessionInfo info = s->info();
+          return info;  // closing releases the lock
+        },
+        [this, ex](Result<SessionInfo> r) {
+          if (!r.ok()) return ex->Send(FromStatus(r.error()));
+          ex->Send(JsonResponse(201, SessionJson(*r, "idle")));
+        });
+  }
+
+  std::string LiveStatus(const std::string& id) const {
+    auto it = live_.find(id);
+    return it != live_.end() && it->second.running() ? "running" : "";
+  }
+
+  void ListSessions(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    const Request& req = ex->request();
+    Result<int> limit = LimitParam(req);
+    if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
+    SessionListOptions o;
+    o.tenant = who.tenant;
+    o.limit = *limit;
+    if (std::string a = req.Query("agent"); !a.empty()) o.agent = a;
+    o.after_id = req.Query("cursor");
+    std::string status = req.Query("status");
+    if (!status.empty() && status != "idle" && status != "running" && status != "paused") {
+      return ex->Send(Problem(400, "invalid_request", "status must be idle, running or paused"));
+    }
+    struct Page {
+      std::vector<SessionInfo> sessions;
+      std::set<std::string> paused;
+    };
+    Blocking(
+        [this, o]() -> Result<Page> {
+          Page page;
+          AL_ASSIGN_OR_RETURN(page.sessions, engine_.store().ListSessions(o));
+          AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::nullopt));
+          for (const auto& p : pending) page.paused.insert(p.session_id);
+          return page;
+        },
+        [this, ex, status, limit = *limit](Result<Page> r) {
+          if (!r.ok()) {
+            if (r.error().code() == Code::kNotFound) {
+              return ex->Send(Problem(400, "invalid_cursor", r.error().message()));
+            }
+            return ex->Send(FromStatus(r.error()));
+          }
+          Json items = Json::array();
+          for (const auto& s : r->sessions) {
+            std::string st = LiveStatus(s.id);
+            if (st.empty()) st = r->paused.count(s.id) ? "paused" : "idle";
+            if (!status.empty() && st != status) continue;
+            items.push_back(SessionJson(s, st));
+          }
+          Json out = {{"items", items}, {"next_cursor", nullptr}};
+          if (static_cast<int>(r->sessions.size()) == limit) {
+            out["next_cursor"] = r->sessions.back().id;
+          }
+          ex->Send(JsonResponse(200, out));
+        });
+  }
+
+  // Loads the session for a read, checking its tenant (another tenant's
+  // session does not exist for the caller).
+  template <typename Then>
+  void WithSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
+                   Then then) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); },
+             [ex, who, id, then = std::move(then)](Result<SessionInfo> r) mutable {
+               if (!r.ok() || r->tenant != who.tenant) {
+                 if (r.ok() || r.error().code() == Code::kNotFound) {
+                   return ex->Send(Problem(404, "not_found", "no session " + id));
+                 }
+                 return ex->Send(FromStatus(r.error()));
+               }
+               then(std::move(*r));
+             });
+  }
+
+  void GetSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    struct Detail {
+      SessionInfo info;
+      std::string status;
+      Json pending = Json::array();
+      Json settings;
+      Json last_turn;
+    };
+    WithSession(ex, who, id, [this, ex, id](SessionInfo) {
+      Blocking(
+          [this, id]() -> Result<Detail> {
+            Detail d;
+            LoadOptions lo;
+            lo.repair = false;
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            d.info = snap.info;
+            d.status = "idle";
+            if (snap.open_checkpoint) {
+              d.status = "paused";
+            } else if (snap.decided_checkpoint) {
+              d.status = "queued";
+            } else if (snap.last_turn_end && snap.last_turn_end->stop == StopReason::kFailed) {
+              d.status = "failed";
+            }
+            AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::string_view(id)));
+            for (const auto& item : pending) d.pending.push_back(PendingJson(item, "pending"));
+            AL_ASSIGN_OR_RETURN(auto settings, engine_.store().GetSettings(id));
+            d.settings = settings ? *settings : Json(nullptr);
+            if (snap.last_turn_end) {
+              const auto& t = *snap.last_turn_end;
+              d.last_turn = {{"id", t.turn_id},
+                             {"stop", std::string(StopReasonName(t.stop))},
+                             {"reason", t.reason},
+                             {"counters", ToJson(t.counters)}};
+            }
+            return d;
+          },
+          [this, ex](Result<Detail> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            std::string st = LiveStatus(r->info.id);
+            Json j = SessionJson(r->info, st.empty() ? r->status : st);
+            j["pending"] = r->pending;
+            j["settings"] = r->settings;
+            j["last_turn"] = r->last_turn;
+            auto it = live_.find(r->info.id);
+            if (it != live_.end() && !it->second.turn_id.empty()) {
+              j["running_turn"] = it->second.turn_id;
+            }
+            ex->Send(JsonResponse(200, j));
+          });
+    });
+  }
+
+  void DeleteSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    WithSession(ex, who, id, [this, ex, id](SessionInfo) {
+      if (!LiveStatus(id).empty()) {
+        return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
+      }
+      Blocking([this, id]() { return engine_.store().RemoveSession(id); },
+               [ex](Status s) {
+                 if (!s.ok()) return ex->Send(FromStatus(s));
+                 Response r;
+                 r.status = 204;
+                 r.content_type = "application/json";
+                 ex->Send(std::move(r));
+               });
+    });
+  }
+
+  void Messages(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    Result<int> limit = LimitParam(ex->request());
+    if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
+    Result<uint64_t> cursor = SeqParam(ex->request().Query("cursor"), "cursor");
+    if (!cursor.ok()) return ex->Send(Problem(400, "invalid_cursor", cursor.error().message()));
+    WithSession(ex, who, id, [this, ex, id, limit = *limit, from = *cursor](SessionInfo) {
+      Blocking(
+          [this, id]() -> Result<std::vector<Message>> {
+            LoadOptions lo;
+            lo.repair = false;
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            return std::move(snap.messages);
+          },
+          [ex, limit, from](Result<std::vector<Message>> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            Json items = Json::array();
+            size_t end = std::min(r->size(), static_cast<size_t>(from) + limit);
+            for (size_t i = from; i < end; ++i) items.push_back(ToJson((*r)[i]));
+            Json out = {{"items", items}, {"next_cursor", nullptr}};
+            if (end < r->size()) out["next_cursor"] = std::to_string(end);
+            ex->Send(JsonResponse(200, out));
+          });
+    });
+  }
+
+  // --- turns ------------------------------------------------------------
+
+  void PostTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"input", "on_busy"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    if (!body->contains("input") || !(*body)["input"].is_string() ||
+        (*body)["input"].get<std::string>().empty()) {
+      return ex->Send(Problem(400, "invalid_request", "input must be a non-empty string"));
+    }
+    std::string on_busy = "reject";
+    if (body->contains("on_busy")) {
+      const Json& b = (*body)["on_busy"];
+      if (!b.is_string() || (b != "reject" && b != "enqueue")) {
+        return ex->Send(Problem(400, "invalid_request", "on_busy must be reject or enqueue"));
+      }
+      on_busy = b.get<std::string>();
+    }
+    std::string input = (*body)["input"].get<std::string>();
+    const bool stream =
+        ex->request().Header("Accept").find("text/event-stream") != std::string_view::npos;
+    WithSession(ex, who, id, [this, ex, id, input, on_busy, stream](SessionInfo info) {
+      Live& live = live_[id];
+      live.tenant = info.tenant;
+      if (live.running()) {
+        if (on_busy == "enqueue") {
+          live.queue.push_back({input});
+          return ex->Send(
+              JsonResponse(202, {{"status", "queued"},
+                                 {"session_id", id},
+                                 {"position", live.queue.size()},
+                                 {"events_url", "/v1/sessions/" + id + "/events/stream"}}));
+        }
+        return ex->Send(Problem(409, "session_busy",
+                                "session " + id + " is running turn " + live.turn_id +
+                                    " (send on_busy: \"enqueue\" to queue this input)"));
+      }
+      TurnStart start;
+      start.after_seq = info.last_seq;
+      if (stream) {
+        start.stream = ex->OpenStream();
+      } else {
+        start.reply = ex;
+      }
+      StartTurn(id, input, std::move(start));
+    });
+  }
+
+  // Opens the session on the pool and starts the turn (`input` empty: continue
+  // its decided batch), answered as `start` says.
+  void StartTurn(const std::string& id, std::string input, TurnStart start) {
+    Live& starting = live_[id];
+    starting.starting = true;
+    if (start.finish) starting.finish.push_back(std::move(start.finish));
+    std::shared_ptr<Subscriber> sub;
+    if (start.stream) {
+      sub = std::make_shared<Subscriber>();
+      sub->stream = std::move(start.stream);
+      sub->tenant = starting.tenant;
+      sub->cursors[id].last_seq = start.after_seq;
+      sub->close_after_turn = "*";  // the first turn_end seen
+      Attach(sub, id);
+    }
+    starting.reply = std::move(start.reply);
+    Blocking(
+        [this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
+        [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
+          Live& live = live_[id];
+          if (!opened.ok()) {
+            live.starting = false;
+            Status s = opened.error();
+            Response r = s.code() == Code::kFailedPrecondition
+                             ? Problem(409, "session_paused", s.message())
+                             : FromStatus(s);
+            if (live.reply) live.reply->Send(r);
+            live.reply.reset();
+            if (sub) sub->stream->Close(Frame("", "error", r.body));
+            Result<TurnResult> failed = s;
+            for (auto& f : std::exchange(live.finish, {})) f(live.turn_id, failed);
+            return StartNextQueued(id);
+          }
+          std::shared_ptr<Session> session = std::move(*opened);
+          live.session = session;
+          live.stop = std::make_shared<std::stop_source>();
+          live.starting = false;
+          auto observer = std::make_shared<TurnObserver>(this, id);
+          AsyncTurnCallbacks cb;
+          cb.observer = observer.get();
+          // `done` must not own the session: the io thread closes it
+          // when the turn is over, which releases its lock.
+          cb.done = [this, id, observer](Result<TurnResult> r) {
+            asio::post(io_, [this, id, observer, r = std::move(r)]() mutable {
+              OnTurnDone(id, *observer, std::move(r));
+            });
+          };
+          if (input.empty()) {
+            session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+          } else {
+            session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
+          }
+        });
+  }
+
+  // Receives a turn's events on the executor's threads and hands them to
+  // the io thread.
+  struct TurnObserver final : EventSink {
+    TurnObserver(ServerImpl* s, std::string id) : server(s), session_id(std::move(id)) {}
+    Status OnEvent(const Event& e) override {
+      std::string type(EventTypeName(e.type));
+      std::string json = e.Dump(session_id);
+      std::string call;
+      if (e.type == EventType::kToolCallBegin || e.type == EventType::kToolCallEnd) {
+        auto it = e.data.find("id");
+        if (it != e.data.end() && it->is_string()) call = it->get<std::string>();
+      }
+      asio::post(server->io_,
+                 [srv = server, id = session_id, type = std::move(type), turn = e.turn_id,
+                  seq = ShouldPersist(e.type) ? e.seq : 0, json = std::move(json),
+                  delta = DeltaText(e), call = std::move(call)]() mutable {
+                   srv->Measure(id, type, call);
+                   srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
+                 });
+      return Status::Ok();
+    }
+    static std::string DeltaText(const Event& e) {
+      if (e.type != EventType::kTextDelta) return {};
+      auto it = e.data.find("text");
+      return it != e.data.end() && it->is_string() ? it->get<std::string>() : std::string();
+    }
+    ServerImpl* server;
+    std::string session_id;
+  };
+
+  // Model and tool latency from the events' arrival on the io thread.
+  void Measure(const std::string& id, const std::string& type, const std::string& call) {
+    Live& live = live_[id];
+    const auto now = std::chrono::steady_clock::now();
+    auto seconds = [&](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(now - t).count();
+    };
+    if (type == "turn_begin") {
+      ++metrics_.turns_started;
+    } else if (type == "step_begin") {
+      live.step_started = now;
+    } else if (type == "step_end" && live.step_started) {
+      metrics_.model.Observe(seconds(*live.step_started));
+      live.step_started.reset();
+    } else if (type == "tool_call_begin") {
+      live.tools_started[call] = now;
+    } else if (type == "tool_call_end") {
+      auto it = live.tools_started.find(call);
+      if (it != live.tools_started.end()) {
+        metrics_.tool.Observe(seconds(it->second));
+        live.tools_started.erase(it);
+      }
+    }
+  }
+
+  void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
+                   const std::string& type, std::string json, const std::string& delta) {
+    Live& live = live_[id];
+    if (!turn_id.empty() && live.turn_id != turn_id && type == "turn_begin") {
+      live.turn_id = turn_id;
+      TurnRecord& t = turns_[turn_id];
+      t.session_id = id;
+      t.tenant = live.tenant;
+      t.done = false;
+      if (live.reply) {
+        live.reply->Send(JsonResponse(202, TurnAccepted(id, turn_id)));
+        live.reply.reset();
+      }
+    }
+    if (type == "text_delta") {
+      live.partial_text += delta;
+    } else if (type == "step_begin" || type == "message") {
+      live.partial_text.clear();
+    }
+    if (seq != 0) {
+      std::string frame = Frame(std::to_string(seq), type, json);
+      if (IsCommitBoundary(type)) {
+        live.uncommitted.clear();
+      } else {
+        live.uncommitted.emplace_back(seq, frame);
+      }
+      Publish(id, seq, type, turn_id, json);
+    } else {
+      Publish(id, 0, type, turn_id, json);
+    }
+  }
+
+  void OnTurnDone(const std::string& id, TurnObserver& observer, Result<TurnResult> r) {
+    Live& live = live_[id];
+    std::string turn_id = live.turn_id;
+    if (r.ok() && r->checkpoint) turn_id = r->checkpoint->turn_id;
+    (void)observer;
+    if (live.reply) {
+      if (!r.ok()) {
+        live.reply->Send(r.error().code() == Code::kFailedPrecondition
+                             ? Problem(409, "session_paused", r.error().message())
+                             : FromStatus(r.error()));
+      } else {
+        live.reply->Send(JsonResponse(202, TurnAccepted(id, turn_id)));
+      }
+      live.reply.reset();
+    }
+    ++metrics_.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
+    for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
+    live.tools_started.clear();
+    live.step_started.reset();
+    if (!turn_id.empty()) {
+      TurnRecord& t = turns_[turn_id];
+      t.session_id = id;
+      t.tenant = live.tenant;
+      t.done = true;
+      t.result = r.ok() ? TurnResultJson(*r) : Json{{"error", r.error().message()}};
+      auto waiters = std::move(t.waiters);
+      for (auto& w : waiters) w();
+      finished_turns_.push_back(turn_id);
+      while (finished_turns_.size() > 10000) {
+        turns_.erase(finished_turns_.front());
+        finished_turns_.pop_front();
+      }
+    }
+    // Closing the session releases its lock (a store call, on the pool);
+    // the session counts as running until then, so the next turn cannot
+    // find it still locked.
+    std::shared_ptr<Session> session = std::move(live.session);
+    live.stop.reset();
+    live.turn_id.clear();
+    live.partial_text.clear();
+    live.uncommitted.clear();
+    live.closing = true;
+    // Streams that followed only this turn end with it.
+    for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(live.subscribers)) {
+      if (!sub->close_after_turn.empty()) {
+        if (!r.ok()) {
+          sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+        } else {
+          sub->stream->Close({});
+        }
+      }
+    }
+    Blocking(
+        [session]() mutable {
+          session.reset();
+          return true;
+        },
+        [this, id](bool) {
+          live_[id].closing = false;
+          StartNextQueued(id);
+          if (shutting_down_) MaybeFinishShutdown();
+        });
+  }
+
+  Json TurnAccepted(const std::string& id, const std::string& turn_id) const {
+    return {{"id", turn_id},
+            {"session_id", id},
+            {"status", "running"},
+            {"events_url", "/v1/sessions/" + id + "/events/stream"},
+            {"wait_url", "/v1/sessions/" + id + "/turns/" + turn_id + "/wait"}};
+  }
+
+  void StartNextQueued(const std::string& id) {
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    Live& live = it->second;
+    if (live.running() || shutting_down_) return;
+    if (!live.queue.empty()) {
+      std::string input = std::move(live.queue.front().input);
+      live.queue.pop_front();
+      return StartTurn(id, std::move(input), TurnStart{});
+    }
+    if (live.subscribers.empty()) live_.erase(it);
+  }
+
+  void TurnStatus(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
+                  const std::string& turn_id, bool wait) {
+    int timeout_s = 30;
+    if (wait) {
+      std::string t = ex->request().Query("timeout_s", "30");
+      if (t.empty() || t.size() > 3 || t.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoi(t) > 300) {
+        return ex->Send(Problem(400, "invalid_request", "timeout_s must be 0-300"));
+      }
+      timeout_s = std::stoi(t);
+    }
+    auto it = turns_.find(turn_id);
+    if (it != turns_.end() && it->second.session_id == id && it->second.tenant == who.tenant) {
+      TurnRecord& t = it->second;
+      if (t.done || !wait || timeout_s == 0) return ex->Send(JsonResponse(200, TurnJson(turn_id)));
+      auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::seconds(timeout_s));
+      auto answered = std::make_shared<bool>(false);
+      auto answer = [this, ex, turn_id, answered, timer] {
+        if (*answered) return;
+        *answered = true;
+        timer->cancel();
+        ex->Send(JsonResponse(200, TurnJson(turn_id)));
+      };
+      t.waiters.push_back(answer);
+      timer->async_wait([answer](boost::system::error_code ec) {
+        if (!ec) answer();
+      });
+      return;
+    }
+    // Not in memory: the turn's end from the store.
+    WithSession(ex, who, id, [this, ex, id, turn_id](SessionInfo) {
+      Blocking(
+          [this, id, turn_id]() -> Result<Json> {
+            AL_ASSIGN_OR_RETURN(auto events, engine_.store().Events(id, 0));
+            Json out;
+            for (const auto& e : events) {
+              if (e.turn_id != turn_id || e.type != "turn_end") continue;
+              Json j = Json::parse(e.json, nullptr, false);
+              if (j.is_discarded()) continue;
+              out = {{"id", turn_id}, {"session_id", id}, {"status", "done"}, {"result", j}};
+            }
+            if (out.is_null()) return NotFound("no turn " + turn_id + " in session " + id);
+            return out;
+          },
+          [ex](Result<Json> r) {
+            if (!r.ok()) return ex->Send(FromStatus(r.error()));
+            ex->Send(JsonResponse(200, *r));
+          });
+    });
+  }
+
+  Json TurnJson(const std::string& turn_id) const {
+    const TurnRecord& t = turns_.at(turn_id);
+    Json j = {
+        {"id", turn_id}, {"session_id", t.session_id}, {"status", t.done ? "done" : "running"}};
+    if (t.done) j["result"] = t.result;
+    return j;
+  }
+
+  void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    const std::string& turn_id = p[1];
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.tenant != who.tenant || it->second.turn_id != turn_id ||
+        !it->second.stop) {
+      return ex->Send(
+          Problem(409, "turn_not_running", "turn " + turn_id + " is not running in session " + id));
+    }
+    it->second.stop->request_stop();
+    ex->Send(JsonResponse(202, {{"id", turn_id}, {"session_id", id}, {"status", "cancelling"}}));
+  }
+
+  // --- events -----------------------------------------------------------
+
+  void EventsJson(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    Result<uint64_t> after = SeqParam(ex->request().Query("after"), "after");
+    if (!after.ok()) return ex->Send(Problem(400, "invalid_request", after.error().message()));
+    Result<int> limit = LimitParam(ex->request());
+    if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
+    WithSession(ex, who, id, [this, ex, id, after = *after, limit = *limit](SessionInfo) {
+      Blocking([this, id, after]() { return engine_.store().Events(id, after); },
+               [ex, limit](Result<std::vector<StoredEvent>> r) {
+                 if (!r.ok()) return ex->Send(FromStatus(r.error()));
+                 std::string items = "[";
+                 size_t n = std::min(r->size(), static_cast<size_t>(limit));
+                 for (size_t i = 0; i < n; ++i) {
+                   if (i) items += ",";
+                   items += (*r)[i].json;
+                 }
+                 items += "]";
+                 Response resp;
+                 resp.body = "{\"items\":" + items + ",\"next_after\":" +
+                             (n < r->size() ? std::to_string((*r)[n - 1].seq) : "null") + "}";
+                 ex->Send(std::move(resp));
+               });
+    });
+  }
+
+  // The cursor a stream starts after: Last-Event-ID, else ?after=.
+  static Result<uint64_t> StreamCursor(const Request& req) {
+    std::string_view last = req.Header("Last-Event-ID");
+    if (!last.empty()) {
+      size_t dot = last.rfind('.');  // multiplexed ids are "<session>.<seq>"
+      return SeqParam(dot == std::string_view::npos ? last : last.substr(dot + 1), "Last-Event-ID");
+    }
+    return SeqParam(req.Query("after"), "after");
+  }
+
+  void StreamEvents(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                    std::vector<std::string> ids, bool multiplexed) {
+    Result<uint64_t> after = StreamCursor(ex->request());
+    if (!after.ok()) return ex->Send(Problem(400, "invalid_request", after.error().message()));
+    std::map<std::string, uint64_t> cursors;
+    for (const auto& id : ids) cursors[id] = *after;
+    OpenSubscription(ex, who, std::move(cursors), multiplexed);
+  }
+
+  // GET /v1/events/stream?sessions=a,b[&after=a:10,b:7]
+  void StreamMany(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    std::string list = ex->request().Query("sessions");
+    if (list.empty()) {
+      return ex->Send(Problem(400, "invalid_request", "sessions=ID[,ID...] is required"));
+    }
+    std::map<std::string, uint64_t> cursors;
+    for (std::string_view rest = list; !rest.empty();) {
+      size_t c = rest.find(',');
+      std::string id(rest.substr(0, c));
+      rest = c == std::string_view::npos ? std::string_view() : rest.substr(c + 1);
+      if (!id.empty()) cursors[id] = 0;
+    }
+    if (cursors.size() > 100) {
+      return ex->Send(Problem(400, "invalid_request", "at most 100 sessions per stream"));
+    }
+    std::string after = ex->request().Query("after");
+    for (std::string_view rest = after; !rest.empty();) {
+      size_t c = rest.find(',');
+      std::string_view pair = rest.substr(0, c);
+      rest = c == std::string_view::npos ? std::string_view() : rest.substr(c + 1);
+      size_t colon = pair.find(':');
+      if (colon == std::string_view::npos) {
+        return ex->Send(Problem(400, "invalid_request", "after must be ID:SEQ[,ID:SEQ...]"));
+      }
+      Result<uint64_t> seq = SeqParam(pair.substr(colon + 1), "after");
+      if (!seq.ok()) return ex->Send(Problem(400, "invalid_request", seq.error().message()));
+      auto it = cursors.find(std::string(pair.substr(0, colon)));
+      if (it != cursors.end()) it->second = *seq;
+    }
+    std::string_view last = ex->request().Header("Last-Event-ID");
+    if (size_t dot = last.rfind('.'); dot != std::string_view::npos) {
+      auto it = cursors.find(std::string(last.substr(0, dot)));
+      Result<uint64_t> seq = SeqParam(last.substr(dot + 1), "Last-Event-ID");
+      if (it != cursors.end() && seq.ok()) it->second = std::max(it->second, *seq);
+    }
+    OpenSubscription(ex, who, std::move(cursors), true);
+  }
+
+  void OpenSubscription(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                        std::map<std::string, uint64_t> cursors, bool multiplexed) {
+    std::vector<std::string> ids;
+    for (const auto& [id, c] : cursors) ids.push_back(id);
+    // Every session must be the caller's.
+    Blocking(
+        [this, ids]() -> Result<std::vector<SessionInfo>> {
+          std::vector<SessionInfo> out;
+          for (const auto& id : ids) {
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(id));
+            out.push_back(std::move(s));
+          }
+          return out;
+        },
+        [this, ex, who, cursors, multiplexed](Result<std::vector<SessionInfo>> r) {
+          if (!r.ok() && r.error().code() != Code::kNotFound) {
+            return ex->Send(FromStatus(r.error()));
+          }
+          bool mine = r.ok();
+          if (mine) {
+            for (const auto& s : *r) mine = mine && s.tenant == who.tenant;
+          }
+          if (!mine) return ex->Send(Problem(404, "not_found", "no such session"));
+          if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
+          auto sub = std::make_shared<Subscriber>();
+          sub->tenant = who.tenant;
+          sub->multiplexed = multiplexed;
+          sub->stream = ex->OpenStream();
+          ++sse_clients_;
+          for (const auto& [id, after] : cursors) {
+            sub->cursors[id].last_seq = after;
+            Attach(sub, id);
+            Replay(sub, id);
+          }
+        });
+  }
+
+  void Attach(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
+    Live& live = live_[id];
+    if (live.tenant.empty()) live.tenant = sub->tenant;
+    live.subscribers.push_back(sub);
+    subscribers_.insert(sub);
+    std::weak_ptr<Subscriber> weak = sub;
+    sub->stream->OnClose([this, weak] {
+      auto s = weak.lock();
+      if (!s) return;
+      subscribers_.erase(s);
+      if (s->close_after_turn.empty()) --sse_clients_;
+      for (const auto& [sid, c] : s->cursors) {
+        auto it = live_.find(sid);
+        if (it == live_.end()) continue;
+        std::erase(it->second.subscribers, s);
+        if (!it->second.running() && it->second.subscribers.empty() && it->second.queue.empty()) {
+          live_.erase(it);
+        }
+      }
+      if (shutting_down_) MaybeFinishShutdown();
+    });
+    sub->stream->SetOverflowFrame([this, weak] {
+      ++metrics_.overflows;
+      auto s = weak.lock();
+      Json last = Json::object();
+      if (s) {
+        for (const auto& [sid, c] : s->cursors) last[sid] = c.last_seq;
+      }
+      return Frame("", "stream.desync", DumpJson({{"last_seq", last}}));
+    });
+  }
+
+  // Sends the session's stored events after the subscriber's cursor, then
+  // what is observed but not yet committed, then the text in flight; live
+  // frames that arrive meanwhile are held and sent after (without repeats).
+  void Replay(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
+    Subscriber::Cursor& start = sub->cursors[id];
+    if (start.replaying) return;
+    start.replaying = true;
+    auto uncommitted = live_[id].uncommitted;
+    uint64_t after = start.last_seq;
+    Blocking(
+        [this, id, after]() { return engine_.store().Events(id, after); },
+        [this, sub, id, uncommitted = std::move(uncommitted)](Result<std::vector<StoredEvent>> r) {
+          if (sub->stream->closed()) return;
+          Subscriber::Cursor& c = sub->cursors[id];
+          if (!r.ok()) {
+            sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+            return;
+          }
+          for (const auto& e : *r) {
+            if (e.seq <= c.last_seq) continue;
+            Send(*sub, id, e.seq, e.type, e.json);
+          }
+          for (const auto& [seq, frame] : uncommitted) {
+            if (seq <= c.last_seq) continue;
+            SendFrame(*sub, id, seq, frame);
+          }
+          c.replaying = false;
+          auto held = std::move(c.held);
+          c.held.clear();
+          auto it = live_.find(id);
+          if (it != live_.end() && !it->second.partial_text.empty()) {
+            Json snap = {{"type", "message.snapshot"},
+                         {"session_id", id},
+                         {"turn_id", it->second.turn_id},
+                         {"text", it->second.partial_text}};
+            SendFrame(*sub, id, 0, Frame("", "message.snapshot", DumpJson(snap)));
+          }
+          for (auto& [seq, frame] : held) {
+            if (seq == 0) continue;  // deltas: the snapshot has their text
+            if (seq <= c.last_seq) continue;
+            if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
+            SendFrame(*sub, id, seq, frame);
+          }
+        });
+  }
+
+  void Send(Subscriber& sub, const std::string& id, uint64_t seq, std::string_view type,
+            std::string_view json) {
+    std::string frame_id = seq == 0          ? std::string()
+                           : sub.multiplexed ? id + "." + std::to_string(seq)
+                                             : std::to_string(seq);
+    SendFrame(sub, id, seq, Frame(frame_id, type, json));
+  }
+
+  void SendFrame(Subscriber& sub, const std::string& id, uint64_t seq, std::string frame) {
+    if (sub.multiplexed && seq != 0 && frame.rfind("id: ", 0) == 0 &&
+        frame.compare(4, id.size() + 1, id + ".") != 0) {
+      size_t nl = frame.find('\n');
+      frame = "id: " + id + "." + std::to_string(seq) + frame.substr(nl);
+    }
+    if (seq != 0) sub.cursors[id].last_seq = seq;
+    sub.stream->Push(std::move(frame));
+  }
+
+  void Publish(const std::string& id, uint64_t seq, const std::string& type,
+               const std::string& turn_id, const std::string& json) {
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(it->second.subscribers)) {
+      if (sub->stream->closed()) continue;
+      Subscriber::Cursor& c = sub->cursors[id];
+      if (c.replaying) {
+        std::string frame = Frame(seq ? std::to_string(seq) : "", type, json);
+        c.held.emplace_back(seq, std::move(frame));
+        continue;
+      }
+      if (seq != 0) {
+        if (seq <= c.last_seq) continue;
+        if (seq > c.last_seq + 1) {
+          // Events written outside this server's turns (a decision, a
+          // settings change) came between: fetch them first.
+          c.held.emplace_back(seq, Frame(std::to_string(seq), type, json));
+          Replay(sub, id);
+          continue;
+        }
+      }
+      Send(*sub, id, seq, type, json);
+      if (type == "turn_end" && !sub->close_after_turn.empty() &&
+          (sub->close_after_turn == "*" || sub->close_after_turn == turn_id)) {
+        sub->stream->Close({});
+      }
+    }
+  }
+
+  // --- approvals and questions -------------------------------------------
+
+  void ListPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                   const std::string& session_id, std::optional<PendingKind> kind) {
+    std::string status = ex->request().Query("status", "pending");
+    if (status != "pending") {
+      return ex->Send(Problem(400, "invalid_request",
+                              "status must be pending (decided items are in the event log)"));
+    }
+    struct Listed {
+      std::vector<PendingRecord> items;
+      std::map<std::string, std::string> tenants;
+    };
+    Blocking(
+        [this, session_id]() -> Result<Listed> {
+          Listed l;
+          std::optional<std::string_view> only;
+          if (!session_id.empty()) only = session_id;
+          AL_ASSIGN_OR_RETURN(l.items, engine_.store().ListPending(only));
+          for (const auto& p : l.items) {
+            if (l.tenants.count(p.session_id)) continue;
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(p.session_id));
+            l.tenants[p.session_id] = s.tenant;
+          }
+          if (!session_id.empty() && l.items.empty()) {
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(session_id));
+            l.tenants[session_id] = s.tenant;
+          }
+          return l;
+        },
+        [ex, who, session_id, kind](Result<Listed> r) {
+          if (!r.ok()) return ex->Send(FromStatus(r.error()));
+          if (!session_id.empty() && r->tenants[session_id] != who.tenant) {
+            return ex->Send(Problem(404, "not_found", "no session " + session_id));
+          }
+          Json items = Json::array();
+          for (const auto& p : r->items) {
+            if (r->tenants[p.session_id] != who.tenant) continue;
+            if (kind && p.item.kind != *kind) continue;
+            items.push_back(PendingJson(p, "pending"));
+          }
+          ex->Send(JsonResponse(200, {{"items", items}}));
+        });
+  }
+
+  static std::string StateName(PendingLookup::State s) {
+    switch (s) {
+      case PendingLookup::State::kOutstanding:
+        return "pending";
+      case PendingLookup::State::kDecided:
+        return "resolved";
+      case PendingLookup::State::kCancelled:
+        return "cancelled";
+    }
+    return "pending";
+  }
+
+  static Json LookupJson(const PendingLookup& l) {
+    Json j = PendingJson(l.record, StateName(l.state));
+    if (l.decision) {
+      j["decision"] = l.decision->kind == ApprovalDecision::Kind::kDeny ? "deny" : "approve";
+      if (l.record.item.kind == PendingKind::kQuestion) j["decision"] = "answer";
+      j["decided_by"] = l.decision->by;
+    }
+    return j;
+  }
+
+  // Finds the item and checks its tenant and kind; nullopt answered 404.
+  template <typename Then>
+  void WithPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                   const std::string& pid, PendingKind kind, Then then) {
+    struct Found {
+      std::optional<PendingLookup> lookup;
+      std::string tenant;
+    };
+    Blocking(
+        [this, pid]() -> Result<Found> {
+          Found f;
+          AL_ASSIGN_OR_RETURN(f.lookup, engine_.store().LookupPending(pid));
+          if (f.lookup) {
+            AL_ASSIGN_OR_RETURN(SessionInfo s,
+                                engine_.store().GetSession(f.lookup->record.session_id));
+            f.tenant = s.tenant;
+          }
+          return f;
+        },
+        [ex, who, pid, kind, then = std::move(then)](Result<Found> r) mutable {
+          if (!r.ok()) return ex->Send(FromStatus(r.error()));
+          if (!r->lookup || r->tenant != who.tenant) {
+            return ex->Send(
+                Problem(404, "not_found", "no " + std::string(PendingKindName(kind)) + " " + pid));
+          }
+          if (r->lookup->record.item.kind != kind) {
+            const bool question = r->lookup->record.item.kind == PendingKind::kQuestion;
+            return ex->Send(Problem(
+                400, "wrong_kind",
+                pid + " is " + (question ? "a question: answer it with POST " : "an approval: ") +
+                    (question ? "/v1/questions/" + pid + "/answer (or /pending-questions/" + pid +
+                                    "/answer)"
+                              : "decide it with POST /v1/approvals/" + pid +
+                                    "/decision (or /pending-approvals/" + pid + "/resolve)")));
+          }
+          then(std::move(*r->lookup));
+        });
+  }
+
+  void GetPending(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
+                  PendingKind kind) {
+    WithPending(ex, who, pid, kind,
+                [ex](PendingLookup l) { ex->Send(JsonResponse(200, LookupJson(l))); });
+  }
+
+  // POST /v1/approvals/{id}/decision and /v1/questions/{id}/answer.
+  void Decide(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
+              PendingKind kind) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Resolution res;
+    if (kind == PendingKind::kQuestion) {
+      Status keys = OnlyKeys(*body, {"answer"});
+      if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+      if (!body->contains("answer") || !(*body)["answer"].is_string()) {
+        return ex->Send(Problem(400, "invalid_request", "answer must be a string"));
+      }
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = (*body)["answer"].get<std::string>();
+    } else {
+      Status keys = OnlyKeys(*body, {"decision", "edited_args", "scope", "reason"});
+      if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+      const Json& d = body->value("decision", Json());
+      if (d != "approve" && d != "deny") {
+        return ex->Send(Problem(400, "invalid_request", "decision must be approve or deny"));
+      }
+      res.kind = d == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
+      if (body->contains("scope") && (*body)["scope"] != "once") {
+        return ex->Send(Problem(400, "unsupported_scope",
+                                "scope must be once: a decision over HTTP covers this call only "
+                                "(add an allow rule to the agent for more)"));
+      }
+      if (body->contains("edited_args")) {
+        if (res.kind != Resolution::Kind::kApprove || !(*body)["edited_args"].is_object()) {
+          return ex->Send(Problem(400, "invalid_edited_args",
+                                  "edited_args must be a JSON object, with decision approve"));
+        }
+        res.edited_arguments = (*body)["edited_args"];
+      }
+      if (body->contains("reason")) {
+        if (!(*body)["reason"].is_string()) {
+          return ex->Send(Problem(400, "invalid_request", "reason must be a string"));
+        }
+        res.reason = (*body)["reason"].get<std::string>();
+      }
+    }
+    Resolve(ex, who, pid, kind, res, [ex](const DecisionOutcome& o) {
+      switch (o.kind) {
+        case DecisionOutcome::Kind::kRecorded:
+          return ex->Send(
+              JsonResponse(200, {{"status", "recorded"},
+                                 {"session_id", o.session_id},
+                                 {"outstanding", o.outstanding},
+                                 {"pending_url", "/v1/sessions/" + o.session_id + "/pending"}}));
+        case DecisionOutcome::Kind::kResumed:
+          return ex->Send(JsonResponse(
+              200,
+              {{"status", "resumed"},
+               {"session_id", o.session_id},
+               {"turn_id", o.turn_id},
+               {"events_url", "/v1/sessions/" + o.session_id + "/events/stream"},
+               {"wait_url", "/v1/sessions/" + o.session_id + "/turns/" + o.turn_id + "/wait"}}));
+        case DecisionOutcome::Kind::kCancelled:
+          return ex->Send(
+              JsonResponse(200, {{"status", "cancelled"},
+                                 {"already_resolved", true},
+                                 {"session_id", o.session_id},
+                                 {"detail",
+                                  "its batch was closed without it (a sibling call was denied, "
+                                  "or a newer pause replaced it)"}}));
+        case DecisionOutcome::Kind::kConflict:
+          return ex->Send(Problem(409, "approval_already_resolved",
+                                  "this item was already decided differently"));
+        case DecisionOutcome::Kind::kAlreadyResolved:
+          return ex->Send(JsonResponse(200, {{"status", "already_resolved"},
+                                             {"already_resolved", true},
+                                             {"session_id", o.session_id},
+                                             {"turn_id", o.turn_id}}));
+      }
+    });
+  }
+
+  struct DecisionOutcome {
+    enum class Kind { kRecorded, kResumed, kAlreadyResolved, kCancelled, kConflict };
+    Kind kind = Kind::kRecorded;
+    std::string session_id;
+    std::string turn_id;
+    int outstanding = 0;  // kRecorded
+  };
+
+  // Records `res` about the item `pid` (checked to be the caller's and of
+  // `kind`: else 404 on `ex`) and tells `answer` what happened; a refused
+  // edit is 400 on `ex` with the item still pending. When the decision
+  // completes the batch this server continues the turn (kResumed) and
+  // `finish`, when set, gets the continued turn's outcome.
+  void Resolve(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
+               PendingKind kind, Resolution res, std::function<void(const DecisionOutcome&)> answer,
+               TurnFinish finish = {}) {
+    res.continue_turn = false;
+    res.by = "http:" + who.tenant;
+    WithPending(ex, who, pid, kind, [this, ex, who, pid, res, answer, finish](PendingLookup l) {
+      if (l.state != PendingLookup::State::kOutstanding) return answer(Settled(l, res));
+      const std::string sid = l.record.session_id;
+      struct Outcome {
+        ResolveReport report;
+        std::optional<PendingLookup> after;
+        uint64_t seq_before = 0;
+      };
+      Blocking(
+          [this, pid, res, sid]() -> Result<Outcome> {
+            Outcome o;
+            AL_ASSIGN_OR_RETURN(SessionInfo before, engine_.store().GetSession(sid));
+            o.seq_before = before.last_seq;
+            AL_ASSIGN_OR_RETURN(o.report, engine_.Resolve(pid, res, OptionsToOpen(sid), {}, {}));
+            if (o.report.already_resolved) {
+              AL_ASSIGN_OR_RETURN(o.after, engine_.store().LookupPending(pid));
+            }
+            return o;
+          },
+          [this, ex, who, res, sid, l, answer, finish](Result<Outcome> r) {
+            if (!r.ok()) {
+              if (r.error().code() == Code::kInvalidArgument) {
+                return ex->Send(Problem(400, "invalid_edited_args",
+                                        r.error().message() + " (the item is still pending)"));
+              }
+              return ex->Send(FromStatus(r.error()));
+            }
+            if (r->report.already_resolved) return answer(Settled(r->after ? *r->after : l, res));
+            // The decision's event was written by the store: watchers get it.
+            PublishStored(sid, r->seq_before);
+            DecisionOutcome o;
+            o.session_id = sid;
+            o.turn_id = l.record.turn_id;
+            if (!r->report.continues_later) {
+              o.outstanding = r->report.outstanding;
+              return answer(o);
+            }
+            // The batch is decided: this server continues the turn.
+            o.kind = DecisionOutcome::Kind::kResumed;
+            Live& live = live_[sid];
+            live.tenant = who.tenant;
+            TurnRecord& t = turns_[l.record.turn_id];
+            t.session_id = sid;
+            t.tenant = live.tenant;
+            t.done = false;
+            if (finish) live.finish.push_back(finish);
+            if (!live.running()) {
+              StartTurn(sid, "", TurnStart{});
+              live_[sid].turn_id = l.record.turn_id;
+            }
+            answer(o);
+          });
+    });
+  }
+
+  // A decision about an item no longer outstanding: the same decision again
+  // is answered as already made; a different one conflicts; an item whose
+  // batch was closed without it says so.
+  static DecisionOutcome Settled(const PendingLookup& l, const Resolution& res) {
+    DecisionOutcome o;
+    o.session_id = l.record.session_id;
+    o.turn_id = l.record.turn_id;
+    if (l.state == PendingLookup::State::kCancelled) {
+      o.kind = DecisionOutcome::Kind::kCancelled;
+      return o;
+    }
+    bool same = l.decision.has_value();
+    if (same) {
+      bool denied = l.decision->kind == ApprovalDecision::Kind::kDeny;
+      same = (res.kind == Resolution::Kind::kDeny) == denied;
+    }
+    o.kind = same ? DecisionOutcome::Kind::kAlreadyResolved : DecisionOutcome::Kind::kConflict;
+    return o;
+  }
+
+  // Publishes events the store holds after `after` for `id` (written outside
+  // a turn of this server).
+  void PublishStored(const std::string& id, uint64_t after) {
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.subscribers.empty()) return;
+    Blocking([this, id, after]() { return engine_.store().Events(id, after); },
+             [this, id](Result<std::vector<StoredEvent>> r) {
+               if (!r.ok()) return;
+               for (const auto& e : *r) Publish(id, e.seq, e.type, e.turn_id, e.json);
+             });
+  }
+
+  // --- shutdown -----------------------------------------------------------
+
+  void BeginShutdown() {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    http_.StopAccepting();
+    signals_.cancel();
+    for (auto& sub :
+         std::vector<std::shared_ptr<Subscriber>>(subscribers_.begin(), subscribers_.end())) {
+      sub->stream->Close(Frame("", "shutdown", "{}"));
+    }
+    drain_timer_.expires_after(options_.drain_timeout);
+    drain_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      for (auto& [id, live] : live_) {
+        if (live.stop) live.stop->request_stop();
+      }
+      drained_ = false;
+    });
+    MaybeFinishShutdown();
+  }
+
+  void MaybeFinishShutdown() {
+    for (const auto& [id, live] : live_) {
+      if (live.running()) return;
+    }
+    drain_timer_.cancel();
+    // Sessions close (locks released) on the pool; then the loop ends.
+    if (!subscribers_.empty()) return;  // their final frames are being written
+    asio::post(blocking_, [this] { asio::post(io_, [this] { io_.stop(); }); });
+  }
+
+  ServerOptions options_;
+  Engine& engine_;
+  asio::io_context& io_;
+  HttpServer http_;
+  ThreadPoolExecutor executor_;
+  asio::thread_pool blocking_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  bool shutting_down_ = false;
+  bool drained_ = true;
+
+  std::unordered_map<std::string, Live> live_;
+  std::set<std::shared_ptr<Subscriber>> subscribers_;
+  size_t sse_clients_ = 0;
+  ServerMetrics metrics_;
+  std::unordered_map<std::string, TurnRecord> turns_;
+  std::deque<std::string> finished_turns_;
+  std::unordered_map<std::string, IdempotencyEntry> idem_;
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> idem_order_;
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> RouteTable() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& r : ServerImpl::RouteList()) {
+    out.emplace_back(std::string(boost::beast::http::to_string(r.first)),
+                     "/v1" + std::string(r.second));
+  }
+  return out;
+}
+
+std::string_view OpenApiSpec() {
+  static constexpr char kSpec[] =
+#include "server_openapi.inc"
+      ;
+  return {kSpec, sizeof kSpec - 1};
+}
+
+Result<std::unique_ptr<Server>> Server::Create(ServerOptions options, Engine& engine,
+                                               boost::asio::io_context& io) {
+  if (options.agents.empty()) {
+    return InvalidArgument("the server has no agent to serve (define one under agents/)");
+  }
+  auto s = std::make_unique<ServerImpl>(std::move(options), engine, io);
+  AL_RETURN_IF_ERROR(s->Listen());
+  return std::unique_ptr<Server>(std::move(s));
+}
+
+}  // namespace agentloop::server

@@ -1,0 +1,115 @@
+// Server: `agentloop serve`, the engine behind HTTP (docs/server.md).
+//
+// One io_context, run by one thread, carries the listener, every client
+// connection and every event stream; store calls and turn steps run on a
+// small pool (TurnExecutor), never on the I/O thread. A session costs memory
+// only while a turn runs (its Session object is open and locked) or a client
+// watches it; a paused or idle session is only its rows in the store.
+//
+// Security: with no token configured the server serves only loopback
+// (Create refuses another listen address) and every caller is the tenant
+// "default" with every scope. With tokens, each request needs
+// `Authorization: Bearer <token>`; the token's SHA-256 names its tenant and
+// scopes, and a caller sees only its tenant's sessions and pending items.
+// A state-changing request that carries an Origin header must come from the
+// server's own origin or one configured as allowed (DNS rebinding). Nothing
+// a client sends widens a session's settings: turns run under the settings
+// pinned to the session when it was created from its agent.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "agentloop/engine.h"
+#include "agentloop/status.h"
+
+#include "server/http_server.h"
+
+namespace agentloop::server {
+
+enum Scope : unsigned {
+  kScopeRead = 1,
+  kScopeWrite = 2,
+  kScopeApprove = 4,
+  kScopeAdmin = 8,
+};
+
+struct TokenGrant {
+  std::string sha256;  // lower-case hex of SHA-256(token)
+  std::string tenant;
+  unsigned scopes = 0;
+};
+
+// "<sha256 hex>:<tenant>:<scope>[,<scope>...]" (scopes: read, write,
+// approve, admin). Errors: kInvalidArgument naming what is wrong.
+Result<TokenGrant> ParseTokenGrant(std::string_view spec);
+
+// A named agent: what a new session of it runs with.
+struct AgentSpec {
+  std::string name;
+  std::string description;
+  SessionOptions options;
+  // Set when a session may name its workspace (`workspace` when created):
+  // the options for that request, or kInvalidArgument saying why it is
+  // refused. Called off the I/O thread. Unset: a request naming a
+  // workspace is refused.
+  std::function<Result<SessionOptions>(const std::string& workspace)> for_workspace;
+};
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7878";
+  std::vector<TokenGrant> tokens;
+  // Origins (scheme://host[:port]) allowed on state-changing requests
+  // besides the server's own.
+  std::vector<std::string> allowed_origins;
+  HttpLimits limits;
+  // At least one. A session names one when created (default: the first).
+  std::vector<AgentSpec> agents;
+  // Threads for store calls and turn steps.
+  int worker_threads = 2;
+  // Concurrent tool calls across sessions (0: twice the cores).
+  int max_concurrent_tools = 0;
+  // Running turns get this long to end after a shutdown starts; then they
+  // are cancelled.
+  std::chrono::milliseconds drain_timeout{20000};
+  // Idempotency keys are remembered this long.
+  std::chrono::milliseconds idempotency_ttl{24 * 3600 * 1000};
+};
+
+// (METHOD, path) of every route, `{name}` for a path parameter: what
+// `GET /v1/openapi.json` (OpenApiSpec) must describe.
+std::vector<std::pair<std::string, std::string>> RouteTable();
+// The OpenAPI 3.1 description of the API (src/server/openapi.json).
+std::string_view OpenApiSpec();
+
+class Server {
+ public:
+  // Checks the options and binds the listen address (port() is known after).
+  // Errors: kInvalidArgument (a non-loopback address without tokens, no
+  // agent, a bad address), kUnavailable (cannot bind).
+  // `io` is the one io_context of the process: the engine's HTTP client runs
+  // on it too (EngineOptions::io_context) and Run() runs it; `engine` and `io`
+  // must outlive the server.
+  static Result<std::unique_ptr<Server>> Create(ServerOptions options, Engine& engine,
+                                                boost::asio::io_context& io);
+  virtual ~Server() = default;
+
+  virtual int port() const = 0;
+  // Runs the I/O loop on the calling thread until Shutdown has finished.
+  // Returns OK when every running turn ended within the drain timeout.
+  virtual Status Run() = 0;
+  // Starts a graceful shutdown (any thread, also a signal handler's thread
+  // via the loop): stop accepting, /v1/ready answers 503, event streams get
+  // a final `shutdown` event, running turns get the drain timeout to end,
+  // then are cancelled; Run returns.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace agentloop::server

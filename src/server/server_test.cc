@@ -1,0 +1,720 @@
+// The server over real sockets: a Server on 127.0.0.1 with an engine on a
+// temporary SQLite store, agents whose model is the fake model server, and a
+// small blocking HTTP client. Every wait has a timeout (the client's socket
+// receive timeout); nothing sleeps.
+#include "server/server.h"
+
+#include <fstream>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "agentloop/json.h"
+
+#include "base/testing/files.h"
+#include "config/trust.h"
+#include "fake_model_server.h"
+
+namespace agentloop::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using tcp = asio::ip::tcp;
+using ::testing::HasSubstr;
+
+struct Reply {
+  unsigned status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  Json json() const { return Json::parse(body, nullptr, false); }
+};
+
+// A blocking client for one request per connection (Connection: close), or
+// an event stream read frame by frame. Reads time out after 20 s.
+class Client {
+ public:
+  explicit Client(int port) : port_(port) {}
+
+  void Connect() {
+    socket_ = std::make_unique<tcp::socket>(io_);
+    socket_->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_));
+    timeval tv{20, 0};
+    ::setsockopt(socket_->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+
+  void Write(const std::string& method, const std::string& path, const std::string& body,
+             const std::vector<std::pair<std::string, std::string>>& headers) {
+    std::string req = method + " " + path +
+                      " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
+                      "\r\nConnection: close\r\n";
+    for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
+    if (!body.empty() || method == "POST") {
+      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+             "\r\n";
+    }
+    req += "\r\n" + body;
+    asio::write(*socket_, asio::buffer(req));
+  }
+
+  Reply ReadHead() {
+    Reply r;
+    boost::system::error_code ec;
+    asio::read_until(*socket_, buf_, "\r\n\r\n", ec);
+    if (ec) return r;
+    std::istream in(&buf_);
+    std::string line;
+    std::getline(in, line);
+    if (line.size() > 12) r.status = static_cast<unsigned>(std::stoi(line.substr(9, 3)));
+    while (std::getline(in, line) && line != "\r") {
+      size_t c = line.find(':');
+      if (c == std::string::npos) continue;
+      std::string k = line.substr(0, c);
+      for (char& ch : k) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      std::string v = line.substr(c + 1);
+      while (!v.empty() && (v.front() == ' ')) v.erase(0, 1);
+      if (!v.empty() && v.back() == '\r') v.pop_back();
+      r.headers[k] = v;
+    }
+    return r;
+  }
+
+  Reply Call(const std::string& method, const std::string& path, const std::string& body = "",
+             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    Connect();
+    Write(method, path, body, headers);
+    Reply r = ReadHead();
+    boost::system::error_code ec;
+    asio::read(*socket_, buf_, ec);  // to EOF (Connection: close)
+    r.body.assign(asio::buffers_begin(buf_.data()), asio::buffers_end(buf_.data()));
+    buf_.consume(buf_.size());
+    socket_.reset();
+    return r;
+  }
+
+  // Opens an event stream; returns the response head.
+  Reply OpenStream(const std::string& path,
+                   std::vector<std::pair<std::string, std::string>> headers = {},
+                   const std::string& method = "GET", const std::string& body = "") {
+    Connect();
+    headers.emplace_back("Accept", "text/event-stream");
+    Write(method, path, body, headers);
+    return ReadHead();
+  }
+
+  struct Frame {
+    std::string id, event, data;
+    Json json() const { return Json::parse(data, nullptr, false); }
+  };
+  // The next frame (comments and the retry line skipped); nullopt at EOF or
+  // after the read timeout.
+  std::optional<Frame> Next() {
+    for (;;) {
+      boost::system::error_code ec;
+      asio::read_until(*socket_, buf_, "\n\n", ec);
+      if (ec) return std::nullopt;
+      std::istream in(&buf_);
+      std::string line;
+      Frame f;
+      bool any = false;
+      while (std::getline(in, line) && !line.empty()) {
+        if (line.rfind("id: ", 0) == 0) f.id = line.substr(4), any = true;
+        if (line.rfind("event: ", 0) == 0) f.event = line.substr(7), any = true;
+        if (line.rfind("data: ", 0) == 0) f.data = line.substr(6), any = true;
+      }
+      if (any && !f.event.empty()) return f;
+    }
+  }
+  void Close() { socket_.reset(); }
+
+ private:
+  int port_;
+  asio::io_context io_;
+  std::unique_ptr<tcp::socket> socket_;
+  asio::streambuf buf_;
+};
+
+AgentSpec Agent(std::string name, SessionOptions options) {
+  AgentSpec a;
+  a.name = std::move(name);
+  a.description = "writes code";
+  a.options = std::move(options);
+  return a;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  ServerTest() {
+    workspace_ = tmp_.path() / "ws";
+    fs::create_directories(workspace_);
+  }
+  ~ServerTest() override { StopServer(); }
+
+  void StartModel(const Json& responses) {
+    auto m = agentloop::testing::FakeModelServer::Start(Json{{"responses", responses}});
+    ASSERT_TRUE(m.ok()) << m.error().ToString();
+    model_ = std::move(*m);
+  }
+
+  SessionOptions AgentOptions() {
+    SessionOptions o;
+    o.workspace = workspace_;
+    o.provider = ProviderKind::kOpenAI;
+    o.base_url = model_->base_url();
+    o.api_key = "test-key";
+    o.model = "gpt-4.1";
+    o.approver = ApproverMode::kDurable;
+    o.todo_loop = false;
+    o.reflector = false;
+    return o;
+  }
+
+  void StartServer(ServerOptions so = {}) {
+    if (!engine_) {
+      EngineOptions eo;
+      eo.env = {{"HOME", (tmp_.path() / "home").string()}};
+      eo.data_dir = tmp_.path() / "data";
+      eo.io_context = &io_;
+      auto e = Engine::Create(eo);
+      ASSERT_TRUE(e.ok()) << e.error().ToString();
+      engine_ = std::move(*e);
+    }
+    so.listen = "127.0.0.1:0";
+    if (so.agents.empty()) so.agents.push_back(Agent("coder", AgentOptions()));
+    auto s = Server::Create(std::move(so), *engine_, io_);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    server_ = std::move(*s);
+    port_ = server_->port();
+    thread_ = std::thread([this] { run_status_ = server_->Run(); });
+  }
+
+  void StopServer() {
+    if (!server_) return;
+    server_->Shutdown();
+    thread_.join();
+    server_.reset();
+  }
+
+  Reply Call(const std::string& method, const std::string& path, const Json& body = nullptr,
+             std::vector<std::pair<std::string, std::string>> headers = {}) {
+    Client c(port_);
+    return c.Call(method, path, body.is_null() ? "" : body.dump(), headers);
+  }
+
+  std::string NewSession(const Json& body = Json::object()) {
+    Reply r = Call("POST", "/v1/sessions", body);
+    EXPECT_EQ(r.status, 201u) << r.body;
+    return r.json().value("id", "");
+  }
+
+  // Starts a turn and waits for its outcome; returns the turn's result.
+  Json RunTurn(const std::string& sid, const std::string& input) {
+    Reply r = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", input}});
+    EXPECT_EQ(r.status, 202u) << r.body;
+    return Wait(sid, r.json().value("id", ""));
+  }
+
+  Json Wait(const std::string& sid, const std::string& turn_id) {
+    Reply w = Call("GET", "/v1/sessions/" + sid + "/turns/" + turn_id + "/wait?timeout_s=20");
+    EXPECT_EQ(w.status, 200u) << w.body;
+    Json j = w.json();
+    EXPECT_EQ(j.value("status", ""), "done") << w.body;
+    return j.value("result", Json());
+  }
+
+  Json WriteCall(const std::string& id, const std::string& file) {
+    return {{"tool_calls", Json::array({{{"id", id},
+                                         {"name", "write"},
+                                         {"input", {{"file_path", file}, {"content", "hi\n"}}}}})}};
+  }
+
+  agentloop::testing::TempDir tmp_;
+  fs::path workspace_;
+  std::unique_ptr<agentloop::testing::FakeModelServer> model_;
+  boost::asio::io_context io_{1};  // the engine's HTTP client and the server share it
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  Status run_status_;
+  int port_ = 0;
+};
+
+TEST_F(ServerTest, HealthReadyAgentsAndUnknownRoutes) {
+  StartModel(Json::array());
+  StartServer();
+  EXPECT_EQ(Call("GET", "/v1/health").json()["status"], "ok");
+  EXPECT_EQ(Call("GET", "/v1/ready").status, 200u);
+  Reply agents = Call("GET", "/v1/agents");
+  ASSERT_EQ(agents.status, 200u);
+  EXPECT_EQ(agents.json()["items"][0]["name"], "coder");
+  EXPECT_EQ(agents.json()["items"][0]["model"], "gpt-4.1");
+  Reply missing = Call("GET", "/v1/nothing");
+  EXPECT_EQ(missing.status, 404u);
+  EXPECT_EQ(missing.headers["content-type"], "application/problem+json");
+  EXPECT_EQ(missing.json()["code"], "not_found");
+  EXPECT_EQ(Call("GET", "/v1/agents/nobody").status, 404u);
+  Reply bad = Call("POST", "/v1/sessions", nullptr, {});
+  EXPECT_EQ(bad.status, 201u);  // an empty body is {}: the first agent
+  Client raw(port_);
+  Reply junk = raw.Call("POST", "/v1/sessions", "{not json");
+  EXPECT_EQ(junk.status, 400u);
+  EXPECT_EQ(junk.json()["code"], "invalid_request");
+  EXPECT_EQ(Call("POST", "/v1/sessions", {{"agent", "coder"}, {"colour", "red"}}).json()["code"],
+            "invalid_request");
+}
+
+TEST_F(ServerTest, SessionsAreCreatedListedPagedAndDeleted) {
+  StartModel(Json::array());
+  StartServer();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(NewSession({{"title", "t" + std::to_string(i)}, {"metadata", {{"n", i}}}}));
+  }
+  Reply got = Call("GET", "/v1/sessions/" + ids[1]);
+  ASSERT_EQ(got.status, 200u) << got.body;
+  EXPECT_EQ(got.json()["title"], "t1");
+  EXPECT_EQ(got.json()["metadata"]["n"], 1);
+  EXPECT_EQ(got.json()["agent"], "coder");
+  EXPECT_EQ(got.json()["status"], "idle");
+  EXPECT_EQ(got.json()["settings"]["provider"]["model"], "gpt-4.1");
+
+  Reply page1 = Call("GET", "/v1/sessions?limit=2");
+  ASSERT_EQ(page1.status, 200u) << page1.body;
+  ASSERT_EQ(page1.json()["items"].size(), 2u);
+  std::string cursor = page1.json()["next_cursor"];
+  Reply page2 = Call("GET", "/v1/sessions?limit=2&cursor=" + cursor);
+  ASSERT_EQ(page2.json()["items"].size(), 1u);
+  EXPECT_EQ(page2.json()["items"][0]["id"], ids[0]);
+  EXPECT_EQ(Call("GET", "/v1/sessions?limit=500").status, 400u);
+  EXPECT_EQ(Call("GET", "/v1/sessions?status=weird").status, 400u);
+  EXPECT_EQ(Call("GET", "/v1/sessions?agent=nobody").json()["items"].size(), 0u);
+
+  EXPECT_EQ(Call("DELETE", "/v1/sessions/" + ids[0]).status, 204u);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + ids[0]).status, 404u);
+  EXPECT_EQ(Call("GET", "/v1/sessions?limit=2&cursor=" + ids[0]).json()["code"], "invalid_cursor");
+}
+
+TEST_F(ServerTest, ATurnRunsAndItsEventsReplayGapFree) {
+  StartModel(Json::array({{{"text", "hello there"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  Json result = RunTurn(sid, "say hello");
+  EXPECT_EQ(result["stop"], "completed") << result.dump();
+  EXPECT_EQ(result["final_text"], "hello there");
+
+  Reply events = Call("GET", "/v1/sessions/" + sid + "/events?after=0");
+  ASSERT_EQ(events.status, 200u);
+  Json items = events.json()["items"];
+  ASSERT_FALSE(items.empty());
+  EXPECT_EQ(items.back()["type"], "turn_end");
+
+  Client c(port_);
+  Reply head = c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0");
+  ASSERT_EQ(head.status, 200u);
+  EXPECT_EQ(head.headers["content-type"], "text/event-stream");
+  uint64_t expect = 1;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto f = c.Next();
+    ASSERT_TRUE(f.has_value()) << "stream ended after " << i;
+    EXPECT_EQ(f->id, std::to_string(expect++));
+    EXPECT_EQ(f->event, items[i]["type"]);
+  }
+  c.Close();
+
+  // Resuming after seq 2 sends seq 3 first.
+  Client again(port_);
+  again.OpenStream("/v1/sessions/" + sid + "/events/stream", {{"Last-Event-ID", "2"}});
+  auto f = again.Next();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->id, "3");
+
+  Reply metrics = Call("GET", "/v1/metrics");
+  ASSERT_EQ(metrics.status, 200u);
+  EXPECT_THAT(metrics.headers["content-type"], HasSubstr("text/plain"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_started_total 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_finished_total{stop=\"completed\"} 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_model_call_seconds_count 1\n"));
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_sessions{status=\"running\"} 0\n"));
+  EXPECT_EQ(Call("GET", "/v1/openapi.json").json()["openapi"], "3.1.0");
+  EXPECT_EQ(Call("PUT", "/v1/sessions/" + sid).status, 405u);
+
+  Reply messages = Call("GET", "/v1/sessions/" + sid + "/messages");
+  ASSERT_EQ(messages.status, 200u);
+  ASSERT_EQ(messages.json()["items"].size(), 2u);
+  EXPECT_EQ(messages.json()["items"][1]["role"], "assistant");
+}
+
+TEST_F(ServerTest, ATurnStreamedOnThePostEndsWithItsTurnEnd) {
+  StartModel(Json::array({{{"text", "streamed answer"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  Client c(port_);
+  Reply head =
+      c.OpenStream("/v1/sessions/" + sid + "/turns", {}, "POST", Json{{"input", "go"}}.dump());
+  ASSERT_EQ(head.status, 200u);
+  std::string text;
+  std::vector<std::string> types;
+  uint64_t last = 0;
+  while (auto f = c.Next()) {
+    types.push_back(f->event);
+    if (f->event == "text_delta") {
+      EXPECT_TRUE(f->id.empty());
+      text += f->json()["text"].get<std::string>();
+    } else {
+      uint64_t seq = std::stoull(f->id);
+      EXPECT_EQ(seq, last + 1) << f->event;
+      last = seq;
+    }
+  }
+  EXPECT_EQ(text, "streamed answer");
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.front(), "turn_begin");
+  EXPECT_EQ(types.back(), "turn_end");
+}
+
+TEST_F(ServerTest, APausedTurnIsApprovedOverHttpAndContinues) {
+  StartModel(Json::array({WriteCall("c1", "hello.txt"), {{"text", "wrote it"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  Json paused = RunTurn(sid, "write hello.txt");
+  ASSERT_EQ(paused["stop"], "pending_approval") << paused.dump();
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+
+  Reply pending = Call("GET", "/v1/sessions/" + sid + "/pending");
+  ASSERT_EQ(pending.status, 200u);
+  ASSERT_EQ(pending.json()["items"].size(), 1u);
+  Json item = pending.json()["items"][0];
+  EXPECT_EQ(item["type"], "approval");
+  EXPECT_EQ(item["tool"], "write");
+  std::string aid = item["id"];
+  EXPECT_EQ(item["decision_url"], "/v1/approvals/" + aid + "/decision");
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "paused");
+  EXPECT_EQ(Call("GET", "/v1/approvals").json()["items"].size(), 1u);
+  EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
+  Reply wrong = Call("GET", "/v1/questions/" + aid);
+  EXPECT_EQ(wrong.status, 400u);
+  EXPECT_EQ(wrong.json()["code"], "wrong_kind");
+  EXPECT_THAT(wrong.json()["detail"].get<std::string>(), HasSubstr("/v1/approvals/" + aid));
+
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  EXPECT_EQ(decided.json()["status"], "resumed");
+  Json done = Wait(sid, decided.json()["turn_id"]);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "wrote it");
+  EXPECT_TRUE(fs::exists(workspace_ / "hello.txt"));
+
+  Reply again = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  EXPECT_EQ(again.status, 200u);
+  EXPECT_EQ(again.json()["status"], "already_resolved");
+  Reply other = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "deny"}});
+  EXPECT_EQ(other.status, 409u);
+  EXPECT_EQ(other.json()["code"], "approval_already_resolved");
+  EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "resolved");
+  EXPECT_EQ(Call("POST", "/v1/approvals/apr_unknown/decision", {{"decision", "deny"}}).status,
+            404u);
+}
+
+TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {
+  StartModel(Json::array({WriteCall("c1", "a.txt"), {{"text", "ok"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  Reply bad = Call("POST", "/v1/approvals/" + aid + "/decision",
+                   {{"decision", "approve"}, {"edited_args", {{"content", "no path"}}}});
+  EXPECT_EQ(bad.status, 400u) << bad.body;
+  EXPECT_EQ(bad.json()["code"], "invalid_edited_args");
+  EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
+  EXPECT_EQ(Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "maybe"}}).status,
+            400u);
+  EXPECT_EQ(Call("POST", "/v1/approvals/" + aid + "/decision",
+                 {{"decision", "approve"}, {"scope", "forever"}})
+                .json()["code"],
+            "unsupported_scope");
+  Reply edited = Call("POST", "/v1/approvals/" + aid + "/decision",
+                      {{"decision", "approve"},
+                       {"edited_args", {{"file_path", "b.txt"}, {"content", "edited\n"}}}});
+  ASSERT_EQ(edited.status, 200u) << edited.body;
+  Wait(sid, edited.json()["turn_id"]);
+  EXPECT_FALSE(fs::exists(workspace_ / "a.txt"));
+  EXPECT_TRUE(fs::exists(workspace_ / "b.txt"));
+}
+
+TEST_F(ServerTest, ADenialCancelsTheSiblingsOfItsBatch) {
+  Json two = {{"tool_calls", Json::array({{{"id", "c1"},
+                                           {"name", "write"},
+                                           {"input", {{"file_path", "x"}, {"content", "1"}}}},
+                                          {{"id", "c2"},
+                                           {"name", "write"},
+                                           {"input", {{"file_path", "y"}, {"content", "2"}}}}})}};
+  StartModel(Json::array({two, {{"text", "understood"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write two")["stop"], "pending_approval");
+  Json items = Call("GET", "/v1/sessions/" + sid + "/pending").json()["items"];
+  ASSERT_EQ(items.size(), 2u);
+  Reply denied = Call("POST", "/v1/approvals/" + items[0]["id"].get<std::string>() + "/decision",
+                      {{"decision", "deny"}, {"reason", "not now"}});
+  ASSERT_EQ(denied.status, 200u) << denied.body;
+  EXPECT_EQ(denied.json()["status"], "resumed");
+  Wait(sid, denied.json()["turn_id"]);
+  Reply sibling = Call("POST", "/v1/approvals/" + items[1]["id"].get<std::string>() + "/decision",
+                       {{"decision", "approve"}});
+  EXPECT_EQ(sibling.status, 200u);
+  EXPECT_EQ(sibling.json()["status"], "cancelled");
+  EXPECT_FALSE(fs::exists(workspace_ / "x"));
+  EXPECT_FALSE(fs::exists(workspace_ / "y"));
+}
+
+TEST_F(ServerTest, ABusySessionRefusesOrQueuesAndATurnCanBeCancelled) {
+  StartModel(Json::array({{{"text", "slow"}, {"delay_ms", 60000}}, {{"text", "queued one"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  Reply first = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "one"}});
+  ASSERT_EQ(first.status, 202u) << first.body;
+  std::string tid = first.json()["id"];
+  ASSERT_TRUE(model_->WaitForRequests(1, std::chrono::seconds(20)));
+  Reply busy = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "two"}});
+  EXPECT_EQ(busy.status, 409u);
+  EXPECT_EQ(busy.json()["code"], "session_busy");
+  Reply queued =
+      Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "two"}, {"on_busy", "enqueue"}});
+  EXPECT_EQ(queued.status, 202u);
+  EXPECT_EQ(queued.json()["status"], "queued");
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "running");
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid + "/turns/" + tid).json()["status"], "running");
+
+  Reply cancel = Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel");
+  EXPECT_EQ(cancel.status, 202u) << cancel.body;
+  Json r = Wait(sid, tid);
+  EXPECT_EQ(r["stop"], "aborted") << r.dump();
+  // The queued input runs next.
+  ASSERT_TRUE(model_->WaitForRequests(2, std::chrono::seconds(20)));
+  Client c(port_);
+  c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0");
+  bool answered = false;
+  while (auto f = c.Next()) {
+    if (f->event == "turn_end" && f->json()["final_text"] == "queued one") {
+      answered = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 409u);
+}
+
+TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
+  StartModel(Json::array());
+  ServerOptions so;
+  so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite | kScopeApprove});
+  so.tokens.push_back({Sha256Hex("tok-reader"), "acme", kScopeRead});
+  so.tokens.push_back({Sha256Hex("tok-other"), "other", kScopeRead | kScopeWrite});
+  StartServer(so);
+  auto as = [](const std::string& tok) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer " + tok}};
+  };
+  Reply none = Call("GET", "/v1/sessions");
+  EXPECT_EQ(none.status, 401u);
+  EXPECT_EQ(none.headers["www-authenticate"], "Bearer");
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, as("wrong")).status, 401u);
+  Reply made = Call("POST", "/v1/sessions", Json::object(), as("tok-acme"));
+  ASSERT_EQ(made.status, 201u) << made.body;
+  std::string sid = made.json()["id"];
+  EXPECT_EQ(Call("POST", "/v1/sessions", Json::object(), as("tok-reader")).status, 403u);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid, nullptr, as("tok-reader")).status, 200u);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid, nullptr, as("tok-other")).status, 404u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, as("tok-other")).json()["items"].size(), 0u);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid + "/events/stream", nullptr, as("tok-other")).status,
+            404u);
+  EXPECT_EQ(
+      Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "x"}}, as("tok-other")).status,
+      404u);
+  EXPECT_EQ(Call("GET", "/v1/health").status, 200u);  // probes need no token
+}
+
+TEST_F(ServerTest, StateChangesFromAForeignOriginAreRefused) {
+  StartModel(Json::array());
+  StartServer();
+  Reply evil = Call("POST", "/v1/sessions", Json::object(), {{"Origin", "http://evil.example"}});
+  EXPECT_EQ(evil.status, 403u);
+  EXPECT_EQ(evil.json()["code"], "origin_not_allowed");
+  Reply own = Call("POST", "/v1/sessions", Json::object(),
+                   {{"Origin", "http://127.0.0.1:" + std::to_string(port_)}});
+  EXPECT_EQ(own.status, 201u);
+  // Reads are not state changes.
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Origin", "http://evil.example"}}).status, 200u);
+}
+
+TEST_F(ServerTest, IdempotencyKeysReplayTheFirstAnswer) {
+  StartModel(Json::array());
+  StartServer();
+  Reply a = Call("POST", "/v1/sessions", {{"title", "once"}}, {{"Idempotency-Key", "k1"}});
+  ASSERT_EQ(a.status, 201u);
+  Reply b = Call("POST", "/v1/sessions", {{"title", "once"}}, {{"Idempotency-Key", "k1"}});
+  EXPECT_EQ(b.status, 201u);
+  EXPECT_EQ(b.json()["id"], a.json()["id"]);
+  EXPECT_EQ(b.headers["idempotent-replayed"], "true");
+  Reply c = Call("POST", "/v1/sessions", {{"title", "twice"}}, {{"Idempotency-Key", "k1"}});
+  EXPECT_EQ(c.status, 422u);
+  EXPECT_EQ(c.json()["code"], "idempotency_key_reused");
+  EXPECT_EQ(Call("GET", "/v1/sessions").json()["items"].size(), 1u);
+}
+
+TEST_F(ServerTest, OversizedBodiesAndHeadersAreRefused) {
+  StartModel(Json::array());
+  ServerOptions so;
+  so.limits.max_body_bytes = 1024;
+  StartServer(so);
+  Reply big = Call("POST", "/v1/sessions", {{"title", std::string(4096, 'x')}});
+  EXPECT_EQ(big.status, 413u);
+  EXPECT_EQ(big.json()["code"], "body_too_large");
+  Reply fat = Call("GET", "/v1/health", nullptr, {{"X-Filler", std::string(20000, 'y')}});
+  EXPECT_EQ(fat.status, 431u);
+}
+
+// A batch decided while no server ran (here: recorded without continuing,
+// as by a resolver that could not take the session) continues when the
+// server starts.
+TEST_F(ServerTest, ABatchDecidedWhileNoServerRanContinuesAtStart) {
+  StartModel(Json::array({WriteCall("c1", "offline.txt"), {{"text", "continued at start"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write offline")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  uint64_t before = Call("GET", "/v1/sessions/" + sid).json()["last_seq"];
+  StopServer();
+  Resolution approve;
+  approve.continue_turn = false;
+  SessionOptions open;
+  open.session_id = sid;
+  auto report = engine_->Resolve(aid, approve, open, {}, {});
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  ASSERT_TRUE(report->continues_later);
+  EXPECT_FALSE(fs::exists(workspace_ / "offline.txt"));
+
+  StartServer();
+  Client c(port_);
+  c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=" + std::to_string(before));
+  std::string final_text;
+  while (auto f = c.Next()) {
+    if (f->event == "turn_end") {
+      final_text = f->json()["final_text"];
+      break;
+    }
+  }
+  EXPECT_EQ(final_text, "continued at start");
+  EXPECT_TRUE(fs::exists(workspace_ / "offline.txt"));
+}
+
+TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
+  StartModel(Json::array());
+  EngineOptions eo;
+  eo.data_dir = tmp_.path() / "data";
+  auto e = Engine::Create(eo);
+  ASSERT_TRUE(e.ok());
+  ServerOptions so;
+  so.listen = "0.0.0.0:0";
+  so.agents.push_back(Agent("coder", AgentOptions()));
+  auto s = Server::Create(so, **e, io_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("without tokens"));
+}
+
+TEST_F(ServerTest, AShutdownKeepsAPausedSessionForTheNextServer) {
+  StartModel(Json::array({WriteCall("c1", "later.txt"), {{"text", "done later"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write later")["stop"], "pending_approval");
+  Client watcher(port_);
+  watcher.OpenStream("/v1/sessions/" + sid + "/events/stream");
+  StopServer();
+  EXPECT_TRUE(run_status_.ok()) << run_status_.ToString();
+  std::optional<Client::Frame> last;
+  while (auto f = watcher.Next()) last = f;
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->event, "shutdown");
+
+  StartServer();
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  EXPECT_EQ(Wait(sid, decided.json()["turn_id"])["final_text"], "done later");
+  EXPECT_TRUE(fs::exists(workspace_ / "later.txt"));
+}
+
+// The seeds' HTTP adapter routes: a message answered 200 with the text or
+// 202 with the pending item; the durable resolve route continues the turn
+// and answers with its text; a repeat is a graceful no-op.
+TEST_F(ServerTest, TheSeedsRoutesPauseResolveAndContinue) {
+  StartModel(Json::array(
+      {{{"text", "first answer"}}, WriteCall("c1", "seed.txt"), {{"text", "seed written"}}}));
+  StartServer();
+  Reply first = Call("POST", "/agents/coder/messages", {{"message", "hello"}});
+  ASSERT_EQ(first.status, 200u) << first.body;
+  EXPECT_EQ(first.json()["text"], "first answer");
+  std::string sid = first.json()["sessionId"];
+  ASSERT_FALSE(first.json()["events"].empty());
+  EXPECT_EQ(first.json()["events"].back()["type"], "turn_end");
+  EXPECT_FALSE(first.json().contains("stopReason"));
+
+  Reply paused = Call("POST", "/agents/coder/messages", {{"message", "write"}, {"sessionId", sid}});
+  ASSERT_EQ(paused.status, 202u) << paused.body;
+  Json p = paused.json();
+  EXPECT_EQ(p["pending"], true);
+  EXPECT_EQ(p["type"], "approval");
+  EXPECT_EQ(p["tool"], "write");
+  EXPECT_EQ(p["sessionId"], sid);
+  std::string aid = p["id"];
+  EXPECT_EQ(p["approveUrl"], "/approvals/" + aid + "/approve");
+  EXPECT_EQ(p["statusUrl"], "/agents/coder/sessions/" + sid);
+
+  Reply wrong = Call("POST", "/pending-questions/" + aid + "/answer", {{"answer", "x"}});
+  EXPECT_EQ(wrong.status, 400u);
+  EXPECT_THAT(wrong.json()["detail"].get<std::string>(), HasSubstr("/pending-approvals/"));
+  Reply status = Call("GET", "/agents/coder/sessions/" + sid);
+  ASSERT_EQ(status.status, 200u);
+  EXPECT_EQ(status.json()["pending"].size(), 1u);
+  EXPECT_EQ(Call("GET", "/agents/other/sessions/" + sid).status, 404u);
+
+  Reply resolved =
+      Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "approve"}});
+  ASSERT_EQ(resolved.status, 200u) << resolved.body;
+  EXPECT_EQ(resolved.json()["text"], "seed written");
+  EXPECT_EQ(resolved.json()["sessionId"], sid);
+  EXPECT_TRUE(fs::exists(workspace_ / "seed.txt"));
+  Reply again = Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "approve"}});
+  EXPECT_EQ(again.status, 200u);
+  EXPECT_EQ(again.json()["alreadyResolved"], true);
+  EXPECT_EQ(Call("POST", "/agents/nobody/messages", {{"message", "x"}}).status, 404u);
+  EXPECT_EQ(Call("POST", "/agents/coder/messages", Json::object()).status, 400u);
+}
+
+TEST_F(ServerTest, TheSeedsStreamRouteStartsWithTheSession) {
+  StartModel(Json::array({{{"text", "streamed"}}}));
+  StartServer();
+  Client c(port_);
+  Reply head =
+      c.OpenStream("/agents/coder/messages/stream", {}, "POST", Json{{"message", "go"}}.dump());
+  ASSERT_EQ(head.status, 200u);
+  auto f = c.Next();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->event, "session");
+  EXPECT_FALSE(f->json()["sessionId"].get<std::string>().empty());
+  std::string last;
+  while (auto g = c.Next()) last = g->event;
+  EXPECT_EQ(last, "turn_end");
+}
+
+}  // namespace
+}  // namespace agentloop::server

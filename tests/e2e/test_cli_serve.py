@@ -1,0 +1,159 @@
+"""End-to-end: `agentloop serve` as a process, driven over HTTP on 127.0.0.1
+(docs/server.md): a turn pauses, is approved over HTTP (or by the command
+line in another process), SIGTERM drains the server, and a restarted server
+continues a paused session from the store."""
+
+import hashlib
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from e2e_util import BIN, TIMEOUT, CliTestCase
+
+WRITE = {"responses": [
+    {"tool_calls": [{"id": "c1", "name": "write",
+                     "input": {"file_path": "served.txt", "content": "from the server\n"}}]},
+    {"text": "wrote served.txt"},
+]}
+
+
+class ServeTest(CliTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        super().tearDown()
+
+    def agent(self, server, tokens=None):
+        d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
+            f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
+                    '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
+                    'api_key_env = "WRITER_KEY"\n' % (self.ws, server.base_url))
+        if tokens:
+            cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
+            with open(cfg, "w", encoding="utf-8") as f:
+                f.write("[server]\ntokens = %s\n" % json.dumps(tokens))
+
+    def serve(self):
+        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=self.env(WRITER_KEY="sk-test"), cwd=self.tmp)
+        self.procs.append(p)
+        deadline = time.monotonic() + TIMEOUT
+        line = ""
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            line = p.stderr.readline()
+            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.base = "http://127.0.0.1:%s" % m.group(1)
+                return p
+            if not line:
+                break
+        self.fail("serve did not start: %r" % line)
+
+    def call(self, method, path, body=None, token=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def pause(self, token=None):
+        status, s = self.call("POST", "/v1/sessions", {"agent": "writer"}, token)
+        self.assertEqual(status, 201, s)
+        status, t = self.call("POST", "/v1/sessions/%s/turns" % s["id"],
+                              {"input": "write served.txt"}, token)
+        self.assertEqual(status, 202, t)
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (s["id"], t["id"]), token=token)
+        self.assertEqual(w["result"]["stop"], "pending_approval", w)
+        status, pending = self.call("GET", "/v1/sessions/%s/pending" % s["id"], token=token)
+        self.assertEqual(len(pending["items"]), 1, pending)
+        return s["id"], t["id"], pending["items"][0]["id"]
+
+    def test_a_turn_pauses_and_is_approved_over_http_with_a_token(self):
+        token = "tok-e2e-secret"
+        grant = hashlib.sha256(token.encode()).hexdigest() + ":team:read,write,approve"
+        self.agent(self.server(WRITE), tokens=[grant])
+        proc = self.serve()
+        self.assertEqual(self.call("GET", "/v1/sessions")[0], 401)
+        sid, tid, aid = self.pause(token)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "served.txt")))
+        status, r = self.call("POST", "/v1/approvals/%s/decision" % aid,
+                              {"decision": "approve"}, token)
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["status"], "resumed")
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30" % (sid, tid),
+                              token=token)
+        self.assertEqual(w["result"]["stop"], "completed", w)
+        self.assertEqual(w["result"]["final_text"], "wrote served.txt")
+        self.assertEqual(self.read_ws("served.txt"), "from the server\n")
+        # The token is never logged.
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertNotIn(token, err)
+
+    def test_sigterm_drains_and_a_restarted_server_continues_the_paused_turn(self):
+        self.agent(self.server(WRITE))
+        first = self.serve()
+        sid, tid, aid = self.pause()
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=TIMEOUT)
+        self.assertEqual(first.returncode, 0)
+        self.serve()
+        status, item = self.call("GET", "/v1/approvals/" + aid)
+        self.assertEqual(item["state"], "pending", item)
+        status, r = self.call("POST", "/v1/approvals/%s/decision" % aid, {"decision": "approve"})
+        self.assertEqual(status, 200, r)
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30" % (sid, tid))
+        self.assertEqual(w["result"]["final_text"], "wrote served.txt", w)
+        status, again = self.call("POST", "/v1/approvals/%s/decision" % aid,
+                                  {"decision": "approve"})
+        self.assertEqual(again["status"], "already_resolved")
+
+    def test_the_command_line_approves_a_served_session(self):
+        self.agent(self.server(WRITE))
+        self.serve()
+        sid, tid, aid = self.pause()
+        # The same store: the command line sees the item and continues the turn.
+        p = self.run_cli("pending", "--output", "json", env=self.env(WRITER_KEY="sk-test"))
+        self.assert_code(p, 0)
+        self.assertIn(aid, p.stdout)
+        p = self.run_cli("approve", aid, env=self.env(WRITER_KEY="sk-test"))
+        self.assert_code(p, 0)
+        self.assertEqual(self.read_ws("served.txt"), "from the server\n")
+        status, s = self.call("GET", "/v1/sessions/" + sid)
+        self.assertEqual(s["status"], "idle", s)
+        self.assertEqual(s["last_turn"]["stop"], "completed", s)
+        status, r = self.call("POST", "/v1/approvals/%s/decision" % aid, {"decision": "deny"})
+        self.assertEqual(status, 409, r)
+        self.assertEqual(r["code"], "approval_already_resolved")
+
+
+if __name__ == "__main__":
+    unittest.main()
