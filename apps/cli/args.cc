@@ -34,11 +34,10 @@ constexpr Mask kAll = ~Mask{0};
 constexpr Mask kConfigured =
     kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents) | Bit(Subcommand::kServe);
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
-constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
-                         Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
-                         Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents) |
-                         Bit(Subcommand::kMemory) | Bit(Subcommand::kSkills) |
-                         Bit(Subcommand::kProposals);
+constexpr Mask kOutput =
+    kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) | Bit(Subcommand::kTrust) |
+    Bit(Subcommand::kPending) | Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents) |
+    Bit(Subcommand::kMemory) | Bit(Subcommand::kSkills) | Bit(Subcommand::kProposals);
 
 enum class FlagId {
   kConfig,  // maps to `config_key`
