@@ -102,14 +102,24 @@ class DocsExamplesTest(CliTestCase):
             json.dump({"id": "prop_docs0001", "kind": "memory", "title": "t", "content": "c",
                        "session": "s", "created_ms": 1, "status": "pending", "decided_ms": 0,
                        "written": ""}, f)
+        # An agent for the examples of docs/agents.md (NAME, rev).
+        agent_dir = os.path.join(self.home, ".config", "agentloop", "agents", "rev")
+        os.makedirs(agent_dir, exist_ok=True)
+        os.makedirs(os.path.join(self.tmp, "reviews"), exist_ok=True)
+        with open(os.path.join(agent_dir, "agent.toml"), "w", encoding="utf-8") as f:
+            f.write('[agent]\ndescription = "reviews"\nworkspace_root = "%s"\n'
+                    'create_workspace = true\n\n[provider]\nkind = "openai"\nmodel = "m"\n'
+                    % os.path.join(self.tmp, "reviews"))
         return {"session": approval["session_id"], "spare_session": spare["session_id"], "approval": approval["pending"][0]["id"],
                 "question": question["pending"][0]["id"], "proposal": "prop_docs0001"}
 
     def substitute(self, words, ids):
         out = []
         sub = words[1] if len(words) > 1 else ""
-        for w in words:
-            if w == "...":
+        for i, w in enumerate(words):
+            if w == "NAME" and (words[i - 1] == "--agent" or sub == "agents"):
+                w = "rev"
+            elif w == "...":
                 w = "say done"
             elif w == "ID" or re.fullmatch(r"(apr|q)_[0-9a-f.…]+", w) or w.endswith("..."):
                 if sub in ("approve", "deny"):
@@ -141,7 +151,7 @@ class DocsExamplesTest(CliTestCase):
                 words = self.substitute(words, ids)
                 args = words[1:]
                 if args and args[0] == "serve":
-                    continue  # the server is not part of this command line yet
+                    continue  # runs until stopped: tests/e2e/test_cli_serve.py covers it
                 with self.subTest(example="%s:%d: %s" % (path, lineno, " ".join(words))):
                     p = self.run_cli(*args, env=self.env_(), cwd=self.ws)
                     ran += 1
