@@ -508,8 +508,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   size_t active_transfers() const { return active_count_.load(); }
 
   void PostAbort(std::shared_ptr<Transfer> t) {
+    // The client's own loop has ended: its Shutdown finished every transfer,
+    // and a handler posted now would never run, keeping this core (which
+    // owns that io_context) alive through its own queue.
+    if (loop_ended_.load()) return;
     asio::post(ioc_, [this, t] { Abort(t, Cancelled("request cancelled")); });
   }
+  // Called once the client's own event thread has returned.
+  void MarkLoopEnded() { loop_ended_.store(true); }
 
  private:
   using TransferPtr = std::shared_ptr<Transfer>;
@@ -1269,6 +1275,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   // Event-thread state.
   bool shutting_down_ = false;
+  std::atomic<bool> loop_ended_{false};
   std::unique_ptr<ssl::context> tls_ctx_;
   Status tls_status_;
   bool full_trust_loaded_ = false;  // LoadFullTrust() ran
@@ -1312,6 +1319,7 @@ class BeastClient final : public HttpClient {
     if (thread_.joinable()) {
       work_.reset();
       thread_.join();
+      core_->MarkLoopEnded();
     }
   }
 
