@@ -457,12 +457,12 @@ class ServerImpl final : public Server {
           request_id));
     }
     std::vector<std::string> p = SplitPath(req.path);
-    if (p.empty() || p[0] != "v1") return Compat(ex, *who, p);
+    if (p.empty() || p[0] != "v1") return Route(ex, *who, p, CompatRoutes());
     p.erase(p.begin());
     if (mutating && req.method == http_verb::post && !req.Header("Idempotency-Key").empty()) {
       if (!Idempotent(ex, *who, req)) return;
     }
-    Route(ex, *who, p);
+    Route(ex, *who, p, Routes());
   }
 
   // The routes, as data: `GET /v1/openapi.json` serves a spec that a test
@@ -518,10 +518,10 @@ class ServerImpl final : public Server {
   }
 
   void Route(const std::shared_ptr<Exchange>& ex, const Principal& who,
-             const std::vector<std::string>& p) {
+             const std::vector<std::string>& p, const std::vector<RouteSpec>& table) {
     const Request& req = ex->request();
     bool path_known = false;
-    for (const RouteSpec& r : Routes()) {
+    for (const RouteSpec& r : table) {
       std::vector<std::string> shape = SplitPath(r.pattern);
       if (shape.size() != p.size()) continue;
       Params params;
@@ -551,41 +551,46 @@ class ServerImpl final : public Server {
 
   // --- routes of the seeds' HTTP adapter (docs/server.md, "Compatibility") --
 
-  void Compat(const std::shared_ptr<Exchange>& ex, const Principal& who,
-              const std::vector<std::string>& p) {
-    const http_verb m = ex->request().method;
-    auto is = [&](http_verb verb, std::initializer_list<std::string_view> shape) {
-      if (m != verb || p.size() != shape.size()) return false;
-      size_t i = 0;
-      for (std::string_view part : shape) {
-        if (part != "*" && p[i] != part) return false;
-        ++i;
-      }
-      return true;
+  // Matched like Routes(), below the root instead of /v1.
+  static const std::vector<RouteSpec>& CompatRoutes() {
+    static const std::vector<RouteSpec> kRoutes = {
+        {http_verb::post, "/agents/{name}/messages", kScopeWrite, &ServerImpl::CompatPost},
+        {http_verb::post, "/agents/{name}/messages/stream", kScopeWrite,
+         &ServerImpl::CompatPostStream},
+        {http_verb::get, "/agents/{name}/sessions/{id}", kScopeRead, &ServerImpl::CompatSession},
+        {http_verb::post, "/pending-approvals/{id}/resolve", kScopeApprove,
+         &ServerImpl::CompatResolveApproval},
+        {http_verb::post, "/pending-questions/{id}/answer", kScopeApprove,
+         &ServerImpl::CompatAnswerQuestion},
+        {http_verb::post, "/approvals/{id}/approve", kScopeApprove, &ServerImpl::CompatApprove},
+        {http_verb::post, "/approvals/{id}/deny", kScopeApprove, &ServerImpl::CompatDeny},
+        {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::CompatAnswer},
     };
-    auto need = [&](unsigned scope) {
-      if (who.Has(scope)) return true;
-      ex->Send(Problem(403, "forbidden", "the token lacks the scope this route needs"));
-      return false;
-    };
-    if (is(http_verb::post, {"agents", "*", "messages"})) {
-      if (need(kScopeWrite)) CompatMessage(ex, who, p[1], false);
-    } else if (is(http_verb::post, {"agents", "*", "messages", "stream"})) {
-      if (need(kScopeWrite)) CompatMessage(ex, who, p[1], true);
-    } else if (is(http_verb::get, {"agents", "*", "sessions", "*"})) {
-      if (need(kScopeRead)) CompatSession(ex, who, p[1], p[3]);
-    } else if (is(http_verb::post, {"pending-approvals", "*", "resolve"})) {
-      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kApproval, "", true);
-    } else if (is(http_verb::post, {"pending-questions", "*", "answer"})) {
-      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kQuestion, "", true);
-    } else if (is(http_verb::post, {"approvals", "*", "approve"}) ||
-               is(http_verb::post, {"approvals", "*", "deny"})) {
-      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kApproval, p[2], false);
-    } else if (is(http_verb::post, {"questions", "*", "answer"})) {
-      if (need(kScopeApprove)) CompatResolve(ex, who, p[1], PendingKind::kQuestion, "", false);
-    } else {
-      ex->Send(Problem(404, "not_found", "no route for " + ex->request().path));
-    }
+    return kRoutes;
+  }
+  void CompatPost(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    CompatMessage(ex, who, p[0], false);
+  }
+  void CompatPostStream(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                        const Params& p) {
+    CompatMessage(ex, who, p[0], true);
+  }
+  void CompatResolveApproval(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                             const Params& p) {
+    CompatResolve(ex, who, p[0], PendingKind::kApproval, "", true);
+  }
+  void CompatAnswerQuestion(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                            const Params& p) {
+    CompatResolve(ex, who, p[0], PendingKind::kQuestion, "", true);
+  }
+  void CompatApprove(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    CompatResolve(ex, who, p[0], PendingKind::kApproval, "approve", false);
+  }
+  void CompatDeny(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    CompatResolve(ex, who, p[0], PendingKind::kApproval, "deny", false);
+  }
+  void CompatAnswer(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    CompatResolve(ex, who, p[0], PendingKind::kQuestion, "", false);
   }
 
   // POST /agents/{name}/messages[/stream] {message, sessionId?}: a turn run to
@@ -701,8 +706,9 @@ class ServerImpl final : public Server {
   }
 
   // GET /agents/{name}/sessions/{id}: the history and what waits.
-  void CompatSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
-                     const std::string& name, const std::string& id) {
+  void CompatSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& name = p[0];
+    const std::string& id = p[1];
     WithSession(ex, who, id, [this, ex, name, id](SessionInfo info) {
       if (info.agent != name) {
         return ex->Send(Problem(404, "not_found", "no session " + id + " of agent " + name));
@@ -726,7 +732,7 @@ class ServerImpl final : public Server {
             Json messages = Json::array();
             for (const auto& msg : r->messages) messages.push_back(ToJson(msg));
             Json pending = Json::array();
-            for (const auto& p : r->pending) pending.push_back(PendingJson(p, "pending"));
+            for (const auto& item : r->pending) pending.push_back(PendingJson(item, "pending"));
             ex->Send(JsonResponse(200, {{"sessionId", id},
                                         {"agent", name},
                                         {"messages", messages},
