@@ -776,24 +776,11 @@ Result<std::vector<PendingRecord>> SqliteStore::ListPending(
 }
 
 Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pending_id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
-                                            " c.turn_id, c.json FROM pending_index p"
-                                            " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                            " WHERE p.pending_id = ? AND c.closed = 0"
-                                            " AND p.resolved = 0"));
-  st.Bind(1, pending_id);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<PendingRecord>();
-  PendingRecord r;
-  r.session_id = st.Text(0);
-  r.checkpoint_id = st.Text(1);
-  r.created_at_ms = st.Int(2);
-  r.turn_id = st.Text(3);
-  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(4), r.checkpoint_id));
-  AL_ASSIGN_OR_RETURN(r.item, IndexedItem(cp, pending_id, r.checkpoint_id));
-  return std::optional<PendingRecord>(std::move(r));
+  AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found, LookupPending(pending_id));
+  if (!found || found->state != PendingLookup::State::kOutstanding) {
+    return std::optional<PendingRecord>();
+  }
+  return std::optional<PendingRecord>(std::move(found->record));
 }
 
 Result<std::optional<PendingLookup>> SqliteStore::LookupPending(std::string_view pending_id) {
