@@ -284,7 +284,7 @@ void EventStream::Start(std::string head) {
 bool EventStream::Push(std::string frame) {
   if (closed_ || closing_) return false;
   if (backlog_ + frame.size() > limits_.max_stream_backlog) {
-    Close(overflow_frame_ ? overflow_frame_() : std::string());
+    Abort(overflow_frame_ ? overflow_frame_() : std::string());
     return false;
   }
   backlog_ += frame.size();
@@ -294,6 +294,16 @@ bool EventStream::Push(std::string frame) {
 }
 
 void EventStream::Close(std::string final_frame) {
+  if (closed_ || closing_) return;
+  closing_ = true;
+  if (!final_frame.empty()) {
+    backlog_ += final_frame.size();
+    queue_.push_back(std::move(final_frame));
+  }
+  WriteNext();
+}
+
+void EventStream::Abort(std::string final_frame) {
   if (closed_ || closing_) return;
   closing_ = true;
   // Whatever is queued is dropped: a reader that reconnects replays it.

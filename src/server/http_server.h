@@ -78,8 +78,13 @@ class EventStream : public std::enable_shared_from_this<EventStream> {
   // `overflow_frame` (see SetOverflowFrame) instead: the reader reconnects
   // and replays from the store.
   bool Push(std::string frame);
-  // Writes `final_frame` (may be empty), then closes.
+  // Ends the stream: writes every frame already queued, then `final_frame`
+  // (may be empty), then closes. Later pushes are refused.
   void Close(std::string final_frame);
+  // Ends the stream now: drops what is queued (after the frame being
+  // written), writes `final_frame`, and closes; for a reader that cannot
+  // keep up, who reconnects and replays.
+  void Abort(std::string final_frame);
   bool closed() const { return closed_; }
   // Called once when the stream ends (either side).
   void OnClose(std::function<void()> fn) { on_close_ = std::move(fn); }

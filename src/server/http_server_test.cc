@@ -1,11 +1,18 @@
 #include "server/http_server.h"
 
 #include <set>
+#include <thread>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "agentloop/json.h"
 
+#include "server/inbox.h"
 #include "server/server.h"
 
 namespace agentloop::server {
@@ -81,6 +88,68 @@ TEST(OpenApi, DescribesExactlyTheRoutes) {
   for (const auto& r : RouteTable()) routed.insert(r);
   EXPECT_EQ(described, routed);
   EXPECT_GE(routed.size(), 25u);
+}
+
+// A stream closed right after a burst of pushes still delivers every frame
+// queued before the close, then the final frame.
+TEST(EventStream, CloseWritesWhatIsQueuedFirst) {
+  namespace asio = boost::asio;
+  asio::io_context io{1};
+  const std::string payload(1000, 'x');
+  HttpServer http(io, HttpLimits{}, [&](std::shared_ptr<Exchange> ex) {
+    auto stream = ex->OpenStream();
+    for (int i = 0; i < 300; ++i) {
+      EXPECT_TRUE(stream->Push("id: " + std::to_string(i) + "\ndata: " + payload + "\n\n"));
+    }
+    stream->Close("event: end\ndata: {}\n\n");
+    EXPECT_FALSE(stream->Push("data: late\n\n"));
+  });
+  ASSERT_TRUE(http.Listen(*ParseListenAddress("127.0.0.1:0")).ok());
+  std::thread loop([&] { io.run(); });
+
+  asio::io_context client_io;
+  asio::ip::tcp::socket sock(client_io);
+  sock.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(http.port())});
+  timeval tv{20, 0};
+  ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  asio::write(sock, asio::buffer(std::string("GET /s HTTP/1.1\r\nHost: x\r\n\r\n")));
+  std::string all;
+  boost::system::error_code ec;
+  asio::read(sock, asio::dynamic_buffer(all), ec);  // to EOF: the server closes
+  EXPECT_EQ(ec, asio::error::eof);
+  size_t frames = 0;
+  for (size_t at = all.find("\nid: "); at != std::string::npos; at = all.find("\nid: ", at + 1)) {
+    ++frames;
+  }
+  EXPECT_EQ(frames, 300u);
+  EXPECT_NE(all.find("id: 299\n"), std::string::npos);
+  EXPECT_EQ(all.find("event: end"), all.size() - std::string("event: end\ndata: {}\n\n").size());
+  EXPECT_EQ(all.find("late"), std::string::npos);
+  asio::post(io, [&] {
+    http.StopAccepting();
+    io.stop();
+  });
+  loop.join();
+}
+
+// Work handed over from inside a running handler on a one-thread
+// io_context, then from another thread, runs in that order (a plain post
+// from the handler would wait in the thread's private queue and run last).
+TEST(Inbox, KeepsTheOrderOfHandOverAcrossThreads) {
+  boost::asio::io_context io{1};
+  Inbox inbox(io);
+  std::vector<std::string> ran;
+  boost::asio::post(io, [&] {
+    inbox.Post([&] { ran.push_back("io thread"); });
+    std::thread other([&] { inbox.Post([&] { ran.push_back("other thread"); }); });
+    other.join();
+    inbox.Post([&] {
+      ran.push_back("io thread again");
+      io.stop();
+    });
+  });
+  io.run();
+  EXPECT_EQ(ran, (std::vector<std::string>{"io thread", "other thread", "io thread again"}));
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "base/strings.h"
 #include "config/trust.h"
 #include "protocol/codec.h"
+#include "server/inbox.h"
 
 namespace agentloop::server {
 
@@ -278,6 +279,12 @@ struct Subscriber {
   // Turn streams (POST .../turns with Accept: text/event-stream) end after
   // this turn's turn_end.
   std::string close_after_turn;
+  // The turn ended while a replay was under way: end once it is sent.
+  bool close_after_replay = false;
+  bool replaying() const {
+    return std::any_of(cursors.begin(), cursors.end(),
+                       [](const auto& c) { return c.second.replaying; });
+  }
 };
 
 // What the server knows about a session while a turn runs on it or a
@@ -292,6 +299,10 @@ struct Live {
     std::string input;
   };
   std::deque<Queued> queue;
+  // Requests for a turn that came while the finished turn's session was
+  // closing: asked again once it is closed, so a client that starts its
+  // next turn as soon as it sees the last one end is not told "busy".
+  std::vector<std::function<void()>> after_close;
   // Durable frames observed since the last committed boundary (the store
   // has them only once the next boundary event is committed), and the text
   // of the step in flight.
@@ -305,7 +316,11 @@ struct Live {
   std::vector<TurnFinish> finish;
   std::optional<std::chrono::steady_clock::time_point> step_started;
   std::map<std::string, std::chrono::steady_clock::time_point> tools_started;
+  // The session is in use: a turn starting or running, or the finished
+  // turn's session still closing (no other turn may open it yet).
   bool running() const { return starting || closing || session != nullptr; }
+  // A turn is starting or running (what clients see as "running").
+  bool turn_active() const { return starting || session != nullptr; }
 };
 
 struct TurnRecord {
@@ -336,6 +351,7 @@ class ServerImpl final : public Server {
       : options_(std::move(options)),
         engine_(engine),
         io_(io),
+        turn_inbox_(io_),
         http_(io_, options_.limits,
               [this](std::shared_ptr<Exchange> ex) { Handle(std::move(ex)); }),
         executor_(ExecutorOptions(options_)),
@@ -636,6 +652,11 @@ class ServerImpl final : public Server {
           const std::string id = r->id;
           Live& live = live_[id];
           live.tenant = who.tenant;
+          if (AskAgainAfterClose(live, ex, [this, ex, who, name, stream] {
+                CompatMessage(ex, who, name, stream);
+              })) {
+            return;
+          }
           if (live.running()) {
             return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
           }
@@ -898,7 +919,7 @@ class ServerImpl final : public Server {
             for (const auto& p : *pending) paused.insert(p.session_id);
           }
           size_t running = 0;
-          for (const auto& [id, live] : live_) running += live.running() ? 1 : 0;
+          for (const auto& [id, live] : live_) running += live.turn_active() ? 1 : 0;
           std::string m;
           auto line = [&m](std::string_view name, std::string_view help, std::string_view type) {
             m.append("# HELP ").append(name).append(" ").append(help).append("\n");
@@ -1111,7 +1132,7 @@ class ServerImpl final : public Server {
 
   std::string LiveStatus(const std::string& id) const {
     auto it = live_.find(id);
-    return it != live_.end() && it->second.running() ? "running" : "";
+    return it != live_.end() && it->second.turn_active() ? "running" : "";
   }
 
   void ListSessions(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
@@ -1298,9 +1319,10 @@ class ServerImpl final : public Server {
     std::string input = (*body)["input"].get<std::string>();
     const bool stream =
         ex->request().Header("Accept").find("text/event-stream") != std::string_view::npos;
-    WithSession(ex, who, id, [this, ex, id, input, on_busy, stream](SessionInfo info) {
+    WithSession(ex, who, id, [this, ex, who, p, id, input, on_busy, stream](SessionInfo info) {
       Live& live = live_[id];
       live.tenant = info.tenant;
+      if (AskAgainAfterClose(live, ex, [this, ex, who, p] { PostTurn(ex, who, p); })) return;
       if (live.running()) {
         if (on_busy == "enqueue") {
           live.queue.push_back({input});
@@ -1368,7 +1390,8 @@ class ServerImpl final : public Server {
           // `done` must not own the session: the io thread closes it
           // when the turn is over, which releases its lock.
           cb.done = [this, id, observer](Result<TurnResult> r) {
-            asio::post(io_, [this, id, observer, r = std::move(r)]() mutable {
+            // Through the inbox, after the turn's last event.
+            turn_inbox_.Post([this, id, observer, r = std::move(r)]() mutable {
               OnTurnDone(id, *observer, std::move(r));
             });
           };
@@ -1392,13 +1415,15 @@ class ServerImpl final : public Server {
         auto it = e.data.find("id");
         if (it != e.data.end() && it->is_string()) call = it->get<std::string>();
       }
-      asio::post(server->io_,
-                 [srv = server, id = session_id, type = std::move(type), turn = e.turn_id,
-                  seq = ShouldPersist(e.type) ? e.seq : 0, json = std::move(json),
-                  delta = DeltaText(e), call = std::move(call)]() mutable {
-                   srv->Measure(id, type, call);
-                   srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
-                 });
+      // Deltas come from the model's thread and the rest from pool threads:
+      // the inbox keeps the order they were emitted in.
+      server->turn_inbox_.Post([srv = server, id = session_id, type = std::move(type),
+                                turn = e.turn_id, seq = ShouldPersist(e.type) ? e.seq : 0,
+                                json = std::move(json), delta = DeltaText(e),
+                                call = std::move(call)]() mutable {
+        srv->Measure(id, type, call);
+        srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
+      });
       return Status::Ok();
     }
     static std::string DeltaText(const Event& e) {
@@ -1514,6 +1539,8 @@ class ServerImpl final : public Server {
       if (!sub->close_after_turn.empty()) {
         if (!r.ok()) {
           sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+        } else if (sub->replaying()) {
+          sub->close_after_replay = true;
         } else {
           sub->stream->Close({});
         }
@@ -1543,13 +1570,29 @@ class ServerImpl final : public Server {
     auto it = live_.find(id);
     if (it == live_.end()) return;
     Live& live = it->second;
-    if (live.running() || shutting_down_) return;
-    if (!live.queue.empty()) {
+    if (live.running()) return;
+    auto again = std::exchange(live.after_close, {});
+    if (!live.queue.empty() && !shutting_down_) {
       std::string input = std::move(live.queue.front().input);
       live.queue.pop_front();
-      return StartTurn(id, std::move(input), TurnStart{});
+      StartTurn(id, std::move(input), TurnStart{});
+    } else if (live.subscribers.empty() && live.queue.empty()) {
+      live_.erase(it);
     }
-    if (live.subscribers.empty()) live_.erase(it);
+    for (auto& fn : again) fn();
+  }
+
+  // True when `live` has just finished a turn and is closing its session:
+  // `again` then runs once it is closed (or answers 503 if the server is
+  // shutting down by then).
+  bool AskAgainAfterClose(Live& live, const std::shared_ptr<Exchange>& ex,
+                          std::function<void()> again) {
+    if (!live.closing || live.session != nullptr || live.starting) return false;
+    live.after_close.push_back([this, ex, again = std::move(again)] {
+      if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
+      again();
+    });
+    return true;
   }
 
   void TurnStatus(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
@@ -1821,6 +1864,7 @@ class ServerImpl final : public Server {
             if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
             SendFrame(*sub, id, seq, frame);
           }
+          if (sub->close_after_replay && !sub->replaying()) sub->stream->Close({});
         });
   }
 
@@ -2201,6 +2245,7 @@ class ServerImpl final : public Server {
   ServerOptions options_;
   Engine& engine_;
   asio::io_context& io_;
+  Inbox turn_inbox_;  // turns' events and outcomes, in order; outlives executor_
   HttpServer http_;
   ThreadPoolExecutor executor_;
   asio::thread_pool blocking_;
