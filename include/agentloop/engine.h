@@ -363,7 +363,10 @@ struct Resolution {
   std::optional<Json> edited_arguments;  // kApprove: run with these instead
   std::string reason;                    // kDeny
   std::string answer;                    // kAnswer
-  std::string by = "cli";                // who resolved (for the event log)
+  // kApprove: also allow this exact access again without asking, for the
+  // rest of the session (kept with the session: it survives a reopen).
+  bool remember_for_session = false;
+  std::string by = "cli";  // who resolved (for the event log)
   // false: only record the decision; a completed batch is left decided for
   // the caller to continue (Session::StartRetry), never run inside Resolve.
   bool continue_turn = true;

@@ -219,6 +219,18 @@ struct ResolveOutcome {
 // model calls; a tool run holds other writers up to the busy timeout).
 using ResolveFn = std::function<Result<ResolveAction>(Checkpoint&, const PendingItem&)>;
 
+// What claiming an idempotency key found.
+struct IdempotencyClaim {
+  enum class Kind {
+    kClaimed,   // new: the caller runs the request, then Finish or Release
+    kInFlight,  // the same request is still being run
+    kReused,    // the key was used for a different request
+    kDone,      // the same request was answered: `response`
+  };
+  Kind kind = Kind::kClaimed;
+  std::string response;
+};
+
 class SessionStore {
  public:
   virtual ~SessionStore() = default;
@@ -242,6 +254,12 @@ class SessionStore {
   // checkpoints, pending index, state). Errors: kNotFound; kBusy while a
   // live process holds its lock.
   virtual Status RemoveSession(std::string_view session_id) = 0;
+  // Replaces the title and/or the metadata (null or a JSON object) of a
+  // session; nullopt leaves one as it is. An empty title is taken from the
+  // next user message again. Errors: kNotFound; kInvalidArgument for
+  // metadata that is not null or an object.
+  virtual Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                                std::optional<Json> metadata) = 0;
 
   // --- the event log ----------------------------------------------------
 
@@ -345,6 +363,23 @@ class SessionStore {
   // nullopt when the key was never set.
   virtual Result<std::optional<Json>> GetState(std::string_view session_id,
                                                std::string_view key) = 0;
+
+  // --- idempotency keys of the HTTP server --------------------------------
+
+  // Claims (tenant, key) for a request whose content hashes to
+  // `fingerprint`, in one transaction. A record older than `ttl` is
+  // forgotten first, and so is an unfinished one older than `in_flight_ttl`
+  // (its request was abandoned, e.g. by a crash).
+  virtual Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant,
+                                                       std::string_view key,
+                                                       std::string_view fingerprint,
+                                                       std::chrono::milliseconds ttl,
+                                                       std::chrono::milliseconds in_flight_ttl) = 0;
+  // Stores the answer of a claimed key (`response` is opaque to the store).
+  virtual Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                                      std::string_view response) = 0;
+  // Forgets a claimed key (its request failed in a way a retry may fix).
+  virtual Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) = 0;
 };
 
 // How a commit reaches the disk (SQLite's synchronous pragma; the database is

@@ -55,6 +55,8 @@ namespace {
 
 constexpr std::string_view kTodoStateKey = "todo_loop";
 constexpr std::string_view kReflectorStateKey = "reflector";
+// The accesses approved "for this session" (SessionApprovals keys).
+constexpr std::string_view kApprovalsStateKey = "session_approvals";
 // How long a closing session waits for a reflection in flight (the
 // reflector's own timeout is 30 s).
 constexpr std::chrono::seconds kReflectionDrain{35};
@@ -135,16 +137,19 @@ class StoreSink final : public EventSink {
   std::vector<Event> buffer_;
 };
 
-// Remembers "allow for this session" answers in the session's cache.
+// Remembers "allow for this session" answers in the session's cache, and
+// keeps the cache with the session (`saved` is called after each change).
 class RememberingApprover final : public Approver {
  public:
-  RememberingApprover(Approver& inner, std::shared_ptr<permissions::SessionApprovals> approvals)
-      : inner_(inner), approvals_(std::move(approvals)) {}
+  RememberingApprover(Approver& inner, std::shared_ptr<permissions::SessionApprovals> approvals,
+                      std::function<void()> saved)
+      : inner_(inner), approvals_(std::move(approvals)), saved_(std::move(saved)) {}
   ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override {
     ApprovalDecision d = inner_.Decide(request, stop);
     if (d.kind == ApprovalDecision::Kind::kAllow && d.remember_for_session &&
         request.kind == PendingKind::kApproval) {
       approvals_->Remember(request.spec, d.edited_input ? *d.edited_input : request.call.input);
+      if (saved_) saved_();
     }
     return d;
   }
@@ -152,6 +157,7 @@ class RememberingApprover final : public Approver {
  private:
   Approver& inner_;
   std::shared_ptr<permissions::SessionApprovals> approvals_;
+  std::function<void()> saved_;
 };
 
 // The scripted provider replays its script from the start. A session that
@@ -438,6 +444,13 @@ class SessionImpl final : public Session {
     (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
   }
   SessionStore& engine_store();
+
+  void RememberDecided(const std::vector<BatchDecision>& decisions);
+  // A store error loses the remembered accesses only beyond this open
+  // session.
+  void SaveApprovals() {
+    (void)engine_store().SetState(info_.id, kApprovalsStateKey, Json(approvals_->Keys()));
+  }
 
   void SaveReflectorState() {
     if (!reflector_ || !lock_) return;
@@ -810,6 +823,14 @@ Status SessionImpl::Init() {
   rules_policy_ = policy.rules;
   approvals_ = std::make_shared<permissions::SessionApprovals>(options_.workspace);
   policy_ = std::make_shared<permissions::CachedPolicy>(policy.rules, approvals_);
+  if (auto saved = engine_.store().GetState(info_.id, kApprovalsStateKey);
+      saved.ok() && saved->has_value() && (*saved)->is_array()) {
+    std::vector<std::string> keys;
+    for (const Json& k : **saved) {
+      if (k.is_string()) keys.push_back(k.get<std::string>());
+    }
+    approvals_->Restore(keys);
+  }
 
   engine::HookSinks sinks;
   sinks.notify = [this](const std::string&, const std::string& level, const std::string& text) {
@@ -889,6 +910,24 @@ Result<TurnPlan> SessionImpl::PlanRetry() {
   return TurnPlan{TurnInput::Retry(), std::move(from)};
 }
 
+// Approvals of the batch given "for this session" allow the same access
+// again from now on (a decided batch reaches the turn without the approver).
+void SessionImpl::RememberDecided(const std::vector<BatchDecision>& decisions) {
+  bool changed = false;
+  for (const BatchDecision& d : decisions) {
+    if (d.item.kind != PendingKind::kApproval ||
+        d.decision.kind != ApprovalDecision::Kind::kAllow || !d.decision.remember_for_session) {
+      continue;
+    }
+    const Tool* tool = registry_.Find(d.item.tool);
+    if (tool == nullptr) continue;
+    approvals_->Remember(tool->spec(),
+                         d.decision.edited_input ? *d.decision.edited_input : d.item.arguments);
+    changed = true;
+  }
+  if (changed) SaveApprovals();
+}
+
 Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   if (!lock_) return Busy("session " + info_.id + " is held by another process");
   AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
@@ -898,6 +937,7 @@ Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   // session; nothing else can have (the lock is ours).
   AL_ASSIGN_OR_RETURN(SessionInfo now, engine_.store().GetSession(info_.id));
   next_seq_ = std::max(next_seq_, now.last_seq + 1);
+  RememberDecided(cp->decisions);
   Checkpoint from = *cp;
   return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from)});
 }
@@ -1002,7 +1042,10 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
       break;
   }
   if (options_.extensions.approver) chosen = options_.extensions.approver.get();
-  if (chosen != nullptr) active->remembering.emplace(*chosen, approvals_);
+  if (chosen != nullptr) {
+    // A store error loses the remembering only beyond this open session.
+    active->remembering.emplace(*chosen, approvals_, [this] { SaveApprovals(); });
+  }
 
   // Only now, with everything that can fail set up, does the input enter
   // the history.
@@ -1140,6 +1183,7 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
     case Resolution::Kind::kApprove: {
       decision = ApprovalDecision::Allow(resolution.by);
       decision.edited_input = resolution.edited_arguments;
+      decision.remember_for_session = resolution.remember_for_session;
       const Tool* tool = registry_.Find(item.tool);
       if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
       const CommandKind command = open_checkpoint_ ? open_checkpoint_->command : options_.command;

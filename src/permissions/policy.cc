@@ -206,6 +206,16 @@ size_t SessionApprovals::size() const {
   return keys_.size();
 }
 
+std::vector<std::string> SessionApprovals::Keys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {keys_.begin(), keys_.end()};
+}
+
+void SessionApprovals::Restore(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keys_.insert(keys.begin(), keys.end());
+}
+
 void SessionApprovals::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   keys_.clear();

@@ -115,6 +115,10 @@ class SessionApprovals {
   bool Contains(const ToolSpec& spec, const Json& args) const;
   size_t size() const;
   void Clear();
+  // The remembered accesses as opaque keys (AccessKey), to be stored with
+  // the session, and their restoring when it is reopened.
+  std::vector<std::string> Keys() const;
+  void Restore(const std::vector<std::string>& keys);
 
   // The cache key of one access (exposed for tests and the event log).
   static std::string AccessKey(const ToolSpec& spec, const Json& args,

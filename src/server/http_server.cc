@@ -246,16 +246,25 @@ Exchange::Exchange(std::shared_ptr<Connection> conn, Request request)
 
 void Exchange::Send(Response response) {
   if (answered_.exchange(true)) return;
-  if (observer_) observer_(response);
   auto conn = conn_;
-  asio::post(conn->executor(), [conn, response = std::move(response)]() mutable {
-    conn->Reply(std::move(response), conn->keep_alive());
-  });
+  auto send = [conn, response]() mutable {
+    asio::post(conn->executor(), [conn, response = std::move(response)]() mutable {
+      conn->Reply(std::move(response), conn->keep_alive());
+    });
+  };
+  if (auto fn = std::exchange(interceptor_, nullptr)) return fn(response, std::move(send));
+  send();
+}
+
+void Exchange::Settle(Response response) {
+  if (!streamed_) return Send(std::move(response));
+  if (auto fn = std::exchange(interceptor_, nullptr)) fn(response, [] {});
 }
 
 std::shared_ptr<EventStream> Exchange::OpenStream(
     std::vector<std::pair<std::string, std::string>> extra_headers) {
   answered_ = true;
+  streamed_ = true;
   std::string head =
       "HTTP/1.1 200 OK\r\nServer: agentloop\r\nContent-Type: text/event-stream\r\n"
       "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n";

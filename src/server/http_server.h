@@ -126,16 +126,24 @@ class Exchange {
   // text/event-stream) and returns it; `extra_headers` are added.
   std::shared_ptr<EventStream> OpenStream(
       std::vector<std::pair<std::string, std::string>> extra_headers = {});
+  // Sends `response`; or, when the exchange was answered with an event
+  // stream, tells the interceptor that `response` is what a repeat of this
+  // request is answered with (once).
+  void Settle(Response response);
   bool answered() const { return answered_; }
-  // Called with the response just before it is sent (set before the
-  // exchange is handed on; called on the sending thread).
-  void ObserveResponse(std::function<void(const Response&)> fn) { observer_ = std::move(fn); }
+  // Set before the exchange is handed on: `fn` gets the response instead of
+  // the connection, on the sending thread, and calls `send` (from any
+  // thread) to send it, e.g. once it is recorded elsewhere. For an exchange
+  // answered with a stream, Settle calls it with a `send` that does nothing.
+  using Interceptor = std::function<void(const Response&, std::function<void()> send)>;
+  void InterceptResponse(Interceptor fn) { interceptor_ = std::move(fn); }
 
  private:
   std::shared_ptr<Connection> conn_;
   Request request_;
   std::atomic<bool> answered_{false};
-  std::function<void(const Response&)> observer_;
+  bool streamed_ = false;  // io_context thread only
+  Interceptor interceptor_;
 };
 
 using Handler = std::function<void(std::shared_ptr<Exchange>)>;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -96,8 +97,9 @@ using Params = std::vector<std::string>;
 using TurnFinish = std::function<void(const std::string& turn_id, const Result<TurnResult>&)>;
 
 // How a turn started by the server is answered: `reply` with 202 once its id
-// is known, or `stream` with its events after `after_seq` until it ends;
-// `finish` with its outcome.
+// is known (Exchange::Settle: when `reply` carries `stream`, the 202 is only
+// what a repeat of the request gets), `stream` with its events after
+// `after_seq` until it ends; `finish` with its outcome.
 struct TurnStart {
   std::shared_ptr<Exchange> reply;
   std::shared_ptr<EventStream> stream;
@@ -331,13 +333,6 @@ struct TurnRecord {
   std::vector<std::function<void()>> waiters;
 };
 
-struct IdempotencyEntry {
-  std::string fingerprint;
-  bool in_flight = true;
-  Response response;
-  std::chrono::steady_clock::time_point at;
-};
-
 // Event types that the store commits when it sees them (with everything
 // before them): see the engine's StoreSink.
 bool IsCommitBoundary(std::string_view type) {
@@ -392,8 +387,15 @@ class ServerImpl final : public Server {
       if (!ec) BeginShutdown();
     });
     ContinueDecidedBatches();
-    io_.restart();  // a loop a previous server stopped runs again
-    io_.run();
+    // The loop runs until this server's shutdown has finished: not less
+    // (a stop left queued by an earlier server on the same io_context only
+    // restarts it), and not more (the engine's own work on it may outlive
+    // the server; the guard keeps it from ending early for lack of work).
+    auto guard = asio::make_work_guard(io_);
+    while (!finished_->load()) {
+      io_.restart();
+      io_.run();
+    }
     return drained_ ? Status::Ok() : Unavailable("running turns were cancelled at shutdown");
   }
 
@@ -476,7 +478,8 @@ class ServerImpl final : public Server {
     if (p.empty() || p[0] != "v1") return Route(ex, *who, p, CompatRoutes());
     p.erase(p.begin());
     if (mutating && req.method == http_verb::post && !req.Header("Idempotency-Key").empty()) {
-      if (!Idempotent(ex, *who, req)) return;
+      return Idempotent(ex, *who,
+                        [this, ex, who = *who, p = std::move(p)] { Route(ex, who, p, Routes()); });
     }
     Route(ex, *who, p, Routes());
   }
@@ -513,6 +516,7 @@ class ServerImpl final : public Server {
         {http_verb::get, "/sessions", kScopeRead, &ServerImpl::ListSessions},
         {http_verb::get, "/sessions/{id}", kScopeRead, &ServerImpl::GetSession},
         {http_verb::delete_, "/sessions/{id}", kScopeWrite, &ServerImpl::DeleteSession},
+        {http_verb::patch, "/sessions/{id}", kScopeWrite, &ServerImpl::PatchSession},
         {http_verb::get, "/sessions/{id}/messages", kScopeRead, &ServerImpl::Messages},
         {http_verb::post, "/sessions/{id}/turns", kScopeWrite, &ServerImpl::PostTurn},
         {http_verb::get, "/sessions/{id}/turns/{turn}", kScopeRead, &ServerImpl::GetTurn},
@@ -770,35 +774,9 @@ class ServerImpl final : public Server {
   void CompatResolve(const std::shared_ptr<Exchange>& ex, const Principal& who,
                      const std::string& pid, PendingKind kind, const std::string& verb,
                      bool durable) {
-    Result<Json> body = ParseBody(ex->request());
-    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
     Resolution res;
-    if (kind == PendingKind::kQuestion) {
-      if (!body->contains("answer") || !(*body)["answer"].is_string()) {
-        return ex->Send(Problem(400, "invalid_request", "answer must be a string"));
-      }
-      res.kind = Resolution::Kind::kAnswer;
-      res.answer = (*body)["answer"].get<std::string>();
-    } else {
-      std::string decision = verb;
-      if (decision.empty()) {
-        const Json& d = body->value("decision", Json());
-        if (d != "approve" && d != "deny") {
-          return ex->Send(Problem(400, "invalid_request", "decision must be approve or deny"));
-        }
-        decision = d.get<std::string>();
-      }
-      res.kind = decision == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
-      if (body->contains("editedArgs")) {
-        if (res.kind != Resolution::Kind::kApprove || !(*body)["editedArgs"].is_object()) {
-          return ex->Send(Problem(400, "invalid_edited_args",
-                                  "editedArgs must be a JSON object, with decision approve"));
-        }
-        res.edited_arguments = (*body)["editedArgs"];
-      }
-      if (body->contains("reason") && (*body)["reason"].is_string()) {
-        res.reason = (*body)["reason"].get<std::string>();
-      }
+    if (auto refused = ParseResolution(ex->request(), kind, verb, kSeedFields, res)) {
+      return ex->Send(std::move(*refused));
     }
     TurnFinish finish = [this, ex](const std::string& turn_id, const Result<TurnResult>& t) {
       auto it = turns_.find(turn_id);
@@ -983,52 +961,85 @@ class ServerImpl final : public Server {
            options_.allowed_origins.end();
   }
 
-  // Returns false when the request was answered from (or refused by) the
-  // idempotency record; otherwise records it and observes its response.
-  bool Idempotent(const std::shared_ptr<Exchange>& ex, const Principal& who, const Request& req) {
-    const auto now = std::chrono::steady_clock::now();
-    // Expire old entries (amortised: a few per request).
-    for (int i = 0; i < 4 && !idem_order_.empty(); ++i) {
-      auto& [key, at] = idem_order_.front();
-      if (now - at < options_.idempotency_ttl) break;
-      auto it = idem_.find(key);
-      if (it != idem_.end() && it->second.at == at) idem_.erase(it);
-      idem_order_.pop_front();
+  // A POST with an Idempotency-Key: claims the key in the store, then runs
+  // `run` and records its answer; a repeat gets that answer (or 409 while
+  // the first is still running, 422 when the key came with another request).
+  void Idempotent(const std::shared_ptr<Exchange>& ex, const Principal& who,
+                  std::function<void()> run) {
+    const Request& req = ex->request();
+    std::string key(req.Header("Idempotency-Key"));
+    if (key.size() > 255) {
+      return ex->Send(Problem(400, "invalid_request", "Idempotency-Key is longer than 255 bytes"));
     }
-    std::string key = who.tenant + "\n" + std::string(req.Header("Idempotency-Key"));
     std::string fingerprint = Sha256Hex(req.target + "\n" + req.body);
-    auto it = idem_.find(key);
-    if (it != idem_.end() && now - it->second.at < options_.idempotency_ttl) {
-      if (it->second.fingerprint != fingerprint) {
-        ex->Send(Problem(422, "idempotency_key_reused",
-                         "this Idempotency-Key was used with another request"));
-        return false;
-      }
-      if (it->second.in_flight) {
-        ex->Send(Problem(409, "idempotency_in_flight",
-                         "a request with this Idempotency-Key is still being processed"));
-        return false;
-      }
-      Response r = it->second.response;
-      r.headers.emplace_back("Idempotent-Replayed", "true");
-      ex->Send(std::move(r));
-      return false;
-    }
-    idem_[key] = IdempotencyEntry{fingerprint, true, {}, now};
-    idem_order_.emplace_back(key, now);
-    ex->ObserveResponse([this, key, now](const Response& r) {
-      asio::post(io_, [this, key, now, r] {
-        auto entry = idem_.find(key);
-        if (entry == idem_.end() || entry->second.at != now) return;
-        if (r.status >= 500) {
-          idem_.erase(entry);  // a retry may succeed: do not pin a failure
-          return;
+    Blocking(
+        [this, tenant = who.tenant, key, fingerprint]() {
+          return engine_.store().ClaimIdempotencyKey(tenant, key, fingerprint,
+                                                     options_.idempotency_ttl, kInFlightTtl);
+        },
+        [this, ex, tenant = who.tenant, key, run = std::move(run)](Result<IdempotencyClaim> c) {
+          using K = IdempotencyClaim::Kind;
+          if (!c.ok()) return ex->Send(FromStatus(c.error()));
+          switch (c->kind) {
+            case K::kReused:
+              return ex->Send(Problem(422, "idempotency_key_reused",
+                                      "this Idempotency-Key was used with another request"));
+            case K::kInFlight:
+              return ex->Send(
+                  Problem(409, "idempotency_in_flight",
+                          "a request with this Idempotency-Key is still being processed"));
+            case K::kDone: {
+              Result<Response> r = ResponseFromJson(c->response);
+              if (!r.ok()) return ex->Send(FromStatus(r.error()));
+              r->headers.emplace_back("Idempotent-Replayed", "true");
+              return ex->Send(std::move(*r));
+            }
+            case K::kClaimed:
+              break;
+          }
+          // The answer is recorded before it is sent, so a repeat that
+          // follows it finds it.
+          ex->InterceptResponse([this, tenant, key](const Response& r, std::function<void()> send) {
+            // A server error may go away on a retry: do not pin it.
+            std::string json = r.status >= 500 ? std::string() : ResponseToJson(r);
+            asio::post(blocking_, [this, tenant, key, json, send = std::move(send)] {
+              Status s = json.empty() ? engine_.store().ReleaseIdempotencyKey(tenant, key)
+                                      : engine_.store().FinishIdempotencyKey(tenant, key, json);
+              (void)s;  // unrecorded: the key stays in flight until kInFlightTtl
+              send();
+            });
+          });
+          run();
+        });
+  }
+
+  // An unfinished idempotency record older than this belongs to a request
+  // that was abandoned (the server stopped while running it).
+  static constexpr std::chrono::milliseconds kInFlightTtl{5 * 60 * 1000};
+
+  static std::string ResponseToJson(const Response& r) {
+    Json headers = Json::array();
+    for (const auto& [k, v] : r.headers) headers.push_back(Json::array({k, v}));
+    return DumpJson(
+        {{"status", r.status}, {"type", r.content_type}, {"body", r.body}, {"headers", headers}});
+  }
+  static Result<Response> ResponseFromJson(const std::string& text) {
+    Json j = Json::parse(text, nullptr, false);
+    Response r;
+    if (j.is_object() && j["status"].is_number_unsigned() && j["type"].is_string() &&
+        j["body"].is_string() && j["headers"].is_array()) {
+      r.status = j["status"].get<unsigned>();
+      r.content_type = j["type"].get<std::string>();
+      r.body = j["body"].get<std::string>();
+      for (const auto& h : j["headers"]) {
+        if (!h.is_array() || h.size() != 2 || !h[0].is_string() || !h[1].is_string()) {
+          return DataLoss("a stored idempotent answer is corrupt");
         }
-        entry->second.in_flight = false;
-        entry->second.response = r;
-      });
-    });
-    return true;
+        r.headers.emplace_back(h[0].get<std::string>(), h[1].get<std::string>());
+      }
+      return r;
+    }
+    return DataLoss("a stored idempotent answer is corrupt");
   }
 
   // --- agents and sessions ----------------------------------------------
@@ -1253,6 +1264,41 @@ class ServerImpl final : public Server {
     });
   }
 
+  // PATCH /v1/sessions/{id} {title?, metadata?}: relabels the session
+  // (metadata null clears it); answers with the session as GET does.
+  void PatchSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"title", "metadata"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    std::optional<std::string> title;
+    std::optional<Json> metadata;
+    if (body->contains("title")) {
+      const Json& t = (*body)["title"];
+      if (!t.is_string() || t.get<std::string>().size() > 200) {
+        return ex->Send(
+            Problem(400, "invalid_request", "title must be a string of at most 200 bytes"));
+      }
+      title = t.get<std::string>();
+    }
+    if (body->contains("metadata")) {
+      const Json& md = (*body)["metadata"];
+      if (!(md.is_null() || md.is_object()) || md.dump().size() > 16384) {
+        return ex->Send(Problem(400, "invalid_request",
+                                "metadata must be null or a JSON object of at most 16 KiB"));
+      }
+      metadata = md;
+    }
+    WithSession(ex, who, p[0], [this, ex, who, p, title, metadata](SessionInfo) {
+      Blocking([this, id = p[0], title,
+                metadata]() { return engine_.store().RelabelSession(id, title, metadata); },
+               [this, ex, who, p](Status s) {
+                 if (!s.ok()) return ex->Send(FromStatus(s));
+                 GetSession(ex, who, p);
+               });
+    });
+  }
+
   void DeleteSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     const std::string& id = p[0];
     WithSession(ex, who, id, [this, ex, id](SessionInfo) {
@@ -1338,11 +1384,8 @@ class ServerImpl final : public Server {
       }
       TurnStart start;
       start.after_seq = info.last_seq;
-      if (stream) {
-        start.stream = ex->OpenStream();
-      } else {
-        start.reply = ex;
-      }
+      if (stream) start.stream = ex->OpenStream();
+      start.reply = ex;
       StartTurn(id, input, std::move(start));
     });
   }
@@ -1373,7 +1416,7 @@ class ServerImpl final : public Server {
             Response r = s.code() == Code::kFailedPrecondition
                              ? Problem(409, "session_paused", s.message())
                              : FromStatus(s);
-            if (live.reply) live.reply->Send(r);
+            if (live.reply) live.reply->Settle(r);
             live.reply.reset();
             if (sub) sub->stream->Close(Frame("", "error", r.body));
             Result<TurnResult> failed = s;
@@ -1470,7 +1513,7 @@ class ServerImpl final : public Server {
       t.tenant = live.tenant;
       t.done = false;
       if (live.reply) {
-        live.reply->Send(JsonResponse(202, TurnAccepted(id, turn_id)));
+        live.reply->Settle(JsonResponse(202, TurnAccepted(id, turn_id)));
         live.reply.reset();
       }
     }
@@ -1499,11 +1542,11 @@ class ServerImpl final : public Server {
     (void)observer;
     if (live.reply) {
       if (!r.ok()) {
-        live.reply->Send(r.error().code() == Code::kFailedPrecondition
-                             ? Problem(409, "session_paused", r.error().message())
-                             : FromStatus(r.error()));
+        live.reply->Settle(r.error().code() == Code::kFailedPrecondition
+                               ? Problem(409, "session_paused", r.error().message())
+                               : FromStatus(r.error()));
       } else {
-        live.reply->Send(JsonResponse(202, TurnAccepted(id, turn_id)));
+        live.reply->Settle(JsonResponse(202, TurnAccepted(id, turn_id)));
       }
       live.reply.reset();
     }
@@ -2028,46 +2071,87 @@ class ServerImpl final : public Server {
                 [ex](PendingLookup l) { ex->Send(JsonResponse(200, LookupJson(l))); });
   }
 
+  // How a decision body names its fields: the /v1 routes (snake_case,
+  // unknown keys refused, `scope`) or the seeds' routes (camelCase, other
+  // keys ignored as the seeds do).
+  struct DecisionFields {
+    const char* edited_args;
+    bool strict;
+  };
+  static constexpr DecisionFields kV1Fields{"edited_args", true};
+  static constexpr DecisionFields kSeedFields{"editedArgs", false};
+
+  // Reads a decision about an item of `kind` into `res` ({answer} for a
+  // question; {decision, edited args, reason, scope} for an approval, where
+  // `verb` fixes the decision when the route names it). Returns the 400 to
+  // answer with when the body is wrong.
+  static std::optional<Response> ParseResolution(const Request& req, PendingKind kind,
+                                                 const std::string& verb, DecisionFields f,
+                                                 Resolution& res) {
+    auto bad = [](std::string_view code, std::string detail) {
+      return std::optional<Response>(Problem(400, code, std::move(detail)));
+    };
+    Result<Json> body = ParseBody(req);
+    if (!body.ok()) return bad("invalid_request", body.error().message());
+    const Json& b = *body;
+    if (kind == PendingKind::kQuestion) {
+      if (f.strict) {
+        if (Status keys = OnlyKeys(b, {"answer"}); !keys.ok()) {
+          return bad("invalid_request", keys.message());
+        }
+      }
+      if (!b.contains("answer") || !b["answer"].is_string()) {
+        return bad("invalid_request", "answer must be a string");
+      }
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = b["answer"].get<std::string>();
+      return std::nullopt;
+    }
+    if (f.strict) {
+      Status keys = OnlyKeys(b, {"decision", f.edited_args, "scope", "reason"});
+      if (!keys.ok()) return bad("invalid_request", keys.message());
+    }
+    std::string decision = verb;
+    if (decision.empty()) {
+      const Json& d = b.value("decision", Json());
+      if (d != "approve" && d != "deny") {
+        return bad("invalid_request", "decision must be approve or deny");
+      }
+      decision = d.get<std::string>();
+    }
+    res.kind = decision == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
+    if (b.contains(f.edited_args)) {
+      if (res.kind != Resolution::Kind::kApprove || !b[f.edited_args].is_object()) {
+        return bad("invalid_edited_args",
+                   std::string(f.edited_args) + " must be a JSON object, with decision approve");
+      }
+      res.edited_arguments = b[f.edited_args];
+    }
+    if (b.contains("reason")) {
+      if (!b["reason"].is_string()) return bad("invalid_request", "reason must be a string");
+      res.reason = b["reason"].get<std::string>();
+    }
+    if (f.strict && b.contains("scope")) {
+      const Json& scope = b["scope"];
+      if (scope != "once" && scope != "session") {
+        return bad("unsupported_scope",
+                   "scope must be once (this call) or session (this exact access for the rest "
+                   "of the session; add an allow rule to the agent for more)");
+      }
+      if (scope == "session" && res.kind != Resolution::Kind::kApprove) {
+        return bad("unsupported_scope", "scope session goes with decision approve");
+      }
+      res.remember_for_session = scope == "session";
+    }
+    return std::nullopt;
+  }
+
   // POST /v1/approvals/{id}/decision and /v1/questions/{id}/answer.
   void Decide(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
               PendingKind kind) {
-    Result<Json> body = ParseBody(ex->request());
-    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
     Resolution res;
-    if (kind == PendingKind::kQuestion) {
-      Status keys = OnlyKeys(*body, {"answer"});
-      if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
-      if (!body->contains("answer") || !(*body)["answer"].is_string()) {
-        return ex->Send(Problem(400, "invalid_request", "answer must be a string"));
-      }
-      res.kind = Resolution::Kind::kAnswer;
-      res.answer = (*body)["answer"].get<std::string>();
-    } else {
-      Status keys = OnlyKeys(*body, {"decision", "edited_args", "scope", "reason"});
-      if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
-      const Json& d = body->value("decision", Json());
-      if (d != "approve" && d != "deny") {
-        return ex->Send(Problem(400, "invalid_request", "decision must be approve or deny"));
-      }
-      res.kind = d == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
-      if (body->contains("scope") && (*body)["scope"] != "once") {
-        return ex->Send(Problem(400, "unsupported_scope",
-                                "scope must be once: a decision over HTTP covers this call only "
-                                "(add an allow rule to the agent for more)"));
-      }
-      if (body->contains("edited_args")) {
-        if (res.kind != Resolution::Kind::kApprove || !(*body)["edited_args"].is_object()) {
-          return ex->Send(Problem(400, "invalid_edited_args",
-                                  "edited_args must be a JSON object, with decision approve"));
-        }
-        res.edited_arguments = (*body)["edited_args"];
-      }
-      if (body->contains("reason")) {
-        if (!(*body)["reason"].is_string()) {
-          return ex->Send(Problem(400, "invalid_request", "reason must be a string"));
-        }
-        res.reason = (*body)["reason"].get<std::string>();
-      }
+    if (auto refused = ParseResolution(ex->request(), kind, "", kV1Fields, res)) {
+      return ex->Send(std::move(*refused));
     }
     Resolve(ex, who, pid, kind, res, [ex](const DecisionOutcome& o) {
       switch (o.kind) {
@@ -2239,7 +2323,14 @@ class ServerImpl final : public Server {
     drain_timer_.cancel();
     // Sessions close (locks released) on the pool; then the loop ends.
     if (!subscribers_.empty()) return;  // their final frames are being written
-    asio::post(blocking_, [this] { asio::post(io_, [this] { io_.stop(); }); });
+    if (stop_posted_) return;
+    stop_posted_ = true;
+    asio::post(blocking_, [&io = io_, finished = finished_] {
+      asio::post(io, [&io, finished] {
+        finished->store(true);
+        io.stop();
+      });
+    });
   }
 
   ServerOptions options_;
@@ -2253,6 +2344,10 @@ class ServerImpl final : public Server {
   asio::steady_timer drain_timer_;
   bool shutting_down_ = false;
   bool drained_ = true;
+  bool stop_posted_ = false;
+  // Set by the last handler of this server's shutdown (shared: the handler
+  // may run after a Run that ended on another stop).
+  std::shared_ptr<std::atomic<bool>> finished_ = std::make_shared<std::atomic<bool>>(false);
 
   std::unordered_map<std::string, Live> live_;
   std::set<std::shared_ptr<Subscriber>> subscribers_;
@@ -2260,8 +2355,6 @@ class ServerImpl final : public Server {
   ServerMetrics metrics_;
   std::unordered_map<std::string, TurnRecord> turns_;
   std::deque<std::string> finished_turns_;
-  std::unordered_map<std::string, IdempotencyEntry> idem_;
-  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> idem_order_;
 };
 
 }  // namespace

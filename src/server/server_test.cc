@@ -425,6 +425,40 @@ TEST_F(ServerTest, APausedTurnIsApprovedOverHttpAndContinues) {
             404u);
 }
 
+// scope session allows the same access again without asking, in later
+// turns too (each reopens the session), but not another path.
+TEST_F(ServerTest, ASessionScopedApprovalCoversTheSameAccessLater) {
+  StartModel(Json::array({WriteCall("c1", "hello.txt"),
+                          {{"text", "wrote it"}},
+                          WriteCall("c2", "hello.txt"),
+                          {{"text", "again"}},
+                          WriteCall("c3", "other.txt"),
+                          {{"text", "never"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write hello.txt")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  EXPECT_EQ(Call("POST", "/v1/approvals/" + aid + "/decision",
+                 {{"decision", "deny"}, {"scope", "session"}})
+                .json()["code"],
+            "unsupported_scope");
+  EXPECT_EQ(Call("POST", "/v1/approvals/" + aid + "/decision",
+                 {{"decision", "approve"}, {"scope", "forever"}})
+                .json()["code"],
+            "unsupported_scope");
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision",
+                       {{"decision", "approve"}, {"scope", "session"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  EXPECT_EQ(Wait(sid, decided.json()["turn_id"])["final_text"], "wrote it");
+
+  StopServer();  // the remembered access is kept with the session
+  StartServer();
+  Json second = RunTurn(sid, "write hello.txt again");
+  EXPECT_EQ(second["stop"], "completed") << second.dump();
+  EXPECT_EQ(second["final_text"], "again");
+  EXPECT_EQ(RunTurn(sid, "write other.txt")["stop"], "pending_approval");
+}
+
 TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {
   StartModel(Json::array({WriteCall("c1", "a.txt"), {{"text", "ok"}}}));
   StartServer();
@@ -569,6 +603,59 @@ TEST_F(ServerTest, IdempotencyKeysReplayTheFirstAnswer) {
   EXPECT_EQ(c.status, 422u);
   EXPECT_EQ(c.json()["code"], "idempotency_key_reused");
   EXPECT_EQ(Call("GET", "/v1/sessions").json()["items"].size(), 1u);
+
+  // Keys live in the store: a restarted server still knows them.
+  StopServer();
+  StartServer();
+  Reply d = Call("POST", "/v1/sessions", {{"title", "once"}}, {{"Idempotency-Key", "k1"}});
+  EXPECT_EQ(d.status, 201u);
+  EXPECT_EQ(d.json()["id"], a.json()["id"]);
+  EXPECT_EQ(Call("GET", "/v1/sessions").json()["items"].size(), 1u);
+}
+
+// A turn answered with its event stream records, for a repeat of the same
+// POST, the 202 of the turn it started: the repeat starts nothing.
+TEST_F(ServerTest, AStreamedTurnsIdempotencyKeyReplaysTheTurn) {
+  StartModel(Json::array({{{"text", "once only"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  const std::string body = Json{{"input", "go"}}.dump();
+  std::string turn_id;
+  {
+    Client c(port_);
+    Reply head =
+        c.OpenStream("/v1/sessions/" + sid + "/turns", {{"Idempotency-Key", "t1"}}, "POST", body);
+    ASSERT_EQ(head.status, 200u);
+    while (auto f = c.Next()) {
+      if (f->event == "turn_begin") turn_id = f->json()["turn_id"];
+    }
+  }
+  ASSERT_FALSE(turn_id.empty());
+  Client again(port_);
+  Reply r = again.Call("POST", "/v1/sessions/" + sid + "/turns", body,
+                       {{"Idempotency-Key", "t1"}, {"Accept", "text/event-stream"}});
+  EXPECT_EQ(r.status, 202u) << r.body;
+  EXPECT_EQ(r.json()["id"], turn_id);
+  EXPECT_EQ(r.headers["idempotent-replayed"], "true");
+  Reply messages = Call("GET", "/v1/sessions/" + sid + "/messages");
+  EXPECT_EQ(messages.json()["items"].size(), 2u);
+}
+
+TEST_F(ServerTest, PatchRelabelsASession) {
+  StartModel(Json::array());
+  StartServer();
+  std::string sid = NewSession({{"title", "first"}, {"metadata", {{"ticket", 7}}}});
+  Reply r = Call("PATCH", "/v1/sessions/" + sid, {{"title", "renamed"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.json()["title"], "renamed");
+  EXPECT_EQ(r.json()["metadata"]["ticket"], 7);
+  r = Call("PATCH", "/v1/sessions/" + sid, {{"metadata", nullptr}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.json()["metadata"], Json::object());
+  EXPECT_EQ(r.json()["title"], "renamed");
+  EXPECT_EQ(Call("PATCH", "/v1/sessions/" + sid, {{"metadata", Json::array()}}).status, 400u);
+  EXPECT_EQ(Call("PATCH", "/v1/sessions/" + sid, {{"agent", "other"}}).status, 400u);
+  EXPECT_EQ(Call("PATCH", "/v1/sessions/nope", {{"title", "x"}}).status, 404u);
 }
 
 TEST_F(ServerTest, OversizedBodiesAndHeadersAreRefused) {

@@ -355,6 +355,26 @@ Result<SessionInfo> SqliteStore::NewestInWorkspace(const std::filesystem::path& 
   return list[0];
 }
 
+Status SqliteStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                                   std::optional<Json> metadata) {
+  if (metadata && !metadata->is_null() && !metadata->is_object()) {
+    return InvalidArgument("session metadata must be a JSON object");
+  }
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  if (title) {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, *title).Bind(2, session_id).Run());
+  }
+  if (metadata) {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET metadata = ? WHERE id = ?"));
+    std::string text = metadata->is_null() ? std::string() : DumpJson(*metadata);
+    AL_RETURN_IF_ERROR(st.Bind(1, text).Bind(2, session_id).Run());
+  }
+  return txn.Commit();
+}
+
 Status SqliteStore::RemoveSession(std::string_view session_id) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
@@ -954,6 +974,65 @@ Result<std::optional<Json>> SqliteStore::GetState(std::string_view session_id,
                     " is corrupt: " + j.error().message());
   }
   return std::optional<Json>(std::move(*j));
+}
+
+// --- idempotency keys --------------------------------------------------------
+
+Result<IdempotencyClaim> SqliteStore::ClaimIdempotencyKey(std::string_view tenant,
+                                                          std::string_view key,
+                                                          std::string_view fingerprint,
+                                                          std::chrono::milliseconds ttl,
+                                                          std::chrono::milliseconds in_flight_ttl) {
+  std::lock_guard lk(mu_);
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("DELETE FROM idempotency_keys WHERE created_at_ms < ?"
+                                              " OR (response IS NULL AND created_at_ms < ?)"));
+    AL_RETURN_IF_ERROR(st.Bind(1, now - ttl.count()).Bind(2, now - in_flight_ttl.count()).Run());
+  }
+  IdempotencyClaim claim;
+  bool found = false;
+  {
+    AL_ASSIGN_OR_RETURN(Stmt find, db_->Prepare("SELECT fingerprint, response IS NULL, response"
+                                                " FROM idempotency_keys"
+                                                " WHERE tenant = ? AND key = ?"));
+    find.Bind(1, tenant).Bind(2, key);
+    AL_ASSIGN_OR_RETURN(found, find.Step());
+    if (found) {
+      if (find.Text(0) != fingerprint) {
+        claim.kind = IdempotencyClaim::Kind::kReused;
+      } else if (find.Int(1) != 0) {
+        claim.kind = IdempotencyClaim::Kind::kInFlight;
+      } else {
+        claim.kind = IdempotencyClaim::Kind::kDone;
+        claim.response = find.Text(2);
+      }
+    }
+  }
+  if (!found) {
+    AL_ASSIGN_OR_RETURN(Stmt ins,
+                        db_->Prepare("INSERT INTO idempotency_keys (tenant, key, fingerprint,"
+                                     " created_at_ms) VALUES (?, ?, ?, ?)"));
+    AL_RETURN_IF_ERROR(ins.Bind(1, tenant).Bind(2, key).Bind(3, fingerprint).Bind(4, now).Run());
+  }
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return claim;
+}
+
+Status SqliteStore::FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                                         std::string_view response) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE idempotency_keys SET response = ?"
+                                            " WHERE tenant = ? AND key = ?"));
+  return st.Bind(1, response).Bind(2, tenant).Bind(3, key).Run();
+}
+
+Status SqliteStore::ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db_->Prepare("DELETE FROM idempotency_keys WHERE tenant = ? AND key = ?"));
+  return st.Bind(1, tenant).Bind(2, key).Run();
 }
 
 // --- pinned settings ------------------------------------------------------------

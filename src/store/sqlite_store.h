@@ -37,6 +37,8 @@ class SqliteStore final : public SessionStore {
   Result<std::string> FindSession(std::string_view id_or_prefix) override;
   Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
   Status RemoveSession(std::string_view session_id) override;
+  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                        std::optional<Json> metadata) override;
 
   Status Append(std::string_view session_id, std::span<const Event> events) override;
   Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
@@ -63,6 +65,13 @@ class SqliteStore final : public SessionStore {
   Status UpdateSettings(std::string_view session_id, const Json& settings,
                         std::span<const Event> events) override;
   Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
+  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
+                                               std::string_view fingerprint,
+                                               std::chrono::milliseconds ttl,
+                                               std::chrono::milliseconds in_flight_ttl) override;
+  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                              std::string_view response) override;
+  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
 
   // Used by SqliteSessionLock.
   Status RefreshLock(const std::string& session_id, const std::string& token);

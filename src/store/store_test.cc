@@ -238,6 +238,52 @@ TEST_F(StoreTest, ActivityAndLastSeqComeFromTheEventLog) {
   EXPECT_EQ(row_of(a).first, created + 301);
 }
 
+// A key is claimed once; the same request again finds it in flight, then
+// its answer; another request under it is refused; keys are per tenant and
+// expire (an unfinished one sooner); a released key can be claimed again.
+TEST_F(StoreTest, IdempotencyKeysAreClaimedOnceAndExpire) {
+  using K = IdempotencyClaim::Kind;
+  using std::chrono::hours;
+  using std::chrono::minutes;
+  auto claim = [&](std::string_view tenant, std::string_view key, std::string_view fp) {
+    auto c = store_->ClaimIdempotencyKey(tenant, key, fp, hours(24), minutes(5));
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? *c : IdempotencyClaim{};
+  };
+  EXPECT_EQ(claim("t1", "k", "a").kind, K::kClaimed);
+  EXPECT_EQ(claim("t1", "k", "a").kind, K::kInFlight);
+  EXPECT_EQ(claim("t1", "k", "b").kind, K::kReused);
+  EXPECT_EQ(claim("t2", "k", "b").kind, K::kClaimed);
+  ASSERT_TRUE(store_->FinishIdempotencyKey("t1", "k", "{\"status\":202}").ok());
+  IdempotencyClaim done = claim("t1", "k", "a");
+  EXPECT_EQ(done.kind, K::kDone);
+  EXPECT_EQ(done.response, "{\"status\":202}");
+
+  // t2's key is still unfinished after 6 minutes: abandoned, claimable.
+  clock_ms_ += 6 * 60 * 1000;
+  EXPECT_EQ(claim("t2", "k", "c").kind, K::kClaimed);
+  EXPECT_EQ(claim("t1", "k", "a").kind, K::kDone);
+  // A day later the finished key is gone too.
+  clock_ms_ += 24 * 3600 * 1000;
+  EXPECT_EQ(claim("t1", "k", "z").kind, K::kClaimed);
+  ASSERT_TRUE(store_->ReleaseIdempotencyKey("t1", "k").ok());
+  EXPECT_EQ(claim("t1", "k", "y").kind, K::kClaimed);
+}
+
+TEST_F(StoreTest, RelabelReplacesTitleAndMetadata) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->RelabelSession(id, "named", Json{{"k", 1}}).ok());
+  SessionInfo s = *store_->GetSession(id);
+  EXPECT_EQ(s.title, "named");
+  EXPECT_EQ(s.metadata, (Json{{"k", 1}}));
+  ASSERT_TRUE(store_->RelabelSession(id, std::nullopt, Json(nullptr)).ok());
+  s = *store_->GetSession(id);
+  EXPECT_EQ(s.title, "named");
+  EXPECT_TRUE(s.metadata.is_null());
+  EXPECT_EQ(store_->RelabelSession(id, std::nullopt, Json::array()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->RelabelSession("nope", "x", std::nullopt).code(), Code::kNotFound);
+}
+
 TEST_F(StoreTest, DuplicateExplicitIdRejected) {
   NewSessionParams p;
   p.id = "fixed-id";
