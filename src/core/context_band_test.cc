@@ -305,5 +305,43 @@ TEST_F(ContextBandTest, ContextIsMeasuredFromReportedInputPlusAppendedChars) {
   EXPECT_LE(second->context_tokens, 5000 + 8192 / 4 + 100);
 }
 
+// Records what the turn tells hooks at its end.
+class EndInfoHook : public Hook {
+ public:
+  std::string_view name() const override { return "end-info"; }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    prompt_too_long = info.prompt_too_long;
+    return {};
+  }
+  int prompt_too_long = -1;
+};
+
+TEST_F(ContextBandTest, HooksHearOfPromptTooLongAnswersButNotOfRoutineCompactions) {
+  // One rejection, recovered by compacting the earlier turns.
+  for (int i = 0; i < 12; ++i) {
+    transcript_.Append(i % 2 == 0 ? Message::User("old question " + std::to_string(i))
+                                  : Message::Assistant("old answer " + std::to_string(i)));
+  }
+  testing::FakeProvider p;
+  p.Push(PromptTooLong("prompt is too long")).Text("ok");
+  auto hook = std::make_shared<EndInfoHook>();
+  TurnConfig cfg = Config(0);
+  cfg.hooks.push_back(hook);
+  TurnResult r = Run(cfg, p, "new question");
+  EXPECT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  EXPECT_EQ(hook->prompt_too_long, 1);
+
+  // The band compacts a long task before its calls: no rejection, and
+  // nothing for the hooks to count.
+  transcript_ = Transcript();
+  WindowProvider w(16'384, 30);
+  auto hook2 = std::make_shared<EndInfoHook>();
+  TurnConfig cfg2 = Config(16'384);
+  cfg2.hooks.push_back(hook2);
+  Run(cfg2, w);
+  ASSERT_FALSE(sink_.OfType(EventType::kCompaction).empty());
+  EXPECT_EQ(hook2->prompt_too_long, 0);
+}
+
 }  // namespace
 }  // namespace agentloop

@@ -470,6 +470,7 @@ class Turn::Impl {
 
   void OpenRound() {
     round_open_ = true;
+    prompt_too_long_ = 0;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
       RunHook(*hook, "turn_start", [hook, ctx = hook_ctx_] { hook->OnTurnStart(ctx); });
@@ -495,6 +496,7 @@ class Turn::Impl {
       info.tool_result_count = step_tool_results_;
       info.counters = counters_;
       info.truncated = truncated_;
+      info.prompt_too_long = prompt_too_long_;
       bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict, keep] {
         *verdict = hook->OnTurnEnd(ctx, info);
       });
@@ -860,6 +862,7 @@ class Turn::Impl {
   }
 
   void OnModelError(const Status& error) {
+    if (error.code() == Code::kPromptTooLong) ++prompt_too_long_;
     if (error.code() == Code::kPromptTooLong && compactions_ < cfg_.max_compactions) {
       ++compactions_;
       const int64_t before = ContextTokens();
@@ -1392,6 +1395,8 @@ class Turn::Impl {
   // The user's latest request (never compacted away), when there is one.
   std::optional<size_t> request_index_;
   int compactions_ = 0;
+  // Prompt-too-long answers since the round opened (TurnEndInfo).
+  int prompt_too_long_ = 0;
   // Context measurement (ContextTokens): the input tokens the provider
   // reported for the last request, and the transcript's characters then.
   int64_t fixed_chars_ = 0;
