@@ -71,6 +71,9 @@ inline constexpr std::string_view kSummaryPrompt =
     "Be concise: at most 600 words.";
 // The output-token cap of that side request.
 inline constexpr int64_t kSummaryMaxTokens = 2048;
+// Attempts of that side request (a transient failure is tried once more
+// within TurnConfig::summary_timeout).
+inline constexpr int kSummaryMaxAttempts = 2;
 Message EngineStopMessage(std::string text);
 
 struct TurnConfig {
@@ -106,6 +109,9 @@ struct TurnConfig {
   // tokens are charged to the turn); false, or when the side request
   // fails: the seed's truncating summary.
   bool model_summaries = true;
+  // The bound on that side request, its retries included (at most
+  // kSummaryMaxAttempts attempts): past it the truncating summary is used.
+  std::chrono::milliseconds summary_timeout{60000};
   // For the model's summary (and `agentloop compact --focus`): what the
   // summary should keep in particular. Empty: none.
   std::string compaction_focus;

@@ -735,6 +735,8 @@ class Turn::Impl {
     if (!cfg_.compaction_focus.empty()) prompt += "\nFocus on: " + cfg_.compaction_focus;
     req.tail.push_back(Message::User(std::move(prompt)));
     req.max_output_tokens = kSummaryMaxTokens;
+    req.timeout = cfg_.summary_timeout;
+    req.max_attempts = kSummaryMaxAttempts;
     if (cfg_.max_output_tokens > 0) {
       req.max_output_tokens = std::min(req.max_output_tokens, cfg_.max_output_tokens);
     }

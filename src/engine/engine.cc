@@ -935,6 +935,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
     cfg.command = options_.command;
   }
   cfg.model = options_.model;
+  cfg.summary_timeout = engine_.options().summary_timeout;
   {
     ModelLimits limits =
         ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);

@@ -8,7 +8,7 @@ import json
 import os
 import unittest
 
-from e2e_util import CliTestCase, load_demo_script
+from e2e_util import CliTestCase, json_lines, load_demo_script
 
 WINDOW = 16384
 STEPS = 120
@@ -182,6 +182,42 @@ class ContextWindowTest(CliTestCase):
         self.assert_code(shown, 0)
         events = self.export(sid)
         self.assertTrue(any(e["type"] == "message" for e in events))
+
+    def test_a_stalled_summary_request_ends_at_its_timeout(self):
+        # The server would answer the summary request after ten minutes; the
+        # configured 300 ms timeout ends it, the truncating summary is used
+        # and a notice says why; the task completes without a rejection.
+        self.make_files()
+        items = self.script()["responses"][:20]
+        items.append({"text": "done", "usage": {"input_tokens": 1, "output_tokens": 1}})
+        server = self.server({"responses": items}, "--context-window", str(WINDOW),
+                             "--auto-summary", "--summary-delay-ms", "600000")
+        env = self.env(OPENAI_API_KEY="sk-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(WINDOW),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048",
+                       AGENTLOOP_COMPACTION_SUMMARY_TIMEOUT_MS="300")
+        p = self.run_cli("run", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "test-model", "-C", self.ws, "--allow", "*",
+                         "--max-tool-calls", "500", "--max-turns", "500",
+                         "--max-tokens", "100000000", "--no-todo-loop",
+                         "--output", "stream-json", "read every file", env=env)
+        self.assert_code(p, 0)
+        events = json_lines(p.stdout)
+        end = [e for e in events if e["type"] == "turn_end"]
+        self.assertEqual(end[-1]["stop"], "completed", end)
+        comps = [e for e in events if e["type"] == "compaction" and e.get("summary")
+                 and e.get("summary_source")]
+        self.assertTrue(comps)
+        self.assertTrue(all(c["summary_source"] == "truncated" for c in comps), comps)
+        self.assertTrue(all(c["trigger"] == "threshold" for c in comps), comps)
+        notices = [e["text"] for e in events if e["type"] == "notice"
+                   and "summary request failed" in e.get("text", "")]
+        self.assertEqual(len(notices), len(comps))
+        self.assertIn("no answer within 300 ms", notices[0])
+        # One attempt per summary: a timeout is not retried.
+        summary_reqs = [r for r in server.requests()
+                        if "Summarize the conversation above so that" in json.dumps(r["body"])]
+        self.assertEqual(len(summary_reqs), len(comps))
 
     def test_rejection_looks_like_the_real_api(self):
         # A window too small even for one file: the server rejects, and the
