@@ -112,6 +112,10 @@ struct TurnConfig {
   // The bound on that side request, its retries included (at most
   // kSummaryMaxAttempts attempts): past it the truncating summary is used.
   std::chrono::milliseconds summary_timeout{60000};
+  // The measurement the previous turn of the session left (TurnResult), or
+  // one rebuilt from the store. Ignored when the history is shorter than it
+  // says (then chars / 4 of everything until the first report).
+  std::optional<ContextMeasure> context_measure;
   // For the model's summary (and `agentloop compact --focus`): what the
   // summary should keep in particular. Empty: none.
   std::string compaction_focus;
@@ -164,6 +168,9 @@ struct TurnResult {
   // (docs/protocol.md, "Context budget") and the model's window (0: unknown).
   int64_t context_tokens = 0;
   int64_t context_window = 0;
+  // The measurement behind context_tokens, for the next turn
+  // (TurnConfig::context_measure); nullopt before any provider report.
+  std::optional<ContextMeasure> context_measure;
 };
 
 namespace turn_action {

@@ -219,6 +219,29 @@ class ContextWindowTest(CliTestCase):
                         if "Summarize the conversation above so that" in json.dumps(r["body"])]
         self.assertEqual(len(summary_reqs), len(comps))
 
+    def test_a_resumed_session_carries_the_measured_context(self):
+        # The provider counted 50 000 input tokens for the last request (a
+        # system text and tools far larger than chars / 4 says, as with a
+        # tokenizer that splits code finely). A later process starts from
+        # that count, not from chars / 4 of the stored history.
+        server = self.server({"responses": [
+            {"text": "first", "usage": {"input_tokens": 50000, "output_tokens": 5}},
+            {"text": "second", "usage": {"input_tokens": 50100, "output_tokens": 5}}]})
+        env = self.env(OPENAI_API_KEY="sk-test")
+        common = ("--provider", "openai", "--base-url", server.base_url, "--model", "gpt-4o",
+                  "--max-tokens", "10000000")
+        p = self.run_cli("run", *common, "-C", self.ws, "--output", "json", "hello", env=env)
+        self.assert_code(p, 0)
+        sid = self.json_result(p)["session_id"]
+        r = self.run_cli("resume", sid, "and again", *common, "--output", "stream-json",
+                         env=env)
+        self.assert_code(r, 0)
+        checks = [e for e in json_lines(r.stdout) if e["type"] == "budget_check"]
+        self.assertTrue(checks)
+        # 50 000 + chars / 4 of the answer "first" and the new prompt.
+        self.assertGreaterEqual(checks[0]["context_tokens"], 50000)
+        self.assertLessEqual(checks[0]["context_tokens"], 50000 + 20)
+
     def test_rejection_looks_like_the_real_api(self):
         # A window too small even for one file: the server rejects, and the
         # CLI reports the provider's prompt-too-long answer.
