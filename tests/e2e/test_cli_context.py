@@ -6,9 +6,11 @@ complete without one rejection on each wire format."""
 
 import json
 import os
+import re
+import subprocess
 import unittest
 
-from e2e_util import CliTestCase, json_lines, load_demo_script
+from e2e_util import BIN, TIMEOUT, CliTestCase, json_lines, load_demo_script
 
 WINDOW = 16384
 STEPS = 120
@@ -182,6 +184,81 @@ class ContextWindowTest(CliTestCase):
         self.assert_code(shown, 0)
         events = self.export(sid)
         self.assertTrue(any(e["type"] == "message" for e in events))
+
+    def long_session(self, provider, turns):
+        """`turns` turns of one chat session in the small window: each turn
+        reads an 8 KB file and answers. Returns the session id, the server
+        and the chat process."""
+        self.make_files()
+        items = []
+        for t in range(turns):
+            items.append({"tool_calls": [{"id": "t%dc" % t, "name": "read",
+                                          "input": {"file_path": "f%03d.txt" % (t % STEPS)}}],
+                          "usage": {"input_tokens": 1, "output_tokens": 20}})
+            items.append({"text": "answer %d" % t,
+                          "usage": {"input_tokens": 1, "output_tokens": 10}})
+        server = self.server({"responses": items}, "--context-window", str(WINDOW),
+                             "--auto-summary")
+        env = self.env(OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test",
+                       AGENTLOOP_PROVIDER_CONTEXT_WINDOW=str(WINDOW),
+                       AGENTLOOP_PROVIDER_MAX_OUTPUT_TOKENS="2048",
+                       AGENTLOOP_STORE_SYNC="normal")
+        lines = "\n".join(["question %d: read the next file" % t for t in range(turns)]
+                           + ["/session"]) + "\n"
+        # A long run: the generous bound only stops a hung binary.
+        p = subprocess.run(
+            [BIN, "chat", "--provider", provider, "--base-url", server.base_url,
+             "--model", "test-model", "-C", self.ws, "--allow", "*",
+             "--max-tokens", "100000000", "--no-todo-loop"],
+            input=lines, capture_output=True, text=True, env=env, cwd=self.tmp,
+            timeout=20 * TIMEOUT)
+        self.assert_code(p, 0)
+        m = re.search(r"^session\s+(\S+)", p.stderr, re.M)
+        self.assertIsNotNone(m, p.stderr[-2000:])
+        return m.group(1), server, p
+
+    def check_long_session(self, provider, turns=200):
+        sid, server, chat = self.long_session(provider, turns)
+        requests = server.requests()
+        # Across turns the band mostly drops the oldest half of the earlier
+        # turns; a summary request is made only when that is not enough.
+        summaries = [r for r in requests
+                     if "Summarize the conversation above so that" in json.dumps(r["body"])]
+        # Every request was accepted: two per turn, plus any summaries (a
+        # rejected request would be one more, answered with HTTP 400).
+        self.assertEqual(len(requests), 2 * turns + len(summaries))
+        self.assertNotIn("context length", chat.stderr)
+        wrap_up = [r for r in requests if "approaching its context budget" in json.dumps(r["body"])]
+        self.assertTrue(wrap_up)
+        for req in requests:
+            self.assertLessEqual(len(json.dumps(req["body"])) // 4, WINDOW + 1024)
+        events = self.export(sid)
+        ends = [e for e in events if e["type"] == "turn_end"]
+        self.assertEqual(len(ends), turns)
+        self.assertTrue(all(e["stop"] == "completed" for e in ends),
+                        [e for e in ends if e["stop"] != "completed"][:1])
+        answers = [e for e in events if e["type"] == "message"
+                   and e["message"]["role"] == "assistant"
+                   and any(b.get("text") == "answer %d" % (turns - 1)
+                           for b in e["message"]["content"])]
+        self.assertEqual(len(answers), 1)
+        # Nothing is deleted: every turn's result is in the store.
+        results = [e for e in events if e["type"] == "message"
+                   and any(b.get("type") == "tool_result" for b in e["message"]["content"])]
+        self.assertEqual(len(results), turns)
+        # No compaction was a recovery from a rejection.
+        triggers = {e.get("trigger") for e in events if e["type"] == "compaction"}
+        self.assertNotIn("prompt_too_long", triggers)
+        self.assertIn("threshold", triggers)
+
+    def test_two_hundred_turns_openai_chat(self):
+        self.check_long_session("openai")
+
+    def test_two_hundred_turns_anthropic_messages(self):
+        self.check_long_session("anthropic")
+
+    def test_two_hundred_turns_openai_responses(self):
+        self.check_long_session("openai-responses")
 
     def test_a_stalled_summary_request_ends_at_its_timeout(self):
         # The server would answer the summary request after ten minutes; the
