@@ -9,6 +9,7 @@
 // of 4 KB and answers. The provider counts what it is sent (chars / 4 of the
 // system text, tools and messages) and reports it as input tokens.
 #include <cstdio>
+#include <optional>
 
 #include <benchmark/benchmark.h>
 
@@ -93,6 +94,8 @@ std::vector<int64_t> RunSession(int turns, int64_t window) {
   CountingProvider provider;
   Transcript transcript;
   std::vector<int64_t> per_turn;
+  // Carried from turn to turn, as the engine does.
+  std::optional<ContextMeasure> measure;
   for (int t = 0; t < turns; ++t) {
     TurnConfig cfg;
     cfg.session_id = "bench";
@@ -102,13 +105,14 @@ std::vector<int64_t> RunSession(int turns, int64_t window) {
     cfg.context_window = window;
     cfg.max_output_tokens = window > 0 ? 4096 : 0;
     cfg.policy = std::make_shared<AllowAll>();
+    cfg.context_measure = measure;
     Turn turn(cfg, transcript);
     (void)turn.Start(TurnInput::User("question " + std::to_string(t)));
     RunnerDeps deps;
     deps.provider = &provider;
     deps.tools = &registry;
     provider.reset_sent();
-    RunTurn(turn, deps, {});
+    measure = RunTurn(turn, deps, {}).context_measure;
     per_turn.push_back(provider.sent());
   }
   return per_turn;

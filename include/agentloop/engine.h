@@ -233,6 +233,11 @@ struct EngineOptions {
   // Durability of the commits of the store opened at <data_dir>/sessions.db
   // (config key store.sync; see StoreSync). Ignored when `store` is set.
   StoreSync store_sync = StoreSync::kFull;
+  // The bound on the side request that writes a compaction summary, retries
+  // included (config key compaction.summary_timeout_ms): past it, or when
+  // the request fails, the turn uses the truncating summary and says so in
+  // a notice.
+  std::chrono::milliseconds summary_timeout{60000};
   // The session the caller is about to open, when it already knows it: Create
   // starts opening the connection to its model's server (DNS, TCP, TLS) before
   // it opens the store, and the session's first request finds it ready. Only

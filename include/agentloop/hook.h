@@ -77,6 +77,11 @@ struct TurnEndInfo {
   int tool_result_count = 0;
   TurnCounters counters;
   bool truncated = false;
+  // Requests of this round the provider rejected as too long for the
+  // window (each followed by a `prompt_too_long` compaction and a retry).
+  // Compactions before a call (the band) or by hand are routine and not
+  // counted.
+  int prompt_too_long = 0;
 };
 
 struct TurnEndVerdict {

@@ -11,6 +11,7 @@
 // keep per-request state on the stack (or in the asynchronous call's state).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <span>
 #include <stop_token>
@@ -79,6 +80,15 @@ struct ModelRequest {
   // with the same key share cached prefixes where the API supports a key
   // (OpenAI's prompt_cache_key). Empty: none sent.
   std::string cache_key;
+  // A bound on the whole call, retries and their waits included (0: none
+  // beyond the provider's own timeouts). When it passes, the call ends with
+  // kDeadlineExceeded (the HTTP providers; a provider without a server to
+  // wait for may ignore it). The engine sets it on side requests (a compaction
+  // summary) that must not hold a turn up for minutes.
+  std::chrono::milliseconds timeout{0};
+  // At most this many attempts (0: the provider's own retry policy; a
+  // smaller value of the two wins).
+  int max_attempts = 0;
 
   // Calls `fn(const Message&)` for history then tail, in order.
   template <typename Fn>
@@ -135,8 +145,8 @@ class ModelProvider {
   // the provider rejected the prompt as too long (the engine compacts and
   // retries); kUnavailable / kDeadlineExceeded / kResourceExhausted after
   // retries ran out; kInvalidArgument / kPermissionDenied for 4xx answers;
-  // kDataLoss for a malformed or truncated stream. Nothing partial is
-  // returned on error.
+  // kDataLoss for a malformed or truncated stream; kDeadlineExceeded when
+  // request.timeout passed. Nothing partial is returned on error.
   virtual Result<ModelResponse> Complete(const ModelRequest& request, StreamSink& sink,
                                          std::stop_token stop) = 0;
 

@@ -151,6 +151,17 @@ struct SessionSnapshot {
   std::vector<LoadWarning> warnings;
   // A crash-recovery message was appended (and persisted) by this Load.
   bool recovered = false;
+  // The last measurement of the context in the log: `tokens` for the view
+  // made of the first `messages` of `messages` (the usage of the last
+  // step_end that reported some, or the tokens_after of a later
+  // compaction). The engine carries it into the session's next turn
+  // (TurnConfig::context_measure). nullopt: none stored after the last
+  // compaction.
+  struct ContextMark {
+    int64_t tokens = 0;
+    size_t messages = 0;
+  };
+  std::optional<ContextMark> context_mark;
 };
 
 struct LoadOptions {

@@ -16,6 +16,20 @@
 
 namespace agentloop {
 
+// The context as the provider last measured it, carried from turn to turn
+// (and rebuilt from the store), so a turn never starts its estimate over:
+// `tokens` of input (uncached + cache read + cache write) for a request
+// whose history had `history_chars` characters (Transcript::chars()) and
+// whose system text and tools had `fixed_chars` (-1: not known). The next
+// request is estimated in constant time as `tokens` plus chars / 4 of what
+// changed since (docs/protocol.md, "Context budget").
+struct ContextMeasure {
+  int64_t tokens = 0;
+  int64_t history_chars = 0;
+  int64_t fixed_chars = -1;
+  bool operator==(const ContextMeasure&) const = default;
+};
+
 class Transcript {
  public:
   Transcript();

@@ -71,6 +71,9 @@ inline constexpr std::string_view kSummaryPrompt =
     "Be concise: at most 600 words.";
 // The output-token cap of that side request.
 inline constexpr int64_t kSummaryMaxTokens = 2048;
+// Attempts of that side request (a transient failure is tried once more
+// within TurnConfig::summary_timeout).
+inline constexpr int kSummaryMaxAttempts = 2;
 Message EngineStopMessage(std::string text);
 
 struct TurnConfig {
@@ -106,6 +109,13 @@ struct TurnConfig {
   // tokens are charged to the turn); false, or when the side request
   // fails: the seed's truncating summary.
   bool model_summaries = true;
+  // The bound on that side request, its retries included (at most
+  // kSummaryMaxAttempts attempts): past it the truncating summary is used.
+  std::chrono::milliseconds summary_timeout{60000};
+  // The measurement the previous turn of the session left (TurnResult), or
+  // one rebuilt from the store. Ignored when the history is shorter than it
+  // says (then chars / 4 of everything until the first report).
+  std::optional<ContextMeasure> context_measure;
   // For the model's summary (and `agentloop compact --focus`): what the
   // summary should keep in particular. Empty: none.
   std::string compaction_focus;
@@ -158,6 +168,9 @@ struct TurnResult {
   // (docs/protocol.md, "Context budget") and the model's window (0: unknown).
   int64_t context_tokens = 0;
   int64_t context_window = 0;
+  // The measurement behind context_tokens, for the next turn
+  // (TurnConfig::context_measure); nullopt before any provider report.
+  std::optional<ContextMeasure> context_measure;
 };
 
 namespace turn_action {

@@ -556,6 +556,7 @@ Config DefaultConfig() {
   c.todo_loop.max_injected_tasks.value = 6;
   c.reflector.enabled.value = false;
   c.store.sync.value = "full";
+  c.compaction.summary_timeout_ms.value = 60'000;
   c.server.listen.value = "127.0.0.1:7878";
   return c;
 }

@@ -180,6 +180,12 @@ struct Config {
     Sourced<std::string> sync;
   } store;
 
+  struct Compaction {
+    // The bound on the side request that writes a compaction summary
+    // (retries included); past it the truncating summary is used.
+    Sourced<int64_t> summary_timeout_ms;
+  } compaction;
+
   // `agentloop serve` (docs/server.md). Not from the workspace file.
   struct Server {
     Sourced<std::string> listen;  // HOST:PORT

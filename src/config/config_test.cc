@@ -657,6 +657,21 @@ TEST_F(ConfigTest, StoreSyncDefaultsToFullAndLayersOverride) {
   EXPECT_THAT(text, AllOf(HasSubstr("store.sync = \"normal\""), HasSubstr("# flag --store-sync")));
 }
 
+TEST_F(ConfigTest, SummaryTimeoutHasADefaultARangeAndAnEnvironmentVariable) {
+  EXPECT_EQ(MustLoad().config.compaction.summary_timeout_ms.value, 60'000);
+  env_["AGENTLOOP_COMPACTION_SUMMARY_TIMEOUT_MS"] = "300";
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.compaction.summary_timeout_ms.value, 300);
+    EXPECT_EQ(c.config.compaction.summary_timeout_ms.origin.ToString(),
+              "env AGENTLOOP_COMPACTION_SUMMARY_TIMEOUT_MS");
+  }
+  env_["AGENTLOOP_COMPACTION_SUMMARY_TIMEOUT_MS"] = "5";
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.compaction.summary_timeout_ms.value, 100);  // clamped, with a warning
+  EXPECT_FALSE(c.warnings.empty());
+}
+
 TEST_F(ConfigTest, BadStoreSyncIsAWarningAndFallsBackToFull) {
   // Unlike other enums (an error), an unknown value falls back to the safe
   // default: a typo never weakens durability and never blocks a run.

@@ -305,5 +305,108 @@ TEST_F(ContextBandTest, ContextIsMeasuredFromReportedInputPlusAppendedChars) {
   EXPECT_LE(second->context_tokens, 5000 + 8192 / 4 + 100);
 }
 
+// The context of the first request of a turn, from its budget_check.
+int64_t FirstContextTokens(const CollectingSink& sink, size_t skip) {
+  auto checks = sink.OfType(EventType::kBudgetCheck);
+  EXPECT_GT(checks.size(), skip);
+  if (checks.size() <= skip) return -1;
+  auto d = BudgetCheckData::FromJson(checks[skip].data);
+  EXPECT_TRUE(d.ok());
+  return d.ok() ? d->context_tokens : -1;
+}
+
+TEST_F(ContextBandTest, TheMeasurementIsCarriedIntoTheNextTurn) {
+  testing::FakeProvider p;
+  ModelResponse first;
+  first.content.push_back(ContentBlock::Text("first answer"));
+  first.has_usage = true;
+  first.usage.input_tokens = 4000;
+  first.usage.cache_read_tokens = 1000;  // cached input is still context
+  first.usage.output_tokens = 10;
+  p.Push(first).Text("second answer");
+  TurnResult r1 = Run(Config(1'000'000), p, "first");
+  ASSERT_TRUE(r1.context_measure.has_value());
+  EXPECT_EQ(r1.context_measure->tokens, 5000);
+  const size_t checks_before = sink_.OfType(EventType::kBudgetCheck).size();
+  TurnConfig cfg = Config(1'000'000);
+  cfg.context_measure = r1.context_measure;
+  Run(cfg, p, "second");
+  // 5000 reported + chars/4 of the answer and the new prompt; a fresh
+  // chars/4 of the whole history would be a few dozen tokens.
+  const int64_t t = FirstContextTokens(sink_, checks_before);
+  EXPECT_GE(t, 5000);
+  EXPECT_LE(t, 5000 + 20);
+}
+
+TEST_F(ContextBandTest, ACarriedMeasurementCountsAChangedSystemText) {
+  testing::FakeProvider p;
+  p.Text("ok");
+  TurnConfig cfg = Config(1'000'000);
+  cfg.system_prompt = std::string(8000, 's');
+  const int64_t fixed = static_cast<int64_t>(cfg.system_prompt.size()) + [&] {
+    int64_t n = 0;
+    for (const auto& t : cfg.tools) {
+      n +=
+          static_cast<int64_t>(t.name.size() + t.description.size() + t.input_schema.dump().size());
+    }
+    return n;
+  }();
+  // Measured when the system text and tools had 4000 characters fewer.
+  cfg.context_measure =
+      ContextMeasure{.tokens = 3000, .history_chars = 0, .fixed_chars = fixed - 4000};
+  Run(cfg, p, "hi");
+  const int64_t t = FirstContextTokens(sink_, 0);
+  EXPECT_GE(t, 3000 + 1000);
+  EXPECT_LE(t, 3000 + 1000 + 5);
+}
+
+TEST_F(ContextBandTest, AMeasurementOfALongerHistoryIsIgnored) {
+  testing::FakeProvider p;
+  p.Text("ok");
+  TurnConfig cfg = Config(1'000'000);
+  cfg.context_measure = ContextMeasure{.tokens = 90'000, .history_chars = 1'000'000};
+  Run(cfg, p, "hi");
+  // chars / 4 of the system text, tools and the prompt instead.
+  EXPECT_LT(FirstContextTokens(sink_, 0), 1000);
+}
+
+// Records what the turn tells hooks at its end.
+class EndInfoHook : public Hook {
+ public:
+  std::string_view name() const override { return "end-info"; }
+  TurnEndVerdict OnTurnEnd(const HookContext&, const TurnEndInfo& info) override {
+    prompt_too_long = info.prompt_too_long;
+    return {};
+  }
+  int prompt_too_long = -1;
+};
+
+TEST_F(ContextBandTest, HooksHearOfPromptTooLongAnswersButNotOfRoutineCompactions) {
+  // One rejection, recovered by compacting the earlier turns.
+  for (int i = 0; i < 12; ++i) {
+    transcript_.Append(i % 2 == 0 ? Message::User("old question " + std::to_string(i))
+                                  : Message::Assistant("old answer " + std::to_string(i)));
+  }
+  testing::FakeProvider p;
+  p.Push(PromptTooLong("prompt is too long")).Text("ok");
+  auto hook = std::make_shared<EndInfoHook>();
+  TurnConfig cfg = Config(0);
+  cfg.hooks.push_back(hook);
+  TurnResult r = Run(cfg, p, "new question");
+  EXPECT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  EXPECT_EQ(hook->prompt_too_long, 1);
+
+  // The band compacts a long task before its calls: no rejection, and
+  // nothing for the hooks to count.
+  transcript_ = Transcript();
+  WindowProvider w(16'384, 30);
+  auto hook2 = std::make_shared<EndInfoHook>();
+  TurnConfig cfg2 = Config(16'384);
+  cfg2.hooks.push_back(hook2);
+  Run(cfg2, w);
+  ASSERT_FALSE(sink_.OfType(EventType::kCompaction).empty());
+  EXPECT_EQ(hook2->prompt_too_long, 0);
+}
+
 }  // namespace
 }  // namespace agentloop

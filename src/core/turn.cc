@@ -168,6 +168,7 @@ class Turn::Impl {
       fixed_chars_ +=
           static_cast<int64_t>(t.name.size() + t.description.size() + t.input_schema.dump().size());
     }
+    measure_ = cfg_.context_measure;
   }
 
   // ---- public surface -------------------------------------------------------
@@ -239,10 +240,10 @@ class Turn::Impl {
       counters_.usage += resp.usage;
       // The context as the provider counted it; what is appended from now
       // on is estimated on top (ContextTokens).
-      measured_ = true;
-      measured_input_ =
-          resp.usage.input_tokens + resp.usage.cache_read_tokens + resp.usage.cache_write_tokens;
-      measured_chars_ = tr_.chars();
+      measure_ = ContextMeasure{.tokens = resp.usage.input_tokens + resp.usage.cache_read_tokens +
+                                          resp.usage.cache_write_tokens,
+                                .history_chars = tr_.chars(),
+                                .fixed_chars = fixed_chars_};
     } else {
       // No usage reported: chars / 4 of what this call added to the
       // history (the turn's input, tool results since the last call, and
@@ -369,11 +370,19 @@ class Turn::Impl {
   }
 
   // The estimated tokens of the next request: the input the provider
-  // reported for the last one plus chars / 4 of what was appended since;
-  // before any report, chars / 4 of the system text, tools and history.
-  // O(1): the transcript keeps its character count.
+  // reported for the last one (in this turn or one before) plus chars / 4
+  // of what was appended since and of a change of the system text and
+  // tools; without a usable report, chars / 4 of the system text, tools and
+  // history. O(1): the transcript keeps its character count.
   int64_t ContextTokens() const {
-    if (measured_) return measured_input_ + CeilQuarter(tr_.chars() - measured_chars_);
+    if (measure_ && tr_.chars() >= measure_->history_chars) {
+      int64_t t = measure_->tokens + CeilQuarter(tr_.chars() - measure_->history_chars);
+      if (measure_->fixed_chars >= 0) {
+        const int64_t d = fixed_chars_ - measure_->fixed_chars;
+        t += d >= 0 ? CeilQuarter(d) : -CeilQuarter(-d);
+      }
+      return std::max<int64_t>(t, 0);
+    }
     return CeilQuarter(fixed_chars_ + tr_.chars());
   }
 
@@ -470,6 +479,7 @@ class Turn::Impl {
 
   void OpenRound() {
     round_open_ = true;
+    prompt_too_long_ = 0;
     for (auto& h : cfg_.hooks) {
       auto hook = h;
       RunHook(*hook, "turn_start", [hook, ctx = hook_ctx_] { hook->OnTurnStart(ctx); });
@@ -495,6 +505,7 @@ class Turn::Impl {
       info.tool_result_count = step_tool_results_;
       info.counters = counters_;
       info.truncated = truncated_;
+      info.prompt_too_long = prompt_too_long_;
       bool ok = RunHook(*hook, "turn_end", [hook, ctx = hook_ctx_, info, verdict, keep] {
         *verdict = hook->OnTurnEnd(ctx, info);
       });
@@ -733,6 +744,8 @@ class Turn::Impl {
     if (!cfg_.compaction_focus.empty()) prompt += "\nFocus on: " + cfg_.compaction_focus;
     req.tail.push_back(Message::User(std::move(prompt)));
     req.max_output_tokens = kSummaryMaxTokens;
+    req.timeout = cfg_.summary_timeout;
+    req.max_attempts = kSummaryMaxAttempts;
     if (cfg_.max_output_tokens > 0) {
       req.max_output_tokens = std::min(req.max_output_tokens, cfg_.max_output_tokens);
     }
@@ -831,13 +844,15 @@ class Turn::Impl {
     }
     // The measurement scales with the characters that remain (the ratio of
     // tokens to characters the provider reported stays).
-    if (measured_) {
+    if (measure_) {
       const double per_char =
           static_cast<double>(tokens_before) /
           static_cast<double>(std::max<int64_t>(fixed_chars_ + chars_before, 1));
-      measured_input_ =
-          static_cast<int64_t>(per_char * static_cast<double>(fixed_chars_ + tr_.chars()) + 0.5);
-      measured_chars_ = tr_.chars();
+      measure_ =
+          ContextMeasure{.tokens = static_cast<int64_t>(
+                             per_char * static_cast<double>(fixed_chars_ + tr_.chars()) + 0.5),
+                         .history_chars = tr_.chars(),
+                         .fixed_chars = fixed_chars_};
     }
   }
 
@@ -860,6 +875,7 @@ class Turn::Impl {
   }
 
   void OnModelError(const Status& error) {
+    if (error.code() == Code::kPromptTooLong) ++prompt_too_long_;
     if (error.code() == Code::kPromptTooLong && compactions_ < cfg_.max_compactions) {
       ++compactions_;
       const int64_t before = ContextTokens();
@@ -1352,6 +1368,7 @@ class Turn::Impl {
     result_.truncated = truncated_;
     result_.counters = counters_;
     result_.context_tokens = ContextTokens();
+    result_.context_measure = measure_;
     result_.context_window = cfg_.context_window;
     DrainNotices();
     Emit([&] {
@@ -1392,12 +1409,13 @@ class Turn::Impl {
   // The user's latest request (never compacted away), when there is one.
   std::optional<size_t> request_index_;
   int compactions_ = 0;
-  // Context measurement (ContextTokens): the input tokens the provider
-  // reported for the last request, and the transcript's characters then.
+  // Prompt-too-long answers since the round opened (TurnEndInfo).
+  int prompt_too_long_ = 0;
+  // Context measurement (ContextTokens): the characters of the system text
+  // and tools, and the provider's last report (from an earlier turn until
+  // this one's first).
   int64_t fixed_chars_ = 0;
-  bool measured_ = false;
-  int64_t measured_input_ = 0;
-  int64_t measured_chars_ = 0;
+  std::optional<ContextMeasure> measure_;
   // Characters appended since the token budget last charged a call (the
   // chars/4 fallback when a provider reports no usage).
   int64_t uncounted_chars_ = 0;

@@ -232,6 +232,17 @@ class SessionImpl final : public Session {
       warnings_.push_back(w.seq > 0 ? "event " + std::to_string(w.seq) + ": " + w.message
                                     : w.message);
     }
+    // The provider's last count of the stored view, so the first turn of
+    // this process does not start its estimate over (one pass at load).
+    if (snapshot.context_mark && snapshot.context_mark->messages <= transcript_.size()) {
+      int64_t chars = 0;
+      auto msgs = transcript_.messages();
+      for (size_t i = 0; i < snapshot.context_mark->messages; ++i) {
+        chars += Transcript::MessageChars(msgs[i]);
+      }
+      context_measure_ = ContextMeasure{
+          .tokens = snapshot.context_mark->tokens, .history_chars = chars, .fixed_chars = -1};
+    }
     if (snapshot.recovered) {
       warnings_.push_back(
           "the previous run stopped while tools were running; the unfinished calls were "
@@ -285,6 +296,10 @@ class SessionImpl final : public Session {
         ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
     ContextUsage c;
     c.tokens = (static_cast<int64_t>(system_prompt_.size()) + transcript_.chars() + 3) / 4;
+    if (context_measure_ && transcript_.chars() >= context_measure_->history_chars) {
+      c.tokens = context_measure_->tokens +
+                 (transcript_.chars() - context_measure_->history_chars + 3) / 4;
+    }
     c.window = limits.context_window;
     return c;
   }
@@ -466,6 +481,8 @@ class SessionImpl final : public Session {
   std::string warned_limits_for_;
   // The context as the last turn left it (context()).
   std::optional<ContextUsage> last_context_;
+  // The provider's last measurement of the context (TurnConfig::context_measure).
+  std::optional<ContextMeasure> context_measure_;
   std::vector<engine::SettingChange> unsaved_changes_;
   std::optional<LastTurnEnd> last_turn_end_;
   SessionInfo info_;
@@ -975,6 +992,8 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
     cfg.command = options_.command;
   }
   cfg.model = options_.model;
+  cfg.summary_timeout = engine_.options().summary_timeout;
+  cfg.context_measure = context_measure_;
   {
     ModelLimits limits =
         ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
@@ -1081,6 +1100,7 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
   TurnResult result = std::move(*driven);
   next_seq_ = result.next_seq;
   last_context_ = ContextUsage{result.context_tokens, result.context_window};
+  if (result.context_measure) context_measure_ = result.context_measure;
   last_turn_end_ = LastTurnEnd{active.turn->config().turn_id,
                                0,
                                result.stop,

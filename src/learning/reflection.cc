@@ -131,11 +131,9 @@ std::vector<TurnEvent> TurnEventsFromHistory(std::span<const Message> turn_slice
                                              const TurnEndInfo& info) {
   std::vector<TurnEvent> events;
   for (const auto& m : turn_slice) {
-    if (m.tag == "compaction-summary") {
-      events.push_back(
-          TurnEvent::Error("context window exceeded — compacted older turns, retrying"));
-      continue;
-    }
+    // A compaction's summary is routine (the band compacts before a call):
+    // no event. Only a rejection by the provider is an error (below).
+    if (m.tag == "compaction-summary") continue;
     if (m.role == Role::kAssistant) {
       for (const auto& b : m.content) {
         if (b.type == BlockType::kToolUse) events.push_back(TurnEvent::ToolCall(b.name));
@@ -154,6 +152,9 @@ std::vector<TurnEvent> TurnEventsFromHistory(std::span<const Message> turn_slice
       if (!any_result && IsPersonMessage(m))
         events.push_back(TurnEvent::UserPrompt(m.JoinedText()));
     }
+  }
+  for (int i = 0; i < info.prompt_too_long; ++i) {
+    events.push_back(TurnEvent::Error("context window exceeded — compacted older turns, retrying"));
   }
   for (int i = 0; i < info.counters.model_calls; ++i) events.push_back(TurnEvent::Iteration());
   if (info.stop == StopReason::kFailed) {

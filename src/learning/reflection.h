@@ -93,8 +93,11 @@ size_t TurnStartIndex(std::span<const Message> history);
 //  - each assistant message -> tool_call_requested per tool_use block, then
 //    assistant_message with its text (when any);
 //  - each tool_result block -> tool_result (ok = !is_error, text = content);
-//  - a "compaction-summary" message -> error "context window exceeded —
-//    compacted older turns, retrying" (the seed's retryable error);
+//  - a "compaction-summary" message -> nothing (compacting before a call
+//    is routine);
+//  - each of `info.prompt_too_long` (requests the provider rejected as
+//    too long) -> error "context window exceeded — compacted older turns,
+//    retrying" (the seed's retryable error);
 //  - `counters.model_calls` model iterations;
 //  - stop kFailed -> error with the stop reason.
 std::vector<TurnEvent> TurnEventsFromHistory(std::span<const Message> turn_slice,

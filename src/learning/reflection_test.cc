@@ -138,14 +138,32 @@ TEST(TurnEventsTest, FromHistorySlice) {
             std::string::npos);
 }
 
-TEST(TurnEventsTest, CompactionSummaryCountsAsAnError) {
+TEST(TurnEventsTest, ARoutineCompactionIsNoError) {
+  // The band compacted before a call: a summary in the turn's slice is not
+  // a failure, and a short turn with one is not worth reflecting on.
   std::vector<Message> h;
   h.push_back(Message::User("go"));
   Message summary = Message::User("summary of older turns");
   summary.tag = "compaction-summary";
   h.push_back(summary);
+  h.push_back(Message::Assistant("done"));
   auto ev = TurnEventsFromHistory(h, TurnEndInfo{});
+  EXPECT_FALSE(ShouldReflect(ev));
+  EXPECT_EQ(BuildTurnDigest(ev).find("ERRORS"), std::string::npos);
+}
+
+TEST(TurnEventsTest, APromptTooLongRejectionIsAnError) {
+  std::vector<Message> h;
+  h.push_back(Message::User("go"));
+  h.push_back(Message::Assistant("done"));
+  TurnEndInfo info;
+  info.prompt_too_long = 2;
+  auto ev = TurnEventsFromHistory(h, info);
   EXPECT_TRUE(ShouldReflect(ev));
+  EXPECT_NE(BuildTurnDigest(ev).find("ERRORS: context window exceeded — compacted older turns, "
+                                     "retrying | context window exceeded"),
+            std::string::npos)
+      << BuildTurnDigest(ev);
 }
 
 // ---- parser (SEMANTICS 3.5) ----------------------------------------------

@@ -1,5 +1,6 @@
 #include "providers/http_provider.h"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 
@@ -38,6 +39,59 @@ class StreamHandler : public HttpStreamHandler {
   HttpHeaders headers_;
   std::string error_body_;
 };
+
+namespace {
+
+// A call's own deadline (ModelRequest::timeout): the call watches `token()`,
+// which stops when the caller's token does or when a timer on the client's
+// event thread expires. Disarm() ends the timer once the call is over.
+class CallDeadline {
+ public:
+  static std::shared_ptr<CallDeadline> Arm(HttpClient& client, std::chrono::milliseconds timeout,
+                                           const std::stop_token& outer) {
+    auto d = std::make_shared<CallDeadline>(outer, timeout);
+    client.Wait(timeout, d->source_.get_token(), [d](bool waited) {
+      if (!waited) return;
+      d->expired_.store(true);
+      d->source_.request_stop();
+    });
+    return d;
+  }
+
+  CallDeadline(const std::stop_token& outer, std::chrono::milliseconds timeout)
+      : outer_(outer),
+        timeout_(timeout),
+        forward_(outer, std::function<void()>([this] { source_.request_stop(); })) {}
+
+  std::stop_token token() const { return source_.get_token(); }
+  void Disarm() { source_.request_stop(); }
+
+  // `r` with the deadline's verdict: a call cut off by the deadline (not
+  // by the caller) is kDeadlineExceeded.
+  Result<ModelResponse> Verdict(Result<ModelResponse> r, std::string_view format) const {
+    if (r.ok() || !expired_.load() || outer_.stop_requested()) return r;
+    if (r.error().code() != Code::kCancelled) return r;
+    return DeadlineExceeded(std::string(format) + ": no answer within " +
+                            std::to_string(timeout_.count()) + " ms (the request's timeout)");
+  }
+
+ private:
+  std::stop_source source_;
+  std::atomic<bool> expired_{false};
+  const std::stop_token outer_;
+  const std::chrono::milliseconds timeout_;
+  std::stop_callback<std::function<void()>> forward_;  // after source_: destroyed first
+};
+
+// The retry policy of one request: the provider's, with at most
+// request.max_attempts attempts when it is set.
+RetryPolicy RequestPolicy(const RetryPolicy& base, const ModelRequest& request) {
+  RetryPolicy p = base;
+  if (request.max_attempts > 0) p.max_attempts = std::min(p.max_attempts, request.max_attempts);
+  return p;
+}
+
+}  // namespace
 
 HttpProvider::HttpProvider(std::unique_ptr<WireFormat> format, HttpProviderOptions options,
                            std::shared_ptr<HttpClient> client)
@@ -120,9 +174,16 @@ Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink&
 Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, StreamSink& sink,
                                              std::stop_token stop) {
   const std::string body = BuildBody(request);
-  return RunWithRetry<ModelResponse>(
-      options_.retry, stop, [&](AttemptError* err) { return Attempt(body, sink, stop, err); },
+  const RetryPolicy policy = RequestPolicy(options_.retry, request);
+  std::shared_ptr<CallDeadline> deadline;
+  if (request.timeout.count() > 0) deadline = CallDeadline::Arm(*client_, request.timeout, stop);
+  const std::stop_token watched = deadline ? deadline->token() : stop;
+  Result<ModelResponse> r = RunWithRetry<ModelResponse>(
+      policy, watched, [&](AttemptError* err) { return Attempt(body, sink, watched, err); },
       [&](const RetryData& retry) { sink.OnRetry(retry); });
+  if (!deadline) return r;
+  deadline->Disarm();
+  return deadline->Verdict(std::move(r), format_->name());
 }
 
 // One CompleteAsync call: attempts, backoff waits and the stop, as the
@@ -132,11 +193,13 @@ Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, Stream
 class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
  public:
   AsyncCall(HttpProvider& provider, std::string body, StreamSink& sink, std::stop_token stop,
-            CompletionCallback done)
+            RetryPolicy policy, std::shared_ptr<CallDeadline> deadline, CompletionCallback done)
       : provider_(provider),
         body_(std::move(body)),
         sink_(sink),
-        stop_(std::move(stop)),
+        stop_(deadline ? deadline->token() : std::move(stop)),
+        policy_(std::move(policy)),
+        deadline_(std::move(deadline)),
         done_(std::move(done)) {}
 
   void Start() {
@@ -189,7 +252,7 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     if (r.ok()) return Finish(std::move(r));
     if (stop_.stop_requested()) return Finish(Cancelled("model call cancelled"));
     err.status = r.error();
-    RetryStep next = NextRetry(provider_.options_.retry, attempts_, err);
+    RetryStep next = NextRetry(policy_, attempts_, err);
     if (!next.retry) return Finish(std::move(next.final));
     sink_.OnRetry(*next.retry);
     provider_.client_->Wait(std::chrono::milliseconds(next.retry->delay_ms), stop_,
@@ -201,6 +264,10 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
 
   void Finish(Result<ModelResponse> r) {
     on_stop_.reset();
+    if (deadline_) {
+      deadline_->Disarm();
+      r = deadline_->Verdict(std::move(r), provider_.format_->name());
+    }
     CompletionCallback done = std::move(done_);
     done_ = nullptr;
     if (done) done(std::move(r));
@@ -209,7 +276,9 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
   HttpProvider& provider_;
   const std::string body_;
   StreamSink& sink_;
-  const std::stop_token stop_;
+  const std::stop_token stop_;  // the deadline's token when there is one
+  const RetryPolicy policy_;
+  const std::shared_ptr<CallDeadline> deadline_;
   CompletionCallback done_;
   int attempts_ = 0;
   std::unique_ptr<StreamDecoder> decoder_;
@@ -221,8 +290,11 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
 
 void HttpProvider::CompleteAsync(const ModelRequest& request, StreamSink& sink,
                                  std::stop_token stop, CompletionCallback done) {
+  std::shared_ptr<CallDeadline> deadline;
+  if (request.timeout.count() > 0) deadline = CallDeadline::Arm(*client_, request.timeout, stop);
   auto call = std::make_shared<AsyncCall>(*this, BuildBody(request), sink, std::move(stop),
-                                          std::move(done));
+                                          RequestPolicy(options_.retry, request),
+                                          std::move(deadline), std::move(done));
   call->Start();
 }
 

@@ -284,5 +284,94 @@ TEST(HttpClientOnCallersIoContext, DestroyingTheClientAbortsItsTransfersThere) {
   EXPECT_EQ(done_on, io.id());
 }
 
+// ---- a request's own timeout and attempts (ModelRequest) -------------------
+
+TEST(HttpProviderTimeout, AStalledAnswerEndsAtTheRequestsTimeout) {
+  // The answer would come after ten minutes: the request's 200 ms timeout
+  // ends the call, once, without a retry.
+  auto server = FakeModelServer::Start(Json::parse(R"([{"text": "late", "delay_ms": 600000}])"));
+  ASSERT_TRUE(server.ok());
+  IoThread io;
+  HttpProvider provider = ChatProvider(**server, ClientOn(io));
+  std::vector<Message> history{Message::User("hi")};
+  ModelRequest req;
+  req.history = history;
+  req.timeout = std::chrono::milliseconds(200);
+  Outcome out;
+  provider.CompleteAsync(req, out, {}, out.Callback());
+  std::optional<Result<ModelResponse>> r = out.Wait();
+  ASSERT_TRUE(r.has_value()) << "the request's timeout did not end the call";
+  ASSERT_FALSE(r->ok());
+  EXPECT_EQ(r->error().code(), Code::kDeadlineExceeded) << r->error().ToString();
+  EXPECT_NE(r->error().message().find("200 ms"), std::string::npos) << r->error().ToString();
+  EXPECT_EQ(out.calls(), 1);
+  EXPECT_EQ(server.value()->requests().size(), 1u);
+}
+
+TEST(HttpProviderTimeout, TheBlockingPathEndsAtTheTimeoutDuringABackoffWait) {
+  // A failed attempt, then a backoff of ten minutes (the real interruptible
+  // wait): the request's timeout ends the wait and the call.
+  auto server = FakeModelServer::Start(Json::parse(R"([
+      {"error": {"code": "unavailable", "message": "try later"}}, {"text": "never"}])"));
+  ASSERT_TRUE(server.ok());
+  HttpProviderOptions o;
+  o.model = "test-model";
+  o.base_url = server.value()->base_url() + "/v1";
+  o.api_key = "sk-test";
+  o.retry.base = std::chrono::minutes(10);
+  o.retry.cap = std::chrono::minutes(10);
+  HttpProvider provider(NewOpenAiChatFormat({}), o, HttpClient::Create());
+  std::vector<Message> history{Message::User("hi")};
+  ModelRequest req;
+  req.history = history;
+  req.timeout = std::chrono::milliseconds(200);
+  StreamSink sink;
+  Result<ModelResponse> r = provider.Complete(req, sink, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kDeadlineExceeded) << r.error().ToString();
+  EXPECT_EQ(server.value()->requests().size(), 1u);
+}
+
+TEST(HttpProviderTimeout, ACallersStopIsStillACancellation) {
+  auto server = FakeModelServer::Start(Json::parse(R"([{"text": "late", "delay_ms": 600000}])"));
+  ASSERT_TRUE(server.ok());
+  IoThread io;
+  HttpProvider provider = ChatProvider(**server, ClientOn(io));
+  std::vector<Message> history{Message::User("hi")};
+  ModelRequest req;
+  req.history = history;
+  req.timeout = std::chrono::hours(1);
+  Outcome out;
+  std::stop_source stop;
+  provider.CompleteAsync(req, out, stop.get_token(), out.Callback());
+  ASSERT_TRUE(server.value()->WaitForRequests(1, kTimeout));
+  stop.request_stop();
+  std::optional<Result<ModelResponse>> r = out.Wait();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_FALSE(r->ok());
+  EXPECT_EQ(r->error().code(), Code::kCancelled) << r->error().ToString();
+}
+
+TEST(HttpProviderTimeout, MaxAttemptsBoundsTheRetries) {
+  auto server = FakeModelServer::Start(Json::parse(R"([
+      {"error": {"code": "unavailable", "message": "try later"}},
+      {"error": {"code": "unavailable", "message": "try later"}},
+      {"text": "third time"}])"));
+  ASSERT_TRUE(server.ok());
+  IoThread io;
+  HttpProvider provider = ChatProvider(**server, ClientOn(io));
+  std::vector<Message> history{Message::User("hi")};
+  ModelRequest req;
+  req.history = history;
+  req.max_attempts = 2;
+  Outcome out;
+  provider.CompleteAsync(req, out, {}, out.Callback());
+  std::optional<Result<ModelResponse>> r = out.Wait();
+  ASSERT_TRUE(r.has_value());
+  ASSERT_FALSE(r->ok());
+  EXPECT_EQ(r->error().code(), Code::kUnavailable) << r->error().ToString();
+  EXPECT_EQ(server.value()->requests().size(), 2u);
+}
+
 }  // namespace
 }  // namespace agentloop

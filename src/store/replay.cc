@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "agentloop/event_data.h"
+
 #include "protocol/codec.h"
 
 namespace agentloop::store {
@@ -95,6 +97,25 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
       out.last_message_turn_id = row.turn_id;
     } else if (row.type == "compaction") {
       AL_RETURN_IF_ERROR(ApplyCompaction(row, j, out));
+      // The view changed: an earlier mark no longer describes a prefix of
+      // it; the turn's estimate after the compaction does.
+      if (j.contains("drop_prefix")) {
+        out.context_mark.reset();
+        auto after = j.find("tokens_after");
+        if (after != j.end() && after->is_number_integer() && after->get<int64_t>() >= 0) {
+          out.context_mark =
+              SessionSnapshot::ContextMark{after->get<int64_t>(), out.messages.size()};
+        }
+      }
+    } else if (row.type == "step_end") {
+      // The provider's count of the request's input; the step's answer is
+      // appended after this event.
+      auto d = StepEndData::FromJson(j);
+      if (d.ok() && d->has_usage && d->usage.Total() > 0) {
+        const Usage& u = d->usage;
+        out.context_mark = SessionSnapshot::ContextMark{
+            u.input_tokens + u.cache_read_tokens + u.cache_write_tokens, out.messages.size()};
+      }
     } else if (row.type == "tool_call_begin") {
       out.begun.insert(StrField(j, "id"));
     } else if (row.type == "tool_call_end") {

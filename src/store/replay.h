@@ -37,9 +37,11 @@ struct ReplayResult {
   uint64_t last_seq = 0;
   std::set<std::string> begun;  // tool_call_begin ids
   std::set<std::string> ended;  // tool_call_end ids
+  std::optional<SessionSnapshot::ContextMark> context_mark;
 };
 
-// Replays `rows` (ascending seq). Errors: kDataLoss when a message or
+// Replays `rows` (ascending seq); also finds the last context measurement
+// (SessionSnapshot::context_mark). Errors: kDataLoss when a message or
 // compaction row cannot be parsed or applied (names the seq); other corrupt
 // rows become warnings.
 Result<ReplayResult> Replay(std::span<const StoredEvent> rows);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
+
 #include "protocol/codec.h"
 
 namespace agentloop::store {
@@ -55,6 +57,54 @@ TEST(ReplayTest, MessageRowWithBadBlockIsDataLoss) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kDataLoss);
   EXPECT_NE(r.error().message().find("seq 7"), std::string::npos);
+}
+
+TEST(ReplayTest, TheLastContextMeasurementIsFound) {
+  StepEndData reported;
+  reported.has_usage = true;
+  reported.usage.input_tokens = 6000;
+  reported.usage.cache_read_tokens = 1000;
+  reported.usage.output_tokens = 30;
+  StepEndData unreported;  // a provider that reports no usage
+  std::vector<StoredEvent> rows{
+      Msg(1, Message::User("q1")),
+      Row(2, "step_end", reported.ToJson()),
+      Msg(3, Message::Assistant("a1")),
+      Msg(4, Message::User("q2")),
+      Row(5, "step_end", unreported.ToJson()),
+      Msg(6, Message::Assistant("a2")),
+  };
+  auto r = Replay(rows);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->context_mark.has_value());
+  EXPECT_EQ(r->context_mark->tokens, 7000);  // uncached + cache read
+  EXPECT_EQ(r->context_mark->messages, 1u);  // measured before the answer
+
+  // A compaction changes the view: its estimate after is the new mark.
+  Message summary = Message::User("[compacted 2 earlier message(s)]\nsummary");
+  summary.tag = "compaction-summary";
+  rows.push_back(Row(7, "compaction",
+                     Json{{"from", 4},
+                          {"to", 3},
+                          {"attempt", 0},
+                          {"drop_prefix", 2},
+                          {"summary", ToJson(summary)},
+                          {"trigger", "threshold"},
+                          {"tokens_before", 7100},
+                          {"tokens_after", 900}}));
+  r = Replay(rows);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->context_mark.has_value());
+  EXPECT_EQ(r->context_mark->tokens, 900);
+  EXPECT_EQ(r->context_mark->messages, 3u);
+
+  // A compaction that does not say its tokens leaves no mark.
+  rows.push_back(
+      Row(8, "compaction",
+          Json{{"from", 3}, {"to", 2}, {"attempt", 1}, {"drop_prefix", 1}, {"summary", nullptr}}));
+  r = Replay(rows);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->context_mark.has_value());
 }
 
 TEST(CrashRepairTest, AnsweredHistoryNeedsNoRepair) {

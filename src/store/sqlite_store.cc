@@ -524,6 +524,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
   snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
   snap.last_turn_end = replay.last_turn_end;
   snap.warnings = replay.warnings;
+  snap.context_mark = replay.context_mark;
   if (!options.repair) return snap;
 
   replay.messages = snap.messages;  // CrashRepair looks at the rebuilt history
