@@ -15,7 +15,9 @@
 
 #include <editline/readline.h>
 
+#include "base/strings.h"
 #include "commands.h"
+#include "engine/wiring.h"
 #include "interrupt.h"
 #include "permissions/approvers.h"
 #include "pricing.h"
@@ -357,25 +359,129 @@ void RunSlash(ChatState& st, const std::string& text) {
   st.env.err << "unknown command /" << name << " (try /help)\n";
 }
 
-void RunChatTurn(ChatState& st, const std::string& prompt) {
-  if (std::optional<Checkpoint> cp = st.session->open_checkpoint()) {
-    st.env.err << "the session is paused; answer first (from another terminal):\n"
-               << PendingInstructions(cp->outstanding);
-    return;
-  }
+SessionCallbacks TurnCallbacks(ChatState& st) {
   SessionCallbacks cb;
   cb.observer = &st.printer;
   cb.stream = &st.printer;
   if (st.settings.session.interactive) cb.console_approver = &st.console;
+  return cb;
+}
+
+// The answer the console approver gives when its input ended or it was
+// interrupted before the person answered: nothing was decided.
+bool Unanswered(const ApprovalDecision& d, const std::stop_token& stop) {
+  return d.kind == ApprovalDecision::Kind::kDeny &&
+         (stop.stop_requested() || d.reason == permissions::kConsoleInputClosed);
+}
+
+// Asks the person about one outstanding item with the console's prompt
+// (y/a/n/e for an approval, the options for a question) and records the
+// answer with Engine::Resolve, which only records it: this chat holds the
+// session and continues the turn itself. A refused edit asks again.
+// Returns false when nothing was decided (no answer, or an error said).
+bool AnswerItem(ChatState& st, const PendingItem& item, const ToolRegistry& tools,
+                const std::stop_token& stop, bool* denied) {
+  ApprovalRequest req;
+  req.session_id = st.session->id();
+  req.kind = item.kind;
+  req.pending_id = item.id;
+  req.call = ToolCall{item.tool_use_id, item.tool, item.arguments};
+  if (const Tool* t = tools.Find(item.tool)) {
+    req.spec = t->spec();
+  } else {
+    req.spec = ToolSpec{item.tool, "", Json::object(), true, false};
+  }
+  req.reason = item.reason;
+  while (true) {
+    ApprovalDecision d = st.console.Decide(req, stop);
+    if (Unanswered(d, stop)) return false;
+    Resolution res;
+    res.by = "cli";
+    res.continue_turn = false;
+    if (item.kind == PendingKind::kQuestion) {
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = d.answer;
+    } else if (d.kind == ApprovalDecision::Kind::kAllow) {
+      res.kind = Resolution::Kind::kApprove;
+      res.edited_arguments = d.edited_input;
+    } else {
+      res.kind = Resolution::Kind::kDeny;
+      res.reason = d.reason;
+      *denied = true;
+    }
+    Result<ResolveReport> report =
+        st.engine->Resolve(item.id, res, st.settings.session, SessionCallbacks{}, stop);
+    if (!report.ok()) {
+      st.env.err << "agentloop: " << report.error().message() << "\n";
+      if (report.error().code() == Code::kInvalidArgument && res.edited_arguments) {
+        *denied = false;
+        continue;  // the edit was refused; the item still waits
+      }
+      return false;
+    }
+    if (report->already_resolved) {
+      st.env.err << "pending item " << item.id << " was already resolved elsewhere\n";
+    }
+    return true;
+  }
+}
+
+// A paused session: asks each outstanding item of its batch right here, then
+// continues the turn in place (Session::Retry claims the decided batch),
+// again while the continued turn pauses. Returns false when the person left
+// an item unanswered (end of input, Ctrl-C): it stays pending for `agentloop
+// approve|deny|answer` or the next chat.
+bool AnswerPaused(ChatState& st) {
+  Result<engine::WiredTools> tools =
+      engine::WireTools(st.session->options(), engine::MakeWiringContext(st.env.ctx.env));
+  if (!tools.ok()) {
+    st.env.err << "agentloop: " << tools.error().message() << "\n";
+    return false;
+  }
+  while (st.session->open_checkpoint()) {
+    Result<std::vector<PendingRecord>> pending = st.engine->ListPending(st.session->id());
+    if (!pending.ok()) {
+      st.env.err << "agentloop: " << pending.error().message() << "\n";
+      return false;
+    }
+    std::stop_token stop = Interrupts::Arm();
+    bool denied = false;
+    for (const PendingRecord& rec : *pending) {
+      if (!AnswerItem(st, rec.item, tools->registry, stop, &denied)) {
+        Interrupts::Disarm();
+        st.env.err << "\nleft pending; answer it here next time or with:\n"
+                   << PendingInstructions({rec.item});
+        return false;
+      }
+      if (denied) break;  // a denial decides the whole batch
+    }
+    st.printer.BeginTurn();
+    Result<TurnResult> r = st.session->Retry(TurnCallbacks(st), stop);
+    Interrupts::Disarm();
+    if (!r.ok()) {
+      st.printer.FinishWithError(r.error());
+      return false;
+    }
+    st.printer.Finish(st.session->id(), *r, st.Model());
+  }
+  return true;
+}
+
+void RunChatTurn(ChatState& st, const std::string& prompt) {
+  if (st.session->open_checkpoint()) {
+    st.env.err << "the session is paused; answer first:\n";
+    if (!AnswerPaused(st)) return;
+  }
   st.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<TurnResult> r = st.session->Run(prompt, cb, stop);
+  Result<TurnResult> r = st.session->Run(prompt, TurnCallbacks(st), stop);
   Interrupts::Disarm();
   if (!r.ok()) {
     st.printer.FinishWithError(r.error());
     return;
   }
   st.printer.Finish(st.session->id(), *r, st.Model());
+  if (st.session->open_checkpoint()) AnswerPaused(st);
 }
 
 std::string HistoryFile(const CliContext& ctx) {
@@ -421,7 +527,15 @@ int RunChat(const CommandEnv& e, CliSettings settings) {
   if (!e.args.quiet) {
     e.err << "agentloop chat · session " << st.session->id() << " · " << st.Model() << " · "
           << st.settings.workspace.string() << "\n/help for commands, /exit to leave\n";
+    // A stored session: the conversation so far (its newest messages).
+    if (!st.session->history().empty()) {
+      e.err << "\n"
+            << RenderConversation(st.session->history(), st.session->id(),
+                                  StyleFor(e.args, e.ctx).color)
+            << "\n";
+    }
   }
+  if (st.session->open_checkpoint()) AnswerPaused(st);
   while (!st.exit) {
     ReadResult r = ReadMessage(*reader, e.err);
     if (r.status == ReadStatus::kEof) break;

@@ -302,8 +302,15 @@ int CmdResume(const CommandEnv& e) {
   if (prompt) return RunTurn(e, *s, **session, *prompt);
 
   // No prompt: continue a turn the process died in, retry one that failed,
-  // show a pause, or (on a terminal) open the chat.
-  if ((*session)->open_checkpoint()) return RunTurn(e, *s, **session, "");
+  // show a pause (on a terminal: ask it in the chat), or (on a terminal)
+  // open the chat.
+  const bool to_chat = e.ctx.stdin_tty && s->output == OutputFormat::kText;
+  if ((*session)->open_checkpoint() && !to_chat) return RunTurn(e, *s, **session, "");
+  if ((*session)->open_checkpoint()) {
+    s->session.session_id = (*session)->id();
+    session->reset();  // chat opens it again (and takes the lock)
+    return RunChat(e, std::move(*s));
+  }
   if ((*session)->retryable()) {
     if (!e.args.quiet) {
       e.err << "agentloop: "
@@ -331,7 +338,7 @@ int CmdResume(const CommandEnv& e) {
     }
     return RunTurn(e, *s, **session, std::string(kContinuePrompt));
   }
-  if (e.ctx.stdin_tty && s->output == OutputFormat::kText) {
+  if (to_chat) {
     s->session.session_id = (*session)->id();
     session->reset();  // chat opens it again (and takes the lock)
     return RunChat(e, std::move(*s));

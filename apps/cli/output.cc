@@ -224,6 +224,69 @@ std::string RenderDiff(std::string_view diff, bool color, std::string_view inden
   return out;
 }
 
+std::string RenderConversation(std::span<const Message> messages, const std::string& session_id,
+                               bool color, size_t max_messages, size_t max_lines) {
+  auto paint = [&](std::string_view c, const std::string& s) {
+    return color ? "\033[" + std::string(c) + "m" + s + "\033[0m" : s;
+  };
+  std::string out;
+  const size_t from = messages.size() > max_messages ? messages.size() - max_messages : 0;
+  if (from > 0) {
+    out += paint(kDim, "… " + std::to_string(from) + " earlier message" + (from == 1 ? "" : "s") +
+                           " (agentloop sessions show " + session_id + ")") +
+           "\n";
+  }
+  for (size_t i = from; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    if (!m.tag.empty()) {
+      // A summary or notice the engine added: one line says it is there.
+      std::string first;
+      for (const ContentBlock& b : m.content) {
+        if (b.type == BlockType::kText && !b.text.empty()) {
+          first = OneLine(todo::SanitizeTerminalText(b.text));
+          break;
+        }
+      }
+      out += paint(kDim, "[" + m.tag + "] " + Cut(first, 100)) + "\n";
+      continue;
+    }
+    for (const ContentBlock& b : m.content) {
+      switch (b.type) {
+        case BlockType::kText: {
+          if (Trim(b.text).empty()) break;
+          // Model-written text: each line's control sequences are neutralised.
+          std::vector<std::string_view> lines = Split(Trim(b.text), '\n');
+          const bool user = m.role == Role::kUser;
+          out += user ? paint(kBold, "› ") : std::string("  ");
+          for (size_t l = 0; l < lines.size() && l < max_lines; ++l) {
+            if (l > 0) out += "  ";
+            const std::string line = todo::SanitizeTerminalText(lines[l]);
+            out += user ? paint(kBold, line) : line;
+            out += "\n";
+          }
+          if (lines.size() > max_lines) {
+            out += paint(kDim, "  … " + std::to_string(lines.size() - max_lines) + " more lines") +
+                   "\n";
+          }
+          break;
+        }
+        case BlockType::kToolUse:
+          out += paint(kCyan, "  → ") + DescribeToolCall(b.name, b.input) + "\n";
+          break;
+        case BlockType::kToolResult:
+          if (b.is_error) {
+            std::string first = OneLine(todo::SanitizeTerminalText(b.text));
+            out += "    " + paint(kRed, "✗") + " " + paint(kDim, Cut(first, 120)) + "\n";
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return out;
+}
+
 std::string RenderChecklist(const Json& tasks, bool color) {
   std::string out;
   auto paint = [&](std::string_view code, const std::string& s) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,6 +102,15 @@ std::string RenderChecklist(const Json& tasks, bool color);
 // `max_lines` lines, then a line saying how many were left out.
 std::string RenderDiff(std::string_view diff, bool color, std::string_view indent = "    ",
                        size_t max_lines = 60);
+
+// The conversation of a stored session as a person re-entering it sees it
+// (chat --session, resume): the user's and the assistant's words, one line
+// per tool call (and a ✗ line for a failed result), each text cut to
+// `max_lines` lines. Only the newest `max_messages` messages are shown, after
+// a line saying how many earlier ones were left out (and where to see them).
+// Messages the engine adds (tagged: summaries, notices) show as one line.
+std::string RenderConversation(std::span<const Message> messages, const std::string& session_id,
+                               bool color, size_t max_messages = 20, size_t max_lines = 12);
 
 // Formats a JSON error object {"error": {"code", "message"}} for the json
 // and stream-json formats.

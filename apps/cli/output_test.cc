@@ -400,5 +400,34 @@ TEST(TurnPrinterTest, AFileChangeIsShownAsADiffAndListedInJson) {
   EXPECT_EQ(j["changes"][0]["diff"], end["diff"]);
 }
 
+TEST(RenderConversationTest, ShowsTheNewestMessagesAndCountsTheRest) {
+  std::vector<Message> msgs;
+  msgs.push_back(Message::User("old question"));
+  msgs.push_back(Message::Assistant("old answer"));
+  msgs.push_back(Message::User("fix the bug"));
+  Message call = Message::Assistant("Reading it.");
+  call.content.push_back(ContentBlock::ToolUse("t1", "read", Json{{"file_path", "stats.py"}}));
+  msgs.push_back(call);
+  Message result;
+  result.role = Role::kUser;
+  result.content.push_back(ContentBlock::ToolResult("t1", "no such file\nmore", true));
+  msgs.push_back(result);
+  std::string longer;
+  for (int i = 0; i < 5; ++i) longer += "line " + std::to_string(i) + "\n";
+  msgs.push_back(Message::Assistant(longer + "\x1b]0;title\x07"));
+
+  std::string out = RenderConversation(msgs, "sid-1", /*color=*/false, /*max_messages=*/4,
+                                       /*max_lines=*/3);
+  EXPECT_NE(out.find("… 2 earlier messages (agentloop sessions show sid-1)"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("old question"), std::string::npos) << out;
+  EXPECT_NE(out.find("› fix the bug\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  → read  stats.py\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("✗ no such file more"), std::string::npos) << out;
+  EXPECT_NE(out.find("  line 2\n  … 3 more lines\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("line 3"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;  // model text cannot drive the terminal
+}
+
 }  // namespace
 }  // namespace agentloop::cli

@@ -1,0 +1,95 @@
+"""End-to-end: getting back into a session. `chat --session` on a paused
+session replays the conversation and asks the pending items right there."""
+
+import json
+import os
+
+from e2e_util import BUGGY_LINE, CliTestCase, DEMO_SCRIPT
+
+
+class ChatPausedTest(CliTestCase):
+
+    def paused_run(self, script=DEMO_SCRIPT, prompt="fix the bug"):
+        p = self.script_run("--output", "json", script=script, prompt=prompt)
+        self.assert_code(p, 5)
+        return self.json_result(p)
+
+    def chat(self, sid, stdin, script=DEMO_SCRIPT):
+        return self.run_cli("chat", "--session", sid, "--provider", "script", "--script", script,
+                            "-C", self.ws, stdin=stdin)
+
+    def pending(self):
+        return json.loads(self.run_cli("pending", "--output", "json").stdout)
+
+    def test_chat_replays_and_answers_the_pause_in_place(self):
+        r = self.paused_run()
+        sid = r["session_id"]
+        # bash, edit, bash: each pause is asked in the chat and its answer
+        # continues the turn in this process.
+        c = self.chat(sid, "y\ny\ny\n/exit\n")
+        self.assert_code(c, 0)
+        self.assertIn("› fix the bug", c.stderr)  # the conversation so far
+        self.assertIn("→ read  stats.py", c.stderr)
+        self.assertEqual(c.stderr.count("Allow? [y] once"), 3, c.stderr)
+        self.assertIn("Fixed the bug", c.stdout)
+        self.assert_fixed()
+        self.assertEqual(self.pending(), [])
+        decisions = [e for e in self.export(sid) if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual(len(decisions), 3)
+
+    def test_end_of_input_at_the_prompt_leaves_the_item_pending(self):
+        r = self.paused_run()
+        item = r["pending"][0]
+        c = self.chat(r["session_id"], "")
+        self.assert_code(c, 0)
+        self.assertIn("left pending", c.stderr)
+        self.assertEqual([x["id"] for x in self.pending()], [item["id"]])
+        self.assertIn(BUGGY_LINE, self.read_ws())
+
+    def test_deny_in_chat_ends_the_turn_denied(self):
+        r = self.paused_run()
+        c = self.chat(r["session_id"], "n\nnot now\n/exit\n")
+        self.assert_code(c, 0)
+        self.assertIn("denied", c.stderr)
+        self.assertEqual(self.pending(), [])
+        denial = [e for e in self.export(r["session_id"])
+                  if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual(denial[0]["decision"], "deny")
+        self.assertEqual(denial[0]["reason"], "not now")
+        self.assertIn(BUGGY_LINE, self.read_ws())
+
+    def test_question_answered_by_number_in_chat(self):
+        s = self.write("q.json", [
+            {"tool_calls": [{"id": "q1", "name": "ask_user",
+                             "input": {"question": "Which file?", "options": ["a.txt", "b.txt"]}}]},
+            {"text": "You chose b."}])
+        r = self.paused_run(script=s)
+        c = self.chat(r["session_id"], "2\n/exit\n", script=s)
+        self.assert_code(c, 0)
+        self.assertIn("Which file?", c.stderr)
+        self.assertIn("You chose b.", c.stdout)
+        results = [b for e in self.export(r["session_id"]) if e["type"] == "message"
+                   for b in e["message"]["content"] if b.get("type") == "tool_result"]
+        self.assertEqual(results[-1]["content"], "b.txt")
+
+    def test_a_message_typed_while_paused_asks_first_then_runs(self):
+        s = self.write("two.json", [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "note.txt", "content": "hi\n"}}]},
+            {"text": "Wrote it."},
+            {"text": "Second answer."}])
+        r = self.paused_run(script=s, prompt="write a note")
+        # -q: no replay, no banner; the pause is still asked.
+        c = self.run_cli("chat", "-q", "--session", r["session_id"], "--provider", "script",
+                         "--script", s, "-C", self.ws, stdin="y\nand then?\n")
+        self.assert_code(c, 0)
+        self.assertNotIn("› write a note", c.stderr)
+        self.assertEqual(c.stdout.count("Wrote it."), 1, c.stdout)
+        self.assertIn("Second answer.", c.stdout)
+        with open(os.path.join(self.ws, "note.txt")) as f:
+            self.assertEqual(f.read(), "hi\n")
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
