@@ -201,6 +201,13 @@ TEST(ArgsTest, ShortFormsPeopleKnowFromOtherAgents) {
   ASSERT_TRUE(resume.ok()) << resume.error().ToString();
   EXPECT_EQ(resume->subcommand, Subcommand::kResume);
   EXPECT_EQ(resume->positionals, (std::vector<std::string>{"abcd1234", "go on"}));
+
+  // Without an id: the picker (commands.cc), of every workspace with --all.
+  auto pick = P({"-r", "--all"});
+  ASSERT_TRUE(pick.ok()) << pick.error().ToString();
+  EXPECT_EQ(pick->subcommand, Subcommand::kResume);
+  EXPECT_TRUE(pick->positionals.empty());
+  EXPECT_TRUE(pick->all);
 }
 
 TEST(ArgsTest, YoloAllowsEverythingWithAWarning) {

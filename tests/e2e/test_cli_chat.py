@@ -1,10 +1,13 @@
 """End-to-end: getting back into a session. `chat --session` on a paused
-session replays the conversation and asks the pending items right there."""
+session replays the conversation and asks the pending items right there;
+`resume` without an id offers a picker on a terminal."""
 
 import json
 import os
+import pty
+import subprocess
 
-from e2e_util import BUGGY_LINE, CliTestCase, DEMO_SCRIPT
+from e2e_util import BIN, BUGGY_LINE, CliTestCase, DEMO_SCRIPT, TIMEOUT
 
 
 class ChatPausedTest(CliTestCase):
@@ -88,6 +91,48 @@ class ChatPausedTest(CliTestCase):
         self.assertIn("Second answer.", c.stdout)
         with open(os.path.join(self.ws, "note.txt")) as f:
             self.assertEqual(f.read(), "hi\n")
+
+
+class ResumePickerTest(CliTestCase):
+
+    def test_resume_without_id_off_a_terminal_is_a_clear_error(self):
+        p = self.run_cli("resume", "-C", self.ws)
+        self.assert_code(p, 2)
+        self.assertIn("resume needs a session ID when stdin is not a terminal", p.stderr)
+
+    def test_resume_without_id_on_a_terminal_picks_a_session(self):
+        first = self.script_run("--output", "json", prompt="first task")
+        second = self.script_run("--output", "json", prompt="second task")
+        self.assert_code(first, 5)
+        newest = self.json_result(second)["session_id"]
+        oldest = self.json_result(first)["session_id"]
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen(
+                [BIN, "-r", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws],
+                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=self.env(), cwd=self.tmp)
+            os.close(slave)
+            slave = None
+            # Pick the second entry (the older session); its pause is then
+            # asked in the chat: deny it, then leave.
+            os.write(master, b"2\n")
+            os.write(master, b"n\n")
+            os.write(master, b"\n")
+            os.write(master, b"/exit\n")
+            out, err = proc.communicate(timeout=TIMEOUT)
+        finally:
+            os.close(master)
+            if slave is not None:
+                os.close(slave)
+        self.assertEqual(proc.returncode, 0, out + err)
+        self.assertIn("1) ", err)
+        self.assertIn(newest[:8], err)
+        self.assertIn("› first task", err)  # the picked session's conversation
+        decided = [e for e in self.export(oldest) if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual([d["decision"] for d in decided], ["deny"])
+        self.assertEqual(
+            [e for e in self.export(newest) if e["type"] == "decision" and e["by"] == "cli"], [])
 
 
 if __name__ == "__main__":
