@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <editline/readline.h>
@@ -21,6 +22,7 @@
 #include "interrupt.h"
 #include "permissions/approvers.h"
 #include "pricing.h"
+#include "undo.h"
 
 namespace agentloop::cli {
 namespace {
@@ -157,6 +159,10 @@ struct ChatState {
   std::shared_ptr<permissions::SessionApprovals> approvals;
   permissions::ConsoleApprover console;
   bool exit = false;
+  // Changes /undo reverted (tool_use ids), and what the model is told with
+  // the next message about them.
+  std::set<std::string> undone;
+  std::vector<std::string> notes;
 
   ChatState(const CommandEnv& e, CliSettings s, std::unique_ptr<Engine> eng)
       : env(e),
@@ -274,6 +280,98 @@ void DiffCmd(ChatState& st, const std::string& args) {
   st.env.err << RenderDiff(all, StyleFor(st.env.args, st.env.ctx).color, "", 2000);
 }
 
+// Reverts the newest change to a file that a write or edit call of this
+// session made and /undo has not reverted yet, from the diff its result
+// recorded; refused when the file changed since. The model hears of it
+// with the next message.
+void UndoCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  std::vector<FileChange> changes = FileChanges(st.session->history());
+  const FileChange* target = nullptr;
+  for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+    if (st.undone.count(it->tool_use_id) == 0) {
+      target = &*it;
+      break;
+    }
+  }
+  if (target == nullptr) {
+    st.env.err << (changes.empty() ? "nothing to undo: no write or edit of this session changed "
+                                     "a file\n"
+                                   : "nothing to undo: every change of this session is undone\n");
+    return;
+  }
+  const std::string what =
+      (target->tool.empty() ? std::string("change") : target->tool) + " of " + target->path;
+  Result<std::string> shown = RevertChange(*target, st.session->options().workspace);
+  if (!shown.ok()) {
+    st.env.err << "agentloop: cannot undo the " << what << ": " << shown.error().message() << "\n";
+    return;
+  }
+  st.undone.insert(target->tool_use_id);
+  st.notes.push_back("(Note: the user reverted your " + what +
+                     (target->created ? ", which removed the file" : "") +
+                     " with /undo; the file is as it was before that call.)");
+  st.env.err << "reverted the " << what
+             << (target->created ? " (the file it created is removed)" : "") << ":\n"
+             << RenderDiff(*shown, StyleFor(st.env.args, st.env.ctx).color, "  ", 60);
+}
+
+// `/permissions`: the session's rules with where each came from, and the
+// defaults. `/permissions allow|ask|deny RULE` adds a rule to the session
+// (pinned to it, source "/permissions"): ask and deny narrow as any later
+// flag may; allow is the person's own decision and may widen what the
+// session was pinned with (SettingsOverrides::person_allow).
+void PermissionsCmd(ChatState& st, const std::string& args) {
+  std::ostream& o = st.env.err;
+  if (!args.empty()) {
+    size_t sp = args.find_first_of(" \t");
+    const std::string verb = args.substr(0, sp);
+    const std::string rule =
+        sp == std::string::npos ? "" : std::string(Trim(std::string_view(args).substr(sp)));
+    if ((verb != "allow" && verb != "ask" && verb != "deny") || rule.empty()) {
+      o << "usage: /permissions [allow|ask|deny RULE]   e.g. /permissions allow bash(make test)\n";
+      return;
+    }
+    SettingsOverrides& ov = st.settings.session.overrides;
+    std::vector<SourcedRule>& list = verb == "allow" ? ov.person_allow
+                                     : verb == "ask" ? ov.ask
+                                                     : ov.deny;
+    list.push_back({rule, "/permissions"});
+    // The session opens again with the rule (checked and pinned there).
+    if (Status s = st.Open(); !s.ok()) {
+      list.pop_back();
+      o << "agentloop: " << s.message() << "\n";
+      if (Status again = st.Open(); !again.ok()) {
+        o << "agentloop: " << again.message() << "\n";
+        st.exit = true;
+      }
+      return;
+    }
+    o << verb << " " << rule << " added to session " << st.session->id() << "\n";
+    return;
+  }
+  const SessionOptions& so = st.session->options();
+  bool any = false;
+  for (const auto& [word, rules] :
+       {std::pair<std::string_view, const std::vector<SourcedRule>*>{"deny", &so.deny},
+        {"ask", &so.ask},
+        {"allow", &so.allow}}) {
+    for (const SourcedRule& r : *rules) {
+      o << "  " << word << std::string(6 - word.size(), ' ') << r.rule
+        << (r.source.empty() ? "" : "   (" + r.source + ")") << "\n";
+      any = true;
+    }
+  }
+  if (!any) o << "  no rules\n";
+  o << "  default for mutating tools: "
+    << (so.default_mutating ? DecisionName(*so.default_mutating) : "ask")
+    << "; for read-only tools: "
+    << (so.default_read_only ? DecisionName(*so.default_read_only) : "allow") << "\n"
+    << "  deny wins over ask, ask over allow; `agentloop permissions check TOOL JSON` "
+       "explains one call\n"
+    << "  /permissions allow|ask|deny RULE adds a rule to this session\n";
+}
+
 void CostCmd(ChatState& st, const std::string& args) {
   (void)args;
   const TurnCounters t = st.session->totals();
@@ -319,7 +417,9 @@ const std::vector<SlashCommand>& SlashCommands() {
       {"session", "", "the session id and how to resume it", SessionCmd},
       {"model", "[NAME]", "show or change the model for the next turns", ModelCmd},
       {"diff", "", "the session's changes to files (write and edit), as diffs", DiffCmd},
+      {"undo", "", "revert the newest file change agentloop made (write, edit)", UndoCmd},
       {"cost", "", "tokens and estimated cost of this chat's turns", CostCmd},
+      {"permissions", "[allow|ask|deny RULE]", "the session's rules; add one", PermissionsCmd},
       {"clear", "", "start a new session", ClearCmd},
       {"todoloop", "status|pause|resume|reset", "the todo continuation loop", TodoLoopCmd},
       {"compact", "[FOCUS]", "summarise older history to free context", CompactCmd},
@@ -472,9 +572,13 @@ void RunChatTurn(ChatState& st, const std::string& prompt) {
     st.env.err << "the session is paused; answer first:\n";
     if (!AnswerPaused(st)) return;
   }
+  std::string text;
+  for (const std::string& note : st.notes) text += note + "\n";
+  text += text.empty() ? prompt : "\n" + prompt;
   st.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<TurnResult> r = st.session->Run(prompt, TurnCallbacks(st), stop);
+  Result<TurnResult> r = st.session->Run(text, TurnCallbacks(st), stop);
+  if (r.ok()) st.notes.clear();
   Interrupts::Disarm();
   if (!r.ok()) {
     st.printer.FinishWithError(r.error());

@@ -135,6 +135,86 @@ class ResumePickerTest(CliTestCase):
             [e for e in self.export(newest) if e["type"] == "decision" and e["by"] == "cli"], [])
 
 
+class ChatUndoPermissionsTest(CliTestCase):
+
+    def chat(self, script, stdin, *extra):
+        return self.run_cli("chat", "--provider", "script", "--script", script, "-C", self.ws,
+                            *extra, stdin=stdin)
+
+    def user_texts(self):
+        sid = json.loads(self.run_cli("sessions", "list", "-C", self.ws, "--output",
+                                      "json").stdout)[0]["id"]
+        return sid, [b["text"] for e in self.export(sid) if e["type"] == "message"
+                     and e["message"]["role"] == "user"
+                     for b in e["message"]["content"] if b.get("type") == "text"]
+
+    def test_undo_reverts_the_newest_change_first_and_tells_the_model(self):
+        s = self.write("undo.json", [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "note.txt", "content": "one\n"}}]},
+            {"tool_calls": [{"id": "e1", "name": "edit",
+                             "input": {"file_path": "note.txt", "old_string": "one",
+                                       "new_string": "two"}}]},
+            {"text": "Wrote the note."},
+            {"text": "Noted."}])
+        path = os.path.join(self.ws, "note.txt")
+        c = self.chat(s, "make a note\n/undo\n/undo\n/undo\nthanks\n", "--allow", "*")
+        self.assert_code(c, 0)
+        self.assertIn("reverted the edit of note.txt", c.stderr)
+        self.assertIn("reverted the write of note.txt (the file it created is removed)", c.stderr)
+        self.assertIn("nothing to undo: every change of this session is undone", c.stderr)
+        self.assertFalse(os.path.exists(path))
+        _, texts = self.user_texts()
+        self.assertIn("the user reverted your edit of note.txt", texts[-1])
+        self.assertIn("the user reverted your write of note.txt", texts[-1])
+        self.assertTrue(texts[-1].endswith("thanks"), texts[-1])
+
+    def test_undo_refuses_a_file_changed_since(self):
+        s = self.write("undo.json", [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "note.txt", "content": "one\n"}}]},
+            {"text": "Wrote it."},
+            {"tool_calls": [{"id": "b1", "name": "bash",
+                             "input": {"command": "echo mine > note.txt"}}]},
+            {"text": "Changed by hand."}])
+        c = self.chat(s, "write\nchange it\n/undo\n", "--allow", "*")
+        self.assert_code(c, 0)
+        self.assertIn("cannot undo the write of note.txt", c.stderr)
+        self.assertIn("changed since", c.stderr)
+        with open(os.path.join(self.ws, "note.txt")) as f:
+            self.assertEqual(f.read(), "mine\n")
+
+    def test_permissions_shows_rules_and_adds_session_rules(self):
+        s = self.write("perm.json", [
+            {"tool_calls": [{"id": "b1", "name": "bash",
+                             "input": {"command": "touch first.txt"}}]},
+            {"text": "Ran it."},
+            {"tool_calls": [{"id": "b2", "name": "bash",
+                             "input": {"command": "touch second.txt"}}]},
+            {"text": "Tried."}])
+        # No rules and no terminal: bash would pause. The person allows it
+        # in the chat; then denies it again.
+        c = self.chat(s, "/permissions allow bash(touch*)\n/permissions\nfirst\n"
+                         "/permissions deny bash\nsecond\n/permissions bogus\n")
+        self.assert_code(c, 0)
+        self.assertIn("allow bash(touch*) added to session", c.stderr)
+        self.assertIn("allow bash(touch*)   (/permissions)", c.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "first.txt")), c.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "second.txt")), c.stderr)
+        self.assertIn("usage: /permissions", c.stderr)
+        sid, _ = self.user_texts()
+        shown = self.run_cli("sessions", "show", sid).stdout
+        self.assertIn("bash(touch*)  (/permissions)", shown)
+        self.assertIn("bash  (/permissions)", shown)
+
+    def test_a_rule_that_does_not_parse_is_refused_and_the_chat_goes_on(self):
+        s = self.write("t.json", [{"text": "hello"}])
+        c = self.chat(s, "/permissions deny bash(\nhi\n")
+        self.assert_code(c, 0)
+        self.assertNotIn("added to session", c.stderr)
+        self.assertIn("hello", c.stdout)
+
+
 if __name__ == "__main__":
     import unittest
     unittest.main()
