@@ -343,6 +343,7 @@ void TurnPrinter::BeginTurn() {
   at_line_start_ = true;
   todo_loop_.reset();
   changes_ = Json::array();
+  unstarted_.clear();
 }
 
 void TurnPrinter::StartSpinner(std::string label) {
@@ -507,6 +508,7 @@ Status TurnPrinter::OnEvent(const Event& event) {
       std::string what = DescribeToolCall(tool, input);
       err_ << Paint("→ ", kCyan) << what << "\n" << std::flush;
       calls_[d.value("id", std::string())] = DescribeToolCall(tool, input, 60);
+      unstarted_.erase(d.value("id", std::string()));
       last_line_call_ = d.value("id", std::string());
       StartSpinner("running " + tool);
       break;
@@ -543,6 +545,7 @@ Status TurnPrinter::OnEvent(const Event& event) {
     case EventType::kDecision: {
       std::string decision = d.value("decision", std::string());
       if (decision == "deny") {
+        unstarted_.erase(d.value("tool_use_id", std::string()));  // said here
         StopSpinner();
         EnsureNewlineOnStdout();
         err_ << Paint("✗ denied ", kRed) << d.value("tool", std::string()) << ": "
@@ -587,7 +590,32 @@ Status TurnPrinter::OnEvent(const Event& event) {
       }
       if (content == nullptr) break;
       for (const Json& block : *content) {
-        if (!block.is_object() || block.value("type", std::string()) != "tool_result") continue;
+        if (!block.is_object()) continue;
+        const std::string type = block.value("type", std::string());
+        if (type == "tool_use") {
+          const Json input = block.contains("input") ? block["input"] : Json::object();
+          unstarted_[block.value("id", std::string())] =
+              DescribeToolCall(block.value("name", std::string()), input);
+          continue;
+        }
+        if (type != "tool_result") continue;
+        // A call answered without running (its arguments refused, a batch
+        // cancelled) is shown like any other result.
+        if (auto it = unstarted_.find(block.value("tool_use_id", std::string()));
+            it != unstarted_.end()) {
+          std::string text;
+          if (auto c = block.find("content"); c != block.end() && c->is_string()) {
+            text = c->get<std::string>();
+          }
+          StopSpinner();
+          EnsureNewlineOnStdout();
+          err_ << Paint("→ ", kCyan) << it->second << "\n  "
+               << (block.value("is_error", false) ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
+               << Paint(Cut(OneLine(text), 160), kDim) << "\n"
+               << std::flush;
+          unstarted_.erase(it);
+          last_line_call_.clear();
+        }
         auto meta = block.find("meta");
         if (meta == block.end() || !meta->is_object()) continue;
         auto details = meta->find("details");
@@ -667,6 +695,19 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
   if (paused) {
     err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")\n"
          << PendingInstructions(result.pending) << std::flush;
+  } else if (const size_t auth = result.reason.find("authentication failed: HTTP 401");
+             result.stop == StopReason::kFailed && auth != std::string::npos) {
+    // The model API refused the key: said as what it is, with the variable
+    // that holds the key, rather than as the status code it maps to.
+    err_ << Paint("■ authentication error", kRed) << ": the model API refused the API key"
+         << (style_.api_key_env.empty() ? "" : " in " + style_.api_key_env) << " ("
+         << result.reason.substr(auth + std::string_view("authentication failed: ").size())
+         << ")\n";
+    if (!style_.api_key_env.empty()) {
+      err_ << "check " << style_.api_key_env
+           << " (set, current, and for this provider and base URL)\n";
+    }
+    err_ << std::flush;
   } else if (result.stop != StopReason::kCompleted) {
     std::string name(StopReasonName(result.stop));
     if (result.reason.rfind(name + ":", 0) == 0) {
@@ -675,13 +716,7 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
       err_ << Paint("■ " + name, kRed);
       if (!result.reason.empty()) err_ << ": " << result.reason;
     }
-    err_ << "\n";
-    if (result.reason.find("authentication failed: HTTP 401") != std::string::npos &&
-        !style_.api_key_env.empty()) {
-      err_ << "the model API refused the key: check " << style_.api_key_env
-           << " (set, current, and for this provider and base URL)\n";
-    }
-    err_ << std::flush;
+    err_ << "\n" << std::flush;
   }
   if (style_.quiet) return code;
   if (result.truncated) {

@@ -165,7 +165,10 @@ class TurnPrinter final : public EventSink, public StreamSink {
   Json changes_ = Json::array();              // json: {id, tool, diff} of each file change
   std::map<std::string, std::string> calls_;  // tool_use id -> short description
   std::string last_line_call_;                // the call whose line was printed last, if any
-  size_t thinking_words_ = 0;                 // of the current stretch of thinking
+  // Calls the model asked for that have not begun (tool_use id -> short
+  // description): one answered without running is shown from its result.
+  std::map<std::string, std::string> unstarted_;
+  size_t thinking_words_ = 0;  // of the current stretch of thinking
   bool in_thinking_ = false;
   std::string last_checklist_;  // the todo checklist drawn last
   bool thinking_at_space_ = true;
