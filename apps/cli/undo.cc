@@ -184,7 +184,8 @@ Result<std::string> RevertChange(const FileChange& change, const std::filesystem
   const std::string shown = UnifiedDiff(current, *before, "a/" + change.path,
                                         change.created ? "/dev/null" : "b/" + change.path);
   if (change.created) {
-    if (!before->empty()) return FailedPrecondition("reverting " + change.path + ": not a creation");
+    if (!before->empty())
+      return FailedPrecondition("reverting " + change.path + ": not a creation");
     if (!fs::remove(real, ec) || ec) {
       return Internal("cannot remove " + change.path + ": " + ec.message());
     }
