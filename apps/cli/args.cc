@@ -706,15 +706,9 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     }
   }
   if (args.help || args.version) return args;
-  // `agentloop -c` continues the newest session of the workspace in chat.
-  if (args.subcommand == Subcommand::kNone &&
-      std::any_of(seen.begin(), seen.end(),
-                  [](const SeenFlag& sf) { return sf.spec->id == FlagId::kContinue; })) {
-    args.subcommand = Subcommand::kChat;
-  }
-  if (args.subcommand == Subcommand::kNone) {
-    return InvalidArgument("missing subcommand (run `agentloop --help` for the list)");
-  }
+  // `agentloop` alone (flags allowed) is the chat, as `claude` and `codex`
+  // are; `agentloop -c` continues the newest session of the workspace there.
+  if (args.subcommand == Subcommand::kNone) args.subcommand = Subcommand::kChat;
   for (const SeenFlag& sf : seen) {
     if ((sf.spec->accepted_by & Bit(args.subcommand)) == 0) {
       return InvalidArgument(DisplayName(*sf.spec) + " does not apply to `agentloop " +
@@ -734,7 +728,9 @@ std::string UsageText(Subcommand subcommand) {
         "Usage: agentloop SUBCOMMAND [FLAGS] [ARGS]\n\nSubcommands:\n";
     for (const SubcommandSpec& s : kSubcommands) {
       std::string syn(s.synopsis);
-      out += "  " + syn + std::string(syn.size() < 38 ? 38 - syn.size() : 1, ' ') +
+      // A synopsis too long for the column gets the summary on the next line.
+      out += "  " + syn +
+             (syn.size() < 38 ? std::string(38 - syn.size(), ' ') : "\n" + std::string(40, ' ')) +
              std::string(s.summary) + "\n";
     }
     out += "\nFlags:\n";
