@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <iostream>
 #include <set>
@@ -217,6 +218,11 @@ void Status_(ChatState& st, const std::string& args) {
     << GroupDigits(t.usage.output_tokens) << ", cached " << GroupDigits(t.usage.cache_read_tokens)
     << ", cache writes " << GroupDigits(t.usage.cache_write_tokens) << "), " << t.model_calls
     << " model calls\n";
+  if (std::optional<double> cost = EstimateCostUsd(st.Model(), t.usage)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", *cost);
+    o << "cost      $" << buf << " (list prices, an estimate)\n";
+  }
   Session::ContextUsage ctx = st.session->context();
   o << "context   " << GroupDigits(ctx.tokens) << " / " << GroupDigits(ctx.window) << " tokens ("
     << (ctx.window > 0 ? ctx.tokens * 100 / ctx.window : 0) << "%)\n";
@@ -313,7 +319,8 @@ void UndoCmd(ChatState& st, const std::string& args) {
                      " with /undo; the file is as it was before that call.)");
   st.env.err << "reverted the " << what
              << (target->created ? " (the file it created is removed)" : "") << ":\n"
-             << RenderDiff(*shown, StyleFor(st.env.args, st.env.ctx).color, "  ", 60);
+             << RenderDiff(*shown, StyleFor(st.env.args, st.env.ctx).color, "  ", 60)
+             << "(the model is told with your next message)\n";
 }
 
 // `/permissions`: the session's rules with where each came from, and the
@@ -431,12 +438,15 @@ const std::vector<SlashCommand>& SlashCommands() {
 
 void Help(ChatState& st, const std::string& args) {
   (void)args;
+  auto left = [](const SlashCommand& c) {
+    return "/" + std::string(c.name) + (c.args.empty() ? "" : " " + std::string(c.args));
+  };
+  size_t width = 0;
+  for (const SlashCommand& c : SlashCommands()) width = std::max(width, left(c).size());
   for (const SlashCommand& c : SlashCommands()) {
     if (c.help.empty()) continue;
-    std::string left =
-        "/" + std::string(c.name) + (c.args.empty() ? "" : " " + std::string(c.args));
-    st.env.err << "  " << left << std::string(left.size() < 34 ? 34 - left.size() : 1, ' ')
-               << c.help << "\n";
+    const std::string l = left(c);
+    st.env.err << "  " << l << std::string(width + 2 - l.size(), ' ') << c.help << "\n";
   }
   st.env.err << "  end a line with \\ to continue it; \"\"\" opens and closes a multi-line "
                 "block\n  Ctrl-C interrupts the running turn; a second Ctrl-C exits\n";
