@@ -151,6 +151,13 @@ ReadResult ReadMessage(LineReader& reader, std::ostream& err) {
 
 // -------------------------------------------------------------- state ----
 
+// The chat asks a paused turn's items itself, right after the turn.
+Style ChatStyle(const CommandEnv& e, const CliSettings& settings) {
+  Style st = TurnStyle(e, settings);
+  st.asks_pending = true;
+  return st;
+}
+
 struct ChatState {
   const CommandEnv& env;
   CliSettings settings;
@@ -169,7 +176,7 @@ struct ChatState {
       : env(e),
         settings(std::move(s)),
         engine(std::move(eng)),
-        printer(settings.output, e.out, e.err, TurnStyle(e, settings)),
+        printer(settings.output, e.out, e.err, ChatStyle(e, settings)),
         approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
         console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {}
 

@@ -693,8 +693,9 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
   }
   EnsureNewlineOnStdout();
   if (paused) {
-    err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")\n"
-         << PendingInstructions(result.pending) << std::flush;
+    err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")"
+         << (style_.asks_pending ? "; asked below\n" : "\n" + PendingInstructions(result.pending))
+         << std::flush;
   } else if (const size_t auth = result.reason.find("authentication failed: HTTP 401");
              result.stop == StopReason::kFailed && auth != std::string::npos) {
     // The model API refused the key: said as what it is, with the variable

@@ -55,6 +55,9 @@ struct Style {
   bool spinner = false;        // stderr is a terminal
   bool quiet = false;          // --quiet: no progress, no summary
   bool show_thinking = false;  // --show-thinking: stream thinking (else one folded line)
+  // A pause is asked right after the turn (chat): the end of a paused turn
+  // says so instead of listing the commands that answer it.
+  bool asks_pending = false;
   // The environment variable that holds the model API key, for the hint
   // after an authentication failure; empty: no hint.
   std::string api_key_env;

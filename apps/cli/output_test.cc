@@ -482,5 +482,27 @@ TEST(TurnPrinterTest, ACallAnsweredWithoutRunningIsShownLikeAnyResult) {
   EXPECT_EQ(e.find("→ ls"), e.rfind("→ ls")) << e;  // once, from its own events
 }
 
+TEST(TurnPrinterTest, APauseTheChatAsksItselfListsNoCommands) {
+  TurnResult r;
+  r.stop = StopReason::kPendingApproval;
+  PendingItem item;
+  item.id = "apr_0123456789abcdef";
+  item.tool = "bash";
+  item.arguments = Json{{"command", "make"}};
+  r.pending = {item};
+  for (bool asks : {false, true}) {
+    std::ostringstream out, err;
+    Style st;
+    st.asks_pending = asks;
+    TurnPrinter p(OutputFormat::kText, out, err, st);
+    p.BeginTurn();
+    EXPECT_EQ(p.Finish("s1", r, ""), 5);
+    EXPECT_EQ(err.str().find("agentloop approve apr_0123456789abcdef") != std::string::npos, !asks)
+        << err.str();
+    EXPECT_EQ(err.str().find("⏸ paused (session s1); asked below") != std::string::npos, asks)
+        << err.str();
+  }
+}
+
 }  // namespace
 }  // namespace agentloop::cli
