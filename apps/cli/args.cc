@@ -132,8 +132,8 @@ constexpr std::array kFlags = {
     FlagSpec{"focus", 0, FlagId::kFocus, "", ValueCheck::kText, "", "TEXT",
              Bit(Subcommand::kCompact), "what the summary should keep in particular"},
     FlagSpec{"all", 0, FlagId::kAllWorkspaces, "", ValueCheck::kNone, "", "",
-             Bit(Subcommand::kSessions),
-             "sessions list/prune: every workspace's sessions, not only this one's"},
+             Bit(Subcommand::kSessions) | Bit(Subcommand::kResume),
+             "sessions list/prune, resume's picker: every workspace's sessions"},
     FlagSpec{"older-than", 0, FlagId::kOlderThan, "", ValueCheck::kText, "", "AGE",
              Bit(Subcommand::kSessions), "sessions prune: sessions not updated for AGE (30d, 12h)"},
     FlagSpec{"show-thinking", 0, FlagId::kShowThinking, "", ValueCheck::kNone, "", "", kTurn,
@@ -159,7 +159,7 @@ constexpr std::array kSubcommands = {
     SubcommandSpec{Subcommand::kSessions, "sessions",
                    "sessions list [--all]|show ID|export ID|rm ID|prune --older-than AGE",
                    "stored sessions"},
-    SubcommandSpec{Subcommand::kResume, "resume", "resume ID [PROMPT]",
+    SubcommandSpec{Subcommand::kResume, "resume", "resume [ID [PROMPT]]",
                    "continue a stored session"},
     SubcommandSpec{Subcommand::kConfig, "config", "config show",
                    "merged configuration with provenance"},
@@ -387,7 +387,7 @@ Status CheckPositionals(CliArgs& args) {
                              "' (expected list, show, export, rm or prune)");
     }
     case Subcommand::kResume:
-      return need(!p.empty(), "resume ID [PROMPT]");
+      return Status::Ok();  // without an ID: a picker on a terminal (commands.cc)
     case Subcommand::kConfig:
       return need(p.size() == 1 && p[0] == "show", "config show");
     case Subcommand::kPending:
@@ -706,15 +706,9 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     }
   }
   if (args.help || args.version) return args;
-  // `agentloop -c` continues the newest session of the workspace in chat.
-  if (args.subcommand == Subcommand::kNone &&
-      std::any_of(seen.begin(), seen.end(),
-                  [](const SeenFlag& sf) { return sf.spec->id == FlagId::kContinue; })) {
-    args.subcommand = Subcommand::kChat;
-  }
-  if (args.subcommand == Subcommand::kNone) {
-    return InvalidArgument("missing subcommand (run `agentloop --help` for the list)");
-  }
+  // `agentloop` alone (flags allowed) is the chat, as `claude` and `codex`
+  // are; `agentloop -c` continues the newest session of the workspace there.
+  if (args.subcommand == Subcommand::kNone) args.subcommand = Subcommand::kChat;
   for (const SeenFlag& sf : seen) {
     if ((sf.spec->accepted_by & Bit(args.subcommand)) == 0) {
       return InvalidArgument(DisplayName(*sf.spec) + " does not apply to `agentloop " +
@@ -734,7 +728,9 @@ std::string UsageText(Subcommand subcommand) {
         "Usage: agentloop SUBCOMMAND [FLAGS] [ARGS]\n\nSubcommands:\n";
     for (const SubcommandSpec& s : kSubcommands) {
       std::string syn(s.synopsis);
-      out += "  " + syn + std::string(syn.size() < 38 ? 38 - syn.size() : 1, ' ') +
+      // A synopsis too long for the column gets the summary on the next line.
+      out += "  " + syn +
+             (syn.size() < 38 ? std::string(38 - syn.size(), ' ') : "\n" + std::string(40, ' ')) +
              std::string(s.summary) + "\n";
     }
     out += "\nFlags:\n";

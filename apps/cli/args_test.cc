@@ -48,7 +48,6 @@ TEST(ArgsTest, DoubleDashEndsFlags) {
 
 TEST(ArgsTest, UsageErrors) {
   const std::vector<std::vector<std::string>> bad = {
-      {},
       {"frobnicate"},
       {"run"},
       {"run", "--model"},
@@ -201,6 +200,22 @@ TEST(ArgsTest, ShortFormsPeopleKnowFromOtherAgents) {
   ASSERT_TRUE(resume.ok()) << resume.error().ToString();
   EXPECT_EQ(resume->subcommand, Subcommand::kResume);
   EXPECT_EQ(resume->positionals, (std::vector<std::string>{"abcd1234", "go on"}));
+
+  // `agentloop` alone, with or without flags, is the chat.
+  auto bare = P({});
+  ASSERT_TRUE(bare.ok()) << bare.error().ToString();
+  EXPECT_EQ(bare->subcommand, Subcommand::kChat);
+  auto bare_model = P({"-m", "gpt-4.1"});
+  ASSERT_TRUE(bare_model.ok()) << bare_model.error().ToString();
+  EXPECT_EQ(bare_model->subcommand, Subcommand::kChat);
+  EXPECT_FALSE(P({"--older-than", "3d"}).ok());  // not a chat flag
+
+  // Without an id: the picker (commands.cc), of every workspace with --all.
+  auto pick = P({"-r", "--all"});
+  ASSERT_TRUE(pick.ok()) << pick.error().ToString();
+  EXPECT_EQ(pick->subcommand, Subcommand::kResume);
+  EXPECT_TRUE(pick->positionals.empty());
+  EXPECT_TRUE(pick->all);
 }
 
 TEST(ArgsTest, YoloAllowsEverythingWithAWarning) {

@@ -9,16 +9,21 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <editline/readline.h>
 
+#include "base/strings.h"
 #include "commands.h"
+#include "engine/wiring.h"
 #include "interrupt.h"
 #include "permissions/approvers.h"
 #include "pricing.h"
+#include "undo.h"
 
 namespace agentloop::cli {
 namespace {
@@ -146,6 +151,13 @@ ReadResult ReadMessage(LineReader& reader, std::ostream& err) {
 
 // -------------------------------------------------------------- state ----
 
+// The chat asks a paused turn's items itself, right after the turn.
+Style ChatStyle(const CommandEnv& e, const CliSettings& settings) {
+  Style st = TurnStyle(e, settings);
+  st.asks_pending = true;
+  return st;
+}
+
 struct ChatState {
   const CommandEnv& env;
   CliSettings settings;
@@ -155,12 +167,16 @@ struct ChatState {
   std::shared_ptr<permissions::SessionApprovals> approvals;
   permissions::ConsoleApprover console;
   bool exit = false;
+  // Changes /undo reverted (tool_use ids), and what the model is told with
+  // the next message about them.
+  std::set<std::string> undone;
+  std::vector<std::string> notes;
 
   ChatState(const CommandEnv& e, CliSettings s, std::unique_ptr<Engine> eng)
       : env(e),
         settings(std::move(s)),
         engine(std::move(eng)),
-        printer(settings.output, e.out, e.err, TurnStyle(e, settings)),
+        printer(settings.output, e.out, e.err, ChatStyle(e, settings)),
         approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
         console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {}
 
@@ -209,6 +225,11 @@ void Status_(ChatState& st, const std::string& args) {
     << GroupDigits(t.usage.output_tokens) << ", cached " << GroupDigits(t.usage.cache_read_tokens)
     << ", cache writes " << GroupDigits(t.usage.cache_write_tokens) << "), " << t.model_calls
     << " model calls\n";
+  if (std::optional<double> cost = EstimateCostUsd(st.Model(), t.usage)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4f", *cost);
+    o << "cost      $" << buf << " (list prices, an estimate)\n";
+  }
   Session::ContextUsage ctx = st.session->context();
   o << "context   " << GroupDigits(ctx.tokens) << " / " << GroupDigits(ctx.window) << " tokens ("
     << (ctx.window > 0 ? ctx.tokens * 100 / ctx.window : 0) << "%)\n";
@@ -272,6 +293,99 @@ void DiffCmd(ChatState& st, const std::string& args) {
   st.env.err << RenderDiff(all, StyleFor(st.env.args, st.env.ctx).color, "", 2000);
 }
 
+// Reverts the newest change to a file that a write or edit call of this
+// session made and /undo has not reverted yet, from the diff its result
+// recorded; refused when the file changed since. The model hears of it
+// with the next message.
+void UndoCmd(ChatState& st, const std::string& args) {
+  (void)args;
+  std::vector<FileChange> changes = FileChanges(st.session->history());
+  const FileChange* target = nullptr;
+  for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+    if (st.undone.count(it->tool_use_id) == 0) {
+      target = &*it;
+      break;
+    }
+  }
+  if (target == nullptr) {
+    st.env.err << (changes.empty() ? "nothing to undo: no write or edit of this session changed "
+                                     "a file\n"
+                                   : "nothing to undo: every change of this session is undone\n");
+    return;
+  }
+  const std::string what =
+      (target->tool.empty() ? std::string("change") : target->tool) + " of " + target->path;
+  Result<std::string> shown = RevertChange(*target, st.session->options().workspace);
+  if (!shown.ok()) {
+    st.env.err << "agentloop: cannot undo the " << what << ": " << shown.error().message() << "\n";
+    return;
+  }
+  st.undone.insert(target->tool_use_id);
+  st.notes.push_back("(Note: the user reverted your " + what +
+                     (target->created ? ", which removed the file" : "") +
+                     " with /undo; the file is as it was before that call.)");
+  st.env.err << "reverted the " << what
+             << (target->created ? " (the file it created is removed)" : "") << ":\n"
+             << RenderDiff(*shown, StyleFor(st.env.args, st.env.ctx).color, "  ", 60)
+             << "(the model is told with your next message)\n";
+}
+
+// `/permissions`: the session's rules with where each came from, and the
+// defaults. `/permissions allow|ask|deny RULE` adds a rule to the session
+// (pinned to it, source "/permissions"): ask and deny narrow as any later
+// flag may; allow is the person's own decision and may widen what the
+// session was pinned with (SettingsOverrides::person_allow).
+void PermissionsCmd(ChatState& st, const std::string& args) {
+  std::ostream& o = st.env.err;
+  if (!args.empty()) {
+    size_t sp = args.find_first_of(" \t");
+    const std::string verb = args.substr(0, sp);
+    const std::string rule =
+        sp == std::string::npos ? "" : std::string(Trim(std::string_view(args).substr(sp)));
+    if ((verb != "allow" && verb != "ask" && verb != "deny") || rule.empty()) {
+      o << "usage: /permissions [allow|ask|deny RULE]   e.g. /permissions allow bash(make test)\n";
+      return;
+    }
+    SettingsOverrides& ov = st.settings.session.overrides;
+    std::vector<SourcedRule>& list = verb == "allow" ? ov.person_allow
+                                     : verb == "ask" ? ov.ask
+                                                     : ov.deny;
+    list.push_back({rule, "/permissions"});
+    // The session opens again with the rule (checked and pinned there).
+    if (Status s = st.Open(); !s.ok()) {
+      list.pop_back();
+      o << "agentloop: " << s.message() << "\n";
+      if (Status again = st.Open(); !again.ok()) {
+        o << "agentloop: " << again.message() << "\n";
+        st.exit = true;
+      }
+      return;
+    }
+    o << verb << " " << rule << " added to session " << st.session->id() << "\n";
+    return;
+  }
+  const SessionOptions& so = st.session->options();
+  bool any = false;
+  for (const auto& [word, rules] :
+       {std::pair<std::string_view, const std::vector<SourcedRule>*>{"deny", &so.deny},
+        {"ask", &so.ask},
+        {"allow", &so.allow}}) {
+    for (const SourcedRule& r : *rules) {
+      o << "  " << word << std::string(6 - word.size(), ' ') << r.rule
+        << (r.source.empty() ? "" : "   (" + r.source + ")") << "\n";
+      any = true;
+    }
+  }
+  if (!any) o << "  no rules\n";
+  o << "  default for mutating tools: "
+    << (so.default_mutating ? DecisionName(*so.default_mutating) : "ask")
+    << "; for read-only tools: "
+    << (so.default_read_only ? DecisionName(*so.default_read_only) : "allow") << "\n"
+    << "  deny wins over ask, ask over allow; `agentloop permissions check TOOL JSON` "
+       "explains one call\n"
+    << "  /permissions allow|ask|deny RULE adds a rule to this session\n";
+}
+
 void CostCmd(ChatState& st, const std::string& args) {
   (void)args;
   const TurnCounters t = st.session->totals();
@@ -317,7 +431,9 @@ const std::vector<SlashCommand>& SlashCommands() {
       {"session", "", "the session id and how to resume it", SessionCmd},
       {"model", "[NAME]", "show or change the model for the next turns", ModelCmd},
       {"diff", "", "the session's changes to files (write and edit), as diffs", DiffCmd},
+      {"undo", "", "revert the newest file change agentloop made (write, edit)", UndoCmd},
       {"cost", "", "tokens and estimated cost of this chat's turns", CostCmd},
+      {"permissions", "[allow|ask|deny RULE]", "the session's rules; add one", PermissionsCmd},
       {"clear", "", "start a new session", ClearCmd},
       {"todoloop", "status|pause|resume|reset", "the todo continuation loop", TodoLoopCmd},
       {"compact", "[FOCUS]", "summarise older history to free context", CompactCmd},
@@ -329,12 +445,15 @@ const std::vector<SlashCommand>& SlashCommands() {
 
 void Help(ChatState& st, const std::string& args) {
   (void)args;
+  auto left = [](const SlashCommand& c) {
+    return "/" + std::string(c.name) + (c.args.empty() ? "" : " " + std::string(c.args));
+  };
+  size_t width = 0;
+  for (const SlashCommand& c : SlashCommands()) width = std::max(width, left(c).size());
   for (const SlashCommand& c : SlashCommands()) {
     if (c.help.empty()) continue;
-    std::string left =
-        "/" + std::string(c.name) + (c.args.empty() ? "" : " " + std::string(c.args));
-    st.env.err << "  " << left << std::string(left.size() < 34 ? 34 - left.size() : 1, ' ')
-               << c.help << "\n";
+    const std::string l = left(c);
+    st.env.err << "  " << l << std::string(width + 2 - l.size(), ' ') << c.help << "\n";
   }
   st.env.err << "  end a line with \\ to continue it; \"\"\" opens and closes a multi-line "
                 "block\n  Ctrl-C interrupts the running turn; a second Ctrl-C exits\n";
@@ -357,25 +476,133 @@ void RunSlash(ChatState& st, const std::string& text) {
   st.env.err << "unknown command /" << name << " (try /help)\n";
 }
 
-void RunChatTurn(ChatState& st, const std::string& prompt) {
-  if (std::optional<Checkpoint> cp = st.session->open_checkpoint()) {
-    st.env.err << "the session is paused; answer first (from another terminal):\n"
-               << PendingInstructions(cp->outstanding);
-    return;
-  }
+SessionCallbacks TurnCallbacks(ChatState& st) {
   SessionCallbacks cb;
   cb.observer = &st.printer;
   cb.stream = &st.printer;
   if (st.settings.session.interactive) cb.console_approver = &st.console;
+  return cb;
+}
+
+// The answer the console approver gives when its input ended or it was
+// interrupted before the person answered: nothing was decided.
+bool Unanswered(const ApprovalDecision& d, const std::stop_token& stop) {
+  return d.kind == ApprovalDecision::Kind::kDeny &&
+         (stop.stop_requested() || d.reason == permissions::kConsoleInputClosed);
+}
+
+// Asks the person about one outstanding item with the console's prompt
+// (y/a/n/e for an approval, the options for a question) and records the
+// answer with Engine::Resolve, which only records it: this chat holds the
+// session and continues the turn itself. A refused edit asks again.
+// Returns false when nothing was decided (no answer, or an error said).
+bool AnswerItem(ChatState& st, const PendingItem& item, const ToolRegistry& tools,
+                const std::stop_token& stop, bool* denied) {
+  ApprovalRequest req;
+  req.session_id = st.session->id();
+  req.kind = item.kind;
+  req.pending_id = item.id;
+  req.call = ToolCall{item.tool_use_id, item.tool, item.arguments};
+  if (const Tool* t = tools.Find(item.tool)) {
+    req.spec = t->spec();
+  } else {
+    req.spec = ToolSpec{item.tool, "", Json::object(), true, false};
+  }
+  req.reason = item.reason;
+  while (true) {
+    ApprovalDecision d = st.console.Decide(req, stop);
+    if (Unanswered(d, stop)) return false;
+    Resolution res;
+    res.by = "cli";
+    res.continue_turn = false;
+    if (item.kind == PendingKind::kQuestion) {
+      res.kind = Resolution::Kind::kAnswer;
+      res.answer = d.answer;
+    } else if (d.kind == ApprovalDecision::Kind::kAllow) {
+      res.kind = Resolution::Kind::kApprove;
+      res.edited_arguments = d.edited_input;
+    } else {
+      res.kind = Resolution::Kind::kDeny;
+      res.reason = d.reason;
+      *denied = true;
+    }
+    Result<ResolveReport> report =
+        st.engine->Resolve(item.id, res, st.settings.session, SessionCallbacks{}, stop);
+    if (!report.ok()) {
+      st.env.err << "agentloop: " << report.error().message() << "\n";
+      if (report.error().code() == Code::kInvalidArgument && res.edited_arguments) {
+        *denied = false;
+        continue;  // the edit was refused; the item still waits
+      }
+      return false;
+    }
+    if (report->already_resolved) {
+      st.env.err << "pending item " << item.id << " was already resolved elsewhere\n";
+    }
+    return true;
+  }
+}
+
+// A paused session: asks each outstanding item of its batch right here, then
+// continues the turn in place (Session::Retry claims the decided batch),
+// again while the continued turn pauses. Returns false when the person left
+// an item unanswered (end of input, Ctrl-C): it stays pending for `agentloop
+// approve|deny|answer` or the next chat.
+bool AnswerPaused(ChatState& st) {
+  Result<engine::WiredTools> tools =
+      engine::WireTools(st.session->options(), engine::MakeWiringContext(st.env.ctx.env));
+  if (!tools.ok()) {
+    st.env.err << "agentloop: " << tools.error().message() << "\n";
+    return false;
+  }
+  while (st.session->open_checkpoint()) {
+    Result<std::vector<PendingRecord>> pending = st.engine->ListPending(st.session->id());
+    if (!pending.ok()) {
+      st.env.err << "agentloop: " << pending.error().message() << "\n";
+      return false;
+    }
+    std::stop_token stop = Interrupts::Arm();
+    bool denied = false;
+    for (const PendingRecord& rec : *pending) {
+      if (!AnswerItem(st, rec.item, tools->registry, stop, &denied)) {
+        Interrupts::Disarm();
+        st.env.err << "\nleft pending; answer it here next time or with:\n"
+                   << PendingInstructions({rec.item});
+        return false;
+      }
+      if (denied) break;  // a denial decides the whole batch
+    }
+    st.printer.BeginTurn();
+    Result<TurnResult> r = st.session->Retry(TurnCallbacks(st), stop);
+    Interrupts::Disarm();
+    if (!r.ok()) {
+      st.printer.FinishWithError(r.error());
+      return false;
+    }
+    st.printer.Finish(st.session->id(), *r, st.Model());
+  }
+  return true;
+}
+
+void RunChatTurn(ChatState& st, const std::string& prompt) {
+  if (st.session->open_checkpoint()) {
+    st.env.err << "the session is paused; answer first:\n";
+    if (!AnswerPaused(st)) return;
+  }
+  std::string text;
+  for (const std::string& note : st.notes) text += note + "\n";
+  text += text.empty() ? prompt : "\n" + prompt;
   st.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<TurnResult> r = st.session->Run(prompt, cb, stop);
+  Result<TurnResult> r = st.session->Run(text, TurnCallbacks(st), stop);
+  if (r.ok()) st.notes.clear();
   Interrupts::Disarm();
   if (!r.ok()) {
     st.printer.FinishWithError(r.error());
     return;
   }
   st.printer.Finish(st.session->id(), *r, st.Model());
+  if (st.session->open_checkpoint()) AnswerPaused(st);
 }
 
 std::string HistoryFile(const CliContext& ctx) {
@@ -421,7 +648,15 @@ int RunChat(const CommandEnv& e, CliSettings settings) {
   if (!e.args.quiet) {
     e.err << "agentloop chat · session " << st.session->id() << " · " << st.Model() << " · "
           << st.settings.workspace.string() << "\n/help for commands, /exit to leave\n";
+    // A stored session: the conversation so far (its newest messages).
+    if (!st.session->history().empty()) {
+      e.err << "\n"
+            << RenderConversation(st.session->history(), st.session->id(),
+                                  StyleFor(e.args, e.ctx).color)
+            << "\n";
+    }
   }
+  if (st.session->open_checkpoint()) AnswerPaused(st);
   while (!st.exit) {
     ReadResult r = ReadMessage(*reader, e.err);
     if (r.status == ReadStatus::kEof) break;

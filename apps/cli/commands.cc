@@ -281,11 +281,59 @@ int CmdRun(const CommandEnv& e) {
 
 // ------------------------------------------------------------- resume ----
 
+// `resume` without an id on a terminal: the newest sessions of the
+// workspace (of every workspace with --all), numbered, and the person picks
+// one (Enter: the newest). nullopt when there is none or nothing was picked.
+Result<std::optional<std::string>> PickSession(const CommandEnv& e, SessionStore& store,
+                                               const CliSettings& s) {
+  SessionListOptions opts;
+  opts.limit = 10;
+  if (!e.args.all) opts.workspace = s.workspace;
+  AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> list, store.ListSessions(opts));
+  if (list.empty()) {
+    e.err << (e.args.all ? std::string("no sessions to resume\n")
+                         : "no sessions in " + s.workspace.string() +
+                               " to resume (--all offers every workspace's)\n");
+    return std::optional<std::string>();
+  }
+  e.err << "recent sessions" << (e.args.all ? "" : " of " + s.workspace.string()) << ":\n";
+  for (size_t i = 0; i < list.size(); ++i) {
+    const SessionInfo& info = list[i];
+    std::string title = info.title.empty() ? "(untitled)" : info.title;
+    if (title.size() > 60) title = std::string(TruncateUtf8(title, 60)) + "…";
+    e.err << (i < 9 ? "   " : "  ") << (i + 1) << ") " << FormatTime(info.updated_at_ms) << "  "
+          << info.id.substr(0, 8) << "  " << title
+          << (e.args.all ? "  (" + info.workspace.string() + ")" : "") << "\n";
+  }
+  while (true) {
+    e.err << "resume which? [1-" << list.size() << ", Enter: 1, q: none] " << std::flush;
+    std::string line;
+    if (!std::getline(e.in, line)) {
+      e.err << "\n";
+      return std::optional<std::string>();
+    }
+    std::string_view answer = Trim(line);
+    if (answer.empty()) return std::optional<std::string>(list[0].id);
+    if (answer == "q" || answer == "Q") return std::optional<std::string>();
+    char* end = nullptr;
+    const std::string text(answer);
+    long n = std::strtol(text.c_str(), &end, 10);
+    if (end != nullptr && *end == '\0' && n >= 1 && static_cast<size_t>(n) <= list.size()) {
+      return std::optional<std::string>(list[static_cast<size_t>(n) - 1].id);
+    }
+    e.err << "type a number from 1 to " << list.size() << "\n";
+  }
+}
+
 int CmdResume(const CommandEnv& e) {
   int code = 0;
   std::optional<CliSettings> s = Settings(e, &code);
   if (!s) return code;
-  const std::string& id = e.args.positionals[0];
+  if (e.args.positionals.empty() && !e.ctx.stdin_tty) {
+    return UsageError(e, InvalidArgument("resume needs a session ID when stdin is not a terminal "
+                                         "(`agentloop sessions list` shows them; `agentloop -c` "
+                                         "continues the newest)"));
+  }
   std::optional<std::string> prompt;
   if (e.args.positionals.size() > 1) {
     Result<std::string> p = ReadPrompt(e, e.args.positionals, 1);
@@ -294,6 +342,15 @@ int CmdResume(const CommandEnv& e) {
   }
   Result<std::unique_ptr<Engine>> engine = MakeEngine(e.ctx, *s);
   if (!engine.ok()) return Fail(e, s->output, engine.error());
+  std::string id;
+  if (!e.args.positionals.empty()) {
+    id = e.args.positionals[0];
+  } else {
+    Result<std::optional<std::string>> picked = PickSession(e, (*engine)->store(), *s);
+    if (!picked.ok()) return Fail(e, s->output, picked.error());
+    if (!*picked) return kExitOk;
+    id = **picked;
+  }
   FillFromStoredSession(**engine, id, *s, e.args);
   s->session.session_id = id;
   if (!s->provider_configured) return NoProvider(e, s->output);
@@ -302,8 +359,15 @@ int CmdResume(const CommandEnv& e) {
   if (prompt) return RunTurn(e, *s, **session, *prompt);
 
   // No prompt: continue a turn the process died in, retry one that failed,
-  // show a pause, or (on a terminal) open the chat.
-  if ((*session)->open_checkpoint()) return RunTurn(e, *s, **session, "");
+  // show a pause (on a terminal: ask it in the chat), or (on a terminal)
+  // open the chat.
+  const bool to_chat = e.ctx.stdin_tty && s->output == OutputFormat::kText;
+  if ((*session)->open_checkpoint() && !to_chat) return RunTurn(e, *s, **session, "");
+  if ((*session)->open_checkpoint()) {
+    s->session.session_id = (*session)->id();
+    session->reset();  // chat opens it again (and takes the lock)
+    return RunChat(e, std::move(*s));
+  }
   if ((*session)->retryable()) {
     if (!e.args.quiet) {
       e.err << "agentloop: "
@@ -331,7 +395,7 @@ int CmdResume(const CommandEnv& e) {
     }
     return RunTurn(e, *s, **session, std::string(kContinuePrompt));
   }
-  if (e.ctx.stdin_tty && s->output == OutputFormat::kText) {
+  if (to_chat) {
     s->session.session_id = (*session)->id();
     session->reset();  // chat opens it again (and takes the lock)
     return RunChat(e, std::move(*s));

@@ -224,6 +224,69 @@ std::string RenderDiff(std::string_view diff, bool color, std::string_view inden
   return out;
 }
 
+std::string RenderConversation(std::span<const Message> messages, const std::string& session_id,
+                               bool color, size_t max_messages, size_t max_lines) {
+  auto paint = [&](std::string_view c, const std::string& s) {
+    return color ? "\033[" + std::string(c) + "m" + s + "\033[0m" : s;
+  };
+  std::string out;
+  const size_t from = messages.size() > max_messages ? messages.size() - max_messages : 0;
+  if (from > 0) {
+    out += paint(kDim, "… " + std::to_string(from) + " earlier message" + (from == 1 ? "" : "s") +
+                           " (agentloop sessions show " + session_id + ")") +
+           "\n";
+  }
+  for (size_t i = from; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    if (!m.tag.empty()) {
+      // A summary or notice the engine added: one line says it is there.
+      std::string first;
+      for (const ContentBlock& b : m.content) {
+        if (b.type == BlockType::kText && !b.text.empty()) {
+          first = OneLine(todo::SanitizeTerminalText(b.text));
+          break;
+        }
+      }
+      out += paint(kDim, "[" + m.tag + "] " + Cut(first, 100)) + "\n";
+      continue;
+    }
+    for (const ContentBlock& b : m.content) {
+      switch (b.type) {
+        case BlockType::kText: {
+          if (Trim(b.text).empty()) break;
+          // Model-written text: each line's control sequences are neutralised.
+          std::vector<std::string_view> lines = Split(Trim(b.text), '\n');
+          const bool user = m.role == Role::kUser;
+          out += user ? paint(kBold, "› ") : std::string("  ");
+          for (size_t l = 0; l < lines.size() && l < max_lines; ++l) {
+            if (l > 0) out += "  ";
+            const std::string line = todo::SanitizeTerminalText(lines[l]);
+            out += user ? paint(kBold, line) : line;
+            out += "\n";
+          }
+          if (lines.size() > max_lines) {
+            out += paint(kDim, "  … " + std::to_string(lines.size() - max_lines) + " more lines") +
+                   "\n";
+          }
+          break;
+        }
+        case BlockType::kToolUse:
+          out += paint(kCyan, "  → ") + DescribeToolCall(b.name, b.input) + "\n";
+          break;
+        case BlockType::kToolResult:
+          if (b.is_error) {
+            std::string first = OneLine(todo::SanitizeTerminalText(b.text));
+            out += "    " + paint(kRed, "✗") + " " + paint(kDim, Cut(first, 120)) + "\n";
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return out;
+}
+
 std::string RenderChecklist(const Json& tasks, bool color) {
   std::string out;
   auto paint = [&](std::string_view code, const std::string& s) {
@@ -280,6 +343,7 @@ void TurnPrinter::BeginTurn() {
   at_line_start_ = true;
   todo_loop_.reset();
   changes_ = Json::array();
+  unstarted_.clear();
 }
 
 void TurnPrinter::StartSpinner(std::string label) {
@@ -444,6 +508,7 @@ Status TurnPrinter::OnEvent(const Event& event) {
       std::string what = DescribeToolCall(tool, input);
       err_ << Paint("→ ", kCyan) << what << "\n" << std::flush;
       calls_[d.value("id", std::string())] = DescribeToolCall(tool, input, 60);
+      unstarted_.erase(d.value("id", std::string()));
       last_line_call_ = d.value("id", std::string());
       StartSpinner("running " + tool);
       break;
@@ -480,6 +545,7 @@ Status TurnPrinter::OnEvent(const Event& event) {
     case EventType::kDecision: {
       std::string decision = d.value("decision", std::string());
       if (decision == "deny") {
+        unstarted_.erase(d.value("tool_use_id", std::string()));  // said here
         StopSpinner();
         EnsureNewlineOnStdout();
         err_ << Paint("✗ denied ", kRed) << d.value("tool", std::string()) << ": "
@@ -524,7 +590,32 @@ Status TurnPrinter::OnEvent(const Event& event) {
       }
       if (content == nullptr) break;
       for (const Json& block : *content) {
-        if (!block.is_object() || block.value("type", std::string()) != "tool_result") continue;
+        if (!block.is_object()) continue;
+        const std::string type = block.value("type", std::string());
+        if (type == "tool_use") {
+          const Json input = block.contains("input") ? block["input"] : Json::object();
+          unstarted_[block.value("id", std::string())] =
+              DescribeToolCall(block.value("name", std::string()), input);
+          continue;
+        }
+        if (type != "tool_result") continue;
+        // A call answered without running (its arguments refused, a batch
+        // cancelled) is shown like any other result.
+        if (auto it = unstarted_.find(block.value("tool_use_id", std::string()));
+            it != unstarted_.end()) {
+          std::string text;
+          if (auto c = block.find("content"); c != block.end() && c->is_string()) {
+            text = c->get<std::string>();
+          }
+          StopSpinner();
+          EnsureNewlineOnStdout();
+          err_ << Paint("→ ", kCyan) << it->second << "\n  "
+               << (block.value("is_error", false) ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
+               << Paint(Cut(OneLine(text), 160), kDim) << "\n"
+               << std::flush;
+          unstarted_.erase(it);
+          last_line_call_.clear();
+        }
         auto meta = block.find("meta");
         if (meta == block.end() || !meta->is_object()) continue;
         auto details = meta->find("details");
@@ -602,8 +693,22 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
   }
   EnsureNewlineOnStdout();
   if (paused) {
-    err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")\n"
-         << PendingInstructions(result.pending) << std::flush;
+    err_ << Paint("⏸ paused", kYellow) << " (session " << session_id << ")"
+         << (style_.asks_pending ? "; asked below\n" : "\n" + PendingInstructions(result.pending))
+         << std::flush;
+  } else if (const size_t auth = result.reason.find("authentication failed: HTTP 401");
+             result.stop == StopReason::kFailed && auth != std::string::npos) {
+    // The model API refused the key: said as what it is, with the variable
+    // that holds the key, rather than as the status code it maps to.
+    err_ << Paint("■ authentication error", kRed) << ": the model API refused the API key"
+         << (style_.api_key_env.empty() ? "" : " in " + style_.api_key_env) << " ("
+         << result.reason.substr(auth + std::string_view("authentication failed: ").size())
+         << ")\n";
+    if (!style_.api_key_env.empty()) {
+      err_ << "check " << style_.api_key_env
+           << " (set, current, and for this provider and base URL)\n";
+    }
+    err_ << std::flush;
   } else if (result.stop != StopReason::kCompleted) {
     std::string name(StopReasonName(result.stop));
     if (result.reason.rfind(name + ":", 0) == 0) {
@@ -612,13 +717,7 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
       err_ << Paint("■ " + name, kRed);
       if (!result.reason.empty()) err_ << ": " << result.reason;
     }
-    err_ << "\n";
-    if (result.reason.find("authentication failed: HTTP 401") != std::string::npos &&
-        !style_.api_key_env.empty()) {
-      err_ << "the model API refused the key: check " << style_.api_key_env
-           << " (set, current, and for this provider and base URL)\n";
-    }
-    err_ << std::flush;
+    err_ << "\n" << std::flush;
   }
   if (style_.quiet) return code;
   if (result.truncated) {

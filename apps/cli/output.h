@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +55,9 @@ struct Style {
   bool spinner = false;        // stderr is a terminal
   bool quiet = false;          // --quiet: no progress, no summary
   bool show_thinking = false;  // --show-thinking: stream thinking (else one folded line)
+  // A pause is asked right after the turn (chat): the end of a paused turn
+  // says so instead of listing the commands that answer it.
+  bool asks_pending = false;
   // The environment variable that holds the model API key, for the hint
   // after an authentication failure; empty: no hint.
   std::string api_key_env;
@@ -101,6 +105,15 @@ std::string RenderChecklist(const Json& tasks, bool color);
 // `max_lines` lines, then a line saying how many were left out.
 std::string RenderDiff(std::string_view diff, bool color, std::string_view indent = "    ",
                        size_t max_lines = 60);
+
+// The conversation of a stored session as a person re-entering it sees it
+// (chat --session, resume): the user's and the assistant's words, one line
+// per tool call (and a ✗ line for a failed result), each text cut to
+// `max_lines` lines. Only the newest `max_messages` messages are shown, after
+// a line saying how many earlier ones were left out (and where to see them).
+// Messages the engine adds (tagged: summaries, notices) show as one line.
+std::string RenderConversation(std::span<const Message> messages, const std::string& session_id,
+                               bool color, size_t max_messages = 20, size_t max_lines = 12);
 
 // Formats a JSON error object {"error": {"code", "message"}} for the json
 // and stream-json formats.
@@ -155,7 +168,10 @@ class TurnPrinter final : public EventSink, public StreamSink {
   Json changes_ = Json::array();              // json: {id, tool, diff} of each file change
   std::map<std::string, std::string> calls_;  // tool_use id -> short description
   std::string last_line_call_;                // the call whose line was printed last, if any
-  size_t thinking_words_ = 0;                 // of the current stretch of thinking
+  // Calls the model asked for that have not begun (tool_use id -> short
+  // description): one answered without running is shown from its result.
+  std::map<std::string, std::string> unstarted_;
+  size_t thinking_words_ = 0;  // of the current stretch of thinking
   bool in_thinking_ = false;
   std::string last_checklist_;  // the todo checklist drawn last
   bool thinking_at_space_ = true;

@@ -334,9 +334,16 @@ TEST(TurnPrinterTest, AnAuthenticationFailureNamesTheKeyVariable) {
   p.BeginTurn();
   TurnResult r;
   r.stop = StopReason::kFailed;
-  r.reason = "model call failed: authentication failed: HTTP 401: invalid key";
+  r.reason =
+      "model call failed: permission_denied: openai: authentication failed: HTTP 401: "
+      "invalid key";
   EXPECT_EQ(p.Finish("s1", r, ""), 1);
+  EXPECT_NE(err.str().find("■ authentication error: the model API refused the API key in MY_KEY "
+                           "(HTTP 401: invalid key)\n"),
+            std::string::npos)
+      << err.str();
   EXPECT_NE(err.str().find("check MY_KEY"), std::string::npos) << err.str();
+  EXPECT_EQ(err.str().find("permission_denied"), std::string::npos) << err.str();
 }
 
 TEST(TurnPrinterTest, TheTodoListIsDrawnWhenItChanges) {
@@ -398,6 +405,103 @@ TEST(TurnPrinterTest, AFileChangeIsShownAsADiffAndListedInJson) {
   ASSERT_EQ(j["changes"].size(), 1u);
   EXPECT_EQ(j["changes"][0]["id"], "c1");
   EXPECT_EQ(j["changes"][0]["diff"], end["diff"]);
+}
+
+TEST(RenderConversationTest, ShowsTheNewestMessagesAndCountsTheRest) {
+  std::vector<Message> msgs;
+  msgs.push_back(Message::User("old question"));
+  msgs.push_back(Message::Assistant("old answer"));
+  msgs.push_back(Message::User("fix the bug"));
+  Message call = Message::Assistant("Reading it.");
+  call.content.push_back(ContentBlock::ToolUse("t1", "read", Json{{"file_path", "stats.py"}}));
+  msgs.push_back(call);
+  Message result;
+  result.role = Role::kUser;
+  result.content.push_back(ContentBlock::ToolResult("t1", "no such file\nmore", true));
+  msgs.push_back(result);
+  std::string longer;
+  for (int i = 0; i < 5; ++i) longer += "line " + std::to_string(i) + "\n";
+  msgs.push_back(Message::Assistant(longer + "\x1b]0;title\x07"));
+
+  std::string out = RenderConversation(msgs, "sid-1", /*color=*/false, /*max_messages=*/4,
+                                       /*max_lines=*/3);
+  EXPECT_NE(out.find("… 2 earlier messages (agentloop sessions show sid-1)"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("old question"), std::string::npos) << out;
+  EXPECT_NE(out.find("› fix the bug\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  → read  stats.py\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("✗ no such file more"), std::string::npos) << out;
+  EXPECT_NE(out.find("  line 2\n  … 3 more lines\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("line 3"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;  // model text cannot drive the terminal
+}
+
+TEST(TurnPrinterTest, ACallAnsweredWithoutRunningIsShownLikeAnyResult) {
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  auto uses = Json{
+      {"message",
+       {{"role", "assistant"},
+        {"content",
+         Json::array(
+             {Json{{"type", "tool_use"}, {"id", "t1"}, {"name", "read"}, {"input", {{"nope", 1}}}},
+              Json{{"type", "tool_use"},
+                   {"id", "t2"},
+                   {"name", "bash"},
+                   {"input", {{"command", "rm x"}}}},
+              Json{{"type", "tool_use"},
+                   {"id", "t3"},
+                   {"name", "ls"},
+                   {"input", Json::object()}}})}}}};
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, uses)).ok());
+  // t3 runs; t2 is denied (said by the decision); t1's arguments are refused.
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin, Json{{"id", "t3"}, {"tool", "ls"}})).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, Json{{"id", "t3"}, {"summary", "a b"}})).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kDecision, Json{{"tool_use_id", "t2"},
+                                                      {"tool", "bash"},
+                                                      {"decision", "deny"},
+                                                      {"reason", "no"}}))
+                  .ok());
+  auto result = [](const char* id, const char* text) {
+    return Json{
+        {"type", "tool_result"}, {"tool_use_id", id}, {"content", text}, {"is_error", true}};
+  };
+  auto results =
+      Json{{"message",
+            {{"role", "user"},
+             {"content", Json::array({result("t1", "Invalid arguments for read: missing file_path"),
+                                      result("t2", "denied: no"), result("t3", "a b")})}}}};
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, results)).ok());
+  const std::string e = err.str();
+  EXPECT_NE(e.find("→ read  {\"nope\":1}\n  ✗ Invalid arguments for read: missing file_path\n"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("→ bash"), std::string::npos) << e;  // the denial line says it
+  EXPECT_NE(e.find("✗ denied bash: no"), std::string::npos) << e;
+  EXPECT_EQ(e.find("→ ls"), e.rfind("→ ls")) << e;  // once, from its own events
+}
+
+TEST(TurnPrinterTest, APauseTheChatAsksItselfListsNoCommands) {
+  TurnResult r;
+  r.stop = StopReason::kPendingApproval;
+  PendingItem item;
+  item.id = "apr_0123456789abcdef";
+  item.tool = "bash";
+  item.arguments = Json{{"command", "make"}};
+  r.pending = {item};
+  for (bool asks : {false, true}) {
+    std::ostringstream out, err;
+    Style st;
+    st.asks_pending = asks;
+    TurnPrinter p(OutputFormat::kText, out, err, st);
+    p.BeginTurn();
+    EXPECT_EQ(p.Finish("s1", r, ""), 5);
+    EXPECT_EQ(err.str().find("agentloop approve apr_0123456789abcdef") != std::string::npos, !asks)
+        << err.str();
+    EXPECT_EQ(err.str().find("⏸ paused (session s1); asked below") != std::string::npos, asks)
+        << err.str();
+  }
 }
 
 }  // namespace

@@ -79,6 +79,12 @@ struct SettingsOverrides {
   std::optional<int> max_turns;
   std::optional<std::chrono::milliseconds> max_wall_time;
   std::vector<SourcedRule> allow, ask, deny;
+  // Allow rules the person at an interactive session adds there (the CLI's
+  // chat `/permissions allow RULE`): their own decision, so unlike `allow`
+  // they may widen the pinned rules (recorded in the `settings` event). A
+  // front end fills it only from what a person typed, never from a file, an
+  // agent definition or the environment.
+  std::vector<SourcedRule> person_allow;
   std::optional<Decision> default_mutating, default_read_only;
   std::optional<SandboxMode> sandbox;
   std::optional<bool> sandbox_network;

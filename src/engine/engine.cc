@@ -803,7 +803,14 @@ Status SessionImpl::RebuildProvider() {
   const ProviderConfig pc = ProviderConfigFor(with_key, engine_.options().env);
   const bool remote = IsRemoteProvider(options_.provider);
   if (remote && !Configured(pc, with_key)) {
-    return InvalidArgument(HowToConfigureProvider());
+    const std::string kind(ProviderKindName(options_.provider));
+    const std::string var =
+        options_.provider == ProviderKind::kAnthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
+    return InvalidArgument("provider " + kind + " has no API key: " + var +
+                           " is not set. Set it (export " + var +
+                           "=...), name the variable that holds the key with "
+                           "provider.api_key_env, or give --base-url for a server that needs "
+                           "none.");
   }
   std::shared_ptr<HttpClient> client = remote ? engine_.http() : nullptr;
   AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made, MakeProvider(pc, client));

@@ -637,7 +637,8 @@ TEST_F(EngineTest, MissingApiKeySaysHowToConfigure) {
   auto s = engine_->OpenSession(o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
-  EXPECT_THAT(s.error().message(), HasSubstr("OPENAI_API_KEY"));
+  EXPECT_THAT(s.error().message(),
+              HasSubstr("provider openai has no API key: OPENAI_API_KEY is not set"));
 }
 
 TEST_F(EngineTest, AskWithoutAnyApproverFailsClosed) {

@@ -50,6 +50,9 @@ Result<SessionOptions> SessionOptionsFromConfig(const Config& config, const fs::
   if (kind.empty() && !config.provider.script.value.empty()) kind = "script";
   if (kind.empty() && !EnvValue(ctx.env, "OPENAI_API_KEY").empty()) kind = "openai";
   if (kind.empty() && !EnvValue(ctx.env, "ANTHROPIC_API_KEY").empty()) kind = "anthropic";
+  // A base URL alone names an OpenAI-compatible server (llama.cpp, vLLM,
+  // Ollama), which may want no key.
+  if (kind.empty() && !config.provider.base_url.value.empty()) kind = "openai";
   if (provider_configured != nullptr) *provider_configured = !kind.empty();
   if (!kind.empty()) {
     Result<ProviderKind> k = ParseProviderKind(kind);

@@ -78,6 +78,23 @@ TEST_F(OptionsFromConfigTest, ProviderInferredFromKeyOrScript) {
   EXPECT_EQ(o->script_path, (root_ / "ws" / "s.json").string());  // relative to cwd
 }
 
+TEST_F(OptionsFromConfigTest, ABaseUrlAloneIsAnOpenAICompatibleServer) {
+  bool configured = false;
+  Result<SessionOptions> o = SessionOptionsFromConfig(
+      Load({{"provider.base_url", "http://127.0.0.1:8080/v1", "--base-url"}}), root_ / "ws", ctx_,
+      &configured);
+  ASSERT_TRUE(o.ok()) << o.error().ToString();
+  EXPECT_TRUE(configured);
+  EXPECT_EQ(o->provider, ProviderKind::kOpenAI);
+  EXPECT_EQ(o->base_url, "http://127.0.0.1:8080/v1");
+  // A key in the environment still says which API the URL speaks.
+  ctx_.env["ANTHROPIC_API_KEY"] = "k";
+  o = SessionOptionsFromConfig(Load({{"provider.base_url", "http://127.0.0.1:8080", "--base-url"}}),
+                               root_ / "ws", ctx_, &configured);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->provider, ProviderKind::kAnthropic);
+}
+
 TEST_F(OptionsFromConfigTest, UnsetKeyVariableAndWebhookWithoutUrlAreErrors) {
   Result<SessionOptions> o = SessionOptionsFromConfig(
       Load({{"provider.api_key_env", "MY_KEY", "--key-env"}}), root_ / "ws", ctx_, nullptr);

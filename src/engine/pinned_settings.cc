@@ -105,6 +105,11 @@ class Applier {
         Widen(Label(r.source, "--allow") + " " + r.rule + " is not among the pinned allow rules");
       }
     }
+    for (const SourcedRule& r : o_.person_allow) {
+      if (HasRule(n.allow, r.rule)) continue;
+      Record("permissions.allow", nullptr, Json(r.rule), r.source);
+      n.allow.push_back(r);
+    }
     AddRules("permissions.ask", o_.ask, n.ask, /*may_replace_stricter=*/true);
     AddRules("permissions.deny", o_.deny, n.deny, /*may_replace_stricter=*/false);
     Default("permissions.default_mutating", o_.default_mutating, n.default_mutating,

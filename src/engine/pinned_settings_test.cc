@@ -118,6 +118,19 @@ TEST(PinnedSettingsTest, AnAllowRuleIsRefusedUnlessAlreadyPinned) {
   EXPECT_THAT(Refusal(o), HasSubstr("--allow * is not among the pinned allow rules"));
 }
 
+TEST(PinnedSettingsTest, AnAllowRuleThePersonAddsIsAppliedAndRecorded) {
+  SettingsOverrides o;
+  o.person_allow.push_back({"bash(make*)", "/permissions"});
+  o.person_allow.push_back({"bash(git status*)", "/permissions"});  // already pinned
+  Result<AppliedSettings> r = ApplyOverrides(Pinned(), o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_EQ(r->options.allow.size(), 2u);
+  EXPECT_EQ(r->options.allow[1].rule, "bash(make*)");
+  ASSERT_EQ(r->changes.size(), 1u);
+  EXPECT_EQ(r->changes[0].key, "permissions.allow");
+  EXPECT_EQ(r->changes[0].source, "/permissions");
+}
+
 TEST(PinnedSettingsTest, LargerBudgetsAreRefused) {
   SettingsOverrides o;
   o.max_tool_calls = 11;

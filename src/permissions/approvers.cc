@@ -49,7 +49,7 @@ std::optional<Json> CheckEdited(const std::string& text, const ToolSpec& spec, s
 
 ApprovalDecision Stopped(const std::stop_token& stop) {
   if (stop.stop_requested()) return ApprovalDecision::Deny("cancelled before an answer", "console");
-  return ApprovalDecision::Deny("no answer: console input closed", "console");
+  return ApprovalDecision::Deny(std::string(kConsoleInputClosed), "console");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <ostream>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentloop/permission.h"
@@ -45,6 +46,10 @@ std::string PickOption(std::string answer, const std::vector<std::string>& optio
 // replacement as removed and added lines (coloured with `color`, at most
 // `max_lines` of them). Empty when `args` is not such a call.
 std::string FormatReplacement(const Json& args, bool color, size_t max_lines = 80);
+
+// The reason of the console's denial when its input ended before an answer
+// (nothing was decided by a person).
+inline constexpr std::string_view kConsoleInputClosed = "no answer: console input closed";
 
 class ConsoleApprover final : public Approver {
  public:

@@ -744,8 +744,18 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
 
   static Status ConnectTimedOut(const Transfer& t, const std::string& what) {
-    return DeadlineExceeded("connecting to " + what + " timed out after " +
-                            std::to_string(t.request.connect_timeout.count()) + " ms");
+    return DeadlineExceeded("cannot connect to " + what + ": no answer within " +
+                            std::to_string(t.request.connect_timeout.count()) +
+                            " ms (the connect timeout)");
+  }
+  // "connection refused": the system's words, as the rest of a sentence.
+  static std::string ConnectError(const error_code& ec) {
+    std::string m = ec.message();
+    if (!m.empty() && m[0] >= 'A' && m[0] <= 'Z' &&
+        (m.size() < 2 || !(m[1] >= 'A' && m[1] <= 'Z'))) {
+      m[0] = static_cast<char>(m[0] - 'A' + 'a');
+    }
+    return m;
   }
 
   void Connect(const TransferPtr& t) {
@@ -810,7 +820,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // timer abandoned) is recognised by its index and ignored.
   void ConnectAttempt(const TransferPtr& t, const std::string& what) {
     if (t->attempt >= t->endpoints.size()) {
-      return Fail(t, Unavailable("connect to " + what + " failed: " + t->connect_error.message()));
+      return Fail(t,
+                  Unavailable("cannot connect to " + what + ": " + ConnectError(t->connect_error)));
     }
     const size_t n = t->attempt;
     error_code ignored;
@@ -846,7 +857,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   void OnConnected(const TransferPtr& t, error_code ec, const std::string& what) {
     if (Aborted(t)) return;
-    if (ec) return Fail(t, Unavailable("connect to " + what + " failed: " + ec.message()));
+    if (ec) return Fail(t, Unavailable("cannot connect to " + what + ": " + ConnectError(ec)));
     error_code ignored;
     t->conn->Lowest().set_option(tcp::no_delay(true), ignored);
     t->conn->Lowest().set_option(asio::socket_base::keep_alive(true), ignored);

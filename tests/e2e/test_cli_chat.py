@@ -1,0 +1,220 @@
+"""End-to-end: getting back into a session. `chat --session` on a paused
+session replays the conversation and asks the pending items right there;
+`resume` without an id offers a picker on a terminal."""
+
+import json
+import os
+import pty
+import subprocess
+
+from e2e_util import BIN, BUGGY_LINE, CliTestCase, DEMO_SCRIPT, TIMEOUT
+
+
+class ChatPausedTest(CliTestCase):
+
+    def paused_run(self, script=DEMO_SCRIPT, prompt="fix the bug"):
+        p = self.script_run("--output", "json", script=script, prompt=prompt)
+        self.assert_code(p, 5)
+        return self.json_result(p)
+
+    def chat(self, sid, stdin, script=DEMO_SCRIPT):
+        return self.run_cli("chat", "--session", sid, "--provider", "script", "--script", script,
+                            "-C", self.ws, stdin=stdin)
+
+    def pending(self):
+        return json.loads(self.run_cli("pending", "--output", "json").stdout)
+
+    def test_chat_replays_and_answers_the_pause_in_place(self):
+        r = self.paused_run()
+        sid = r["session_id"]
+        # bash, edit, bash: each pause is asked in the chat and its answer
+        # continues the turn in this process.
+        c = self.chat(sid, "y\ny\ny\n/exit\n")
+        self.assert_code(c, 0)
+        self.assertIn("› fix the bug", c.stderr)  # the conversation so far
+        self.assertIn("→ read  stats.py", c.stderr)
+        self.assertEqual(c.stderr.count("Allow? [y] once"), 3, c.stderr)
+        self.assertIn("Fixed the bug", c.stdout)
+        self.assert_fixed()
+        self.assertEqual(self.pending(), [])
+        decisions = [e for e in self.export(sid) if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual(len(decisions), 3)
+
+    def test_end_of_input_at_the_prompt_leaves_the_item_pending(self):
+        r = self.paused_run()
+        item = r["pending"][0]
+        c = self.chat(r["session_id"], "")
+        self.assert_code(c, 0)
+        self.assertIn("left pending", c.stderr)
+        self.assertEqual([x["id"] for x in self.pending()], [item["id"]])
+        self.assertIn(BUGGY_LINE, self.read_ws())
+
+    def test_deny_in_chat_ends_the_turn_denied(self):
+        r = self.paused_run()
+        c = self.chat(r["session_id"], "n\nnot now\n/exit\n")
+        self.assert_code(c, 0)
+        self.assertIn("denied", c.stderr)
+        self.assertEqual(self.pending(), [])
+        denial = [e for e in self.export(r["session_id"])
+                  if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual(denial[0]["decision"], "deny")
+        self.assertEqual(denial[0]["reason"], "not now")
+        self.assertIn(BUGGY_LINE, self.read_ws())
+
+    def test_question_answered_by_number_in_chat(self):
+        s = self.write("q.json", [
+            {"tool_calls": [{"id": "q1", "name": "ask_user",
+                             "input": {"question": "Which file?", "options": ["a.txt", "b.txt"]}}]},
+            {"text": "You chose b."}])
+        r = self.paused_run(script=s)
+        c = self.chat(r["session_id"], "2\n/exit\n", script=s)
+        self.assert_code(c, 0)
+        self.assertIn("Which file?", c.stderr)
+        self.assertIn("You chose b.", c.stdout)
+        results = [b for e in self.export(r["session_id"]) if e["type"] == "message"
+                   for b in e["message"]["content"] if b.get("type") == "tool_result"]
+        self.assertEqual(results[-1]["content"], "b.txt")
+
+    def test_a_message_typed_while_paused_asks_first_then_runs(self):
+        s = self.write("two.json", [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "note.txt", "content": "hi\n"}}]},
+            {"text": "Wrote it."},
+            {"text": "Second answer."}])
+        r = self.paused_run(script=s, prompt="write a note")
+        # -q: no replay, no banner; the pause is still asked.
+        c = self.run_cli("chat", "-q", "--session", r["session_id"], "--provider", "script",
+                         "--script", s, "-C", self.ws, stdin="y\nand then?\n")
+        self.assert_code(c, 0)
+        self.assertNotIn("› write a note", c.stderr)
+        self.assertEqual(c.stdout.count("Wrote it."), 1, c.stdout)
+        self.assertIn("Second answer.", c.stdout)
+        with open(os.path.join(self.ws, "note.txt")) as f:
+            self.assertEqual(f.read(), "hi\n")
+
+
+class ResumePickerTest(CliTestCase):
+
+    def test_resume_without_id_off_a_terminal_is_a_clear_error(self):
+        p = self.run_cli("resume", "-C", self.ws)
+        self.assert_code(p, 2)
+        self.assertIn("resume needs a session ID when stdin is not a terminal", p.stderr)
+
+    def test_resume_without_id_on_a_terminal_picks_a_session(self):
+        first = self.script_run("--output", "json", prompt="first task")
+        second = self.script_run("--output", "json", prompt="second task")
+        self.assert_code(first, 5)
+        newest = self.json_result(second)["session_id"]
+        oldest = self.json_result(first)["session_id"]
+        master, slave = pty.openpty()
+        try:
+            proc = subprocess.Popen(
+                [BIN, "-r", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws],
+                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=self.env(), cwd=self.tmp)
+            os.close(slave)
+            slave = None
+            # Pick the second entry (the older session); its pause is then
+            # asked in the chat: deny it, then leave.
+            os.write(master, b"2\n")
+            os.write(master, b"n\n")
+            os.write(master, b"\n")
+            os.write(master, b"/exit\n")
+            out, err = proc.communicate(timeout=TIMEOUT)
+        finally:
+            os.close(master)
+            if slave is not None:
+                os.close(slave)
+        self.assertEqual(proc.returncode, 0, out + err)
+        self.assertIn("1) ", err)
+        self.assertIn(newest[:8], err)
+        self.assertIn("› first task", err)  # the picked session's conversation
+        decided = [e for e in self.export(oldest) if e["type"] == "decision" and e["by"] == "cli"]
+        self.assertEqual([d["decision"] for d in decided], ["deny"])
+        self.assertEqual(
+            [e for e in self.export(newest) if e["type"] == "decision" and e["by"] == "cli"], [])
+
+
+class ChatUndoPermissionsTest(CliTestCase):
+
+    def chat(self, script, stdin, *extra):
+        return self.run_cli("chat", "--provider", "script", "--script", script, "-C", self.ws,
+                            *extra, stdin=stdin)
+
+    def user_texts(self):
+        sid = json.loads(self.run_cli("sessions", "list", "-C", self.ws, "--output",
+                                      "json").stdout)[0]["id"]
+        return sid, [b["text"] for e in self.export(sid) if e["type"] == "message"
+                     and e["message"]["role"] == "user"
+                     for b in e["message"]["content"] if b.get("type") == "text"]
+
+    def test_undo_reverts_the_newest_change_first_and_tells_the_model(self):
+        s = self.write("undo.json", [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "note.txt", "content": "one\n"}}]},
+            {"tool_calls": [{"id": "e1", "name": "edit",
+                             "input": {"file_path": "note.txt", "old_string": "one",
+                                       "new_string": "two"}}]},
+            {"text": "Wrote the note."},
+            {"text": "Noted."}])
+        path = os.path.join(self.ws, "note.txt")
+        c = self.chat(s, "make a note\n/undo\n/undo\n/undo\nthanks\n", "--allow", "*")
+        self.assert_code(c, 0)
+        self.assertIn("reverted the edit of note.txt", c.stderr)
+        self.assertIn("reverted the write of note.txt (the file it created is removed)", c.stderr)
+        self.assertIn("nothing to undo: every change of this session is undone", c.stderr)
+        self.assertFalse(os.path.exists(path))
+        _, texts = self.user_texts()
+        self.assertIn("the user reverted your edit of note.txt", texts[-1])
+        self.assertIn("the user reverted your write of note.txt", texts[-1])
+        self.assertTrue(texts[-1].endswith("thanks"), texts[-1])
+
+    def test_undo_refuses_a_file_changed_since(self):
+        s = self.write("undo.json", [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "note.txt", "content": "one\n"}}]},
+            {"text": "Wrote it."},
+            {"tool_calls": [{"id": "b1", "name": "bash",
+                             "input": {"command": "echo mine > note.txt"}}]},
+            {"text": "Changed by hand."}])
+        c = self.chat(s, "write\nchange it\n/undo\n", "--allow", "*")
+        self.assert_code(c, 0)
+        self.assertIn("cannot undo the write of note.txt", c.stderr)
+        self.assertIn("changed since", c.stderr)
+        with open(os.path.join(self.ws, "note.txt")) as f:
+            self.assertEqual(f.read(), "mine\n")
+
+    def test_permissions_shows_rules_and_adds_session_rules(self):
+        s = self.write("perm.json", [
+            {"tool_calls": [{"id": "b1", "name": "bash",
+                             "input": {"command": "touch first.txt"}}]},
+            {"text": "Ran it."},
+            {"tool_calls": [{"id": "b2", "name": "bash",
+                             "input": {"command": "touch second.txt"}}]},
+            {"text": "Tried."}])
+        # No rules and no terminal: bash would pause. The person allows it
+        # in the chat; then denies it again.
+        c = self.chat(s, "/permissions allow bash(touch*)\n/permissions\nfirst\n"
+                         "/permissions deny bash\nsecond\n/permissions bogus\n")
+        self.assert_code(c, 0)
+        self.assertIn("allow bash(touch*) added to session", c.stderr)
+        self.assertIn("allow bash(touch*)   (/permissions)", c.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "first.txt")), c.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "second.txt")), c.stderr)
+        self.assertIn("usage: /permissions", c.stderr)
+        sid, _ = self.user_texts()
+        shown = self.run_cli("sessions", "show", sid).stdout
+        self.assertIn("bash(touch*)  (/permissions)", shown)
+        self.assertIn("bash  (/permissions)", shown)
+
+    def test_a_rule_that_does_not_parse_is_refused_and_the_chat_goes_on(self):
+        s = self.write("t.json", [{"text": "hello"}])
+        c = self.chat(s, "/permissions deny bash(\nhi\n")
+        self.assert_code(c, 0)
+        self.assertNotIn("added to session", c.stderr)
+        self.assertIn("hello", c.stdout)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
