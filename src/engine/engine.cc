@@ -622,6 +622,7 @@ class EngineImpl final : public Engine {
     o.api_key = caller.api_key;
     o.webhook_secret = caller.webhook_secret;
     o.extensions = caller.extensions;
+    o.mcp_servers = caller.mcp_servers;
     AL_RETURN_IF_ERROR(CheckExtensions(session_id, *stored, caller.extensions));
     auto ws = CanonicalWorkspace(o.workspace);
     if (!ws.ok()) {
@@ -792,8 +793,9 @@ Status SessionImpl::RebuildProvider() {
 
 Status SessionImpl::Init() {
   AL_RETURN_IF_ERROR(RebuildProvider());
-  const engine::WiringContext ctx =
-      engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
+  engine::WiringContext ctx = engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
+  // Only a session that can run turns (it holds the lock) starts servers.
+  ctx.start_mcp_servers = lock_ != nullptr;
 
   AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(options_, ctx));
   for (auto& w : tools.warnings) warnings_.push_back(std::move(w));
