@@ -803,6 +803,7 @@ Status SessionImpl::Init() {
   learning_dirs_ = tools.learning_dirs;
   extra_read_roots_ = tools.extra_read_roots;
   registry_ = std::move(tools.registry);
+  const std::vector<mcp::ServerStatus> mcp_servers = tools.mcp_servers;
   // A reopened session (resume, approve in another process) remembers the
   // files the model already looked at.
   ReplayReadLedger(transcript_.messages(), MakeToolContext(), *ledger_);
@@ -834,7 +835,7 @@ Status SessionImpl::Init() {
     if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
   }
 
-  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_);
+  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_, mcp_servers);
   return Status::Ok();
 }
 

@@ -176,7 +176,8 @@ Result<WiredHooks> WireHooks(const SessionOptions& spec, const WiredTools& tools
   return out;
 }
 
-std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs) {
+std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs,
+                             const std::vector<mcp::ServerStatus>& mcp) {
   SystemPromptParts parts;
   parts.base_override = spec.system_prompt;
   parts.workspace = spec.workspace;
@@ -185,6 +186,20 @@ std::string WireSystemPrompt(const SessionOptions& spec, const learning::Learnin
       learning::MemoryStore(dirs.user_memory, dirs.workspace_memory).Index(kMemoryIndexChars));
   parts.extra_sections.push_back(
       learning::SkillStore(dirs.user_skills, dirs.workspace_skills).Index());
+  std::string servers;
+  for (const mcp::ServerStatus& s : mcp) {
+    if (s.state != "ready" || s.instructions.empty()) continue;
+    std::string text = s.instructions;
+    if (text.size() > kMcpInstructionsChars) {
+      // Cut at a UTF-8 boundary.
+      size_t cut = kMcpInstructionsChars;
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+      text = text.substr(0, cut) + " [cut]";
+    }
+    servers += "\n\nInstructions of MCP server '" + s.name + "' (its tools are mcp__" + s.name +
+               "__*; the server's own words, not the user's):\n" + text;
+  }
+  if (!servers.empty()) parts.extra_sections.push_back("# MCP servers" + servers);
   return BuildSystemPrompt(parts);
 }
 

@@ -93,7 +93,11 @@ Result<WiredHooks> WireHooks(const SessionOptions& spec, const WiredTools& tools
                              HookSinks sinks);
 
 // The system prompt: the built-in one (or the specification's), AGENTS.md,
-// the memory and skill indexes.
-std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs);
+// the memory and skill indexes, and the `instructions` of the ready MCP
+// servers in `mcp` (each cut at kMcpInstructionsChars, labelled as the
+// server's words).
+inline constexpr size_t kMcpInstructionsChars = 2000;
+std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs,
+                             const std::vector<mcp::ServerStatus>& mcp = {});
 
 }  // namespace agentloop::engine

@@ -202,6 +202,13 @@ TEST_F(WiringTest, McpServersToolsAreOfferedAndJudgedByName) {
   EXPECT_EQ(tools->mcp_servers[1].state, "failed");
   EXPECT_THAT(tools->warnings, ::testing::Contains(HasSubstr("server 'broken' failed to start")));
   EXPECT_EQ(Judge(*tools, "mcp__fake__echo", Json{{"text", "x"}}), Decision::kAsk);
+  const std::string prompt = WireSystemPrompt(spec_, tools->learning_dirs, tools->mcp_servers);
+  EXPECT_THAT(prompt, HasSubstr("Instructions of MCP server 'fake'"));
+  EXPECT_THAT(prompt, HasSubstr("Use echo to echo."));
+  std::vector<mcp::ServerStatus> chatty = tools->mcp_servers;
+  chatty[0].instructions = std::string(5000, 'z');
+  EXPECT_THAT(WireSystemPrompt(spec_, tools->learning_dirs, chatty),
+              HasSubstr(std::string(kMcpInstructionsChars, 'z') + " [cut]"));
   spec_.allow = {{"mcp__fake__*", "test"}};
   EXPECT_EQ(Judge(*tools, "mcp__fake__echo", Json{{"text", "x"}}), Decision::kAllow);
 

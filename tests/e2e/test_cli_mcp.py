@@ -47,6 +47,9 @@ class McpTest(CliTestCase):
         self.assertIn("mcp__fake__echo", offered)
         self.assertEqual(offered["mcp__fake__echo"]["description"], "Echo the text back.")
         self.assertEqual(offered["mcp__fake__echo"]["parameters"]["required"], ["text"])
+        # The server's instructions are in the system prompt, labelled as its own.
+        self.assertIn("Instructions of MCP server 'fake'", json.dumps(first["messages"][0]))
+        self.assertIn("Use echo to echo.", json.dumps(first["messages"][0]))
 
         a = self.run_cli("approve", item["id"], "--output", "json",
                          env=self.env(OPENAI_API_KEY="sk-test"))
