@@ -274,6 +274,80 @@ TEST(RpcConnection, ProgressReachesTheCallAndCarriesItsToken) {
   EXPECT_EQ(seen[0]["progress"], 5);
 }
 
+// A server that keeps reporting progress for a call until `stop_at` (or
+// until told to stop), then answers it when `answer`.
+struct ProgressFeeder {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread thread;
+  void Start(FakeTransport& t, Json id, std::chrono::steady_clock::time_point stop_at,
+             bool answer) {
+    thread = std::thread([this, &t, id, stop_at, answer] {
+      int n = 0;
+      std::unique_lock<std::mutex> lock(mu);
+      while (!done && std::chrono::steady_clock::now() < stop_at) {
+        lock.unlock();
+        t.Deliver({{"jsonrpc", "2.0"},
+                   {"method", "notifications/progress"},
+                   {"params", {{"progressToken", id}, {"progress", ++n}}}});
+        lock.lock();
+        cv.wait_for(lock, 20ms, [this] { return done; });  // the next report
+      }
+      if (answer && !done) {
+        lock.unlock();
+        t.Reply(id, {{"finished", true}});
+      }
+    });
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+      cv.notify_all();
+    }
+    if (thread.joinable()) thread.join();
+  }
+};
+
+TEST(RpcConnection, ProgressKeepsACallAliveBeyondItsTimeout) {
+  ProgressFeeder feeder;
+  auto t = std::make_unique<FakeTransport>([&feeder](const Json& msg, FakeTransport& f) {
+    if (msg.value("method", "") != "tools/call") return;
+    feeder.Start(f, msg["id"], std::chrono::steady_clock::now() + 3s, /*answer=*/true);
+  });
+  RpcConnection rpc("test", std::move(t));
+  ASSERT_TRUE(rpc.Start(nullptr).ok());
+  CallOptions o;
+  o.progress = true;
+  o.timeout = 1s;  // three times shorter than the work
+  o.max_timeout = 60s;
+  auto r = rpc.Call("tools/call", Json::object(), o);
+  feeder.Stop();
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->result["finished"], true);
+}
+
+TEST(RpcConnection, ProgressNeverExtendsBeyondTheHardMaximum) {
+  ProgressFeeder feeder;
+  auto t = std::make_unique<FakeTransport>([&feeder](const Json& msg, FakeTransport& f) {
+    if (msg.value("method", "") != "tools/call") return;
+    feeder.Start(f, msg["id"], std::chrono::steady_clock::now() + 120s, /*answer=*/false);
+  });
+  FakeTransport* raw = t.get();
+  RpcConnection rpc("test", std::move(t));
+  ASSERT_TRUE(rpc.Start(nullptr).ok());
+  CallOptions o;
+  o.progress = true;
+  o.timeout = 500ms;
+  o.max_timeout = 1500ms;
+  auto r = rpc.Call("tools/call", Json::object(), o);
+  feeder.Stop();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kDeadlineExceeded);
+  EXPECT_TRUE(raw->WaitSent("notifications/cancelled").has_value());
+}
+
 TEST(RpcConnection, ErrorResponseIsAValueAndServerRequestsAreAnswered) {
   auto t = std::make_unique<FakeTransport>([](const Json& msg, FakeTransport& f) {
     if (msg.value("method", "") != "tools/call") return;
