@@ -15,9 +15,10 @@ declare -A allowed=(
   [todo]="base protocol todo"
   [learning]="base protocol env learning todo"
   [store]="base protocol store"
+  [mcp]="base protocol env tools mcp"
   [config]="base protocol config"
-  [engine]="base protocol env permissions core providers tools todo learning store config engine"
-  [server]="base protocol env permissions core providers tools todo learning store config engine server"
+  [engine]="base protocol env permissions core providers tools mcp todo learning store config engine"
+  [server]="base protocol env permissions core providers tools mcp todo learning store config engine server"
 )
 status=0
 for mod in "${!allowed[@]}"; do

@@ -30,6 +30,7 @@
 #include "agentloop/events.h"
 #include "agentloop/executor.h"
 #include "agentloop/hook.h"
+#include "agentloop/mcp.h"
 #include "agentloop/permission.h"
 #include "agentloop/provider.h"
 #include "agentloop/status.h"
@@ -222,6 +223,11 @@ struct SessionOptions {
 
   // Changes asked of a stored session's pinned settings.
   SettingsOverrides overrides;
+
+  // MCP servers whose tools the session offers (docs/mcp.md). Started when
+  // the session opens to run turns; like `extensions`, read on every open
+  // (not pinned).
+  std::vector<McpServerSpec> mcp_servers;
 
   // Process-local extensions (see SessionExtensions): read on every open,
   // also of a stored session.

@@ -38,6 +38,7 @@ struct Assignment {
 struct Layer {
   std::vector<Assignment> assignments;
   std::vector<HookConfig> hooks;
+  std::vector<McpServerSpec> mcp_servers;
 };
 
 ConfigOrigin FileOrigin(const std::filesystem::path& path, const toml::node& node) {
@@ -132,6 +133,115 @@ Status ReadHooks(const toml::node& node, const std::filesystem::path& path, Laye
   return Status::Ok();
 }
 
+// [mcp_servers.NAME] tables. `strict`: an unknown key is an error.
+Status ReadMcpServers(const toml::node& node, const std::filesystem::path& path, Layer& layer,
+                      std::vector<std::string>& warnings, bool strict) {
+  const std::string where = path.string() + ":" + std::to_string(node.source().begin.line);
+  const toml::table* servers = node.as_table();
+  if (servers == nullptr) {
+    return InvalidArgument(where + ": mcp_servers must be a table of tables ([mcp_servers.NAME])");
+  }
+  // toml++ iterates keys sorted by name; keep the file's order.
+  std::vector<std::pair<std::string_view, const toml::node*>> entries;
+  for (const auto& [k, n] : *servers) entries.emplace_back(k.str(), &n);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.second->source().begin.line < b.second->source().begin.line;
+  });
+  for (const auto& [k, entry_ptr] : entries) {
+    const toml::node& entry = *entry_ptr;
+    const std::string name(k);
+    const std::string at = path.string() + ":" + std::to_string(entry.source().begin.line);
+    const std::string prefix = "mcp_servers." + name;
+    const toml::table* t = entry.as_table();
+    if (t == nullptr) return InvalidArgument(at + ": " + prefix + " must be a table");
+    if (name.empty()) return InvalidArgument(at + ": an MCP server needs a name");
+    McpServerSpec s;
+    s.name = name;
+    s.source = at;
+    for (const auto& [kk, v] : *t) {
+      const std::string key(kk.str());
+      const std::string kat = path.string() + ":" + std::to_string(v.source().begin.line);
+      const std::string full = prefix + "." + key;
+      Json j = TomlToJson(v);
+      auto str = [&](std::string& field) -> Status {
+        if (!j.is_string()) return InvalidArgument(kat + ": " + full + " expects a string");
+        field = j.get<std::string>();
+        return Status::Ok();
+      };
+      auto list = [&](std::vector<std::string>& field) -> Status {
+        if (!j.is_array()) return InvalidArgument(kat + ": " + full + " expects a list of strings");
+        for (const Json& e : j) {
+          if (!e.is_string()) {
+            return InvalidArgument(kat + ": " + full + " expects a list of strings");
+          }
+          field.push_back(e.get<std::string>());
+        }
+        return Status::Ok();
+      };
+      auto boolean = [&](bool& field) -> Status {
+        if (!j.is_boolean()) return InvalidArgument(kat + ": " + full + " expects a boolean");
+        field = j.get<bool>();
+        return Status::Ok();
+      };
+      auto millis = [&](int64_t& field, int64_t max) -> Status {
+        KeySpec spec;
+        spec.name = full;
+        spec.kind = ValueKind::kInt;
+        spec.min = 1;
+        spec.max = max;
+        std::vector<std::string> notes;
+        auto c = config::Coerce(spec, j, false, &notes);
+        if (!c.ok()) return InvalidArgument(kat + ": " + full + " " + c.error().message());
+        for (const auto& n : notes) warnings.push_back(kat + ": " + full + ": " + n);
+        field = c->get<int64_t>();
+        return Status::Ok();
+      };
+      if (key == "command") {
+        AL_RETURN_IF_ERROR(str(s.command));
+      } else if (key == "args") {
+        AL_RETURN_IF_ERROR(list(s.args));
+      } else if (key == "env") {
+        if (!j.is_object())
+          return InvalidArgument(kat + ": " + full + " expects a table of strings");
+        for (const auto& [ek, ev] : j.items()) {
+          if (!ev.is_string()) {
+            return InvalidArgument(kat + ": " + full + "." + ek + " expects a string");
+          }
+          s.env[ek] = ev.get<std::string>();
+        }
+      } else if (key == "url") {
+        AL_RETURN_IF_ERROR(str(s.url));
+      } else if (key == "bearer_token_env_var") {
+        AL_RETURN_IF_ERROR(str(s.bearer_token_env_var));
+      } else if (key == "enabled") {
+        AL_RETURN_IF_ERROR(boolean(s.enabled));
+      } else if (key == "required") {
+        AL_RETURN_IF_ERROR(boolean(s.required));
+      } else if (key == "trusted") {
+        AL_RETURN_IF_ERROR(boolean(s.trusted));
+      } else if (key == "startup_timeout_ms") {
+        AL_RETURN_IF_ERROR(millis(s.startup_timeout_ms, 600'000));
+      } else if (key == "tool_timeout_ms") {
+        AL_RETURN_IF_ERROR(millis(s.tool_timeout_ms, 600'000));
+      } else if (key == "enabled_tools") {
+        AL_RETURN_IF_ERROR(list(s.enabled_tools));
+      } else if (key == "disabled_tools") {
+        AL_RETURN_IF_ERROR(list(s.disabled_tools));
+      } else if (strict) {
+        return InvalidArgument(kat + ": unknown key '" + full + "'");
+      } else {
+        warnings.push_back(kat + ": unknown key '" + full + "'");
+      }
+    }
+    if (s.command.empty() == s.url.empty()) {
+      return InvalidArgument(at + ": " + prefix +
+                             " needs exactly one of 'command' (stdio) and 'url' (HTTP)");
+    }
+    layer.mcp_servers.push_back(std::move(s));
+  }
+  return Status::Ok();
+}
+
 // How a file is read: a user or workspace file warns about unknown keys; an
 // agent's file (`agent` set) rejects them and has an [agent] table.
 struct FileMode {
@@ -204,6 +314,8 @@ Status WalkTable(const toml::table& table, const std::string& prefix,
     const std::string where = path.string() + ":" + std::to_string(node.source().begin.line);
     if (name == "hooks") {
       AL_RETURN_IF_ERROR(ReadHooks(node, path, layer, warnings, mode.agent != nullptr));
+    } else if (name == "mcp_servers") {
+      AL_RETURN_IF_ERROR(ReadMcpServers(node, path, layer, warnings, mode.agent != nullptr));
     } else if (name == "agent" && mode.agent != nullptr) {
       AL_RETURN_IF_ERROR(ReadAgentTable(node, path, *mode.agent));
     } else if (const KeySpec* key = config::FindKey(name)) {
@@ -420,6 +532,22 @@ Status ApplyLayer(Layer layer, const LayerContext& ctx, Config& config,
       continue;
     }
     config.hooks.push_back(std::move(h));
+  }
+  for (McpServerSpec& s : layer.mcp_servers) {
+    if (ctx.allow_list_only) {
+      ctx.ignored->push_back({"mcp_servers." + s.name,
+                              Json{{"command", s.command}, {"args", s.args}, {"url", s.url}},
+                              ConfigOrigin{ConfigOrigin::Kind::kFile, s.source, 0},
+                              "MCP servers start processes and reach the network"});
+      continue;
+    }
+    auto same = std::find_if(config.mcp_servers.begin(), config.mcp_servers.end(),
+                             [&](const McpServerSpec& e) { return e.name == s.name; });
+    if (same != config.mcp_servers.end()) {
+      *same = std::move(s);
+    } else {
+      config.mcp_servers.push_back(std::move(s));
+    }
   }
   return Status::Ok();
 }
@@ -699,6 +827,25 @@ std::vector<ConfigEntry> DescribeConfig(const Config& config) {
                         {"tools", h.tools}},
                    h.origin.ToString()});
   }
+  if (config.mcp_servers.empty()) out.push_back({"mcp_servers", Json::object(), "default"});
+  for (const McpServerSpec& s : config.mcp_servers) {
+    Json env_names = Json::array();  // values may be secrets: names only
+    for (const auto& [name, value] : s.env) env_names.push_back(name);
+    out.push_back({"mcp_servers." + s.name,
+                   Json{{"command", s.command},
+                        {"args", s.args},
+                        {"env", env_names},
+                        {"url", s.url},
+                        {"bearer_token_env_var", s.bearer_token_env_var},
+                        {"enabled", s.enabled},
+                        {"startup_timeout_ms", s.startup_timeout_ms},
+                        {"tool_timeout_ms", s.tool_timeout_ms},
+                        {"enabled_tools", s.enabled_tools},
+                        {"disabled_tools", s.disabled_tools},
+                        {"required", s.required},
+                        {"trusted", s.trusted}},
+                   s.source});
+  }
   return out;
 }
 
@@ -744,6 +891,7 @@ std::vector<std::string> ConfigKeys() {
   std::vector<std::string> out;
   for (const KeySpec& k : config::Keys()) out.push_back(k.name);
   out.push_back("hooks");
+  out.push_back("mcp_servers");
   return out;
 }
 

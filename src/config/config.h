@@ -50,6 +50,7 @@
 
 #include "agentloop/env.h"
 #include "agentloop/json.h"
+#include "agentloop/mcp.h"
 #include "agentloop/permission.h"
 #include "agentloop/status.h"
 #include "agentloop/types.h"
@@ -197,6 +198,10 @@ struct Config {
   std::vector<Sourced<std::string>> skills_dirs;
   std::vector<Sourced<std::string>> memory_dirs;
   std::vector<HookConfig> hooks;
+  // [mcp_servers.NAME] tables, in order of first appearance; a later layer's
+  // table of the same NAME replaces the whole entry. Not from an untrusted
+  // workspace file (a server is a process it would start).
+  std::vector<McpServerSpec> mcp_servers;
 
   // The budget of `kind` as the engine uses it.
   Budget BudgetFor(CommandKind kind) const;

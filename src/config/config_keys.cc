@@ -392,6 +392,7 @@ std::string Suggest(std::string_view name) {
   }
   for (const auto& t : tables) candidates.emplace_back(t);
   candidates.emplace_back("hooks");
+  candidates.emplace_back("mcp_servers");
   return ClosestMatch(name, candidates);
 }
 

@@ -382,6 +382,72 @@ TEST_F(ConfigTest, WorkspaceFoldersMustStayInsideTheWorkspace) {
                                                     "skills.dirs[4]", "memory.dirs[0]"));
 }
 
+TEST_F(ConfigTest, McpServersAreReadWithDefaultsAndReplacedByName) {
+  WriteUser(
+      "[mcp_servers.github]\ncommand = \"github-mcp\"\nargs = [\"stdio\"]\n"
+      "env = { GH_HOST = \"example.com\" }\ntool_timeout_ms = 5000\n"
+      "disabled_tools = [\"delete_repo\"]\ntrusted = true\nwhen = 1\n"
+      "[mcp_servers.docs]\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_token_env_var = "
+      "\"DOCS_TOKEN\"\n"
+      "enabled = false\nrequired = true\n");
+  LoadedConfig c = MustLoad();
+  ASSERT_EQ(c.config.mcp_servers.size(), 2u);
+  const McpServerSpec& gh =
+      c.config.mcp_servers[0].name == "github" ? c.config.mcp_servers[0] : c.config.mcp_servers[1];
+  const McpServerSpec& docs =
+      c.config.mcp_servers[0].name == "docs" ? c.config.mcp_servers[0] : c.config.mcp_servers[1];
+  EXPECT_EQ(gh.command, "github-mcp");
+  EXPECT_EQ(gh.args, (std::vector<std::string>{"stdio"}));
+  EXPECT_EQ(gh.env.at("GH_HOST"), "example.com");
+  EXPECT_EQ(gh.tool_timeout_ms, 5000);
+  EXPECT_EQ(gh.startup_timeout_ms, 10000);
+  EXPECT_EQ(gh.disabled_tools, (std::vector<std::string>{"delete_repo"}));
+  EXPECT_TRUE(gh.trusted);
+  EXPECT_TRUE(gh.enabled);
+  EXPECT_THAT(gh.source, HasSubstr("config.toml:1"));
+  EXPECT_EQ(docs.url, "http://127.0.0.1:9/mcp");
+  EXPECT_EQ(docs.bearer_token_env_var, "DOCS_TOKEN");
+  EXPECT_FALSE(docs.enabled);
+  EXPECT_TRUE(docs.required);
+  EXPECT_THAT(c.warnings, Contains(HasSubstr("unknown key 'mcp_servers.github.when'")));
+
+  // A timeout over ten minutes is clamped; command and url exclude each other.
+  WriteUser("[mcp_servers.x]\ncommand = \"x\"\nstartup_timeout_ms = 9999999\n");
+  EXPECT_EQ(MustLoad().config.mcp_servers.at(0).startup_timeout_ms, 600000);
+  WriteUser("[mcp_servers.x]\ncommand = \"x\"\nurl = \"http://127.0.0.1:1/\"\n");
+  EXPECT_THAT(LoadError().message(), HasSubstr("exactly one of 'command' (stdio) and 'url'"));
+  WriteUser("[mcp_servers.x]\nargs = \"not a list\"\ncommand = \"x\"\n");
+  EXPECT_THAT(LoadError().message(), HasSubstr("mcp_servers.x.args expects a list of strings"));
+}
+
+TEST_F(ConfigTest, McpServersOfAnUntrustedWorkspaceAreIgnored) {
+  WriteUser("[mcp_servers.mine]\ncommand = \"mine\"\n");
+  const std::string text =
+      "[mcp_servers.evil]\ncommand = \"sh\"\nargs = [\"-c\", \"curl x\"]\n"
+      "[mcp_servers.mine]\ncommand = \"other\"\n";
+  WriteWorkspace(text);
+  LoadedConfig c = MustLoad();
+  ASSERT_EQ(c.config.mcp_servers.size(), 1u);
+  EXPECT_EQ(c.config.mcp_servers[0].command, "mine");
+  std::vector<std::string> keys;
+  for (const auto& i : c.ignored) keys.push_back(i.key);
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("mcp_servers.evil", "mcp_servers.mine"));
+  EXPECT_THAT(c.ignored[0].reason, HasSubstr("start processes"));
+
+  // Trusted (these very bytes): the workspace's servers count, the later
+  // table of a name replacing the user's.
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  ASSERT_TRUE(TrustWorkspace(store, workspace_, 1).ok());
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->config.mcp_servers.size(), 2u);
+  EXPECT_EQ(t->config.mcp_servers[0].name, "mine");
+  EXPECT_EQ(t->config.mcp_servers[0].command, "other");
+  EXPECT_EQ(t->config.mcp_servers[1].name, "evil");
+}
+
 TEST_F(ConfigTest, TrustedWorkspaceIsReadInFullUntilItChanges) {
   const std::string text =
       "[provider]\nbase_url = \"http://127.0.0.1:9/v1\"\n[permissions]\nallow = [\"bash(make*)\"]\n"

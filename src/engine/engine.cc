@@ -652,6 +652,7 @@ class EngineImpl final : public Engine {
     o.api_key = caller.api_key;
     o.webhook_secret = caller.webhook_secret;
     o.extensions = caller.extensions;
+    o.mcp_servers = caller.mcp_servers;
     AL_RETURN_IF_ERROR(CheckExtensions(session_id, *stored, caller.extensions));
     auto ws = CanonicalWorkspace(o.workspace);
     if (!ws.ok()) {
@@ -829,8 +830,9 @@ Status SessionImpl::RebuildProvider() {
 
 Status SessionImpl::Init() {
   AL_RETURN_IF_ERROR(RebuildProvider());
-  const engine::WiringContext ctx =
-      engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
+  engine::WiringContext ctx = engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
+  // Only a session that can run turns (it holds the lock) starts servers.
+  ctx.start_mcp_servers = lock_ != nullptr;
 
   AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(options_, ctx));
   for (auto& w : tools.warnings) warnings_.push_back(std::move(w));
@@ -838,6 +840,7 @@ Status SessionImpl::Init() {
   learning_dirs_ = tools.learning_dirs;
   extra_read_roots_ = tools.extra_read_roots;
   registry_ = std::move(tools.registry);
+  const std::vector<mcp::ServerStatus> mcp_servers = tools.mcp_servers;
   // A reopened session (resume, approve in another process) remembers the
   // files the model already looked at.
   ReplayReadLedger(transcript_.messages(), MakeToolContext(), *ledger_);
@@ -877,7 +880,7 @@ Status SessionImpl::Init() {
     if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
   }
 
-  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_);
+  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_, mcp_servers);
   return Status::Ok();
 }
 

@@ -168,6 +168,7 @@ Result<SessionOptions> SessionOptionsFromConfig(const Config& config, const fs::
   o.todo_inject_state = config.todo_loop.inject_state.value;
   o.todo_max_injected_tasks = static_cast<int>(config.todo_loop.max_injected_tasks.value);
   o.reflector = config.reflector.enabled.value;
+  o.mcp_servers = config.mcp_servers;
   return o;
 }
 

@@ -3,6 +3,7 @@
 #include "config/config.h"
 #include "engine/ask_user.h"
 #include "engine/system_prompt.h"
+#include "env/process.h"
 #include "learning/learning_tools.h"
 #include "learning/memory_store.h"
 #include "learning/proposals.h"
@@ -72,6 +73,35 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
                              "' is already offered; choose another name");
     }
     out.registry.Add(t);
+  }
+
+  if (ctx.start_mcp_servers && !spec.mcp_servers.empty()) {
+    mcp::LaunchContext launch;
+    launch.workspace = spec.workspace;
+    // bash's environment: the same scrubbing, the same passes and values.
+    std::vector<std::string> base;
+    for (const auto& [name, value] : ctx.env) base.push_back(name + "=" + value);
+    EnvPolicy policy;
+    policy.remove = spec.env_remove;
+    policy.pass = spec.env_pass;
+    policy.set = spec.env_set;
+    launch.base_env = ChildEnvironment(base, policy);
+    launch.sandbox = IsReadOnly(spec.command) && spec.sandbox != SandboxMode::kOff
+                         ? SandboxMode::kReadOnly
+                         : spec.sandbox;
+    launch.network = spec.sandbox_network;
+    launch.sandbox_fallback = spec.sandbox_fallback;
+    AL_ASSIGN_OR_RETURN(mcp::StartedServers started, mcp::StartServers(spec.mcp_servers, launch));
+    for (auto& w : started.warnings) out.warnings.push_back(std::move(w));
+    for (auto& t : started.tools) {
+      if (out.registry.Find(t->spec().name) != nullptr) {
+        out.warnings.push_back("mcp: tool " + t->spec().name +
+                               " is left out: a tool of that name is already offered");
+        continue;
+      }
+      out.registry.Add(t);
+    }
+    out.mcp_servers = std::move(started.servers);
   }
   return out;
 }
@@ -146,7 +176,8 @@ Result<WiredHooks> WireHooks(const SessionOptions& spec, const WiredTools& tools
   return out;
 }
 
-std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs) {
+std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs,
+                             const std::vector<mcp::ServerStatus>& mcp) {
   SystemPromptParts parts;
   parts.base_override = spec.system_prompt;
   parts.workspace = spec.workspace;
@@ -155,6 +186,20 @@ std::string WireSystemPrompt(const SessionOptions& spec, const learning::Learnin
       learning::MemoryStore(dirs.user_memory, dirs.workspace_memory).Index(kMemoryIndexChars));
   parts.extra_sections.push_back(
       learning::SkillStore(dirs.user_skills, dirs.workspace_skills).Index());
+  std::string servers;
+  for (const mcp::ServerStatus& s : mcp) {
+    if (s.state != "ready" || s.instructions.empty()) continue;
+    std::string text = s.instructions;
+    if (text.size() > kMcpInstructionsChars) {
+      // Cut at a UTF-8 boundary.
+      size_t cut = kMcpInstructionsChars;
+      while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+      text = text.substr(0, cut) + " [cut]";
+    }
+    servers += "\n\nInstructions of MCP server '" + s.name + "' (its tools are mcp__" + s.name +
+               "__*; the server's own words, not the user's):\n" + text;
+  }
+  if (!servers.empty()) parts.extra_sections.push_back("# MCP servers" + servers);
   return BuildSystemPrompt(parts);
 }
 

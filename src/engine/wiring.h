@@ -22,6 +22,7 @@
 
 #include "learning/paths.h"
 #include "learning/reflector_hook.h"
+#include "mcp/servers.h"
 #include "permissions/policy.h"
 #include "todo/todo_loop_hook.h"
 #include "todo/todo_tool.h"
@@ -33,6 +34,9 @@ struct WiringContext {
   EnvMap env;                        // HOME and the XDG directories
   std::filesystem::path data_dir;    // the engine's data directory (memory, proposals)
   std::filesystem::path config_dir;  // the user's configuration directory; empty: none
+  // Start the specification's MCP servers and offer their tools (a session
+  // that runs turns); off, they are left out (permissions check).
+  bool start_mcp_servers = false;
 };
 
 // The context of a process whose environment is `env` and data directory
@@ -40,18 +44,21 @@ struct WiringContext {
 WiringContext MakeWiringContext(const EnvMap& env, std::filesystem::path data_dir = {});
 
 struct WiredTools {
-  // The built-in tools, todo, ask_user, the memory and skill tools, then the
-  // specification's extra tools, in that order.
+  // The built-in tools, todo, ask_user, the memory and skill tools, the
+  // specification's extra tools, then the MCP servers' tools, in that order.
   ToolRegistry registry;
   std::shared_ptr<todo::TodoTool> todo;
   learning::LearningDirs learning_dirs;
   // Folders outside the workspace that `read` may read (skills).
   std::vector<std::filesystem::path> extra_read_roots;
   std::vector<std::string> warnings;
+  // The MCP servers' states; their processes live as long as their tools.
+  std::vector<mcp::ServerStatus> mcp_servers;
 };
 
 // Errors: kInvalidArgument for an extra tool that is null or has the name of
-// a tool the engine already offers.
+// a tool the engine already offers; kFailedPrecondition for a required MCP
+// server that did not start.
 Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ctx);
 
 struct WiredPolicy {
@@ -86,7 +93,11 @@ Result<WiredHooks> WireHooks(const SessionOptions& spec, const WiredTools& tools
                              HookSinks sinks);
 
 // The system prompt: the built-in one (or the specification's), AGENTS.md,
-// the memory and skill indexes.
-std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs);
+// the memory and skill indexes, and the `instructions` of the ready MCP
+// servers in `mcp` (each cut at kMcpInstructionsChars, labelled as the
+// server's words).
+inline constexpr size_t kMcpInstructionsChars = 2000;
+std::string WireSystemPrompt(const SessionOptions& spec, const learning::LearningDirs& dirs,
+                             const std::vector<mcp::ServerStatus>& mcp = {});
 
 }  // namespace agentloop::engine

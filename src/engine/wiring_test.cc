@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/testing/files.h"
+#include "env/process.h"
 
 namespace agentloop::engine {
 namespace {
@@ -168,6 +169,53 @@ TEST_F(WiringTest, SystemPromptTakesTheSpecificationsText) {
   ASSERT_TRUE(tools.ok());
   spec_.system_prompt = "You answer in haiku.";
   EXPECT_THAT(WireSystemPrompt(spec_, tools->learning_dirs), HasSubstr("You answer in haiku."));
+}
+
+// MCP servers start only for a session that runs turns; their tools come
+// after the others, asked for by default (an untrusted server's hints are
+// not believed), and a rule by name allows them.
+TEST_F(WiringTest, McpServersToolsAreOfferedAndJudgedByName) {
+  const std::string python = FindExecutable("python3");
+  if (python.empty()) GTEST_SKIP() << "python3 is not installed";
+  McpServerSpec server;
+  server.name = "fake";
+  server.command = python;
+  server.args = {AL_FAKE_MCP_SERVER};
+  server.startup_timeout_ms = 30000;
+  McpServerSpec broken;
+  broken.name = "broken";
+  broken.command = "/nonexistent/server";
+  spec_.mcp_servers = {server, broken};
+
+  auto without = WireTools(spec_, ctx_);
+  ASSERT_TRUE(without.ok());
+  EXPECT_EQ(without->registry.Find("mcp__fake__echo"), nullptr);
+
+  ctx_.start_mcp_servers = true;
+  ctx_.env["PATH"] = "/usr/bin:/bin";
+  auto tools = WireTools(spec_, ctx_);
+  ASSERT_TRUE(tools.ok()) << tools.error().ToString();
+  ASSERT_NE(tools->registry.Find("mcp__fake__echo"), nullptr);
+  EXPECT_EQ(tools->registry.Specs().back().name, "mcp__fake__env");
+  ASSERT_EQ(tools->mcp_servers.size(), 2u);
+  EXPECT_EQ(tools->mcp_servers[0].state, "ready");
+  EXPECT_EQ(tools->mcp_servers[1].state, "failed");
+  EXPECT_THAT(tools->warnings, ::testing::Contains(HasSubstr("server 'broken' failed to start")));
+  EXPECT_EQ(Judge(*tools, "mcp__fake__echo", Json{{"text", "x"}}), Decision::kAsk);
+  const std::string prompt = WireSystemPrompt(spec_, tools->learning_dirs, tools->mcp_servers);
+  EXPECT_THAT(prompt, HasSubstr("Instructions of MCP server 'fake'"));
+  EXPECT_THAT(prompt, HasSubstr("Use echo to echo."));
+  std::vector<mcp::ServerStatus> chatty = tools->mcp_servers;
+  chatty[0].instructions = std::string(5000, 'z');
+  EXPECT_THAT(WireSystemPrompt(spec_, tools->learning_dirs, chatty),
+              HasSubstr(std::string(kMcpInstructionsChars, 'z') + " [cut]"));
+  spec_.allow = {{"mcp__fake__*", "test"}};
+  EXPECT_EQ(Judge(*tools, "mcp__fake__echo", Json{{"text", "x"}}), Decision::kAllow);
+
+  spec_.mcp_servers[1].required = true;
+  auto required = WireTools(spec_, ctx_);
+  ASSERT_FALSE(required.ok());
+  EXPECT_THAT(required.error().message(), HasSubstr("required MCP server 'broken'"));
 }
 
 }  // namespace

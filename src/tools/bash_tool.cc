@@ -11,9 +11,8 @@
 #include "tools/tools.h"
 
 namespace agentloop::tools {
-namespace {
 
-// The bubblewrap command line around `command`: the whole file system
+// The bubblewrap command line around `program`: the whole file system
 // read-only, a private /dev, /proc (of the new PID namespace) and /tmp, the
 // workspace bound read-write or read-only, no network unless `network`, and
 // a PID namespace of its own, so that when the shell exits every process it
@@ -23,8 +22,9 @@ namespace {
 // In workspace-write, the workspace's `.git` and `.agentloop` (what git and
 // agentloop run or obey: hooks, config, rules) stay read-only, so that a
 // command cannot plant code that runs later outside the sandbox.
-std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode, bool network,
-                                     const std::string& ws, const std::string& command) {
+std::vector<std::string> SandboxedArgv(const std::string& bwrap, SandboxMode mode, bool network,
+                                       const std::string& ws,
+                                       const std::vector<std::string>& program) {
   std::vector<std::string> argv = {bwrap,  "--ro-bind", "/",     "/",       "--dev",
                                    "/dev", "--proc",    "/proc", "--tmpfs", "/tmp"};
   if (!network) argv.push_back("--unshare-net");
@@ -47,9 +47,17 @@ std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode,
       argv.push_back(target.string());
     }
   }
-  for (const char* a : {"--chdir", ws.c_str(), "/bin/bash", "-c"}) argv.push_back(a);
-  argv.push_back(command);
+  argv.push_back("--chdir");
+  argv.push_back(ws);
+  argv.insert(argv.end(), program.begin(), program.end());
   return argv;
+}
+
+namespace {
+
+std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode, bool network,
+                                     const std::string& ws, const std::string& command) {
+  return SandboxedArgv(bwrap, mode, network, ws, {"/bin/bash", "-c", command});
 }
 
 // Whether bubblewrap at `path` can build a sandbox here. Probed once per

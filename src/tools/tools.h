@@ -139,6 +139,16 @@ class BashTool final : public Tool {
 // runs once per path and process.
 std::string SandboxUnavailableReason(const std::string& bwrap_path = "");
 
+// The bubblewrap command line (`bwrap` is its path) that runs `program`
+// (argv) in the workspace `ws` confined as bash's commands are: the whole
+// file system read-only, private /dev, /proc and /tmp, the workspace
+// writable in kWorkspaceWrite (its .git and .agentloop still read-only), no
+// network unless `network`, a PID namespace of its own. REQUIRES: mode is
+// not kOff.
+std::vector<std::string> SandboxedArgv(const std::string& bwrap, SandboxMode mode, bool network,
+                                       const std::string& ws,
+                                       const std::vector<std::string>& program);
+
 // Shared helpers (tool_util.cc).
 
 // `lines` numbered from `first_lineno` in `cat -n` style ("%6d\t%s").

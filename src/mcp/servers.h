@@ -1,0 +1,68 @@
+// Starting a session's MCP servers and turning their tools into agentloop
+// tools.
+//
+// Servers start in parallel; each must spawn, hand-shake and list its tools
+// within its startup_timeout_ms. One that fails is reported (state
+// "failed", with the reason) and the session runs without it, unless it is
+// `required`: then StartServers fails naming it.
+//
+// Thread-safety: StartServers is a pure function of its arguments (it
+// starts processes).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agentloop/mcp.h"
+#include "agentloop/tool.h"
+
+#include "mcp/client.h"
+
+namespace agentloop::mcp {
+
+struct LaunchContext {
+  std::filesystem::path workspace;  // the servers' working directory
+  // The environment a server starts from: bash's (scrubbed of secrets),
+  // "NAME=value" entries; each server's `env` is added to it.
+  std::vector<std::string> base_env;
+  // bash's sandbox: a stdio server runs inside the same sandbox when it is
+  // on (kRefuse: a server is not started when bubblewrap cannot run here).
+  SandboxMode sandbox = SandboxMode::kOff;
+  bool network = false;
+  SandboxFallback sandbox_fallback = SandboxFallback::kRefuse;
+  size_t output_cap_chars = 30000;
+  // Server stderr lines, labelled by server (may be empty: kept only as the
+  // tail shown when a server fails).
+  std::function<void(const std::string& server, const std::string& line)> on_stderr;
+};
+
+struct ServerStatus {
+  std::string name;
+  std::string state;  // "ready" | "failed" | "disabled"
+  std::string error;  // failed: why
+  std::string protocol_version;
+  Json server_info;                // {name, version} as the server sent it
+  std::vector<std::string> tools;  // the names the model sees
+  std::string instructions;
+};
+
+struct StartedServers {
+  std::vector<std::shared_ptr<Tool>> tools;
+  std::vector<ServerStatus> servers;
+  std::vector<std::string> warnings;
+  std::vector<std::shared_ptr<McpClient>> clients;
+};
+
+// Errors: kFailedPrecondition naming a `required` server that did not
+// start, and why.
+Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
+                                    const LaunchContext& ctx);
+
+// Builds the transport for one server (stdio; HTTP is not supported yet:
+// kUnimplemented-like kFailedPrecondition naming the server).
+Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
+                                                 const LaunchContext& ctx);
+
+}  // namespace agentloop::mcp

@@ -1,0 +1,137 @@
+"""End-to-end: tools of an MCP server (tests/e2e/fake_mcp_server.py over
+stdio) offered to the model as mcp__<server>__<tool>, asked for by default,
+approved in another process, and refused in plan mode unless a trusted
+server marks them read-only."""
+
+import json
+import os
+import sys
+import unittest
+
+from e2e_util import CliTestCase
+
+FAKE_MCP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_mcp_server.py")
+
+
+class McpTest(CliTestCase):
+
+    def configure(self, trusted=False, extra=""):
+        cfg_dir = os.path.join(self.home, ".config", "agentloop")
+        os.makedirs(cfg_dir, exist_ok=True)
+        with open(os.path.join(cfg_dir, "config.toml"), "w", encoding="utf-8") as f:
+            f.write('[mcp_servers.fake]\ncommand = %s\nargs = [%s, "--stderr-noise"]\n'
+                    'env = { FAKE_SETTING = "from-config" }\ntrusted = %s\n%s' %
+                    (json.dumps(sys.executable), json.dumps(FAKE_MCP),
+                     "true" if trusted else "false", extra))
+
+    def run_model(self, server, *args):
+        return self.run_cli("run", "--provider", "openai", "--base-url", server.base_url,
+                            "--model", "m", "-C", self.ws, "--output", "json", *args,
+                            env=self.env(OPENAI_API_KEY="sk-test"))
+
+    def test_model_calls_mcp_tool_after_approval(self):
+        self.configure()
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__fake__echo",
+                             "input": {"text": "hello from the model"}}]},
+            {"text": "The server echoed."}]})
+        p = self.run_model(server, "echo something")
+        self.assert_code(p, 5)  # MCP tools are asked for by default
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "pending_approval")
+        item = r["pending"][0]
+        self.assertEqual(item["tool"], "mcp__fake__echo")
+        # The model saw the tool with the server's description and schema.
+        first = server.requests()[0]["body"]
+        offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
+        self.assertIn("mcp__fake__echo", offered)
+        self.assertEqual(offered["mcp__fake__echo"]["description"], "Echo the text back.")
+        self.assertEqual(offered["mcp__fake__echo"]["parameters"]["required"], ["text"])
+        # The server's instructions are in the system prompt, labelled as its own.
+        self.assertIn("Instructions of MCP server 'fake'", json.dumps(first["messages"][0]))
+        self.assertIn("Use echo to echo.", json.dumps(first["messages"][0]))
+
+        a = self.run_cli("approve", item["id"], "--output", "json",
+                         env=self.env(OPENAI_API_KEY="sk-test"))
+        self.assert_code(a, 0)
+        done = self.json_result(a)
+        self.assertEqual(done["status"], "completed")
+        self.assertEqual(done["final_text"], "The server echoed.")
+        # The tool's answer reached the model's next request.
+        requests = server.requests()
+        self.assertEqual(len(requests), 2)
+        self.assertIn("echo: hello from the model", json.dumps(requests[-1]["body"]))
+
+    def test_allow_rule_by_name_and_server_environment(self):
+        self.configure()
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__fake__env",
+                             "input": {"name": "FAKE_SETTING"}},
+                            {"id": "c2", "name": "mcp__fake__env",
+                             "input": {"name": "OPENAI_API_KEY"}}]},
+            {"text": "ok"}]})
+        p = self.run_model(server, "--allow", "mcp__fake__*", "show the setting")
+        self.assert_code(p, 0)
+        last = json.dumps(server.requests()[-1]["body"])
+        self.assertIn("FAKE_SETTING=from-config", last)
+        # The server gets bash's scrubbed environment: no API key.
+        self.assertIn("OPENAI_API_KEY=(unset)", last)
+
+    def test_plan_mode_offers_only_read_only_tools_of_a_trusted_server(self):
+        self.configure(trusted=True)
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__fake__echo", "input": {"text": "hi"}}]},
+            {"text": "planned"}]})
+        p = self.run_model(server, "--command", "plan", "--allow", "*", "make a plan")
+        self.assert_code(p, 0)
+        requests = server.requests()
+        offered = [t["function"]["name"] for t in requests[0]["body"]["tools"]]
+        self.assertIn("mcp__fake__echo", offered)
+        self.assertNotIn("mcp__fake__write_note", offered)
+        self.assertIn("echo: hi", json.dumps(requests[-1]["body"]))
+
+        # A forged call of the tool that was not offered is refused, unrun.
+        forged = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__fake__write_note",
+                             "input": {"text": "should not be written"}}]},
+            {"text": "planned"}]})
+        p = self.run_model(forged, "--command", "plan", "--allow", "*", "make a plan")
+        self.assert_code(p, 4)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "tool_refused")
+        self.assertIn("PLAN_MODE_REFUSED", r["reason"])
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "NOTE.txt")))
+
+    def test_plan_mode_offers_no_tool_of_an_untrusted_server(self):
+        self.configure(trusted=False)
+        server = self.server({"responses": [{"text": "planned"}]})
+        p = self.run_model(server, "--command", "plan", "--allow", "*", "make a plan")
+        self.assert_code(p, 0)
+        offered = [t["function"]["name"] for t in server.requests()[0]["body"]["tools"]]
+        self.assertEqual([n for n in offered if n.startswith("mcp__")], [])
+
+    def test_server_that_does_not_start_is_reported_and_the_session_runs(self):
+        cfg_dir = os.path.join(self.home, ".config", "agentloop")
+        os.makedirs(cfg_dir, exist_ok=True)
+        with open(os.path.join(cfg_dir, "config.toml"), "w", encoding="utf-8") as f:
+            f.write('[mcp_servers.broken]\ncommand = "/nonexistent/server"\n')
+        server = self.server({"responses": [{"text": "fine"}]})
+        p = self.run_model(server, "hello")
+        self.assert_code(p, 0)
+        self.assertIn("mcp: server 'broken' failed to start", p.stderr)
+
+    def test_untrusted_workspace_cannot_start_a_server(self):
+        marker = os.path.join(self.tmp, "started")
+        os.makedirs(os.path.join(self.ws, ".agentloop"), exist_ok=True)
+        with open(os.path.join(self.ws, ".agentloop", "config.toml"), "w") as f:
+            f.write('[mcp_servers.evil]\ncommand = "/bin/touch"\nargs = [%s]\n' %
+                    json.dumps(marker))
+        server = self.server({"responses": [{"text": "fine"}]})
+        p = self.run_model(server, "hello")
+        self.assert_code(p, 0)
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn("mcp_servers.evil", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
