@@ -311,6 +311,18 @@ async def phase_turns(a, host, port, res):
 
     before = proc_sample(pid)
     t = time.monotonic()
+    # Peaks over the whole run, the start of the turns included.
+    run_peak = {}
+
+    async def sampler():
+        while True:
+            s = proc_sample(pid)
+            for k in ("VmRSS", "fds", "Threads"):
+                if k in s:
+                    run_peak[k] = max(run_peak.get(k, 0), s[k])
+            await asyncio.sleep(0.5)
+
+    sampling = asyncio.create_task(sampler())
     starts = await gather_limited(
         a.conns,
         [pool.request("POST", f"/v1/sessions/{sid}/turns", {"input": "read data.txt and summarise it"}) for sid in sids],
@@ -325,7 +337,9 @@ async def phase_turns(a, host, port, res):
     res["turns_finished"] = finished
     res["turns_by_stop"] = by_stop
     res["turns_wall_s"] = round(time.monotonic() - t, 2)
+    sampling.cancel()
     res["peak"] = peak
+    res["run_peak"] = run_peak
     res["server_end"] = after
     res["server_cpu_turns_s"] = round(after.get("cpu_s", 0) - before.get("cpu_s", 0), 2)
     # Give the watchers a moment to read their last frames, then stop them.
@@ -527,7 +541,7 @@ async def main():
     ap.add_argument("--mux-size", type=int, default=100)
     ap.add_argument("--conns", type=int, default=64)
     ap.add_argument("--idle", action="store_true", help="no turns: sessions and attached clients only")
-    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--timeout", type=float, default=900)
     a = ap.parse_args()
     u = urllib.parse.urlparse(a.url)
     if u.hostname != "127.0.0.1":

@@ -18,7 +18,8 @@
 # STORE_SYNC=normal runs the server with store.sync = normal (no fsync per
 # commit); the default is the product's default, full. PERF_OUT=FILE records
 # a CPU profile of the server per run (FILE.<run>; PERF_CALLGRAPH=dwarf|fp adds
-# call graphs).
+# call graphs). SERVE_WRAP="valgrind --tool=massif --massif-out-file=F" runs the
+# server under that command (a heap profile).
 set -euo pipefail
 
 build=${1:?usage: serve_scale.sh BUILD_DIR [RUN...]}
@@ -82,7 +83,7 @@ EOF
   done
   env -i PATH="$PATH" HOME="$d/home" AGENTLOOP_HOME="$d/home/data" OPENAI_API_KEY=bench \
     AGENTLOOP_STORE_SYNC="${STORE_SYNC:-full}" \
-    "$bin" serve --config "$d/config/config.toml" --listen 127.0.0.1:0 \
+    ${SERVE_WRAP:-} "$bin" serve --config "$d/config/config.toml" --listen 127.0.0.1:0 \
     >"$d/serve.out" 2>"$d/serve.err" &
   local serve_pid=$!
   pids+=("$serve_pid")
