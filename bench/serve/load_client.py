@@ -371,6 +371,9 @@ async def phase_turns(a, host, port, res):
                         ),
                     }
                 )
+    # Every turn has ended and its session closed by now: what stays resident.
+    await asyncio.sleep(2.0)
+    res["after_turns"] = proc_sample(pid)
     res["sse"] = {
         "clients": len(watchers),
         "done": sum(1 for w in watchers if w.done),
