@@ -521,6 +521,7 @@ bool AnswerItem(ChatState& st, const PendingItem& item, const ToolRegistry& tool
     } else if (d.kind == ApprovalDecision::Kind::kAllow) {
       res.kind = Resolution::Kind::kApprove;
       res.edited_arguments = d.edited_input;
+      res.remember_for_session = d.remember_for_session;  // `a`
     } else {
       res.kind = Resolution::Kind::kDeny;
       res.reason = d.reason;
