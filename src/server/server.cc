@@ -519,6 +519,7 @@ class ServerImpl final : public Server {
         {http_verb::patch, "/sessions/{id}", kScopeWrite, &ServerImpl::PatchSession},
         {http_verb::get, "/sessions/{id}/messages", kScopeRead, &ServerImpl::Messages},
         {http_verb::post, "/sessions/{id}/turns", kScopeWrite, &ServerImpl::PostTurn},
+        {http_verb::post, "/sessions/{id}/compact", kScopeWrite, &ServerImpl::CompactSession},
         {http_verb::get, "/sessions/{id}/turns/{turn}", kScopeRead, &ServerImpl::GetTurn},
         {http_verb::get, "/sessions/{id}/turns/{turn}/wait", kScopeRead, &ServerImpl::WaitTurn},
         {http_verb::post, "/sessions/{id}/turns/{turn}/cancel", kScopeWrite,
@@ -1695,6 +1696,57 @@ class ServerImpl final : public Server {
         {"id", turn_id}, {"session_id", t.session_id}, {"status", t.done ? "done" : "running"}};
     if (t.done) j["result"] = t.result;
     return j;
+  }
+
+  // POST /v1/sessions/{id}/compact {focus?}: compacts the view of the
+  // history the model gets (a turn asking the model for a summary; the
+  // store keeps every message), as `/compact` does at a terminal. Answers
+  // with that turn's outcome; its events reach the session's watchers. The
+  // summary request is a blocking model call on a worker thread.
+  void CompactSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Status keys = OnlyKeys(*body, {"focus"});
+    if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
+    std::string focus;
+    if (body->contains("focus")) {
+      const Json& f = (*body)["focus"];
+      if (!f.is_string() || f.get<std::string>().size() > 2000) {
+        return ex->Send(
+            Problem(400, "invalid_request", "focus must be a string of at most 2000 bytes"));
+      }
+      focus = f.get<std::string>();
+    }
+    const std::string& id = p[0];
+    WithSession(ex, who, id, [this, ex, id, focus](SessionInfo info) {
+      Live& live = live_[id];
+      live.tenant = info.tenant;
+      if (live.running()) {
+        return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
+      }
+      live.starting = true;  // in use until the compaction has ended
+      live.stop = std::make_shared<std::stop_source>();
+      auto observer = std::make_shared<TurnObserver>(this, id);
+      Blocking(
+          [this, id, focus, observer, stop = live.stop->get_token()]() -> Result<TurnResult> {
+            AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(OptionsToOpen(id)));
+            SessionCallbacks cb;
+            cb.observer = observer.get();
+            return session->Compact(focus, cb, stop);
+          },
+          [this, ex, id, observer](Result<TurnResult> r) {
+            // After the events the compaction handed over.
+            turn_inbox_.Post([this, ex, id, observer, r = std::move(r)]() mutable {
+              live_[id].starting = false;
+              Response answer = r.ok() ? JsonResponse(200, TurnResultJson(*r))
+                                : r.error().code() == Code::kFailedPrecondition
+                                    ? Problem(409, "session_paused", r.error().message())
+                                    : FromStatus(r.error());
+              OnTurnDone(id, *observer, std::move(r));
+              ex->Send(std::move(answer));
+            });
+          });
+    });
   }
 
   void CancelTurn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {

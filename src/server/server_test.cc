@@ -641,6 +641,41 @@ TEST_F(ServerTest, AStreamedTurnsIdempotencyKeyReplaysTheTurn) {
   EXPECT_EQ(messages.json()["items"].size(), 2u);
 }
 
+// POST .../compact runs the summary turn and answers with its outcome;
+// the compaction is an event of the session, and the store keeps every
+// message.
+TEST_F(ServerTest, CompactSummarisesTheHistoryOnRequest) {
+  StartModel(Json::array({{{"text", "one"}},
+                          {{"text", "two"}},
+                          {{"text", "three"}},
+                          {{"text", "four"}},
+                          {{"text", "Goals: count to four."}}}));
+  StartServer();
+  std::string sid = NewSession();
+  for (const char* input : {"1", "2", "3", "4"}) {
+    ASSERT_EQ(RunTurn(sid, input)["stop"], "completed");
+  }
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/compact", {{"focus", 7}}).status, 400u);
+  Reply r = Call("POST", "/v1/sessions/" + sid + "/compact", {{"focus", "counting"}});
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.json()["stop"], "completed") << r.body;
+  Json events = Call("GET", "/v1/sessions/" + sid + "/events?after=0").json()["items"];
+  int compactions = 0;
+  int messages = 0;
+  for (const auto& e : events) {
+    if (e["type"] == "compaction") {
+      ++compactions;
+      EXPECT_EQ(e["trigger"], "manual");
+      EXPECT_EQ(e["summary_source"], "model");
+    }
+    if (e["type"] == "message") ++messages;
+  }
+  EXPECT_EQ(compactions, 1);
+  EXPECT_GE(messages, 8);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "idle");
+  EXPECT_EQ(Call("POST", "/v1/sessions/nope/compact", Json::object()).status, 404u);
+}
+
 TEST_F(ServerTest, PatchRelabelsASession) {
   StartModel(Json::array());
   StartServer();
