@@ -1116,9 +1116,8 @@ class ServerImpl final : public Server {
     }
     if (body->contains("metadata")) {
       const Json& md = (*body)["metadata"];
-      if (!md.is_object() || md.dump().size() > 16384) {
-        return ex->Send(
-            Problem(400, "invalid_request", "metadata must be a JSON object of at most 16 KiB"));
+      if (std::string why = MetadataProblem(md, /*null_clears=*/false); !why.empty()) {
+        return ex->Send(Problem(400, "invalid_request", why));
       }
       o.metadata = md;
     }
@@ -1265,6 +1264,15 @@ class ServerImpl final : public Server {
     });
   }
 
+  // What is wrong with a session's `metadata` from a client (empty: nothing):
+  // a JSON object of at most 16 KiB, or null where `null_clears`.
+  static std::string MetadataProblem(const Json& md, bool null_clears) {
+    const bool shape_ok = md.is_object() || (null_clears && md.is_null());
+    if (shape_ok && md.dump().size() <= 16384) return {};
+    return null_clears ? "metadata must be null or a JSON object of at most 16 KiB"
+                       : "metadata must be a JSON object of at most 16 KiB";
+  }
+
   // PATCH /v1/sessions/{id} {title?, metadata?}: relabels the session
   // (metadata null clears it); answers with the session as GET does.
   void PatchSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
@@ -1284,9 +1292,8 @@ class ServerImpl final : public Server {
     }
     if (body->contains("metadata")) {
       const Json& md = (*body)["metadata"];
-      if (!(md.is_null() || md.is_object()) || md.dump().size() > 16384) {
-        return ex->Send(Problem(400, "invalid_request",
-                                "metadata must be null or a JSON object of at most 16 KiB"));
+      if (std::string why = MetadataProblem(md, /*null_clears=*/true); !why.empty()) {
+        return ex->Send(Problem(400, "invalid_request", why));
       }
       metadata = md;
     }
