@@ -182,5 +182,33 @@ TEST(StringsTest, ClosestMatchSuggestsOnlyCloseWords) {
   EXPECT_EQ(ClosestMatch("modle", words, 2), "");  // distance 2 is not below 2
 }
 
+TEST(StringsTest, Base64RoundTripsBothAlphabets) {
+  // RFC 4648's test vectors.
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode("\xfb\xff", true), "-_8");
+  EXPECT_EQ(Base64Encode("\xfb\xff"), "+/8=");
+  for (const std::string& s :
+       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\x00\xff\x10 x", 5)}) {
+    for (bool url : {false, true}) {
+      Result<std::string> back = Base64Decode(Base64Encode(s, url), url);
+      ASSERT_TRUE(back.ok()) << s;
+      EXPECT_EQ(*back, s);
+    }
+  }
+  EXPECT_FALSE(Base64Decode("Zm9v!", false).ok());
+  EXPECT_FALSE(Base64Decode("+/8", true).ok());  // the other alphabet
+  EXPECT_FALSE(Base64Decode("Zm9vY", false).ok());
+}
+
+TEST(StringsTest, HtmlEscapeLeavesNoMarkup) {
+  EXPECT_EQ(HtmlEscape("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;");
+  EXPECT_EQ(HtmlEscape("plain"), "plain");
+}
+
 }  // namespace
 }  // namespace agentloop

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <vector>
 
 namespace agentloop {
@@ -194,6 +195,81 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string_vi
     }
   }
   return best;
+}
+
+namespace {
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+}  // namespace
+
+std::string Base64Encode(std::string_view in, bool url) {
+  const char* alphabet = url ? kBase64Url : kBase64;
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto byte = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(in[k])); };
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
+    for (int s = 18; s >= 0; s -= 6) out += alphabet[(v >> s) & 63];
+  }
+  const size_t rest = in.size() - i;
+  if (rest > 0) {
+    uint32_t v = byte(i) << 16;
+    if (rest == 2) v |= byte(i + 1) << 8;
+    out += alphabet[(v >> 18) & 63];
+    out += alphabet[(v >> 12) & 63];
+    if (rest == 2) out += alphabet[(v >> 6) & 63];
+    if (!url) out.append(rest == 1 ? "==" : "=");
+  }
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view in, bool url) {
+  const char* alphabet = url ? kBase64Url : kBase64;
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  if (in.size() % 4 == 1) return InvalidArgument("base64 text has an impossible length");
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char ch : in) {
+    const char* p = ch == '\0' ? nullptr : std::strchr(alphabet, ch);
+    if (p == nullptr) return InvalidArgument("base64 text has a character outside its alphabet");
+    acc = (acc << 6) | static_cast<uint32_t>(p - alphabet);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
+std::string HtmlEscape(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (char ch : in) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
+    }
+  }
+  return out;
 }
 
 }  // namespace agentloop

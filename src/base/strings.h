@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "agentloop/status.h"
+
 namespace agentloop {
 
 // UTF-8, one decoder for every module. Valid UTF-8 is the shortest-form
@@ -54,6 +56,17 @@ size_t EditDistance(std::string_view a, std::string_view b);
 // "did you mean" hint); empty when none is that close.
 std::string ClosestMatch(std::string_view word, const std::vector<std::string_view>& candidates,
                          size_t below = 4);
+
+// Base64 (RFC 4648): the standard alphabet with '=' padding, or with `url`
+// the URL-safe alphabet ('-', '_') without padding.
+std::string Base64Encode(std::string_view in, bool url = false);
+// Decodes what Base64Encode writes (the same `url` choice; padding optional).
+// Errors: kInvalidArgument for a character outside the alphabet or a length
+// no encoding has.
+Result<std::string> Base64Decode(std::string_view in, bool url = false);
+
+// Escapes &, <, >, " and ' for text and attribute values in HTML.
+std::string HtmlEscape(std::string_view in);
 
 // Redacts anything that looks like an API key (sk-..., sk-ant-..., long
 // bearer tokens) in text destined for logs and errors.

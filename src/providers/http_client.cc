@@ -230,34 +230,6 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
-std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
 struct Proxy {
   bool configured = false;
   Status error;  // a bad proxy setting fails the requests that would use it
@@ -291,7 +263,7 @@ Proxy ParseProxy(const std::optional<std::string>& option, const char* lower, co
     std::string user = PercentDecode(ui.substr(0, colon));
     std::string pass =
         colon == std::string_view::npos ? std::string() : PercentDecode(ui.substr(colon + 1));
-    p.authorization = "Basic " + Base64(user + ":" + pass);
+    p.authorization = "Basic " + Base64Encode(user + ":" + pass);
     p.url.userinfo.clear();
   }
   return p;
