@@ -19,12 +19,27 @@ namespace {
 namespace fs = std::filesystem;
 
 // A served session never asks a terminal: an `ask` pauses the turn for a
-// decision over HTTP (or the configured webhook, which pauses as well).
+// decision over HTTP. A webhook approver becomes the server's notifications
+// of the agent (with links that decide), sent once the pause is stored.
 void ForServing(SessionOptions& o) {
   o.interactive = false;
-  if (o.approver != ApproverMode::kWebhook && o.approver != ApproverMode::kNone) {
-    o.approver = ApproverMode::kDurable;
+  if (o.approver != ApproverMode::kNone) o.approver = ApproverMode::kDurable;
+}
+
+// The agent's webhook from its approver settings (approver.kind = "webhook").
+Result<server::AgentSpec::Webhook> WebhookOf(const SessionOptions& o) {
+  server::AgentSpec::Webhook w;
+  if (o.approver != ApproverMode::kWebhook) return w;
+  if (o.webhook_secret.empty()) {
+    return InvalidArgument("approver.kind is webhook but its secret is empty: set the variable " +
+                           (o.webhook_secret_env.empty()
+                                ? std::string("that approver.secret_env names")
+                                : o.webhook_secret_env) +
+                           " (notifications are always signed)");
   }
+  w.url = o.webhook_url;
+  w.secret = o.webhook_secret;
+  return w;
 }
 
 }  // namespace
@@ -52,6 +67,14 @@ int CmdServe(const CommandEnv& e) {
     so.tokens.push_back(std::move(*g));
   }
   for (const auto& o : c.server.allowed_origins) so.allowed_origins.push_back(o.value);
+  so.public_url = c.server.public_url.value;
+  if (!so.public_url.empty() && so.public_url.rfind("http://", 0) != 0 &&
+      so.public_url.rfind("https://", 0) != 0) {
+    return fail(InvalidArgument("server.public_url (" + c.server.public_url.origin.ToString() +
+                                ") must start with http:// or https://, e.g. "
+                                "https://agents.example.com"));
+  }
+  so.link_ttl = std::chrono::seconds(c.server.link_ttl_s.value);
 
   Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
   if (!config_dir.ok()) return fail(config_dir.error());
@@ -76,6 +99,13 @@ int CmdServe(const CommandEnv& e) {
     spec.name = a.name;
     spec.description = a.description;
     spec.options = std::move(s->session);
+    Result<server::AgentSpec::Webhook> hook = WebhookOf(spec.options);
+    if (!hook.ok()) {
+      e.err << "agentloop: agent '" << a.name << "' is not served: " << hook.error().message()
+            << "\n";
+      continue;
+    }
+    spec.webhook = std::move(*hook);
     ForServing(spec.options);
     if (a.workspace_policy == engine::AgentWorkspacePolicy::kRoot) {
       // A session may name its subdirectory of the agent's root.
@@ -101,6 +131,9 @@ int CmdServe(const CommandEnv& e) {
     spec.name = "default";
     spec.description = "this invocation's settings, in " + settings->workspace.string();
     spec.options = settings->session;
+    Result<server::AgentSpec::Webhook> hook = WebhookOf(spec.options);
+    if (!hook.ok()) return fail(hook.error());
+    spec.webhook = std::move(*hook);
     ForServing(spec.options);
     so.agents.push_back(std::move(spec));
   }

@@ -440,6 +440,13 @@ class Engine {
                                         std::stop_token stop) = 0;
 
   virtual Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) = 0;
+
+  // A model provider for `options` (provider, model, base URL, the API key or
+  // the variable that holds it), on the engine's HTTP client: for a driver
+  // that makes a model call outside a session. Errors: kInvalidArgument, as
+  // OpenSession's for a provider that is not configured.
+  virtual Result<std::shared_ptr<ModelProvider>> Provider(const SessionOptions& options) = 0;
+
   // One outstanding item by its id or a unique prefix of it (at least 4
   // characters, e.g. "apr_5f3a"); nullopt when nothing outstanding matches.
   // kInvalidArgument when the prefix is too short or matches several items.

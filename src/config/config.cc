@@ -686,6 +686,7 @@ Config DefaultConfig() {
   c.store.sync.value = "full";
   c.compaction.summary_timeout_ms.value = 60'000;
   c.server.listen.value = "127.0.0.1:7878";
+  c.server.link_ttl_s.value = 3 * 24 * 3600;
   return c;
 }
 

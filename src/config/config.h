@@ -193,6 +193,10 @@ struct Config {
     // "<sha256 hex of the token>:<tenant>:<scope>[,<scope>...]"
     std::vector<Sourced<std::string>> tokens;
     std::vector<Sourced<std::string>> allowed_origins;
+    // scheme://host[:port] that links in notifications use (empty: the
+    // listen address over http).
+    Sourced<std::string> public_url;
+    Sourced<int64_t> link_ttl_s;  // how long an approve/deny link works
   } server;
 
   std::vector<Sourced<std::string>> skills_dirs;

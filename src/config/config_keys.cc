@@ -304,6 +304,11 @@ std::vector<KeySpec> BuildKeys() {
       "server.tokens", [](Config & c) -> auto& { return c.server.tokens; }));
   keys.push_back(ListKey(
       "server.allowed_origins", [](Config & c) -> auto& { return c.server.allowed_origins; }));
+  keys.push_back(StringKey(
+      "server.public_url", [](Config & c) -> auto& { return c.server.public_url; }));
+  keys.push_back(IntKey(
+      "server.link_ttl_s", 60, 30 * 24 * 3600,
+      [](Config & c) -> auto& { return c.server.link_ttl_s; }));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(

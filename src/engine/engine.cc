@@ -772,6 +772,41 @@ class EngineImpl final : public Engine {
                                 const SessionOptions& options, const SessionCallbacks& callbacks,
                                 std::stop_token stop) override;
 
+  Result<std::shared_ptr<ModelProvider>> Provider(const SessionOptions& options) override {
+    AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made,
+                        MakeModelProvider(options, "agent " + options.agent));
+    return std::shared_ptr<ModelProvider>(std::move(made));
+  }
+
+  // The provider `o` describes, its API key from the variable it names when
+  // set, on the engine's HTTP client. `who` names the owner in errors.
+  Result<std::unique_ptr<ModelProvider>> MakeModelProvider(const SessionOptions& o,
+                                                           const std::string& who) {
+    SessionOptions with_key = o;
+    if (!o.api_key_env.empty()) {
+      auto it = options_.env.find(o.api_key_env);
+      if (it != options_.env.end() && !it->second.empty()) {
+        with_key.api_key = it->second;
+      } else if (with_key.api_key.empty()) {
+        return InvalidArgument("the API key of " + who + " comes from $" + o.api_key_env +
+                               ", which is not set");
+      }
+    }
+    const ProviderConfig pc = ProviderConfigFor(with_key, options_.env);
+    const bool remote = IsRemoteProvider(o.provider);
+    if (remote && !Configured(pc, with_key)) {
+      const std::string kind(ProviderKindName(o.provider));
+      const std::string var =
+          o.provider == ProviderKind::kAnthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
+      return InvalidArgument("provider " + kind + " has no API key: " + var +
+                             " is not set. Set it (export " + var +
+                             "=...), name the variable that holds the key with "
+                             "provider.api_key_env, or give --base-url for a server that needs "
+                             "none.");
+    }
+    return MakeProvider(pc, remote ? http() : nullptr);
+  }
+
  private:
   EngineOptions options_;
   std::filesystem::path data_dir_;
@@ -790,33 +825,10 @@ Status SessionImpl::RebuildProvider() {
     provider_ = std::move(made);
     return Status::Ok();
   }
-  SessionOptions with_key = options_;
-  if (!options_.api_key_env.empty()) {
-    const EnvMap& env = engine_.options().env;
-    auto it = env.find(options_.api_key_env);
-    if (it != env.end() && !it->second.empty()) {
-      with_key.api_key = it->second;
-    } else if (with_key.api_key.empty()) {
-      return InvalidArgument("the API key of session " + info_.id + " comes from $" +
-                             options_.api_key_env + ", which is not set");
-    }
-  }
-  const ProviderConfig pc = ProviderConfigFor(with_key, engine_.options().env);
-  const bool remote = IsRemoteProvider(options_.provider);
-  if (remote && !Configured(pc, with_key)) {
-    const std::string kind(ProviderKindName(options_.provider));
-    const std::string var =
-        options_.provider == ProviderKind::kAnthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
-    return InvalidArgument("provider " + kind + " has no API key: " + var +
-                           " is not set. Set it (export " + var +
-                           "=...), name the variable that holds the key with "
-                           "provider.api_key_env, or give --base-url for a server that needs "
-                           "none.");
-  }
-  std::shared_ptr<HttpClient> client = remote ? engine_.http() : nullptr;
-  AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made, MakeProvider(pc, client));
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made,
+                      engine_.MakeModelProvider(options_, "session " + info_.id));
   provider_ = std::move(made);
-  if (!remote) {
+  if (!IsRemoteProvider(options_.provider)) {
     int answered = 0;
     for (const auto& m : transcript_.messages()) {
       if (m.role == Role::kAssistant && m.tag.empty()) ++answered;

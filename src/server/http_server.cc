@@ -64,6 +64,24 @@ Result<std::string> PercentDecode(std::string_view text, bool query) {
   return out;
 }
 
+Result<std::multimap<std::string, std::string>> ParseUrlEncoded(std::string_view text) {
+  std::multimap<std::string, std::string> out;
+  while (!text.empty()) {
+    size_t amp = text.find('&');
+    std::string_view pair = text.substr(0, amp);
+    text = amp == std::string_view::npos ? std::string_view() : text.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    AL_ASSIGN_OR_RETURN(std::string k, PercentDecode(pair.substr(0, eq), true));
+    AL_ASSIGN_OR_RETURN(
+        std::string v,
+        PercentDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1),
+                      true));
+    out.emplace(std::move(k), std::move(v));
+  }
+  return out;
+}
+
 Response Problem(unsigned status, std::string_view code, std::string detail,
                  std::string_view request_id) {
   Response r;
@@ -176,23 +194,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!path.ok()) return Reply(Problem(400, "malformed_request", path.error().message()), false);
     req.path = std::move(*path);
     if (q != std::string_view::npos) {
-      std::string_view rest = target.substr(q + 1);
-      while (!rest.empty()) {
-        size_t amp = rest.find('&');
-        std::string_view pair = rest.substr(0, amp);
-        rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
-        if (pair.empty()) continue;
-        size_t eq = pair.find('=');
-        Result<std::string> k = PercentDecode(pair.substr(0, eq), true);
-        Result<std::string> v = PercentDecode(
-            eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true);
-        if (!k.ok() || !v.ok()) {
-          return Reply(
-              Problem(400, "malformed_request", (!k.ok() ? k.error() : v.error()).message()),
-              false);
-        }
-        req.query.emplace(std::move(*k), std::move(*v));
-      }
+      Result<std::multimap<std::string, std::string>> query = ParseUrlEncoded(target.substr(q + 1));
+      if (!query.ok())
+        return Reply(Problem(400, "malformed_request", query.error().message()), false);
+      req.query = std::move(*query);
     }
     (*handler_)(std::make_shared<Exchange>(shared_from_this(), std::move(req)));
   }

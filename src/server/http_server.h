@@ -183,4 +183,8 @@ Result<boost::asio::ip::tcp::endpoint> ParseListenAddress(std::string_view text)
 // Errors: kInvalidArgument for a malformed escape or a NUL byte.
 Result<std::string> PercentDecode(std::string_view text, bool query);
 
+// The pairs of a query string or an application/x-www-form-urlencoded body,
+// decoded. Errors: as PercentDecode.
+Result<std::multimap<std::string, std::string>> ParseUrlEncoded(std::string_view text);
+
 }  // namespace agentloop::server

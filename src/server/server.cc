@@ -32,7 +32,12 @@
 #include "base/strings.h"
 #include "config/trust.h"
 #include "protocol/codec.h"
+#include "providers/http_client.h"
 #include "server/inbox.h"
+#include "server/links.h"
+#include "server/notifier.h"
+#include "server/pugi.h"
+#include "tools/builtin.h"
 
 namespace agentloop::server {
 
@@ -140,6 +145,7 @@ struct ServerMetrics {
   uint64_t turns_started = 0;
   std::map<std::string, uint64_t> turns_finished;  // by stop reason
   uint64_t overflows = 0;
+  std::map<std::string, uint64_t> webhooks;  // deliveries by outcome
   Histogram model, tool;
 };
 
@@ -351,10 +357,18 @@ class ServerImpl final : public Server {
               [this](std::shared_ptr<Exchange> ex) { Handle(std::move(ex)); }),
         executor_(ExecutorOptions(options_)),
         blocking_(static_cast<size_t>(std::max(1, options_.worker_threads))),
+        notifier_(io_, NotifierOptionsFor()),
         signals_(io_),
-        drain_timer_(io_) {}
+        drain_timer_(io_) {
+    for (const AgentSpec& a : options_.agents) {
+      if (a.webhook.url.empty()) continue;
+      Result<std::string> key = LinkKey(a.webhook.secret);
+      if (key.ok()) link_keys_[a.name] = std::move(*key);
+    }
+  }
 
   ~ServerImpl() override {
+    notifier_.Stop();
     // Run returned only after every turn ended: nothing of theirs is still
     // to come when the executor drains.
     executor_.Shutdown();
@@ -375,7 +389,15 @@ class ServerImpl final : public Server {
                              " without tokens: configure server.tokens, or listen on loopback "
                              "(127.0.0.1)");
     }
-    return http_.Listen(endpoint);
+    AL_RETURN_IF_ERROR(http_.Listen(endpoint));
+    public_url_ = options_.public_url;
+    if (public_url_.empty()) {
+      std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+      if (host.empty()) host = "127.0.0.1";
+      public_url_ = "http://" + host + ":" + std::to_string(http_.port());
+    }
+    while (!public_url_.empty() && public_url_.back() == '/') public_url_.pop_back();
+    return Status::Ok();
   }
 
   int port() const override { return http_.port(); }
@@ -457,9 +479,11 @@ class ServerImpl final : public Server {
     if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
       return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
     }
-    // Probes reveal nothing and must work without a token.
+    // Probes reveal nothing and must work without a token; a link's token
+    // is its own authority (it names one item and one action, signed).
     const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
-    std::optional<Principal> who = probe ? Principal{"", 0} : Authenticate(req);
+    const bool link = StartsWith(req.path, "/v1/links/");
+    std::optional<Principal> who = probe || link ? Principal{"", 0} : Authenticate(req);
     if (!who) {
       Response r =
           Problem(401, "unauthorized",
@@ -468,7 +492,9 @@ class ServerImpl final : public Server {
       return ex->Send(std::move(r));
     }
     const bool mutating = req.method != http_verb::get && req.method != http_verb::head;
-    if (mutating && !OriginAllowed(req)) {
+    // A link's POST needs no Origin check: a page elsewhere cannot know the
+    // token, and the server may be reached under its public name.
+    if (mutating && !link && !OriginAllowed(req)) {
       return ex->Send(Problem(
           403, "origin_not_allowed",
           "the Origin '" + std::string(req.Header("Origin")) + "' may not change anything here",
@@ -534,6 +560,8 @@ class ServerImpl final : public Server {
         {http_verb::get, "/questions/{id}", kScopeRead, &ServerImpl::GetQuestion},
         {http_verb::post, "/approvals/{id}/decision", kScopeApprove, &ServerImpl::DecideApproval},
         {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::AnswerQuestion},
+        {http_verb::get, "/links/{token}", 0, &ServerImpl::LinkShow},
+        {http_verb::post, "/links/{token}", 0, &ServerImpl::LinkDecide},
     };
     return kRoutes;
   }
@@ -586,6 +614,7 @@ class ServerImpl final : public Server {
         {http_verb::post, "/approvals/{id}/approve", kScopeApprove, &ServerImpl::CompatApprove},
         {http_verb::post, "/approvals/{id}/deny", kScopeApprove, &ServerImpl::CompatDeny},
         {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::CompatAnswer},
+        {http_verb::post, "/api/pugi/engine", kScopeWrite, &ServerImpl::PugiEngine},
     };
     return kRoutes;
   }
@@ -612,6 +641,74 @@ class ServerImpl final : public Server {
   }
   void CompatAnswer(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     CompatResolve(ex, who, p[0], PendingKind::kQuestion, "", false);
+  }
+
+  // The engine's read-only tools: what plan mode may offer a model.
+  static const std::set<std::string>& ReadOnlyToolNames() {
+    static const std::set<std::string> kNames = [] {
+      std::set<std::string> names;
+      for (const auto& t : MakeBuiltinTools(BuiltinToolOptions{})) {
+        if (!t->spec().mutates) names.insert(t->spec().name);
+      }
+      return names;
+    }();
+    return kNames;
+  }
+
+  // POST /api/pugi/engine: one model call with the agent's provider for a
+  // client that runs its own loop (server/pugi.h).
+  void PugiEngine(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Result<Json> body = ParseBody(ex->request());
+    if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
+    Result<PugiCall> parsed = ParsePugiRequest(*body);
+    if (!parsed.ok()) return ex->Send(Problem(400, "invalid_request", parsed.error().message()));
+    const AgentSpec* agent = FindAgent(parsed->persona);
+    if (agent == nullptr) {
+      return ex->Send(Problem(404, "not_found", "no agent '" + parsed->persona + "'"));
+    }
+    // An agent that plans stays in plan mode whatever the request says.
+    if (agent->options.command == CommandKind::kPlan || parsed->command == CommandKind::kPlan) {
+      Status s = CheckPugiPlanTools(*parsed, ReadOnlyToolNames());
+      if (!s.ok()) return ex->Send(Problem(400, "plan_mode_refused", s.message()));
+    }
+    SessionOptions o = agent->options;
+    if (!parsed->model.empty()) o.model = parsed->model;
+    struct Call {
+      PugiCall call;
+      std::shared_ptr<ModelProvider> provider;
+      ModelRequest request;
+      StreamSink sink;  // deltas are not forwarded: the answer is one JSON body
+    };
+    auto state = std::make_shared<Call>();
+    state->call = std::move(*parsed);
+    state->request.model = o.model;
+    state->request.system = state->call.system;
+    state->request.history = state->call.messages;
+    state->request.tools = state->call.tools;
+    state->request.max_output_tokens =
+        state->call.max_tokens > 0 ? state->call.max_tokens : o.max_output_tokens.value_or(4096);
+    auto answer = [ex, model = o.model](Result<ModelResponse> r) {
+      if (!r.ok()) {
+        const bool client = r.error().code() == Code::kInvalidArgument;
+        return ex->Send(Problem(client ? 400 : 502, client ? "invalid_request" : "model_error",
+                                RedactSecrets(r.error().message())));
+      }
+      ex->Send(JsonResponse(200, PugiResponse(*r, model)));
+    };
+    Blocking([this, o]() { return engine_.Provider(o); },
+             [this, state, answer](Result<std::shared_ptr<ModelProvider>> provider) {
+               if (!provider.ok()) return answer(provider.error());
+               state->provider = std::move(*provider);
+               if (state->provider->CompletesAsync()) {
+                 return state->provider->CompleteAsync(
+                     state->request, state->sink, {},
+                     [state, answer](Result<ModelResponse> r) { answer(std::move(r)); });
+               }
+               // A provider without an asynchronous path blocks: off the io thread.
+               Blocking(
+                   [state]() { return state->provider->Complete(state->request, state->sink, {}); },
+                   answer);
+             });
   }
 
   // POST /agents/{name}/messages[/stream] {message, sessionId?}: a turn run to
@@ -919,6 +1016,12 @@ class ServerImpl final : public Server {
           line("agentloop_stream_overflows_total",
                "event streams closed with stream.desync (reader too slow)", "counter");
           m += "agentloop_stream_overflows_total " + std::to_string(metrics_.overflows) + "\n";
+          line("agentloop_webhook_deliveries_total",
+               "agent notifications, by outcome (after retries)", "counter");
+          for (const auto& [outcome, n] : metrics_.webhooks) {
+            m += "agentloop_webhook_deliveries_total{outcome=\"" + outcome + "\"} " +
+                 std::to_string(n) + "\n";
+          }
           metrics_.model.Write(m, "agentloop_model_call_seconds",
                                "model calls: step_begin to step_end");
           metrics_.tool.Write(m, "agentloop_tool_call_seconds",
@@ -1559,6 +1662,7 @@ class ServerImpl final : public Server {
       live.reply.reset();
     }
     ++metrics_.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
+    if (r.ok()) Notify(id, turn_id, *r);
     for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
     live.tools_started.clear();
     live.step_started.reset();
@@ -1725,9 +1829,10 @@ class ServerImpl final : public Server {
       focus = f.get<std::string>();
     }
     const std::string& id = p[0];
-    WithSession(ex, who, id, [this, ex, id, focus](SessionInfo info) {
+    WithSession(ex, who, id, [this, ex, who, p, id, focus](SessionInfo info) {
       Live& live = live_[id];
       live.tenant = info.tenant;
+      if (AskAgainAfterClose(live, ex, [this, ex, who, p] { CompactSession(ex, who, p); })) return;
       if (live.running()) {
         return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
       }
@@ -2263,9 +2368,9 @@ class ServerImpl final : public Server {
   // `finish`, when set, gets the continued turn's outcome.
   void Resolve(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
                PendingKind kind, Resolution res, std::function<void(const DecisionOutcome&)> answer,
-               TurnFinish finish = {}) {
+               TurnFinish finish = {}, std::string by = {}) {
     res.continue_turn = false;
-    res.by = "http:" + who.tenant;
+    res.by = by.empty() ? "http:" + who.tenant : std::move(by);
     WithPending(ex, who, pid, kind, [this, ex, who, pid, res, answer, finish](PendingLookup l) {
       if (l.state != PendingLookup::State::kOutstanding) return answer(Settled(l, res));
       const std::string sid = l.record.session_id;
@@ -2353,6 +2458,305 @@ class ServerImpl final : public Server {
              });
   }
 
+  // --- notifications and links (docs/server.md, "Notifications") ---------
+
+  // The notifier posts with an HTTP client of its own on the io_context,
+  // made only when an agent has a webhook.
+  NotifierOptions NotifierOptionsFor() {
+    NotifierOptions o;
+    bool any = false;
+    for (const AgentSpec& a : options_.agents) any = any || !a.webhook.url.empty();
+    if (!any) return o;
+    HttpClientOptions http_options;
+    http_options.io_context = &io_;
+    std::shared_ptr<HttpClient> http = HttpClient::Create(std::move(http_options));
+    o.post = [http](const std::string& url, const permissions::HttpHeaders& headers,
+                    const std::string& body, std::function<void(Status)> done) {
+      struct StatusOnly final : HttpStreamHandler {
+        long status = 0;
+        Status OnHead(long s, const HttpHeaders&) override {
+          status = s;
+          return Status::Ok();
+        }
+        Status OnBody(std::string_view) override { return Status::Ok(); }
+      };
+      HttpRequest req;
+      req.url = url;
+      req.headers = headers;
+      req.body = body;
+      req.connect_timeout = std::chrono::milliseconds(5000);
+      req.idle_timeout = std::chrono::milliseconds(10000);
+      auto h = std::make_shared<StatusOnly>();
+      http->Start(std::move(req), h, [h, done = std::move(done)](Status s) {
+        if (!s.ok()) return done(Unavailable("webhook delivery failed: " + s.message()));
+        if (h->status >= 200 && h->status < 300) return done(Status::Ok());
+        std::string what = "webhook answered HTTP " + std::to_string(h->status);
+        done(h->status == 429 || h->status >= 500 ? Unavailable(what) : FailedPrecondition(what));
+      });
+    };
+    o.on_done = [this](const Notification& n, const Status& s, int attempts) {
+      ++metrics_.webhooks[s.ok() ? "delivered" : "failed"];
+      if (!s.ok()) {
+        std::fprintf(stderr,
+                     "agentloop: %s notification to %s not delivered after %d attempts: %s\n",
+                     n.event.c_str(), n.url.c_str(), attempts, RedactSecrets(s.message()).c_str());
+      }
+    };
+    return o;
+  }
+
+  // Tells the session's agent's webhook how the turn ended: one
+  // approval.requested or question.asked per item it paused on, with links
+  // that decide it; else turn.completed.
+  void Notify(const std::string& sid, const std::string& turn_id, const TurnResult& r) {
+    if (link_keys_.empty()) return;
+    struct Ended {
+      StopReason stop;
+      std::string reason, final_text;
+      TurnCounters counters;
+      std::vector<PendingItem> pending;
+    };
+    Ended ended{r.stop, r.reason, r.final_text, r.counters, r.pending};
+    Blocking([this, sid]() { return engine_.store().GetSession(sid); },
+             [this, sid, turn_id, ended = std::move(ended)](Result<SessionInfo> s) {
+               if (!s.ok()) return;
+               const AgentSpec* agent = FindAgent(s->agent);
+               auto key = link_keys_.find(s->agent);
+               if (agent == nullptr || key == link_keys_.end()) return;
+               const int64_t now = SystemNowMs() / 1000;
+               Json base = {{"agent", agent->name},
+                            {"session_id", sid},
+                            {"turn_id", turn_id},
+                            {"created_at", now}};
+               auto send = [&](std::string event, Json body) {
+                 body["type"] = event;
+                 notifier_.Send(Notification{agent->webhook.url, agent->webhook.secret,
+                                             std::move(event), DumpJson(body)});
+               };
+               if (ended.pending.empty()) {
+                 Json b = base;
+                 b["stop"] = std::string(StopReasonName(ended.stop));
+                 b["reason"] = ended.reason;
+                 b["final_text"] = std::string(TruncateUtf8(ended.final_text, 16 << 10));
+                 b["counters"] = ToJson(ended.counters);
+                 b["session_url"] = public_url_ + "/v1/sessions/" + sid;
+                 return send("turn.completed", std::move(b));
+               }
+               const int64_t expires = now + options_.link_ttl.count();
+               auto link = [&](const PendingItem& item, const char* action) {
+                 Result<std::string> token =
+                     MintLinkToken(key->second, LinkClaim{agent->name, item.id, action, expires});
+                 return token.ok() ? public_url_ + "/v1/links/" + *token : std::string();
+               };
+               for (const PendingItem& item : ended.pending) {
+                 Json b = base;
+                 b["pending_id"] = item.id;
+                 b["tool"] = item.tool;
+                 b["arguments"] = item.arguments;
+                 b["reason"] = item.reason;
+                 if (item.kind == PendingKind::kQuestion) {
+                   b["links"] = {{"answer", link(item, "answer")}, {"expires_at", expires}};
+                   b["answer_url"] = public_url_ + "/v1/questions/" + item.id + "/answer";
+                   send("question.asked", std::move(b));
+                 } else {
+                   b["links"] = {{"approve", link(item, "approve")},
+                                 {"deny", link(item, "deny")},
+                                 {"expires_at", expires}};
+                   b["decision_url"] = public_url_ + "/v1/approvals/" + item.id + "/decision";
+                   send("approval.requested", std::move(b));
+                 }
+               }
+             });
+  }
+
+  // Checks a link's token, finds its item, and calls `then` with the claim,
+  // the item and its session; answers a page itself when the link is bad.
+  template <typename Then>
+  void WithLink(const std::shared_ptr<Exchange>& ex, const std::string& token, Then then) {
+    LinkCheck check = CheckLinkToken(token, SystemNowMs() / 1000, [this](const std::string& agent) {
+      auto it = link_keys_.find(agent);
+      return it == link_keys_.end() ? std::nullopt : std::optional<std::string>(it->second);
+    });
+    if (!check.claim) {
+      LinkView v;
+      if (check.refusal == LinkRefusal::kExpired) {
+        v.status = 410;
+        v.heading = "This link has expired";
+        v.message = "Decide the item in the console or with `agentloop approve`.";
+      } else {
+        v.status = 403;
+        v.heading = "This link is not valid";
+        v.message = "Check that the whole link was copied.";
+      }
+      return ex->Send(LinkPage(v));
+    }
+    struct Found {
+      std::optional<PendingLookup> lookup;
+      SessionInfo session;
+    };
+    std::string pid = check.claim->pending_id;
+    Blocking(
+        [this, pid = std::move(pid)]() -> Result<Found> {
+          Found f;
+          AL_ASSIGN_OR_RETURN(f.lookup, engine_.store().LookupPending(pid));
+          if (f.lookup) {
+            AL_ASSIGN_OR_RETURN(f.session, engine_.store().GetSession(f.lookup->record.session_id));
+          }
+          return f;
+        },
+        [ex, claim = std::move(*check.claim), then = std::move(then)](Result<Found> r) mutable {
+          LinkView v;
+          if (!r.ok()) {
+            v.status = 503;
+            v.heading = "Try again";
+            v.message = "The server could not read the item: " + r.error().message();
+            return ex->Send(LinkPage(v));
+          }
+          const bool question = claim.action == "answer";
+          if (!r->lookup || r->session.agent != claim.agent ||
+              (r->lookup->record.item.kind == PendingKind::kQuestion) != question) {
+            v.status = 404;
+            v.heading = "Nothing to decide";
+            v.message = "The item this link names does not exist (any more).";
+            return ex->Send(LinkPage(v));
+          }
+          then(std::move(claim), std::move(*r->lookup), std::move(r->session));
+        });
+  }
+
+  // The page for an item: its state, and the form when it still waits.
+  static LinkView ItemView(const LinkClaim& claim, const PendingLookup& l, const SessionInfo& s) {
+    const PendingItem& item = l.record.item;
+    LinkView v;
+    v.agent = s.agent;
+    v.session_id = s.id;
+    v.tool = item.tool;
+    v.reason = item.reason;
+    v.arguments = item.arguments.is_null() ? std::string() : item.arguments.dump(2);
+    switch (l.state) {
+      case PendingLookup::State::kOutstanding:
+        if (claim.action == "answer") {
+          v.heading = "Answer the agent's question";
+          v.message = item.arguments.is_object() && item.arguments.contains("question") &&
+                              item.arguments["question"].is_string()
+                          ? item.arguments["question"].get<std::string>()
+                          : item.reason;
+          if (item.arguments.is_object() && item.arguments.contains("options") &&
+              item.arguments["options"].is_array()) {
+            for (const auto& o : item.arguments["options"]) {
+              if (o.is_string()) v.options.push_back(o.get<std::string>());
+            }
+          }
+        } else {
+          v.heading = claim.action == "approve" ? "Approve this call?" : "Deny this call?";
+          v.message =
+              "The agent waits for this decision. Nothing happens until you press the "
+              "button below.";
+        }
+        v.action = claim.action;
+        break;
+      case PendingLookup::State::kDecided: {
+        v.heading = "Already decided";
+        const bool denied = l.decision && l.decision->kind == ApprovalDecision::Kind::kDeny;
+        v.message = std::string(item.kind == PendingKind::kQuestion ? "It was answered"
+                                : denied                            ? "It was denied"
+                                                                    : "It was approved") +
+                    (l.decision && !l.decision->by.empty() ? " (by " + l.decision->by + ")" : "") +
+                    ". This link decides nothing more.";
+        break;
+      }
+      case PendingLookup::State::kCancelled:
+        v.heading = "No longer waiting";
+        v.message =
+            "The call was withdrawn: another call of its batch was denied, or the turn "
+            "moved on.";
+        break;
+    }
+    return v;
+  }
+
+  // GET /v1/links/{token}: a confirmation page; only its POST decides.
+  void LinkShow(const std::shared_ptr<Exchange>& ex, const Principal&, const Params& p) {
+    WithLink(ex, p[0], [ex](LinkClaim claim, PendingLookup l, SessionInfo s) {
+      ex->Send(LinkPage(ItemView(claim, l, s)));
+    });
+  }
+
+  // POST /v1/links/{token}: decides the item as the link says (a form body
+  // may carry `reason` for a deny, `answer` for a question).
+  void LinkDecide(const std::shared_ptr<Exchange>& ex, const Principal&, const Params& p) {
+    WithLink(ex, p[0], [this, ex](LinkClaim claim, PendingLookup l, SessionInfo s) {
+      if (l.state != PendingLookup::State::kOutstanding) {
+        return ex->Send(LinkPage(ItemView(claim, l, s)));
+      }
+      Result<std::multimap<std::string, std::string>> form = ParseUrlEncoded(ex->request().body);
+      LinkView v;
+      v.agent = s.agent;
+      v.session_id = s.id;
+      v.tool = l.record.item.tool;
+      if (!form.ok()) {
+        v.status = 400;
+        v.heading = "The form could not be read";
+        v.message = form.error().message();
+        return ex->Send(LinkPage(v));
+      }
+      Resolution res;
+      auto field = [&](const std::string& name) {
+        std::string value;
+        auto [b, e] = form->equal_range(name);
+        for (auto it = b; it != e && value.empty(); ++it) value = it->second;
+        return value;
+      };
+      if (claim.action == "answer") {
+        res.kind = Resolution::Kind::kAnswer;
+        res.answer = field("answer");
+        if (res.answer.empty()) {
+          v.status = 400;
+          v.heading = "No answer given";
+          v.message = "Go back and type an answer, or pick one of the options.";
+          return ex->Send(LinkPage(v));
+        }
+      } else if (claim.action == "deny") {
+        res.kind = Resolution::Kind::kDeny;
+        res.reason = field("reason");
+      } else {
+        res.kind = Resolution::Kind::kApprove;
+      }
+      const PendingKind kind = l.record.item.kind;
+      Resolve(
+          ex, Principal{s.tenant, kScopeApprove}, l.record.item.id, kind, res,
+          [ex, claim, l, s](const DecisionOutcome& o) {
+            LinkView done;
+            done.agent = s.agent;
+            done.session_id = s.id;
+            done.tool = l.record.item.tool;
+            switch (o.kind) {
+              case DecisionOutcome::Kind::kRecorded:
+              case DecisionOutcome::Kind::kResumed:
+                done.heading = claim.action == "approve" ? "Approved"
+                               : claim.action == "deny"  ? "Denied"
+                                                         : "Answered";
+                done.message = o.kind == DecisionOutcome::Kind::kResumed
+                                   ? "The turn continues."
+                                   : "Recorded. " + std::to_string(o.outstanding) +
+                                         " other call(s) of this turn still wait.";
+                break;
+              case DecisionOutcome::Kind::kAlreadyResolved:
+              case DecisionOutcome::Kind::kConflict:
+                done.heading = "Already decided";
+                done.message = "Someone decided this item first. This link decides nothing more.";
+                break;
+              case DecisionOutcome::Kind::kCancelled:
+                done.heading = "No longer waiting";
+                done.message = "The call was withdrawn before this decision.";
+                break;
+            }
+            ex->Send(LinkPage(done));
+          },
+          {}, "link:" + claim.action);
+    });
+  }
+
   // --- shutdown -----------------------------------------------------------
 
   void BeginShutdown() {
@@ -2399,6 +2803,10 @@ class ServerImpl final : public Server {
   HttpServer http_;
   ThreadPoolExecutor executor_;
   asio::thread_pool blocking_;
+  Notifier notifier_;
+  // Agents with a webhook: the key their links are signed with.
+  std::map<std::string, std::string> link_keys_;
+  std::string public_url_;  // set by Listen
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
   bool shutting_down_ = false;

@@ -61,6 +61,13 @@ struct AgentSpec {
   // refused. Called off the I/O thread. Unset: a request naming a
   // workspace is refused.
   std::function<Result<SessionOptions>(const std::string& workspace)> for_workspace;
+  // Where the agent's notifications go (approval.requested, question.asked,
+  // turn.completed), signed with `secret`, which also keys the agent's
+  // approve/deny links (server/links.h). Empty url: none are sent.
+  struct Webhook {
+    std::string url;
+    std::string secret;
+  } webhook;
 };
 
 struct ServerOptions {
@@ -79,6 +86,12 @@ struct ServerOptions {
   // Running turns get this long to end after a shutdown starts; then they
   // are cancelled.
   std::chrono::milliseconds drain_timeout{20000};
+  // The server's address as the people who follow its links reach it
+  // (scheme://host[:port], no trailing slash). Empty: http:// and the listen
+  // address.
+  std::string public_url;
+  // How long an approve/deny link in a notification can be used.
+  std::chrono::seconds link_ttl{3 * 24 * 3600};
   // Idempotency keys are remembered this long.
   std::chrono::milliseconds idempotency_ttl{24 * 3600 * 1000};
 };

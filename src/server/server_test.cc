@@ -4,7 +4,9 @@
 // receive timeout); nothing sleeps.
 #include "server/server.h"
 
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -24,6 +26,7 @@
 #include "base/testing/files.h"
 #include "config/trust.h"
 #include "fake_model_server.h"
+#include "permissions/webhook.h"
 
 namespace agentloop::server {
 namespace {
@@ -836,6 +839,212 @@ TEST_F(ServerTest, TheSeedsStreamRouteStartsWithTheSession) {
   std::string last;
   while (auto g = c.Next()) last = g->event;
   EXPECT_EQ(last, "turn_end");
+}
+
+// Receives an agent's notifications on the server's io_context (made
+// before the server runs, destroyed after it stopped).
+class WebhookReceiver {
+ public:
+  explicit WebhookReceiver(asio::io_context& io)
+      : http_(io, HttpLimits{}, [this](std::shared_ptr<Exchange> ex) {
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            got_.push_back(ex->request());
+          }
+          cv_.notify_all();
+          Response r;
+          r.body = "{}";
+          ex->Send(std::move(r));
+        }) {
+    EXPECT_TRUE(http_.Listen(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)).ok());
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(http_.port()) + "/hook"; }
+  // The n-th notification (0-based), waiting up to 20 s for it.
+  std::optional<Request> Get(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(20), [&] { return got_.size() > n; })) {
+      return std::nullopt;
+    }
+    return got_[n];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Request> got_;
+  HttpServer http_;
+};
+
+// The path of a link (its URL without the scheme and authority).
+std::string LinkPath(const Json& url, int port) {
+  std::string prefix = "http://127.0.0.1:" + std::to_string(port);
+  std::string s = url.get<std::string>();
+  EXPECT_EQ(s.rfind(prefix + "/v1/links/", 0), 0u) << s;
+  return s.substr(prefix.size());
+}
+
+TEST_F(ServerTest, AWebhookCarriesSignedLinksThatDecideOnceOnlyByPost) {
+  StartModel(Json::array({WriteCall("c1", "<b>x</b>.txt"), {{"text", "wrote it"}}}));
+  WebhookReceiver hook(io_);
+  ServerOptions so;
+  AgentSpec agent = Agent("coder", AgentOptions());
+  agent.webhook = {hook.url(), "hook-secret"};
+  so.agents.push_back(std::move(agent));
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write it")["stop"], "pending_approval");
+
+  std::optional<Request> n = hook.Get(0);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->Header("X-Agentloop-Event"), "approval.requested");
+  EXPECT_TRUE(permissions::VerifySignature("hook-secret", n->body,
+                                           n->Header(permissions::kSignatureHeader)));
+  Json body = Json::parse(n->body);
+  EXPECT_EQ(body["type"], "approval.requested");
+  EXPECT_EQ(body["session_id"], sid);
+  EXPECT_EQ(body["tool"], "write");
+  std::string aid = body["pending_id"];
+  std::string approve = LinkPath(body["links"]["approve"], port_);
+  std::string deny = LinkPath(body["links"]["deny"], port_);
+
+  // The page asks; it decides nothing, and shows the model's text inert.
+  Reply page = Call("GET", deny);
+  ASSERT_EQ(page.status, 200u) << page.body << deny;
+  EXPECT_THAT(page.body, HasSubstr("Deny this call?"));
+  EXPECT_THAT(page.body, HasSubstr("<form method=\"post\">"));
+  EXPECT_THAT(page.body, HasSubstr("&lt;b&gt;x&lt;/b&gt;.txt"));
+  EXPECT_THAT(page.body, ::testing::Not(HasSubstr("<b>x")));
+  EXPECT_EQ(page.headers["cache-control"], "no-store");
+  EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
+
+  // A link changed by hand is refused.
+  std::string forged = approve;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  EXPECT_EQ(Call("POST", forged).status, 403u);
+  EXPECT_EQ(Call("GET", "/v1/links/garbage").status, 403u);
+  EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
+
+  Reply approved = Call("POST", approve);
+  ASSERT_EQ(approved.status, 200u) << approved.body;
+  EXPECT_THAT(approved.body, HasSubstr("Approved"));
+  Json item = Call("GET", "/v1/approvals/" + aid).json();
+  EXPECT_EQ(item["state"], "resolved") << item.dump();
+  // The resumed turn ends: its notification follows.
+  std::optional<Request> completed = hook.Get(1);
+  ASSERT_TRUE(completed.has_value());
+  EXPECT_EQ(completed->Header("X-Agentloop-Event"), "turn.completed");
+  Json end = Json::parse(completed->body);
+  EXPECT_EQ(end["stop"], "completed");
+  EXPECT_EQ(end["final_text"], "wrote it");
+  EXPECT_TRUE(fs::exists(workspace_ / "<b>x</b>.txt"));
+
+  // Used: neither link decides again.
+  Reply again = Call("POST", approve);
+  EXPECT_EQ(again.status, 200u);
+  EXPECT_THAT(again.body, HasSubstr("Already decided"));
+  Reply late_deny = Call("POST", deny);
+  EXPECT_THAT(late_deny.body, HasSubstr("Already decided"));
+  StopServer();
+}
+
+TEST_F(ServerTest, AnExpiredLinkIsRefusedAndAQuestionLinkAnswers) {
+  StartModel(Json::array(
+      {{{"tool_calls",
+         Json::array(
+             {{{"id", "q1"},
+               {"name", "ask_user"},
+               {"input", {{"question", "Which colour?"}, {"options", {"red", "blue"}}}}}})}},
+       {{"text", "blue it is"}},
+       WriteCall("c2", "late.txt")}));
+  WebhookReceiver hook(io_);
+  ServerOptions so;
+  AgentSpec agent = Agent("coder", AgentOptions());
+  agent.webhook = {hook.url(), "hook-secret"};
+  so.agents.push_back(std::move(agent));
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "ask me")["stop"], "pending_question");
+  std::optional<Request> n = hook.Get(0);
+  ASSERT_TRUE(n.has_value());
+  Json body = Json::parse(n->body);
+  EXPECT_EQ(body["type"], "question.asked");
+  std::string answer = LinkPath(body["links"]["answer"], port_);
+  Reply page = Call("GET", answer);
+  EXPECT_THAT(page.body, HasSubstr("Which colour?"));
+  EXPECT_THAT(page.body, HasSubstr("value=\"blue\""));
+  EXPECT_EQ(Call("POST", answer, nullptr).status, 400u);  // no answer given
+  Client c(port_);
+  Reply posted = c.Call("POST", answer, "answer=blue&answer=");
+  ASSERT_EQ(posted.status, 200u) << posted.body;
+  EXPECT_THAT(posted.body, HasSubstr("Answered"));
+  std::optional<Request> completed = hook.Get(1);
+  ASSERT_TRUE(completed.has_value());
+  EXPECT_EQ(Json::parse(completed->body)["final_text"], "blue it is");
+  StopServer();
+
+  // Links that expire at once.
+  ServerOptions short_lived;
+  AgentSpec again = Agent("coder", AgentOptions());
+  again.webhook = {hook.url(), "hook-secret"};
+  short_lived.agents.push_back(std::move(again));
+  short_lived.link_ttl = std::chrono::seconds(0);
+  StartServer(std::move(short_lived));
+  ASSERT_EQ(RunTurn(sid, "write late.txt")["stop"], "pending_approval");
+  std::optional<Request> later = hook.Get(2);
+  ASSERT_TRUE(later.has_value());
+  Json b = Json::parse(later->body);
+  Reply expired = Call("POST", LinkPath(b["links"]["approve"], port_));
+  EXPECT_EQ(expired.status, 410u);
+  EXPECT_EQ(Call("GET", "/v1/approvals/" + b["pending_id"].get<std::string>()).json()["state"],
+            "pending");
+  StopServer();
+}
+
+TEST_F(ServerTest, ThePugiEngineRouteMakesOneModelCallAndRechecksPlanMode) {
+  StartModel(Json::array(
+      {{{"text", "two files"}},
+       {{"tool_calls",
+         Json::array({{{"id", "c9"}, {"name", "read"}, {"input", {{"file_path", "a.txt"}}}}})}}}));
+  ServerOptions so;
+  so.agents.push_back(Agent("coder", AgentOptions()));
+  SessionOptions planner = AgentOptions();
+  planner.command = CommandKind::kPlan;
+  so.agents.push_back(Agent("planner", planner));
+  StartServer(std::move(so));
+  auto tool = [](const std::string& name) {
+    return Json{{"name", name}, {"description", "d"}, {"parameters", {{"type", "object"}}}};
+  };
+  Json body = {{"personaSlug", "coder"},
+               {"messages", Json::array({{{"role", "user"}, {"content", "what is here?"}}})},
+               {"tools", Json::array({tool("read"), tool("write")})}};
+  Reply text = Call("POST", "/api/pugi/engine", body);
+  ASSERT_EQ(text.status, 200u) << text.body;
+  EXPECT_EQ(text.json()["stop"], "text");
+  EXPECT_EQ(text.json()["content"], "two files");
+  EXPECT_EQ(text.json()["model"], "fake-model");  // the model that answered
+  Reply calls = Call("POST", "/api/pugi/engine", body);
+  ASSERT_EQ(calls.status, 200u) << calls.body;
+  EXPECT_EQ(calls.json()["stop"], "tool_use");
+  EXPECT_EQ(calls.json()["toolCalls"][0]["name"], "read");
+
+  // Forged: a mutating tool in plan mode, whether the request or the agent plans.
+  Json forged = body;
+  forged["command"] = "plan";
+  Reply refused = Call("POST", "/api/pugi/engine", forged);
+  EXPECT_EQ(refused.status, 400u);
+  EXPECT_EQ(refused.json()["code"], "plan_mode_refused");
+  Json sneaky = body;
+  sneaky["personaSlug"] = "planner";
+  sneaky["command"] = "code";
+  EXPECT_EQ(Call("POST", "/api/pugi/engine", sneaky).json()["code"], "plan_mode_refused");
+  Json unknown = body;
+  unknown["personaSlug"] = "nobody";
+  EXPECT_EQ(Call("POST", "/api/pugi/engine", unknown).status, 404u);
+  Json capped = body;
+  capped["maxTokens"] = 200'001;
+  EXPECT_EQ(Call("POST", "/api/pugi/engine", capped).status, 400u);
+  // Refused requests reached no model: the fake served exactly two.
+  EXPECT_EQ(model_->requests().size(), 2u);
 }
 
 }  // namespace
