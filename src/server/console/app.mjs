@@ -420,13 +420,17 @@ async function untilStored(request) {
   return r;
 }
 
+let cardCount = 0;
+
 class ApprovalCard {
   // `p`: the pending item (from a `pending` event or GET /v1/approvals).
   constructor(p, item) {
     this.p = p;
     this.original = JSON.stringify(p.arguments);
     this.done = false;
-    const id = 'ap-' + p.id;
+    // The same item may have a card in the conversation and one in the
+    // inbox: ids and radio groups are per card.
+    const id = 'ap-' + ++cardCount;
     this.args = el('textarea', { id: id + '-args', class: 'args-editor', rows: String(Math.min(14, JSON.stringify(p.arguments, null, 2).split('\n').length + 1)), spellcheck: 'false', 'aria-describedby': id + '-argerr' });
     this.args.value = JSON.stringify(p.arguments, null, 2);
     this.args.addEventListener('input', () => this.validate());
@@ -559,7 +563,7 @@ class QuestionCard {
     this.p = p;
     this.done = false;
     const args = p.arguments || {};
-    const id = 'q-' + p.id;
+    const id = 'q-' + ++cardCount;
     this.answer = el('input', { id: id + '-answer', type: 'text', placeholder: 'Your answer' });
     this.answer.addEventListener('keydown', (e) => {
       if (e.key === 'Enter') {

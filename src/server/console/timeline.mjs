@@ -150,7 +150,8 @@ export class SessionTimeline {
       case 'pending':
         for (const p of ev.items || []) {
           const card = this.item('pending:' + p.id, () => ({ kind: p.kind === 'question' ? 'question' : 'approval', state: 'pending' }));
-          card.pending = p;
+          // Items of a `pending` event do not name their session.
+          card.pending = Object.assign({ session_id: this.sessionId }, p);
           card.sessionId = this.sessionId;
           const r = this.rules.get(p.tool_use_id);
           if (r) card.rule = r.rule;
