@@ -233,6 +233,42 @@ class ConsoleBrowserTest(BrowserCase):
         self.shot(d, "keyboard-approval")
         self.assert_no_script_errors(d)
 
+    def test_cancel_ends_the_running_turn(self):
+        d = self.start({"responses": [{"text": "one two three four five six", "latency_ms": 3000}]})
+        self.new_session(d)
+        self.send(d, "take your time")
+        cancel = d.find_element("id", "cancel")
+        self.wait(d, lambda d: cancel.is_displayed(), "the cancel button")
+        self.assertFalse(d.find_element("id", "send").is_enabled())
+        cancel.click()
+        self.wait(d, lambda d: d.find_elements("css selector", "#timeline .item.end.aborted"),
+                  "the turn to end aborted")
+        self.wait_turn_done(d)
+
+    def test_a_question_card_is_answered_with_an_option(self):
+        d = self.start({"responses": [
+            {"tool_calls": [{"id": "q1", "name": "ask_user", "input": {
+                "question": "Which <b>colour</b>?", "options": ["red", "blue"]}}]},
+            {"text": "blue it is"},
+        ]})
+        sid = self.new_session(d)
+        self.send(d, "pick a colour")
+        card = self.wait(d, lambda d: (d.find_elements(
+            "css selector", "#timeline article.card.question:not(.decided)") or [None])[0],
+            "a question card")
+        self.assertEqual(card.find_element("css selector", ".question-text").text,
+                         "Which <b>colour</b>?")
+        options = card.find_elements("css selector", "button.option")
+        self.assertEqual([o.text for o in options], ["red", "blue"])
+        self.shot(d, "question-card")
+        options[1].click()
+        self.wait(d, lambda d: "blue it is" in self.assistant_texts(d), "the continued turn")
+        self.assertIn("decided", card.get_attribute("class"))
+        status, _, msgs = self.call("GET", "/v1/sessions/%s/messages" % sid)
+        results = [b for m in msgs["items"] for b in m["content"] if b["type"] == "tool_result"]
+        self.assertIn("blue", json.dumps(results))
+        self.assert_no_script_errors(d)
+
     def test_a_phone_width_in_dark_mode_can_approve(self):
         d = self.start(WRITE_THEN_DONE, width=360, height=740, dark=True)
         self.new_session(d)
