@@ -66,8 +66,8 @@ class ServeCase(CliTestCase):
             with open(cfg, "w", encoding="utf-8") as f:
                 f.write("[server]\ntokens = %s\n" % json.dumps([grant]))
 
-    def serve(self):
-        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0"],
+    def serve(self, port=0):
+        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:%d" % port],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
                              env=self.env(WRITER_KEY="sk-test"), cwd=self.tmp)

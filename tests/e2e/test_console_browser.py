@@ -150,6 +150,36 @@ class ConsoleBrowserTest(BrowserCase):
         self.assertEqual(len(users), 1)
         self.shot(d, "reloaded-mid-stream")
 
+    def test_a_restarted_server_is_rejoined_from_the_last_seq(self):
+        import signal
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.agent({"responses": [{"text": "first answer"}, {"text": "second answer"}]})
+        first = self.serve(port)
+        d = self.browser()
+        self.open(d)
+        self.wait_app(d)
+        self.new_session(d)
+        self.send(d, "one")
+        self.wait(d, lambda d: self.assistant_texts(d) == ["first answer"], "the first answer")
+        self.wait_turn_done(d)
+        # The server stops: its streams get `shutdown`, and the page waits.
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=TIMEOUT)
+        self.wait(d, lambda d: "reconnecting" in d.find_element("id", "conn").text,
+                  "the page to notice")
+        self.serve(port)
+        self.wait(d, lambda d: d.find_element("id", "conn").text == "live", "the page to rejoin")
+        self.send(d, "two")
+        self.wait(d, lambda d: self.assistant_texts(d) == ["first answer", "second answer"],
+                  "the second answer, once")
+        users = d.execute_script(
+            "return [...document.querySelectorAll('#timeline .item.user .text')]"
+            ".map(e => e.textContent)")
+        self.assertEqual(users, ["one", "two"])
+
     def test_two_tabs_stay_in_step(self):
         a = self.start(WRITE_THEN_DONE)
         sid = self.new_session(a)
