@@ -12,6 +12,8 @@ PKGS=(
   clang-format clang-tidy
   ripgrep bubblewrap python3 procps time hyperfine
   g++-aarch64-linux-gnu  # scripts/cross-arm64.sh: the tools module must build on arm64
+  chromium chromium-driver python3-selenium  # the web console's browser tests (same Chromium version)
+  nodejs  # the web console's JavaScript unit tests (node:test)
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -33,6 +33,7 @@
 #include "config/trust.h"
 #include "protocol/codec.h"
 #include "providers/http_client.h"
+#include "server/console.h"
 #include "server/inbox.h"
 #include "server/links.h"
 #include "server/notifier.h"
@@ -152,6 +153,7 @@ struct ServerMetrics {
 struct Principal {
   std::string tenant;
   unsigned scopes = 0;
+  bool console_cookie = false;  // signed in by the console's cookie, not a bearer token
   bool Has(unsigned scope) const { return (scopes & (scope | kScopeAdmin)) != 0; }
 };
 
@@ -479,6 +481,8 @@ class ServerImpl final : public Server {
     if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
       return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
     }
+    // The console's page and assets (console.h) hold nothing secret.
+    if (auto asset = console::Asset(req)) return ex->Send(std::move(*asset));
     // Probes reveal nothing and must work without a token; a link's token
     // is its own authority (it names one item and one action, signed).
     const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
@@ -493,8 +497,11 @@ class ServerImpl final : public Server {
     }
     const bool mutating = req.method != http_verb::get && req.method != http_verb::head;
     // A link's POST needs no Origin check: a page elsewhere cannot know the
-    // token, and the server may be reached under its public name.
-    if (mutating && !link && !OriginAllowed(req)) {
+    // token, and the server may be reached under its public name. A browser
+    // sends Origin on every state-changing fetch: a console cookie on a
+    // request without one is not the console's.
+    if (mutating && !link &&
+        (!OriginAllowed(req) || (who->console_cookie && req.Header("Origin").empty()))) {
       return ex->Send(Problem(
           403, "origin_not_allowed",
           "the Origin '" + std::string(req.Header("Origin")) + "' may not change anything here",
@@ -562,6 +569,11 @@ class ServerImpl final : public Server {
         {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::AnswerQuestion},
         {http_verb::get, "/links/{token}", 0, &ServerImpl::LinkShow},
         {http_verb::post, "/links/{token}", 0, &ServerImpl::LinkDecide},
+        // The web console (console.h).
+        {http_verb::post, "/console/session", 0, &ServerImpl::ConsoleSignIn},
+        {http_verb::get, "/console/session", 0, &ServerImpl::ConsoleWhoAmI},
+        {http_verb::delete_, "/console/session", 0, &ServerImpl::ConsoleSignOut},
+        {http_verb::get, "/approvals/{id}/diff", kScopeRead, &ServerImpl::ApprovalDiff},
     };
     return kRoutes;
   }
@@ -1033,12 +1045,80 @@ class ServerImpl final : public Server {
         });
   }
 
+  // --- the web console (console.h, docs/console.md) ----------------------
+
+  static int64_t ConsoleNowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  // POST /v1/console/session with a bearer token: the cookie that stands
+  // for it. Without tokens configured there is nothing to sign in to.
+  void ConsoleSignIn(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    if (options_.tokens.empty()) {
+      return ex->Send(JsonResponse(200, ConsoleWho(who, false)));
+    }
+    const TokenGrant* g = console::BearerGrant(ex->request(), options_.tokens);
+    if (g == nullptr) {
+      return ex->Send(
+          Problem(400, "invalid_request", "sign in with the token in Authorization: Bearer TOKEN"));
+    }
+    Result<std::string> cookie = console::SignInCookie(
+        *g, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
+    if (!cookie.ok()) return ex->Send(FromStatus(cookie.error()));
+    Response r = JsonResponse(200, ConsoleWho(who, true));
+    r.headers.emplace_back("Set-Cookie", std::move(*cookie));
+    ex->Send(std::move(r));
+  }
+  void ConsoleWhoAmI(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
+    ex->Send(JsonResponse(200, ConsoleWho(who, who.console_cookie)));
+  }
+  void ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    Response r;
+    r.status = 204;
+    r.headers.emplace_back("Set-Cookie", console::SignOutCookie());
+    ex->Send(std::move(r));
+  }
+  Json ConsoleWho(const Principal& who, bool cookie) const {
+    Json scopes = Json::array();
+    for (auto [bit, name] : {std::pair{kScopeRead, "read"}, std::pair{kScopeWrite, "write"},
+                             std::pair{kScopeApprove, "approve"}}) {
+      if (who.Has(bit)) scopes.push_back(name);
+    }
+    return {{"tenant", who.tenant},
+            {"scopes", scopes},
+            {"tokens_required", !options_.tokens.empty()},
+            {"cookie", cookie}};
+  }
+  // GET /v1/approvals/{id}/diff: the change a pending write or edit would
+  // make to the file as it is now.
+  void ApprovalDiff(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    WithPending(ex, who, p[0], PendingKind::kApproval, [this, ex](PendingLookup l) {
+      Blocking(
+          [this, l]() -> Result<Json> {
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(l.record.session_id));
+            return console::PendingDiff(l.record.item, s.workspace);
+          },
+          [ex](Result<Json> r) {
+            if (!r.ok() && r.error().code() == Code::kPermissionDenied) {
+              return ex->Send(Problem(403, "forbidden", r.error().message()));
+            }
+            ex->Send(r.ok() ? JsonResponse(200, *r) : FromStatus(r.error()));
+          });
+    });
+  }
+
   // --- auth -------------------------------------------------------------
 
   std::optional<Principal> Authenticate(const Request& req) const {
     if (options_.tokens.empty()) return Principal{"default", kAllScopes};
     std::string_view auth = req.Header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
+    if (auth.empty()) {
+      const TokenGrant* g = console::CookieGrant(req, options_.tokens, ConsoleNowMs());
+      if (g == nullptr) return std::nullopt;
+      return Principal{g->tenant, g->scopes, true};
+    }
     if (auth.size() <= kBearer.size() || strncasecmp(auth.data(), kBearer.data(), 7) != 0) {
       return std::nullopt;
     }

@@ -1,0 +1,79 @@
+// The web console of `agentloop serve` (docs/console.md): its page and
+// assets, compiled into the binary from src/server/console/ and served at
+// `/` and `/console/...`; the sign-in that exchanges a bearer token for an
+// HttpOnly, SameSite=Strict cookie; and the unified diff of a pending write
+// or edit, computed from the file as it is now.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/json.h"
+#include "agentloop/status.h"
+#include "agentloop/types.h"
+
+#include "server/http_server.h"
+#include "server/server.h"
+
+namespace agentloop::server::console {
+
+inline constexpr std::string_view kCookieName = "agentloop_console";
+// How long a console sign-in lasts.
+inline constexpr std::chrono::hours kCookieLifetime{12};
+
+// The Content-Security-Policy of the page: nothing but this origin, no
+// inline script or style, and no string ever assigned to innerHTML (trusted
+// types with no policy).
+inline constexpr std::string_view kContentSecurityPolicy =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+    "object-src 'none'; require-trusted-types-for 'script'; trusted-types 'none'";
+
+// The answer to a GET or HEAD of `/` or of an asset under `/console/`
+// (with the CSP and no-sniff headers); nullopt for any other request, which
+// goes on to the API. An unknown `/console/...` path is a 404 problem.
+std::optional<Response> Asset(const Request& req);
+
+// The paths of the embedded assets (`/` and `/console/...`), for tests.
+std::vector<std::string> AssetPaths();
+
+// The grant whose token is the request's `Authorization: Bearer` token, or
+// null.
+const TokenGrant* BearerGrant(const Request& req, const std::vector<TokenGrant>& tokens);
+
+// The `Set-Cookie` value that signs `grant` in until `now_ms` plus
+// kCookieLifetime: `v1.<grant id>.<expiry ms>.<nonce>.<mac>`, where the
+// grant id is derived from the token's hash (it is not the hash) and the
+// mac is HMAC-SHA256 under the token's hash, which only the configuration
+// holds. The cookie is stateless: any server with the same token grants
+// accepts it, a restart keeps it, and removing the token from the
+// configuration revokes it. `secure` adds the Secure attribute (HTTPS).
+Result<std::string> SignInCookie(const TokenGrant& grant, int64_t now_ms, bool secure);
+// The `Set-Cookie` value that clears the console's cookie.
+std::string SignOutCookie();
+
+// The grant the request's console cookie was signed for, when the cookie is
+// well formed, unexpired at `now_ms`, and signed for a configured token;
+// otherwise null.
+const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>& tokens,
+                              int64_t now_ms);
+
+// The change a pending `write` or `edit` call would make to the file in
+// `workspace` as it is now: {"path", "created", "diff"} where `diff` is a
+// unified diff (empty when nothing would change), or with "note" instead of
+// a diff when none can be made (an edit whose old_string is not found, or
+// found more than once without replace_all; a file too large to diff).
+// The path is resolved as the tools resolve it: inside the workspace,
+// symbolic links resolved and confined, never followed on the way.
+// Errors: kInvalidArgument for another tool or arguments of the wrong shape,
+// kPermissionDenied for a path outside the workspace.
+Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace);
+
+}  // namespace agentloop::server::console
