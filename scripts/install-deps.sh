@@ -12,6 +12,10 @@ PKGS=(
   clang-format clang-tidy
   ripgrep bubblewrap python3 procps time hyperfine
   g++-aarch64-linux-gnu  # scripts/cross-arm64.sh: the tools module must build on arm64
+  # The PostgreSQL store: libpq (the C client; errors are return values, and it
+  # has the non-blocking and LISTEN/NOTIFY API), and the server the tests start
+  # as a throwaway cluster (initdb + pg_ctl from /usr/lib/postgresql/15/bin).
+  libpq-dev postgresql-15
 )
 missing=()
 for p in "${PKGS[@]}"; do
