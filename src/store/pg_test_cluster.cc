@@ -120,8 +120,9 @@ RunAs Account() {
 
 }  // namespace
 
-Result<std::unique_ptr<PgTestCluster>> PgTestCluster::Start() {
+Result<std::unique_ptr<PgTestCluster>> PgTestCluster::Start(bool durable) {
   std::unique_ptr<PgTestCluster> c(new PgTestCluster());
+  c->durable_ = durable;
   c->bindir_ = FindBindir();
   if (c->bindir_.empty()) {
     return FailedPrecondition(
@@ -159,10 +160,10 @@ Result<std::unique_ptr<PgTestCluster>> PgTestCluster::Start() {
 }
 
 Status PgTestCluster::StartAgain() {
-  const std::string opts = "-p " + std::to_string(port_) + " -k " + dir_.string() +
-                           " -c listen_addresses=127.0.0.1 -c fsync=off"
-                           " -c synchronous_commit=off -c full_page_writes=off"
-                           " -c max_connections=200";
+  const std::string opts =
+      "-p " + std::to_string(port_) + " -k " + dir_.string() +
+      " -c listen_addresses=127.0.0.1 -c max_connections=200" +
+      (durable_ ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
   Status s = RunPgCtl({"-o", opts, "-w", "-t", "60", "start"});
   if (s.ok()) running_ = true;
   return s;

@@ -22,7 +22,10 @@ class PgTestCluster {
   // Starts a cluster. Errors: kFailedPrecondition naming what is missing
   // (no server programs, no unprivileged user to run them as) or what
   // failed (initdb, pg_ctl start; with the end of the server's log).
-  static Result<std::unique_ptr<PgTestCluster>> Start();
+  // `durable`: fsync and synchronous commit on, as a production server
+  // runs (benchmarks); off by default (tests: faster, and a crash of the
+  // machine loses nothing that matters).
+  static Result<std::unique_ptr<PgTestCluster>> Start(bool durable = false);
   // The process-wide cluster, started on first call and stopped at exit; the
   // error of that one attempt on every later call.
   static Result<PgTestCluster*> Shared();
@@ -54,6 +57,7 @@ class PgTestCluster {
   int port_ = 0;
   int schemas_ = 0;
   bool running_ = false;
+  bool durable_ = false;
 };
 
 // Runs one SQL string on `url` (no result). For test fixtures.

@@ -636,19 +636,25 @@ Status PostgresStore::RefreshLock(const std::string& session_id, const std::stri
 }
 
 Status PostgresStore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
-  if (held.empty()) return Status::Ok();
-  // One statement for every held lease.
-  std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
-  std::vector<PgParam> params = {P(Now())};
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (i > 0) sql += ", ";
-    sql +=
-        "($" + std::to_string(params.size() + 1) + ", $" + std::to_string(params.size() + 2) + ")";
-    params.push_back(P(held[i].first));
-    params.push_back(P(held[i].second));
+  // One statement per 1,000 held leases (a statement takes at most 65,535
+  // parameters).
+  constexpr size_t kChunk = 1000;
+  const int64_t now = Now();
+  for (size_t start = 0; start < held.size(); start += kChunk) {
+    const size_t end = std::min(held.size(), start + kChunk);
+    std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
+    std::vector<PgParam> params = {P(now)};
+    for (size_t i = start; i < end; ++i) {
+      if (i > start) sql += ", ";
+      sql += "($" + std::to_string(params.size() + 1) + ", $" + std::to_string(params.size() + 2) +
+             ")";
+      params.push_back(P(held[i].first));
+      params.push_back(P(held[i].second));
+    }
+    sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
+    AL_RETURN_IF_ERROR(WithConn([&](PgConn& c) { return c.Exec(sql, params).status(); }));
   }
-  sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
-  return WithConn([&](PgConn& c) { return c.Exec(sql, params).status(); });
+  return Status::Ok();
 }
 
 void PostgresStore::ReleaseLock(const std::string& session_id, const std::string& token) {
