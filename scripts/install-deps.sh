@@ -14,6 +14,10 @@ PKGS=(
   g++-aarch64-linux-gnu  # scripts/cross-arm64.sh: the tools module must build on arm64
   chromium chromium-driver python3-selenium  # the web console's browser tests (same Chromium version)
   nodejs  # the web console's JavaScript unit tests (node:test)
+  # The PostgreSQL store: libpq (the C client; errors are return values, and it
+  # has the non-blocking and LISTEN/NOTIFY API), and the server the tests start
+  # as a throwaway cluster (initdb + pg_ctl from /usr/lib/postgresql/15/bin).
+  libpq-dev postgresql-15
 )
 missing=()
 for p in "${PKGS[@]}"; do

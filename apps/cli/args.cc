@@ -185,6 +185,8 @@ constexpr std::array kSubcommands = {
                    "the agents of the config directory (docs/agents.md)"},
     SubcommandSpec{Subcommand::kServe, "serve", "serve [--listen HOST:PORT] [--config FILE]",
                    "serve the agents over HTTP (docs/server.md)"},
+    SubcommandSpec{Subcommand::kStore, "store", "store migrate",
+                   "apply the PostgreSQL store's schema migrations (store.url)"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
     SubcommandSpec{Subcommand::kCompact, "compact", "compact ID [--focus TEXT]",
                    "summarise a session's older history to free context"},
@@ -423,6 +425,8 @@ Status CheckPositionals(CliArgs& args) {
           "completion bash|zsh|fish|man");
     case Subcommand::kServe:
       return need(p.empty(), "serve [--listen HOST:PORT]");
+    case Subcommand::kStore:
+      return need(p.size() == 1 && p[0] == "migrate", "store migrate");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

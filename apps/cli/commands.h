@@ -72,6 +72,9 @@ int CmdTrust(const CommandEnv& e);
 int CmdAgents(const CommandEnv& e);
 int CmdServe(const CommandEnv& e);
 
+// `agentloop store migrate` (store.cc).
+int CmdStore(const CommandEnv& e);
+
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);
 

@@ -245,6 +245,10 @@ struct EngineOptions {
   // Durability of the commits of the store opened at <data_dir>/sessions.db
   // (config key store.sync; see StoreSync). Ignored when `store` is set.
   StoreSync store_sync = StoreSync::kFull;
+  // A "postgresql://" URL (config key store.url, AGENTLOOP_STORE_URL): the
+  // sessions live in that shared PostgreSQL database instead of
+  // <data_dir>/sessions.db. Ignored when `store` is set.
+  std::string store_url;
   // The bound on the side request that writes a compaction summary, retries
   // included (config key compaction.summary_timeout_ms): past it, or when
   // the request fails, the turn uses the truncating summary and says so in

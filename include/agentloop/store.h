@@ -429,4 +429,44 @@ Result<std::unique_ptr<SessionStore>> OpenSqliteStore(const std::filesystem::pat
 Result<std::unique_ptr<SessionStore>> OpenDefaultStore(const EnvMap& env,
                                                        SqliteStoreOptions options);
 
+// --- PostgreSQL -----------------------------------------------------------
+
+// Whether `url` names a PostgreSQL database ("postgresql://" or
+// "postgres://"; store.url, AGENTLOOP_STORE_URL).
+bool IsPostgresUrl(std::string_view url);
+
+struct PostgresStoreOptions {
+  // Connections the store opens at most; a call waits for a free one.
+  int pool_size = 4;
+  // A lease whose heartbeat is older than this is taken over.
+  std::chrono::milliseconds lock_ttl{30000};
+  // Refresh held leases from a background thread every lock_ttl / 3.
+  bool lock_heartbeat = true;
+  // Apply pending migrations when opening. false: refuse (kFailedPrecondition)
+  // a database whose schema is older than this build's, as well as a newer one.
+  bool migrate = true;
+  // Wall clock in Unix epoch milliseconds (tests inject one). Null: system.
+  // Instances sharing a database must have clocks that agree to well within
+  // lock_ttl (NTP): lease expiry compares their times.
+  std::function<int64_t()> now_ms;
+};
+
+// Opens a PostgreSQL session store at `url` (a libpq connection URL) and,
+// with options.migrate, applies pending schema migrations (serialised across
+// instances by an advisory lock). Errors: kFailedPrecondition when the
+// database's schema is newer than this build knows (written by a newer
+// agentloop), or older with migrate = false; kUnavailable when the database
+// cannot be reached. docs/storage.md, "PostgreSQL".
+Result<std::unique_ptr<SessionStore>> OpenPostgresStore(const std::string& url,
+                                                        PostgresStoreOptions options);
+
+// What MigratePostgresStore did.
+struct PostgresMigration {
+  int from_version = 0;
+  int to_version = 0;
+};
+// Applies the pending migrations of the database at `url` (agentloop store
+// migrate). Errors: as OpenPostgresStore.
+Result<PostgresMigration> MigratePostgresStore(const std::string& url);
+
 }  // namespace agentloop

@@ -796,6 +796,22 @@ Result<AgentFile> ReadAgentFile(const std::filesystem::path& file,
   return out;
 }
 
+namespace {
+
+// store.url's password ("postgresql://user:pw@host/db") as "***".
+Json RedactUrlPassword(std::string_view key, const Json& value) {
+  if (key != "store.url" || !value.is_string()) return value;
+  std::string url = value.get<std::string>();
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return value;
+  size_t at = url.find('@', scheme + 3);
+  size_t colon = url.find(':', scheme + 3);
+  if (at == std::string::npos || colon == std::string::npos || colon > at) return value;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+}  // namespace
+
 std::vector<ConfigEntry> DescribeConfig(const Config& config) {
   std::vector<ConfigEntry> out;
   for (const KeySpec& k : config::Keys()) {
@@ -814,7 +830,7 @@ std::vector<ConfigEntry> DescribeConfig(const Config& config) {
         out.push_back({k.name + "." + name, value, origins[i++].ToString()});
       }
     } else {
-      out.push_back({k.name, std::move(v), origins[0].ToString()});
+      out.push_back({k.name, RedactUrlPassword(k.name, v), origins[0].ToString()});
     }
   }
   if (config.hooks.empty()) out.push_back({"hooks", Json::array(), "default"});
@@ -882,7 +898,8 @@ std::string FormatWorkspaceTrust(const LoadedConfig& loaded) {
       break;
   }
   for (const IgnoredSetting& i : loaded.ignored) {
-    out += "# ignored " + i.key + " = " + RedactSecrets(DumpJson(i.value)) + "  (" +
+    out += "# ignored " + i.key + " = " +
+           RedactSecrets(DumpJson(RedactUrlPassword(i.key, i.value))) + "  (" +
            i.origin.ToString() + ": " + i.reason + ")\n";
   }
   return out;

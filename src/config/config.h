@@ -179,6 +179,11 @@ struct Config {
     // crash of the process, not necessarily a power loss); agentloop/store.h
     // StoreSync. Not from the workspace file.
     Sourced<std::string> sync;
+    // Empty: the SQLite database in the data directory. Otherwise a
+    // "postgresql://" URL of a shared PostgreSQL store (docs/storage.md,
+    // "PostgreSQL"). Not from the workspace file; `config show` prints it
+    // without its password.
+    Sourced<std::string> url;
   } store;
 
   struct Compaction {

@@ -295,6 +295,9 @@ std::vector<KeySpec> BuildKeys() {
       StringKey("store.sync", [](Config & c) -> auto& { return c.store.sync; }, {"full", "normal"});
   sync.fallback = "full";
   keys.push_back(std::move(sync));
+  // Where every session goes: never from a repository (kIgnored).
+  keys.push_back(StringKey(
+      "store.url", [](Config & c) -> auto& { return c.store.url; }));
   keys.push_back(IntKey(
       "compaction.summary_timeout_ms", 100, 600'000,
       [](Config & c) -> auto& { return c.compaction.summary_timeout_ms; }));

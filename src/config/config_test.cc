@@ -18,6 +18,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ConfigTest : public ::testing::Test {
  protected:
@@ -721,6 +722,27 @@ TEST_F(ConfigTest, StoreSyncDefaultsToFullAndLayersOverride) {
   // `config show` lists it with its origin.
   std::string text = FormatConfig(MustLoad().config);
   EXPECT_THAT(text, AllOf(HasSubstr("store.sync = \"normal\""), HasSubstr("# flag --store-sync")));
+}
+
+// store.url selects the PostgreSQL store; `config show` never prints its
+// password.
+TEST_F(ConfigTest, StoreUrlComesFromFileOrEnvironmentAndShowsNoPassword) {
+  EXPECT_EQ(MustLoad().config.store.url.value, "");
+  WriteUser("[store]\nurl = \"postgresql://al:s3cret-pw@db:5432/al\"\n");
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.store.url.value, "postgresql://al:s3cret-pw@db:5432/al");
+    std::string text = FormatConfig(c.config);
+    EXPECT_THAT(text, HasSubstr("store.url = \"postgresql://al:***@db:5432/al\""));
+    EXPECT_THAT(text, Not(HasSubstr("s3cret")));
+    for (const ConfigEntry& e : DescribeConfig(c.config)) {
+      EXPECT_THAT(DumpJson(e.value), Not(HasSubstr("s3cret"))) << e.key;
+    }
+  }
+  env_["AGENTLOOP_STORE_URL"] = "postgres://other@h/db";
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.store.url.value, "postgres://other@h/db");
+  EXPECT_EQ(c.config.store.url.origin.ToString(), "env AGENTLOOP_STORE_URL");
 }
 
 TEST_F(ConfigTest, SummaryTimeoutHasADefaultARangeAndAnEnvironmentVariable) {

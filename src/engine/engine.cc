@@ -587,6 +587,16 @@ class EngineImpl final : public Engine {
       store_ = options_.store;
       return Status::Ok();
     }
+    if (!options_.store_url.empty()) {
+      if (!IsPostgresUrl(options_.store_url)) {
+        return InvalidArgument(
+            "store.url must be a postgresql:// (or postgres://) URL; leave it empty for the "
+            "SQLite database in the data directory");
+      }
+      AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, PostgresStoreOptions{}));
+      store_ = std::move(pg);
+      return Status::Ok();
+    }
     SqliteStoreOptions store_options;
     store_options.sync = options_.store_sync;
     AL_ASSIGN_OR_RETURN(auto store, OpenSqliteStore(dir / kSessionsDbName, store_options));

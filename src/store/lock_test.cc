@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include "store/store_test_util.h"
@@ -12,6 +11,9 @@ namespace agentloop::store {
 namespace {
 
 using ::testing::HasSubstr;
+
+class LockTest : public StoreTest {};
+AL_STORE_CONFORMANCE(LockTest);
 
 // A pid that existed and has exited (reaped), so kill(pid, 0) fails ESRCH.
 pid_t DeadPid() {
@@ -22,7 +24,7 @@ pid_t DeadPid() {
   return pid;
 }
 
-TEST_F(StoreTest, LockIsExclusiveAndReleasedOnDestruction) {
+TEST_P(LockTest, LockIsExclusiveAndReleasedOnDestruction) {
   std::string id = NewSession();
   auto first = store_->AcquireLock(id, getpid());
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -41,7 +43,7 @@ TEST_F(StoreTest, LockIsExclusiveAndReleasedOnDestruction) {
   EXPECT_TRUE(other->AcquireLock(id, getpid()).ok());
 }
 
-TEST_F(StoreTest, CreateLockedSessionCreatesItAlreadyLocked) {
+TEST_P(LockTest, CreateLockedSessionCreatesItAlreadyLocked) {
   NewSessionParams p;
   p.workspace = "/tmp/ws";
   p.provider = "script";
@@ -61,7 +63,7 @@ TEST_F(StoreTest, CreateLockedSessionCreatesItAlreadyLocked) {
 
 // The engine opens a session it has just created without loading it: the
 // created info must be exactly what Load reads back, with nothing else.
-TEST_F(StoreTest, CreateLockedSessionInfoIsWhatLoadReadsBack) {
+TEST_P(LockTest, CreateLockedSessionInfoIsWhatLoadReadsBack) {
   NewSessionParams older;
   older.workspace = "/tmp/ws";
   auto first = store_->CreateLockedSession(older, getpid());
@@ -84,7 +86,7 @@ TEST_F(StoreTest, CreateLockedSessionInfoIsWhatLoadReadsBack) {
   EXPECT_FALSE(snap->recovered);
 }
 
-TEST_F(StoreTest, CreateLockedSessionWithADuplicateIdChangesNothing) {
+TEST_P(LockTest, CreateLockedSessionWithADuplicateIdChangesNothing) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getpid());
   ASSERT_TRUE(held.ok());
@@ -99,11 +101,11 @@ TEST_F(StoreTest, CreateLockedSessionWithADuplicateIdChangesNothing) {
   EXPECT_TRUE((*held)->Refresh().ok());
 }
 
-TEST_F(StoreTest, LockOfUnknownSessionIsNotFound) {
+TEST_P(LockTest, LockOfUnknownSessionIsNotFound) {
   EXPECT_EQ(store_->AcquireLock("nope", getpid()).error().code(), Code::kNotFound);
 }
 
-TEST_F(StoreTest, LockOfDeadProcessIsTakenOver) {
+TEST_P(LockTest, LockOfDeadProcessIsTakenOver) {
   std::string id = NewSession();
   pid_t dead = DeadPid();
   auto stale = store_->AcquireLock(id, dead);
@@ -120,7 +122,7 @@ TEST_F(StoreTest, LockOfDeadProcessIsTakenOver) {
   EXPECT_TRUE((*mine)->Refresh().ok());
 }
 
-TEST_F(StoreTest, LockExpiresWithoutHeartbeat) {
+TEST_P(LockTest, LockExpiresWithoutHeartbeat) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getppid());  // a live process that is not us
   ASSERT_TRUE(held.ok());
@@ -133,7 +135,7 @@ TEST_F(StoreTest, LockExpiresWithoutHeartbeat) {
   EXPECT_TRUE(store_->AcquireLock(id, getpid()).ok());
 }
 
-TEST_F(StoreTest, RemoveRefusedWhileLocked) {
+TEST_P(LockTest, RemoveRefusedWhileLocked) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getpid());
   ASSERT_TRUE(held.ok());
@@ -142,40 +144,24 @@ TEST_F(StoreTest, RemoveRefusedWhileLocked) {
   EXPECT_TRUE(store_->RemoveSession(id).ok());
 }
 
-int64_t HeartbeatOf(const std::filesystem::path& db_path, const std::string& id) {
-  sqlite3* db = nullptr;
-  sqlite3_open(db_path.c_str(), &db);
-  sqlite3_stmt* st = nullptr;
-  sqlite3_prepare_v2(db, "SELECT heartbeat_at_ms FROM session_locks WHERE session_id = ?", -1, &st,
-                     nullptr);
-  sqlite3_bind_text(st, 1, id.c_str(), -1, SQLITE_TRANSIENT);
-  int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-TEST_F(StoreTest, HeartbeatThreadRefreshesTheLock) {
-  SqliteStoreOptions o = Options();
-  o.lock_heartbeat = true;
-  o.lock_ttl = std::chrono::milliseconds(30);  // refresh every 10 ms of real time
-  auto store = SqliteStore::Open(db_path(), o);
-  ASSERT_TRUE(store.ok());
+TEST_P(LockTest, HeartbeatThreadRefreshesTheLock) {
+  // Refresh every 10 ms of real time.
+  auto store = OpenStore({.lock_heartbeat = true, .lock_ttl = std::chrono::milliseconds(30)});
+  ASSERT_NE(store, nullptr);
   std::string id = NewSession();
-  auto lock = (*store)->AcquireLock(id, getpid());
+  auto lock = store->AcquireLock(id, getpid());
   ASSERT_TRUE(lock.ok());
   const int64_t start = clock_ms_.load();
-  ASSERT_EQ(HeartbeatOf(db_path(), id), start);
+  ASSERT_EQ(HeartbeatOf(id), start);
   clock_ms_ += 1000;
   // Wait (bounded) for the background refresh to record the new time.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (HeartbeatOf(db_path(), id) != start + 1000 &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (HeartbeatOf(id) != start + 1000 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
-  EXPECT_EQ(HeartbeatOf(db_path(), id), start + 1000);
+  EXPECT_EQ(HeartbeatOf(id), start + 1000);
   lock->reset();
-  EXPECT_EQ(HeartbeatOf(db_path(), id), -1);  // released
+  EXPECT_EQ(HeartbeatOf(id), -1);  // released
 }
 
 size_t ThreadCount() {
@@ -186,45 +172,42 @@ size_t ThreadCount() {
 
 // One heartbeat thread per store refreshes every lock it holds: a server
 // holding many sessions does not hold a thread per session.
-TEST_F(StoreTest, OneHeartbeatThreadRefreshesEveryHeldLock) {
-  SqliteStoreOptions o = Options();
-  o.lock_heartbeat = true;
-  o.lock_ttl = std::chrono::milliseconds(30);
-  auto store = SqliteStore::Open(db_path(), o);
-  ASSERT_TRUE(store.ok());
+TEST_P(LockTest, OneHeartbeatThreadRefreshesEveryHeldLock) {
+  auto store = OpenStore({.lock_heartbeat = true, .lock_ttl = std::chrono::milliseconds(30)});
+  ASSERT_NE(store, nullptr);
   std::string a = NewSession();
   std::string b = NewSession();
   const size_t before = ThreadCount();
-  auto la = (*store)->AcquireLock(a, getpid());
+  auto la = store->AcquireLock(a, getpid());
   ASSERT_TRUE(la.ok());
   EXPECT_EQ(ThreadCount(), before + 1);
-  auto lb = (*store)->AcquireLock(b, getpid());
+  auto lb = store->AcquireLock(b, getpid());
   ASSERT_TRUE(lb.ok());
   EXPECT_EQ(ThreadCount(), before + 1);
   const int64_t start = clock_ms_.load();
   clock_ms_ += 1000;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((HeartbeatOf(db_path(), a) != start + 1000 || HeartbeatOf(db_path(), b) != start + 1000) &&
+  while ((HeartbeatOf(a) != start + 1000 || HeartbeatOf(b) != start + 1000) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
-  EXPECT_EQ(HeartbeatOf(db_path(), a), start + 1000);
-  EXPECT_EQ(HeartbeatOf(db_path(), b), start + 1000);
+  EXPECT_EQ(HeartbeatOf(a), start + 1000);
+  EXPECT_EQ(HeartbeatOf(b), start + 1000);
   // A released lock stays released: the heartbeat does not bring it back.
   la->reset();
   clock_ms_ += 1000;
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (HeartbeatOf(db_path(), b) != start + 2000 && std::chrono::steady_clock::now() < deadline) {
+  while (HeartbeatOf(b) != start + 2000 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }
-  EXPECT_EQ(HeartbeatOf(db_path(), b), start + 2000);
-  EXPECT_EQ(HeartbeatOf(db_path(), a), -1);
+  EXPECT_EQ(HeartbeatOf(b), start + 2000);
+  EXPECT_EQ(HeartbeatOf(a), -1);
   lb->reset();
-  store->reset();
+  store.reset();
   EXPECT_EQ(ThreadCount(), before);
 }
 
-TEST_F(StoreTest, LockExcludesAnotherProcess) {
+TEST_P(LockTest, LockExcludesAnotherProcess) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getpid());
   ASSERT_TRUE(held.ok());
@@ -232,9 +215,9 @@ TEST_F(StoreTest, LockExcludesAnotherProcess) {
   if (child == 0) {
     // Child: its own connection, its own pid. Exit code: 0 busy, 1 acquired,
     // 2 other error.
-    auto s = SqliteStore::Open(db_path(), Options());  // same clock as the holder
-    if (!s.ok()) _exit(2);
-    auto l = (*s)->AcquireLock(id, getpid());
+    auto s = OpenStore();  // same clock as the holder
+    if (s == nullptr) _exit(2);
+    auto l = s->AcquireLock(id, getpid());
     _exit(l.ok() ? 1 : l.error().code() == Code::kBusy ? 0 : 2);
   }
   int status = 0;

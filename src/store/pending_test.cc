@@ -34,8 +34,9 @@ class PendingTest : public StoreTest {
     };
   }
 };
+AL_STORE_CONFORMANCE(PendingTest);
 
-TEST_F(PendingTest, SaveListAndOpenCheckpoint) {
+TEST_P(PendingTest, SaveListAndOpenCheckpoint) {
   std::string s1 = NewSession();
   std::string s2 = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s1, {"p1", "p2"})).ok());
@@ -70,7 +71,7 @@ TEST_F(PendingTest, SaveListAndOpenCheckpoint) {
   EXPECT_FALSE(store_->OpenCheckpoint(NewSession())->has_value());
 }
 
-TEST_F(PendingTest, SaveValidates) {
+TEST_P(PendingTest, SaveValidates) {
   std::string s = NewSession();
   EXPECT_EQ(store_->SaveCheckpoint(Batch(s, {})).code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->SaveCheckpoint(Batch("", {"x"})).code(), Code::kInvalidArgument);
@@ -81,7 +82,7 @@ TEST_F(PendingTest, SaveValidates) {
   EXPECT_EQ(store_->ListPending(std::nullopt)->size(), 1u);
 }
 
-TEST_F(PendingTest, ResolveUntilTheBatchCloses) {
+TEST_P(PendingTest, ResolveUntilTheBatchCloses) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2"})).ok());
 
@@ -110,7 +111,7 @@ TEST_F(PendingTest, ResolveUntilTheBatchCloses) {
   EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
 }
 
-TEST_F(PendingTest, AlreadyResolvedAndUnknownChangeNothing) {
+TEST_P(PendingTest, AlreadyResolvedAndUnknownChangeNothing) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2"})).ok());
   ASSERT_TRUE(store_->Resolve("p1", Approve("x")).ok());
@@ -130,7 +131,7 @@ TEST_F(PendingTest, AlreadyResolvedAndUnknownChangeNothing) {
   EXPECT_EQ((*store_->OpenCheckpoint(s))->results_so_far.size(), 2u);
 }
 
-TEST_F(PendingTest, DenyClosesTheWholeBatch) {
+TEST_P(PendingTest, DenyClosesTheWholeBatch) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2", "p3"})).ok());
   auto denied = store_->Resolve("p2", [](Checkpoint& cp, const PendingItem& item) {
@@ -147,7 +148,7 @@ TEST_F(PendingTest, DenyClosesTheWholeBatch) {
   EXPECT_TRUE(store_->Resolve("p3", Approve("x"))->already_resolved);
 }
 
-TEST_F(PendingTest, CallbackErrorLeavesTheItemPending) {
+TEST_P(PendingTest, CallbackErrorLeavesTheItemPending) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1"})).ok());
   auto bad = store_->Resolve("p1", [](Checkpoint& cp, const PendingItem&) -> Result<ResolveAction> {
@@ -170,7 +171,7 @@ TEST_F(PendingTest, CallbackErrorLeavesTheItemPending) {
   EXPECT_TRUE(store_->Resolve("p1", Approve("ok"))->closed);
 }
 
-TEST_F(PendingTest, NewCheckpointSupersedesTheOpenOne) {
+TEST_P(PendingTest, NewCheckpointSupersedesTheOpenOne) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"old1"})).ok());
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"new1"})).ok());
@@ -183,7 +184,7 @@ TEST_F(PendingTest, NewCheckpointSupersedesTheOpenOne) {
 // Every item ever indexed can be looked up after it left the batch: decided
 // (with its decision), cancelled by a sibling's denial or by a newer pause,
 // or still outstanding; an id never indexed is nullopt.
-TEST_F(PendingTest, LookupTellsWhatBecameOfAnItem) {
+TEST_P(PendingTest, LookupTellsWhatBecameOfAnItem) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"a1", "a2", "a3"})).ok());
   auto record = [](ApprovalDecision d) {
@@ -230,7 +231,7 @@ TEST_F(PendingTest, LookupTellsWhatBecameOfAnItem) {
   EXPECT_FALSE(store_->LookupPending("never")->has_value());
 }
 
-TEST_F(PendingTest, RacingResolversExactlyOneWins) {
+TEST_P(PendingTest, RacingResolversExactlyOneWins) {
   std::string s = NewSession();
   constexpr int kRounds = 20;
   std::vector<std::string> ids;
@@ -264,6 +265,63 @@ TEST_F(PendingTest, RacingResolversExactlyOneWins) {
   }
   EXPECT_TRUE(store_->ListPending(std::nullopt)->empty());
   EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
+}
+
+}  // namespace
+}  // namespace agentloop::store
+
+namespace agentloop::store {
+namespace {
+
+// Twenty deciders of one item, each on its own store (connection), released
+// together: exactly one decision is taken, nineteen find it already
+// resolved, and the callback runs once.
+TEST_P(PendingTest, TwentyConcurrentDecisionsHaveOneWinner) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"only", "other"})).ok());
+  constexpr int kDeciders = 20;
+  std::vector<std::unique_ptr<SessionStore>> stores;
+  for (int i = 0; i < kDeciders; ++i) {
+    stores.push_back(OpenStore());
+    ASSERT_NE(stores.back(), nullptr);
+  }
+  std::atomic<int> fn_calls{0};
+  std::atomic<int> wins{0};
+  std::atomic<int> already{0};
+  std::atomic<int> errors{0};
+  std::latch start(kDeciders);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kDeciders; ++i) {
+    threads.emplace_back([&, i] {
+      start.arrive_and_wait();
+      auto r = stores[i]->Resolve("only", [&](Checkpoint& cp, const PendingItem& item) {
+        fn_calls++;
+        cp.results_so_far.push_back(
+            ContentBlock::ToolResult(item.tool_use_id, "decider " + std::to_string(i), false));
+        return Result<ResolveAction>(ResolveAction::kResolved);
+      });
+      if (!r.ok()) {
+        errors++;
+        return;
+      }
+      (r->already_resolved ? already : wins)++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(wins.load(), 1);
+  EXPECT_EQ(already.load(), kDeciders - 1);
+  EXPECT_EQ(fn_calls.load(), 1);
+  // The batch stays open for its other item; the winner's result is stored once.
+  auto open = store_->OpenCheckpoint(s);
+  ASSERT_TRUE(open.ok() && open->has_value());
+  ASSERT_EQ((*open)->outstanding.size(), 1u);
+  EXPECT_EQ((*open)->outstanding[0].id, "other");
+  EXPECT_EQ((*open)->results_so_far.size(), 2u);  // tu_run's and the winner's
+  auto listed = store_->ListPending(std::nullopt);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].item.id, "other");
 }
 
 }  // namespace

@@ -22,6 +22,11 @@ SessionListOptions Listing(std::optional<std::filesystem::path> workspace, int l
 
 using ::testing::HasSubstr;
 
+// The SQLite store's own format and pragmas.
+class SqliteStoreTest : public StoreTest {};
+AL_SQLITE_ONLY(SqliteStoreTest);
+AL_STORE_CONFORMANCE(StoreTest);
+
 TEST(DefaultDataDirTest, Precedence) {
   EXPECT_EQ(*DefaultDataDir({{"AGENTLOOP_HOME", "/a"}, {"XDG_DATA_HOME", "/x"}, {"HOME", "/h"}}),
             std::filesystem::path("/a"));
@@ -50,8 +55,10 @@ TEST(DefaultDataDirTest, OpenDefaultStoreCreatesPrivateDir) {
 // store.sync: the pragma is in effect on the store's own connection, also
 // through OpenDefaultStore, and a second connection (another process) keeps
 // its own choice.
-TEST_F(StoreTest, SyncModeSetsThePragmaOfTheConnection) {
-  auto full = store_->Synchronous();
+TEST_P(SqliteStoreTest, SyncModeSetsThePragmaOfTheConnection) {
+  auto* sqlite_store = dynamic_cast<SqliteStore*>(store_.get());
+  ASSERT_NE(sqlite_store, nullptr);
+  auto full = sqlite_store->Synchronous();
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   EXPECT_EQ(*full, 2);  // FULL: the default
 
@@ -62,7 +69,7 @@ TEST_F(StoreTest, SyncModeSetsThePragmaOfTheConnection) {
   auto mode = (*normal)->Synchronous();
   ASSERT_TRUE(mode.ok()) << mode.status().ToString();
   EXPECT_EQ(*mode, 1);  // NORMAL
-  EXPECT_EQ(*store_->Synchronous(), 2);
+  EXPECT_EQ(*sqlite_store->Synchronous(), 2);
 
   // Commits on the NORMAL connection work and are seen by the FULL one.
   NewSessionParams p;
@@ -96,7 +103,7 @@ TEST(MakeTitleTest, CollapsesAndCuts) {
   EXPECT_EQ(MakeTitle(std::string(79, 'a') + " b"), std::string(79, 'a'));
 }
 
-TEST_F(StoreTest, CreateGetListFindRemove) {
+TEST_P(StoreTest, CreateGetListFindRemove) {
   std::string a = NewSession("/w/one");
   clock_ms_ += 10;
   std::string b = NewSession("/w/two/");
@@ -144,7 +151,7 @@ TEST_F(StoreTest, CreateGetListFindRemove) {
 
 // A server's sessions carry their tenant, agent and metadata; a listing
 // filters by them and pages with the id of the previous page's last session.
-TEST_F(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
+TEST_P(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) {
     NewSessionParams p;
@@ -189,7 +196,7 @@ TEST_F(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
 // read from its newest event. Its row's updated_at_ms (the indexed list
 // order) moves only when another session sorted first, and the list order
 // stays the order of last activity.
-TEST_F(StoreTest, ActivityAndLastSeqComeFromTheEventLog) {
+TEST_P(SqliteStoreTest, ActivityAndLastSeqComeFromTheEventLog) {
   const int64_t created = clock_ms_.load();
   std::string a = NewSession("/w/one");
   clock_ms_ += 100;
@@ -241,7 +248,7 @@ TEST_F(StoreTest, ActivityAndLastSeqComeFromTheEventLog) {
 // A key is claimed once; the same request again finds it in flight, then
 // its answer; another request under it is refused; keys are per tenant and
 // expire (an unfinished one sooner); a released key can be claimed again.
-TEST_F(StoreTest, IdempotencyKeysAreClaimedOnceAndExpire) {
+TEST_P(StoreTest, IdempotencyKeysAreClaimedOnceAndExpire) {
   using K = IdempotencyClaim::Kind;
   using std::chrono::hours;
   using std::chrono::minutes;
@@ -270,7 +277,7 @@ TEST_F(StoreTest, IdempotencyKeysAreClaimedOnceAndExpire) {
   EXPECT_EQ(claim("t1", "k", "y").kind, K::kClaimed);
 }
 
-TEST_F(StoreTest, RelabelReplacesTitleAndMetadata) {
+TEST_P(StoreTest, RelabelReplacesTitleAndMetadata) {
   std::string id = NewSession();
   ASSERT_TRUE(store_->RelabelSession(id, "named", Json{{"k", 1}}).ok());
   SessionInfo s = *store_->GetSession(id);
@@ -284,7 +291,7 @@ TEST_F(StoreTest, RelabelReplacesTitleAndMetadata) {
   EXPECT_EQ(store_->RelabelSession("nope", "x", std::nullopt).code(), Code::kNotFound);
 }
 
-TEST_F(StoreTest, DuplicateExplicitIdRejected) {
+TEST_P(StoreTest, DuplicateExplicitIdRejected) {
   NewSessionParams p;
   p.id = "fixed-id";
   p.workspace = "/w";
@@ -292,7 +299,7 @@ TEST_F(StoreTest, DuplicateExplicitIdRejected) {
   EXPECT_EQ(store_->CreateSession(p).error().code(), Code::kAlreadyExists);
 }
 
-TEST_F(StoreTest, RemoveDeletesEveryRow) {
+TEST_P(StoreTest, RemoveDeletesEveryRow) {
   std::string id = NewSession();
   ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("x"))}).ok());
   ASSERT_TRUE(store_->SetState(id, "todo", Json{{"a", 1}}).ok());
@@ -302,21 +309,17 @@ TEST_F(StoreTest, RemoveDeletesEveryRow) {
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   ASSERT_TRUE(store_->RemoveSession(id).ok());
 
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(db_path().c_str(), &db), SQLITE_OK);
-  for (const char* table :
-       {"events", "session_locks", "checkpoints", "pending_index", "session_state"}) {
-    std::string sql = std::string("SELECT COUNT(*) FROM ") + table;
-    sqlite3_stmt* st = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr), SQLITE_OK);
-    ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-    EXPECT_EQ(sqlite3_column_int(st, 0), 0) << table;
-    sqlite3_finalize(st);
+  const std::vector<std::string> tables =
+      sqlite() ? std::vector<std::string>{"events", "session_locks", "checkpoints", "pending_index",
+                                          "session_state"}
+               : std::vector<std::string>{"session_events", "checkpoints", "pending_index",
+                                          "session_state"};
+  for (const std::string& table : tables) {
+    EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM " + table), 0) << table;
   }
-  sqlite3_close(db);
 }
 
-TEST_F(StoreTest, AppendLoadRoundTrip) {
+TEST_P(StoreTest, AppendLoadRoundTrip) {
   std::string id = NewSession();
   Message user = Message::User("  Please fix\nthe failing test in src/a.cc  ");
   Message asst = AssistantWithTools({"tu_1"});
@@ -373,7 +376,7 @@ TEST_F(StoreTest, AppendLoadRoundTrip) {
   EXPECT_EQ(store_->Events(id, 7)->size(), 2u);
 }
 
-TEST_F(StoreTest, AppendIsAtomicOnDuplicateSeq) {
+TEST_P(StoreTest, AppendIsAtomicOnDuplicateSeq) {
   std::string id = NewSession();
   ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
   // seq 2 is new but seq 1 collides: nothing of the batch may be stored.
@@ -386,7 +389,7 @@ TEST_F(StoreTest, AppendIsAtomicOnDuplicateSeq) {
   EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
 }
 
-TEST_F(StoreTest, AppendValidates) {
+TEST_P(StoreTest, AppendValidates) {
   EXPECT_EQ(store_->Append("nope", std::vector<Event>{MessageEvent(1, Message::User("a"))}).code(),
             Code::kNotFound);
   std::string id = NewSession();
@@ -405,7 +408,7 @@ TEST_F(StoreTest, AppendValidates) {
   EXPECT_EQ(store_->GetSession(id)->last_seq, 0u);
 }
 
-TEST_F(StoreTest, TitleSkipsTaggedMessages) {
+TEST_P(StoreTest, TitleSkipsTaggedMessages) {
   std::string id = NewSession();
   Message marker = Message::User("continue");
   marker.tag = "todo-loop:continue";
@@ -417,7 +420,7 @@ TEST_F(StoreTest, TitleSkipsTaggedMessages) {
   EXPECT_EQ(store_->GetSession(id)->title, "real");
 }
 
-TEST_F(StoreTest, CompactionReplay) {
+TEST_P(StoreTest, CompactionReplay) {
   std::string id = NewSession();
   Message summary = Message::User("summary of 1-3");
   summary.tag = "compaction-summary";
@@ -444,7 +447,7 @@ TEST_F(StoreTest, CompactionReplay) {
 
 // A compaction that summarised the running turn's older steps re-inserts
 // the user's request after the summary: a reload rebuilds the same view.
-TEST_F(StoreTest, CompactionReplayReinsertsTheKeptRequest) {
+TEST_P(StoreTest, CompactionReplayReinsertsTheKeptRequest) {
   std::string id = NewSession();
   Message summary = Message::User("[compacted 3 earlier message(s)]\nsteps");
   summary.tag = "compaction-summary";
@@ -469,7 +472,7 @@ TEST_F(StoreTest, CompactionReplayReinsertsTheKeptRequest) {
   EXPECT_EQ(snap->messages[2], Message::Assistant("step 2"));
 }
 
-TEST_F(StoreTest, CompactionBeyondHistoryIsDataLoss) {
+TEST_P(StoreTest, CompactionBeyondHistoryIsDataLoss) {
   std::string id = NewSession();
   std::vector<Event> events{MessageEvent(1, Message::User("m1")),
                             MakeEvent(EventType::kCompaction, 2, Json{{"drop_prefix", 5}})};
@@ -496,8 +499,9 @@ class CrashRecoveryTest : public StoreTest {
     return id;
   }
 };
+AL_STORE_CONFORMANCE(CrashRecoveryTest);
 
-TEST_F(CrashRecoveryTest, NotBegunAndBegun) {
+TEST_P(CrashRecoveryTest, NotBegunAndBegun) {
   std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/false);
   auto snap = store_->Load(id, {});
   ASSERT_TRUE(snap.ok()) << snap.status().ToString();
@@ -532,7 +536,7 @@ TEST_F(CrashRecoveryTest, NotBegunAndBegun) {
   EXPECT_EQ(store_->Events(id, 0)->size(), 4u);
 }
 
-TEST_F(CrashRecoveryTest, EndedButResultLost) {
+TEST_P(CrashRecoveryTest, EndedButResultLost) {
   std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/true);
   auto snap = store_->Load(id, {});
   ASSERT_TRUE(snap.ok());
@@ -540,7 +544,7 @@ TEST_F(CrashRecoveryTest, EndedButResultLost) {
   EXPECT_TRUE(snap->messages.back().content[0].is_error);
 }
 
-TEST_F(CrashRecoveryTest, ReadOnlyLoadDoesNotRepair) {
+TEST_P(CrashRecoveryTest, ReadOnlyLoadDoesNotRepair) {
   std::string id = SessionWithOpenCalls(false, false);
   auto snap = store_->Load(id, {.repair = false});
   ASSERT_TRUE(snap.ok());
@@ -549,7 +553,7 @@ TEST_F(CrashRecoveryTest, ReadOnlyLoadDoesNotRepair) {
   EXPECT_EQ(store_->Events(id, 0)->size(), 2u);
 }
 
-TEST_F(CrashRecoveryTest, OpenCheckpointCoversMessage) {
+TEST_P(CrashRecoveryTest, OpenCheckpointCoversMessage) {
   std::string id = SessionWithOpenCalls(false, false);
   Checkpoint cp;
   cp.session_id = id;
@@ -565,7 +569,7 @@ TEST_F(CrashRecoveryTest, OpenCheckpointCoversMessage) {
   EXPECT_EQ(snap->open_checkpoint->outstanding[0].id, "p1");
 }
 
-TEST_F(CrashRecoveryTest, DecidedBatchWaitsForItsTurnThenRepairsAsNotRun) {
+TEST_P(CrashRecoveryTest, DecidedBatchWaitsForItsTurnThenRepairsAsNotRun) {
   // tu_a ran before the pause (its result is in results_so_far); tu_b was
   // approved by a resolver that could not continue the turn.
   std::string id = SessionWithOpenCalls(/*begin_a=*/true, /*end_a=*/true);
@@ -613,7 +617,7 @@ TEST_F(CrashRecoveryTest, DecidedBatchWaitsForItsTurnThenRepairsAsNotRun) {
   EXPECT_TRUE(repair.content[1].is_error);
 }
 
-TEST_F(CrashRecoveryTest, NoRepairWhileAnotherLiveProcessHoldsTheLock) {
+TEST_P(CrashRecoveryTest, NoRepairWhileAnotherLiveProcessHoldsTheLock) {
   std::string id = SessionWithOpenCalls(true, false);
   // Our parent (the test runner's shell or ctest) is a live process that is
   // not us: its calls may still be running.
@@ -630,25 +634,14 @@ TEST_F(CrashRecoveryTest, NoRepairWhileAnotherLiveProcessHoldsTheLock) {
   EXPECT_TRUE(store_->Load(id, {})->recovered);
 }
 
-TEST_F(CrashRecoveryTest, RepairWhenWeHoldTheLock) {
+TEST_P(CrashRecoveryTest, RepairWhenWeHoldTheLock) {
   std::string id = SessionWithOpenCalls(false, false);
   auto lock = store_->AcquireLock(id, getpid());
   ASSERT_TRUE(lock.ok());
   EXPECT_TRUE(store_->Load(id, {})->recovered);
 }
 
-// Overwrites the stored JSON of one event, as a torn or corrupted write would.
-void CorruptRow(const std::filesystem::path& db_path, const std::string& session_id, uint64_t seq) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
-  std::string sql = "UPDATE events SET json = '{\"type\":\"mess' WHERE session_id = '" +
-                    session_id + "' AND seq = " + std::to_string(seq);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-  EXPECT_EQ(sqlite3_changes(db), 1);
-  sqlite3_close(db);
-}
-
-TEST_F(StoreTest, CorruptNonHistoryRowIsReportedNotDropped) {
+TEST_P(StoreTest, CorruptNonHistoryRowIsReportedNotDropped) {
   std::string id = NewSession();
   std::vector<Event> events{
       MessageEvent(1, Message::User("a")),
@@ -656,7 +649,7 @@ TEST_F(StoreTest, CorruptNonHistoryRowIsReportedNotDropped) {
       MessageEvent(3, Message::Assistant("b")),
   };
   ASSERT_TRUE(store_->Append(id, events).ok());
-  CorruptRow(db_path(), id, 2);
+  CorruptRow(id, 2);
   auto snap = store_->Load(id, {});
   ASSERT_TRUE(snap.ok()) << snap.status().ToString();
   EXPECT_EQ(snap->messages.size(), 2u);
@@ -669,12 +662,12 @@ TEST_F(StoreTest, CorruptNonHistoryRowIsReportedNotDropped) {
   EXPECT_EQ((*stored)[1].json, "{\"type\":\"mess");
 }
 
-TEST_F(StoreTest, CorruptMessageRowIsDataLoss) {
+TEST_P(StoreTest, CorruptMessageRowIsDataLoss) {
   std::string id = NewSession();
   std::vector<Event> events{MessageEvent(1, Message::User("a")),
                             MessageEvent(2, Message::Assistant("b"))};
   ASSERT_TRUE(store_->Append(id, events).ok());
-  CorruptRow(db_path(), id, 2);
+  CorruptRow(id, 2);
   auto snap = store_->Load(id, {});
   ASSERT_FALSE(snap.ok());
   EXPECT_EQ(snap.error().code(), Code::kDataLoss);
@@ -682,7 +675,7 @@ TEST_F(StoreTest, CorruptMessageRowIsDataLoss) {
   EXPECT_THAT(snap.error().message(), HasSubstr(id));
 }
 
-TEST_F(StoreTest, PinnedSettingsAreStoredWithTheSessionAndReplacedWithTheirEvent) {
+TEST_P(StoreTest, PinnedSettingsAreStoredWithTheSessionAndReplacedWithTheirEvent) {
   NewSessionParams p;
   p.workspace = "/work/ws";
   p.settings = Json{{"model", "m1"}, {"deny", Json::array({Json{{"rule", "bash(rm*)"}}})}};
@@ -719,7 +712,7 @@ TEST_F(StoreTest, PinnedSettingsAreStoredWithTheSessionAndReplacedWithTheirEvent
   EXPECT_FALSE(plain->has_value());
 }
 
-TEST_F(StoreTest, State) {
+TEST_P(StoreTest, State) {
   std::string id = NewSession();
   auto missing = store_->GetState(id, "todo");
   ASSERT_TRUE(missing.ok());
@@ -734,7 +727,7 @@ TEST_F(StoreTest, State) {
   EXPECT_EQ(store_->SetState("nope", "k", 1).code(), Code::kNotFound);
 }
 
-TEST_F(StoreTest, SurvivesReopen) {
+TEST_P(StoreTest, SurvivesReopen) {
   std::string id = NewSession();
   ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
   store_.reset();

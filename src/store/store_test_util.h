@@ -1,9 +1,12 @@
-// Shared fixtures of the store tests: a temporary database and a manual clock.
+// Shared fixtures of the store tests: a temporary database and a manual clock,
+// on either store (the conformance table: each TEST_P of a StoreTest fixture
+// runs against SQLite and against PostgreSQL on a throwaway cluster).
 #pragma once
 
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -16,6 +19,8 @@
 
 #include "base/ids.h"
 #include "protocol/codec.h"
+#include "store/pg_test_cluster.h"
+#include "store/sqlite_db.h"
 #include "store/sqlite_store.h"
 
 namespace agentloop::store {
@@ -37,21 +42,111 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-class StoreTest : public ::testing::Test {
+// The store implementations every conformance test runs against.
+enum class Backend { kSqlite, kPostgres };
+
+inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
+}
+
+// Runs the tests of `fixture` (TEST_P) against every store.
+#define AL_STORE_CONFORMANCE(fixture)       \
+  INSTANTIATE_TEST_SUITE_P(Stores, fixture, \
+                           ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName)
+// Runs the tests of `fixture` against the SQLite store only (its file format,
+// pragmas and internals).
+#define AL_SQLITE_ONLY(fixture) \
+  INSTANTIATE_TEST_SUITE_P(Sqlite, fixture, ::testing::Values(Backend::kSqlite), BackendName)
+
+struct StoreTestOptions {
+  bool lock_heartbeat = false;
+  std::chrono::milliseconds lock_ttl{30000};
+};
+
+class StoreTest : public ::testing::TestWithParam<Backend> {
  protected:
+  bool sqlite() const { return GetParam() == Backend::kSqlite; }
   SqliteStoreOptions Options() {
     SqliteStoreOptions o;
     o.now_ms = [this] { return clock_ms_.load(); };
     o.lock_heartbeat = false;
     return o;
   }
-  std::unique_ptr<SqliteStore> OpenStore() {
-    auto s = SqliteStore::Open(db_path(), Options());
+  // A new store (a new connection, as another process has) on the test's
+  // database, with the test's clock.
+  std::unique_ptr<SessionStore> OpenStore(StoreTestOptions t = {}) {
+    if (sqlite()) {
+      SqliteStoreOptions o = Options();
+      o.lock_heartbeat = t.lock_heartbeat;
+      o.lock_ttl = t.lock_ttl;
+      auto s = SqliteStore::Open(db_path(), o);
+      EXPECT_TRUE(s.ok()) << s.status().ToString();
+      return s.ok() ? std::move(*s) : nullptr;
+    }
+    PostgresStoreOptions o;
+    o.now_ms = [this] { return clock_ms_.load(); };
+    o.lock_heartbeat = t.lock_heartbeat;
+    o.lock_ttl = t.lock_ttl;
+    auto s = OpenPostgresStore(pg_url_, o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(*s) : nullptr;
   }
-  void SetUp() override { store_ = OpenStore(); }
+  void SetUp() override {
+    if (!sqlite()) {
+      auto cluster = PgTestCluster::Shared();
+      if (!cluster.ok()) GTEST_SKIP() << "no PostgreSQL cluster: " << cluster.error().ToString();
+      auto url = (*cluster)->NewSchemaUrl();
+      ASSERT_TRUE(url.ok()) << url.status().ToString();
+      pg_url_ = *url;
+    }
+    store_ = OpenStore();
+    ASSERT_NE(store_, nullptr);
+  }
   std::filesystem::path db_path() const { return dir_.path() / "sessions.db"; }
+  const std::string& pg_url() const { return pg_url_; }
+
+  // Runs SQL on the test's database directly (the store's tables).
+  void ExecSql(const std::string& sql) {
+    if (sqlite()) {
+      auto db = Db::Open(db_path(), 1000);
+      ASSERT_TRUE(db.ok());
+      ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
+    } else {
+      Status s = PgExecForTest(pg_url_, sql);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+  // The first column of the first row of `sql` as an integer; -1 when no row.
+  int64_t QueryInt(const std::string& sql) {
+    if (sqlite()) {
+      auto db = Db::Open(db_path(), 1000);
+      EXPECT_TRUE(db.ok());
+      auto st = (*db)->Prepare(sql);
+      EXPECT_TRUE(st.ok()) << sql;
+      auto row = st->Step();
+      return row.ok() && *row && !st->IsNull(0) ? st->Int(0) : -1;
+    }
+    auto v = PgQueryIntForTest(pg_url_, sql);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : -1;
+  }
+  // Overwrites the stored JSON of one event, as a torn or corrupted write
+  // would.
+  void CorruptRow(const std::string& session_id, uint64_t seq) {
+    ExecSql("UPDATE " + EventsTable() + " SET json = '{\"type\":\"mess' WHERE session_id = '" +
+            session_id + "' AND seq = " + std::to_string(seq));
+    EXPECT_EQ(
+        QueryInt("SELECT COUNT(*) FROM " + EventsTable() + " WHERE json = '{\"type\":\"mess'"), 1);
+  }
+  // The table of the event log.
+  std::string EventsTable() const { return sqlite() ? "events" : "session_events"; }
+  // The heartbeat of the session's lock, -1 when it is not held.
+  int64_t HeartbeatOf(const std::string& id) {
+    return sqlite()
+               ? QueryInt("SELECT heartbeat_at_ms FROM session_locks WHERE session_id = '" + id +
+                          "'")
+               : QueryInt("SELECT lease_heartbeat_at_ms FROM sessions WHERE id = '" + id + "'");
+  }
 
   std::string NewSession(std::string workspace = "/work/ws") {
     NewSessionParams p;
@@ -96,7 +191,8 @@ class StoreTest : public ::testing::Test {
 
   TempDir dir_;
   std::atomic<int64_t> clock_ms_{1'700'000'000'000};
-  std::unique_ptr<SqliteStore> store_;
+  std::string pg_url_;
+  std::unique_ptr<SessionStore> store_;
 };
 
 }  // namespace agentloop::store

@@ -1,0 +1,219 @@
+// What only the PostgreSQL store has: its migrations (from an empty database
+// and from each earlier version, a newer schema refused), the order of a
+// session's event log, tenant ids on every row, and reconnecting after the
+// database restarts. The SessionStore contract itself is tested by the
+// conformance fixtures (StoreTest, LockTest, PendingTest, CrashRecoveryTest)
+// on both stores.
+#include "store/pg_conn.h"
+#include "store/postgres_store.h"
+#include "store/store_test_util.h"
+
+namespace agentloop::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+class PgStoreTest : public StoreTest {};
+INSTANTIATE_TEST_SUITE_P(Postgres, PgStoreTest, ::testing::Values(Backend::kPostgres), BackendName);
+
+// A fresh schema of the shared cluster (no store opened on it).
+class PgMigrationsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cluster = PgTestCluster::Shared();
+    if (!cluster.ok()) GTEST_SKIP() << "no PostgreSQL cluster: " << cluster.error().ToString();
+    cluster_ = *cluster;
+    auto url = cluster_->NewSchemaUrl();
+    ASSERT_TRUE(url.ok()) << url.status().ToString();
+    url_ = *url;
+    auto c = PgConn::Connect(url_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    conn_ = std::move(*c);
+  }
+  int64_t Count(const std::string& sql) {
+    auto r = conn_->Exec(sql);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() && !r->empty() ? r->Int(0, 0) : -1;
+  }
+  PgTestCluster* cluster_ = nullptr;
+  std::string url_;
+  std::unique_ptr<PgConn> conn_;
+};
+
+TEST_F(PgMigrationsTest, BuiltinListIsAscendingAndGapFree) {
+  auto list = BuiltinPgMigrations();
+  ASSERT_FALSE(list.empty());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list[i].version, static_cast<int>(i + 1)) << list[i].name;
+    EXPECT_FALSE(list[i].sql.empty());
+  }
+  EXPECT_EQ(list[0].name, "0001_initial.sql");
+}
+
+TEST_F(PgMigrationsTest, FreshDatabaseGetsEveryMigrationOnce) {
+  EXPECT_EQ(*PgSchemaVersion(*conn_), 0);
+  auto from = ApplyPgMigrations(*conn_, BuiltinPgMigrations(), 42);
+  ASSERT_TRUE(from.ok()) << from.status().ToString();
+  EXPECT_EQ(*from, 0);
+  const int newest = BuiltinPgMigrations().back().version;
+  EXPECT_EQ(*PgSchemaVersion(*conn_), newest);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM schema_migrations"), newest);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM session_events"), 0);
+  // Already migrated: nothing runs again.
+  ASSERT_TRUE(ApplyPgMigrations(*conn_, BuiltinPgMigrations(), 43).ok());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM schema_migrations WHERE applied_at_ms = 43"), 0);
+}
+
+// Every earlier version migrates to the newest, and a store opens on it.
+TEST_F(PgMigrationsTest, EachEarlierVersionMigratesToTheNewest) {
+  auto all = BuiltinPgMigrations();
+  for (size_t k = 0; k <= all.size(); ++k) {
+    SCOPED_TRACE("from version " + std::to_string(k));
+    auto url = cluster_->NewSchemaUrl();
+    ASSERT_TRUE(url.ok());
+    auto c = PgConn::Connect(*url);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(ApplyPgMigrations(**c, all.subspan(0, k), 1).ok());
+    EXPECT_EQ(*PgSchemaVersion(**c), static_cast<int>(k));
+    PostgresStoreOptions o;
+    o.migrate = false;
+    if (k < all.size()) {
+      auto refused = OpenPostgresStore(*url, o);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
+      EXPECT_THAT(refused.error().message(), HasSubstr("agentloop store migrate"));
+    }
+    auto migrated = MigratePostgresStore(*url);
+    ASSERT_TRUE(migrated.ok()) << migrated.status().ToString();
+    EXPECT_EQ(migrated->from_version, static_cast<int>(k));
+    EXPECT_EQ(migrated->to_version, all.back().version);
+    auto store = OpenPostgresStore(*url, o);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    NewSessionParams p;
+    p.workspace = "/w";
+    EXPECT_TRUE((*store)->CreateSession(p).ok());
+  }
+}
+
+TEST_F(PgMigrationsTest, FailingMigrationLeavesTheOldVersion) {
+  const PgMigration v1[] = {{1, "0001_a.sql", "CREATE TABLE a (x integer);"}};
+  const PgMigration v2[] = {{1, "0001_a.sql", "CREATE TABLE a (x integer);"},
+                            {2, "0002_b.sql", "CREATE TABLE b (y integer); SELECT no_such_fn();"}};
+  ASSERT_TRUE(ApplyPgMigrations(*conn_, v1, 1).ok());
+  auto failed = ApplyPgMigrations(*conn_, v2, 2);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.error().message(), HasSubstr("0002_b.sql"));
+  EXPECT_EQ(*PgSchemaVersion(*conn_), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM pg_tables WHERE tablename = 'b'"), 0);
+}
+
+TEST_F(PgMigrationsTest, NewerDatabaseIsRefused) {
+  ASSERT_TRUE(ApplyPgMigrations(*conn_, BuiltinPgMigrations(), 1).ok());
+  ASSERT_TRUE(conn_->Exec("INSERT INTO schema_migrations VALUES (999, '0999_future.sql', 1)").ok());
+  for (bool migrate : {true, false}) {
+    PostgresStoreOptions o;
+    o.migrate = migrate;
+    auto store = OpenPostgresStore(url_, o);
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.error().code(), Code::kFailedPrecondition);
+    EXPECT_THAT(store.error().message(), HasSubstr("schema version 999"));
+    EXPECT_THAT(store.error().message(), HasSubstr("newer agentloop"));
+  }
+  EXPECT_EQ(MigratePostgresStore(url_).status().code(), Code::kFailedPrecondition);
+}
+
+TEST_F(PgMigrationsTest, UnreachableDatabaseIsUnavailableWithoutThePassword) {
+  auto store = OpenPostgresStore("postgresql://u:sekrit@127.0.0.1:1/db?connect_timeout=2", {});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code(), Code::kUnavailable);
+  EXPECT_THAT(store.error().message(), HasSubstr("u:***@127.0.0.1:1"));
+  EXPECT_THAT(store.error().message(), ::testing::Not(HasSubstr("sekrit")));
+}
+
+// A reader that has seen seq N has seen every stored seq below it: a seq at
+// or below the last stored one is refused, never slotted in behind a reader.
+TEST_P(PgStoreTest, SeqsOnlyGrowWithinASession) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_
+                  ->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a")),
+                                                  MessageEvent(5, Message::Assistant("b"))})
+                  .ok());
+  Status behind = store_->Append(id, std::vector<Event>{MessageEvent(3, Message::User("late"))});
+  EXPECT_EQ(behind.code(), Code::kAlreadyExists) << behind.ToString();
+  EXPECT_THAT(behind.message(), HasSubstr("last stored seq is 5"));
+  // Out of order within one batch: refused as a whole.
+  Status unordered = store_->Append(id, std::vector<Event>{MessageEvent(7, Message::User("x")),
+                                                           MessageEvent(6, Message::User("y"))});
+  EXPECT_EQ(unordered.code(), Code::kAlreadyExists);
+  EXPECT_EQ(store_->Events(id, 0)->size(), 2u);
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 5u);
+}
+
+// Every row of a session carries its tenant.
+TEST_P(PgStoreTest, EveryRowCarriesTheTenant) {
+  NewSessionParams p;
+  p.workspace = "/w";
+  p.tenant = "acme";
+  auto s = store_->CreateSession(p);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(store_->Append(s->id, std::vector<Event>{MessageEvent(1, Message::User("x"))}).ok());
+  ASSERT_TRUE(store_->SetState(s->id, "todo", Json::object()).ok());
+  Checkpoint cp;
+  cp.session_id = s->id;
+  cp.outstanding.push_back({"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r"});
+  ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
+  ASSERT_TRUE(
+      store_
+          ->ClaimIdempotencyKey("acme", "k1", "fp", std::chrono::hours(1), std::chrono::minutes(1))
+          .ok());
+  for (const char* table : {"sessions", "session_events", "session_state", "checkpoints",
+                            "pending_index", "idempotency_keys"}) {
+    EXPECT_EQ(QueryInt(std::string("SELECT COUNT(*) FROM ") + table + " WHERE tenant = 'acme'"), 1)
+        << table;
+    EXPECT_EQ(QueryInt(std::string("SELECT COUNT(*) FROM ") + table + " WHERE tenant <> 'acme'"), 0)
+        << table;
+  }
+}
+
+// A new holder of a session's lock gets a new epoch.
+TEST_P(PgStoreTest, EveryNewHolderGetsANewEpoch) {
+  std::string id = NewSession();
+  auto epoch = [&] { return QueryInt("SELECT lease_epoch FROM sessions WHERE id = '" + id + "'"); };
+  EXPECT_EQ(epoch(), 0);
+  {
+    auto l = store_->AcquireLock(id, getpid());
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ(epoch(), 1);
+  }
+  auto l = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(epoch(), 2);
+}
+
+// The database restarts (every connection is cut): the next calls reconnect,
+// nothing committed is lost; while it is down calls fail kUnavailable.
+TEST_P(PgStoreTest, ReconnectsAfterTheDatabaseRestarts) {
+  auto cluster = PgTestCluster::Shared();
+  ASSERT_TRUE(cluster.ok());
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
+  ASSERT_TRUE((*cluster)->Restart().ok());
+  auto got = store_->GetSession(id);  // a read on a dead pooled connection
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->last_seq, 1u);
+  ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(2, Message::User("b"))}).ok());
+
+  ASSERT_TRUE((*cluster)->Stop().ok());
+  Status down = store_->Append(id, std::vector<Event>{MessageEvent(3, Message::User("c"))});
+  Status start = (*cluster)->StartAgain();
+  ASSERT_TRUE(start.ok()) << start.ToString();
+  EXPECT_EQ(down.code(), Code::kUnavailable) << down.ToString();
+  auto events = store_->Events(id, 0);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].seq, 2u);
+  EXPECT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(3, Message::User("c"))}).ok());
+}
+
+}  // namespace
+}  // namespace agentloop::store

@@ -1,0 +1,1116 @@
+// PostgresStore: the SessionStore contract (agentloop/store.h) on a shared
+// PostgreSQL database. The SQL follows the SQLite store's transactions; where
+// other instances race (lock takeover, resolve, claim, crash repair) the
+// transaction first locks the row the decision is about.
+#include "store/postgres_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <system_error>
+
+#include "agentloop/event_data.h"
+
+#include "base/ids.h"
+#include "protocol/codec.h"
+#include "store/replay.h"
+#include "store/sqlite_store.h"
+#include "store/store_util.h"
+
+namespace agentloop::store {
+namespace {
+
+constexpr PgMigration kPgMigrations[] = {
+#include "pg_migrations.inc"
+};
+
+// Any key: the migrators of all agentloop instances take the same one.
+constexpr char kMigrationLock[] = "SELECT pg_advisory_xact_lock(7300719001)";
+
+constexpr char kSessionColumns[] =
+    "id, workspace, provider, model, command, title, created_at_ms, updated_at_ms, last_seq,"
+    " tenant, agent, metadata";
+
+SessionInfo ReadSession(const PgRows& r, int row) {
+  SessionInfo s;
+  s.id = r.Text(row, 0);
+  s.workspace = r.Text(row, 1);
+  s.provider = r.Text(row, 2);
+  s.model = r.Text(row, 3);
+  s.command = r.Text(row, 4);
+  s.title = r.Text(row, 5);
+  s.created_at_ms = r.Int(row, 6);
+  s.updated_at_ms = r.Int(row, 7);
+  s.last_seq = static_cast<uint64_t>(r.Int(row, 8));
+  s.tenant = r.Text(row, 9);
+  s.agent = r.Text(row, 10);
+  if (std::string meta = r.Text(row, 11); !meta.empty()) {
+    s.metadata = Json::parse(meta, nullptr, /*allow_exceptions=*/false);
+    if (s.metadata.is_discarded()) s.metadata = nullptr;
+  }
+  return s;
+}
+
+template <class T>
+const Status* ErrorOf(const Result<T>& r) {
+  return r.ok() ? nullptr : &r.error();
+}
+inline const Status* ErrorOf(const Status& s) { return s.ok() ? nullptr : &s; }
+
+class PgSessionLock final : public SessionLock {
+ public:
+  PgSessionLock(PostgresStore* store, std::string session_id, std::string token)
+      : store_(store), session_id_(std::move(session_id)), token_(std::move(token)) {
+    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, token_);
+  }
+  ~PgSessionLock() override {
+    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, token_);
+    store_->ReleaseLock(session_id_, token_);
+  }
+  const std::string& session_id() const override { return session_id_; }
+  Status Refresh() override { return store_->RefreshLock(session_id_, token_); }
+
+ private:
+  PostgresStore* store_;
+  std::string session_id_;
+  std::string token_;
+};
+
+Status Busy(std::string_view session_id, int64_t pid, int64_t since_ms) {
+  return agentloop::Busy("session " + std::string(session_id) + " is busy (held by pid " +
+                         std::to_string(pid) + " since " + FormatUtc(since_ms) + ")");
+}
+
+}  // namespace
+
+std::span<const PgMigration> BuiltinPgMigrations() { return kPgMigrations; }
+
+Result<int> PgSchemaVersion(PgConn& c) {
+  AL_ASSIGN_OR_RETURN(PgRows has, c.Exec("SELECT to_regclass('schema_migrations') IS NOT NULL"));
+  if (has.Text(0, 0) != "t") return 0;
+  AL_ASSIGN_OR_RETURN(PgRows v, c.Exec("SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+  return static_cast<int>(v.Int(0, 0));
+}
+
+namespace {
+
+Status NewerSchema(int current, int newest) {
+  return FailedPrecondition("the PostgreSQL session database has schema version " +
+                            std::to_string(current) + " but this agentloop knows only up to " +
+                            std::to_string(newest) +
+                            "; it was written by a newer agentloop: upgrade agentloop");
+}
+
+}  // namespace
+
+Result<int> ApplyPgMigrations(PgConn& c, std::span<const PgMigration> migrations, int64_t now_ms) {
+  const int newest = migrations.empty() ? 0 : migrations.back().version;
+  // The common case, an up-to-date database, takes no lock.
+  AL_ASSIGN_OR_RETURN(int seen, PgSchemaVersion(c));
+  if (seen == newest) return seen;
+  if (seen > newest) return NewerSchema(seen, newest);
+  AL_RETURN_IF_ERROR(c.Exec("BEGIN").status());
+  auto run = [&]() -> Result<int> {
+    AL_RETURN_IF_ERROR(c.Exec(kMigrationLock).status());
+    AL_RETURN_IF_ERROR(c.Exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                              " version integer PRIMARY KEY, name text NOT NULL,"
+                              " applied_at_ms bigint NOT NULL)")
+                           .status());
+    // Read again under the lock: another instance may have migrated.
+    AL_ASSIGN_OR_RETURN(int current, PgSchemaVersion(c));
+    if (current > newest) return NewerSchema(current, newest);
+    for (const PgMigration& m : migrations) {
+      if (m.version <= current) continue;
+      AL_RETURN_IF_ERROR(c.ExecScript(m.sql).WithContext(std::string(m.name)));
+      AL_RETURN_IF_ERROR(c.Exec("INSERT INTO schema_migrations (version, name, applied_at_ms)"
+                                " VALUES ($1, $2, $3)",
+                                {P(m.version), P(m.name), P(now_ms)})
+                             .status());
+    }
+    AL_RETURN_IF_ERROR(c.Exec("COMMIT").status());
+    return current;
+  };
+  Result<int> out = run();
+  if (!out.ok()) (void)c.Exec("ROLLBACK");
+  return out;
+}
+
+// --- the pool -----------------------------------------------------------------
+
+PostgresStore::PostgresStore(std::string url, PostgresStoreOptions options)
+    : url_(std::move(url)), options_(std::move(options)), host_(HostName()) {
+  if (options_.pool_size < 1) options_.pool_size = 1;
+}
+
+PostgresStore::~PostgresStore() {
+  {
+    std::lock_guard lk(beat_mu_);
+    stopping_ = true;
+  }
+  beat_cv_.notify_all();
+  if (beat_thread_.joinable()) beat_thread_.join();
+}
+
+Result<std::unique_ptr<PgConn>> PostgresStore::Checkout() {
+  {
+    std::unique_lock lk(pool_mu_);
+    pool_cv_.wait(lk, [&] { return !idle_.empty() || open_ < options_.pool_size; });
+    if (!idle_.empty()) {
+      std::unique_ptr<PgConn> c = std::move(idle_.front());
+      idle_.pop_front();
+      return c;
+    }
+    ++open_;
+  }
+  auto c = PgConn::Connect(url_);
+  if (!c.ok()) {
+    std::lock_guard lk(pool_mu_);
+    --open_;
+    pool_cv_.notify_one();
+  }
+  return c;
+}
+
+void PostgresStore::Return(std::unique_ptr<PgConn> conn) {
+  std::lock_guard lk(pool_mu_);
+  if (conn && conn->healthy()) {
+    idle_.push_back(std::move(conn));
+  } else {
+    --open_;  // a lost connection is dropped; the next call connects anew
+  }
+  pool_cv_.notify_one();
+}
+
+template <class F>
+auto PostgresStore::WithConn(F&& fn, bool rerun_if_lost) -> decltype(fn(std::declval<PgConn&>())) {
+  for (int attempt = 0;; ++attempt) {
+    AL_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> c, Checkout());
+    auto out = fn(*c);
+    const bool lost = !c->healthy();
+    Return(std::move(c));
+    if (ErrorOf(out) != nullptr && lost && rerun_if_lost && attempt == 0) continue;
+    return out;
+  }
+}
+
+template <class F>
+auto PostgresStore::InTxn(F&& fn) -> decltype(fn(std::declval<PgConn&>())) {
+  for (int attempt = 0;; ++attempt) {
+    AL_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> c, Checkout());
+    Status begun = c->Exec("BEGIN").status();
+    if (!begun.ok()) {
+      const bool lost = !c->healthy();
+      Return(std::move(c));
+      if (lost && attempt < 2) continue;  // nothing was sent: safe to retry
+      return begun;
+    }
+    auto out = fn(*c);
+    bool retry = false;
+    if (ErrorOf(out) == nullptr) {
+      auto committed = c->Exec("COMMIT");
+      if (!committed.ok()) {
+        retry = c->retryable();
+        if (!retry || attempt >= 5) {
+          Return(std::move(c));
+          return committed.error();
+        }
+      }
+    } else {
+      retry = c->retryable();
+      (void)c->Exec("ROLLBACK");
+    }
+    Return(std::move(c));
+    if (retry && attempt < 5) continue;
+    return out;
+  }
+}
+
+int64_t PostgresStore::Now() const {
+  if (options_.now_ms) return options_.now_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& url,
+                                                           PostgresStoreOptions options) {
+  std::unique_ptr<PostgresStore> store(new PostgresStore(url, std::move(options)));
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<PgConn> c, store->Checkout());
+  auto pgs = BuiltinPgMigrations();
+  const int newest = pgs.back().version;
+  if (store->options_.migrate) {
+    AL_RETURN_IF_ERROR(
+        ApplyPgMigrations(*c, pgs, store->Now()).status().WithContext(RedactPgUrl(url)));
+  } else {
+    AL_ASSIGN_OR_RETURN(int v, PgSchemaVersion(*c));
+    if (v > newest) return NewerSchema(v, newest).WithContext(RedactPgUrl(url));
+    if (v < newest) {
+      return FailedPrecondition(RedactPgUrl(url) + ": the session database has schema version " +
+                                std::to_string(v) + "; this agentloop needs " +
+                                std::to_string(newest) + ": run `agentloop store migrate`");
+    }
+  }
+  store->Return(std::move(c));
+  return store;
+}
+
+// --- sessions -------------------------------------------------------------------
+
+SessionInfo PostgresStore::NewSessionInfo(const NewSessionParams& params) const {
+  SessionInfo s;
+  s.id = params.id.empty() ? NewUuid() : params.id;
+  s.workspace = NormalizeWorkspace(params.workspace);
+  s.provider = params.provider;
+  s.model = params.model;
+  s.command = std::string(CommandKindName(params.command));
+  s.title = MakeTitle(params.first_message);
+  s.created_at_ms = s.updated_at_ms = Now();
+  s.tenant = params.tenant;
+  s.agent = params.agent;
+  s.metadata = params.metadata;
+  return s;
+}
+
+Status PostgresStore::InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
+                                    const std::string* lock_token, int64_t owner_pid) {
+  if (!settings.is_null() && !settings.is_object()) {
+    return InvalidArgument("session settings must be a JSON object");
+  }
+  if (!s.metadata.is_null() && !s.metadata.is_object()) {
+    return InvalidArgument("session metadata must be a JSON object");
+  }
+  auto r = c.Exec(
+      "INSERT INTO sessions (id, workspace, provider, model, command, title, created_at_ms,"
+      " updated_at_ms, settings, tenant, agent, metadata, lease_token, lease_pid, lease_host,"
+      " lease_epoch, lease_acquired_at_ms, lease_heartbeat_at_ms)"
+      " VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14,"
+      " CASE WHEN $12::text IS NULL THEN 0 ELSE 1 END, $15, $15)",
+      {P(s.id), P(s.workspace.string()), P(s.provider), P(s.model), P(s.command), P(s.title),
+       P(s.created_at_ms), P(settings.is_null() ? std::string() : DumpJson(settings)), P(s.tenant),
+       P(s.agent), P(s.metadata.is_null() ? std::string() : DumpJson(s.metadata)),
+       lock_token ? P(*lock_token) : PgParam(), lock_token ? P(owner_pid) : PgParam(),
+       lock_token ? P(host_) : PgParam(), lock_token ? P(s.created_at_ms) : PgParam()});
+  if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
+    return AlreadyExists("session " + s.id + " already exists");
+  }
+  return r.status();
+}
+
+Result<SessionInfo> PostgresStore::CreateSession(const NewSessionParams& params) {
+  SessionInfo s = NewSessionInfo(params);
+  // Not run again on a lost connection: the insert may have committed.
+  AL_RETURN_IF_ERROR(
+      WithConn([&](PgConn& c) { return InsertSession(c, s, params.settings, nullptr, 0); }, false));
+  return s;
+}
+
+Result<PostgresStore::LockedSession> PostgresStore::CreateLockedSession(
+    const NewSessionParams& params, int64_t owner_pid) {
+  SessionInfo s = NewSessionInfo(params);
+  std::string token = NewId("lock");
+  AL_RETURN_IF_ERROR(WithConn(
+      [&](PgConn& c) { return InsertSession(c, s, params.settings, &token, owner_pid); }, false));
+  std::unique_ptr<SessionLock> lock(new PgSessionLock(this, s.id, std::move(token)));
+  return LockedSession{std::move(s), std::move(lock)};
+}
+
+Result<std::vector<SessionInfo>> PostgresStore::ListSessions(const SessionListOptions& options) {
+  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE true";
+  std::vector<PgParam> params;
+  auto add = [&](PgParam p) {
+    params.push_back(std::move(p));
+    return "$" + std::to_string(params.size());
+  };
+  if (options.workspace) sql += " AND workspace = " + add(NormalizeWorkspace(*options.workspace));
+  if (options.tenant) sql += " AND tenant = " + add(*options.tenant);
+  if (options.agent) sql += " AND agent = " + add(*options.agent);
+  if (!options.after_id.empty()) {
+    sql +=
+        " AND activity < (SELECT activity FROM sessions WHERE id = " + add(options.after_id) + ")";
+  }
+  sql += " ORDER BY activity DESC";
+  if (options.limit > 0) sql += " LIMIT " + add(P(int64_t{options.limit}));
+  return WithConn([&](PgConn& c) -> Result<std::vector<SessionInfo>> {
+    if (!options.after_id.empty() && !GetSessionOn(c, options.after_id).ok()) {
+      return NotFound("the listing cannot continue after session " + options.after_id +
+                      ": it no longer exists");
+    }
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec(sql, params));
+    std::vector<SessionInfo> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(ReadSession(r, i));
+    return out;
+  });
+}
+
+Result<SessionInfo> PostgresStore::GetSessionOn(PgConn& c, std::string_view session_id) {
+  AL_ASSIGN_OR_RETURN(
+      PgRows r, c.Exec(std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE id = $1",
+                       {P(session_id)}));
+  if (r.empty()) return SessionNotFound(session_id);
+  return ReadSession(r, 0);
+}
+
+Result<SessionInfo> PostgresStore::GetSession(std::string_view session_id) {
+  return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id); });
+}
+
+Result<std::string> PostgresStore::FindSession(std::string_view id_or_prefix) {
+  return WithConn([&](PgConn& c) -> Result<std::string> {
+    if (GetSessionOn(c, id_or_prefix).ok()) return std::string(id_or_prefix);
+    if (id_or_prefix.size() < 4) {
+      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) +
+                             "' is too short (at least 4 characters)");
+    }
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c.Exec("SELECT id FROM sessions WHERE left(id, $1) = $2 LIMIT 2",
+                               {P(static_cast<int64_t>(id_or_prefix.size())), P(id_or_prefix)}));
+    if (r.empty()) return SessionNotFound(id_or_prefix);
+    if (r.size() > 1) {
+      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) + "' is ambiguous");
+    }
+    return r.Text(0, 0);
+  });
+}
+
+Result<SessionInfo> PostgresStore::NewestInWorkspace(const std::filesystem::path& workspace) {
+  SessionListOptions newest;
+  newest.workspace = workspace;
+  newest.limit = 1;
+  AL_ASSIGN_OR_RETURN(auto list, ListSessions(newest));
+  if (list.empty()) return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
+  return list[0];
+}
+
+Status PostgresStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                                     std::optional<Json> metadata) {
+  if (metadata && !metadata->is_null() && !metadata->is_object()) {
+    return InvalidArgument("session metadata must be a JSON object");
+  }
+  return WithConn([&](PgConn& c) -> Status {
+    std::string meta =
+        metadata ? (metadata->is_null() ? std::string() : DumpJson(*metadata)) : std::string();
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET title = COALESCE($2, title),"
+                                         " metadata = COALESCE($3, metadata) WHERE id = $1",
+                                         {P(session_id), title ? P(*title) : PgParam(),
+                                          metadata ? P(meta) : PgParam()}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<PostgresStore::Holder>> PostgresStore::LiveHolderOn(
+    PgConn& c, std::string_view session_id) {
+  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
+                                       " lease_acquired_at_ms, lease_heartbeat_at_ms FROM sessions"
+                                       " WHERE id = $1 FOR UPDATE",
+                                       {P(session_id)}));
+  if (r.empty()) return SessionNotFound(session_id);
+  if (r.Text(0, 0) != "t") return std::optional<Holder>();
+  Holder h{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3)};
+  const bool fresh = Now() - r.Int(0, 4) < options_.lock_ttl.count();
+  // A pid is only meaningful on its own host; elsewhere the TTL decides.
+  const bool alive = h.host != host_ || ProcessAlive(h.pid);
+  if (fresh && alive) return std::optional<Holder>(std::move(h));
+  return std::optional<Holder>();
+}
+
+Status PostgresStore::RemoveSession(std::string_view session_id) {
+  return InTxn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
+    // ON DELETE CASCADE removes events, checkpoints, the pending index, state.
+    return c.Exec("DELETE FROM sessions WHERE id = $1", {P(session_id)}).status();
+  });
+}
+
+// --- the event log --------------------------------------------------------------
+
+Status PostgresStore::Append(std::string_view session_id, std::span<const Event> events) {
+  if (std::none_of(events.begin(), events.end(),
+                   [](const Event& e) { return ShouldPersist(e.type); })) {
+    // Nothing to store; still an error for an unknown session.
+    return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id).status(); });
+  }
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now); });
+}
+
+Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
+                               std::span<const Event> events, int64_t now) {
+  // The row lock orders this session's appends: they commit in seq order.
+  AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq FROM sessions"
+                                       " WHERE id = $1 FOR UPDATE",
+                                       {P(session_id)}));
+  if (s.empty()) return SessionNotFound(session_id);
+  const std::string tenant = s.Text(0, 0);
+  const std::string old_title = s.Text(0, 1);
+  uint64_t last = static_cast<uint64_t>(s.Int(0, 2));
+  std::string title = old_title;
+  std::string sql =
+      "INSERT INTO session_events (tenant, session_id, seq, type, turn_id, json, created_at_ms)"
+      " VALUES ";
+  std::vector<PgParam> params = {P(tenant), P(session_id), P(now)};
+  size_t rows = 0;
+  for (const Event& e : events) {
+    if (!ShouldPersist(e.type)) continue;
+    if (!e.session_id.empty() && e.session_id != session_id) {
+      return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
+                             e.session_id + ", not " + std::string(session_id));
+    }
+    if (e.ts <= 0) {
+      return InvalidArgument("event seq " + std::to_string(e.seq) + " (" +
+                             std::string(EventTypeName(e.type)) +
+                             ") has no ts: whoever numbers an event stamps its time");
+    }
+    // Seqs only grow: a reader that has seen seq N never misses a lower one
+    // committed later.
+    if (e.seq <= last) {
+      return AlreadyExists("session " + std::string(session_id) + ": event seq " +
+                           std::to_string(e.seq) + " is already stored (the last stored seq is " +
+                           std::to_string(last) + ")");
+    }
+    last = e.seq;
+    const size_t base = params.size();
+    params.push_back(P(e.seq));
+    params.push_back(P(EventTypeName(e.type)));
+    params.push_back(P(e.turn_id));
+    params.push_back(P(e.Dump(session_id)));
+    if (rows++ > 0) sql += ", ";
+    sql += "($1, $2, $" + std::to_string(base + 1) + ", $" + std::to_string(base + 2) + ", $" +
+           std::to_string(base + 3) + ", $" + std::to_string(base + 4) + ", $3)";
+    if (title.empty()) title = TitleFrom(e);
+  }
+  if (rows == 0) return Status::Ok();
+  AL_RETURN_IF_ERROR(c.Exec(sql, params).status());
+  return c
+      .Exec(
+          "UPDATE sessions SET last_seq = $2, updated_at_ms = $3, title = $4,"
+          " activity = nextval('session_activity') WHERE id = $1",
+          {P(session_id), P(last), P(now), P(title)})
+      .status();
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_view session_id,
+                                                         uint64_t after_seq) {
+  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT seq, type, turn_id, json, created_at_ms"
+                                       " FROM session_events WHERE session_id = $1 AND seq > $2"
+                                       " ORDER BY seq",
+                                       {P(session_id), P(after_seq)}));
+  std::vector<StoredEvent> out;
+  out.reserve(static_cast<size_t>(r.size()));
+  for (int i = 0; i < r.size(); ++i) {
+    out.push_back({static_cast<uint64_t>(r.Int(i, 0)), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3),
+                   r.Int(i, 4)});
+  }
+  return out;
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_id,
+                                                       uint64_t after_seq) {
+  return WithConn([&](PgConn& c) -> Result<std::vector<StoredEvent>> {
+    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, after_seq));
+    if (rows.empty()) {
+      AL_RETURN_IF_ERROR(GetSessionOn(c, session_id).status());
+    }
+    return rows;
+  });
+}
+
+Result<SessionSnapshot> PostgresStore::Load(std::string_view session_id,
+                                            const LoadOptions& options) {
+  for (int attempt = 0;; ++attempt) {
+    bool raced = false;
+    auto snap = LoadOnce(session_id, options, &raced);
+    if (!raced || attempt == 3) return snap;
+  }
+}
+
+Result<SessionSnapshot> PostgresStore::LoadOnce(std::string_view session_id,
+                                                const LoadOptions& options, bool* raced) {
+  SessionSnapshot snap;
+  std::vector<StoredEvent> rows;
+  std::optional<Checkpoint> last_closed;
+  // One snapshot (REPEATABLE READ): the session row, events and checkpoints
+  // agree.
+  Status read_all = WithConn([&](PgConn& c) -> Status {
+    AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+    auto read = [&]() -> Status {
+      AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id));
+      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, 0));
+      AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointOn(c, session_id, 0));
+      AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, CheckpointOn(c, session_id, 2));
+      if (options.repair) {
+        AL_ASSIGN_OR_RETURN(last_closed, CheckpointOn(c, session_id, 1));
+      }
+      return Status::Ok();
+    };
+    Status s = read();
+    (void)c.Exec(s.ok() ? "COMMIT" : "ROLLBACK");
+    return s;
+  });
+  AL_RETURN_IF_ERROR(read_all);
+  auto replayed = Replay(rows);
+  if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
+  ReplayResult replay = std::move(*replayed);
+  snap.messages = std::move(replay.messages);
+  replay.messages.clear();
+  snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
+  snap.last_turn_end = replay.last_turn_end;
+  snap.warnings = replay.warnings;
+  snap.context_mark = replay.context_mark;
+  if (!options.repair) return snap;
+
+  replay.messages = snap.messages;
+  std::optional<Message> repair = CrashRepair(
+      replay, snap.open_checkpoint ? snap.open_checkpoint : snap.decided_checkpoint, last_closed);
+  if (!repair) return snap;
+
+  const int64_t now = Now();
+  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
+  e.seq = snap.last_seq + 1;
+  e.ts = now;
+  bool skipped = false;
+  Status wrote = InTxn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
+    if (static_cast<uint64_t>(r.Int(0, 0)) != snap.info.last_seq) {
+      *raced = true;
+      return Unavailable("session " + std::string(session_id) + " changed while loading");
+    }
+    if (holder && !(holder->pid == getpid() && holder->host == host_)) {
+      snap.warnings.push_back(
+          {0, "the last tool calls have no results but the session is held by live pid " +
+                  std::to_string(holder->pid) + "; not repairing (they may be running)"});
+      skipped = true;
+      return Status::Ok();
+    }
+    return AppendOn(c, session_id, std::span<const Event>(&e, 1), now);
+  });
+  AL_RETURN_IF_ERROR(wrote);
+  if (skipped) return snap;
+  snap.warnings.push_back({e.seq, "crash recovery: answered " +
+                                      std::to_string(repair->content.size()) +
+                                      " unanswered tool call(s) with is_error results"});
+  snap.messages.push_back(std::move(*repair));
+  snap.last_seq = e.seq;
+  snap.info.last_seq = e.seq;
+  snap.info.updated_at_ms = now;
+  snap.recovered = true;
+  return snap;
+}
+
+// --- the session lock (a lease) ---------------------------------------------------
+
+Result<std::unique_ptr<SessionLock>> PostgresStore::AcquireLock(std::string_view session_id,
+                                                                int64_t owner_pid) {
+  std::string token = NewId("lock");
+  AL_RETURN_IF_ERROR(InTxn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
+    // Free, or left by a dead or silent holder: take it over (a new epoch).
+    const int64_t now = Now();
+    return c
+        .Exec(
+            "UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
+            " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
+            " lease_heartbeat_at_ms = $5 WHERE id = $1",
+            {P(session_id), P(token), P(owner_pid), P(host_), P(now)})
+        .status();
+  }));
+  return std::unique_ptr<SessionLock>(
+      new PgSessionLock(this, std::string(session_id), std::move(token)));
+}
+
+Status PostgresStore::RefreshLock(const std::string& session_id, const std::string& token) {
+  return WithConn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET lease_heartbeat_at_ms = $3"
+                                         " WHERE id = $1 AND lease_token = $2",
+                                         {P(session_id), P(token), P(Now())}));
+    if (r.affected() == 0) {
+      return agentloop::Busy("the lock on session " + session_id +
+                             " was lost (taken over after it expired)");
+    }
+    return Status::Ok();
+  });
+}
+
+Status PostgresStore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
+  // One statement per 1,000 held leases (a statement takes at most 65,535
+  // parameters).
+  constexpr size_t kChunk = 1000;
+  const int64_t now = Now();
+  for (size_t start = 0; start < held.size(); start += kChunk) {
+    const size_t end = std::min(held.size(), start + kChunk);
+    std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
+    std::vector<PgParam> params = {P(now)};
+    for (size_t i = start; i < end; ++i) {
+      if (i > start) sql += ", ";
+      sql += "($" + std::to_string(params.size() + 1) + ", $" + std::to_string(params.size() + 2) +
+             ")";
+      params.push_back(P(held[i].first));
+      params.push_back(P(held[i].second));
+    }
+    sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
+    AL_RETURN_IF_ERROR(WithConn([&](PgConn& c) { return c.Exec(sql, params).status(); }));
+  }
+  return Status::Ok();
+}
+
+void PostgresStore::ReleaseLock(const std::string& session_id, const std::string& token) {
+  // A failed release leaves a lease that expires (dead pid or TTL).
+  (void)WithConn([&](PgConn& c) {
+    return c
+        .Exec(
+            "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL,"
+            " lease_acquired_at_ms = NULL, lease_heartbeat_at_ms = NULL"
+            " WHERE id = $1 AND lease_token = $2",
+            {P(session_id), P(token)})
+        .status();
+  });
+}
+
+void PostgresStore::StartHeartbeat(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(beat_mu_);
+  if (stopping_) return;
+  if (!beat_thread_.joinable()) {
+    try {
+      beat_thread_ = std::thread([this] { HeartbeatLoop(); });
+    } catch (const std::system_error&) {
+      return;  // still held; refreshed by Refresh() only
+    }
+  }
+  beating_.emplace(session_id, token);
+}
+
+void PostgresStore::StopHeartbeat(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(beat_mu_);
+  auto [first, last] = beating_.equal_range(session_id);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == token) {
+      beating_.erase(it);
+      break;
+    }
+  }
+}
+
+void PostgresStore::HeartbeatLoop() {
+  const auto interval = std::max(options_.lock_ttl / 3, std::chrono::milliseconds(10));
+  std::unique_lock lk(beat_mu_);
+  while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
+    std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
+    lk.unlock();
+    (void)RefreshLocks(held);
+    lk.lock();
+  }
+}
+
+// --- durable pauses -----------------------------------------------------------
+
+Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state) {
+  AL_RETURN_IF_ERROR(c.Exec("UPDATE pending_index SET resolved = true"
+                            " WHERE checkpoint_id = $1 AND NOT resolved",
+                            {P(checkpoint_id)})
+                         .status());
+  return c
+      .Exec("UPDATE checkpoints SET state = $2, updated_at_ms = $3 WHERE id = $1",
+            {P(checkpoint_id), P(state), P(Now())})
+      .status();
+}
+
+Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint) {
+  if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
+  if (checkpoint.outstanding.empty()) {
+    return InvalidArgument("checkpoint of session " + checkpoint.session_id +
+                           " has no outstanding item");
+  }
+  for (const PendingItem& item : checkpoint.outstanding) {
+    if (item.id.empty()) return InvalidArgument("pending item without an id");
+  }
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE",
+                                         {P(checkpoint.session_id)}));
+    if (s.empty()) return SessionNotFound(checkpoint.session_id);
+    const std::string tenant = s.Text(0, 0);
+    // Open or decided (a batch nobody continued): superseded by the new one.
+    // Checkpoint rows are locked before their pending rows, as Resolve does.
+    AL_ASSIGN_OR_RETURN(PgRows open, c.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
+                                            " AND state IN (0, 2) ORDER BY id FOR UPDATE",
+                                            {P(checkpoint.session_id)}));
+    for (int i = 0; i < open.size(); ++i) {
+      AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
+    }
+    const std::string id = NewId("ckpt");
+    AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
+                              " state, created_at_ms, updated_at_ms)"
+                              " VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
+                              {P(id), P(tenant), P(checkpoint.session_id), P(checkpoint.turn_id),
+                               P(DumpJson(ToJson(checkpoint))), P(now)})
+                           .status());
+    for (const PendingItem& item : checkpoint.outstanding) {
+      auto r = c.Exec(
+          "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
+          " created_at_ms) VALUES ($1, $2, $3, $4, $5)",
+          {P(item.id), P(tenant), P(id), P(checkpoint.session_id), P(now)});
+      if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
+        return AlreadyExists("pending id " + item.id + " already exists");
+      }
+      AL_RETURN_IF_ERROR(r.status());
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
+                                                              std::string_view session_id,
+                                                              int state) {
+  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
+                                       " WHERE session_id = $1 AND state = $2"
+                                       " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1",
+                                       {P(session_id), P(state)}));
+  if (r.empty()) return std::optional<Checkpoint>();
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), r.Text(0, 0)));
+  return std::optional<Checkpoint>(std::move(cp));
+}
+
+Result<std::optional<Checkpoint>> PostgresStore::OpenCheckpoint(std::string_view session_id) {
+  return WithConn([&](PgConn& c) { return CheckpointOn(c, session_id, 0); });
+}
+
+Result<std::vector<PendingRecord>> PostgresStore::ListPending(
+    std::optional<std::string_view> session_id) {
+  std::string sql =
+      "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json"
+      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id"
+      " WHERE c.state = 0 AND NOT p.resolved";
+  std::vector<PgParam> params;
+  if (session_id) {
+    sql += " AND p.session_id = $1";
+    params.push_back(P(*session_id));
+  }
+  sql += " ORDER BY p.created_at_ms, p.ord";
+  return WithConn([&](PgConn& c) -> Result<std::vector<PendingRecord>> {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec(sql, params));
+    std::map<std::string, Checkpoint> parsed;
+    std::vector<PendingRecord> out;
+    for (int i = 0; i < r.size(); ++i) {
+      PendingRecord rec;
+      std::string pending_id = r.Text(i, 0);
+      rec.session_id = r.Text(i, 1);
+      rec.checkpoint_id = r.Text(i, 2);
+      rec.created_at_ms = r.Int(i, 3);
+      rec.turn_id = r.Text(i, 4);
+      auto it = parsed.find(rec.checkpoint_id);
+      if (it == parsed.end()) {
+        AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(i, 5), rec.checkpoint_id));
+        it = parsed.emplace(rec.checkpoint_id, std::move(cp)).first;
+      }
+      AL_ASSIGN_OR_RETURN(rec.item, IndexedItem(it->second, pending_id, rec.checkpoint_id));
+      out.push_back(std::move(rec));
+    }
+    return out;
+  });
+}
+
+Result<std::optional<PendingRecord>> PostgresStore::GetPending(std::string_view pending_id) {
+  AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found, LookupPending(pending_id));
+  if (!found || found->state != PendingLookup::State::kOutstanding) {
+    return std::optional<PendingRecord>();
+  }
+  return std::optional<PendingRecord>(std::move(found->record));
+}
+
+Result<std::optional<PendingLookup>> PostgresStore::LookupPending(std::string_view pending_id) {
+  return WithConn([&](PgConn& c) -> Result<std::optional<PendingLookup>> {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
+                                         " c.turn_id, c.json, p.resolved, c.state"
+                                         " FROM pending_index p"
+                                         " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                         " WHERE p.pending_id = $1",
+                                         {P(pending_id)}));
+    if (r.empty()) return std::optional<PendingLookup>();
+    PendingLookup out;
+    PendingRecord& rec = out.record;
+    rec.session_id = r.Text(0, 0);
+    rec.checkpoint_id = r.Text(0, 1);
+    rec.created_at_ms = r.Int(0, 2);
+    rec.turn_id = r.Text(0, 3);
+    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 4), rec.checkpoint_id));
+    const bool outstanding = r.Text(0, 5) == "f" && r.Int(0, 6) == 0;
+    for (const BatchDecision& d : cp.decisions) {
+      if (d.item.id != pending_id) continue;
+      out.state = PendingLookup::State::kDecided;
+      rec.item = d.item;
+      out.decision = d.decision;
+      return std::optional<PendingLookup>(std::move(out));
+    }
+    AL_ASSIGN_OR_RETURN(rec.item, IndexedItem(cp, pending_id, rec.checkpoint_id));
+    out.state = outstanding ? PendingLookup::State::kOutstanding : PendingLookup::State::kCancelled;
+    return std::optional<PendingLookup>(std::move(out));
+  });
+}
+
+Result<std::vector<std::string>> PostgresStore::ListDecided() {
+  return WithConn([&](PgConn& c) -> Result<std::vector<std::string>> {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT session_id FROM checkpoints WHERE state = 2"
+                                         " ORDER BY updated_at_ms, ord"));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  });
+}
+
+Result<std::optional<Checkpoint>> PostgresStore::ClaimDecided(std::string_view session_id) {
+  return InTxn([&](PgConn& c) -> Result<std::optional<Checkpoint>> {
+    // SKIP LOCKED: a claimer that finds the row taken by another is not the
+    // one that gets it (the other closes it).
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
+                                         " WHERE session_id = $1 AND state = 2"
+                                         " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1"
+                                         " FOR UPDATE SKIP LOCKED",
+                                         {P(session_id)}));
+    if (r.empty()) return std::optional<Checkpoint>();
+    const std::string id = r.Text(0, 0);
+    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), id));
+    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, id, 1));
+    return std::optional<Checkpoint>(std::move(cp));
+  });
+}
+
+Result<ResolveOutcome> PostgresStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                              std::span<const Event> events) {
+  return InTxn([&](PgConn& c) -> Result<ResolveOutcome> {
+    ResolveOutcome out;
+    AL_ASSIGN_OR_RETURN(PgRows where, c.Exec("SELECT checkpoint_id FROM pending_index"
+                                             " WHERE pending_id = $1 AND NOT resolved",
+                                             {P(pending_id)}));
+    if (where.empty()) {
+      out.already_resolved = true;
+      return out;
+    }
+    out.checkpoint_id = where.Text(0, 0);
+    // The checkpoint's row lock serialises every decision of the batch (and
+    // a superseding SaveCheckpoint): taken before any pending row.
+    AL_ASSIGN_OR_RETURN(PgRows cp, c.Exec("SELECT json, state FROM checkpoints WHERE id = $1"
+                                          " FOR UPDATE",
+                                          {P(out.checkpoint_id)}));
+    if (cp.empty() || cp.Int(0, 1) != 0) {
+      out = ResolveOutcome{};
+      out.already_resolved = true;
+      return out;
+    }
+    // The one conditional update: of all concurrent deciders of this item
+    // exactly one changes the row (the others wait for the checkpoint lock,
+    // then find it resolved).
+    AL_ASSIGN_OR_RETURN(PgRows won, c.Exec("UPDATE pending_index SET resolved = true"
+                                           " WHERE pending_id = $1 AND NOT resolved",
+                                           {P(pending_id)}));
+    if (won.affected() == 0) {
+      out = ResolveOutcome{};
+      out.already_resolved = true;
+      return out;
+    }
+    AL_ASSIGN_OR_RETURN(out.checkpoint, ParseCheckpoint(cp.Text(0, 0), out.checkpoint_id));
+    auto& outstanding = out.checkpoint.outstanding;
+    auto item = std::find_if(outstanding.begin(), outstanding.end(),
+                             [&](const PendingItem& p) { return p.id == pending_id; });
+    if (item == outstanding.end()) {
+      return DataLoss("pending id " + std::string(pending_id) +
+                      " is indexed but not in checkpoint " + out.checkpoint_id);
+    }
+    out.item = *item;
+    Result<ResolveAction> action = Internal("resolver threw");
+    try {
+      action = fn(out.checkpoint, out.item);
+    } catch (const std::exception& e) {
+      action = Internal(std::string("resolver threw: ") + e.what());
+    } catch (...) {
+    }
+    if (!action.ok()) return action.error();  // rollback: the item stays pending
+    std::erase_if(outstanding, [&](const PendingItem& p) { return p.id == pending_id; });
+    out.closed = outstanding.empty() || *action == ResolveAction::kCloseBatch;
+    AL_RETURN_IF_ERROR(c.Exec("UPDATE checkpoints SET json = $2, updated_at_ms = $3 WHERE id = $1",
+                              {P(out.checkpoint_id), P(DumpJson(ToJson(out.checkpoint))), P(Now())})
+                           .status());
+    if (!events.empty()) {
+      AL_ASSIGN_OR_RETURN(PgRows last, c.Exec("SELECT last_seq FROM sessions WHERE id = $1",
+                                              {P(out.checkpoint.session_id)}));
+      if (last.empty()) return SessionNotFound(out.checkpoint.session_id);
+      std::vector<Event> numbered(events.begin(), events.end());
+      uint64_t seq = static_cast<uint64_t>(last.Int(0, 0));
+      const int64_t now = Now();
+      for (Event& e : numbered) {
+        e.session_id = out.checkpoint.session_id;
+        e.seq = ++seq;
+        if (e.ts == 0) e.ts = now;
+      }
+      AL_RETURN_IF_ERROR(AppendOn(c, out.checkpoint.session_id, numbered, now));
+    }
+    if (out.closed) {
+      AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, out.checkpoint_id, 2));
+    } else {
+      // Items the callback removed from `outstanding` are settled too.
+      std::string keep = "{";
+      for (size_t i = 0; i < outstanding.size(); ++i) {
+        if (i > 0) keep += ",";
+        keep += "\"";
+        for (char ch : outstanding[i].id) {
+          if (ch == '"' || ch == '\\') keep += '\\';
+          keep += ch;
+        }
+        keep += "\"";
+      }
+      keep += "}";
+      AL_RETURN_IF_ERROR(c.Exec("UPDATE pending_index SET resolved = true"
+                                " WHERE checkpoint_id = $1 AND NOT resolved"
+                                " AND NOT (pending_id = ANY ($2::text[]))",
+                                {P(out.checkpoint_id), P(keep)})
+                             .status());
+    }
+    return out;
+  });
+}
+
+// --- state ----------------------------------------------------------------------
+
+Status PostgresStore::SetState(std::string_view session_id, std::string_view key,
+                               const Json& value) {
+  return WithConn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c.Exec("INSERT INTO session_state (tenant, session_id, key, json, updated_at_ms)"
+                         " SELECT tenant, id, $2, $3, $4 FROM sessions WHERE id = $1"
+                         " ON CONFLICT (session_id, key) DO UPDATE SET json = excluded.json,"
+                         " updated_at_ms = excluded.updated_at_ms",
+                         {P(session_id), P(key), P(DumpJson(value)), P(Now())}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<Json>> PostgresStore::GetState(std::string_view session_id,
+                                                    std::string_view key) {
+  return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT json FROM session_state"
+                                         " WHERE session_id = $1 AND key = $2",
+                                         {P(session_id), P(key)}));
+    if (r.empty()) return std::optional<Json>();
+    auto j = ParseJson(r.Text(0, 0));
+    if (!j.ok()) {
+      return DataLoss("state '" + std::string(key) + "' of session " + std::string(session_id) +
+                      " is corrupt: " + j.error().message());
+    }
+    return std::optional<Json>(std::move(*j));
+  });
+}
+
+Result<std::optional<Json>> PostgresStore::GetSettings(std::string_view session_id) {
+  return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c.Exec("SELECT settings FROM sessions WHERE id = $1", {P(session_id)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    std::string text = r.Text(0, 0);
+    if (text.empty()) return std::optional<Json>();
+    auto j = ParseJson(text);
+    if (!j.ok() || !j->is_object()) {
+      return DataLoss("the pinned settings of session " + std::string(session_id) +
+                      " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
+    }
+    return std::optional<Json>(std::move(*j));
+  });
+}
+
+Status PostgresStore::UpdateSettings(std::string_view session_id, const Json& settings,
+                                     std::span<const Event> events) {
+  if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Status {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET settings = $2 WHERE id = $1",
+                                         {P(session_id), P(DumpJson(settings))}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return AppendOn(c, session_id, events, now);
+  });
+}
+
+// --- idempotency keys --------------------------------------------------------
+
+Result<IdempotencyClaim> PostgresStore::ClaimIdempotencyKey(
+    std::string_view tenant, std::string_view key, std::string_view fingerprint,
+    std::chrono::milliseconds ttl, std::chrono::milliseconds in_flight_ttl) {
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Result<IdempotencyClaim> {
+    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM idempotency_keys WHERE created_at_ms < $1"
+                              " OR (response IS NULL AND created_at_ms < $2)",
+                              {P(now - ttl.count()), P(now - in_flight_ttl.count())})
+                           .status());
+    // Insert-or-read in one statement: of two racing claimers one inserts,
+    // the other reads its row (ON CONFLICT waits for the first to commit).
+    AL_ASSIGN_OR_RETURN(PgRows ins, c.Exec("INSERT INTO idempotency_keys (tenant, key, fingerprint,"
+                                           " created_at_ms) VALUES ($1, $2, $3, $4)"
+                                           " ON CONFLICT (tenant, key) DO NOTHING",
+                                           {P(tenant), P(key), P(fingerprint), P(now)}));
+    IdempotencyClaim claim;
+    if (ins.affected() == 1) return claim;
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT fingerprint, response IS NULL, response"
+                                         " FROM idempotency_keys WHERE tenant = $1 AND key = $2",
+                                         {P(tenant), P(key)}));
+    if (r.empty()) return Unavailable("idempotency key " + std::string(key) + " changed; retry");
+    if (r.Text(0, 0) != fingerprint) {
+      claim.kind = IdempotencyClaim::Kind::kReused;
+    } else if (r.Text(0, 1) == "t") {
+      claim.kind = IdempotencyClaim::Kind::kInFlight;
+    } else {
+      claim.kind = IdempotencyClaim::Kind::kDone;
+      claim.response = r.Text(0, 2);
+    }
+    return claim;
+  });
+}
+
+Status PostgresStore::FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                                           std::string_view response) {
+  return WithConn([&](PgConn& c) {
+    return c
+        .Exec("UPDATE idempotency_keys SET response = $3 WHERE tenant = $1 AND key = $2",
+              {P(tenant), P(key), P(response)})
+        .status();
+  });
+}
+
+Status PostgresStore::ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) {
+  return WithConn([&](PgConn& c) {
+    return c
+        .Exec("DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2", {P(tenant), P(key)})
+        .status();
+  });
+}
+
+}  // namespace agentloop::store
+
+namespace agentloop {
+
+bool IsPostgresUrl(std::string_view url) {
+  return url.starts_with("postgresql://") || url.starts_with("postgres://");
+}
+
+Result<std::unique_ptr<SessionStore>> OpenPostgresStore(const std::string& url,
+                                                        PostgresStoreOptions options) {
+  AL_ASSIGN_OR_RETURN(auto store, store::PostgresStore::Open(url, std::move(options)));
+  return std::unique_ptr<SessionStore>(std::move(store));
+}
+
+Result<PostgresMigration> MigratePostgresStore(const std::string& url) {
+  AL_ASSIGN_OR_RETURN(auto conn, store::PgConn::Connect(url));
+  PostgresMigration out;
+  const auto migrations = store::BuiltinPgMigrations();
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto from = store::ApplyPgMigrations(*conn, migrations, now);
+  if (!from.ok()) return from.error().WithContext(store::RedactPgUrl(url));
+  out.from_version = *from;
+  out.to_version = migrations.back().version;
+  return out;
+}
+
+}  // namespace agentloop

@@ -1,0 +1,174 @@
+// The PostgreSQL SessionStore: the store several `agentloop serve` instances
+// (and command-line runs) share. Schema and invariants: docs/storage.md,
+// "PostgreSQL"; migrations in pg_migrations/NNNN_name.sql.
+//
+// Calls are blocking (libpq's synchronous API): the server makes them on its
+// blocking pool, never on its I/O thread. A pool of at most
+// options.pool_size connections serves the calls; each call runs on one
+// connection, in one transaction when it writes. Decisions other instances
+// race on take row locks (SELECT ... FOR UPDATE on the session or
+// checkpoint row), so they see and change a consistent state; a transaction
+// that fails with a serialization failure or a deadlock is run again.
+//
+// Held session locks are leases (owner pid and host, epoch, heartbeat); one
+// background thread per store renews every lease it holds.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "agentloop/store.h"
+
+#include "store/pg_conn.h"
+
+namespace agentloop::store {
+
+struct PgMigration {
+  int version;
+  std::string_view name;
+  std::string_view sql;
+};
+
+// The PostgreSQL migrations of this build, ascending and gap-free from 1.
+std::span<const PgMigration> BuiltinPgMigrations();
+
+// The schema version of the database (0: none applied).
+Result<int> PgSchemaVersion(PgConn& conn);
+
+// Applies the migrations of `migrations` newer than the database's version,
+// in one transaction under an advisory lock (instances starting together do
+// not both apply one). Returns the version before. Errors:
+// kFailedPrecondition when the database's version is newer than the newest
+// of `migrations`.
+Result<int> ApplyPgMigrations(PgConn& conn, std::span<const PgMigration> migrations,
+                              int64_t now_ms);
+
+class PostgresStore final : public SessionStore {
+ public:
+  static Result<std::unique_ptr<PostgresStore>> Open(const std::string& url,
+                                                     PostgresStoreOptions options);
+  ~PostgresStore() override;
+
+  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
+  Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
+  Result<SessionInfo> GetSession(std::string_view session_id) override;
+  Result<std::string> FindSession(std::string_view id_or_prefix) override;
+  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
+  Status RemoveSession(std::string_view session_id) override;
+  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                        std::optional<Json> metadata) override;
+
+  Status Append(std::string_view session_id, std::span<const Event> events) override;
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
+  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
+
+  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
+                                                   int64_t owner_pid) override;
+  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
+                                            int64_t owner_pid) override;
+
+  Status SaveCheckpoint(const Checkpoint& checkpoint) override;
+  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
+  Result<std::vector<PendingRecord>> ListPending(
+      std::optional<std::string_view> session_id) override;
+  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
+  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
+  Result<std::vector<std::string>> ListDecided() override;
+  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                 std::span<const Event> events = {}) override;
+  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
+
+  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
+  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
+  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
+  Status UpdateSettings(std::string_view session_id, const Json& settings,
+                        std::span<const Event> events) override;
+  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
+                                               std::string_view fingerprint,
+                                               std::chrono::milliseconds ttl,
+                                               std::chrono::milliseconds in_flight_ttl) override;
+  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                              std::string_view response) override;
+  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
+
+  // Used by the lease handle.
+  Status RefreshLock(const std::string& session_id, const std::string& token);
+  void ReleaseLock(const std::string& session_id, const std::string& token);
+  void StartHeartbeat(const std::string& session_id, const std::string& token);
+  void StopHeartbeat(const std::string& session_id, const std::string& token);
+  const PostgresStoreOptions& options() const { return options_; }
+  // Renews the (session id, token) leases: what the heartbeat thread does
+  // (public for the benchmark of its cost).
+  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
+
+ private:
+  PostgresStore(std::string url, PostgresStoreOptions options);
+
+  // A pooled connection, returned to the pool when it dies (dropped if it
+  // is broken).
+  class Lease;
+  Result<std::unique_ptr<PgConn>> Checkout();
+  void Return(std::unique_ptr<PgConn> conn);
+
+  // Runs fn(conn) on a pooled connection (no transaction). With
+  // `rerun_if_lost`, a call that fails because the pooled connection had
+  // died (the server restarted) runs once more on a fresh one: only for
+  // calls whose second run cannot differ from a first that took effect.
+  template <class F>
+  auto WithConn(F&& fn, bool rerun_if_lost = true) -> decltype(fn(std::declval<PgConn&>()));
+  // Runs fn(conn) in a transaction: committed when fn succeeds, rolled
+  // back otherwise; run again after a serialization failure or deadlock,
+  // or when the connection was found broken before anything was sent.
+  template <class F>
+  auto InTxn(F&& fn) -> decltype(fn(std::declval<PgConn&>()));
+
+  int64_t Now() const;
+  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
+  Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
+                       const std::string* lock_token, int64_t owner_pid);
+  Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id);
+  // Inside a transaction: locks the session row, checks and stores the
+  // events (see Append).
+  Status AppendOn(PgConn& c, std::string_view session_id, std::span<const Event> events,
+                  int64_t now);
+  Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
+                                            uint64_t after_seq);
+  Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id, int state);
+  Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state);
+
+  struct Holder {
+    int64_t pid = 0;
+    std::string host;
+    int64_t acquired_at_ms = 0;
+  };
+  // Locks the session row; the live holder of its lease, if any. kNotFound.
+  Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id);
+  Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
+                                   bool* raced);
+
+  void HeartbeatLoop();
+
+  std::string url_;
+  PostgresStoreOptions options_;
+  std::string host_;
+
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::deque<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
+  int open_ = 0;                              // connections out or idle; guarded by pool_mu_
+
+  std::mutex beat_mu_;
+  std::condition_variable beat_cv_;
+  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
+  bool stopping_ = false;                            // guarded by beat_mu_
+  std::thread beat_thread_;
+};
+
+}  // namespace agentloop::store

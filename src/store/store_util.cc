@@ -1,0 +1,60 @@
+#include "store/store_util.h"
+
+#include <unistd.h>
+
+#include <system_error>
+
+#include "protocol/codec.h"
+#include "store/replay.h"
+
+namespace agentloop::store {
+
+std::string NormalizeWorkspace(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path abs = p.is_absolute() ? p : std::filesystem::absolute(p, ec);
+  if (ec) abs = p;
+  std::string s = abs.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+Status SessionNotFound(std::string_view id) {
+  return NotFound("no session '" + std::string(id) + "'");
+}
+
+Result<Checkpoint> ParseCheckpoint(const std::string& json, const std::string& id) {
+  auto j = ParseJson(json);
+  if (!j.ok()) return DataLoss("checkpoint " + id + " is corrupt: " + j.error().message());
+  auto cp = CheckpointFromJson(*j);
+  if (!cp.ok()) return DataLoss("checkpoint " + id + " is corrupt: " + cp.error().message());
+  return std::move(*cp);
+}
+
+// The title candidate of a message event, or empty.
+std::string TitleFrom(const Event& e) {
+  if (e.type != EventType::kMessage) return {};
+  auto mj = e.data.find("message");
+  if (mj == e.data.end()) return {};
+  auto m = MessageFromJson(*mj);
+  if (!m.ok() || m->role != Role::kUser || !m->tag.empty()) return {};
+  return MakeTitle(m->JoinedText());
+}
+
+// The outstanding item `pending_id` of a checkpoint the pending index points
+// to. kDataLoss when the index and the checkpoint disagree.
+Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_id,
+                                const std::string& checkpoint_id) {
+  for (const PendingItem& p : cp.outstanding) {
+    if (p.id == pending_id) return p;
+  }
+  return DataLoss("pending id " + std::string(pending_id) + " is indexed but not in checkpoint " +
+                  checkpoint_id);
+}
+
+}  // namespace agentloop::store

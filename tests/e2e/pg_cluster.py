@@ -1,0 +1,148 @@
+"""A throwaway PostgreSQL cluster for the end-to-end tests.
+
+initdb into a temporary directory, a postmaster on a free 127.0.0.1 port and a
+Unix socket in that directory, stopped and deleted by stop(). When the tests
+run as root, the server programs run as the `postgres` user (initdb refuses
+root). The programs get an environment of their own; the process environment
+is neither read for them nor changed.
+
+PgCluster.start() raises PgUnavailable (with the reason) when there is no
+server to run, so a test can skip with that reason.
+"""
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+
+CHILD_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"}
+
+
+class PgUnavailable(Exception):
+    pass
+
+
+def _bindir():
+    best = None
+    for d in glob.glob("/usr/lib/postgresql/*/bin"):
+        if os.path.exists(os.path.join(d, "initdb")):
+            try:
+                major = int(d.split("/")[-2])
+            except ValueError:
+                continue
+            if best is None or major > best[0]:
+                best = (major, d)
+    return best[1] if best else None
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgCluster:
+
+    def __init__(self):
+        self.bindir = _bindir()
+        self.dir = None
+        self.port = None
+        self.running = False
+        self.schemas = 0
+        self.user = None  # run the server programs as this account (when root)
+
+    def _run(self, args, check=True):
+        kwargs = {}
+        if self.user is not None:
+            kwargs["user"] = self.user.pw_uid
+            kwargs["group"] = self.user.pw_gid
+            kwargs["extra_groups"] = []
+        p = subprocess.run(args, env=CHILD_ENV, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120, **kwargs)
+        if check and p.returncode != 0:
+            raise PgUnavailable("%s failed (exit %d): %s\nserver log: %s" % (
+                os.path.basename(args[0]), p.returncode, p.stdout[-2000:], self.log_tail()))
+        return p
+
+    def log_tail(self):
+        try:
+            with open(os.path.join(self.dir, "server.log"), encoding="utf-8",
+                      errors="replace") as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def start(self):
+        if self.bindir is None:
+            raise PgUnavailable("no PostgreSQL server programs under /usr/lib/postgresql/*/bin "
+                                "(scripts/install-deps.sh installs postgresql-15)")
+        if os.geteuid() == 0:
+            try:
+                self.user = pwd.getpwnam("postgres")
+            except KeyError:
+                raise PgUnavailable("running as root and there is no `postgres` user to run "
+                                    "initdb as (initdb refuses root)")
+        self.dir = tempfile.mkdtemp(prefix="al_pg_")
+        if self.user is not None:
+            os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+        self._run([os.path.join(self.bindir, "initdb"), "-D", os.path.join(self.dir, "data"),
+                   "-A", "trust", "-U", "agentloop", "-E", "UTF8", "--no-sync",
+                   "--no-instructions"])
+        last = None
+        for _ in range(5):
+            self.port = _free_port()
+            try:
+                self.start_again()
+                return self
+            except PgUnavailable as e:
+                last = e
+        raise last
+
+    def _pg_ctl(self, *args):
+        return self._run([os.path.join(self.bindir, "pg_ctl"), "-D",
+                          os.path.join(self.dir, "data"), "-l",
+                          os.path.join(self.dir, "server.log")] + list(args))
+
+    def start_again(self):
+        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off "
+                "-c synchronous_commit=off -c max_connections=200" % (self.port, self.dir))
+        self._pg_ctl("-o", opts, "-w", "-t", "60", "start")
+        self.running = True
+
+    def restart(self):
+        """`pg_ctl restart -m fast`: every connection is cut."""
+        self._pg_ctl("-m", "fast", "-w", "-t", "60", "restart")
+
+    def stop(self):
+        if self.running:
+            self._run([os.path.join(self.bindir, "pg_ctl"), "-D", os.path.join(self.dir, "data"),
+                       "-m", "immediate", "-w", "stop"], check=False)
+            self.running = False
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def admin_url(self):
+        return "postgresql://agentloop@127.0.0.1:%d/postgres" % self.port
+
+    def psql(self, sql, url=None):
+        """Runs SQL with psql; returns its unaligned, tuples-only output."""
+        p = subprocess.run([os.path.join(self.bindir, "psql"), url or self.admin_url(), "-X",
+                            "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                           env=CHILD_ENV, stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 0:
+            raise AssertionError("psql %r: %s" % (sql, p.stderr))
+        return p.stdout.strip()
+
+    def new_schema_url(self):
+        """A URL whose connections use a new empty schema (a database of the
+        test's own, without the cost of CREATE DATABASE)."""
+        self.schemas += 1
+        name = "e2e_%d_%d" % (os.getpid(), self.schemas)
+        self.psql("CREATE SCHEMA " + name)
+        return self.admin_url() + "?options=-csearch_path%3D" + name
