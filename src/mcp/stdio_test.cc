@@ -184,15 +184,5 @@ TEST(StartServers, FiltersToolsAndNamesThem) {
   EXPECT_TRUE(started->tools[1]->spec().mutates);
 }
 
-TEST(StartServers, HttpIsReportedAsUnsupported) {
-  McpServerSpec spec;
-  spec.name = "remote";
-  spec.url = "http://127.0.0.1:1/mcp";
-  auto started = StartServers({spec}, Launch());
-  ASSERT_TRUE(started.ok());
-  EXPECT_EQ(started->servers[0].state, "failed");
-  EXPECT_NE(started->servers[0].error.find("not supported yet"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace agentloop::mcp
