@@ -81,6 +81,12 @@ Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
       std::vector<std::string> inner = {program};
       inner.insert(inner.end(), spec.args.begin(), spec.args.end());
       o.argv = tools::SandboxedArgv(bwrap, ctx.sandbox, ctx.network, o.cwd, inner);
+      // Not --die-with-parent: its "parent" is the thread that spawned
+      // bubblewrap (PR_SET_PDEATHSIG), and servers are started on threads
+      // that end once the handshake is over. A server outlives nothing it
+      // should: it exits when its stdin closes (Close, or this process
+      // ending), and the PID namespace takes its children with it.
+      o.argv.erase(std::remove(o.argv.begin(), o.argv.end(), "--die-with-parent"), o.argv.end());
     }
   }
   if (ctx.on_stderr) {
