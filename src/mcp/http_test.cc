@@ -3,8 +3,6 @@
 // event-stream replies, the session header, the version header, the bearer
 // token, 404 and a new session, DELETE, the GET event stream, errors and
 // cancellation.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <strings.h>
 #include <unistd.h>
@@ -16,9 +14,10 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "mcp/http_transport.h"
@@ -31,7 +30,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 struct Seen {
-  std::string method;  // HTTP method
+  std::string method;                          // HTTP method
   std::map<std::string, std::string> headers;  // lower-case names
   Json body;                                   // null for no body
   std::string Header(const std::string& n) const {
@@ -153,7 +152,9 @@ class FakeHttpMcp {
     return r + "\r\n";
   }
 
-  static std::string Event(const Json& msg) { return "event: message\ndata: " + msg.dump() + "\n\n"; }
+  static std::string Event(const Json& msg) {
+    return "event: message\ndata: " + msg.dump() + "\n\n";
+  }
 
   // Reads one request; false at the end of the connection.
   static bool Read(int c, std::string& buf, Seen& out) {
@@ -181,7 +182,8 @@ class FakeHttpMcp {
       }
       pos = next;
     }
-    size_t length = out.headers.count("content-length") ? std::stoul(out.headers["content-length"]) : 0;
+    size_t length =
+        out.headers.count("content-length") ? std::stoul(out.headers["content-length"]) : 0;
     while (buf.size() < length) {
       char tmp[4096];
       ssize_t n = ::recv(c, tmp, sizeof tmp, 0);
@@ -284,9 +286,10 @@ class FakeHttpMcp {
         }
         Json progress;
         if (p.contains("_meta") && p["_meta"].contains("progressToken")) {
-          progress = {{"jsonrpc", "2.0"},
-                      {"method", "notifications/progress"},
-                      {"params", {{"progressToken", p["_meta"]["progressToken"]}, {"progress", 1}}}};
+          progress = {
+              {"jsonrpc", "2.0"},
+              {"method", "notifications/progress"},
+              {"params", {{"progressToken", p["_meta"]["progressToken"]}, {"progress", 1}}}};
         }
         if (name == "slow") {
           std::string s = StreamHead() + ": priming\n\n";
@@ -298,8 +301,9 @@ class FakeHttpMcp {
           cv_.notify_all();
           return;
         }
-        Json r = result({{"content", {{{"type", "text"},
-                                       {"text", "echo: " + p["arguments"].value("text", "")}}}}});
+        Json r =
+            result({{"content",
+                     {{{"type", "text"}, {"text", "echo: " + p["arguments"].value("text", "")}}}}});
         if (sse) {
           std::string s = StreamHead() + "id: 1\ndata:\n\n";  // a priming event without data
           if (!progress.is_null()) s += Event(progress);
@@ -489,9 +493,8 @@ TEST(HttpTransport, TimeoutSendsCancelledAndAbortsThePost) {
   auto r = client->CallTool("slow", Json::object(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), Code::kDeadlineExceeded);
-  ASSERT_TRUE(server.WaitFor([](const std::vector<Seen>& s) {
-    return !Posts(s, "notifications/cancelled").empty();
-  }));
+  ASSERT_TRUE(server.WaitFor(
+      [](const std::vector<Seen>& s) { return !Posts(s, "notifications/cancelled").empty(); }));
   auto cancelled = Posts(server.seen(), "notifications/cancelled");
   auto calls = Posts(server.seen(), "tools/call");
   ASSERT_EQ(calls.size(), 1u);

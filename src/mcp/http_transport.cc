@@ -364,8 +364,8 @@ Status StreamableHttpTransport::Send(const std::string& message) {
   // A request's reply may be quiet for as long as the tool runs: the call's
   // own timeout governs it (and its cancellation aborts this POST).
   req.idle_timeout = request ? std::chrono::milliseconds(0) : kNotificationTimeout;
-  auto reply = std::make_shared<PostReply>(core, request ? id : std::nullopt, initialize,
-                                           sent_session);
+  auto reply =
+      std::make_shared<PostReply>(core, request ? id : std::nullopt, initialize, sent_session);
   const bool initialized = method == "notifications/initialized";
   auto transfer = client->Start(std::move(req), reply, [core, reply, initialized](Status s) {
     reply->Done(s);
