@@ -44,6 +44,7 @@ enum class Subcommand {
   kCompact,     // compact ID [--focus TEXT]
   kCompletion,  // completion bash|zsh|fish|man
   kServe,       // serve: the HTTP server
+  kMcp,         // mcp list
 };
 
 std::string_view SubcommandName(Subcommand s);

@@ -1204,6 +1204,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
     }
     case Subcommand::kServe:
       return CmdServe(e);
+    case Subcommand::kMcp:
+      return CmdMcp(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -132,6 +132,25 @@ class McpTest(CliTestCase):
         self.assertFalse(os.path.exists(marker))
         self.assertIn("mcp_servers.evil", p.stderr)
 
+    def test_mcp_list_text_shows_state_version_tools_and_failures(self):
+        self.configure(extra='[mcp_servers.broken]\ncommand = "/nonexistent/server"\n')
+        l = self.run_cli("mcp", "list", "-C", self.ws, env=self.env())
+        self.assert_code(l, 1)  # a server failed to start
+        self.assertIn("fake  ready  stdio  fake-mcp 1.2.3  (MCP 2025-11-25)  5 tools", l.stdout)
+        self.assertIn("  mcp__fake__echo\n", l.stdout)
+        self.assertIn("broken  failed  stdio", l.stdout)
+        self.assertIn("/nonexistent/server", l.stdout)
+
+    def test_slash_mcp_in_chat_lists_the_session_servers(self):
+        self.configure()
+        server = self.server({"responses": [{"text": "fine"}]})
+        c = self.run_cli("chat", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "m", "-C", self.ws, stdin="/mcp\n",
+                         env=self.env(OPENAI_API_KEY="sk-test"))
+        self.assert_code(c, 0)
+        self.assertIn("fake  ready  stdio  fake-mcp 1.2.3", c.stderr)
+        self.assertIn("mcp__fake__crash", c.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
