@@ -132,6 +132,52 @@ class McpTest(CliTestCase):
         self.assertFalse(os.path.exists(marker))
         self.assertIn("mcp_servers.evil", p.stderr)
 
+    def write_mcp_json(self, marker, extra=""):
+        """A project .mcp.json whose server leaves `marker` when it starts."""
+        with open(os.path.join(self.ws, ".mcp.json"), "w", encoding="utf-8") as f:
+            json.dump({"mcpServers": {"proj": {
+                "command": "/bin/sh",
+                "args": ["-c", 'touch "$1"; exec "$2" "$3"' + extra, "sh", marker,
+                         sys.executable, FAKE_MCP]}}}, f)
+
+    def test_mcp_json_of_an_untrusted_clone_starts_nothing_until_trusted(self):
+        marker = os.path.join(self.tmp, "proj-started")
+        self.write_mcp_json(marker)
+        server = self.server({"responses": [{"text": "fine"}, {"text": "fine"},
+                                            {"text": "fine"}]})
+        p = self.run_model(server, "hello")
+        self.assert_code(p, 0)
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn(".mcp.json", p.stderr)
+        self.assertIn("are not started", p.stderr)
+        l = self.run_cli("mcp", "list", "-C", self.ws, env=self.env())
+        self.assert_code(l, 0)
+        self.assertIn("no MCP servers are configured", l.stdout)
+        self.assertFalse(os.path.exists(marker))
+
+        t = self.run_cli("trust", self.ws, env=self.env())
+        self.assert_code(t, 0)
+        l = self.run_cli("mcp", "list", "-C", self.ws, "--output", "json", env=self.env())
+        self.assert_code(l, 0)
+        listed = json.loads(l.stdout)["servers"]
+        self.assertEqual([s["name"] for s in listed], ["proj"])
+        self.assertEqual(listed[0]["state"], "ready")
+        self.assertEqual(listed[0]["transport"], "stdio")
+        self.assertEqual(listed[0]["server"], {"name": "fake-mcp", "version": "1.2.3"})
+        self.assertEqual(listed[0]["protocol_version"], "2025-11-25")
+        self.assertIn("mcp__proj__echo", listed[0]["tools"])
+        self.assertTrue(os.path.exists(marker))
+        os.remove(marker)
+
+        # A changed .mcp.json is untrusted again: nothing starts.
+        self.write_mcp_json(marker, extra=" # changed")
+        p = self.run_model(server, "hello")
+        self.assert_code(p, 0)
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn("changed since this workspace was trusted", p.stderr)
+        offered = [t["function"]["name"] for t in server.requests()[-1]["body"]["tools"]]
+        self.assertEqual([n for n in offered if n.startswith("mcp__")], [])
+
     def test_mcp_list_text_shows_state_version_tools_and_failures(self):
         self.configure(extra='[mcp_servers.broken]\ncommand = "/nonexistent/server"\n')
         l = self.run_cli("mcp", "list", "-C", self.ws, env=self.env())
