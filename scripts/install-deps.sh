@@ -13,6 +13,10 @@ PKGS=(
   ripgrep bubblewrap python3 procps time hyperfine
   g++-aarch64-linux-gnu  # scripts/cross-arm64.sh: the tools module must build on arm64
 )
+# tests/mcp: the MCP reference servers run on Node.js and npm installs them
+# (a Node.js that brings its own npm needs no npm package).
+PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -5,12 +5,19 @@ server marks them read-only."""
 
 import json
 import os
+import shutil
 import sys
 import unittest
 
 from e2e_util import CliTestCase
 
 FAKE_MCP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_mcp_server.py")
+# The pinned reference servers, installed by the mcp_npm_ci test into the
+# build tree beside tests/support (tests/mcp/CMakeLists.txt).
+NPM_DIR = os.path.join(os.path.dirname(os.path.dirname(
+    os.environ.get("AGENTLOOP_FAKE_SERVER", "/nonexistent/x/y"))), "mcp", "npm")
+EVERYTHING = os.path.join(NPM_DIR, "node_modules", "@modelcontextprotocol",
+                          "server-everything", "dist", "index.js")
 
 
 class McpTest(CliTestCase):
@@ -196,6 +203,28 @@ class McpTest(CliTestCase):
         self.assert_code(c, 0)
         self.assertIn("fake  ready  stdio  fake-mcp 1.2.3", c.stderr)
         self.assertIn("mcp__fake__crash", c.stderr)
+
+    def test_reference_server_echo_reaches_the_next_request(self):
+        node = shutil.which("node")
+        if node is None or not os.path.exists(EVERYTHING):
+            self.skipTest("node or the npm reference servers are not installed (%s)" % NPM_DIR)
+        cfg_dir = os.path.join(self.home, ".config", "agentloop")
+        os.makedirs(cfg_dir, exist_ok=True)
+        with open(os.path.join(cfg_dir, "config.toml"), "w", encoding="utf-8") as f:
+            f.write('[mcp_servers.everything]\ncommand = %s\nargs = [%s, "stdio"]\n'
+                    'startup_timeout_ms = 60000\n' % (json.dumps(node), json.dumps(EVERYTHING)))
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__everything__echo",
+                             "input": {"message": "conformance says hi"}}]},
+            {"text": "Echoed."}]})
+        p = self.run_model(server, "--allow", "mcp__everything__echo", "echo it")
+        self.assert_code(p, 0)
+        self.assertEqual(self.json_result(p)["final_text"], "Echoed.")
+        requests = server.requests()
+        self.assertEqual(len(requests), 2)
+        offered = [t["function"]["name"] for t in requests[0]["body"]["tools"]]
+        self.assertIn("mcp__everything__get-sum", offered)
+        self.assertIn("Echo: conformance says hi", json.dumps(requests[1]["body"]))
 
 
 if __name__ == "__main__":
