@@ -5,7 +5,6 @@
 // 127.0.0.1. Without node or the installed packages each test skips, naming
 // what is missing.
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,7 +17,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -46,13 +45,13 @@ fs::path Filesystem() {
 std::string Node() { return FindExecutable("node"); }
 
 // Skips the test when node or the packages are not there.
-#define REQUIRE_SERVERS()                                                                 \
-  do {                                                                                    \
+#define REQUIRE_SERVERS()                                                                  \
+  do {                                                                                     \
     if (Node().empty()) GTEST_SKIP() << "node is not installed (scripts/install-deps.sh)"; \
-    if (!fs::exists(Everything()) || !fs::exists(Filesystem())) {                         \
-      GTEST_SKIP() << "the reference servers are not installed in " << kNpm.string()      \
-                   << " (ctest runs mcp_npm_ci first: npm ci of tests/mcp)";              \
-    }                                                                                     \
+    if (!fs::exists(Everything()) || !fs::exists(Filesystem())) {                          \
+      GTEST_SKIP() << "the reference servers are not installed in " << kNpm.string()       \
+                   << " (ctest runs mcp_npm_ci first: npm ci of tests/mcp)";               \
+    }                                                                                      \
   } while (0)
 
 // Node 18 (Debian 12) has Web Crypto only behind this flag; the servers'
@@ -136,9 +135,9 @@ TEST(Conformance, HandshakeToolsListChangedAndStderr) {
   EXPECT_FALSE(client->instructions().empty());
   std::vector<std::string> names;
   for (const auto& t : client->tools()) names.push_back(t.name);
-  EXPECT_THAT(names, ::testing::IsSupersetOf({"echo", "get-sum", "get-tiny-image",
-                                              "get-resource-links", "get-structured-content",
-                                              "trigger-long-running-operation"}));
+  EXPECT_THAT(
+      names, ::testing::IsSupersetOf({"echo", "get-sum", "get-tiny-image", "get-resource-links",
+                                      "get-structured-content", "trigger-long-running-operation"}));
   // The server announces a changed list right after the handshake: the
   // client lists again.
   EXPECT_TRUE(client->WaitForListGeneration(2, 60s));
@@ -166,8 +165,9 @@ TEST(Conformance, EveryResultTypeMapsToWhatTheModelSees) {
   EXPECT_THAT(links.content, HasSubstr("[resource link: "));
   EXPECT_THAT(links.content, HasSubstr("<demo://resource/"));
   ToolOutput embedded = Call(st.Find("mcp__everything__get-resource-reference"),
-                            {{"resourceType", "Text"}, {"resourceId", 1}});
-  EXPECT_THAT(embedded.content, HasSubstr("[resource <demo://resource/dynamic/text/1> text/plain]"));
+                             {{"resourceType", "Text"}, {"resourceId", 1}});
+  EXPECT_THAT(embedded.content,
+              HasSubstr("[resource <demo://resource/dynamic/text/1> text/plain]"));
   ToolOutput structured =
       Call(st.Find("mcp__everything__get-structured-content"), {{"location", "Chicago"}});
   EXPECT_FALSE(structured.is_error) << structured.content;
@@ -202,8 +202,8 @@ TEST(Conformance, ProgressExtendsTheTimeoutButTheMaximumHolds) {
   // The hard maximum ends a call that keeps reporting progress.
   CallOptions capped = o;
   capped.max_timeout = 1500ms;
-  auto late = client->CallTool("trigger-long-running-operation", {{"duration", 30}, {"steps", 60}},
-                               capped);
+  auto late =
+      client->CallTool("trigger-long-running-operation", {{"duration", 30}, {"steps", 60}}, capped);
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.error().code(), Code::kDeadlineExceeded);
   // The connection is still good; whatever the server sends later for the
@@ -284,7 +284,8 @@ TEST(Conformance, FilesystemServerDeniesAPathOutsideItsRoots) {
   const fs::path root = mkdtemp(tmpl.data());
   std::ofstream(root / "inside.txt") << "inside text\n";
   Started st = Start(Stdio("fs", {Filesystem().string(), root.string()}), root);
-  ToolOutput in = Call(st.Find("mcp__fs__read_text_file"), {{"path", (root / "inside.txt").string()}});
+  ToolOutput in =
+      Call(st.Find("mcp__fs__read_text_file"), {{"path", (root / "inside.txt").string()}});
   EXPECT_FALSE(in.is_error) << in.content;
   EXPECT_THAT(in.content, HasSubstr("inside text"));
   ToolOutput out = Call(st.Find("mcp__fs__read_text_file"), {{"path", "/etc/hostname"}});
