@@ -13,12 +13,16 @@ PKGS=(
   ripgrep bubblewrap python3 procps time hyperfine
   g++-aarch64-linux-gnu  # scripts/cross-arm64.sh: the tools module must build on arm64
   chromium chromium-driver python3-selenium  # the web console's browser tests (same Chromium version)
-  nodejs  # the web console's JavaScript unit tests (node:test)
   # The PostgreSQL store: libpq (the C client; errors are return values, and it
   # has the non-blocking and LISTEN/NOTIFY API), and the server the tests start
   # as a throwaway cluster (initdb + pg_ctl from /usr/lib/postgresql/15/bin).
   libpq-dev postgresql-15
 )
+# The web console's JavaScript unit tests (node:test) and tests/mcp: the MCP
+# reference servers run on Node.js and npm installs them
+# (a Node.js that brings its own npm needs no npm package).
+PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -31,13 +31,14 @@ constexpr Mask kTurn = Bit(Subcommand::kRun) | Bit(Subcommand::kChat) | Bit(Subc
 constexpr Mask kAll = ~Mask{0};
 // Flags that shape the configuration are also accepted by `config show`
 // (to see their effect) and rules/command by `permissions check`.
-constexpr Mask kConfigured =
-    kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents) | Bit(Subcommand::kServe);
+constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents) |
+                             Bit(Subcommand::kServe) | Bit(Subcommand::kMcp);
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
-constexpr Mask kOutput =
-    kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) | Bit(Subcommand::kTrust) |
-    Bit(Subcommand::kPending) | Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents) |
-    Bit(Subcommand::kMemory) | Bit(Subcommand::kSkills) | Bit(Subcommand::kProposals);
+constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
+                         Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
+                         Bit(Subcommand::kPermissions) | Bit(Subcommand::kAgents) |
+                         Bit(Subcommand::kMemory) | Bit(Subcommand::kSkills) |
+                         Bit(Subcommand::kProposals) | Bit(Subcommand::kMcp);
 
 enum class FlagId {
   kConfig,  // maps to `config_key`
@@ -187,6 +188,8 @@ constexpr std::array kSubcommands = {
                    "serve the agents over HTTP (docs/server.md)"},
     SubcommandSpec{Subcommand::kStore, "store", "store migrate",
                    "apply the PostgreSQL store's schema migrations (store.url)"},
+    SubcommandSpec{Subcommand::kMcp, "mcp", "mcp list",
+                   "start the configured MCP servers and list their state and tools"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
     SubcommandSpec{Subcommand::kCompact, "compact", "compact ID [--focus TEXT]",
                    "summarise a session's older history to free context"},
@@ -427,6 +430,8 @@ Status CheckPositionals(CliArgs& args) {
       return need(p.empty(), "serve [--listen HOST:PORT]");
     case Subcommand::kStore:
       return need(p.size() == 1 && p[0] == "migrate", "store migrate");
+    case Subcommand::kMcp:
+      return need(p.size() == 1 && p[0] == "list", "mcp list");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

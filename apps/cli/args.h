@@ -45,6 +45,7 @@ enum class Subcommand {
   kCompletion,  // completion bash|zsh|fish|man
   kServe,       // serve: the HTTP server
   kStore,       // store migrate: the session store's schema
+  kMcp,         // mcp list
 };
 
 std::string_view SubcommandName(Subcommand s);

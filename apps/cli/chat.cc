@@ -434,6 +434,10 @@ const std::vector<SlashCommand>& SlashCommands() {
       {"undo", "", "revert the newest file change agentloop made (write, edit)", UndoCmd},
       {"cost", "", "tokens and estimated cost of this chat's turns", CostCmd},
       {"permissions", "[allow|ask|deny RULE]", "the session's rules; add one", PermissionsCmd},
+      {"mcp", "", "the session's MCP servers: state, version, tools",
+       [](ChatState& st, const std::string&) {
+         st.env.err << FormatMcpServers(st.session->mcp_servers());
+       }},
       {"clear", "", "start a new session", ClearCmd},
       {"todoloop", "status|pause|resume|reset", "the todo continuation loop", TodoLoopCmd},
       {"compact", "[FOCUS]", "summarise older history to free context", CompactCmd},

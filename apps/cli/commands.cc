@@ -1206,6 +1206,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdServe(e);
     case Subcommand::kStore:
       return CmdStore(e);
+    case Subcommand::kMcp:
+      return CmdMcp(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

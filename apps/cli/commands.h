@@ -74,6 +74,11 @@ int CmdServe(const CommandEnv& e);
 
 // `agentloop store migrate` (store.cc).
 int CmdStore(const CommandEnv& e);
+// `agentloop mcp list` (mcp.cc).
+int CmdMcp(const CommandEnv& e);
+// The listing of `mcp list` and `/mcp`: per server its state, transport,
+// version and tools, or the reason it failed.
+std::string FormatMcpServers(const std::vector<McpServerState>& servers);
 
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);

@@ -375,6 +375,10 @@ class Session {
     int64_t window = 0;
   };
   virtual ContextUsage context() const = 0;
+  // The session's MCP servers as they are now (a server that exited since
+  // the session opened is "disconnected"); empty when none is configured or
+  // the session does not run turns (no servers are started then).
+  virtual std::vector<McpServerState> mcp_servers() const { return {}; }
 };
 
 // How a person resolves a pending item.

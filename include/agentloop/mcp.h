@@ -39,4 +39,20 @@ struct McpServerSpec {
   bool operator==(const McpServerSpec&) const = default;
 };
 
+// What a session knows of one of its MCP servers (`agentloop mcp list`,
+// `/mcp` in chat).
+struct McpServerState {
+  std::string name;
+  std::string transport;  // "stdio" | "http"
+  // "ready"; "failed" (did not start); "disabled" (enabled = false);
+  // "disconnected" (started, then exited or broke; its tools answer with an
+  // error).
+  std::string state;
+  std::string error;  // failed, disconnected: why
+  std::string protocol_version;
+  std::string server_name;         // as the server named itself in its handshake
+  std::string server_version;      // likewise
+  std::vector<std::string> tools;  // the names the model sees, as offered
+};
+
 }  // namespace agentloop

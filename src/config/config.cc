@@ -242,6 +242,156 @@ Status ReadMcpServers(const toml::node& node, const std::filesystem::path& path,
   return Status::Ok();
 }
 
+// Expands ${VAR} and ${VAR:-default} in a value of `.mcp.json` from `env`
+// (the form other agents read). Errors name the variable that is unset and
+// has no default.
+Result<std::string> ExpandMcpJsonValue(const std::string& in, const EnvMap& env) {
+  std::string out;
+  size_t i = 0;
+  while (i < in.size()) {
+    size_t open = in.find("${", i);
+    if (open == std::string::npos) break;
+    size_t close = in.find('}', open + 2);
+    if (close == std::string::npos) break;
+    out.append(in, i, open - i);
+    std::string body = in.substr(open + 2, close - open - 2);
+    std::optional<std::string> fallback;
+    if (size_t d = body.find(":-"); d != std::string::npos) {
+      fallback = body.substr(d + 2);
+      body = body.substr(0, d);
+    }
+    auto it = env.find(body);
+    if (it != env.end() && !it->second.empty()) {
+      out += it->second;
+    } else if (fallback) {
+      out += *fallback;
+    } else {
+      return InvalidArgument("${" + body + "} is not set and has no default (${" + body +
+                             ":-default})");
+    }
+    i = close + 1;
+  }
+  out.append(in, i, std::string::npos);
+  return out;
+}
+
+// The servers of a project's `.mcp.json` ({"mcpServers": {NAME: {command,
+// args, env} | {type: "http", url, headers}}}). An entry agentloop cannot
+// run as written is left out with a warning naming it, so one odd entry
+// does not cost the others; a file that is not such an object is one
+// warning.
+std::vector<McpServerSpec> McpJsonServers(const std::string& text,
+                                          const std::filesystem::path& path, const EnvMap& env,
+                                          std::vector<std::string>& warnings) {
+  std::vector<McpServerSpec> out;
+  const std::string file = path.string();
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    warnings.push_back(file + ": not a JSON object; its MCP servers are not read");
+    return out;
+  }
+  if (!j.contains("mcpServers")) return out;
+  if (!j["mcpServers"].is_object()) {
+    warnings.push_back(file + ": mcpServers is not an object; its MCP servers are not read");
+    return out;
+  }
+  for (const auto& [name, e] : j["mcpServers"].items()) {
+    const std::string where = file + ": mcpServers." + name;
+    auto skip = [&](const std::string& why) { warnings.push_back(where + " is left out: " + why); };
+    if (name.empty()) {
+      skip("an MCP server needs a name");
+      continue;
+    }
+    if (!e.is_object()) {
+      skip("not an object");
+      continue;
+    }
+    McpServerSpec s;
+    s.name = name;
+    s.source = where;
+    std::string type =
+        e.contains("type") && e["type"].is_string() ? e["type"].get<std::string>() : std::string();
+    std::string problem;
+    auto expand = [&](const Json& v, const std::string& key) -> std::optional<std::string> {
+      if (!v.is_string()) {
+        problem = key + " is not a string";
+        return std::nullopt;
+      }
+      Result<std::string> r = ExpandMcpJsonValue(v.get<std::string>(), env);
+      if (!r.ok()) {
+        problem = key + ": " + r.error().message();
+        return std::nullopt;
+      }
+      return *r;
+    };
+    for (const auto& [key, v] : e.items()) {
+      if (!problem.empty()) break;
+      if (key == "type") {
+        if (type != "stdio" && type != "http" && type != "streamable-http") {
+          problem = "type '" + (v.is_string() ? v.get<std::string>() : v.dump()) +
+                    "' is not supported (stdio or http; the older sse transport is not)";
+        }
+      } else if (key == "command") {
+        if (auto x = expand(v, key)) s.command = *x;
+      } else if (key == "args") {
+        if (!v.is_array()) {
+          problem = "args is not a list of strings";
+          continue;
+        }
+        for (const Json& a : v) {
+          auto x = expand(a, "args");
+          if (!x) break;
+          s.args.push_back(*x);
+        }
+      } else if (key == "env") {
+        if (!v.is_object()) {
+          problem = "env is not an object of strings";
+          continue;
+        }
+        for (const auto& [k, ev] : v.items()) {
+          auto x = expand(ev, "env." + k);
+          if (!x) break;
+          s.env[k] = *x;
+        }
+      } else if (key == "url") {
+        if (auto x = expand(v, key)) s.url = *x;
+      } else if (key == "headers") {
+        // The token stays in the environment: only `Authorization: Bearer
+        // ${VAR}` can be carried over (as bearer_token_env_var).
+        if (!v.is_object()) {
+          problem = "headers is not an object";
+          continue;
+        }
+        for (const auto& [h, hv] : v.items()) {
+          std::string value = hv.is_string() ? hv.get<std::string>() : std::string();
+          std::string lower = h;
+          for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          if (lower == "authorization" && value.rfind("Bearer ${", 0) == 0 && value.back() == '}' &&
+              value.find(":-") == std::string::npos) {
+            s.bearer_token_env_var = value.substr(9, value.size() - 10);
+          } else {
+            problem = "header '" + h +
+                      "' cannot be sent (only \"Authorization\": \"Bearer ${VAR}\" is, as "
+                      "bearer_token_env_var)";
+            break;
+          }
+        }
+      } else {
+        warnings.push_back(where + ": unknown key '" + key + "' is ignored");
+      }
+    }
+    if (problem.empty() && s.command.empty() == s.url.empty()) {
+      problem = "it needs exactly one of 'command' (stdio) and 'url' (HTTP)";
+    }
+    if (!problem.empty()) {
+      skip(problem);
+      continue;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // How a file is read: a user or workspace file warns about unknown keys; an
 // agent's file (`agent` set) rejects them and has an [agent] table.
 struct FileMode {
@@ -754,8 +904,10 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
     if (!is_user_file) {
       AL_ASSIGN_OR_RETURN(text, ReadFileText(ws_file));
     }
-    if (text) {
-      out.workspace_sha256 = Sha256Hex(*text);
+    const std::filesystem::path mcp_file = ProjectMcpJsonPath(sources.workspace);
+    AL_ASSIGN_OR_RETURN(std::optional<std::string> mcp_text, ReadFileText(mcp_file));
+    if (text || mcp_text) {
+      out.workspace_sha256 = WorkspaceTrustHash(text, mcp_text).value_or("");
       out.workspace_trust = WorkspaceTrust::kUntrusted;
       if (sources.trust_store) {
         Result<std::optional<TrustRecord>> rec = FindTrust(*sources.trust_store, sources.workspace);
@@ -767,16 +919,52 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
                                     : WorkspaceTrust::kChanged;
         }
       }
+    }
+    if (mcp_text) {
+      // Before the workspace's own file: a [mcp_servers.NAME] there replaces
+      // the entry of the same name. Untrusted, nothing starts: the servers
+      // are listed as ignored.
+      Layer layer;
+      std::vector<std::string> mcp_warnings;
+      layer.mcp_servers = McpJsonServers(*mcp_text, mcp_file, sources.env, mcp_warnings);
+      out.files.push_back(mcp_file);
+      LayerContext ctx;
+      ctx.allow_list_only = out.workspace_trust != WorkspaceTrust::kTrusted;
+      ctx.workspace = sources.workspace;
+      ctx.ignored = &out.ignored;
+      const size_t ignored_before = out.ignored.size();
+      AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), ctx, out.config, out.warnings));
+      if (ctx.allow_list_only) {
+        std::string names;
+        for (size_t i = ignored_before; i < out.ignored.size(); ++i) {
+          names += (names.empty() ? "" : ", ") + out.ignored[i].key.substr(12);
+        }
+        if (!names.empty()) {
+          out.warnings.push_back(
+              mcp_file.string() +
+              (out.workspace_trust == WorkspaceTrust::kChanged
+                   ? " or the workspace's config file changed since this workspace was trusted"
+                   : " is in a workspace that is not trusted") +
+              ": its MCP servers (" + names + ") are not started ('agentloop trust' starts them)");
+        }
+      } else {
+        for (std::string& w : mcp_warnings) out.warnings.push_back(std::move(w));
+      }
+    }
+    if (text) {
       AL_ASSIGN_OR_RETURN(Layer layer, ParseFileLayer(*text, ws_file, out.warnings));
       out.files.push_back(ws_file);
       LayerContext ctx;
       ctx.allow_list_only = out.workspace_trust != WorkspaceTrust::kTrusted;
       ctx.workspace = sources.workspace;
       ctx.ignored = &out.ignored;
+      const size_t ignored_before = out.ignored.size();
       AL_RETURN_IF_ERROR(ApplyLayer(std::move(layer), ctx, out.config, out.warnings));
+      const std::vector<IgnoredSetting> of_file(out.ignored.begin() + ignored_before,
+                                                out.ignored.end());
       if (ctx.allow_list_only &&
-          (!out.ignored.empty() || out.workspace_trust == WorkspaceTrust::kChanged)) {
-        out.warnings.push_back(IgnoredWarning(ws_file, out.workspace_trust, out.ignored));
+          (!of_file.empty() || out.workspace_trust == WorkspaceTrust::kChanged)) {
+        out.warnings.push_back(IgnoredWarning(ws_file, out.workspace_trust, of_file));
       }
     }
   }

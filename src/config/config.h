@@ -271,7 +271,7 @@ struct IgnoredSetting {
 
 // How the workspace file was read.
 enum class WorkspaceTrust {
-  kNoFile,     // there is no workspace file
+  kNoFile,     // there is no workspace file (nor a .mcp.json)
   kUntrusted,  // read with the allow-list
   kChanged,    // trusted once, changed since: read with the allow-list
   kTrusted,    // trusted and unchanged: read in full
@@ -284,7 +284,9 @@ struct LoadedConfig {
   std::vector<std::string> warnings;
   std::vector<std::filesystem::path> files;  // the files that existed and were read
   WorkspaceTrust workspace_trust = WorkspaceTrust::kNoFile;
-  std::string workspace_sha256;  // of the workspace file as read; empty without one
+  // WorkspaceTrustHash of the workspace file and .mcp.json as read; empty
+  // without either.
+  std::string workspace_sha256;
   std::vector<IgnoredSetting> ignored;
   AgentSection agent;  // from ConfigSources::agent_file; empty without one
 };

@@ -449,6 +449,113 @@ TEST_F(ConfigTest, McpServersOfAnUntrustedWorkspaceAreIgnored) {
   EXPECT_EQ(t->config.mcp_servers[1].name, "evil");
 }
 
+TEST_F(ConfigTest, McpJsonIsReadOnlyForATrustedWorkspaceAndOnlyAsTrusted) {
+  const std::string json = R"({"mcpServers": {
+      "fs": {"command": "npx", "args": ["server-fs", "${HOME}/data", "${DEPTH:-3}"],
+             "env": {"LEVEL": "${LEVEL:-info}"}},
+      "web": {"type": "http", "url": "http://127.0.0.1:9/mcp",
+              "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}}}})";
+  Write(ProjectMcpJsonPath(workspace_), json);
+  env_["HOME"] = "/home/u";
+  // Untrusted (a cloned repository): nothing starts, the servers are listed
+  // as ignored and a warning says why.
+  LoadedConfig c = MustLoad();
+  EXPECT_TRUE(c.config.mcp_servers.empty());
+  EXPECT_EQ(c.workspace_trust, WorkspaceTrust::kUntrusted);
+  std::vector<std::string> keys;
+  for (const auto& i : c.ignored) keys.push_back(i.key);
+  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("mcp_servers.fs", "mcp_servers.web"));
+  EXPECT_THAT(c.warnings, Contains(HasSubstr("are not started")));
+
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  auto rec = TrustWorkspace(store, workspace_, 1);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->config_sha256, WorkspaceTrustHash(std::nullopt, json));
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->workspace_trust, WorkspaceTrust::kTrusted);
+  ASSERT_EQ(t->config.mcp_servers.size(), 2u);
+  const McpServerSpec& fs =
+      t->config.mcp_servers[0].name == "fs" ? t->config.mcp_servers[0] : t->config.mcp_servers[1];
+  const McpServerSpec& web =
+      t->config.mcp_servers[0].name == "web" ? t->config.mcp_servers[0] : t->config.mcp_servers[1];
+  EXPECT_EQ(fs.command, "npx");
+  EXPECT_EQ(fs.args, (std::vector<std::string>{"server-fs", "/home/u/data", "3"}));
+  EXPECT_EQ(fs.env.at("LEVEL"), "info");
+  EXPECT_EQ(web.url, "http://127.0.0.1:9/mcp");
+  EXPECT_EQ(web.bearer_token_env_var, "WEB_TOKEN");  // the token stays in the environment
+
+  // Any change to .mcp.json ends the trust.
+  Write(ProjectMcpJsonPath(workspace_),
+        R"({"mcpServers": {"fs": {"command": "sh", "args": ["-c", "curl x"]}}})");
+  t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->workspace_trust, WorkspaceTrust::kChanged);
+  EXPECT_TRUE(t->config.mcp_servers.empty());
+}
+
+TEST_F(ConfigTest, McpJsonAppearingInATrustedWorkspaceNeedsTrustAgain) {
+  const std::string text = "[permissions]\nallow = [\"bash(make*)\"]\n";
+  WriteWorkspace(text);
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  auto rec = TrustWorkspace(store, workspace_, 1);
+  ASSERT_TRUE(rec.ok());
+  // Without a .mcp.json the hash is the config file's alone (records made
+  // before .mcp.json was read stay valid).
+  EXPECT_EQ(rec->config_sha256, Sha256Hex(text));
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  Write(ProjectMcpJsonPath(workspace_), R"({"mcpServers": {"x": {"command": "x"}}})");
+  auto t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->workspace_trust, WorkspaceTrust::kChanged);
+  EXPECT_TRUE(t->config.mcp_servers.empty());
+  ASSERT_TRUE(TrustWorkspace(store, workspace_, 2).ok());
+  t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->workspace_trust, WorkspaceTrust::kTrusted);
+  ASSERT_EQ(t->config.mcp_servers.size(), 1u);
+  // The workspace's own file names a server of the same name: it wins.
+  WriteWorkspace(text + "[mcp_servers.x]\ncommand = \"mine\"\n");
+  ASSERT_TRUE(TrustWorkspace(store, workspace_, 3).ok());
+  t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->config.mcp_servers.size(), 1u);
+  EXPECT_EQ(t->config.mcp_servers[0].command, "mine");
+}
+
+TEST_F(ConfigTest, McpJsonEntriesAgentloopCannotRunAreLeftOutNamingWhy) {
+  Write(ProjectMcpJsonPath(workspace_), R"({"mcpServers": {
+      "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+      "hdr": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "k"}},
+      "unset": {"command": "x", "args": ["${NOT_SET_ANYWHERE}"]},
+      "both": {"command": "x", "url": "http://127.0.0.1:9/"},
+      "ok": {"command": "x", "extra": 1}}})");
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  ASSERT_TRUE(TrustWorkspace(store, workspace_, 1).ok());
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->config.mcp_servers.size(), 1u);
+  EXPECT_EQ(t->config.mcp_servers[0].name, "ok");
+  EXPECT_THAT(t->warnings, Contains(HasSubstr("mcpServers.old is left out: type 'sse'")));
+  EXPECT_THAT(t->warnings, Contains(HasSubstr("header 'X-Key' cannot be sent")));
+  EXPECT_THAT(t->warnings, Contains(HasSubstr("${NOT_SET_ANYWHERE} is not set")));
+  EXPECT_THAT(t->warnings,
+              Contains(HasSubstr("mcpServers.both is left out: it needs exactly one")));
+  EXPECT_THAT(t->warnings, Contains(HasSubstr("mcpServers.ok: unknown key 'extra'")));
+
+  Write(ProjectMcpJsonPath(workspace_), "not json");
+  ASSERT_TRUE(TrustWorkspace(store, workspace_, 2).ok());
+  t = LoadConfig(s);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->config.mcp_servers.empty());
+  EXPECT_THAT(t->warnings, Contains(HasSubstr(".mcp.json: not a JSON object")));
+}
+
 TEST_F(ConfigTest, TrustedWorkspaceIsReadInFullUntilItChanges) {
   const std::string text =
       "[provider]\nbase_url = \"http://127.0.0.1:9/v1\"\n[permissions]\nallow = [\"bash(make*)\"]\n"

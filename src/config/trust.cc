@@ -29,15 +29,22 @@ Result<std::string> ReadAll(const fs::path& path) {
   return buf.str();
 }
 
-// The hash of the workspace's config file now, or nullopt when it has none.
-Result<std::optional<std::string>> ConfigHash(const fs::path& workspace) {
-  const fs::path file = WorkspaceConfigPath(workspace);
+// The text of `file`, or nullopt when there is none.
+Result<std::optional<std::string>> ReadIfThere(const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(file, ec)) && !fs::exists(file, ec)) {
     return std::optional<std::string>();
   }
   AL_ASSIGN_OR_RETURN(std::string text, ReadAll(file));
-  return std::optional<std::string>(Sha256Hex(text));
+  return std::optional<std::string>(std::move(text));
+}
+
+// The trust hash of the workspace's files now, or nullopt when it has none.
+Result<std::optional<std::string>> ConfigHash(const fs::path& workspace) {
+  AL_ASSIGN_OR_RETURN(std::optional<std::string> config,
+                      ReadIfThere(WorkspaceConfigPath(workspace)));
+  AL_ASSIGN_OR_RETURN(std::optional<std::string> mcp, ReadIfThere(ProjectMcpJsonPath(workspace)));
+  return WorkspaceTrustHash(config, mcp);
 }
 
 Result<fs::path> Canonical(const fs::path& workspace) {
@@ -104,6 +111,22 @@ std::string Sha256Hex(std::string_view bytes) {
     out.push_back(kHex[digest[i] & 0xf]);
   }
   return out;
+}
+
+fs::path ProjectMcpJsonPath(const fs::path& workspace) { return workspace / ".mcp.json"; }
+
+std::optional<std::string> WorkspaceTrustHash(const std::optional<std::string>& config_text,
+                                              const std::optional<std::string>& mcp_json_text) {
+  if (!mcp_json_text) {
+    if (!config_text) return std::nullopt;
+    return Sha256Hex(*config_text);
+  }
+  std::string joined = "agentloop-trust-v2";
+  joined += '\0';
+  joined += config_text ? Sha256Hex(*config_text) : std::string();
+  joined += '\0';
+  joined += Sha256Hex(*mcp_json_text);
+  return Sha256Hex(joined);
 }
 
 Result<std::vector<TrustRecord>> ReadTrustStore(const fs::path& store) {

@@ -1,13 +1,13 @@
 // Trusted workspaces: the person's record of repositories whose
-// `.agentloop/config.toml` may set every key.
+// `.agentloop/config.toml` may set every key and whose `.mcp.json` servers
+// may start.
 //
 // A workspace file is untrusted by default (config.h: only an allow-list of
 // harmless keys is read from it). `agentloop trust DIR` records the
-// workspace's canonical path together with the SHA-256 of its config file as
-// it is at that moment (or that there is none). The trust holds only for
-// exactly those bytes: a file that changes afterwards (an edit, a `git pull`,
-// the agent itself) is read as untrusted again until the person trusts it
-// anew.
+// workspace's canonical path together with the hash of its config file and
+// its `.mcp.json` as they are at that moment (WorkspaceTrustHash; null when
+// it has neither). The trust holds only for exactly those bytes: a file that changes afterwards (an
+// edit, a `git pull`, the agent itself) is read as untrusted again until the person trusts it anew.
 //
 // The record is a JSON file in the user's data directory, written by
 // rename, so a reader sees either the old or the new list:
@@ -41,6 +41,19 @@ std::filesystem::path TrustStorePath(const std::filesystem::path& data_dir);
 // Lower-case hex SHA-256 of `bytes`.
 std::string Sha256Hex(std::string_view bytes);
 
+// <workspace>/.mcp.json: the project's MCP servers (the format other agents
+// read).
+std::filesystem::path ProjectMcpJsonPath(const std::filesystem::path& workspace);
+
+// The hash a trust record holds of a workspace's files (their texts;
+// nullopt: absent). Without a `.mcp.json` it is the SHA-256 of the config
+// file alone (nullopt with neither); with one, the SHA-256 of
+// "agentloop-trust-v2", the config file's hash (empty when absent) and the
+// `.mcp.json`'s hash, NUL-separated, so a change to either file, its
+// appearance or its removal ends the trust.
+std::optional<std::string> WorkspaceTrustHash(const std::optional<std::string>& config_text,
+                                              const std::optional<std::string>& mcp_json_text);
+
 // The records in `store`; a missing file is an empty list. Errors:
 // kDataLoss for a file that is not a valid record (named in the message).
 Result<std::vector<TrustRecord>> ReadTrustStore(const std::filesystem::path& store);
@@ -50,7 +63,8 @@ Result<std::optional<TrustRecord>> FindTrust(const std::filesystem::path& store,
                                              const std::filesystem::path& workspace);
 
 // Records `workspace` (made canonical; it must be a directory) as trusted
-// with the current hash of its config file, replacing an earlier record.
+// with the current WorkspaceTrustHash of its files, replacing an earlier
+// record.
 // Returns the record written.
 Result<TrustRecord> TrustWorkspace(const std::filesystem::path& store,
                                    const std::filesystem::path& workspace, int64_t now_ms);

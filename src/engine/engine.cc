@@ -290,6 +290,12 @@ class SessionImpl final : public Session {
     return RunTurnWith(TurnPlan{TurnInput::Compact(focus), std::nullopt}, callbacks, stop);
   }
 
+  std::vector<McpServerState> mcp_servers() const override {
+    std::vector<McpServerState> out;
+    for (const mcp::ServerStatus& s : mcp_servers_) out.push_back(mcp::CurrentState(s));
+    return out;
+  }
+
   ContextUsage context() const override {
     if (last_context_) return *last_context_;
     ModelLimits limits =
@@ -506,6 +512,8 @@ class SessionImpl final : public Session {
   std::shared_ptr<learning::ReflectorHook> reflector_;
   learning::LearningDirs learning_dirs_;
   std::vector<std::filesystem::path> extra_read_roots_;
+  // Set by Init; each holds its server's client (whose health is live).
+  std::vector<mcp::ServerStatus> mcp_servers_;
   std::shared_ptr<const permissions::RulesPolicy> rules_policy_;
   std::string system_prompt_;
   TurnCounters totals_;
@@ -862,7 +870,7 @@ Status SessionImpl::Init() {
   learning_dirs_ = tools.learning_dirs;
   extra_read_roots_ = tools.extra_read_roots;
   registry_ = std::move(tools.registry);
-  const std::vector<mcp::ServerStatus> mcp_servers = tools.mcp_servers;
+  mcp_servers_ = tools.mcp_servers;
   // A reopened session (resume, approve in another process) remembers the
   // files the model already looked at.
   ReplayReadLedger(transcript_.messages(), MakeToolContext(), *ledger_);
@@ -902,7 +910,7 @@ Status SessionImpl::Init() {
     if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
   }
 
-  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_, mcp_servers);
+  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_, mcp_servers_);
   return Status::Ok();
 }
 

@@ -91,6 +91,7 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
                          : spec.sandbox;
     launch.network = spec.sandbox_network;
     launch.sandbox_fallback = spec.sandbox_fallback;
+    launch.token_env = ctx.env;
     AL_ASSIGN_OR_RETURN(mcp::StartedServers started, mcp::StartServers(spec.mcp_servers, launch));
     for (auto& w : started.warnings) out.warnings.push_back(std::move(w));
     for (auto& t : started.tools) {

@@ -74,7 +74,11 @@ Status McpClient::Connect(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   AL_RETURN_IF_ERROR(
       rpc_.Start([this](const std::string& m, const Json& p) { OnNotification(m, p); }));
-  AL_RETURN_IF_ERROR(Handshake(Left(deadline)));
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    AL_RETURN_IF_ERROR(Handshake(Left(deadline)));
+    ++sessions_;
+  }
   AL_ASSIGN_OR_RETURN(std::vector<ServerTool> tools, ListTools(Left(deadline)));
   (void)tools;
   refresher_ = std::jthread([this](std::stop_token stop) { RefreshLoop(stop); });
@@ -110,6 +114,32 @@ Status McpClient::Handshake(std::chrono::milliseconds timeout) {
   return rpc_.Notify("notifications/initialized", nullptr);
 }
 
+Result<RpcReply> McpClient::Request(const std::string& method, const Json& params,
+                                    const CallOptions& options) {
+  uint64_t session = 0;
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    session = sessions_;
+  }
+  Result<RpcReply> r = rpc_.Call(method, params, options);
+  if (r.ok() || !IsSessionExpired(r.error())) return r;
+  {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    // Another call may have opened the new session already.
+    if (sessions_ == session) {
+      auto timeout =
+          options.timeout.count() > 0 ? options.timeout : std::chrono::milliseconds(10000);
+      Status s = Handshake(timeout);
+      if (!s.ok()) {
+        return s.WithContext("MCP server '" + name_ + "' forgot the session (" +
+                             r.error().message() + ") and a new one could not be opened");
+      }
+      ++sessions_;
+    }
+  }
+  return rpc_.Call(method, params, options);
+}
+
 Result<std::vector<ServerTool>> McpClient::ListTools(std::chrono::milliseconds timeout) {
   const std::string who = "MCP server '" + name_ + "'";
   const auto deadline = Clock::now() + timeout;
@@ -124,7 +154,7 @@ Result<std::vector<ServerTool>> McpClient::ListTools(std::chrono::milliseconds t
     CallOptions opts;
     opts.timeout = Left(deadline);
     opts.max_timeout = opts.timeout;
-    AL_ASSIGN_OR_RETURN(RpcReply reply, rpc_.Call("tools/list", std::move(params), opts));
+    AL_ASSIGN_OR_RETURN(RpcReply reply, Request("tools/list", params, opts));
     if (reply.error) return FromRpcError(who, "tools/list", *reply.error);
     const Json& r = reply.result;
     if (!r.contains("tools") || !r["tools"].is_array()) {
@@ -164,14 +194,14 @@ Result<std::vector<ServerTool>> McpClient::ListTools(std::chrono::milliseconds t
 Result<RpcReply> McpClient::CallTool(const std::string& tool, const Json& arguments,
                                      const CallOptions& options) {
   Json params = {{"name", tool}, {"arguments", arguments.is_object() ? arguments : Json::object()}};
-  return rpc_.Call("tools/call", std::move(params), options);
+  return Request("tools/call", params, options);
 }
 
 Status McpClient::Ping(std::chrono::milliseconds timeout) {
   CallOptions opts;
   opts.timeout = timeout;
   opts.max_timeout = timeout;
-  AL_ASSIGN_OR_RETURN(RpcReply reply, rpc_.Call("ping", Json::object(), opts));
+  AL_ASSIGN_OR_RETURN(RpcReply reply, Request("ping", Json::object(), opts));
   if (reply.error) return FromRpcError("MCP server '" + name_ + "'", "ping", *reply.error);
   return Status::Ok();
 }

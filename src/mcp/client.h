@@ -8,6 +8,10 @@
 // that is not the modern one) is another Handshake step; everything after
 // the handshake reads the negotiated version from `protocol_version()`.
 //
+// Session: a transport that reports the session expired (streamable HTTP's
+// 404) makes the client run the handshake again and send the request once
+// more; the server had not processed it.
+//
 // Tool list: paged `tools/list` until no `nextCursor`. A
 // `notifications/tools/list_changed` makes a background worker list again;
 // `tools()` is always the latest complete list.
@@ -84,6 +88,9 @@ class McpClient {
 
  private:
   Status Handshake(std::chrono::milliseconds timeout);
+  // rpc_.Call, with one new handshake and retry when the session expired.
+  Result<RpcReply> Request(const std::string& method, const Json& params,
+                           const CallOptions& options);
   void OnNotification(const std::string& method, const Json& params);
   void RefreshLoop(std::stop_token stop);
 
@@ -97,6 +104,9 @@ class McpClient {
   std::vector<ServerTool> tools_;  // Guarded by mu_.
   uint64_t generation_ = 0;        // Guarded by mu_.
   bool list_stale_ = false;        // Guarded by mu_.
+  // Serialises handshakes; counts completed ones.
+  std::mutex session_mu_;
+  uint64_t sessions_ = 0;  // Guarded by session_mu_.
   std::jthread refresher_;
 };
 

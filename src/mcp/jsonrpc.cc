@@ -26,6 +26,9 @@ std::optional<int64_t> IdOf(const Json& id) {
 
 }  // namespace
 
+Status SessionExpired(std::string message) { return NotFound(std::move(message)); }
+bool IsSessionExpired(const Status& s) { return s.code() == Code::kNotFound; }
+
 RpcConnection::RpcConnection(std::string name, std::unique_ptr<Transport> transport)
     : name_(std::move(name)), transport_(std::move(transport)) {}
 
@@ -36,6 +39,7 @@ Status RpcConnection::Start(NotificationHandler on_notification) {
   Transport::Handlers h;
   h.on_message = [this](std::string_view text) { return OnMessage(text); };
   h.on_closed = [this](const Status& why) { OnClosed(why); };
+  h.on_request_failed = [this](int64_t id, const Status& why) { OnRequestFailed(id, why); };
   Status s = transport_->Start(std::move(h));
   if (!s.ok()) OnClosed(s);
   return s;
@@ -56,6 +60,16 @@ void RpcConnection::OnClosed(const Status& why) {
   if (is_closed_) return;
   is_closed_ = true;
   closed_ = why.ok() ? Unavailable(name_ + " closed the connection") : why;
+  cv_.notify_all();
+}
+
+void RpcConnection::OnRequestFailed(int64_t id, const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;  // answered, or no longer waited for
+  it->second->failure = why.ok() ? Unavailable(name_ + " sent no response") : why;
+  it->second->done = true;
+  calls_.erase(it);
   cv_.notify_all();
 }
 
@@ -195,7 +209,10 @@ Result<RpcReply> RpcConnection::Call(const std::string& method, Json params,
       cv_.wait(lock);
     }
   }
-  if (end == End::kReply) return std::move(pending->reply);
+  if (end == End::kReply) {
+    if (!pending->failure.ok()) return pending->failure;
+    return std::move(pending->reply);
+  }
   calls_.erase(id);
   if (end == End::kClosed) return closed_;
   lock.unlock();

@@ -43,6 +43,12 @@ class Transport {
     // something that is not a message). Called at most once; no message
     // follows it.
     std::function<void(const Status& why)> on_closed;
+    // A request this side sent will get no response through the transport
+    // (HTTP: an error status, a broken or ended reply stream); the call
+    // waiting for `id` fails with `why`. Ignored for an id already answered.
+    // kNotFound means the server no longer knows the session
+    // (IsSessionExpired): the handshake must run again.
+    std::function<void(int64_t id, const Status& why)> on_request_failed;
   };
   virtual ~Transport() = default;
   // Connects (spawns the server). Handlers may run before Start returns.
@@ -53,6 +59,11 @@ class Transport {
   // will never run) when it returns. Idempotent.
   virtual void Close() = 0;
 };
+
+// The status a transport reports when the server has forgotten the session
+// (streamable HTTP: 404 to a request that carried an Mcp-Session-Id).
+Status SessionExpired(std::string message);
+bool IsSessionExpired(const Status& s);
 
 // The `error` member of a JSON-RPC response.
 struct RpcError {
@@ -98,8 +109,8 @@ class RpcConnection {
 
   // Sends a request and waits. Errors: kDeadlineExceeded (timeout),
   // kCancelled (stop token), kUnavailable (connection ended, with its
-  // reason), or the transport's error. A JSON-RPC error response is an OK
-  // result with `error` set.
+  // reason), or the transport's error (sending, or on_request_failed). A JSON-RPC error response is
+  // an OK result with `error` set.
   Result<RpcReply> Call(const std::string& method, Json params, const CallOptions& options);
 
   Status Notify(const std::string& method, Json params);
@@ -114,6 +125,7 @@ class RpcConnection {
   struct Pending {
     bool done = false;
     RpcReply reply;
+    Status failure = Status::Ok();  // from the transport: no reply will come
     std::function<void(const Json&)> on_progress;
     std::chrono::steady_clock::time_point deadline;
     std::chrono::steady_clock::time_point hard_deadline;
@@ -122,6 +134,7 @@ class RpcConnection {
 
   bool OnMessage(std::string_view text);
   void OnClosed(const Status& why);
+  void OnRequestFailed(int64_t id, const Status& why);
   void HandleOne(const Json& msg);
 
   const std::string name_;

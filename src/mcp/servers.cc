@@ -5,6 +5,7 @@
 #include <set>
 
 #include "env/process.h"
+#include "mcp/http_transport.h"
 #include "mcp/stdio_transport.h"
 #include "mcp/tool.h"
 #include "tools/tools.h"
@@ -23,8 +24,19 @@ bool Listed(const std::vector<std::string>& names, const std::string& name) {
 Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
                                                  const LaunchContext& ctx) {
   if (spec.command.empty()) {
-    return FailedPrecondition("MCP server '" + spec.name + "': the streamable HTTP transport (" +
-                              spec.url + ") is not supported yet; run the server over stdio");
+    HttpTransportOptions h;
+    h.name = spec.name;
+    h.url = spec.url;
+    h.http = ctx.http;
+    if (!spec.bearer_token_env_var.empty()) {
+      h.bearer_token = EnvValue(ctx.token_env, spec.bearer_token_env_var);
+      if (h.bearer_token.empty()) {
+        return FailedPrecondition("MCP server '" + spec.name + "': the variable " +
+                                  spec.bearer_token_env_var +
+                                  " (bearer_token_env_var) is not set or empty");
+      }
+    }
+    return std::unique_ptr<Transport>(std::make_unique<StreamableHttpTransport>(std::move(h)));
   }
   StdioOptions o;
   o.name = spec.name;
@@ -69,6 +81,12 @@ Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
       std::vector<std::string> inner = {program};
       inner.insert(inner.end(), spec.args.begin(), spec.args.end());
       o.argv = tools::SandboxedArgv(bwrap, ctx.sandbox, ctx.network, o.cwd, inner);
+      // Not --die-with-parent: its "parent" is the thread that spawned
+      // bubblewrap (PR_SET_PDEATHSIG), and servers are started on threads
+      // that end once the handshake is over. A server outlives nothing it
+      // should: it exits when its stdin closes (Close, or this process
+      // ending), and the PID namespace takes its children with it.
+      o.argv.erase(std::remove(o.argv.begin(), o.argv.end(), "--die-with-parent"), o.argv.end());
     }
   }
   if (ctx.on_stderr) {
@@ -77,6 +95,42 @@ Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
     };
   }
   return std::unique_ptr<Transport>(std::make_unique<StdioTransport>(std::move(o)));
+}
+
+McpServerState CurrentState(const ServerStatus& status) {
+  McpServerState s;
+  s.name = status.name;
+  s.transport = status.transport;
+  s.state = status.state;
+  s.error = status.error;
+  s.protocol_version = status.protocol_version;
+  if (status.server_info.is_object()) {
+    const Json& i = status.server_info;
+    if (i.contains("name") && i["name"].is_string()) s.server_name = i["name"].get<std::string>();
+    if (i.contains("version") && i["version"].is_string()) {
+      s.server_version = i["version"].get<std::string>();
+    }
+  }
+  s.tools = status.tools;
+  if (status.client && s.state == "ready") {
+    Status health = status.client->health();
+    if (!health.ok()) {
+      s.state = "disconnected";
+      s.error = health.message();
+    }
+  }
+  return s;
+}
+
+Json McpServerStateToJson(const McpServerState& s) {
+  Json j = {{"name", s.name}, {"transport", s.transport}, {"state", s.state}};
+  if (!s.error.empty()) j["error"] = s.error;
+  if (!s.protocol_version.empty()) j["protocol_version"] = s.protocol_version;
+  if (!s.server_name.empty() || !s.server_version.empty()) {
+    j["server"] = {{"name", s.server_name}, {"version", s.server_version}};
+  }
+  j["tools"] = s.tools;
+  return j;
 }
 
 Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
@@ -112,6 +166,7 @@ Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
     const McpServerSpec& spec = *a.spec;
     ServerStatus st;
     st.name = spec.name;
+    st.transport = spec.command.empty() ? "http" : "stdio";
     if (!spec.enabled) {
       st.state = "disabled";
       out.servers.push_back(std::move(st));
@@ -134,6 +189,7 @@ Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
     st.protocol_version = a.client->protocol_version();
     st.server_info = a.client->server_info();
     st.instructions = a.client->instructions();
+    st.client = a.client;
     McpToolOptions topts;
     topts.server = spec.name;
     topts.trusted = spec.trusted;

@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "agentloop/env.h"
 #include "agentloop/mcp.h"
 #include "agentloop/tool.h"
 
 #include "mcp/client.h"
+#include "providers/http_client.h"
 
 namespace agentloop::mcp {
 
@@ -33,6 +35,12 @@ struct LaunchContext {
   bool network = false;
   SandboxFallback sandbox_fallback = SandboxFallback::kRefuse;
   size_t output_cap_chars = 30000;
+  // Where `bearer_token_env_var` is looked up: the process's environment,
+  // not `base_env` (a token is a secret, scrubbed from that one).
+  EnvMap token_env;
+  // The HTTP client of streamable HTTP servers; null: each such server
+  // gets one of its own.
+  std::shared_ptr<HttpClient> http;
   // Server stderr lines, labelled by server (may be empty: kept only as the
   // tail shown when a server fails).
   std::function<void(const std::string& server, const std::string& line)> on_stderr;
@@ -46,7 +54,19 @@ struct ServerStatus {
   Json server_info;                // {name, version} as the server sent it
   std::vector<std::string> tools;  // the names the model sees
   std::string instructions;
+  std::string transport;  // "stdio" | "http"
+  // Ready: the server's client (its health says whether it still runs).
+  std::shared_ptr<McpClient> client;
 };
+
+// `status` as the public McpServerState, now: a ready server whose
+// connection has ended is "disconnected", with the reason.
+McpServerState CurrentState(const ServerStatus& status);
+
+// {name, transport, state, error?, protocol_version?, server: {name,
+// version}?, tools}: the JSON of `agentloop mcp list --output json` and of
+// the server API.
+Json McpServerStateToJson(const McpServerState& state);
 
 struct StartedServers {
   std::vector<std::shared_ptr<Tool>> tools;
@@ -60,8 +80,9 @@ struct StartedServers {
 Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
                                     const LaunchContext& ctx);
 
-// Builds the transport for one server (stdio; HTTP is not supported yet:
-// kUnimplemented-like kFailedPrecondition naming the server).
+// Builds the transport for one server: stdio for `command`, streamable
+// HTTP for `url`. Errors: kFailedPrecondition naming the server (the
+// sandbox cannot run, the bearer token's variable is not set).
 Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
                                                  const LaunchContext& ctx);
 

@@ -9,6 +9,7 @@
 #include "env/process.h"
 #include "mcp/servers.h"
 #include "mcp/stdio_transport.h"
+#include "tools/tools.h"
 
 namespace agentloop::mcp {
 namespace {
@@ -184,14 +185,24 @@ TEST(StartServers, FiltersToolsAndNamesThem) {
   EXPECT_TRUE(started->tools[1]->spec().mutates);
 }
 
-TEST(StartServers, HttpIsReportedAsUnsupported) {
-  McpServerSpec spec;
-  spec.name = "remote";
-  spec.url = "http://127.0.0.1:1/mcp";
-  auto started = StartServers({spec}, Launch());
+TEST(StartServers, SandboxedServerOutlivesTheThreadThatStartedIt) {
+  REQUIRE_PYTHON();
+  const std::string why = tools::SandboxUnavailableReason();
+  if (!why.empty()) GTEST_SKIP() << "bubblewrap cannot run here: " << why;
+  LaunchContext ctx = Launch();
+  ctx.sandbox = SandboxMode::kReadOnly;
+  // StartServers hands each server's start to a thread of its own, which
+  // ends after the handshake; the server must keep running.
+  auto started = StartServers({Fake()}, ctx);
   ASSERT_TRUE(started.ok());
-  EXPECT_EQ(started->servers[0].state, "failed");
-  EXPECT_NE(started->servers[0].error.find("not supported yet"), std::string::npos);
+  ASSERT_EQ(started->servers[0].state, "ready") << started->servers[0].error;
+  auto client = started->clients[0];
+  for (int i = 0; i < 3; ++i) {
+    auto r = client->CallTool("echo", {{"text", "still"}}, CallOptions{});
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->result["content"][0]["text"], "echo: still");
+  }
+  EXPECT_TRUE(client->health().ok());
 }
 
 }  // namespace

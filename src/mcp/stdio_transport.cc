@@ -297,6 +297,13 @@ void StdioTransport::ReadLoop() {
   // Not reaped here (WNOWAIT): Close reaps, so its signals cannot reach a
   // process that reused the pid.
   std::string how = "closed its stdout";
+  // A process's files close before its exit can be waited for: give a
+  // server that is exiting a moment, so the report says how it ended.
+  if (int pidfd = PidfdOpen(pid_); pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    (void)poll(&p, 1, 500);
+    close(pidfd);
+  }
   siginfo_t info{};
   if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
       info.si_pid == pid_) {

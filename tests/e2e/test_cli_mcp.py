@@ -5,12 +5,19 @@ server marks them read-only."""
 
 import json
 import os
+import shutil
 import sys
 import unittest
 
 from e2e_util import CliTestCase
 
 FAKE_MCP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_mcp_server.py")
+# The pinned reference servers, installed by the mcp_npm_ci test into the
+# build tree beside tests/support (tests/mcp/CMakeLists.txt).
+NPM_DIR = os.path.join(os.path.dirname(os.path.dirname(
+    os.environ.get("AGENTLOOP_FAKE_SERVER", "/nonexistent/x/y"))), "mcp", "npm")
+EVERYTHING = os.path.join(NPM_DIR, "node_modules", "@modelcontextprotocol",
+                          "server-everything", "dist", "index.js")
 
 
 class McpTest(CliTestCase):
@@ -131,6 +138,93 @@ class McpTest(CliTestCase):
         self.assert_code(p, 0)
         self.assertFalse(os.path.exists(marker))
         self.assertIn("mcp_servers.evil", p.stderr)
+
+    def write_mcp_json(self, marker, extra=""):
+        """A project .mcp.json whose server leaves `marker` when it starts."""
+        with open(os.path.join(self.ws, ".mcp.json"), "w", encoding="utf-8") as f:
+            json.dump({"mcpServers": {"proj": {
+                "command": "/bin/sh",
+                "args": ["-c", 'touch "$1"; exec "$2" "$3"' + extra, "sh", marker,
+                         sys.executable, FAKE_MCP]}}}, f)
+
+    def test_mcp_json_of_an_untrusted_clone_starts_nothing_until_trusted(self):
+        marker = os.path.join(self.tmp, "proj-started")
+        self.write_mcp_json(marker)
+        server = self.server({"responses": [{"text": "fine"}, {"text": "fine"},
+                                            {"text": "fine"}]})
+        p = self.run_model(server, "hello")
+        self.assert_code(p, 0)
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn(".mcp.json", p.stderr)
+        self.assertIn("are not started", p.stderr)
+        l = self.run_cli("mcp", "list", "-C", self.ws, env=self.env())
+        self.assert_code(l, 0)
+        self.assertIn("no MCP servers are configured", l.stdout)
+        self.assertFalse(os.path.exists(marker))
+
+        t = self.run_cli("trust", self.ws, env=self.env())
+        self.assert_code(t, 0)
+        l = self.run_cli("mcp", "list", "-C", self.ws, "--output", "json", env=self.env())
+        self.assert_code(l, 0)
+        listed = json.loads(l.stdout)["servers"]
+        self.assertEqual([s["name"] for s in listed], ["proj"])
+        self.assertEqual(listed[0]["state"], "ready")
+        self.assertEqual(listed[0]["transport"], "stdio")
+        self.assertEqual(listed[0]["server"], {"name": "fake-mcp", "version": "1.2.3"})
+        self.assertEqual(listed[0]["protocol_version"], "2025-11-25")
+        self.assertIn("mcp__proj__echo", listed[0]["tools"])
+        self.assertTrue(os.path.exists(marker))
+        os.remove(marker)
+
+        # A changed .mcp.json is untrusted again: nothing starts.
+        self.write_mcp_json(marker, extra=" # changed")
+        p = self.run_model(server, "hello")
+        self.assert_code(p, 0)
+        self.assertFalse(os.path.exists(marker))
+        self.assertIn("changed since this workspace was trusted", p.stderr)
+        offered = [t["function"]["name"] for t in server.requests()[-1]["body"]["tools"]]
+        self.assertEqual([n for n in offered if n.startswith("mcp__")], [])
+
+    def test_mcp_list_text_shows_state_version_tools_and_failures(self):
+        self.configure(extra='[mcp_servers.broken]\ncommand = "/nonexistent/server"\n')
+        l = self.run_cli("mcp", "list", "-C", self.ws, env=self.env())
+        self.assert_code(l, 1)  # a server failed to start
+        self.assertIn("fake  ready  stdio  fake-mcp 1.2.3  (MCP 2025-11-25)  5 tools", l.stdout)
+        self.assertIn("  mcp__fake__echo\n", l.stdout)
+        self.assertIn("broken  failed  stdio", l.stdout)
+        self.assertIn("/nonexistent/server", l.stdout)
+
+    def test_slash_mcp_in_chat_lists_the_session_servers(self):
+        self.configure()
+        server = self.server({"responses": [{"text": "fine"}]})
+        c = self.run_cli("chat", "--provider", "openai", "--base-url", server.base_url,
+                         "--model", "m", "-C", self.ws, stdin="/mcp\n",
+                         env=self.env(OPENAI_API_KEY="sk-test"))
+        self.assert_code(c, 0)
+        self.assertIn("fake  ready  stdio  fake-mcp 1.2.3", c.stderr)
+        self.assertIn("mcp__fake__crash", c.stderr)
+
+    def test_reference_server_echo_reaches_the_next_request(self):
+        node = shutil.which("node")
+        if node is None or not os.path.exists(EVERYTHING):
+            self.skipTest("node or the npm reference servers are not installed (%s)" % NPM_DIR)
+        cfg_dir = os.path.join(self.home, ".config", "agentloop")
+        os.makedirs(cfg_dir, exist_ok=True)
+        with open(os.path.join(cfg_dir, "config.toml"), "w", encoding="utf-8") as f:
+            f.write('[mcp_servers.everything]\ncommand = %s\nargs = [%s, "stdio"]\n'
+                    'startup_timeout_ms = 60000\n' % (json.dumps(node), json.dumps(EVERYTHING)))
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__everything__echo",
+                             "input": {"message": "conformance says hi"}}]},
+            {"text": "Echoed."}]})
+        p = self.run_model(server, "--allow", "mcp__everything__echo", "echo it")
+        self.assert_code(p, 0)
+        self.assertEqual(self.json_result(p)["final_text"], "Echoed.")
+        requests = server.requests()
+        self.assertEqual(len(requests), 2)
+        offered = [t["function"]["name"] for t in requests[0]["body"]["tools"]]
+        self.assertIn("mcp__everything__get-sum", offered)
+        self.assertIn("Echo: conformance says hi", json.dumps(requests[1]["body"]))
 
 
 if __name__ == "__main__":
