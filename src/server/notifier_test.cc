@@ -23,8 +23,8 @@ struct Posted {
 // A receiver that answers each POST with the next status of `script` (OK
 // after the script ends), from the io thread as the HTTP client would.
 struct Receiver {
-  explicit Receiver(asio::io_context& io, std::vector<Status> script)
-      : io(io), script(std::move(script)) {}
+  Receiver(asio::io_context& context, std::vector<Status> answers)
+      : io(context), script(std::move(answers)) {}
   NotifierOptions Options() {
     NotifierOptions o;
     o.post = [this](const std::string& url, const permissions::HttpHeaders& headers,

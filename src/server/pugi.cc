@@ -6,6 +6,13 @@ namespace {
 
 Status Bad(std::string what) { return InvalidArgument(std::move(what)); }
 
+ContentBlock TextBlock(const std::string& text) {
+  ContentBlock b;
+  b.type = BlockType::kText;
+  b.text = text;
+  return b;
+}
+
 bool StringOf(const Json& j, size_t min, size_t max) {
   return j.is_string() && j.get_ref<const std::string&>().size() >= min &&
          j.get_ref<const std::string&>().size() <= max;
@@ -108,10 +115,10 @@ Result<PugiCall> ParsePugiRequest(const Json& body) {
     Message msg;
     if (role == "user") {
       msg.role = Role::kUser;
-      msg.content.push_back(ContentBlock{.type = BlockType::kText, .text = text});
+      msg.content.push_back(TextBlock(text));
     } else if (role == "assistant") {
       msg.role = Role::kAssistant;
-      if (!text.empty()) msg.content.push_back(ContentBlock{.type = BlockType::kText, .text = text});
+      if (!text.empty()) msg.content.push_back(TextBlock(text));
       const Json& calls = m.value("toolCalls", Json());
       if (!calls.is_null() && !calls.is_array()) return Bad(where + ".toolCalls must be an array");
       for (size_t k = 0; calls.is_array() && k < calls.size(); ++k) {

@@ -97,7 +97,10 @@ TEST(PugiTest, PlanModeRefusesAForgedToolList) {
 
 TEST(PugiTest, TheAnswerNamesItsStop) {
   ModelResponse text;
-  text.content.push_back(ContentBlock{.type = BlockType::kText, .text = "done"});
+  ContentBlock done;
+  done.type = BlockType::kText;
+  done.text = "done";
+  text.content.push_back(done);
   text.has_usage = true;
   text.usage.input_tokens = 10;
   text.usage.output_tokens = 2;
