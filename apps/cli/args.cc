@@ -48,6 +48,7 @@ enum class FlagId {
   kQuiet,
   kShowThinking,
   kAllWorkspaces,
+  kTree,
   kOlderThan,
   kHelp,
   kVersion,
@@ -135,6 +136,8 @@ constexpr std::array kFlags = {
     FlagSpec{"all", 0, FlagId::kAllWorkspaces, "", ValueCheck::kNone, "", "",
              Bit(Subcommand::kSessions) | Bit(Subcommand::kResume),
              "sessions list/prune, resume's picker: every workspace's sessions"},
+    FlagSpec{"tree", 0, FlagId::kTree, "", ValueCheck::kNone, "", "", Bit(Subcommand::kSessions),
+             "sessions show: the session and its subagents' sessions, with their cost"},
     FlagSpec{"older-than", 0, FlagId::kOlderThan, "", ValueCheck::kText, "", "AGE",
              Bit(Subcommand::kSessions), "sessions prune: sessions not updated for AGE (30d, 12h)"},
     FlagSpec{"show-thinking", 0, FlagId::kShowThinking, "", ValueCheck::kNone, "", "", kTurn,
@@ -338,6 +341,9 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
       break;
     case FlagId::kReason:
       args.reason = seen.value;
+      break;
+    case FlagId::kTree:
+      args.tree = true;
       break;
     case FlagId::kAllWorkspaces:
       args.all = true;

@@ -76,6 +76,7 @@ struct CliArgs {
   bool quiet = false;
   bool show_thinking = false;                           // --show-thinking
   bool all = false;                                     // sessions list|prune --all
+  bool tree = false;                                    // sessions show --tree
   std::optional<std::chrono::milliseconds> older_than;  // sessions prune --older-than
   bool help = false;
   bool version = false;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "agentloop/budget_ledger.h"
 #include "agentloop/events.h"
 #include "agentloop/executor.h"
 #include "agentloop/hook.h"
@@ -223,6 +224,24 @@ struct SessionOptions {
 
   // Changes asked of a stored session's pinned settings.
   SettingsOverrides overrides;
+
+  // Subagents (docs/subagents.md): agent definitions offered as
+  // `agent__<name>` tools, each running as a child session.
+  struct Subagents {
+    bool enabled = true;
+    SubagentCaps caps;
+    // Set for a child session (pinned with it): the session that started
+    // it, its path of agents ("root/reviewer"), its depth (1 for a child of
+    // the root) and its definition's tool allow-list (nullopt: every tool
+    // but the agent tools). Empty path: a root session.
+    std::string parent_id;
+    std::string path;
+    int depth = 0;
+    std::optional<std::vector<std::string>> tools;
+    // The server agent whose `subagents/` folder holds the tree's
+    // definitions (a root session: its own `agent`).
+    std::string home_agent;
+  } subagents;
 
   // MCP servers whose tools the session offers (docs/mcp.md). Started when
   // the session opens to run turns; like `extensions`, read on every open

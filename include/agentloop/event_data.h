@@ -221,6 +221,38 @@ struct NoticeData {
   static Result<NoticeData> FromJson(const Json& j);
 };
 
+// subagent_started: a subagent tool started a child session
+// (docs/subagents.md), with the share of the root turn's budget it reserved.
+struct SubagentStartedData {
+  static constexpr EventType kType = EventType::kSubagentStarted;
+  std::string tool_use_id;       // the parent's call
+  std::string name;              // the agent's name
+  std::string path;              // "root/reviewer"
+  std::string child_session_id;  // the child session
+  int64_t reserved_tool_calls = 0;
+  int64_t reserved_tokens = 0;
+  int64_t reserved_wall_time_ms = -1;  // -1: no wall-time limit
+
+  Json ToJson() const;
+  static Result<SubagentStartedData> FromJson(const Json& j);
+};
+
+// subagent_completed: the child's turn ended; what it spent is charged to
+// the parent's turn.
+struct SubagentCompletedData {
+  static constexpr EventType kType = EventType::kSubagentCompleted;
+  std::string tool_use_id;
+  std::string name;
+  std::string path;
+  std::string child_session_id;  // empty when the child never started
+  std::string stop;              // StopReasonName
+  std::string reason;
+  TurnCounters counters;  // the child's spending, its own children's included
+
+  Json ToJson() const;
+  static Result<SubagentCompletedData> FromJson(const Json& j);
+};
+
 // continuation: a turn-end hook's verdict when a round settled or stopped
 // (one per hook that gave a reason or asked for another round).
 struct ContinuationData {

@@ -25,24 +25,26 @@
 namespace agentloop {
 
 enum class EventType {
-  kTurnBegin,      // {input: "user"|"resume", command, budget}
-  kTurnEnd,        // {stop, reason, final_text, truncated, counters, pending}
-  kStepBegin,      // {step, max_output_tokens, messages}
-  kStepEnd,        // {step, finish, usage}
-  kTextDelta,      // {text}                 (not persisted)
-  kThinkingDelta,  // {text}                 (not persisted)
-  kMessage,        // {message}              a message appended to the history
-  kToolCallBegin,  // {id, tool, input}
-  kToolCallEnd,    // {id, tool, is_error, content_bytes, summary}
-  kBudgetCheck,    // {tool_calls, max_tool_calls, tokens, max_tokens, model_calls, max_turns, ok}
-  kDecision,       // {tool_use_id, tool, decision, reason, rule, by, edited}
-  kPending,        // {items: [PendingItem]}
-  kCompaction,     // {from, to, attempt}
-  kHookError,      // {hook, point, error}
-  kNotice,         // {level, text}          human-facing notes (todo loop, reflector)
-  kContinuation,   // {round, max_rounds, strikes, max_strikes, reason}
-  kSettings,       // {changes: [{key, from, to, source}], settings}  pinned settings changed
-  kRetry,          // {attempt, max_attempts, delay_ms, reason}  (not persisted)
+  kTurnBegin,        // {input: "user"|"resume", command, budget}
+  kTurnEnd,          // {stop, reason, final_text, truncated, counters, pending}
+  kStepBegin,        // {step, max_output_tokens, messages}
+  kStepEnd,          // {step, finish, usage}
+  kTextDelta,        // {text}                 (not persisted)
+  kThinkingDelta,    // {text}                 (not persisted)
+  kMessage,          // {message}              a message appended to the history
+  kToolCallBegin,    // {id, tool, input}
+  kToolCallEnd,      // {id, tool, is_error, content_bytes, summary}
+  kBudgetCheck,      // {tool_calls, max_tool_calls, tokens, max_tokens, model_calls, max_turns, ok}
+  kDecision,         // {tool_use_id, tool, decision, reason, rule, by, edited}
+  kPending,          // {items: [PendingItem]}
+  kCompaction,       // {from, to, attempt}
+  kHookError,        // {hook, point, error}
+  kNotice,           // {level, text}          human-facing notes (todo loop, reflector)
+  kContinuation,     // {round, max_rounds, strikes, max_strikes, reason}
+  kSettings,         // {changes: [{key, from, to, source}], settings}  pinned settings changed
+  kRetry,            // {attempt, max_attempts, delay_ms, reason}  (not persisted)
+  kSubagentStarted,  // {tool_use_id, name, path, child_session_id, reserved}
+  kSubagentCompleted,  // {tool_use_id, name, path, child_session_id, stop, reason, counters}
 };
 
 // Stable snake_case name, e.g. "tool_call_begin".

@@ -75,6 +75,9 @@ struct SessionInfo {
   std::string tenant;
   std::string agent;
   Json metadata;
+  // The session whose subagent tool started this one (docs/subagents.md);
+  // empty for a root session.
+  std::string parent_id;
 
   bool operator==(const SessionInfo&) const = default;
 };
@@ -96,6 +99,7 @@ struct NewSessionParams {
   std::string tenant;
   std::string agent;
   Json metadata;
+  std::string parent_id;
 };
 
 struct SessionListOptions {
@@ -103,6 +107,7 @@ struct SessionListOptions {
   int limit = 50;                                  // <= 0: no limit
   std::optional<std::string> tenant;               // only sessions of this tenant
   std::optional<std::string> agent;                // only sessions of this agent
+  std::optional<std::string> parent_id;            // only children of this session
   // Continue a listing after this session (the last one of the previous
   // page). Errors: kNotFound when that session no longer exists.
   std::string after_id;

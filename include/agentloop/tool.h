@@ -19,13 +19,17 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "agentloop/events.h"
 #include "agentloop/json.h"
 #include "agentloop/status.h"
 #include "agentloop/types.h"
 
 namespace agentloop {
+
+class BudgetLedger;
 
 struct ToolCall {
   std::string id;
@@ -37,9 +41,21 @@ struct ToolOutput {
   std::string content;  // what the model sees
   bool is_error = false;
   Json details;  // structured data for the engine and front ends, never sent to the model
+  // What the call spent of the turn's budgets on the turn's behalf (a
+  // subagent's tool calls, tokens and model usage): added to the turn's
+  // counters when the result arrives. Not charged to the turn's
+  // BudgetLedger again: the subagent charged its own node, whose spending
+  // reaches every ancestor.
+  TurnCounters charged;
+  // Events the call reports about itself (a subagent's subagent_started and
+  // subagent_completed, with their data): the turn emits them, in order,
+  // right before the call's tool_call_end. Only persisted event types.
+  std::vector<std::pair<EventType, Json>> events;
 
-  static ToolOutput Ok(std::string content) { return {std::move(content), false, nullptr}; }
-  static ToolOutput Error(std::string content) { return {std::move(content), true, nullptr}; }
+  static ToolOutput Ok(std::string content) { return {std::move(content), false, nullptr, {}, {}}; }
+  static ToolOutput Error(std::string content) {
+    return {std::move(content), true, nullptr, {}, {}};
+  }
 };
 
 // Files this session has read, so `write` can refuse to overwrite a file the
@@ -88,6 +104,12 @@ struct ToolContext {
   // whose spec has confined_in_read_only runs then, and it must confine
   // itself or fail; it never falls back to running unconfined.
   bool read_only = false;
+  // The budget ledger node of the turn that runs the call (a subagent tool
+  // reserves its child's share from it); null: the turn keeps no ledger.
+  std::shared_ptr<BudgetLedger> budget;
+  // The turn runs a subagent: "root/reviewer" names the path of agents down
+  // to it; empty for a root session.
+  std::string agent_path;
 };
 
 // How the bash tool confines the commands it runs (docs/tools.md, "Sandbox").
@@ -143,6 +165,8 @@ class ToolRegistry {
   // position) a tool.
   void Add(std::shared_ptr<Tool> tool);
   Tool* Find(std::string_view name) const;
+  // Keeps only the tools `keep` accepts, in their order.
+  void Retain(const std::function<bool(const ToolSpec&)>& keep);
   // Specs in registration order.
   std::vector<ToolSpec> Specs() const;
   size_t size() const { return tools_.size(); }

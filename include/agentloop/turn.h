@@ -44,6 +44,8 @@
 
 namespace agentloop {
 
+class BudgetLedger;
+
 // The prefix of a plan-mode refusal reason.
 inline constexpr std::string_view kPlanModeRefused = "PLAN_MODE_REFUSED:";
 // Name of the built-in question tool (never gated by rules).
@@ -92,6 +94,10 @@ struct TurnConfig {
   EventSink* sink = nullptr;  // may be null
   uint64_t first_seq = 1;     // seq of the first event this turn emits
   TurnCounters counters;      // starting counters (non-zero when resuming a paused turn)
+  // The turn's node of its root turn's budget ledger (agentloop/
+  // budget_ledger.h): the turn charges its tool calls and tokens to it, so
+  // they reach every ancestor. Null: no ledger (the budget above alone).
+  std::shared_ptr<BudgetLedger> ledger;
   // Stuck-loop guard: the same tool with the same arguments `stuck_repeats`
   // times within the last `stuck_window` calls stops the turn. 0 disables.
   int stuck_repeats = 8;

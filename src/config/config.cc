@@ -833,6 +833,10 @@ Config DefaultConfig() {
   c.todo_loop.inject_state.value = true;
   c.todo_loop.max_injected_tasks.value = 6;
   c.reflector.enabled.value = false;
+  c.subagents.enabled.value = true;
+  c.subagents.max_depth.value = 2;
+  c.subagents.max_concurrent.value = 3;
+  c.subagents.max_spawns.value = 20;
   c.store.sync.value = "full";
   c.compaction.summary_timeout_ms.value = 60'000;
   c.server.listen.value = "127.0.0.1:7878";

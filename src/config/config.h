@@ -174,6 +174,15 @@ struct Config {
     Sourced<bool> enabled;
   } reflector;
 
+  // Subagents (docs/subagents.md): whether agent definitions are offered as
+  // agent__<name> tools, and the caps of one root turn's tree.
+  struct Subagents {
+    Sourced<bool> enabled;
+    Sourced<int64_t> max_depth;
+    Sourced<int64_t> max_concurrent;
+    Sourced<int64_t> max_spawns;
+  } subagents;
+
   struct Store {
     // "full" (a commit is on disk when it returns) | "normal" (survives a
     // crash of the process, not necessarily a power loss); agentloop/store.h

@@ -158,7 +158,8 @@ void SetWorkspacePolicies(std::vector<KeySpec>& keys) {
     const std::string& n = k.name;
     if (n == "provider.model" || StartsWith(n, "todo_loop.") || n == "reflector.enabled") {
       k.from_workspace = WorkspacePolicy::kAllowed;
-    } else if (StartsWith(n, "budget.") || n == "tools.bash_timeout_ms") {
+    } else if (StartsWith(n, "budget.") || n == "tools.bash_timeout_ms" ||
+               (StartsWith(n, "subagents.max_"))) {
       k.from_workspace = WorkspacePolicy::kNarrowOnly;
     } else if (n == "skills.dirs" || n == "memory.dirs") {
       k.from_workspace = WorkspacePolicy::kInsideWorkspace;
@@ -289,6 +290,15 @@ std::vector<KeySpec> BuildKeys() {
       [](Config & c) -> auto& { return c.todo_loop.max_injected_tasks; }));
   keys.push_back(BoolKey(
       "reflector.enabled", [](Config & c) -> auto& { return c.reflector.enabled; }));
+  keys.push_back(BoolKey(
+      "subagents.enabled", [](Config & c) -> auto& { return c.subagents.enabled; }));
+  keys.push_back(IntKey(
+      "subagents.max_depth", 0, 5, [](Config & c) -> auto& { return c.subagents.max_depth; }));
+  keys.push_back(IntKey(
+      "subagents.max_concurrent", 1, 16,
+      [](Config & c) -> auto& { return c.subagents.max_concurrent; }));
+  keys.push_back(IntKey(
+      "subagents.max_spawns", 0, 200, [](Config & c) -> auto& { return c.subagents.max_spawns; }));
   // Weakens durability only (no secret, no code): still the user's choice,
   // not a repository's; the store is shared by every workspace.
   KeySpec sync =

@@ -20,6 +20,10 @@ Tool* ToolRegistry::Find(std::string_view name) const {
   return nullptr;
 }
 
+void ToolRegistry::Retain(const std::function<bool(const ToolSpec&)>& keep) {
+  std::erase_if(tools_, [&](const std::shared_ptr<Tool>& t) { return !keep(t->spec()); });
+}
+
 std::vector<ToolSpec> ToolRegistry::Specs() const {
   std::vector<ToolSpec> out;
   out.reserve(tools_.size());

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "agentloop/budget_ledger.h"
 #include "agentloop/event_data.h"
 
 #include "base/ids.h"
@@ -236,7 +237,7 @@ class Turn::Impl {
       }
     }
     if (resp.has_usage && resp.usage.Total() > 0) {
-      counters_.tokens += NewTokens(resp.usage);
+      AddTokens(NewTokens(resp.usage));
       counters_.usage += resp.usage;
       // The context as the provider counted it; what is appended from now
       // on is estimated on top (ContextTokens).
@@ -248,7 +249,7 @@ class Turn::Impl {
       // No usage reported: chars / 4 of what this call added to the
       // history (the turn's input, tool results since the last call, and
       // the response), so the cap still trips.
-      counters_.tokens += CeilQuarter(uncounted_chars_ + response_chars);
+      AddTokens(CeilQuarter(uncounted_chars_ + response_chars));
     }
     Message assistant;
     assistant.role = Role::kAssistant;
@@ -327,6 +328,15 @@ class Turn::Impl {
         out = ToolOutput::Error("not run: engine failure: " + s.ToString());
       }
       ++k;
+      // What a subagent spent counts against this turn too (its ledger
+      // node already carries it).
+      counters_.tool_calls += out.charged.tool_calls;
+      counters_.tokens += out.charged.tokens;
+      counters_.usage += out.charged.usage;
+      for (auto& [type, data] : out.events) {
+        if (!ShouldPersist(type)) continue;
+        EmitRaw(type, std::move(data));
+      }
       slot.result = ContentBlock::ToolResult(slot.id, out.content, out.is_error);
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
       slot.state = SlotState::kReady;
@@ -391,6 +401,17 @@ class Turn::Impl {
 
  private:
   // ---- events -------------------------------------------------------------
+
+  // An event whose data was made elsewhere (a tool's report).
+  void EmitRaw(EventType type, Json data) {
+    if (cfg_.sink == nullptr) {
+      ++seq_;
+      return;
+    }
+    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, std::move(data), cfg_.now_ms()};
+    Status s = cfg_.sink->OnEvent(e);
+    if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
+  }
 
   // Emits the event `make()` returns the data of (an event_data.h struct;
   // built only when there is a sink), numbered and stamped here.
@@ -462,6 +483,12 @@ class Turn::Impl {
   }
 
  public:
+  // Tokens the turn spent itself: counted, and charged to its ledger node.
+  void AddTokens(int64_t n) {
+    counters_.tokens += n;
+    if (cfg_.ledger) cfg_.ledger->Charge(0, n);
+  }
+
   void PostNotice(NoticeData notice) {
     std::lock_guard<std::mutex> lock(notices_mu_);
     notices_.push_back(std::move(notice));
@@ -771,10 +798,10 @@ class Turn::Impl {
         if (b.type == BlockType::kText) text += b.text;
       }
       if (resp.has_usage && resp.usage.Total() > 0) {
-        counters_.tokens += NewTokens(resp.usage);
+        AddTokens(NewTokens(resp.usage));
         counters_.usage += resp.usage;
       } else {
-        counters_.tokens += CeilQuarter(static_cast<int64_t>(text.size() + kSummaryPrompt.size()));
+        AddTokens(CeilQuarter(static_cast<int64_t>(text.size() + kSummaryPrompt.size())));
       }
       if (resp.finish == FinishReason::kLength) text.clear();
     }
@@ -979,6 +1006,7 @@ class Turn::Impl {
         continue;
       }
       counters_.tool_calls++;
+      if (cfg_.ledger) cfg_.ledger->Charge(1, 0);
       if (slot.state == SlotState::kNeedsDecision) {  // arguments were not valid JSON
         std::string raw(TruncateUtf8(slot.reason, 200));
         slot.reason.clear();

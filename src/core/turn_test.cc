@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agentloop/budget_ledger.h"
 #include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
@@ -1309,6 +1310,35 @@ TEST_F(TurnTest, ThinkingBlocksAreKeptVerbatimForTheNextRequest) {
   ASSERT_EQ(prior.content[0].type, BlockType::kThinking);
   EXPECT_EQ(prior.content[0].signature, "SIG==");
   EXPECT_EQ(prior.content[0].text, "let me think");
+}
+
+// A tool that spent budget on the turn's behalf (a subagent) reports it in
+// ToolOutput::charged: the turn's counters include it; the turn charges its
+// own calls and tokens to its ledger node.
+TEST_F(TurnTest, ChargedSpendingCountsAndOwnSpendingReachesTheLedger) {
+  auto sub = std::make_shared<FnTool>(Spec("sub", false, false), [](const ToolCall&, ToolContext&) {
+    ToolOutput out = ToolOutput::Ok("child answer");
+    out.charged.tool_calls = 3;
+    out.charged.tokens = 40;
+    out.charged.usage.output_tokens = 40;
+    return Result<ToolOutput>(out);
+  });
+  registry_.Add(sub);
+  provider_.Calls({ContentBlock::ToolUse("c1", "sub", Json{{"x", "task"}})}, 10);
+  provider_.Text("done", 5);
+  TurnConfig cfg = Config();
+  cfg.tools = registry_.Specs();
+  cfg.ledger = BudgetLedger::Root(cfg.budget, {}, std::chrono::steady_clock::now());
+  auto ledger = cfg.ledger;
+  TurnResult r = Run(std::move(cfg));
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  EXPECT_EQ(r.counters.tool_calls, 1 + 3);
+  EXPECT_EQ(r.counters.tokens, 10 + 40 + 5);
+  EXPECT_EQ(r.counters.usage.output_tokens, 10 + 40 + 5);
+  // The ledger has only what the turn spent itself (a child charges its own
+  // node, which reaches this one).
+  EXPECT_EQ(ledger->spent().tool_calls, 1);
+  EXPECT_EQ(ledger->spent().tokens, 15);
 }
 
 }  // namespace

@@ -13,14 +13,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 
+#include "agentloop/budget_ledger.h"
 #include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
 #include "base/ids.h"
 #include "base/strings.h"
 #include "engine/pinned_settings.h"
+#include "engine/subagents.h"
 #include "engine/wiring.h"
 #include "learning/paths.h"
 #include "learning/reflector_hook.h"
@@ -126,6 +129,8 @@ class StoreSink final : public EventSink {
       case EventType::kNotice:
       case EventType::kContinuation:
       case EventType::kSettings:
+      case EventType::kSubagentStarted:
+      case EventType::kSubagentCompleted:
         return false;
     }
     return true;
@@ -211,7 +216,7 @@ struct ActiveTurn {
 
 class EngineImpl;
 
-class SessionImpl final : public Session {
+class SessionImpl final : public Session, public engine::SubagentHost {
  public:
   SessionImpl(EngineImpl& engine, SessionOptions options, SessionInfo info,
               std::unique_ptr<SessionLock> lock, SessionSnapshot snapshot, bool pinned,
@@ -443,6 +448,14 @@ class SessionImpl final : public Session {
   // `settings` event (in `turn_id`), before anything runs under them.
   Status SaveSettingsChanges(const std::string& turn_id);
 
+  // Opens a child session for `request` and runs its turn (SubagentHost).
+  Result<engine::SubagentRun> RunSubagent(const engine::SubagentRequest& request,
+                                          std::stop_token stop) override;
+  // The node of the parent's ledger this child session's turns run under
+  // (set by the parent before it runs the child); null: the session's turns
+  // keep a ledger of their own.
+  void set_ledger_node(std::shared_ptr<BudgetLedger> node) { ledger_node_ = std::move(node); }
+
  private:
   Budget EffectiveBudget() const { return engine::EffectiveBudget(options_); }
   // A pause this object knows of may have been decided since by resolvers
@@ -458,6 +471,10 @@ class SessionImpl final : public Session {
   }
 
   Status RebuildProvider();
+  // Offers the agent definitions this session may start as agent__<name>
+  // tools (a root session: all; a child: those its definition lists), and
+  // applies a child's tool allow-list.
+  void AddSubagentTools(const engine::WiringContext& ctx);
   // Only the holder of the session writes its state: a resolver that opened
   // it without the lock must not overwrite what the holder keeps.
   void SaveTodoState() {
@@ -505,6 +522,7 @@ class SessionImpl final : public Session {
   std::shared_ptr<ModelProvider> provider_;
   ToolRegistry registry_;
   std::shared_ptr<ReadLedger> ledger_ = std::make_shared<ReadLedger>();
+  std::shared_ptr<BudgetLedger> ledger_node_;
   std::shared_ptr<permissions::SessionApprovals> approvals_;
   std::shared_ptr<const PermissionPolicy> policy_;
   std::vector<std::shared_ptr<Hook>> hooks_;
@@ -715,6 +733,7 @@ class EngineImpl final : public Engine {
       p.agent = options.agent;
       p.metadata = options.metadata;
       p.first_message = options.title;
+      p.parent_id = options.subagents.parent_id;
       if (options.system_prompt && options.system_prompt_source.empty()) {
         options.system_prompt_source = "(given)";
       }
@@ -754,6 +773,11 @@ class EngineImpl final : public Engine {
                                                  std::move(snap), pinned, std::move(changes));
     AL_RETURN_IF_ERROR(session->Init());
     return session;
+  }
+
+  // A new child session (SessionImpl::RunSubagent).
+  Result<std::unique_ptr<SessionImpl>> OpenChild(SessionOptions options) {
+    return OpenImpl(std::move(options));
   }
 
   Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) override {
@@ -871,6 +895,7 @@ Status SessionImpl::Init() {
   extra_read_roots_ = tools.extra_read_roots;
   registry_ = std::move(tools.registry);
   mcp_servers_ = tools.mcp_servers;
+  if (options_.subagents.enabled) AddSubagentTools(ctx);
   // A reopened session (resume, approve in another process) remembers the
   // files the model already looked at.
   ReplayReadLedger(transcript_.messages(), MakeToolContext(), *ledger_);
@@ -912,6 +937,78 @@ Status SessionImpl::Init() {
 
   system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_, mcp_servers_);
   return Status::Ok();
+}
+
+void SessionImpl::AddSubagentTools(const engine::WiringContext& ctx) {
+  const auto& sa = options_.subagents;
+  const bool child = !sa.path.empty();
+  engine::SubagentCatalog catalog = engine::LoadSubagents(
+      ctx.config_dir, child ? sa.home_agent : options_.agent, options_.workspace);
+  for (std::string& w : catalog.warnings) warnings_.push_back(std::move(w));
+  auto offered = [&](const std::string& name) {
+    if (!child) return true;
+    if (!sa.tools) return false;
+    for (const std::string& t : *sa.tools) {
+      if (t == "agent" || t == std::string(engine::kAgentToolPrefix) + name) return true;
+    }
+    return false;
+  };
+  if (sa.tools) {
+    // A child's allow-list; the agent tools it lists are added below.
+    registry_.Retain([&](const ToolSpec& spec) {
+      return std::find(sa.tools->begin(), sa.tools->end(), spec.name) != sa.tools->end();
+    });
+  }
+  for (engine::SubagentDefinition& def : catalog.definitions) {
+    if (!offered(def.name)) continue;
+    const bool read_only = engine::SubagentIsReadOnly(def, options_.command);
+    registry_.Add(std::make_shared<engine::SubagentTool>(std::move(def), this, read_only));
+  }
+}
+
+Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentRequest& req,
+                                                     std::stop_token stop) {
+  const engine::SubagentDefinition& def = *req.definition;
+  SessionOptions child = options_;
+  child.session_id.clear();
+  child.continue_latest = false;
+  child.interactive = false;
+  child.overrides = SettingsOverrides{};
+  child.metadata = nullptr;
+  child.title = req.prompt.substr(0, req.prompt.find('\n'));
+  child.system_prompt = def.system_prompt;
+  child.system_prompt_source = def.file.string();
+  if (!def.model.empty()) child.model = def.model;
+  // Plan mode passes on: a read-only caller's child is read-only too.
+  child.command =
+      IsReadOnly(options_.command) ? options_.command : def.command.value_or(options_.command);
+  const Budget b =
+      req.ledger->AsBudget(def.max_turns.value_or(DefaultBudget(child.command).max_turns),
+                           std::chrono::steady_clock::now());
+  child.max_tool_calls = b.max_tool_calls;
+  child.max_tokens = b.max_tokens;
+  child.max_turns = b.max_turns;
+  child.max_wall_time = b.max_wall_time;
+  // The definition only adds ask and deny rules: the caller's rules narrowed.
+  for (const std::string& r : def.ask) child.ask.push_back({r, def.file.string()});
+  for (const std::string& r : def.deny) child.deny.push_back({r, def.file.string()});
+  // A child never asks on the terminal (children may run side by side): an
+  // ask pauses it durably.
+  if (child.approver == ApproverMode::kConsole || child.approver == ApproverMode::kAuto) {
+    child.approver = ApproverMode::kDurable;
+  }
+  child.reflector = false;
+  child.mcp_servers.clear();
+  child.subagents.parent_id = info_.id;
+  child.subagents.path = req.path;
+  child.subagents.depth = options_.subagents.depth + 1;
+  child.subagents.tools = def.tools;
+  child.subagents.home_agent =
+      options_.subagents.path.empty() ? options_.agent : options_.subagents.home_agent;
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session, engine_.OpenChild(std::move(child)));
+  session->set_ledger_node(req.ledger);
+  AL_ASSIGN_OR_RETURN(TurnResult result, session->Run(req.prompt, SessionCallbacks{}, stop));
+  return engine::SubagentRun{session->id(), std::move(result)};
 }
 
 Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
@@ -1059,6 +1156,10 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   cfg.first_seq = next_seq_;
   cfg.now_ms = [&engine = engine_] { return engine.NowMs(); };
   cfg.workspace = options_.workspace;
+  cfg.ledger = ledger_node_
+                   ? ledger_node_
+                   : BudgetLedger::Root(cfg.budget, cfg.counters, std::chrono::steady_clock::now(),
+                                        options_.subagents.caps, options_.subagents.depth);
 
   Approver* chosen = nullptr;
   switch (options_.approver) {
@@ -1117,6 +1218,8 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   deps.approver = active->remembering ? &*active->remembering : nullptr;
   deps.stream = stream;
   deps.tool_context = MakeToolContext();
+  deps.tool_context.budget = cfg.ledger;
+  deps.tool_context.agent_path = options_.subagents.path;
   // Hooks' notices go to this turn while it runs.
   std::lock_guard<std::mutex> lock(notes_mu_);
   current_turn_ = active->turn.get();

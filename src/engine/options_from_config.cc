@@ -169,6 +169,10 @@ Result<SessionOptions> SessionOptionsFromConfig(const Config& config, const fs::
   o.todo_inject_state = config.todo_loop.inject_state.value;
   o.todo_max_injected_tasks = static_cast<int>(config.todo_loop.max_injected_tasks.value);
   o.reflector = config.reflector.enabled.value;
+  o.subagents.enabled = config.subagents.enabled.value;
+  o.subagents.caps.max_depth = static_cast<int>(config.subagents.max_depth.value);
+  o.subagents.caps.max_concurrent = static_cast<int>(config.subagents.max_concurrent.value);
+  o.subagents.caps.max_spawns = static_cast<int>(config.subagents.max_spawns.value);
   o.mcp_servers = config.mcp_servers;
   return o;
 }

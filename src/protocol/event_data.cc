@@ -441,6 +441,62 @@ Result<NoticeData> NoticeData::FromJson(const Json& j) {
   return f.Done(std::move(d));
 }
 
+// ---- subagents ---------------------------------------------------------------
+
+Json SubagentStartedData::ToJson() const {
+  return Json{{"tool_use_id", tool_use_id},
+              {"name", name},
+              {"path", path},
+              {"child_session_id", child_session_id},
+              {"reserved",
+               Json{{"tool_calls", reserved_tool_calls},
+                    {"tokens", reserved_tokens},
+                    {"wall_time_ms",
+                     reserved_wall_time_ms < 0 ? Json(nullptr) : Json(reserved_wall_time_ms)}}}};
+}
+
+Result<SubagentStartedData> SubagentStartedData::FromJson(const Json& j) {
+  Fields f(j, kType);
+  SubagentStartedData d;
+  d.tool_use_id = f.Str("tool_use_id");
+  d.name = f.Str("name");
+  d.path = f.Str("path");
+  d.child_session_id = f.Str("child_session_id");
+  if (const Json* r = f.Object("reserved")) {
+    Fields rf(*r, kType);
+    d.reserved_tool_calls = rf.Int("tool_calls");
+    d.reserved_tokens = rf.Int("tokens");
+    const Json* wall = rf.Get("wall_time_ms");
+    d.reserved_wall_time_ms =
+        wall != nullptr && wall->is_number_integer() ? wall->get<int64_t>() : -1;
+    if (Result<int> done = rf.Done(0); !done.ok()) return done.error();
+  }
+  return f.Done(std::move(d));
+}
+
+Json SubagentCompletedData::ToJson() const {
+  return Json{{"tool_use_id", tool_use_id},
+              {"name", name},
+              {"path", path},
+              {"child_session_id", child_session_id},
+              {"stop", stop},
+              {"reason", reason},
+              {"counters", agentloop::ToJson(counters)}};
+}
+
+Result<SubagentCompletedData> SubagentCompletedData::FromJson(const Json& j) {
+  Fields f(j, kType);
+  SubagentCompletedData d;
+  d.tool_use_id = f.Str("tool_use_id");
+  d.name = f.Str("name");
+  d.path = f.Str("path");
+  d.child_session_id = f.Str("child_session_id");
+  d.stop = f.Str("stop");
+  d.reason = f.Str("reason");
+  if (const Json* c = f.Object("counters")) d.counters = TurnCountersFromJson(*c);
+  return f.Done(std::move(d));
+}
+
 // ---- continuation ------------------------------------------------------------
 
 Json ContinuationData::ToJson() const {
@@ -560,6 +616,10 @@ Status CheckEventData(const Event& event) {
       return check(ContinuationData::FromJson(event.data));
     case EventType::kSettings:
       return check(SettingsData::FromJson(event.data));
+    case EventType::kSubagentStarted:
+      return check(SubagentStartedData::FromJson(event.data));
+    case EventType::kSubagentCompleted:
+      return check(SubagentCompletedData::FromJson(event.data));
   }
   return InvalidArgument("event: unknown type");
 }

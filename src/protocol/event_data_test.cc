@@ -206,6 +206,20 @@ std::vector<Sample> Samples() {
   settings.settings = Json{{"model", "b"}};
   SettingsData settings_min;
   settings_min.settings = Json::object();
+  SubagentStartedData sub_started{.tool_use_id = "call-1",
+                                  .name = "reviewer",
+                                  .path = "root/reviewer",
+                                  .child_session_id = "s2",
+                                  .reserved_tool_calls = 5,
+                                  .reserved_tokens = 1000,
+                                  .reserved_wall_time_ms = 60000};
+  SubagentCompletedData sub_completed{.tool_use_id = "call-1",
+                                      .name = "reviewer",
+                                      .path = "root/reviewer",
+                                      .child_session_id = "s2",
+                                      .stop = "completed",
+                                      .reason = "",
+                                      .counters = TurnCounters{.tool_calls = 2, .tokens = 300}};
   TurnEndData end;
   end.stop = StopReason::kPendingApproval;
   end.pending = {item};
@@ -228,6 +242,8 @@ std::vector<Sample> Samples() {
       Make(NoticeData{"warning", "careful"}, NoticeData{}),
       Make(continued, continued_min),
       Make(settings, settings_min),
+      Make(sub_started, SubagentStartedData{}),
+      Make(sub_completed, SubagentCompletedData{}),
       Make(end, TurnEndData{}),
   };
 }

@@ -34,6 +34,8 @@ constexpr std::pair<EventType, std::string_view> kNames[] = {
     {EventType::kContinuation, "continuation"},
     {EventType::kSettings, "settings"},
     {EventType::kRetry, "retry"},
+    {EventType::kSubagentStarted, "subagent_started"},
+    {EventType::kSubagentCompleted, "subagent_completed"},
 };
 
 }  // namespace
@@ -79,6 +81,8 @@ bool ShouldPersist(EventType type) {
     case EventType::kNotice:
     case EventType::kContinuation:
     case EventType::kSettings:
+    case EventType::kSubagentStarted:
+    case EventType::kSubagentCompleted:
       return true;
   }
   return true;

@@ -202,6 +202,15 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
                                                                         : o.system_prompt_source)
                                       : std::string("built-in")},
            {"text", o.system_prompt ? Json(*o.system_prompt) : Json(nullptr)}};
+  // Only present for a child session (docs/subagents.md).
+  if (!o.subagents.path.empty()) {
+    const auto& sa = o.subagents;
+    j["subagent"] = Json{{"parent_id", sa.parent_id},
+                         {"path", sa.path},
+                         {"depth", sa.depth},
+                         {"tools", sa.tools ? Json(*sa.tools) : Json(nullptr)},
+                         {"home_agent", sa.home_agent}};
+  }
   // Only present when the session has extensions, so a session without
   // them keeps the text an agentloop without extensions writes.
   const SessionExtensions& x = o.extensions;
@@ -284,6 +293,18 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
   AL_RETURN_IF_ERROR(r.Bool("todo_loop.inject_state", o.todo_inject_state));
   AL_RETURN_IF_ERROR(r.Int("todo_loop.max_injected_tasks", o.todo_max_injected_tasks));
   AL_RETURN_IF_ERROR(r.Bool("reflector.enabled", o.reflector));
+  if (r.At("subagent.path") != nullptr) {
+    auto& sa = o.subagents;
+    AL_RETURN_IF_ERROR(r.Str("subagent.parent_id", sa.parent_id));
+    AL_RETURN_IF_ERROR(r.Str("subagent.path", sa.path));
+    AL_RETURN_IF_ERROR(r.Int("subagent.depth", sa.depth));
+    AL_RETURN_IF_ERROR(r.Str("subagent.home_agent", sa.home_agent));
+    if (const Json* tools = r.At("subagent.tools"); tools != nullptr && !tools->is_null()) {
+      std::vector<std::string> list;
+      AL_RETURN_IF_ERROR(r.Strings("subagent.tools", list));
+      sa.tools = std::move(list);
+    }
+  }
   if (const Json* text = r.At("system_prompt.text")) {
     if (!text->is_string()) return r.Bad("system_prompt.text", "a string or null");
     o.system_prompt = text->get<std::string>();

@@ -53,6 +53,7 @@ Result<ScriptItem> ParseScriptItem(const Json& item, size_t index) {
   AL_ASSIGN_OR_RETURN(int64_t delay, OptInt(item, "delay_ms", where));
   if (delay < 0) return InvalidArgument(where + ": \"delay_ms\" must be >= 0");
   out.delay_ms = static_cast<int>(delay);
+  AL_ASSIGN_OR_RETURN(out.match, OptStr(item, "match", where));
 
   if (auto it = item.find("error"); it != item.end()) {
     if (!it->is_object()) return InvalidArgument(where + ": \"error\" must be an object");

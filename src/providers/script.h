@@ -8,7 +8,7 @@
 //                   | {"id": "c2", "name": "bash", "arguments": "<raw string>"}],
 //    "usage": {"input_tokens": N, "output_tokens": M, "cache_read_tokens": ..,
 //              "cache_write_tokens": .., "reasoning_tokens": ..},
-//    "finish": "stop" | "tool_use" | "length", "delay_ms": N}
+//    "finish": "stop" | "tool_use" | "length", "delay_ms": N, "match": "..."}
 // or an error `{"error": {"code": "unavailable", "message": "..."}}` where
 // code is a Status code name (CodeName) such as "prompt_too_long".
 //
@@ -31,6 +31,11 @@ struct ScriptItem {
   std::optional<Status> error;
   ModelResponse response;
   int delay_ms = 0;
+  // "match": the item answers only a request whose text holds this string
+  // (ScriptedProvider: the system prompt and the offered tools' names, one
+  // per line; the fake server: the request body). Such requests take the
+  // first unused item they match, in order; empty: any request.
+  std::string match;
   // The item as written, for consumers with extra keys (the fake server).
   Json raw;
 };

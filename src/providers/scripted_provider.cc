@@ -72,11 +72,25 @@ Result<ModelResponse> ScriptedProvider::Complete(const ModelRequest& request, St
     std::lock_guard lock(mu_);
     requests_.push_back(std::move(rec));
     if (!parse_error_.ok()) return parse_error_;
-    if (next_ >= items_.size()) {
+    std::string text = request.system;
+    for (const ToolSpec& t : request.tools) text += "\n" + t.name;
+    if (used_.size() != items_.size()) used_.assign(items_.size(), false);
+    for (size_t i = 0; i < items_.size() && item == nullptr; ++i) {
+      if (used_[i]) continue;
+      if (!items_[i].match.empty() && text.find(items_[i].match) == std::string::npos) continue;
+      used_[i] = true;
+      ++used_count_;
+      item = &items_[i];  // items_ is never resized after construction
+    }
+    if (item == nullptr && used_count_ == items_.size()) {
       return FailedPrecondition("script exhausted after " + std::to_string(items_.size()) +
                                 " responses");
     }
-    item = &items_[next_++];  // items_ is never resized after construction
+    if (item == nullptr) {
+      return FailedPrecondition("no unused script item matches this request (" +
+                                std::to_string(used_count_) + " of " +
+                                std::to_string(items_.size()) + " responses used)");
+    }
   }
   if (stop.stop_requested()) return Cancelled("model call cancelled");
   if (!CancellableWait(item->delay_ms, stop)) return Cancelled("model call cancelled");
@@ -106,7 +120,7 @@ std::vector<RecordedRequest> ScriptedProvider::RequestsSnapshot() const {
 
 size_t ScriptedProvider::remaining() const {
   std::lock_guard lock(mu_);
-  return items_.size() - next_;
+  return items_.size() - used_count_;
 }
 
 }  // namespace agentloop

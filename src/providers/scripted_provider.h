@@ -59,7 +59,8 @@ class ScriptedProvider : public ModelProvider {
   mutable std::mutex mu_;
   Status parse_error_;
   std::vector<ScriptItem> items_;
-  size_t next_ = 0;
+  std::vector<bool> used_;  // by item
+  size_t used_count_ = 0;
   std::vector<RecordedRequest> requests_;
 };
 

@@ -40,7 +40,7 @@ constexpr char kSessionColumns[] =
     " MAX(updated_at_ms, COALESCE((SELECT e.created_at_ms FROM events e"
     " WHERE e.session_id = sessions.id ORDER BY e.seq DESC LIMIT 1), 0)),"
     " MAX(last_seq, COALESCE((SELECT MAX(e.seq) FROM events e"
-    " WHERE e.session_id = sessions.id), 0)), tenant, agent, metadata";
+    " WHERE e.session_id = sessions.id), 0)), tenant, agent, metadata, parent_id";
 
 SessionInfo ReadSession(const Stmt& st) {
   SessionInfo s;
@@ -55,6 +55,7 @@ SessionInfo ReadSession(const Stmt& st) {
   s.last_seq = static_cast<uint64_t>(st.Int(8));
   s.tenant = st.Text(9);
   s.agent = st.Text(10);
+  s.parent_id = st.Text(12);
   // Written by this store from a JSON object; anything else reads as null.
   if (std::string meta = st.Text(11); !meta.empty()) {
     s.metadata = Json::parse(meta, nullptr, /*allow_exceptions=*/false);
@@ -182,6 +183,7 @@ SessionInfo SqliteStore::NewSessionInfo(const NewSessionParams& params) const {
   s.tenant = params.tenant;
   s.agent = params.agent;
   s.metadata = params.metadata;
+  s.parent_id = params.parent_id;
   return s;
 }
 
@@ -194,8 +196,8 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settin
   }
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO sessions (id, workspace, provider, model,"
                                             " command, title, created_at_ms, updated_at_ms,"
-                                            " settings, tenant, agent, metadata)"
-                                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                            " settings, tenant, agent, metadata, parent_id)"
+                                            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   st.Bind(1, s.id)
       .Bind(2, s.workspace.string())
       .Bind(3, s.provider)
@@ -207,7 +209,8 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settin
       .Bind(9, settings.is_null() ? std::string() : DumpJson(settings))
       .Bind(10, s.tenant)
       .Bind(11, s.agent)
-      .Bind(12, s.metadata.is_null() ? std::string() : DumpJson(s.metadata));
+      .Bind(12, s.metadata.is_null() ? std::string() : DumpJson(s.metadata))
+      .Bind(13, s.parent_id);
   Status run = st.Run();
   if (run.code() == Code::kAlreadyExists) {
     return AlreadyExists("session " + s.id + " already exists");
@@ -242,6 +245,7 @@ Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOpti
   if (options.workspace) sql += " AND workspace = ?2";
   if (options.tenant) sql += " AND tenant = ?3";
   if (options.agent) sql += " AND agent = ?4";
+  if (options.parent_id) sql += " AND parent_id = ?6";
   if (!options.after_id.empty()) {
     sql +=
         " AND (updated_at_ms, rowid) < (SELECT updated_at_ms, rowid FROM sessions"
@@ -262,6 +266,7 @@ Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOpti
   if (options.tenant) st.Bind(3, *options.tenant);
   if (options.agent) st.Bind(4, *options.agent);
   if (!options.after_id.empty()) st.Bind(5, options.after_id);
+  if (options.parent_id) st.Bind(6, *options.parent_id);
   std::vector<SessionInfo> out;
   for (;;) {
     AL_ASSIGN_OR_RETURN(bool row, st.Step());

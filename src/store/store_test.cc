@@ -192,6 +192,39 @@ TEST_P(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
   EXPECT_EQ(store_->CreateSession(bad).status().code(), Code::kInvalidArgument);
 }
 
+// A subagent's session names its parent; the children of a session are
+// listed by parent, a root session has none.
+TEST_F(StoreTest, ChildSessionsNameTheirParent) {
+  NewSessionParams root;
+  root.workspace = "/w";
+  auto r = store_->CreateSession(root);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->parent_id, "");
+  std::vector<std::string> kids;
+  for (int i = 0; i < 2; ++i) {
+    NewSessionParams c;
+    c.workspace = "/w";
+    c.parent_id = r->id;
+    auto s = store_->CreateSession(c);
+    ASSERT_TRUE(s.ok());
+    kids.push_back(s->id);
+    clock_ms_ += 10;
+  }
+  auto got = store_->GetSession(kids[0]);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->parent_id, r->id);
+  SessionListOptions children;
+  children.parent_id = r->id;
+  children.limit = 0;
+  auto listed = store_->ListSessions(children);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].id, kids[1]);
+  EXPECT_EQ((*listed)[1].id, kids[0]);
+  children.parent_id = kids[0];
+  EXPECT_TRUE(store_->ListSessions(children)->empty());
+}
+
 // A commit writes events only: the session's last activity and last seq are
 // read from its newest event. Its row's updated_at_ms (the indexed list
 // order) moves only when another session sorted first, and the list order

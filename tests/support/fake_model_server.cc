@@ -487,7 +487,19 @@ bool FakeModelServer::Respond(int fd, const RecordedHttpRequest& req) {
   {
     std::lock_guard lock(mu_);
     requests_.push_back(req);
-    if (!too_long && !summary_request && next_ < items_.size()) item = items_[next_++];
+    if (!too_long && !summary_request) {
+      if (used_.size() != items_.size()) used_.assign(items_.size(), false);
+      for (size_t i = next_; i < items_.size(); ++i) {
+        if (used_[i]) continue;
+        if (!items_[i].match.empty() && req.body.find(items_[i].match) == std::string::npos) {
+          continue;
+        }
+        used_[i] = true;
+        item = items_[i];
+        break;
+      }
+      while (next_ < items_.size() && used_[next_]) ++next_;
+    }
   }
   cv_.notify_all();
   if (options_.on_request) options_.on_request(req);

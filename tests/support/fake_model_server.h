@@ -16,6 +16,8 @@
 //                        an in-stream error after the content
 //   "truncate": true     end the body without the terminal event(s)
 //   "raw_sse": "..."     send this body verbatim
+//   "match": "TEXT"      serve this item only to a request whose body holds TEXT
+//                        (requests take the first unused item they match)
 // Error items ({"error": {...}}) become HTTP errors: unavailable 503,
 // resource_exhausted 429, prompt_too_long 400 "prompt is too long",
 // permission_denied 401, invalid_argument 400, deadline_exceeded 408,
@@ -117,7 +119,8 @@ class FakeModelServer {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::vector<ScriptItem> items_;
-  size_t next_ = 0;
+  size_t next_ = 0;         // the first item not yet served
+  std::vector<bool> used_;  // by item ("match" items may be served out of order)
   std::vector<RecordedHttpRequest> requests_;
   std::vector<int> conn_fds_;
   std::vector<std::thread> conn_threads_;
