@@ -24,8 +24,9 @@ Budget MakeBudget(int calls, int64_t tokens, std::optional<milliseconds> wall = 
 const Clock::time_point kT0 = Clock::time_point() + std::chrono::hours(1);
 
 TEST(BudgetLedger, ChildGetsTheSmallerOfItsBudgetAndWhatIsLeft) {
-  auto root =
-      BudgetLedger::Root(MakeBudget(20, 1000), TurnCounters{.tool_calls = 5, .tokens = 400}, kT0);
+  auto root = BudgetLedger::Root(
+      MakeBudget(20, 1000),
+      TurnCounters{.tool_calls = 5, .tokens = 400, .model_calls = 0, .usage = {}}, kT0);
   auto small = root->Reserve(MakeBudget(3, 100), kT0);
   ASSERT_TRUE(small.ok()) << small.error().ToString();
   EXPECT_EQ((*small)->limit().tool_calls, 3);

@@ -213,13 +213,14 @@ std::vector<Sample> Samples() {
                                   .reserved_tool_calls = 5,
                                   .reserved_tokens = 1000,
                                   .reserved_wall_time_ms = 60000};
-  SubagentCompletedData sub_completed{.tool_use_id = "call-1",
-                                      .name = "reviewer",
-                                      .path = "root/reviewer",
-                                      .child_session_id = "s2",
-                                      .stop = "completed",
-                                      .reason = "",
-                                      .counters = TurnCounters{.tool_calls = 2, .tokens = 300}};
+  SubagentCompletedData sub_completed{
+      .tool_use_id = "call-1",
+      .name = "reviewer",
+      .path = "root/reviewer",
+      .child_session_id = "s2",
+      .stop = "completed",
+      .reason = "",
+      .counters = TurnCounters{.tool_calls = 2, .tokens = 300, .model_calls = 0, .usage = {}}};
   TurnEndData end;
   end.stop = StopReason::kPendingApproval;
   end.pending = {item};

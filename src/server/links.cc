@@ -19,10 +19,8 @@ Result<std::string> LinkKey(std::string_view webhook_secret) {
 }
 
 Result<std::string> MintLinkToken(std::string_view key, const LinkClaim& claim) {
-  Json j = {{"a", claim.agent},
-            {"p", claim.pending_id},
-            {"d", claim.action},
-            {"e", claim.expires_at}};
+  Json j = {
+      {"a", claim.agent}, {"p", claim.pending_id}, {"d", claim.action}, {"e", claim.expires_at}};
   std::string payload = Base64Encode(DumpJson(j), /*url=*/true);
   AL_ASSIGN_OR_RETURN(std::string mac, permissions::SignPayload(key, payload));
   return payload + "." + mac.substr(kMacPrefix.size());
@@ -53,7 +51,8 @@ LinkCheck CheckLinkToken(
   if (claim.action != "approve" && claim.action != "deny" && claim.action != "answer") return out;
   out.refusal = LinkRefusal::kForged;
   std::optional<std::string> key = key_for(claim.agent);
-  if (!key || !permissions::VerifySignature(*key, payload, std::string(kMacPrefix) + std::string(mac))) {
+  if (!key ||
+      !permissions::VerifySignature(*key, payload, std::string(kMacPrefix) + std::string(mac))) {
     return out;
   }
   if (now >= claim.expires_at) {

@@ -20,7 +20,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-
 #include <vector>
 
 #include "agentloop/status.h"
@@ -57,8 +56,9 @@ struct LinkCheck {
 
 // Checks `token` at `now` (Unix seconds). `key_for` gives the link key of an
 // agent, or nullopt for an agent without one.
-LinkCheck CheckLinkToken(std::string_view token, int64_t now,
-                         const std::function<std::optional<std::string>(const std::string&)>& key_for);
+LinkCheck CheckLinkToken(
+    std::string_view token, int64_t now,
+    const std::function<std::optional<std::string>(const std::string&)>& key_for);
 
 // What a link's page shows. Every string is plain text: LinkPage escapes it.
 struct LinkView {

@@ -19,9 +19,9 @@ TEST(LinksTest, AMintedTokenChecksUntilItExpires) {
   ASSERT_TRUE(key.ok());
   Result<std::string> token = MintLinkToken(*key, {"coder", "apr_1", "approve", 1000});
   ASSERT_TRUE(token.ok());
-  EXPECT_EQ(token->find_first_not_of(
-                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."),
-            std::string::npos)
+  EXPECT_EQ(
+      token->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."),
+      std::string::npos)
       << "a token must be usable in a URL path as is: " << *token;
   LinkCheck ok = CheckLinkToken(*token, 999, KeyOf);
   ASSERT_TRUE(ok.claim.has_value());
@@ -48,9 +48,11 @@ TEST(LinksTest, AChangedClaimOrMacOrKeyIsRefused) {
   std::string other = *MintLinkToken(*LinkKey("another"), {"coder", "apr_1", "deny", 5000});
   EXPECT_EQ(CheckLinkToken(other, 1, KeyOf).refusal, LinkRefusal::kForged);
   // An agent without a key.
-  std::string nobody = *MintLinkToken(*LinkKey("webhook-secret"), {"nobody", "apr_1", "deny", 5000});
+  std::string nobody =
+      *MintLinkToken(*LinkKey("webhook-secret"), {"nobody", "apr_1", "deny", 5000});
   EXPECT_EQ(CheckLinkToken(nobody, 1, KeyOf).refusal, LinkRefusal::kForged);
-  for (const std::string& junk : std::vector<std::string>{"", ".", "abc", "!!!.00", "e30.00", std::string(5000, 'a') + ".00"}) {
+  for (const std::string& junk : std::vector<std::string>{"", ".", "abc", "!!!.00", "e30.00",
+                                                          std::string(5000, 'a') + ".00"}) {
     LinkCheck c = CheckLinkToken(junk, 1, KeyOf);
     EXPECT_FALSE(c.claim.has_value()) << junk;
     EXPECT_EQ(c.refusal, LinkRefusal::kMalformed) << junk;

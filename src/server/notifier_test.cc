@@ -1,8 +1,7 @@
 #include "server/notifier.h"
 
-#include <gtest/gtest.h>
-
 #include <boost/asio/post.hpp>
+#include <gtest/gtest.h>
 
 namespace agentloop::server {
 namespace {
@@ -66,7 +65,8 @@ TEST(NotifierTest, RetriesTransientFailuresAndSignsEveryAttempt) {
   }
   // One delivery id across its attempts.
   EXPECT_FALSE(rx.posted[0].Header("X-Agentloop-Delivery").empty());
-  EXPECT_EQ(rx.posted[0].Header("X-Agentloop-Delivery"), rx.posted[2].Header("X-Agentloop-Delivery"));
+  EXPECT_EQ(rx.posted[0].Header("X-Agentloop-Delivery"),
+            rx.posted[2].Header("X-Agentloop-Delivery"));
 }
 
 TEST(NotifierTest, APermanentRefusalOrTheLastAttemptEndsTheDelivery) {

@@ -38,7 +38,7 @@ Result<ContentBlock> ToolCallBlock(const Json& c, const std::string& where) {
 }  // namespace
 
 Result<PugiCall> ParsePugiRequest(const Json& body) {
-  static const std::set<std::string> kKnown = {"personaSlug", "messages", "tools",      "command",
+  static const std::set<std::string> kKnown = {"personaSlug", "messages",  "tools",      "command",
                                                "model",       "maxTokens", "temperature"};
   for (const auto& [k, v] : body.items()) {
     if (!kKnown.count(k)) return Bad("unknown field '" + k + "'");
@@ -49,14 +49,15 @@ Result<PugiCall> ParsePugiRequest(const Json& body) {
   }
   call.persona = body["personaSlug"].get<std::string>();
   if (body.contains("command")) {
-    std::optional<CommandKind> k =
-        body["command"].is_string() ? ParseCommandKind(body["command"].get<std::string>())
-                                    : std::nullopt;
+    std::optional<CommandKind> k = body["command"].is_string()
+                                       ? ParseCommandKind(body["command"].get<std::string>())
+                                       : std::nullopt;
     if (!k) return Bad("command must be one of code, explain, fix, plan, build");
     call.command = k;
   }
   if (body.contains("model")) {
-    if (!StringOf(body["model"], 1, 256)) return Bad("model must be a string of 1 to 256 characters");
+    if (!StringOf(body["model"], 1, 256))
+      return Bad("model must be a string of 1 to 256 characters");
     call.model = body["model"].get<std::string>();
   }
   if (body.contains("maxTokens")) {
@@ -92,7 +93,8 @@ Result<PugiCall> ParsePugiRequest(const Json& body) {
     s.description = t["description"].get<std::string>();
     if (!names.insert(s.name).second) return Bad(where + " repeats the tool '" + s.name + "'");
     const Json& p = t.value("parameters", Json());
-    if (!p.is_null() && !p.is_object()) return Bad(where + ".parameters must be a JSON Schema object");
+    if (!p.is_null() && !p.is_object())
+      return Bad(where + ".parameters must be a JSON Schema object");
     s.input_schema = p.is_object() ? p : Json{{"type", "object"}};
     call.tools.push_back(std::move(s));
   }
@@ -122,8 +124,8 @@ Result<PugiCall> ParsePugiRequest(const Json& body) {
       const Json& calls = m.value("toolCalls", Json());
       if (!calls.is_null() && !calls.is_array()) return Bad(where + ".toolCalls must be an array");
       for (size_t k = 0; calls.is_array() && k < calls.size(); ++k) {
-        AL_ASSIGN_OR_RETURN(ContentBlock b,
-                            ToolCallBlock(calls[k], where + ".toolCalls[" + std::to_string(k) + "]"));
+        AL_ASSIGN_OR_RETURN(ContentBlock b, ToolCallBlock(calls[k], where + ".toolCalls[" +
+                                                                        std::to_string(k) + "]"));
         msg.content.push_back(std::move(b));
       }
       if (msg.content.empty()) return Bad(where + " is an assistant message with nothing in it");

@@ -24,8 +24,9 @@ TEST(PugiTest, ATranscriptWithToolCallsBecomesTheEnginesMessages) {
   body["messages"].push_back(
       {{"role", "assistant"},
        {"content", ""},
-       {"toolCalls", Json::array({{{"id", "c1"}, {"name", "read"}, {"arguments", R"({"file_path":"a"})"}},
-                                  {{"id", "c2"}, {"name", "read"}, {"arguments", ""}}})}});
+       {"toolCalls",
+        Json::array({{{"id", "c1"}, {"name", "read"}, {"arguments", R"({"file_path":"a"})"}},
+                     {{"id", "c2"}, {"name", "read"}, {"arguments", ""}}})}});
   body["messages"].push_back({{"role", "tool"}, {"content", "A"}, {"toolCallId", "c1"}});
   body["messages"].push_back({{"role", "tool"}, {"content", "error: gone"}, {"toolCallId", "c2"}});
   Result<PugiCall> call = ParsePugiRequest(body);
@@ -76,9 +77,10 @@ TEST(PugiTest, TheSchemasCapsAreEnforced) {
   j = Request(Json::array({Tool("read"), Tool("read")}));
   EXPECT_TRUE(refused(j));
   j = Request();
-  j["messages"].push_back({{"role", "assistant"},
-                           {"content", ""},
-                           {"toolCalls", Json::array({{{"id", "c"}, {"name", "x"}, {"arguments", "[1]"}}})}});
+  j["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", ""},
+       {"toolCalls", Json::array({{{"id", "c"}, {"name", "x"}, {"arguments", "[1]"}}})}});
   EXPECT_THAT(ParsePugiRequest(j).error().message(), HasSubstr("JSON text of an object"));
 }
 

@@ -29,7 +29,7 @@ constexpr char kMigrationLock[] = "SELECT pg_advisory_xact_lock(7300719001)";
 
 constexpr char kSessionColumns[] =
     "id, workspace, provider, model, command, title, created_at_ms, updated_at_ms, last_seq,"
-    " tenant, agent, metadata";
+    " tenant, agent, metadata, parent_id";
 
 SessionInfo ReadSession(const PgRows& r, int row) {
   SessionInfo s;
@@ -44,6 +44,7 @@ SessionInfo ReadSession(const PgRows& r, int row) {
   s.last_seq = static_cast<uint64_t>(r.Int(row, 8));
   s.tenant = r.Text(row, 9);
   s.agent = r.Text(row, 10);
+  s.parent_id = r.Text(row, 12);
   if (std::string meta = r.Text(row, 11); !meta.empty()) {
     s.metadata = Json::parse(meta, nullptr, /*allow_exceptions=*/false);
     if (s.metadata.is_discarded()) s.metadata = nullptr;
@@ -268,6 +269,7 @@ SessionInfo PostgresStore::NewSessionInfo(const NewSessionParams& params) const 
   s.tenant = params.tenant;
   s.agent = params.agent;
   s.metadata = params.metadata;
+  s.parent_id = params.parent_id;
   return s;
 }
 
@@ -282,14 +284,15 @@ Status PostgresStore::InsertSession(PgConn& c, const SessionInfo& s, const Json&
   auto r = c.Exec(
       "INSERT INTO sessions (id, workspace, provider, model, command, title, created_at_ms,"
       " updated_at_ms, settings, tenant, agent, metadata, lease_token, lease_pid, lease_host,"
-      " lease_epoch, lease_acquired_at_ms, lease_heartbeat_at_ms)"
+      " lease_epoch, lease_acquired_at_ms, lease_heartbeat_at_ms, parent_id)"
       " VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14,"
-      " CASE WHEN $12::text IS NULL THEN 0 ELSE 1 END, $15, $15)",
+      " CASE WHEN $12::text IS NULL THEN 0 ELSE 1 END, $15, $15, $16)",
       {P(s.id), P(s.workspace.string()), P(s.provider), P(s.model), P(s.command), P(s.title),
        P(s.created_at_ms), P(settings.is_null() ? std::string() : DumpJson(settings)), P(s.tenant),
        P(s.agent), P(s.metadata.is_null() ? std::string() : DumpJson(s.metadata)),
        lock_token ? P(*lock_token) : PgParam(), lock_token ? P(owner_pid) : PgParam(),
-       lock_token ? P(host_) : PgParam(), lock_token ? P(s.created_at_ms) : PgParam()});
+       lock_token ? P(host_) : PgParam(), lock_token ? P(s.created_at_ms) : PgParam(),
+       P(s.parent_id)});
   if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
     return AlreadyExists("session " + s.id + " already exists");
   }
@@ -324,6 +327,7 @@ Result<std::vector<SessionInfo>> PostgresStore::ListSessions(const SessionListOp
   if (options.workspace) sql += " AND workspace = " + add(NormalizeWorkspace(*options.workspace));
   if (options.tenant) sql += " AND tenant = " + add(*options.tenant);
   if (options.agent) sql += " AND agent = " + add(*options.agent);
+  if (options.parent_id) sql += " AND parent_id = " + add(*options.parent_id);
   if (!options.after_id.empty()) {
     sql +=
         " AND activity < (SELECT activity FROM sessions WHERE id = " + add(options.after_id) + ")";

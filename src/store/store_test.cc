@@ -194,7 +194,7 @@ TEST_P(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
 
 // A subagent's session names its parent; the children of a session are
 // listed by parent, a root session has none.
-TEST_F(StoreTest, ChildSessionsNameTheirParent) {
+TEST_P(StoreTest, ChildSessionsNameTheirParent) {
   NewSessionParams root;
   root.workspace = "/w";
   auto r = store_->CreateSession(root);
