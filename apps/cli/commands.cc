@@ -564,6 +564,7 @@ int CmdPending(const CommandEnv& e) {
     for (const PendingRecord& r : *items) {
       Json j = PendingItemJson(r.item);
       j["session_id"] = r.session_id;
+      j["root_session_id"] = r.root_session_id;
       j["turn_id"] = r.turn_id;
       j["created_at_ms"] = r.created_at_ms;
       arr.push_back(std::move(j));
@@ -576,8 +577,15 @@ int CmdPending(const CommandEnv& e) {
     return kExitOk;
   }
   for (const PendingRecord& r : *items) {
-    e.out << r.item.id << "  " << PendingKindName(r.item.kind) << "  " << r.item.tool
-          << "  session " << r.session_id << "  " << Age(r.created_at_ms) << "\n";
+    e.out << r.item.id << "  " << PendingKindName(r.item.kind) << "  " << r.item.tool;
+    if (!r.item.path.empty()) {
+      // A subagent's item, shown in its root session's inbox.
+      e.out << "  " << r.item.path << "  session " << r.root_session_id << " (subagent "
+            << r.session_id << ")";
+    } else {
+      e.out << "  session " << r.session_id;
+    }
+    e.out << "  " << Age(r.created_at_ms) << "\n";
     if (!r.item.reason.empty()) e.out << "  reason: " << r.item.reason << "\n";
     if (r.item.kind == PendingKind::kApproval) {
       std::istringstream lines(permissions::FormatArguments(r.item.arguments));

@@ -111,7 +111,8 @@ Json PendingItemJson(const PendingItem& item) {
               {"tool", item.tool},
               {"arguments", item.arguments.is_null() ? Json::object() : item.arguments},
               {"reason", item.reason},
-              {"tool_use_id", item.tool_use_id}};
+              {"tool_use_id", item.tool_use_id},
+              {"path", item.path}};
 }
 
 Json TurnResultJson(const std::string& session_id, const TurnResult& result,
@@ -150,15 +151,22 @@ Json TurnResultJson(const std::string& session_id, const TurnResult& result,
 std::string PendingInstructions(const std::vector<PendingItem>& items) {
   std::string out;
   for (const PendingItem& p : items) {
+    // A subagent's item says which agent asks.
+    const std::string who = p.path.empty() ? "" : " (" + p.path + ")";
+    if (p.kind == PendingKind::kSubagent) {
+      out += "waiting for subagent session " + p.child_session_id + ": " + p.reason + "\n";
+      out += "  agentloop pending   (lists its items)\n";
+      continue;
+    }
     if (p.kind == PendingKind::kQuestion) {
-      out += "waiting for an answer: " + p.reason + "\n";
+      out += "waiting for an answer" + who + ": " + p.reason + "\n";
       if (!permissions::QuestionOptions(p.arguments).empty()) {
         out += "  agentloop answer " + p.id + " N   (option N, or any text)\n";
       } else {
         out += "  agentloop answer " + p.id + " \"YOUR ANSWER\"\n";
       }
     } else {
-      out += "waiting for approval: " + DescribeToolCall(p.tool, p.arguments);
+      out += "waiting for approval" + who + ": " + DescribeToolCall(p.tool, p.arguments);
       if (!p.reason.empty()) out += "  (" + p.reason + ")";
       out += "\n";
       out += "  agentloop approve " + p.id + "   [--args JSON]\n";

@@ -238,6 +238,10 @@ struct SessionOptions {
     std::string path;
     int depth = 0;
     std::optional<std::vector<std::string>> tools;
+    // The call of the parent that started the child: its turn and tool_use
+    // id (a call that runs again after a durable pause continues this child).
+    std::string parent_turn_id;
+    std::string tool_use_id;
     // The server agent whose `subagents/` folder holds the tree's
     // definitions (a root session: its own `agent`).
     std::string home_agent;
@@ -421,7 +425,11 @@ struct ResolveReport {
   // resolution changed nothing. `resumed` may still be set: a resolver
   // that holds the session continues a batch another process completed.
   bool already_resolved = false;
+  // The session whose turn continues (now: `resumed`; or later) and that
+  // turn: the item's own, or, when the item was a subagent's and deciding
+  // it decided its callers' batches up to the root, the root's.
   std::string session_id;
+  std::string turn_id;
   PendingItem item;
   int outstanding = 0;                // items still pending in the batch
   std::string model;                  // the model the session runs with
@@ -466,6 +474,12 @@ class Engine {
                                         const SessionCallbacks& callbacks,
                                         std::stop_token stop) = 0;
 
+  // Outstanding items, oldest first, as one inbox per tree of subagents
+  // (docs/subagents.md): a session's list (`session_id`: an id or a unique
+  // prefix) holds its own items and, in place of each call that waits on a
+  // paused subagent, that subagent's items; the list of every session
+  // (nullopt) leaves the waiting calls out. Every record names its root
+  // session and its item the path of agents that asks ("root/reviewer").
   virtual Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) = 0;
 
   // A model provider for `options` (provider, model, base URL, the API key or

@@ -195,6 +195,10 @@ struct PendingRecord {
   std::string turn_id;
   int64_t created_at_ms = 0;
   PendingItem item;
+  // The root session of `session_id`'s tree of subagents (itself for a
+  // root session). Set by Engine::ListPending, which also sets item.path;
+  // the store leaves it empty.
+  std::string root_session_id;
 };
 
 // A pending item with what became of it (SessionStore::LookupPending).

@@ -51,10 +51,26 @@ struct ToolOutput {
   // subagent_completed, with their data): the turn emits them, in order,
   // right before the call's tool_call_end. Only persisted event types.
   std::vector<std::pair<EventType, Json>> events;
+  // Not empty: the call has not finished, it waits for a person's decision
+  // in that session (a subagent's durable pause; `waiting_for` says
+  // whether an approval or an answer). The turn pauses the batch with the
+  // call outstanding as a pending item of kind kSubagent naming the
+  // session (`content` is its reason); once the engine decides that item
+  // the call runs again and continues where it waited. `charged` is what
+  // was spent until the pause.
+  std::string waiting_session;
+  PendingKind waiting_for = PendingKind::kApproval;
 
-  static ToolOutput Ok(std::string content) { return {std::move(content), false, nullptr, {}, {}}; }
+  static ToolOutput Ok(std::string content) {
+    ToolOutput out;
+    out.content = std::move(content);
+    return out;
+  }
   static ToolOutput Error(std::string content) {
-    return {std::move(content), true, nullptr, {}, {}};
+    ToolOutput out;
+    out.content = std::move(content);
+    out.is_error = true;
+    return out;
   }
 };
 

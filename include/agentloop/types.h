@@ -193,12 +193,14 @@ std::string_view StopReasonName(StopReason reason);  // "completed", "budget_exh
 std::optional<StopReason> ParseStopReason(std::string_view name);
 
 // An item a paused turn waits for: an approval of a tool call, or an answer
-// to an ask_user question.
-enum class PendingKind { kApproval, kQuestion };
+// to an ask_user question. kSubagent: a call of a subagent tool whose child
+// session paused durably; the item is decided by the engine once the
+// child's own items are (docs/subagents.md), never by a person.
+enum class PendingKind { kApproval, kQuestion, kSubagent };
 std::string_view PendingKindName(PendingKind kind);
 
-// A new pending id, typed by its kind: "apr_" (approval) or "q_" (question)
-// and 16 random hex digits, e.g. "apr_5f3a9c0d2b1e4a67". The one place
+// A new pending id, typed by its kind: "apr_" (approval), "q_" (question) or
+// "sub_" (subagent) and 16 random hex digits, e.g. "apr_5f3a9c0d2b1e4a67". The one place
 // pending ids are made; people may type any unique prefix of one.
 std::string NewPendingId(PendingKind kind);
 // Whether `id` has the shape of a whole pending id: a typed id as made by
@@ -212,6 +214,12 @@ struct PendingItem {
   std::string tool;
   Json arguments;
   std::string reason;  // why it waits (the rule, or the question text)
+  // kSubagent: the child session whose durable pause the call waits on.
+  std::string child_session_id;
+  // The path of agents of the session that asks ("root/reviewer"), set
+  // where the engine shows a subagent's item with its root session's
+  // (Engine::ListPending, TurnResult::pending); empty: the session's own.
+  std::string path;
 
   bool operator==(const PendingItem&) const = default;
 };

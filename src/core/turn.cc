@@ -95,6 +95,10 @@ struct Slot {
   std::string reason;  // decision reason (rule) or denial reason
   std::string rule;
   std::string pending_id;
+  // kSubagent: the child session the call waits on, and whether the child
+  // waits for an approval (else an answer).
+  std::string child_session_id;
+  bool child_waits_for_approval = false;
 };
 
 struct StopAfter {
@@ -336,6 +340,18 @@ class Turn::Impl {
       for (auto& [type, data] : out.events) {
         if (!ShouldPersist(type)) continue;
         EmitRaw(type, std::move(data));
+      }
+      if (!out.waiting_session.empty()) {
+        // The call waits for a person in another session (a subagent's
+        // durable pause): it stays outstanding and the batch pauses with
+        // it; it has not ended, so no tool_call_end and no hooks yet.
+        slot.state = SlotState::kPending;
+        slot.ask_kind = PendingKind::kSubagent;
+        slot.pending_id = NewPendingId(PendingKind::kSubagent);
+        slot.reason = out.content;
+        slot.child_session_id = out.waiting_session;
+        slot.child_waits_for_approval = out.waiting_for != PendingKind::kQuestion;
+        continue;
       }
       slot.result = ContentBlock::ToolResult(slot.id, out.content, out.is_error);
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
@@ -1157,6 +1173,12 @@ class Turn::Impl {
   void ApplyDecision(Slot& slot, const ApprovalDecision& d, bool logged = false) {
     switch (d.kind) {
       case ApprovalDecision::Kind::kAllow:
+        if (slot.ask_kind == PendingKind::kSubagent) {
+          // The child's items are decided: the call runs again and the
+          // subagent continues where it paused.
+          slot.state = SlotState::kToRun;
+          return;
+        }
         if (slot.ask_kind == PendingKind::kQuestion) {
           SetReady(slot, d.answer, false);
           if (!logged) EmitDecision(slot, Decision::kAllow, d.by, false);
@@ -1215,6 +1237,7 @@ class Turn::Impl {
       slot.ask_kind = decided->item.kind;
       slot.reason = decided->item.reason;
       slot.pending_id = decided->item.id;
+      slot.child_session_id = decided->item.child_session_id;
       if (slot.spec == nullptr) {
         SetReady(slot, "not run: tool '" + slot.name + "' is no longer available", true);
         continue;
@@ -1303,8 +1326,15 @@ class Turn::Impl {
     bool any_approval = false;
     for (const auto& s : slots_) {
       if (s.state != SlotState::kPending) continue;
-      pending.push_back(PendingItem{s.pending_id, s.ask_kind, s.id, s.name, s.input, s.reason});
-      any_approval = any_approval || s.ask_kind == PendingKind::kApproval;
+      pending.push_back(PendingItem{.id = s.pending_id,
+                                    .kind = s.ask_kind,
+                                    .tool_use_id = s.id,
+                                    .tool = s.name,
+                                    .arguments = s.input,
+                                    .reason = s.reason,
+                                    .child_session_id = s.child_session_id});
+      any_approval = any_approval || s.ask_kind == PendingKind::kApproval ||
+                     (s.ask_kind == PendingKind::kSubagent && s.child_waits_for_approval);
     }
     if (!pending.empty()) {
       Checkpoint cp;

@@ -642,6 +642,60 @@ TEST_F(TurnTest, DeferredApprovalPausesWithCheckpointAndResumes) {
   EXPECT_EQ(std::count(types.begin(), types.end(), "decision"), 0);
 }
 
+// A call that waits for a person in another session (a subagent's durable
+// pause) pauses the batch with a kSubagent item naming that session; once
+// the item is decided the call runs again and its new output is the result.
+TEST_F(TurnTest, ACallWaitingOnAnotherSessionPausesTheBatchAndRunsAgainWhenDecided) {
+  int runs = 0;
+  auto agent = std::make_shared<FnTool>(
+      Spec("agent__helper", false, false), [&runs](const ToolCall&, ToolContext&) {
+        ToolOutput out = ToolOutput::Ok(++runs == 1 ? "helper waits" : "helper finished");
+        if (runs == 1) {
+          out.waiting_session = "child-session";
+          out.waiting_for = PendingKind::kQuestion;
+          out.charged.tool_calls = 2;
+          out.charged.tokens = 30;
+        } else {
+          out.charged.tool_calls = 1;
+          out.charged.tokens = 10;
+        }
+        return Result<ToolOutput>(out);
+      });
+  registry_.Add(agent);
+  provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "agent__helper", {{"x", "go"}})});
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kPendingQuestion);
+  ASSERT_TRUE(r.checkpoint.has_value());
+  ASSERT_EQ(r.checkpoint->outstanding.size(), 1u);
+  const PendingItem& item = r.checkpoint->outstanding[0];
+  EXPECT_EQ(item.kind, PendingKind::kSubagent);
+  EXPECT_TRUE(item.id.starts_with("sub_")) << item.id;
+  EXPECT_EQ(item.child_session_id, "child-session");
+  EXPECT_EQ(item.tool_use_id, "b");
+  EXPECT_EQ(item.reason, "helper waits");
+  EXPECT_EQ(r.checkpoint->results_so_far.size(), 1u);  // the sibling's
+  // What the call spent until the pause is the turn's: 2 calls of its own.
+  EXPECT_EQ(r.counters.tool_calls, 2 + 2);
+  EXPECT_TRUE(transcript_.back().HasToolUse());
+  int ends = 0;
+  for (const Event& e : sink_.events) ends += e.type == EventType::kToolCallEnd ? 1 : 0;
+  EXPECT_EQ(ends, 1);  // the waiting call has not ended
+
+  Checkpoint decided = Decide(*r.checkpoint, ApprovalDecision::Allow("subagent"));
+  provider_.Text("all done");
+  auto cfg = Config();
+  cfg.counters = decided.counters;
+  TurnResult r2 = Run(cfg, TurnInput::Decided(decided));
+  EXPECT_EQ(r2.stop, StopReason::kCompleted);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(echo_->runs(), 1);
+  EXPECT_EQ(r2.counters.tool_calls, 2 + 2 + 1);
+  ExpectValidTranscript(transcript_);
+  const auto& results = transcript_.messages()[2].content;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1].text, "helper finished");
+}
+
 // A failed turn is retried from the history as committed: no new message,
 // the same turn id and counters, and the model sees the tool results the
 // failed attempt had appended.

@@ -455,6 +455,10 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // (set by the parent before it runs the child); null: the session's turns
   // keep a ledger of their own.
   void set_ledger_node(std::shared_ptr<BudgetLedger> node) { ledger_node_ = std::move(node); }
+  // This object holds the session's lock (it can run turns).
+  bool locked() const { return lock_ != nullptr; }
+  // The turn that ended last (the paused one, for a paused session).
+  std::string paused_turn_id() const { return last_turn_end_ ? last_turn_end_->turn_id : ""; }
 
  private:
   Budget EffectiveBudget() const { return engine::EffectiveBudget(options_); }
@@ -802,18 +806,164 @@ class EngineImpl final : public Engine {
     return found;
   }
 
+  // One inbox for a tree of subagents: a session's list holds its own
+  // items and, in place of each call that waits on a subagent, that
+  // subagent's items (recursively); the list of every session leaves out
+  // the waiting calls (their children's items are listed on their own).
+  // Each item carries its root session and the path of agents that asks.
   Result<std::vector<PendingRecord>> ListPending(std::optional<std::string> session_id) override {
+    std::vector<PendingRecord> out;
     if (session_id) {
       AL_ASSIGN_OR_RETURN(std::string full, store_->FindSession(*session_id));
-      return store_->ListPending(std::string_view(full));
+      AL_ASSIGN_OR_RETURN(std::vector<PendingRecord> own,
+                          store_->ListPending(std::string_view(full)));
+      AL_ASSIGN_OR_RETURN(std::string root, RootOf(full));
+      for (const PendingRecord& r : own) AL_RETURN_IF_ERROR(ExpandPending(r, root, out, 0));
+      return out;
     }
-    return store_->ListPending(std::nullopt);
+    AL_ASSIGN_OR_RETURN(std::vector<PendingRecord> all, store_->ListPending(std::nullopt));
+    std::map<std::string, std::pair<std::string, std::string>> seen;  // id -> root, path
+    for (PendingRecord& r : all) {
+      if (r.item.kind == PendingKind::kSubagent) continue;
+      auto it = seen.find(r.session_id);
+      if (it == seen.end()) {
+        AL_ASSIGN_OR_RETURN(std::string root, RootOf(r.session_id));
+        AL_ASSIGN_OR_RETURN(std::string path, PathOf(r.session_id));
+        it = seen.emplace(r.session_id, std::make_pair(root, path)).first;
+      }
+      r.root_session_id = it->second.first;
+      if (r.item.path.empty()) r.item.path = it->second.second;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  // The items a person decides for `items` of `session_id`'s paused batch:
+  // a call waiting on a subagent stands for that subagent's items.
+  Result<std::vector<PendingItem>> PendingOfTree(const std::string& session_id,
+                                                 const std::vector<PendingItem>& items) {
+    bool any = false;
+    for (const PendingItem& p : items) any = any || p.kind == PendingKind::kSubagent;
+    if (!any) return items;
+    std::vector<PendingRecord> out;
+    for (const PendingItem& p : items) {
+      PendingRecord r;
+      r.session_id = session_id;
+      r.item = p;
+      AL_RETURN_IF_ERROR(ExpandPending(r, "", out, 0));
+    }
+    std::vector<PendingItem> flat;
+    for (PendingRecord& r : out) flat.push_back(std::move(r.item));
+    return flat;
+  }
+
+  // The child session that the call `tool_use_id` of `parent_id`'s turn
+  // `turn_id` started, if any.
+  Result<std::optional<std::string>> FindChild(const std::string& parent_id,
+                                               const std::string& turn_id,
+                                               const std::string& tool_use_id) {
+    if (turn_id.empty() || tool_use_id.empty()) return std::optional<std::string>();
+    SessionListOptions lo;
+    lo.parent_id = parent_id;
+    lo.limit = 0;
+    AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> children, store_->ListSessions(lo));
+    for (const SessionInfo& c : children) {
+      AL_ASSIGN_OR_RETURN(std::optional<Json> settings, store_->GetSettings(c.id));
+      if (!settings || !settings->contains("subagent")) continue;
+      const Json& sa = (*settings)["subagent"];
+      if (sa.value("parent_turn_id", std::string()) == turn_id &&
+          sa.value("tool_use_id", std::string()) == tool_use_id) {
+        return std::optional<std::string>(c.id);
+      }
+    }
+    return std::optional<std::string>();
+  }
+
+  // `child`'s paused batch is decided: decides the item of its caller's
+  // batch that waits on it, and so on up while each batch is then decided.
+  // Returns the root session when its batch is decided by this (its turn
+  // is to continue); nullopt when a caller still waits on other items or
+  // has not stored its pause yet (it then wakes itself, see FinishTurn).
+  Result<std::optional<std::string>> WakeCallers(const SessionInfo& child) {
+    SessionInfo cur = child;
+    while (!cur.parent_id.empty()) {
+      AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, store_->OpenCheckpoint(cur.parent_id));
+      if (!cp) return std::optional<std::string>();
+      const PendingItem* waiting = nullptr;
+      for (const PendingItem& p : cp->outstanding) {
+        if (p.kind == PendingKind::kSubagent && p.child_session_id == cur.id) waiting = &p;
+      }
+      if (waiting == nullptr) return std::optional<std::string>();
+      AL_ASSIGN_OR_RETURN(std::string path, PathOf(cur.id));
+      Event logged = MakeEvent(
+          DecisionData{.tool_use_id = waiting->tool_use_id,
+                       .tool = waiting->tool,
+                       .decision = Decision::kAllow,
+                       .reason = "the items of subagent " + path + " are decided: it continues",
+                       .rule = "",
+                       .by = "subagent",
+                       .edited = false,
+                       .pending_id = waiting->id},
+          cur.parent_id, cp->turn_id);
+      logged.ts = NowMs();
+      auto record = [](Checkpoint& c, const PendingItem& stored) -> Result<ResolveAction> {
+        c.decisions.push_back(BatchDecision{stored, ApprovalDecision::Allow("subagent")});
+        return ResolveAction::kResolved;
+      };
+      AL_ASSIGN_OR_RETURN(ResolveOutcome outcome,
+                          store_->Resolve(waiting->id, record, {&logged, 1}));
+      if (outcome.already_resolved || !outcome.closed) return std::optional<std::string>();
+      AL_ASSIGN_OR_RETURN(cur, store_->GetSession(cur.parent_id));
+    }
+    if (cur.id == child.id) return std::optional<std::string>();
+    return std::optional<std::string>(cur.id);
   }
 
   Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
                                 const SessionOptions& options, const SessionCallbacks& callbacks,
                                 std::stop_token stop) override;
 
+ private:
+  // The root of `session_id`'s tree of subagents (itself for a root).
+  Result<std::string> RootOf(std::string session_id) {
+    for (int hops = 0; hops < kMaxTreeHops; ++hops) {
+      AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(session_id));
+      if (info.parent_id.empty()) return info.id;
+      session_id = info.parent_id;
+    }
+    return DataLoss("session " + session_id + ": its chain of parent sessions does not end");
+  }
+  // The path of agents pinned to a child session ("root/reviewer"); empty
+  // for a root session.
+  Result<std::string> PathOf(const std::string& session_id) {
+    AL_ASSIGN_OR_RETURN(std::optional<Json> settings, store_->GetSettings(session_id));
+    if (!settings || !settings->contains("subagent")) return std::string();
+    return (*settings)["subagent"].value("path", std::string());
+  }
+  // Appends `r`, or for a call waiting on a subagent that subagent's items.
+  Status ExpandPending(const PendingRecord& r, const std::string& root,
+                       std::vector<PendingRecord>& out, int depth) {
+    if (r.item.kind != PendingKind::kSubagent) {
+      PendingRecord c = r;
+      c.root_session_id = root;
+      if (c.item.path.empty()) {
+        AL_ASSIGN_OR_RETURN(c.item.path, PathOf(c.session_id));
+      }
+      out.push_back(std::move(c));
+      return Status::Ok();
+    }
+    if (depth >= kMaxTreeHops) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(std::vector<PendingRecord> children,
+                        store_->ListPending(std::string_view(r.item.child_session_id)));
+    for (const PendingRecord& c : children) {
+      AL_RETURN_IF_ERROR(ExpandPending(c, root, out, depth + 1));
+    }
+    return Status::Ok();
+  }
+  // Bounds walks of the tree (the depth cap keeps real trees far below).
+  static constexpr int kMaxTreeHops = 64;
+
+ public:
   Result<std::shared_ptr<ModelProvider>> Provider(const SessionOptions& options) override {
     AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made,
                         MakeModelProvider(options, "agent " + options.agent));
@@ -961,7 +1111,9 @@ void SessionImpl::AddSubagentTools(const engine::WiringContext& ctx) {
   }
   for (engine::SubagentDefinition& def : catalog.definitions) {
     if (!offered(def.name)) continue;
-    const bool read_only = engine::SubagentIsReadOnly(def, options_.command);
+    engine::SubagentDefinition effective = def;
+    effective.tools = engine::ChildTools(sa.tools, def.tools);
+    const bool read_only = engine::SubagentIsReadOnly(effective, options_.command);
     registry_.Add(std::make_shared<engine::SubagentTool>(std::move(def), this, read_only));
   }
 }
@@ -969,6 +1121,36 @@ void SessionImpl::AddSubagentTools(const engine::WiringContext& ctx) {
 Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentRequest& req,
                                                      std::stop_token stop) {
   const engine::SubagentDefinition& def = *req.definition;
+  std::string turn_id;
+  {
+    std::lock_guard<std::mutex> lock(notes_mu_);
+    if (current_turn_ != nullptr) turn_id = current_turn_->config().turn_id;
+  }
+  // The call runs again after a durable pause: it continues its child.
+  AL_ASSIGN_OR_RETURN(std::optional<std::string> started,
+                      engine_.FindChild(info_.id, turn_id, req.tool_use_id));
+  if (started) {
+    SessionOptions reopen = options_;
+    reopen.session_id = *started;
+    reopen.continue_latest = false;
+    reopen.interactive = false;
+    reopen.overrides = SettingsOverrides{};
+    reopen.mcp_servers.clear();
+    AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session, engine_.OpenChild(std::move(reopen)));
+    session->set_ledger_node(req.ledger);
+    AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, session->PlanDecided());
+    if (!plan) {
+      return FailedPrecondition("subagent session " + *started +
+                                " has no decided batch to continue");
+    }
+    engine::SubagentRun run;
+    run.session_id = session->id();
+    run.continued = true;
+    if (plan->resumed_from) run.spent_before = plan->resumed_from->counters;
+    AL_ASSIGN_OR_RETURN(run.result,
+                        session->RunTurnWith(std::move(*plan), SessionCallbacks{}, stop));
+    return run;
+  }
   SessionOptions child = options_;
   child.session_id.clear();
   child.continue_latest = false;
@@ -982,9 +1164,10 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   // Plan mode passes on: a read-only caller's child is read-only too.
   child.command =
       IsReadOnly(options_.command) ? options_.command : def.command.value_or(options_.command);
-  const Budget b =
-      req.ledger->AsBudget(def.max_turns.value_or(DefaultBudget(child.command).max_turns),
-                           std::chrono::steady_clock::now());
+  // Never more model calls per turn than the caller's turn may make.
+  const int max_turns = std::min(def.max_turns.value_or(DefaultBudget(child.command).max_turns),
+                                 EffectiveBudget().max_turns);
+  const Budget b = req.ledger->AsBudget(max_turns, std::chrono::steady_clock::now());
   child.max_tool_calls = b.max_tool_calls;
   child.max_tokens = b.max_tokens;
   child.max_turns = b.max_turns;
@@ -1002,13 +1185,18 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   child.subagents.parent_id = info_.id;
   child.subagents.path = req.path;
   child.subagents.depth = options_.subagents.depth + 1;
-  child.subagents.tools = def.tools;
+  // A definition only narrows: its tools within the caller's.
+  child.subagents.tools = engine::ChildTools(options_.subagents.tools, def.tools);
+  child.subagents.parent_turn_id = turn_id;
+  child.subagents.tool_use_id = req.tool_use_id;
   child.subagents.home_agent =
       options_.subagents.path.empty() ? options_.agent : options_.subagents.home_agent;
   AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session, engine_.OpenChild(std::move(child)));
   session->set_ledger_node(req.ledger);
-  AL_ASSIGN_OR_RETURN(TurnResult result, session->Run(req.prompt, SessionCallbacks{}, stop));
-  return engine::SubagentRun{session->id(), std::move(result)};
+  engine::SubagentRun run;
+  run.session_id = session->id();
+  AL_ASSIGN_OR_RETURN(run.result, session->Run(req.prompt, SessionCallbacks{}, stop));
+  return run;
 }
 
 Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
@@ -1043,6 +1231,14 @@ Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
 
 Result<TurnPlan> SessionImpl::PlanRetry() {
   AL_RETURN_IF_ERROR(RefreshPause());
+  if (!open_checkpoint_ && batch_decided_ && !info_.parent_id.empty()) {
+    // Its caller's call waits on it: that call, run again when the
+    // caller's turn continues, continues this batch.
+    return FailedPrecondition("session " + info_.id + " is a subagent of session " +
+                              info_.parent_id +
+                              "; its decided batch continues with its caller's turn (`agentloop "
+                              "resume` the root session)");
+  }
   if (!open_checkpoint_ && batch_decided_) {
     AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
     if (plan) return std::move(*plan);
@@ -1149,6 +1345,23 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   };
   cfg.system_prompt = system_prompt_;
   cfg.budget = EffectiveBudget();
+  if (ledger_node_) {
+    // A child's turn never spends more than its node of the caller's
+    // ledger holds (a child continued after a pause reserves again from
+    // what its caller has left, which may be less than its pinned budget).
+    const BudgetShare limit = ledger_node_->limit();
+    cfg.budget.max_tool_calls = static_cast<int>(
+        std::min<int64_t>(cfg.budget.max_tool_calls, cfg.counters.tool_calls + limit.tool_calls));
+    cfg.budget.max_tokens = std::min(cfg.budget.max_tokens, cfg.counters.tokens + limit.tokens);
+    if (limit.deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *limit.deadline - std::chrono::steady_clock::now());
+      left = std::max(left, std::chrono::milliseconds(1));
+      if (!cfg.budget.max_wall_time || *cfg.budget.max_wall_time > left) {
+        cfg.budget.max_wall_time = left;
+      }
+    }
+  }
   cfg.tools = registry_.Specs();
   cfg.policy = policy_;
   cfg.hooks = hooks_;
@@ -1259,6 +1472,21 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
     Status s = engine_.store().SaveCheckpoint(*result.checkpoint);
     if (!s.ok()) return s.WithContext("saving the paused batch");
     open_checkpoint_ = result.checkpoint;
+    bool woken = false;
+    for (const PendingItem& p : result.checkpoint->outstanding) {
+      if (p.kind != PendingKind::kSubagent) continue;
+      // The child's items may have been decided between its pause and this
+      // one, when nobody could wake this batch yet: wake it now.
+      AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> child_open,
+                          engine_.store().OpenCheckpoint(p.child_session_id));
+      if (child_open) continue;
+      AL_ASSIGN_OR_RETURN(SessionInfo child, engine_.store().GetSession(p.child_session_id));
+      AL_RETURN_IF_ERROR(engine_.WakeCallers(child).status());
+      woken = true;
+    }
+    if (woken) AL_RETURN_IF_ERROR(RefreshPause());
+    // A person decides the subagents' items, not the calls waiting on them.
+    AL_ASSIGN_OR_RETURN(result.pending, engine_.PendingOfTree(info_.id, result.pending));
   }
   totals_.tool_calls += result.counters.tool_calls;
   totals_.tokens += result.counters.tokens;
@@ -1321,7 +1549,39 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
   if (opts.model.empty()) opts.model = info.model;
   AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
-  return session->Resolve(*rec, resolution, callbacks, stop);
+  AL_ASSIGN_OR_RETURN(ResolveReport report, session->Resolve(*rec, resolution, callbacks, stop));
+  report.turn_id = rec->turn_id;
+  if (info.parent_id.empty() || !report.continues_later) return report;
+  // A subagent's batch is decided: the calls waiting on it are decided in
+  // turn, and when that decides the root's batch the root's turn continues,
+  // which runs the calls again and so continues the subagents. The child's
+  // lock is released first: the continued call reopens it.
+  session.reset();
+  AL_ASSIGN_OR_RETURN(std::optional<std::string> root, WakeCallers(info));
+  if (!root) {
+    // A caller still waits on other items (or has not stored its pause
+    // yet, and wakes itself when it does): the root's inbox says which.
+    AL_ASSIGN_OR_RETURN(std::string top, RootOf(info.id));
+    AL_ASSIGN_OR_RETURN(std::vector<PendingRecord> rest, ListPending(top));
+    report.session_id = top;
+    report.outstanding = static_cast<int>(rest.size());
+    report.continues_later = false;
+    return report;
+  }
+  AL_ASSIGN_OR_RETURN(SessionInfo root_info, store_->GetSession(*root));
+  report.session_id = *root;
+  SessionOptions ropts = options;
+  ropts.session_id = *root;
+  ropts.workspace = root_info.workspace;
+  if (auto kind = ParseCommandKind(root_info.command)) ropts.command = *kind;
+  if (ropts.model.empty()) ropts.model = root_info.model;
+  AL_ASSIGN_OR_RETURN(auto top, OpenImpl(ropts, LockMode::kIfFree));
+  report.model = top->options().model;
+  report.turn_id = top->paused_turn_id();
+  if (!resolution.continue_turn || !top->locked()) return report;
+  AL_ASSIGN_OR_RETURN(report.resumed, top->ContinueDecided(callbacks, stop));
+  report.continues_later = !report.resumed.has_value();
+  return report;
 }
 
 Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resolution& resolution,
@@ -1332,6 +1592,11 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
   report.item = rec.item;
   report.model = options_.model;
   const PendingItem& item = rec.item;
+  if (item.kind == PendingKind::kSubagent) {
+    return FailedPrecondition(
+        "pending item " + item.id + " waits for the subagent session " + item.child_session_id +
+        "; decide that session's items instead (`agentloop pending " + info_.id + "` lists them)");
+  }
   const bool question = item.kind == PendingKind::kQuestion;
   if (resolution.kind == Resolution::Kind::kAnswer && !question) {
     return InvalidArgument("pending item " + item.id +
@@ -1397,7 +1662,9 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
       return report;
     }
   }
-  if (!lock_ || !resolution.continue_turn) {
+  // A subagent's decided batch is continued by its caller's turn
+  // (Engine::Resolve wakes it), never on its own.
+  if (!lock_ || !resolution.continue_turn || !info_.parent_id.empty()) {
     report.continues_later = !outcome.already_resolved;
     return report;
   }

@@ -74,6 +74,19 @@ void AddDir(SubagentCatalog& catalog, const fs::path& dir, SubagentSource source
   }
 }
 
+TurnCounters Minus(const TurnCounters& a, const TurnCounters& b) {
+  TurnCounters d;
+  d.tool_calls = a.tool_calls - b.tool_calls;
+  d.tokens = a.tokens - b.tokens;
+  d.model_calls = a.model_calls - b.model_calls;
+  d.usage.input_tokens = a.usage.input_tokens - b.usage.input_tokens;
+  d.usage.output_tokens = a.usage.output_tokens - b.usage.output_tokens;
+  d.usage.cache_read_tokens = a.usage.cache_read_tokens - b.usage.cache_read_tokens;
+  d.usage.cache_write_tokens = a.usage.cache_write_tokens - b.usage.cache_write_tokens;
+  d.usage.reasoning_tokens = a.usage.reasoning_tokens - b.usage.reasoning_tokens;
+  return d;
+}
+
 std::string Plural(int64_t n, const char* what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
@@ -207,6 +220,34 @@ std::string_view SubagentStopName(StopReason stop) {
   return StopReasonName(stop);
 }
 
+std::optional<std::vector<std::string>> ChildTools(
+    const std::optional<std::vector<std::string>>& caller,
+    const std::optional<std::vector<std::string>>& definition) {
+  if (!caller) return definition;
+  auto caller_has = [&](const std::string& t) {
+    return std::find(caller->begin(), caller->end(), t) != caller->end();
+  };
+  std::vector<std::string> out;
+  auto add = [&](const std::string& t) {
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  };
+  const std::vector<std::string> none;
+  for (const std::string& t : definition ? *definition : *caller) {
+    const bool agent_tool = t == "agent" || t.starts_with(kAgentToolPrefix);
+    if (!definition && agent_tool) continue;  // omitted: no agent tools
+    if (t == "agent") {
+      for (const std::string& c : *caller) {
+        if (c == "agent" || c.starts_with(kAgentToolPrefix)) add(c);
+      }
+    } else if (t.starts_with(kAgentToolPrefix)) {
+      if (caller_has("agent") || caller_has(t)) add(t);
+    } else if (caller_has(t)) {
+      add(t);
+    }
+  }
+  return out;
+}
+
 bool SubagentIsReadOnly(const SubagentDefinition& def, CommandKind parent_command) {
   if (IsReadOnly(parent_command)) return true;
   if (def.command && IsReadOnly(*def.command)) return true;
@@ -236,9 +277,11 @@ SubagentTool::SubagentTool(SubagentDefinition definition, SubagentHost* host, bo
                                    "conversation)."}}}}},
            {"required", Json::array({"task"})},
            {"additionalProperties", false}};
-  // The call itself changes nothing: every call the child makes is judged by
-  // the child's own rules (the caller's, narrowed) and plan mode passes on.
-  spec_.mutates = false;
+  // The call changes what its child changes: a child that may change
+  // something makes this a mutating tool (asked by default, like write);
+  // a read-only child's is not. Every call the child makes is judged by
+  // its own rules as well (the caller's, narrowed).
+  spec_.mutates = !read_only_child;
   spec_.parallel_safe = def_.parallel && read_only_child;
 }
 
@@ -305,6 +348,40 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   const TurnResult& r = run->result;
   const std::string stop(SubagentStopName(r.stop));
   const TurnCounters& c = r.counters;
+  int64_t wall_ms = -1;
+  if (reserved.deadline) {
+    wall_ms = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(*reserved.deadline - now).count());
+  }
+  auto started = [&](ToolOutput& out) {
+    if (run->continued) return;  // reported when the child first started
+    out.events.emplace_back(EventType::kSubagentStarted,
+                            SubagentStartedData{.tool_use_id = call.id,
+                                                .name = def_.name,
+                                                .path = path,
+                                                .child_session_id = run->session_id,
+                                                .reserved_tool_calls = reserved.tool_calls,
+                                                .reserved_tokens = reserved.tokens,
+                                                .reserved_wall_time_ms = wall_ms}
+                                .ToJson());
+  };
+  if (r.stop == StopReason::kPendingApproval || r.stop == StopReason::kPendingQuestion) {
+    // The child paused durably: so does this call, and with it the caller's
+    // batch, until the child's items are decided (docs/subagents.md).
+    ToolOutput out;
+    out.waiting_session = run->session_id;
+    out.waiting_for =
+        r.stop == StopReason::kPendingQuestion ? PendingKind::kQuestion : PendingKind::kApproval;
+    out.content = "subagent " + path + " waits for a person:";
+    for (const PendingItem& p : r.pending) {
+      out.content += " " + (p.path.empty() ? path : p.path) + " " +
+                     std::string(PendingKindName(p.kind)) + " of " + p.tool + " (" + p.id + ");";
+    }
+    if (r.pending.empty()) out.content += " " + r.reason;
+    out.charged = Minus(c, run->spent_before);
+    started(out);
+    return out;
+  }
   std::string content = "subagent " + path + " stopped: " + stop;
   if (r.stop != StopReason::kCompleted && !r.reason.empty()) content += " (" + r.reason + ")";
   content += "\nusage: " + Plural(c.tool_calls, "tool call") + ", " + Plural(c.tokens, "token") +
@@ -314,27 +391,14 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   ToolOutput out;
   out.content = std::move(content);
   out.is_error = r.stop != StopReason::kCompleted;
-  out.charged = c;
+  out.charged = Minus(c, run->spent_before);
   out.details = Json{{"subagent", Json{{"name", def_.name},
                                        {"path", path},
                                        {"session_id", run->session_id},
                                        {"stop_reason", stop},
                                        {"reason", r.reason},
                                        {"final_text", r.final_text}}}};
-  int64_t wall_ms = -1;
-  if (reserved.deadline) {
-    wall_ms = std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(*reserved.deadline - now).count());
-  }
-  out.events.emplace_back(EventType::kSubagentStarted,
-                          SubagentStartedData{.tool_use_id = call.id,
-                                              .name = def_.name,
-                                              .path = path,
-                                              .child_session_id = run->session_id,
-                                              .reserved_tool_calls = reserved.tool_calls,
-                                              .reserved_tokens = reserved.tokens,
-                                              .reserved_wall_time_ms = wall_ms}
-                              .ToJson());
+  started(out);
   out.events.emplace_back(EventType::kSubagentCompleted,
                           completed(run->session_id, stop, r.reason, c).ToJson());
   return out;

@@ -98,12 +98,21 @@ struct SubagentRequest {
 struct SubagentRun {
   std::string session_id;
   TurnResult result;
+  // The run continued a child that had paused durably under this call
+  // (the child was started by an earlier run of the same call), and what
+  // the child had spent by then (already charged to the caller, whose
+  // batch paused with it).
+  bool continued = false;
+  TurnCounters spent_before;
 };
 class SubagentHost {
  public:
   virtual ~SubagentHost() = default;
-  // Creates the child session and runs its turn to its end. Errors: the
-  // child could not be opened or started (then nothing ran).
+  // Creates the child session and runs its turn to its end, or, when this
+  // call (`tool_use_id` of the caller's current turn) started a child that
+  // paused durably and whose batch is decided now, continues that child.
+  // The turn may end paused again (TurnResult::pending). Errors: the child
+  // could not be opened or started (then nothing ran).
   virtual Result<SubagentRun> RunSubagent(const SubagentRequest& request, std::stop_token stop) = 0;
 };
 
@@ -125,6 +134,14 @@ class SubagentTool final : public Tool {
   SubagentHost* host_;
   ToolSpec spec_;
 };
+
+// The tool allow-list of a child: its definition's (nullopt: every tool of
+// the caller but the agent tools) within its caller's (nullopt: a root
+// session, every tool). `agent` in the definition stands for the agent
+// tools the caller has. A definition only ever removes tools.
+std::optional<std::vector<std::string>> ChildTools(
+    const std::optional<std::vector<std::string>>& caller,
+    const std::optional<std::vector<std::string>>& definition);
 
 // Whether a child with this definition can change nothing under a parent
 // running `parent_command`.

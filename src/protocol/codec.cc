@@ -151,8 +151,11 @@ TurnCounters TurnCountersFromJson(const Json& j) {
 }
 
 Json ToJson(const PendingItem& p) {
-  return Json{{"id", p.id},     {"kind", PendingKindName(p.kind)}, {"tool_use_id", p.tool_use_id},
-              {"tool", p.tool}, {"arguments", p.arguments},        {"reason", p.reason}};
+  Json j{{"id", p.id},     {"kind", PendingKindName(p.kind)}, {"tool_use_id", p.tool_use_id},
+         {"tool", p.tool}, {"arguments", p.arguments},        {"reason", p.reason}};
+  if (!p.child_session_id.empty()) j["child_session_id"] = p.child_session_id;
+  if (!p.path.empty()) j["path"] = p.path;
+  return j;
 }
 
 Result<PendingItem> PendingItemFromJson(const Json& j) {
@@ -164,6 +167,8 @@ Result<PendingItem> PendingItemFromJson(const Json& j) {
     p.kind = PendingKind::kApproval;
   } else if (kind == "question") {
     p.kind = PendingKind::kQuestion;
+  } else if (kind == "subagent") {
+    p.kind = PendingKind::kSubagent;
   } else {
     return InvalidArgument("pending item: unknown kind '" + kind + "'");
   }
@@ -171,7 +176,12 @@ Result<PendingItem> PendingItemFromJson(const Json& j) {
   p.tool = Str(j, "tool");
   if (j.contains("arguments")) p.arguments = j["arguments"];
   p.reason = Str(j, "reason");
+  p.child_session_id = Str(j, "child_session_id");
+  p.path = Str(j, "path");
   if (p.id.empty() || p.tool_use_id.empty()) return InvalidArgument("pending item: missing id");
+  if (p.kind == PendingKind::kSubagent && p.child_session_id.empty()) {
+    return InvalidArgument("pending item " + p.id + ": a subagent item names no child session");
+  }
   return p;
 }
 

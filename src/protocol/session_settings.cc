@@ -209,7 +209,9 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
                          {"path", sa.path},
                          {"depth", sa.depth},
                          {"tools", sa.tools ? Json(*sa.tools) : Json(nullptr)},
-                         {"home_agent", sa.home_agent}};
+                         {"home_agent", sa.home_agent},
+                         {"parent_turn_id", sa.parent_turn_id},
+                         {"tool_use_id", sa.tool_use_id}};
   }
   // Only present when the session has extensions, so a session without
   // them keeps the text an agentloop without extensions writes.
@@ -299,6 +301,8 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
     AL_RETURN_IF_ERROR(r.Str("subagent.path", sa.path));
     AL_RETURN_IF_ERROR(r.Int("subagent.depth", sa.depth));
     AL_RETURN_IF_ERROR(r.Str("subagent.home_agent", sa.home_agent));
+    AL_RETURN_IF_ERROR(r.Str("subagent.parent_turn_id", sa.parent_turn_id));
+    AL_RETURN_IF_ERROR(r.Str("subagent.tool_use_id", sa.tool_use_id));
     if (const Json* tools = r.At("subagent.tools"); tools != nullptr && !tools->is_null()) {
       std::vector<std::string> list;
       AL_RETURN_IF_ERROR(r.Strings("subagent.tools", list));

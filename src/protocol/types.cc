@@ -208,11 +208,27 @@ std::optional<StopReason> ParseStopReason(std::string_view name) {
 }
 
 std::string_view PendingKindName(PendingKind kind) {
-  return kind == PendingKind::kApproval ? "approval" : "question";
+  switch (kind) {
+    case PendingKind::kApproval:
+      return "approval";
+    case PendingKind::kQuestion:
+      return "question";
+    case PendingKind::kSubagent:
+      return "subagent";
+  }
+  return "approval";
 }
 
 std::string NewPendingId(PendingKind kind) {
-  return NewId(kind == PendingKind::kApproval ? "apr" : "q");
+  switch (kind) {
+    case PendingKind::kApproval:
+      return NewId("apr");
+    case PendingKind::kQuestion:
+      return NewId("q");
+    case PendingKind::kSubagent:
+      return NewId("sub");
+  }
+  return NewId("apr");
 }
 
 bool IsWholePendingId(std::string_view id) {
@@ -220,7 +236,7 @@ bool IsWholePendingId(std::string_view id) {
     return std::all_of(s.begin(), s.end(),
                        [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
   };
-  for (std::string_view prefix : {"apr_", "q_"}) {
+  for (std::string_view prefix : {"apr_", "q_", "sub_"}) {
     if (id.starts_with(prefix)) {
       std::string_view rest = id.substr(prefix.size());
       return rest.size() == 16 && hex(rest);

@@ -1,6 +1,8 @@
 """End-to-end: subagents (docs/subagents.md) with the scripted provider and the
 fake model server: a child that answers, a child that runs out of its share,
-the depth cap, two children side by side whose usage sums at the root."""
+the depth cap, two children side by side whose usage sums at the root, a
+child's durable pause that reaches the root and is resolved from another
+process, and cancelling the root while two children run."""
 
 import json
 import os
@@ -114,7 +116,7 @@ class SubagentTest(CliTestCase):
                 {"id": "r1", "name": "read", "input": {"file_path": "stats.py"}},
                 {"id": "r2", "name": "read", "input": {"file_path": "test_stats.py"}}]},
             {"match": ROOT, "text": "The reviewer ran out of budget; I will look myself."},
-        ])
+        ], "--allow", "agent__reviewer")
         self.assert_code(p, 0)
         r = self.json_result(p)
         self.assertEqual(r["status"], "completed")
@@ -137,7 +139,7 @@ class SubagentTest(CliTestCase):
                 {"id": "h1", "name": "agent__helper", "input": {"task": "help more"}}]},
             {"match": "HELPER-AGENT", "text": "I could not delegate."},
             {"match": ROOT, "text": "done"},
-        ])
+        ], "--allow", "agent__helper")
         self.assert_code(p, 0)
         r = self.json_result(p)
         sid = r["session_id"]
@@ -176,6 +178,41 @@ class SubagentTest(CliTestCase):
         self.assertIn("alpha done", results[0]["content"])
         self.assertIn("beta done", results[1]["content"])
 
+    def test_a_child_that_can_change_files_is_asked_for_like_a_mutating_tool(self):
+        # The reviewer has every tool of its caller: calling it can change
+        # the workspace, so by default the call itself waits for approval.
+        self.define("reviewer", "REVIEWER-AGENT")
+        p = self.run_script([
+            {"match": ROOT, "tool_calls": [
+                {"id": "c1", "name": "agent__reviewer", "input": {"task": "fix it"}}]},
+            {"match": "REVIEWER-AGENT", "text": "fixed"},
+            {"match": ROOT, "text": "done"},
+        ])
+        self.assert_code(p, 5)
+        r = self.json_result(p)
+        self.assertEqual([(i["tool"], i["path"]) for i in r["pending"]], [("agent__reviewer", "")])
+        self.assertEqual(self.events(r["session_id"], "subagent_started"), [])
+
+    def test_a_childs_child_never_gets_a_tool_its_caller_lacks(self):
+        # outer may only read and delegate; inner's definition names no tools
+        # (every tool of its caller): it must not get write.
+        self.define("outer", "OUTER-AGENT", "tools: [read, agent]\n")
+        self.define("inner", "INNER-AGENT")
+        p = self.run_script([
+            {"match": ROOT, "tool_calls": [
+                {"id": "c1", "name": "agent__outer", "input": {"task": "delegate"}}]},
+            {"match": "OUTER-AGENT", "tool_calls": [
+                {"id": "o1", "name": "agent__inner", "input": {"task": "write notes"}}]},
+            {"match": "INNER-AGENT", "tool_calls": [
+                {"id": "i1", "name": "write",
+                 "input": {"file_path": "notes.txt", "content": "x\n"}}]},
+            {"match": "INNER-AGENT", "text": "could not write"},
+            {"match": "OUTER-AGENT", "text": "inner reported"},
+            {"match": ROOT, "text": "done"},
+        ], "--allow", "agent__*", "--allow", "write")
+        self.assert_code(p, 0)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "notes.txt")))
+
     def test_cancelling_the_root_cancels_both_running_children(self):
         for name in ("alpha", "beta"):
             self.define(name, name.upper() + "-AGENT", "tools: [read, grep]\nparallel: true\n")
@@ -208,6 +245,111 @@ class SubagentTest(CliTestCase):
         tree = json.loads(self.run_cli("sessions", "show", sid, "--tree", "--output",
                                        "json").stdout)
         self.assertEqual([c["status"] for c in tree["children"]], ["aborted", "aborted"])
+
+    def pause_in_child(self):
+        """A root run whose child asks to write notes.txt: the root exits 5."""
+        self.define("writer", "WRITER-AGENT", "tools: [read, write]\n")
+        script = self.write("script.json", {"responses": [
+            {"match": ROOT, "usage": usage(100, 10), "tool_calls": [
+                {"id": "c1", "name": "agent__writer", "input": {"task": "write notes.txt"}}]},
+            {"match": "WRITER-AGENT", "usage": usage(50, 5), "tool_calls": [
+                {"id": "w1", "name": "write",
+                 "input": {"file_path": "notes.txt", "content": "hello\n"}}]},
+            {"match": "WRITER-AGENT", "usage": usage(60, 6), "text": "wrote notes.txt"},
+            {"match": "WRITER-AGENT", "usage": usage(60, 6), "text": "I was not allowed"},
+            {"match": ROOT, "usage": usage(200, 20), "text": "The writer is done."},
+        ]})
+        p = self.run_cli("run", "--provider", "script", "--script", script, "-C", self.ws,
+                         "--allow", "agent__writer", "--output", "json", "delegate the notes")
+        self.assert_code(p, 5)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "pending_approval")
+        sid = r["session_id"]
+        # The person sees the child's own item, tagged with its path of agents.
+        self.assertEqual(len(r["pending"]), 1)
+        item = r["pending"][0]
+        self.assertEqual(item["tool"], "write")
+        self.assertEqual(item["path"], "root/writer")
+        self.assertTrue(item["id"].startswith("apr_"), item)
+        started = self.events(sid, "subagent_started")
+        self.assertEqual(len(started), 1)
+        child = started[0]["child_session_id"]
+        # One inbox: every session's list and the root's list show it once.
+        listed = json.loads(self.run_cli("pending", "--output", "json").stdout)
+        self.assertEqual([(x["id"], x["path"], x["session_id"], x["root_session_id"])
+                          for x in listed], [(item["id"], "root/writer", child, sid)])
+        at_root = json.loads(self.run_cli("pending", "--session", sid, "--output",
+                                          "json").stdout)
+        self.assertEqual([x["id"] for x in at_root], [item["id"]])
+        text = self.run_cli("pending", "--session", sid)
+        self.assertIn("root/writer", text.stdout)
+        self.assertIn("agentloop approve " + item["id"], text.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "notes.txt")))
+        return script, sid, child, item
+
+    def test_child_pause_reaches_the_root_and_approve_resumes_child_then_parent(self):
+        script, sid, child, item = self.pause_in_child()
+        a = self.run_cli("approve", item["id"], "--provider", "script", "--script", script,
+                         "--output", "json")
+        self.assert_code(a, 0)
+        r = self.json_result(a)
+        # The root's turn continued to its end, after the child's.
+        self.assertEqual(r["session_id"], sid)
+        self.assertEqual(r["status"], "completed")
+        self.assertEqual(r["final_text"], "The writer is done.")
+        self.assertEqual(self.read_ws("notes.txt"), "hello\n")
+        completed = self.events(sid, "subagent_completed")
+        self.assertEqual([(e["stop"], e["child_session_id"]) for e in completed],
+                         [("completed", child)])
+        self.assertEqual(len(self.events(sid, "subagent_started")), 1)
+        result = self.tool_results(sid)[0]
+        self.assertFalse(result.get("is_error", False))
+        self.assertIn("wrote notes.txt", result["content"])
+        # The whole tree's spending reached the root once: its two model
+        # calls and the child's two, one tool call each.
+        self.assertEqual(r["tokens"], 110 + 220 + 55 + 66)
+        self.assertEqual(r["tool_calls"], 2)
+        # The person's decision is in the child's log; the root logged that
+        # its waiting call was decided by the subagent's items.
+        decided = [e for e in self.events(child, "decision") if e["by"] == "cli"]
+        self.assertEqual([e["pending_id"] for e in decided], [item["id"]])
+        woken = [e for e in self.events(sid, "decision") if e["by"] == "subagent"]
+        self.assertEqual(len(woken), 1)
+        self.assertTrue(woken[0]["pending_id"].startswith("sub_"), woken)
+        self.assertEqual(json.loads(self.run_cli("pending", "--output", "json").stdout), [])
+        tree = json.loads(self.run_cli("sessions", "show", sid, "--tree", "--output",
+                                       "json").stdout)
+        self.assertEqual([(c["id"], c["status"]) for c in tree["children"]],
+                         [(child, "completed")])
+
+    def test_child_pause_denied_the_child_stops_denied_and_the_parent_continues(self):
+        script, sid, child, item = self.pause_in_child()
+        d = self.run_cli("deny", item["id"], "--reason", "not now", "--provider", "script",
+                         "--script", script, "--output", "json")
+        self.assert_code(d, 0)
+        r = self.json_result(d)
+        self.assertEqual(r["session_id"], sid)
+        self.assertEqual(r["status"], "completed")
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "notes.txt")))
+        completed = self.events(sid, "subagent_completed")
+        self.assertEqual([e["stop"] for e in completed], ["denied"])
+        result = self.tool_results(sid)[0]
+        self.assertTrue(result.get("is_error", False))
+        self.assertIn("stopped: denied", result["content"])
+        self.assertEqual(json.loads(self.run_cli("pending", "--output", "json").stdout), [])
+
+    def test_the_waiting_call_itself_cannot_be_resolved_by_hand(self):
+        script, sid, child, item = self.pause_in_child()
+        waiting = [e for e in self.events(sid, "pending")][0]["items"][0]
+        self.assertEqual(waiting["kind"], "subagent")
+        self.assertEqual(waiting["child_session_id"], child)
+        a = self.run_cli("approve", waiting["id"], "--provider", "script", "--script", script)
+        self.assertNotEqual(a.returncode, 0)
+        self.assertIn("waits for the subagent session " + child, a.stderr)
+        # The refusal changed nothing: the child's own item still resolves.
+        a = self.run_cli("approve", item["id"], "--provider", "script", "--script", script,
+                         "--output", "json")
+        self.assert_code(a, 0)
 
 
 if __name__ == "__main__":
