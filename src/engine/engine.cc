@@ -348,6 +348,8 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   }
 
   const SessionOptions& options() const override { return options_; }
+  // This object holds the session's lock: it may run turns.
+  bool holds_lock() const { return lock_ != nullptr; }
 
   // Records a person's decision about `rec` (an item of this session) and,
   // when that completes the batch and this object holds the session's lock,
@@ -813,6 +815,13 @@ class EngineImpl final : public Engine {
   Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
                                 const SessionOptions& options, const SessionCallbacks& callbacks,
                                 std::stop_token stop) override;
+
+  // Records `decision` about `rec` with its decision event in one store
+  // transaction; `check`, when set, vets it there against the stored
+  // checkpoint (its error rolls the decision back).
+  Result<ResolveOutcome> RecordDecision(const PendingRecord& rec, const Resolution& resolution,
+                                        const ApprovalDecision& decision,
+                                        const std::function<Status(const Checkpoint&)>& check);
 
   Result<std::shared_ptr<ModelProvider>> Provider(const SessionOptions& options) override {
     AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made,
@@ -1298,6 +1307,73 @@ void SessionImpl::StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor,
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// The resolution fits the item: an answer for a question, approve or deny
+// for an approval.
+Status CheckResolutionKind(const PendingItem& item, const Resolution& resolution) {
+  const bool question = item.kind == PendingKind::kQuestion;
+  if (resolution.kind == Resolution::Kind::kAnswer && !question) {
+    return InvalidArgument("pending item " + item.id +
+                           " is an approval, not a question: use `agentloop approve` or `deny`");
+  }
+  if (resolution.kind == Resolution::Kind::kApprove && question) {
+    return InvalidArgument("pending item " + item.id + " is a question: use `agentloop answer " +
+                           item.id + " TEXT`");
+  }
+  return Status::Ok();
+}
+
+ApprovalDecision DecisionOf(const Resolution& resolution) {
+  ApprovalDecision decision;
+  switch (resolution.kind) {
+    case Resolution::Kind::kApprove:
+      decision = ApprovalDecision::Allow(resolution.by);
+      decision.edited_input = resolution.edited_arguments;
+      decision.remember_for_session = resolution.remember_for_session;
+      break;
+    case Resolution::Kind::kDeny:
+      decision = ApprovalDecision::Deny(resolution.reason, resolution.by);
+      break;
+    case Resolution::Kind::kAnswer:
+      decision = ApprovalDecision::Allow(resolution.by);
+      decision.answer = resolution.answer;
+      break;
+  }
+  return decision;
+}
+
+// Why a decision needs the session opened: its tools and rules check it.
+constexpr std::string_view kNeedsSession = "the decision is checked against the session's tools";
+
+}  // namespace
+
+Result<ResolveOutcome> EngineImpl::RecordDecision(
+    const PendingRecord& rec, const Resolution& resolution, const ApprovalDecision& decision,
+    const std::function<Status(const Checkpoint&)>& check) {
+  const PendingItem& item = rec.item;
+  Event logged = MakeEvent(
+      DecisionData{.tool_use_id = item.tool_use_id,
+                   .tool = item.tool,
+                   .decision = decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
+                                                                               : Decision::kDeny,
+                   .reason = resolution.reason,
+                   .rule = "",
+                   .by = resolution.by,
+                   .edited = resolution.edited_arguments.has_value(),
+                   .pending_id = item.id},
+      rec.session_id, rec.turn_id);
+  logged.ts = NowMs();
+  auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
+    if (check) AL_RETURN_IF_ERROR(check(cp));
+    cp.decisions.push_back(BatchDecision{stored, decision});
+    // A denial cancels the batch: nobody is asked about the rest.
+    return decision.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
+                                                          : ResolveAction::kResolved;
+  };
+  return store_->Resolve(item.id, record, {&logged, 1});
+}
+
 Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,
@@ -1308,18 +1384,65 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
     report.already_resolved = true;
     return report;
   }
+  AL_RETURN_IF_ERROR(CheckResolutionKind(rec->item, resolution));
+  AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
   // Open the session with the settings pinned to it. A process that holds
   // it (a turn running, a chat open) does not stop the decision from being
   // recorded: this object then only records it, and the holder or the next
   // `resume` continues the turn.
   SessionOptions opts = options;
   opts.session_id = rec->session_id;
-  AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
   opts.workspace = info.workspace;
   // A session stored without pinned settings continues under its own
   // command, whatever the resolver's flags say.
   if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
   if (opts.model.empty()) opts.model = info.model;
+
+  // A denial, an answer, or an approval as asked in a command that may
+  // mutate is checked by the store alone: the session is opened only when
+  // the batch is decided and this resolver continues the turn. (The
+  // continued turn checks each call against the session's tools and plan
+  // mode again before it runs.) Edited arguments, and approvals in a
+  // read-only command, are checked against the session's tools and rules.
+  if (!resolution.edited_arguments) {
+    // The caller's overrides are checked first: a refused one (a widening
+    // flag) leaves the item pending.
+    if (auto applied = PinnedOptions(info.id, opts); !applied.ok()) return applied.error();
+    const ApprovalDecision decision = DecisionOf(resolution);
+    bool needs_session = false;
+    auto check = [&](const Checkpoint& cp) -> Status {
+      if (resolution.kind == Resolution::Kind::kApprove && IsReadOnly(cp.command)) {
+        needs_session = true;
+        return FailedPrecondition(std::string(kNeedsSession));
+      }
+      return Status::Ok();
+    };
+    Result<ResolveOutcome> outcome = RecordDecision(*rec, resolution, decision, check);
+    if (outcome.ok()) {
+      ResolveReport report;
+      report.session_id = rec->session_id;
+      report.item = rec->item;
+      report.model = opts.model;
+      report.already_resolved = outcome->already_resolved;
+      if (!outcome->already_resolved) {
+        report.outstanding = static_cast<int>(outcome->checkpoint.outstanding.size());
+        if (!outcome->closed) return report;
+      }
+      if (!resolution.continue_turn) {
+        report.continues_later = !outcome->already_resolved;
+        return report;
+      }
+      AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
+      if (!session->holds_lock()) {
+        report.continues_later = !outcome->already_resolved;
+        return report;
+      }
+      report.model = session->options().model;
+      AL_ASSIGN_OR_RETURN(report.resumed, session->ContinueDecided(callbacks, stop));
+      return report;
+    }
+    if (!needs_session) return outcome.error();
+  }
   AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
   return session->Resolve(*rec, resolution, callbacks, stop);
 }
@@ -1332,63 +1455,23 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
   report.item = rec.item;
   report.model = options_.model;
   const PendingItem& item = rec.item;
-  const bool question = item.kind == PendingKind::kQuestion;
-  if (resolution.kind == Resolution::Kind::kAnswer && !question) {
-    return InvalidArgument("pending item " + item.id +
-                           " is an approval, not a question: use `agentloop approve` or `deny`");
-  }
-  if (resolution.kind == Resolution::Kind::kApprove && question) {
-    return InvalidArgument("pending item " + item.id + " is a question: use `agentloop answer " +
-                           item.id + " TEXT`");
-  }
-  ApprovalDecision decision;
-  switch (resolution.kind) {
-    case Resolution::Kind::kApprove: {
-      decision = ApprovalDecision::Allow(resolution.by);
-      decision.edited_input = resolution.edited_arguments;
-      decision.remember_for_session = resolution.remember_for_session;
-      const Tool* tool = registry_.Find(item.tool);
-      if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
-      const CommandKind command = open_checkpoint_ ? open_checkpoint_->command : options_.command;
-      if (std::string refusal = Turn::CheckReadOnly(command, tool->spec()); !refusal.empty()) {
-        return FailedPrecondition(refusal);
-      }
-      if (resolution.edited_arguments) {
-        std::string why = Turn::CheckEditedArguments(
-            command, *policy_, tool->spec(),
-            ToolCall{item.tool_use_id, item.tool, *resolution.edited_arguments});
-        if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
-      }
-      break;
+  AL_RETURN_IF_ERROR(CheckResolutionKind(item, resolution));
+  const ApprovalDecision decision = DecisionOf(resolution);
+  if (resolution.kind == Resolution::Kind::kApprove) {
+    const Tool* tool = registry_.Find(item.tool);
+    if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
+    const CommandKind command = open_checkpoint_ ? open_checkpoint_->command : options_.command;
+    if (std::string refusal = Turn::CheckReadOnly(command, tool->spec()); !refusal.empty()) {
+      return FailedPrecondition(refusal);
     }
-    case Resolution::Kind::kDeny:
-      decision = ApprovalDecision::Deny(resolution.reason, resolution.by);
-      break;
-    case Resolution::Kind::kAnswer:
-      decision = ApprovalDecision::Allow(resolution.by);
-      decision.answer = resolution.answer;
-      break;
+    if (resolution.edited_arguments) {
+      std::string why = Turn::CheckEditedArguments(
+          command, *policy_, tool->spec(),
+          ToolCall{item.tool_use_id, item.tool, *resolution.edited_arguments});
+      if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
+    }
   }
-  Event logged = MakeEvent(
-      DecisionData{.tool_use_id = item.tool_use_id,
-                   .tool = item.tool,
-                   .decision = decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
-                                                                               : Decision::kDeny,
-                   .reason = resolution.reason,
-                   .rule = "",
-                   .by = resolution.by,
-                   .edited = resolution.edited_arguments.has_value(),
-                   .pending_id = item.id},
-      info_.id, rec.turn_id);
-  logged.ts = engine_.NowMs();
-  auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
-    cp.decisions.push_back(BatchDecision{stored, decision});
-    // A denial cancels the batch: nobody is asked about the rest.
-    return decision.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
-                                                          : ResolveAction::kResolved;
-  };
-  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome,
-                      engine_.store().Resolve(item.id, record, {&logged, 1}));
+  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome, engine_.RecordDecision(rec, resolution, decision, {}));
   report.already_resolved = outcome.already_resolved;
   if (!outcome.already_resolved) {
     report.outstanding = static_cast<int>(outcome.checkpoint.outstanding.size());
