@@ -478,6 +478,15 @@ class Engine {
   // characters, e.g. "apr_5f3a"); nullopt when nothing outstanding matches.
   // kInvalidArgument when the prefix is too short or matches several items.
   virtual Result<std::optional<PendingRecord>> FindPending(const std::string& pending_id) = 0;
+
+  // What the rules of the stored session `options.session_id` (its pinned
+  // settings, with `options` as for OpenSession) decide for `call`, without
+  // taking the session or starting its MCP servers: for a driver that shows
+  // something on the session's behalf (the server's diff of a pending write
+  // shows a file only when the session may read it). Session-scoped
+  // approvals are not consulted. Errors: kNotFound for an unknown session,
+  // kInvalidArgument for a tool the session does not have.
+  virtual Result<PolicyVerdict> Evaluate(const SessionOptions& options, const ToolCall& call) = 0;
 };
 
 // The explanation for a missing provider configuration, shown by run/chat.

@@ -823,6 +823,27 @@ class EngineImpl final : public Engine {
                                         const ApprovalDecision& decision,
                                         const std::function<Status(const Checkpoint&)>& check);
 
+  Result<PolicyVerdict> Evaluate(const SessionOptions& options, const ToolCall& call) override {
+    AL_ASSIGN_OR_RETURN(std::string id, store_->FindSession(options.session_id));
+    AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(id));
+    SessionOptions opts = options;
+    opts.session_id = id;
+    opts.workspace = info.workspace;
+    if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
+    AL_ASSIGN_OR_RETURN(std::optional<engine::AppliedSettings> applied, PinnedOptions(id, opts));
+    if (applied) opts = std::move(applied->options);
+    AL_ASSIGN_OR_RETURN(opts.workspace, CanonicalWorkspace(opts.workspace));
+    engine::WiringContext ctx = engine::MakeWiringContext(options_.env, data_dir());
+    ctx.start_mcp_servers = false;
+    AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(opts, ctx));
+    const Tool* tool = tools.registry.Find(call.name);
+    if (tool == nullptr) {
+      return InvalidArgument("session " + id + " has no tool '" + call.name + "'");
+    }
+    AL_ASSIGN_OR_RETURN(engine::WiredPolicy policy, engine::WirePolicy(opts, tools.registry, ctx));
+    return policy.rules->Evaluate(tool->spec(), call);
+  }
+
   Result<std::shared_ptr<ModelProvider>> Provider(const SessionOptions& options) override {
     AL_ASSIGN_OR_RETURN(std::unique_ptr<ModelProvider> made,
                         MakeModelProvider(options, "agent " + options.agent));
@@ -1471,7 +1492,8 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
       if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
     }
   }
-  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome, engine_.RecordDecision(rec, resolution, decision, {}));
+  AL_ASSIGN_OR_RETURN(ResolveOutcome outcome,
+                      engine_.RecordDecision(rec, resolution, decision, {}));
   report.already_resolved = outcome.already_resolved;
   if (!outcome.already_resolved) {
     report.outstanding = static_cast<int>(outcome.checkpoint.outstanding.size());

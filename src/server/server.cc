@@ -1097,7 +1097,19 @@ class ServerImpl final : public Server {
       Blocking(
           [this, l]() -> Result<Json> {
             AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(l.record.session_id));
-            return console::PendingDiff(l.record.item, s.workspace);
+            // The file as it is now is shown only to the extent the session
+            // may read it: a write proposed to a file its rules keep from
+            // the model (`deny read(.env)`) does not show that file here.
+            std::string withheld;
+            const Json& args = l.record.item.arguments;
+            if (args.is_object() && args.contains("file_path") && args["file_path"].is_string()) {
+              ToolCall read{"diff", "read", Json{{"file_path", args["file_path"]}}};
+              AL_ASSIGN_OR_RETURN(PolicyVerdict v, engine_.Evaluate(OptionsToOpen(s.id), read));
+              if (v.decision == Decision::kDeny) {
+                withheld = "the session may not read it (" + v.reason + ")";
+              }
+            }
+            return console::PendingDiff(l.record.item, s.workspace, withheld);
           },
           [ex](Result<Json> r) {
             if (!r.ok() && r.error().code() == Code::kPermissionDenied) {

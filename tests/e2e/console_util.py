@@ -52,14 +52,14 @@ class ServeCase(CliTestCase):
                 p.communicate()
         super().tearDown()
 
-    def agent(self, script):
+    def agent(self, script, extra_toml=""):
         self.model = self.server(script)
         d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
             f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
                     '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
-                    'api_key_env = "WRITER_KEY"\n' % (self.ws, self.model.base_url))
+                    'api_key_env = "WRITER_KEY"\n' % (self.ws, self.model.base_url) + extra_toml)
         if self.TOKEN:
             grant = hashlib.sha256(self.TOKEN.encode()).hexdigest() + ":team:read,write,approve"
             cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
