@@ -240,6 +240,10 @@ Status OnlyKeys(const Json& body, std::initializer_list<std::string_view> known)
   return Status::Ok();
 }
 
+// How many sessions one list request looks at, at most, to fill a page of a
+// status it filters on.
+constexpr int kMaxListScan = 5000;
+
 Result<int> LimitParam(const Request& req) {
   std::string text = req.Query("limit", "50");
   if (text.empty() || text.size() > 4 ||
@@ -1354,19 +1358,47 @@ class ServerImpl final : public Server {
     if (!status.empty() && status != "idle" && status != "running" && status != "paused") {
       return ex->Send(Problem(400, "invalid_request", "status must be idle, running or paused"));
     }
+    // A page holds up to `limit` sessions of the wanted status: the store
+    // is read page by page until that many match, the list ends, or
+    // kMaxListScan sessions were looked at (then the page may be short and
+    // its cursor goes on from the last session looked at).
     struct Page {
-      std::vector<SessionInfo> sessions;
-      std::set<std::string> paused;
+      std::vector<std::pair<SessionInfo, std::string>> items;  // session, status
+      std::string cursor;                                      // empty: the list ended
     };
+    std::set<std::string> running;
+    for (const auto& [id, live] : live_) {
+      if (live.turn_active()) running.insert(id);
+    }
     Blocking(
-        [this, o]() -> Result<Page> {
-          Page page;
-          AL_ASSIGN_OR_RETURN(page.sessions, engine_.store().ListSessions(o));
+        [this, o, status, running = std::move(running)]() -> Result<Page> {
+          std::set<std::string> paused;
           AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::nullopt));
-          for (const auto& p : pending) page.paused.insert(p.session_id);
-          return page;
+          for (const auto& p : pending) paused.insert(p.session_id);
+          Page page;
+          SessionListOptions q = o;
+          int scanned = 0;
+          for (;;) {
+            AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> batch, engine_.store().ListSessions(q));
+            for (SessionInfo& info : batch) {
+              ++scanned;
+              std::string st = running.count(info.id)  ? "running"
+                               : paused.count(info.id) ? "paused"
+                                                       : "idle";
+              page.cursor = info.id;
+              if (!status.empty() && st != status) continue;
+              page.items.emplace_back(std::move(info), std::move(st));
+              if (static_cast<int>(page.items.size()) == o.limit) return page;
+            }
+            if (static_cast<int>(batch.size()) < q.limit) {
+              page.cursor.clear();
+              return page;
+            }
+            if (scanned >= kMaxListScan) return page;
+            q.after_id = page.cursor;
+          }
         },
-        [this, ex, status, limit = *limit](Result<Page> r) {
+        [this, ex](Result<Page> r) {
           if (!r.ok()) {
             if (r.error().code() == Code::kNotFound) {
               return ex->Send(Problem(400, "invalid_cursor", r.error().message()));
@@ -1374,16 +1406,9 @@ class ServerImpl final : public Server {
             return ex->Send(FromStatus(r.error()));
           }
           Json items = Json::array();
-          for (const auto& s : r->sessions) {
-            std::string st = LiveStatus(s.id);
-            if (st.empty()) st = r->paused.count(s.id) ? "paused" : "idle";
-            if (!status.empty() && st != status) continue;
-            items.push_back(SessionJson(s, st));
-          }
+          for (const auto& [info, st] : r->items) items.push_back(SessionJson(info, st));
           Json out = {{"items", items}, {"next_cursor", nullptr}};
-          if (static_cast<int>(r->sessions.size()) == limit) {
-            out["next_cursor"] = r->sessions.back().id;
-          }
+          if (!r->cursor.empty()) out["next_cursor"] = r->cursor;
           ex->Send(JsonResponse(200, out));
         });
   }

@@ -428,6 +428,32 @@ TEST_F(ServerTest, APausedTurnIsApprovedOverHttpAndContinues) {
             404u);
 }
 
+// A status filter fills its page from the whole list, not from the first
+// `limit` sessions, and its cursor goes on where the page ended.
+TEST_F(ServerTest, AStatusFilterPagesThroughTheWholeList) {
+  StartModel(Json::array({WriteCall("c1", "a.txt"), WriteCall("c2", "b.txt")}));
+  StartServer();
+  std::vector<std::string> paused;
+  for (int i = 0; i < 2; ++i) {
+    paused.push_back(NewSession());
+    ASSERT_EQ(RunTurn(paused.back(), "write")["stop"], "pending_approval");
+  }
+  for (int i = 0; i < 4; ++i) NewSession();  // newer, idle: listed first
+  Reply first = Call("GET", "/v1/sessions?status=paused&limit=1");
+  ASSERT_EQ(first.status, 200u) << first.body;
+  ASSERT_EQ(first.json()["items"].size(), 1u) << first.body;
+  EXPECT_EQ(first.json()["items"][0]["id"], paused[1]);
+  EXPECT_EQ(first.json()["items"][0]["status"], "paused");
+  std::string cursor = first.json()["next_cursor"];
+  Reply second = Call("GET", "/v1/sessions?status=paused&limit=1&cursor=" + cursor);
+  ASSERT_EQ(second.json()["items"].size(), 1u) << second.body;
+  EXPECT_EQ(second.json()["items"][0]["id"], paused[0]);
+  Reply all = Call("GET", "/v1/sessions?status=paused&limit=5");
+  EXPECT_EQ(all.json()["items"].size(), 2u);
+  EXPECT_TRUE(all.json()["next_cursor"].is_null()) << all.body;
+  EXPECT_EQ(Call("GET", "/v1/sessions?status=idle&limit=200").json()["items"].size(), 4u);
+}
+
 // scope session allows the same access again without asking, in later
 // turns too (each reopens the session), but not another path.
 TEST_F(ServerTest, ASessionScopedApprovalCoversTheSameAccessLater) {
