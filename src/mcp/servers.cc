@@ -19,6 +19,10 @@ bool Listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+std::string TransportName(const McpServerSpec& spec) {
+  return spec.command.empty() ? "http" : "stdio";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
@@ -122,6 +126,14 @@ McpServerState CurrentState(const ServerStatus& status) {
   return s;
 }
 
+McpServerState StoppedState(const McpServerSpec& spec) {
+  McpServerState s;
+  s.name = spec.name;
+  s.transport = TransportName(spec);
+  s.state = spec.enabled ? "stopped" : "disabled";
+  return s;
+}
+
 Json McpServerStateToJson(const McpServerState& s) {
   Json j = {{"name", s.name}, {"transport", s.transport}, {"state", s.state}};
   if (!s.error.empty()) j["error"] = s.error;
@@ -166,7 +178,7 @@ Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
     const McpServerSpec& spec = *a.spec;
     ServerStatus st;
     st.name = spec.name;
-    st.transport = spec.command.empty() ? "http" : "stdio";
+    st.transport = TransportName(spec);
     if (!spec.enabled) {
       st.state = "disabled";
       out.servers.push_back(std::move(st));
