@@ -60,28 +60,10 @@ Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
       }
     } else {
       std::string bwrap = FindExecutable("bwrap");
-      std::string program = spec.command;
-      if (program.find('/') == std::string::npos) {
-        // Inside the sandbox bubblewrap looks the program up itself; give
-        // it the path the server's PATH finds.
-        for (const auto& e : o.env) {
-          if (e.rfind("PATH=", 0) != 0) continue;
-          std::string path = e.substr(5);
-          size_t start = 0;
-          while (true) {
-            size_t colon = path.find(':', start);
-            std::string dir =
-                path.substr(start, colon == std::string::npos ? colon : colon - start);
-            std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + program;
-            if (access(cand.c_str(), X_OK) == 0) {
-              program = cand;
-              break;
-            }
-            if (colon == std::string::npos) break;
-            start = colon + 1;
-          }
-        }
-      }
+      // Inside the sandbox bubblewrap looks the program up itself; give it
+      // the path the server's PATH finds.
+      std::string program = FindExecutableIn(spec.command, o.env);
+      if (program.empty()) program = spec.command;
       std::vector<std::string> inner = {program};
       inner.insert(inner.end(), spec.args.begin(), spec.args.end());
       o.argv = tools::SandboxedArgv(bwrap, ctx.sandbox, ctx.network, o.cwd, inner);
