@@ -31,6 +31,7 @@
 #include "base/ids.h"
 #include "base/strings.h"
 #include "config/trust.h"
+#include "mcp/servers.h"
 #include "protocol/codec.h"
 #include "providers/http_client.h"
 #include "server/console.h"
@@ -477,6 +478,37 @@ class ServerImpl final : public Server {
     return o;
   }
 
+  // The MCP servers a session runs its turns with: its agent's, which are
+  // per process and not pinned with the session's settings. A session in a
+  // workspace it chose below the agent's root gets the agent's settings for
+  // that workspace (a trusted workspace's configuration may add servers).
+  // None for a session of an agent not served here. Off the io thread.
+  Result<std::vector<McpServerSpec>> McpServersOf(const SessionInfo& info) const {
+    const AgentSpec* agent = FindAgent(info.agent);
+    if (agent == nullptr) return std::vector<McpServerSpec>{};
+    if (agent->for_workspace) {
+      std::error_code ec;
+      const std::filesystem::path root =
+          std::filesystem::weakly_canonical(agent->options.workspace, ec);
+      const std::filesystem::path rel = info.workspace.lexically_relative(root);
+      if (!ec && !rel.empty() && rel != "." && *rel.begin() != "..") {
+        AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(rel.string()));
+        return std::move(chosen.mcp_servers);
+      }
+    }
+    return agent->options.mcp_servers;
+  }
+
+  // What a turn opens its session with: OptionsToOpen and the session's MCP
+  // servers, which start with the turn and stop when it ends. Off the io
+  // thread.
+  Result<SessionOptions> OptionsForTurn(const std::string& session_id) const {
+    SessionOptions o = OptionsToOpen(session_id);
+    AL_ASSIGN_OR_RETURN(SessionInfo info, engine_.store().GetSession(session_id));
+    AL_ASSIGN_OR_RETURN(o.mcp_servers, McpServersOf(info));
+    return o;
+  }
+
   // --- routing ----------------------------------------------------------
 
   void Handle(std::shared_ptr<Exchange> ex) {
@@ -578,6 +610,7 @@ class ServerImpl final : public Server {
         {http_verb::get, "/console/session", 0, &ServerImpl::ConsoleWhoAmI},
         {http_verb::delete_, "/console/session", 0, &ServerImpl::ConsoleSignOut},
         {http_verb::get, "/approvals/{id}/diff", kScopeRead, &ServerImpl::ApprovalDiff},
+        {http_verb::get, "/sessions/{id}/mcp", kScopeRead, &ServerImpl::SessionMcp},
     };
     return kRoutes;
   }
@@ -753,6 +786,7 @@ class ServerImpl final : public Server {
     SessionOptions o = agent->options;
     o.tenant = who.tenant;
     o.agent = agent->name;
+    o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
     Blocking(
         [this, o, sid]() -> Result<SessionInfo> {
           if (!sid.empty()) return engine_.store().GetSession(sid);
@@ -975,6 +1009,32 @@ class ServerImpl final : public Server {
   }
   void SessionPending(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     ListPending(ex, who, p[0], std::nullopt);
+  }
+  // The session's MCP servers (docs/mcp.md, "Seeing the servers"). While a
+  // turn runs here they are the open session's, as they are now; otherwise
+  // none runs (they start with a turn and stop when it ends), and the
+  // configured ones are listed "stopped" (or "disabled").
+  void SessionMcp(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    WithSession(ex, who, id, [this, ex, id](SessionInfo info) {
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second.session != nullptr) {
+        Json servers = Json::array();
+        for (const McpServerState& s : it->second.session->mcp_servers()) {
+          servers.push_back(mcp::McpServerStateToJson(s));
+        }
+        return ex->Send(JsonResponse(200, {{"running", true}, {"servers", servers}}));
+      }
+      Blocking([this, info]() { return McpServersOf(info); },
+               [ex](Result<std::vector<McpServerSpec>> specs) {
+                 if (!specs.ok()) return ex->Send(FromStatus(specs.error()));
+                 Json servers = Json::array();
+                 for (const McpServerSpec& spec : *specs) {
+                   servers.push_back(mcp::McpServerStateToJson(mcp::StoppedState(spec)));
+                 }
+                 ex->Send(JsonResponse(200, {{"running", false}, {"servers", servers}}));
+               });
+    });
   }
   void Approvals(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     ListPending(ex, who, "", PendingKind::kApproval);
@@ -1330,6 +1390,9 @@ class ServerImpl final : public Server {
             chosen.metadata = o.metadata;
             o = std::move(chosen);
           }
+          // Creating a session starts no MCP server: its turns do
+          // (OptionsForTurn).
+          o.mcp_servers.clear();
           AL_ASSIGN_OR_RETURN(auto s, engine_.OpenSession(o));
           SessionInfo info = s->info();
           return info;  // closing releases the lock
@@ -1635,7 +1698,10 @@ class ServerImpl final : public Server {
     }
     starting.reply = std::move(start.reply);
     Blocking(
-        [this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
+        [this, id]() -> Result<std::unique_ptr<Session>> {
+          AL_ASSIGN_OR_RETURN(SessionOptions o, OptionsForTurn(id));
+          return engine_.OpenSession(o);
+        },
         [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
           Live& live = live_[id];
           if (!opened.ok()) {

@@ -24,7 +24,8 @@ WRITE = {"responses": [
 ]}
 
 
-class ServeTest(CliTestCase):
+class ServeCase(CliTestCase):
+    """Runs `agentloop serve` and calls it (no tests of its own)."""
 
     def setUp(self):
         super().setUp()
@@ -37,13 +38,13 @@ class ServeTest(CliTestCase):
                 p.communicate()
         super().tearDown()
 
-    def agent(self, server, tokens=None):
+    def agent(self, server, tokens=None, extra=""):
         d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
             f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
                     '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
-                    'api_key_env = "WRITER_KEY"\n' % (self.ws, server.base_url))
+                    'api_key_env = "WRITER_KEY"\n%s' % (self.ws, server.base_url, extra))
         if tokens:
             cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
             with open(cfg, "w", encoding="utf-8") as f:
@@ -81,6 +82,9 @@ class ServeTest(CliTestCase):
                 return r.status, json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
+
+
+class ServeTest(ServeCase):
 
     def pause(self, token=None):
         status, s = self.call("POST", "/v1/sessions", {"agent": "writer"}, token)
