@@ -268,6 +268,9 @@ struct EngineOptions {
   // sessions live in that shared PostgreSQL database instead of
   // <data_dir>/sessions.db. Ignored when `store` is set.
   std::string store_url;
+  // The PostgreSQL store's lease TTL (PostgresStoreOptions::lock_ttl;
+  // config key store.lease_ttl_ms).
+  std::chrono::milliseconds store_lease_ttl{30000};
   // The bound on the side request that writes a compaction summary, retries
   // included (config key compaction.summary_timeout_ms): past it, or when
   // the request fails, the turn uses the truncating summary and says so in

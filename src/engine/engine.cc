@@ -80,11 +80,14 @@ std::string DefaultModel(ProviderKind provider) {
 }
 
 // Buffers persisted events and commits them at step boundaries; forwards
-// every event to the front end's observer after the store has it.
+// every event to the front end's observer after the store has it. Commits go
+// through the session's lock, which fences them (SessionLock): once the lock
+// is lost the next commit fails (IsLeaseLost), and the turn, whose sink failed,
+// ends `failed` without running another tool.
 class StoreSink final : public EventSink {
  public:
-  StoreSink(SessionStore& store, std::string session_id, EventSink* observer)
-      : store_(store), session_id_(std::move(session_id)), observer_(observer) {}
+  StoreSink(SessionLock& lock, std::string session_id, EventSink* observer)
+      : lock_(lock), session_id_(std::move(session_id)), observer_(observer) {}
 
   Status OnEvent(const Event& event) override {
     if (ShouldPersist(event.type)) {
@@ -99,7 +102,7 @@ class StoreSink final : public EventSink {
 
   Status Flush() {
     if (buffer_.empty()) return Status::Ok();
-    Status s = store_.Append(session_id_, buffer_);
+    Status s = lock_.Append(buffer_);
     if (!s.ok()) return s.WithContext("saving session " + session_id_);
     buffer_.clear();
     return Status::Ok();
@@ -136,7 +139,7 @@ class StoreSink final : public EventSink {
     return true;
   }
 
-  SessionStore& store_;
+  SessionLock& lock_;
   std::string session_id_;
   EventSink* observer_;
   std::vector<Event> buffer_;
@@ -197,8 +200,8 @@ struct TurnPlan {
 // has finished (whichever driver runs it). Not movable: the Turn and the
 // runner point into it.
 struct ActiveTurn {
-  ActiveTurn(SessionStore& store, const std::string& session_id, EventSink* observer)
-      : sink(store, session_id, observer) {}
+  ActiveTurn(SessionLock& lock, const std::string& session_id, EventSink* observer)
+      : sink(lock, session_id, observer) {}
   ActiveTurn(const ActiveTurn&) = delete;
   ActiveTurn& operator=(const ActiveTurn&) = delete;
 
@@ -481,7 +484,7 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // it without the lock must not overwrite what the holder keeps.
   void SaveTodoState() {
     if (!todo_loop_ || !lock_) return;
-    (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
+    (void)lock_->SetState(kTodoStateKey, todo_loop_->ExportState(info_.id));
   }
   SessionStore& engine_store();
 
@@ -489,12 +492,16 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // A store error loses the remembered accesses only beyond this open
   // session.
   void SaveApprovals() {
-    (void)engine_store().SetState(info_.id, kApprovalsStateKey, Json(approvals_->Keys()));
+    if (lock_) {
+      (void)lock_->SetState(kApprovalsStateKey, Json(approvals_->Keys()));
+    } else {
+      (void)engine_store().SetState(info_.id, kApprovalsStateKey, Json(approvals_->Keys()));
+    }
   }
 
   void SaveReflectorState() {
     if (!reflector_ || !lock_) return;
-    (void)engine_store().SetState(info_.id, kReflectorStateKey, reflector_->ExportState(info_.id));
+    (void)lock_->SetState(kReflectorStateKey, reflector_->ExportState(info_.id));
   }
 
   EngineImpl& engine_;
@@ -621,7 +628,9 @@ class EngineImpl final : public Engine {
             "store.url must be a postgresql:// (or postgres://) URL; leave it empty for the "
             "SQLite database in the data directory");
       }
-      AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, PostgresStoreOptions{}));
+      PostgresStoreOptions pg_options;
+      pg_options.lock_ttl = options_.store_lease_ttl;
+      AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, std::move(pg_options)));
       store_ = std::move(pg);
       return Status::Ok();
     }
@@ -1047,7 +1056,8 @@ Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   Event e = MakeEvent(engine::SettingsEventData(unsaved_changes_, settings), info_.id, turn_id);
   e.seq = next_seq_;
   e.ts = engine_.NowMs();
-  Status s = engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
+  Status s = lock_ ? lock_->UpdateSettings(settings, {&e, 1})
+                   : engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
   if (!s.ok()) return s.WithContext("saving the changed settings of session " + info_.id);
   ++next_seq_;
   unsaved_changes_.clear();
@@ -1114,7 +1124,7 @@ void SessionImpl::RememberDecided(const std::vector<BatchDecision>& decisions) {
 
 Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   if (!lock_) return Busy("session " + info_.id + " is held by another process");
-  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->ClaimDecided());
   batch_decided_ = false;
   if (!cp) return std::optional<TurnPlan>();
   // Resolvers appended their decision events since this object loaded the
@@ -1148,7 +1158,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   // only to be shown or resolved contacts nobody.
   provider_->Warm();
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
-  auto active = std::make_unique<ActiveTurn>(engine_.store(), info_.id, observer);
+  auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
   TurnConfig cfg;
   cfg.session_id = info_.id;
   if (resumed_from) {
@@ -1286,7 +1296,7 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
   SaveReflectorState();
 
   if (result.checkpoint) {
-    Status s = engine_.store().SaveCheckpoint(*result.checkpoint);
+    Status s = lock_->SaveCheckpoint(*result.checkpoint);
     if (!s.ok()) return s.WithContext("saving the paused batch");
     open_checkpoint_ = result.checkpoint;
   }

@@ -39,6 +39,7 @@
 #include "server/links.h"
 #include "server/notifier.h"
 #include "server/pugi.h"
+#include "server/wakeup.h"
 #include "tools/builtin.h"
 
 namespace agentloop::server {
@@ -185,8 +186,12 @@ Response FromStatus(const Status& s) {
       return Problem(409, "failed_precondition", s.message());
     case Code::kAlreadyExists:
       return Problem(409, "already_exists", s.message());
-    case Code::kUnavailable:
-      return Problem(503, "unavailable", s.message());
+    case Code::kUnavailable: {
+      // The store or a dependency is down for now (a database restarting).
+      Response r = Problem(503, "unavailable", s.message());
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
     default:
       return Problem(500, "internal", s.message());
   }
@@ -375,6 +380,7 @@ class ServerImpl final : public Server {
   }
 
   ~ServerImpl() override {
+    StopSharedStore();
     notifier_.Stop();
     // Run returned only after every turn ended: nothing of theirs is still
     // to come when the executor drains.
@@ -416,6 +422,7 @@ class ServerImpl final : public Server {
       if (!ec) BeginShutdown();
     });
     ContinueDecidedBatches();
+    StartSharedStore();
     // The loop runs until this server's shutdown has finished: not less
     // (a stop left queued by an earlier server on the same io_context only
     // restarts it), and not more (the engine's own work on it may outlive
@@ -1845,6 +1852,7 @@ class ServerImpl final : public Server {
       live.reply.reset();
     }
     ++metrics_.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
+    LogLeaseLost(id, r);
     if (r.ok()) Notify(id, turn_id, *r);
     for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
     live.tools_started.clear();
@@ -2641,6 +2649,121 @@ class ServerImpl final : public Server {
              });
   }
 
+  // --- several instances on one store (server/wakeup.h) -------------------
+  //
+  // With a store that announces wake-ups (PostgreSQL, docs/storage.md,
+  // "Several instances"), this server also continues batches decided
+  // elsewhere, takes over sessions whose instance stopped mid-turn, and
+  // tails the event log of the sessions its clients watch while no turn of
+  // theirs runs here (a turn on another instance: its committed events, in
+  // seq order; deltas stay with the running instance).
+
+  void StartSharedStore() {
+    wakeups_ = std::make_unique<WakeupPoller>(
+        engine_.store(), WakeupPollerOptions{},
+        [this](WakeupWork w) { asio::post(io_, [this, w = std::move(w)] { OnWakeupWork(w); }); });
+    Result<bool> started = wakeups_->Start();
+    if (!started.ok()) {
+      std::fprintf(stderr, "agentloop serve: wake-ups: %s\n", started.error().ToString().c_str());
+      return;
+    }
+    if (!*started) return;
+    tail_timer_.emplace(io_);
+    TailWatched();
+  }
+
+  void StopSharedStore() {
+    if (wakeups_) wakeups_->Stop();
+    if (tail_timer_) tail_timer_->cancel();
+  }
+
+  void OnWakeupWork(const WakeupWork& w) {
+    if (shutting_down_) return;
+    for (const auto& id : w.decided) ContinueDecided(id);
+    for (const auto& id : w.expired) {
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second.running()) continue;  // running here
+      Blocking(
+          [this, id]() {
+            const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+            return TakeOverExpired(engine_.store(), id, now);
+          },
+          [this, id](Result<bool> decided) {
+            if (!decided.ok()) {
+              // kBusy: another instance took it over first.
+              if (decided.error().code() != Code::kBusy) {
+                std::fprintf(stderr, "agentloop serve: taking over session %s: %s\n", id.c_str(),
+                             decided.error().ToString().c_str());
+              }
+              return;
+            }
+            std::fprintf(stderr,
+                         "agentloop serve: took over session %s (its instance stopped renewing "
+                         "its lease)\n",
+                         id.c_str());
+            if (*decided) ContinueDecided(id);
+          });
+    }
+  }
+
+  // Continues the session's decided batch here if this server runs its
+  // agent and nothing runs it here yet; a session another instance holds
+  // stays with it (the open fails busy, quietly).
+  void ContinueDecided(const std::string& id) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); },
+             [this, id](Result<SessionInfo> s) {
+               if (!s.ok() || shutting_down_ || FindAgent(s->agent) == nullptr) return;
+               Live& live = live_[id];
+               if (live.running()) return;
+               live.tenant = s->tenant;
+               StartTurn(id, "", TurnStart{});
+             });
+  }
+
+  void TailWatched() {
+    tail_timer_->expires_after(std::chrono::milliseconds(250));
+    tail_timer_->async_wait([this](boost::system::error_code ec) {
+      if (ec || shutting_down_) return;
+      for (auto& [id, live] : live_) {
+        if (live.turn_active() || live.subscribers.empty() || tailing_.count(id) != 0) continue;
+        std::optional<uint64_t> after;
+        for (const auto& sub : live.subscribers) {
+          auto c = sub->cursors.find(id);
+          if (c == sub->cursors.end() || c->second.replaying) continue;
+          after = std::min(after.value_or(c->second.last_seq), c->second.last_seq);
+        }
+        if (!after) continue;
+        tailing_.insert(id);
+        Blocking([this, id = id, after = *after]() { return engine_.store().Events(id, after); },
+                 [this, id = id](Result<std::vector<StoredEvent>> r) {
+                   tailing_.erase(id);
+                   if (!r.ok()) return;
+                   auto it = live_.find(id);
+                   if (it == live_.end() || it->second.turn_active()) return;
+                   for (const auto& e : *r) Publish(id, e.seq, e.type, e.turn_id, e.json);
+                 });
+      }
+      TailWatched();
+    });
+  }
+
+  // A turn stopped because this instance lost the session's lease: said on
+  // stderr (the turn itself ends `failed` with the reason).
+  static void LogLeaseLost(const std::string& id, const Result<TurnResult>& r) {
+    const bool lost = r.ok() ? r->stop == StopReason::kFailed &&
+                                   r->reason.find(kLeaseLostPrefix) != std::string::npos
+                             : IsLeaseLost(r.error());
+    if (!lost) return;
+    std::fprintf(stderr, "agentloop serve: session %s: the turn stopped: %s\n", id.c_str(),
+                 r.ok() ? r->reason.c_str() : r.error().ToString().c_str());
+  }
+
+  std::unique_ptr<WakeupPoller> wakeups_;
+  std::optional<asio::steady_timer> tail_timer_;
+  std::set<std::string> tailing_;  // sessions with a tail read in flight
+
   // --- notifications and links (docs/server.md, "Notifications") ---------
 
   // The notifier posts with an HTTP client of its own on the io_context,
@@ -2945,6 +3068,7 @@ class ServerImpl final : public Server {
   void BeginShutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
+    StopSharedStore();
     http_.StopAccepting();
     signals_.cancel();
     for (auto& sub :
