@@ -51,6 +51,7 @@
 #include <openssl/x509v3.h>
 
 #include "base/strings.h"
+#include "providers/http_url.h"
 
 namespace agentloop {
 
@@ -60,15 +61,6 @@ std::string_view FindHeader(const HttpHeaders& headers, std::string_view name) {
   }
   return {};
 }
-
-namespace {
-
-std::string StripBrackets(std::string s) {
-  if (s.size() >= 2 && s.front() == '[' && s.back() == ']') return s.substr(1, s.size() - 2);
-  return s;
-}
-
-}  // namespace
 
 bool IsHashedCertDir(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
@@ -90,26 +82,6 @@ bool IsHashedCertDir(const std::string& dir) {
   return found;
 }
 
-bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy) {
-  std::string h = StripBrackets(ToLower(host));
-  if (h == "localhost" || EndsWith(h, ".localhost") || StartsWith(h, "127.") || h == "::1") {
-    return true;
-  }
-  for (std::string_view e : Split(no_proxy, ',')) {
-    e = Trim(e);
-    if (e.empty()) continue;
-    if (e == "*") return true;
-    std::string entry = StripBrackets(ToLower(e));
-    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
-    if (entry.empty()) continue;
-    if (h == entry) return true;
-    if (h.size() > entry.size() && EndsWith(h, entry) && h[h.size() - entry.size() - 1] == '.') {
-      return true;
-    }
-  }
-  return false;
-}
-
 namespace {
 
 namespace asio = boost::asio;
@@ -126,155 +98,7 @@ constexpr size_t kBodyChunk = 16384;
 constexpr size_t kReadBuffer = 16384;
 constexpr uint32_t kHeaderLimit = 64 * 1024;
 
-struct Url {
-  bool https = false;
-  std::string host;  // without IPv6 brackets
-  std::string port;
-  std::string target;    // path + query
-  std::string userinfo;  // user:pass (proxy URLs only)
-  bool ipv6 = false;
-
-  bool DefaultPort() const { return port == (https ? "443" : "80"); }
-  std::string Authority() const { return (ipv6 ? "[" + host + "]" : host) + ":" + port; }
-  std::string HostHeader() const {
-    std::string h = ipv6 ? "[" + host + "]" : host;
-    return DefaultPort() ? h : h + ":" + port;
-  }
-};
-
 bool BadChar(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
-
-// Parses http(s)://[userinfo@]host[:port][/path][?query][#fragment]. Error
-// messages never repeat the URL (it may carry keys).
-Result<Url> ParseUrl(std::string_view url, bool is_proxy) {
-  Url u;
-  std::string scheme = "http";
-  if (size_t p = url.find("://"); p != std::string_view::npos) {
-    scheme = ToLower(url.substr(0, p));
-    url.remove_prefix(p + 3);
-  } else if (!is_proxy) {
-    return InvalidArgument("bad URL: no scheme (expected http:// or https://)");
-  }
-  if (scheme == "https" && !is_proxy) {
-    u.https = true;
-  } else if (scheme != "http") {
-    return InvalidArgument(
-        std::string(is_proxy ? "unsupported proxy scheme '" : "unsupported URL scheme '") + scheme +
-        (is_proxy ? "' (expected http)" : "' (expected http or https)"));
-  }
-  size_t end = url.find_first_of("/?#");
-  std::string_view authority = url.substr(0, end);
-  std::string_view rest = end == std::string_view::npos ? std::string_view() : url.substr(end);
-  if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    u.userinfo = std::string(authority.substr(0, at));
-    authority.remove_prefix(at + 1);
-  }
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    size_t rb = authority.find(']');
-    if (rb == std::string_view::npos) return InvalidArgument("bad URL: unterminated IPv6 address");
-    u.host = std::string(authority.substr(1, rb - 1));
-    u.ipv6 = true;
-    std::string_view after = authority.substr(rb + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return InvalidArgument("bad URL: junk after the IPv6 address");
-      port = after.substr(1);
-    }
-  } else {
-    if (size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
-      port = authority.substr(colon + 1);
-      authority = authority.substr(0, colon);
-    }
-    u.host = std::string(authority);
-  }
-  if (u.host.empty()) return InvalidArgument("bad URL: no host");
-  for (char c : u.host) {
-    if (BadChar(c) || c == '/' || c == '\\') return InvalidArgument("bad URL: invalid host");
-  }
-  if (port.empty()) {
-    u.port = u.https ? "443" : "80";
-  } else {
-    long n = 0;
-    for (char c : port) {
-      if (c < '0' || c > '9' || n > 65535) return InvalidArgument("bad URL: invalid port");
-      n = n * 10 + (c - '0');
-    }
-    if (n < 1 || n > 65535) return InvalidArgument("bad URL: invalid port");
-    u.port = std::to_string(n);
-  }
-  if (size_t hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
-  if (rest.empty()) {
-    u.target = "/";
-  } else if (rest.front() == '?') {
-    u.target = "/" + std::string(rest);
-  } else {
-    u.target = std::string(rest);
-  }
-  for (char c : u.target) {
-    if (BadChar(c)) return InvalidArgument("bad URL: invalid character in the path");
-  }
-  return u;
-}
-
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-struct Proxy {
-  bool configured = false;
-  Status error;  // a bad proxy setting fails the requests that would use it
-  Url url;
-  std::string authorization;  // "Basic ..." or empty; never logged
-};
-
-Proxy ParseProxy(const std::optional<std::string>& option, const char* lower, const char* upper) {
-  std::string value;
-  if (option) {
-    value = *option;
-  } else if (const char* v = std::getenv(lower); v != nullptr && *v != '\0') {
-    value = v;
-  } else if (const char* w = std::getenv(upper); w != nullptr && *w != '\0') {
-    value = w;
-  }
-  Proxy p;
-  value = std::string(Trim(value));
-  if (value.empty()) return p;
-  p.configured = true;
-  Result<Url> u = ParseUrl(value, true);
-  if (!u.ok()) {
-    p.error =
-        InvalidArgument(std::string("bad proxy setting (") + lower + "): " + u.error().message());
-    return p;
-  }
-  p.url = std::move(*u);
-  if (!p.url.userinfo.empty()) {
-    std::string_view ui = p.url.userinfo;
-    size_t colon = ui.find(':');
-    std::string user = PercentDecode(ui.substr(0, colon));
-    std::string pass =
-        colon == std::string_view::npos ? std::string() : PercentDecode(ui.substr(colon + 1));
-    p.authorization = "Basic " + Base64Encode(user + ":" + pass);
-    p.url.userinfo.clear();
-  }
-  return p;
-}
-
-std::string NoProxySetting(const std::optional<std::string>& option) {
-  if (option) return *option;
-  if (const char* v = std::getenv("no_proxy"); v != nullptr) return v;
-  if (const char* v = std::getenv("NO_PROXY"); v != nullptr) return v;
-  return {};
-}
 
 bool ValidHeaderName(std::string_view n) {
   if (n.empty()) return false;
@@ -344,8 +168,9 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   std::function<void(Status)> done;
 
   // Event-thread state.
-  Url url;
-  const Proxy* proxy = nullptr;
+  HttpUrl url;
+  HttpRoute route;
+  const HttpProxy* proxy = nullptr;  // route.proxy
   std::string key;
   // Destroyed by Finish() on the event thread: the handle may outlive the
   // client, and these must not outlive its io_context.
@@ -396,9 +221,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       : options_(std::move(options)),
         own_ioc_(options_.io_context != nullptr ? nullptr : std::make_unique<asio::io_context>()),
         ioc_(options_.io_context != nullptr ? *options_.io_context : *own_ioc_),
-        http_proxy_(ParseProxy(options_.http_proxy, "http_proxy", "HTTP_PROXY")),
-        https_proxy_(ParseProxy(options_.https_proxy, "https_proxy", "HTTPS_PROXY")),
-        no_proxy_(NoProxySetting(options_.no_proxy)) {}
+        proxies_(options_.http_proxy, options_.https_proxy, options_.no_proxy,
+                 HttpProxyConfig::ProcessEnv()) {}
 
   asio::io_context& ioc() { return ioc_; }
   bool external() const { return own_ioc_ == nullptr; }
@@ -514,26 +338,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void Begin(const TransferPtr& t) {
     active_.insert(t);
     if (shutting_down_) return Finish(t, Cancelled("http client shut down"));
-    Result<Url> u = ParseUrl(t->request.url, false);
+    Result<HttpUrl> u = ParseHttpUrl(t->request.url);
     if (!u.ok()) return Finish(t, u.error());
     if (!u->userinfo.empty()) {
       return Finish(t, InvalidArgument("bad URL: credentials in the URL are not supported"));
     }
     t->url = std::move(*u);
-    const Proxy& proxy = t->url.https ? https_proxy_ : http_proxy_;
-    if (proxy.configured && !HttpProxyBypassed(t->url.host, no_proxy_)) {
-      if (!proxy.error.ok()) return Finish(t, proxy.error);
-      t->proxy = &proxy;
-    }
+    Result<HttpRoute> route = proxies_.Route(t->url);
+    if (!route.ok()) return Finish(t, route.error());
+    t->route = std::move(*route);
+    t->proxy = t->route.proxy;
+    t->key = t->route.pool_key;
     if (t->url.https) {
       Status st = EnsureTls();
       if (!st.ok()) return Finish(t, st);
-    }
-    if (t->proxy != nullptr && !t->url.https) {
-      t->key = "http-proxy " + t->proxy->url.Authority();  // any origin
-    } else {
-      t->key = (t->url.https ? "https://" : "http://") + t->url.Authority();
-      if (t->proxy != nullptr) t->key += " via " + t->proxy->url.Authority();
     }
     if (t->preconnect) {
       if (opening_.count(t->key) != 0 || HasIdle(t->key)) return Finish(t, Status::Ok());
@@ -623,7 +441,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       } else {
         req.method(verb);
       }
-      bool absolute = t.proxy != nullptr && !t.url.https;
+      bool absolute = t.route.absolute_form;
       req.target(absolute ? "http://" + t.url.HostHeader() + t.url.target : t.url.target);
       req.set(http::field::host, t.url.HostHeader());
       req.set(http::field::user_agent, "agentloop");
@@ -698,9 +516,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
 
   // What a transfer connects to, for messages: the proxy or the origin.
-  static std::string DialName(const Transfer& t) {
-    return t.proxy != nullptr ? "proxy " + t.proxy->url.Authority() : t.url.Authority();
-  }
+  static std::string DialName(const Transfer& t) { return t.route.dial_name; }
 
   // The system's whole trust store: OpenSSL's default bundle file and
   // directory (or SSL_CERT_FILE / SSL_CERT_DIR). Once.
@@ -735,7 +551,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->conn = std::make_shared<Conn>(ioc_);
     t->conn->key = t->key;
     if (t->url.https) t->conn->tls = std::make_unique<ssl::stream<tcp::socket>>(ioc_, *tls_ctx_);
-    const Url& dial = t->proxy != nullptr ? t->proxy->url : t->url;
+    const HttpUrl& dial = t->proxy != nullptr ? t->proxy->url : t->url;
     std::string what = DialName(*t);
     if (t->request.connect_timeout.count() > 0) {
       Clock::time_point by = std::min(Clock::now() + t->request.connect_timeout, t->connect_by);
@@ -833,7 +649,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     error_code ignored;
     t->conn->Lowest().set_option(tcp::no_delay(true), ignored);
     t->conn->Lowest().set_option(asio::socket_base::keep_alive(true), ignored);
-    if (t->proxy != nullptr && t->url.https) return ProxyConnect(t);
+    if (t->route.tunnel) return ProxyConnect(t);
     if (t->url.https) return Handshake(t);
     Send(t);
   }
@@ -1252,9 +1068,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::unique_ptr<asio::io_context> own_ioc_;  // null: the caller's
   asio::io_context& ioc_;
   std::atomic<size_t> active_count_{0};
-  const Proxy http_proxy_;
-  const Proxy https_proxy_;
-  const std::string no_proxy_;
+  const HttpProxyConfig proxies_;
 
   // Event-thread state.
   bool shutting_down_ = false;

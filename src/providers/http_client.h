@@ -59,6 +59,8 @@
 
 #include "agentloop/status.h"
 
+#include "providers/http_url.h"
+
 namespace boost::asio {
 class io_context;
 }
@@ -137,10 +139,6 @@ struct HttpClientOptions {
   std::function<std::vector<std::pair<std::string, uint16_t>>(const std::string& host)>
       resolve_for_test;
 };
-
-// Whether `host` bypasses the proxy under `no_proxy` (comma list of host
-// names or domain suffixes, `*` = all). Loopback hosts always bypass.
-bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy);
 
 // Whether `dir` holds OpenSSL hash links (<8 hex digits>.<n>), so that
 // certificates can be looked up in it by subject.
