@@ -107,10 +107,6 @@ class HttpTransfer {
 };
 
 struct HttpClientOptions {
-  // Unused (timeouts and cancellations are events now); kept for callers.
-  std::chrono::milliseconds tick{50};
-  // Ignored: connections per origin are not capped (idle ones are).
-  long max_connections_per_host = 0;
   // Extra trusted CA certificates (PEM file), added to the system store.
   std::string ca_file;
   // Extra trusted CA directory in OpenSSL's hashed layout (<subject hash>.0
