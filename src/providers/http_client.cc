@@ -51,6 +51,7 @@
 #include <openssl/x509v3.h>
 
 #include "base/strings.h"
+#include "providers/http_pool.h"
 #include "providers/http_url.h"
 
 namespace agentloop {
@@ -117,7 +118,7 @@ bool ValidHeaderValue(std::string_view v) {
 
 // One TCP (or TLS) connection. Owned by one transfer at a time or by the idle
 // pool.
-struct Conn {
+struct Conn final : PooledConnection {
   // Beast sizes each socket read by the buffer's free capacity (512 bytes
   // for an empty buffer): reserve room so a response arrives in one read
   // instead of a wake-up of the waiting thread per 512 bytes.
@@ -125,10 +126,6 @@ struct Conn {
   tcp::socket sock;  // plain http
   std::unique_ptr<ssl::stream<tcp::socket>> tls;
   beast::flat_buffer buf;
-  std::string key;
-  Clock::time_point idle_since;
-  uint64_t gen = 0;
-  bool in_pool = false;
   // Has carried a request. A TLS connection that has not (a preconnect's)
   // may still receive the server's post-handshake messages (TLS 1.3 session
   // tickets), which an idle readability watch would take for a close.
@@ -137,9 +134,14 @@ struct Conn {
   bool full_trust = false;
 
   tcp::socket& Lowest() { return tls ? tls->next_layer() : sock; }
-  void Close() {
+  bool IsOpen() const override { return tls ? tls->next_layer().is_open() : sock.is_open(); }
+  void Close() override {
     error_code ec;
     Lowest().close(ec);
+  }
+  void StopWatch() override {
+    error_code ec;
+    Lowest().cancel(ec);  // the readability watch
   }
   template <typename F>
   void With(F&& f) {
@@ -153,12 +155,13 @@ struct Conn {
 
 class ClientCore;
 
-struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
+struct Transfer : HttpTransfer, PoolWaiter, std::enable_shared_from_this<Transfer> {
   Transfer(std::shared_ptr<ClientCore> c, asio::io_context& ioc) : core(std::move(c)) {
     resolver.emplace(ioc);
     timer.emplace(ioc);
   }
   void Cancel() override;
+  bool Gone() const override { return finished || abort.has_value(); }
 
   // Kept alive by the transfer: its handlers use the core, and may complete
   // after the HttpClient object is gone.
@@ -233,13 +236,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     shutting_down_ = true;
     std::vector<std::shared_ptr<Transfer>> running(active_.begin(), active_.end());
     for (auto& t : running) Abort(t, Cancelled("http client shut down"));
-    for (auto& [key, conns] : idle_) {
-      for (auto& c : conns) {
-        c->in_pool = false;
-        c->Close();
-      }
-    }
-    idle_.clear();
+    pool_.CloseAll();
     std::vector<std::shared_ptr<Waiter>> waiting(waiters_.begin(), waiters_.end());
     for (auto& w : waiting) CancelWaiter(w);
   }
@@ -354,21 +351,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       if (!st.ok()) return Finish(t, st);
     }
     if (t->preconnect) {
-      if (opening_.count(t->key) != 0 || HasIdle(t->key)) return Finish(t, Status::Ok());
-      opening_[t->key].by = t;
+      if (!pool_.BeginOpening(t->key, t.get())) return Finish(t, Status::Ok());
       return Connect(t);
     }
     Status st = BuildRequest(*t);
     if (!st.ok()) return Finish(t, st);
-    if (std::shared_ptr<Conn> c = TakeIdle(t->key)) {
+    if (auto c = std::static_pointer_cast<Conn>(pool_.TakeIdle(t->key, Clock::now()))) {
       t->conn = std::move(c);
       t->reused = true;
       Send(t);
-    } else if (auto it = opening_.find(t->key); it != opening_.end()) {
+    } else if (pool_.Opening(t->key)) {
       // The connection being opened for this origin is this transfer's;
       // its own connect timeout runs meanwhile.
       t->waiting = true;
-      it->second.waiters.push_back(t);
+      pool_.AddWaiter(t->key, t);
       if (t->request.connect_timeout.count() > 0) {
         t->connect_by = Clock::now() + t->request.connect_timeout;
         SetDeadline(t, t->connect_by, ConnectTimedOut(*t, DialName(*t)));
@@ -412,14 +408,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // connection and have not ended since.
   std::vector<TransferPtr> TakeWaiters(const TransferPtr& t) {
     std::vector<TransferPtr> live;
-    auto it = opening_.find(t->key);
-    if (it == opening_.end() || it->second.by != t) return live;
-    for (TransferPtr& w : it->second.waiters) {
-      if (w->finished || w->abort) continue;
-      w->waiting = false;
-      live.push_back(std::move(w));
+    for (auto& w : pool_.EndOpening(t->key, t.get())) {
+      auto waiter = std::static_pointer_cast<Transfer>(std::move(w));
+      waiter->waiting = false;
+      live.push_back(std::move(waiter));
     }
-    opening_.erase(it);
     return live;
   }
 
@@ -935,10 +928,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->finished = true;
     if (t->waiting) {  // no longer waits: the preconnect lets it go
       t->waiting = false;
-      if (auto it = opening_.find(t->key); it != opening_.end()) {
-        auto& w = it->second.waiters;
-        w.erase(std::remove(w.begin(), w.end(), t), w.end());
-      }
+      pool_.RemoveWaiter(t->key, t.get());
     }
     // A failed preconnect: whoever waited for it connects on its own (and
     // reports its own failure), once this transfer is cleaned up.
@@ -1002,48 +992,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   // ---- idle connection pool ----
 
-  std::shared_ptr<Conn> TakeIdle(const std::string& key) {
-    auto it = idle_.find(key);
-    if (it == idle_.end()) return nullptr;
-    auto& conns = it->second;
-    std::shared_ptr<Conn> found;
-    Clock::time_point now = Clock::now();
-    while (!conns.empty() && !found) {
-      std::shared_ptr<Conn> c = std::move(conns.back());
-      conns.pop_back();
-      c->in_pool = false;
-      ++c->gen;
-      error_code ec;
-      c->Lowest().cancel(ec);  // the readability watch
-      if (now - c->idle_since > kIdleLifetime || !c->Lowest().is_open()) {
-        c->Close();
-      } else {
-        found = std::move(c);
-      }
-    }
-    if (conns.empty()) idle_.erase(it);
-    return found;
-  }
-
-  bool HasIdle(const std::string& key) const {
-    auto it = idle_.find(key);
-    return it != idle_.end() && !it->second.empty();
-  }
-
   void Release(std::shared_ptr<Conn> c) {
     if (shutting_down_) return c->Close();
-    auto& conns = idle_[c->key];
-    Clock::time_point now = Clock::now();
-    while (!conns.empty() &&
-           (conns.size() >= kMaxIdlePerOrigin || now - conns.front()->idle_since > kIdleLifetime)) {
-      conns.front()->in_pool = false;
-      conns.front()->Close();
-      conns.erase(conns.begin());
-    }
-    c->in_pool = true;
-    c->idle_since = now;
-    uint64_t gen = ++c->gen;
-    conns.push_back(c);
+    const uint64_t token = pool_.Put(c, Clock::now());
     // Not watched: the server's session tickets would look like a close. A
     // close meanwhile shows when the connection is reused, and a reused
     // connection that fails before any response byte is retried once.
@@ -1051,16 +1002,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     // An idle connection that becomes readable was closed by the server (or
     // sent something unsolicited): drop it.
     c->Lowest().async_wait(tcp::socket::wait_read,
-                           [this, self = shared_from_this(), c, gen](error_code) {
-                             if (!c->in_pool || c->gen != gen) return;
-                             c->in_pool = false;
-                             auto it = idle_.find(c->key);
-                             if (it != idle_.end()) {
-                               auto& v = it->second;
-                               v.erase(std::remove(v.begin(), v.end(), c), v.end());
-                               if (v.empty()) idle_.erase(it);
-                             }
-                             c->Close();
+                           [this, self = shared_from_this(), c, token](error_code) {
+                             std::shared_ptr<PooledConnection> pooled = c;
+                             pool_.Evict(pooled, token);
                            });
   }
 
@@ -1077,14 +1021,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Status tls_status_;
   bool full_trust_loaded_ = false;  // LoadFullTrust() ran
   std::unordered_set<TransferPtr> active_;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<Conn>>> idle_;
-  // Origins a preconnect is opening a connection to, and the transfers
-  // waiting for that connection.
-  struct Opening {
-    TransferPtr by;
-    std::vector<TransferPtr> waiters;
-  };
-  std::unordered_map<std::string, Opening> opening_;
+  HttpConnectionPool pool_{{kMaxIdlePerOrigin, kIdleLifetime}};
   std::unordered_set<std::shared_ptr<Waiter>> waiters_;
 };
 
