@@ -51,6 +51,7 @@
 #include <openssl/x509v3.h>
 
 #include "base/strings.h"
+#include "providers/http_exchange.h"
 #include "providers/http_pool.h"
 #include "providers/http_url.h"
 
@@ -95,33 +96,14 @@ using boost::system::error_code;
 
 constexpr size_t kMaxIdlePerOrigin = 8;
 constexpr auto kIdleLifetime = std::chrono::seconds(60);
-constexpr size_t kBodyChunk = 16384;
 constexpr size_t kReadBuffer = 16384;
 constexpr uint32_t kHeaderLimit = 64 * 1024;
-
-bool BadChar(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
-
-bool ValidHeaderName(std::string_view n) {
-  if (n.empty()) return false;
-  for (char c : n) {
-    if (BadChar(c) || c == ':' || static_cast<unsigned char>(c) >= 0x80) return false;
-  }
-  return true;
-}
-
-bool ValidHeaderValue(std::string_view v) {
-  for (char c : v) {
-    if (c == '\r' || c == '\n' || c == '\0') return false;
-  }
-  return true;
-}
 
 // One TCP (or TLS) connection. Owned by one transfer at a time or by the idle
 // pool.
 struct Conn final : PooledConnection {
-  // Beast sizes each socket read by the buffer's free capacity (512 bytes
-  // for an empty buffer): reserve room so a response arrives in one read
-  // instead of a wake-up of the waiting thread per 512 bytes.
+  // Each read asks for up to kReadBuffer bytes, so a response arrives in
+  // few reads (and few wake-ups of a thread waiting in Fetch).
   explicit Conn(asio::io_context& ioc) : sock(ioc) { buf.reserve(kReadBuffer); }
   tcp::socket sock;  // plain http
   std::unique_ptr<ssl::stream<tcp::socket>> tls;
@@ -201,11 +183,10 @@ struct Transfer : HttpTransfer, PoolWaiter, std::enable_shared_from_this<Transfe
   // what is left of it.
   Clock::time_point connect_by = Clock::time_point::max();
   std::optional<Status> abort;
-  http::request<http::string_body> req;
+  HttpWireRequest req;
   http::request<http::empty_body> connect_req;
   std::optional<http::response_parser<http::empty_body>> connect_parser;
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  std::unique_ptr<char[]> body_buf;
+  std::optional<HttpResponseReader> reader;
 };
 
 // A timer of Wait(): fires once, or is cancelled by its stop token or the
@@ -354,7 +335,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       if (!pool_.BeginOpening(t->key, t.get())) return Finish(t, Status::Ok());
       return Connect(t);
     }
-    Status st = BuildRequest(*t);
+    Status st = BuildHttpRequest(t->request, t->url, t->route, t->req);
     if (!st.ok()) return Finish(t, st);
     if (auto c = std::static_pointer_cast<Conn>(pool_.TakeIdle(t->key, Clock::now()))) {
       t->conn = std::move(c);
@@ -414,53 +395,6 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       live.push_back(std::move(waiter));
     }
     return live;
-  }
-
-  Status BuildRequest(Transfer& t) {
-    const HttpRequest& r = t.request;
-    for (const auto& [k, v] : r.headers) {
-      if (!ValidHeaderName(k)) return InvalidArgument("invalid HTTP header name");
-      if (!ValidHeaderValue(v)) return InvalidArgument("invalid value for HTTP header " + k);
-    }
-    if (r.method.empty() || !ValidHeaderName(r.method)) {
-      return InvalidArgument("invalid HTTP method");
-    }
-    try {
-      auto& req = t.req;
-      req.version(11);
-      http::verb verb = http::string_to_verb(r.method);
-      if (verb == http::verb::unknown) {
-        req.method_string(r.method);
-      } else {
-        req.method(verb);
-      }
-      bool absolute = t.route.absolute_form;
-      req.target(absolute ? "http://" + t.url.HostHeader() + t.url.target : t.url.target);
-      req.set(http::field::host, t.url.HostHeader());
-      req.set(http::field::user_agent, "agentloop");
-      req.set(http::field::accept, "*/*");
-      for (const auto& [k, v] : r.headers) {
-        http::field f = http::string_to_field(k);
-        if (f == http::field::content_length || f == http::field::transfer_encoding) continue;
-        if (f == http::field::host || f == http::field::user_agent || f == http::field::accept) {
-          req.set(f, v);
-        } else {
-          req.insert(k, v);
-        }
-      }
-      if (absolute && !t.proxy->authorization.empty()) {
-        req.set(http::field::proxy_authorization, t.proxy->authorization);
-      }
-      // Moved, not copied: the request's own copy is not read again (a
-      // retry resends `req`), and a model request body can be megabytes.
-      req.body() = std::move(t.request.body);
-      if (!req.body().empty() || (verb != http::verb::get && verb != http::verb::head)) {
-        req.content_length(req.body().size());
-      }
-    } catch (const std::exception&) {
-      return InvalidArgument("cannot build the HTTP request");
-    }
-    return Status::Ok();
   }
 
   Status EnsureTls() {
@@ -737,115 +671,62 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         if (Aborted(t)) return;
         if (ec) {
           if (CanRetry(t, ec)) return Retry(t);
-          return Fail(t, TransportError(*t, ec));
+          return Fail(t, TransportError(t->url.Authority(), ec));
         }
         Touch(t);
-        NewParser(t);
-        ReadHead(t);
+        t->reader.emplace(t->req.method() == http::verb::head);
+        Read(t);
       });
     });
   }
 
-  void NewParser(const TransferPtr& t) {
-    t->parser.emplace();
-    // Not boost::none: Beast 1.74 compares content-length > none as true.
-    t->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-    t->parser->header_limit(kHeaderLimit);
-    if (t->req.method() == http::verb::head) t->parser->skip(true);
-  }
-
-  void ReadHead(const TransferPtr& t) {
+  // Reads what the server sends and hands it to the reader; the head and
+  // the body bytes decoded from each read go to the handler at once.
+  void Read(const TransferPtr& t) {
     t->conn->With([&](auto& stream) {
-      http::async_read_header(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
+      stream.async_read_some(t->conn->buf.prepare(kReadBuffer), [this, t](error_code ec, size_t n) {
         if (Aborted(t)) return;
-        if (ec) {
-          if (CanRetry(t, ec)) return Retry(t);
-          return Fail(t, TransportError(*t, ec));
-        }
-        Touch(t);
-        unsigned status = t->parser->get().result_int();
-        if (status >= 100 && status < 200 && status != 101) {  // interim answer
-          NewParser(t);
-          return ReadHead(t);
-        }
-        HttpHeaders headers;
-        for (const auto& f : t->parser->get()) {
-          headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-        }
-        Status st = CallHandler(t, [&] { return t->handler->OnHead(status, headers); });
-        if (!st.ok()) return Fail(t, st);
-        t->body_buf = std::make_unique<char[]>(kBodyChunk);
-        ReadBody(t);
+        t->conn->buf.commit(n);
+        OnRead(t, ec);
       });
     });
   }
 
-  // Parses body bytes already in the connection's buffer into the body
-  // buffer, without I/O, until the buffer is used up, the body buffer is
-  // full or the message is done. Beast's read_some stops after each chunk;
-  // a streamed response sends one SSE event per chunk, and handing each to
-  // the handler on its own cost a trip through the event loop and a wake-up
-  // of the thread waiting in Fetch per event.
-  static error_code DrainBuffered(const TransferPtr& t) {
-    error_code ec;
-    while (t->conn->buf.size() > 0 && !t->parser->is_done() && t->parser->get().body().size > 0) {
-      size_t n = t->parser->put(t->conn->buf.data(), ec);
-      t->conn->buf.consume(n);
-      if (ec == http::error::need_more || ec == http::error::need_buffer) return {};
-      if (ec) return ec;
-      if (n == 0) break;
+  void OnRead(const TransferPtr& t, error_code read_error) {
+    if (t->conn->buf.size() > 0) Touch(t);
+    std::string body;
+    error_code ec = t->reader->Feed(t->conn->buf, body);
+    if (!ec && read_error == asio::error::eof) {
+      ec = t->reader->FeedEof();
+    } else if (!ec) {
+      ec = read_error;
     }
-    return ec;
-  }
-
-  // Hands what the body buffer holds to the handler; false when the
-  // transfer ended (failed) meanwhile.
-  bool DeliverBody(const TransferPtr& t) {
-    size_t got = kBodyChunk - t->parser->get().body().size;
-    if (got == 0) return true;
-    Touch(t);
-    Status st = CallHandler(
-        t, [&] { return t->handler->OnBody(std::string_view(t->body_buf.get(), got)); });
-    if (!st.ok()) {
-      Fail(t, st);
-      return false;
+    long status = 0;
+    HttpHeaders headers;
+    if (t->reader->TakeHead(status, headers)) {
+      Status st = CallHandler(t, [&] { return t->handler->OnHead(status, headers); });
+      if (!st.ok()) return Fail(t, st);
     }
-    return true;
-  }
-
-  void ReadBody(const TransferPtr& t) {
-    while (true) {
-      if (t->parser->is_done()) return Complete(t);
-      t->parser->get().body().data = t->body_buf.get();
-      t->parser->get().body().size = kBodyChunk;
-      if (error_code ec = DrainBuffered(t)) {
-        if (!DeliverBody(t)) return;
-        return Fail(t, TransportError(*t, ec));
-      }
-      if (t->parser->get().body().size == kBodyChunk && !t->parser->is_done()) break;
-      // An abort (Cancel() posts one) is seen here only once it has run;
-      // one delivered from inside OnBody ends the transfer at the next read.
-      if (!DeliverBody(t) || Aborted(t)) return;
+    if (!body.empty()) {
+      Status st = CallHandler(t, [&] { return t->handler->OnBody(body); });
+      if (!st.ok()) return Fail(t, st);
     }
-    t->conn->With([&](auto& stream) {
-      http::async_read_some(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
-        if (Aborted(t)) return;
-        if (ec == http::error::need_buffer) ec = {};
-        // The rest of what this read brought goes to the handler with it.
-        if (!ec) ec = DrainBuffered(t);
-        if (!DeliverBody(t)) return;
-        if (ec) return Fail(t, TransportError(*t, ec));
-        if (Aborted(t)) return;
-        ReadBody(t);
-      });
-    });
+    if (ec) {
+      if (CanRetry(t, ec)) return Retry(t);
+      return Fail(t, TransportError(t->url.Authority(), ec));
+    }
+    if (t->reader->state() == HttpResponseReader::State::kDone) return Complete(t);
+    // An abort (Cancel() posts one) is seen here only once it has run; one
+    // delivered from inside OnBody ends the transfer here.
+    if (Aborted(t)) return;
+    Read(t);
   }
 
   void Complete(const TransferPtr& t) {
     std::shared_ptr<Conn> c = std::move(t->conn);
     // The parser's keep_alive(), not the message's: a body that ended with
     // the connection (no Content-Length, not chunked) leaves nothing to reuse.
-    if (t->parser->keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
+    if (t->reader->keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
       Release(std::move(c));
     } else {
       c->Close();
@@ -856,32 +737,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // A reused connection the server closed meanwhile: one fresh attempt.
   bool CanRetry(const TransferPtr& t, error_code ec) {
     if (!t->reused || t->retried) return false;
-    if (t->parser && t->parser->got_some()) return false;
-    return ec == http::error::end_of_stream || ec == asio::error::eof ||
-           ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-           ec == asio::error::connection_aborted || ec == ssl::error::stream_truncated;
+    if (t->reader && t->reader->got_some()) return false;
+    return RetryableBeforeResponse(ec);
   }
 
   void Retry(const TransferPtr& t) {
     t->retried = true;
     t->conn->Close();
     t->conn.reset();
-    t->parser.reset();
+    t->reader.reset();
     Connect(t);
-  }
-
-  static Status TransportError(const Transfer& t, error_code ec) {
-    std::string where = t.url.Authority();
-    if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
-        ec == asio::error::eof || ec == ssl::error::stream_truncated) {
-      return Unavailable("connection to " + where + " closed before the response was complete");
-    }
-    if (ec == asio::error::connection_reset)
-      return Unavailable("connection to " + where + " reset");
-    if (ec.category() == http::make_error_code(http::error::bad_version).category()) {
-      return Unavailable("invalid HTTP response from " + where + ": " + ec.message());
-    }
-    return Unavailable("connection to " + where + " failed: " + ec.message());
   }
 
   template <typename F>
@@ -945,8 +810,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     active_count_.fetch_sub(1);
     std::function<void(Status)> done = std::move(t->done);
     t->handler.reset();
-    t->parser.reset();
-    t->body_buf.reset();
+    t->reader.reset();
     for (const TransferPtr& w : orphans) Guarded(w, [&] { Connect(w); });
     if (!done) return;
     try {
