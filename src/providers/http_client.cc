@@ -1,10 +1,17 @@
 // HttpClient on Boost.Beast/Asio: one io_context, one event thread (the
-// client's own, or the caller's with HttpClientOptions::io_context). Every
-// transfer is a chain of completion handlers on that thread: resolve ->
-// connect -> [proxy CONNECT] -> [TLS handshake] -> write -> read head -> read
-// body pieces. One steady_timer per transfer enforces the connect timeout
-// and then the idle timeout; Cancel() and the destructor abort by closing the
-// socket, so whatever operation is pending completes and the transfer ends.
+// client's own, or the caller's with HttpClientOptions::io_context). This
+// file drives transfers; the layers it drives live in their own units:
+//   http_url       URL parsing, proxy settings, the route and pool key
+//   http_dialer    name lookup, address fallback, CONNECT, TLS (and trust)
+//   http_pool      idle connections per key, preconnects and their waiters
+//   http_exchange  one request on the wire and the response reader
+// A transfer's states: begun (URL and route checked, request built) ->
+// waiting for a preconnect's connection | taking an idle one | dialling ->
+// writing -> reading (head, then body pieces as they arrive) -> finished.
+// One steady_timer per transfer enforces the connect timeout and then the
+// idle timeout; Cancel() and the destructor abort by cancelling the dialer or
+// closing the socket, so whatever operation is pending completes and the
+// transfer ends.
 //
 // Ownership: the state of the client (ClientCore) is shared by every pending
 // handler (each holds its transfer, which holds the core), so a handler
@@ -14,43 +21,27 @@
 // when it is destroyed.
 #include "providers/http_client.h"
 
-#include <dirent.h>
 #include <strings.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <condition_variable>
-#include <cstdlib>
-#include <filesystem>
-#include <limits>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
-#include "base/strings.h"
+#include "providers/http_dialer.h"
 #include "providers/http_exchange.h"
 #include "providers/http_pool.h"
 #include "providers/http_url.h"
@@ -62,26 +53,6 @@ std::string_view FindHeader(const HttpHeaders& headers, std::string_view name) {
     if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;
   }
   return {};
-}
-
-bool IsHashedCertDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  bool found = false;
-  while (!found) {
-    const dirent* e = ::readdir(d);
-    if (e == nullptr) break;
-    // <8 hex digits of the subject hash>.<n>
-    std::string_view name(e->d_name);
-    size_t dot = name.find('.');
-    found = dot == 8 && dot + 1 < name.size() &&
-            std::all_of(name.begin(), name.begin() + 8,
-                        [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }) &&
-            std::all_of(name.begin() + 9, name.end(),
-                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-  }
-  ::closedir(d);
-  return found;
 }
 
 namespace {
@@ -96,50 +67,13 @@ using boost::system::error_code;
 
 constexpr size_t kMaxIdlePerOrigin = 8;
 constexpr auto kIdleLifetime = std::chrono::seconds(60);
-constexpr size_t kReadBuffer = 16384;
-constexpr uint32_t kHeaderLimit = 64 * 1024;
 
-// One TCP (or TLS) connection. Owned by one transfer at a time or by the idle
-// pool.
-struct Conn final : PooledConnection {
-  // Each read asks for up to kReadBuffer bytes, so a response arrives in
-  // few reads (and few wake-ups of a thread waiting in Fetch).
-  explicit Conn(asio::io_context& ioc) : sock(ioc) { buf.reserve(kReadBuffer); }
-  tcp::socket sock;  // plain http
-  std::unique_ptr<ssl::stream<tcp::socket>> tls;
-  beast::flat_buffer buf;
-  // Has carried a request. A TLS connection that has not (a preconnect's)
-  // may still receive the server's post-handshake messages (TLS 1.3 session
-  // tickets), which an idle readability watch would take for a close.
-  bool carried = false;
-  // Its handshake began with the whole system trust store loaded.
-  bool full_trust = false;
-
-  tcp::socket& Lowest() { return tls ? tls->next_layer() : sock; }
-  bool IsOpen() const override { return tls ? tls->next_layer().is_open() : sock.is_open(); }
-  void Close() override {
-    error_code ec;
-    Lowest().close(ec);
-  }
-  void StopWatch() override {
-    error_code ec;
-    Lowest().cancel(ec);  // the readability watch
-  }
-  template <typename F>
-  void With(F&& f) {
-    if (tls) {
-      f(*tls);
-    } else {
-      f(sock);
-    }
-  }
-};
+using Conn = HttpConnection;
 
 class ClientCore;
 
 struct Transfer : HttpTransfer, PoolWaiter, std::enable_shared_from_this<Transfer> {
   Transfer(std::shared_ptr<ClientCore> c, asio::io_context& ioc) : core(std::move(c)) {
-    resolver.emplace(ioc);
     timer.emplace(ioc);
   }
   void Cancel() override;
@@ -159,12 +93,9 @@ struct Transfer : HttpTransfer, PoolWaiter, std::enable_shared_from_this<Transfe
   std::string key;
   // Destroyed by Finish() on the event thread: the handle may outlive the
   // client, and these must not outlive its io_context.
-  std::optional<tcp::resolver> resolver;
   std::optional<asio::steady_timer> timer;
-  std::optional<asio::steady_timer> attempt_timer;  // per-address fallback
-  std::vector<tcp::endpoint> endpoints;             // addresses to try, in order
-  size_t attempt = 0;                               // index into endpoints
-  error_code connect_error;                         // the last attempt's failure
+  // Opening the transfer's connection (none while it has one).
+  std::shared_ptr<HttpDialer> dialer;
   Clock::time_point deadline = Clock::time_point::max();
   Status deadline_status;
   bool timer_armed = false;
@@ -176,16 +107,12 @@ struct Transfer : HttpTransfer, PoolWaiter, std::enable_shared_from_this<Transfe
   bool preconnect = false;
   // Waiting for a preconnect to the same origin (no operation pending).
   bool waiting = false;
-  // Already retried a TLS handshake with the whole system trust store.
-  bool trust_retried = false;
   // Set while waiting: when the request's connect timeout ends, so that a
   // request left to connect on its own after a failed preconnect gets only
   // what is left of it.
   Clock::time_point connect_by = Clock::time_point::max();
   std::optional<Status> abort;
   HttpWireRequest req;
-  http::request<http::empty_body> connect_req;
-  std::optional<http::response_parser<http::empty_body>> connect_parser;
   std::optional<HttpResponseReader> reader;
 };
 
@@ -206,7 +133,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         own_ioc_(options_.io_context != nullptr ? nullptr : std::make_unique<asio::io_context>()),
         ioc_(options_.io_context != nullptr ? *options_.io_context : *own_ioc_),
         proxies_(options_.http_proxy, options_.https_proxy, options_.no_proxy,
-                 HttpProxyConfig::ProcessEnv()) {}
+                 HttpProxyConfig::ProcessEnv()),
+        trust_({options_.ca_file, options_.ca_dir, options_.system_ca_dir_for_test,
+                options_.system_ca_file_for_test}) {}
 
   asio::io_context& ioc() { return ioc_; }
   bool external() const { return own_ioc_ == nullptr; }
@@ -328,7 +257,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->proxy = t->route.proxy;
     t->key = t->route.pool_key;
     if (t->url.https) {
-      Status st = EnsureTls();
+      Status st = trust_.Ensure();
       if (!st.ok()) return Finish(t, st);
     }
     if (t->preconnect) {
@@ -397,267 +326,35 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     return live;
   }
 
-  Status EnsureTls() {
-    if (tls_ctx_) return tls_status_;
-    try {
-      tls_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
-    } catch (const std::exception& e) {
-      return Unavailable(std::string("cannot set up TLS: ") + e.what());
-    }
-    SSL_CTX_set_min_proto_version(tls_ctx_->native_handle(), TLS1_2_VERSION);
-    tls_ctx_->set_verify_mode(ssl::verify_peer);
-    error_code ec;
-    // The system's trust store: OpenSSL's bundle file (SSL_CERT_FILE or its
-    // default) and hashed directory (SSL_CERT_DIR or its default). The file
-    // is parsed whole (~150 certificates: ~23 ms on the development VM,
-    // before every first https request); the directory is read lazily (the
-    // file of each issuer looked up). Where the directory holds hash links
-    // (Debian, Ubuntu, Alpine, Arch build it and the bundle from the same
-    // certificates) it is used alone at first; a handshake that fails
-    // verification that way is tried once more with the whole store
-    // (LoadFullTrust), so whatever OpenSSL's default verifies still verifies,
-    // a CA appended to the bundle by hand included.
-    std::string dir = options_.system_ca_dir_for_test;
-    if (dir.empty()) {
-      const char* env_dir = std::getenv(X509_get_default_cert_dir_env());
-      dir = env_dir != nullptr && *env_dir != '\0' ? env_dir : X509_get_default_cert_dir();
-    }
-    const bool lazy = IsHashedCertDir(dir) &&
-                      SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), dir.c_str()) == 1;
-    if (!lazy) LoadFullTrust();
-    if (!options_.ca_dir.empty()) {
-      std::error_code fs_ec;
-      if (!std::filesystem::is_directory(options_.ca_dir, fs_ec) ||
-          SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), options_.ca_dir.c_str()) != 1) {
-        tls_status_ = InvalidArgument("CA directory " + options_.ca_dir + " is not a directory");
-      }
-    }
-    if (!options_.ca_file.empty()) {
-      tls_ctx_->load_verify_file(options_.ca_file, ec);
-      if (ec) {
-        tls_status_ =
-            InvalidArgument("cannot load CA file " + options_.ca_file + ": " + ec.message());
-      }
-    }
-    return tls_status_;
-  }
-
   // What a transfer connects to, for messages: the proxy or the origin.
   static std::string DialName(const Transfer& t) { return t.route.dial_name; }
-
-  // The system's whole trust store: OpenSSL's default bundle file and
-  // directory (or SSL_CERT_FILE / SSL_CERT_DIR). Once.
-  void LoadFullTrust() {
-    if (full_trust_loaded_) return;
-    full_trust_loaded_ = true;
-    error_code ec;
-    if (options_.system_ca_file_for_test.empty()) {
-      tls_ctx_->set_default_verify_paths(ec);
-    } else {
-      tls_ctx_->load_verify_file(options_.system_ca_file_for_test, ec);
-    }
-  }
 
   static Status ConnectTimedOut(const Transfer& t, const std::string& what) {
     return DeadlineExceeded("cannot connect to " + what + ": no answer within " +
                             std::to_string(t.request.connect_timeout.count()) +
                             " ms (the connect timeout)");
   }
-  // "connection refused": the system's words, as the rest of a sentence.
-  static std::string ConnectError(const error_code& ec) {
-    std::string m = ec.message();
-    if (!m.empty() && m[0] >= 'A' && m[0] <= 'Z' &&
-        (m.size() < 2 || !(m[1] >= 'A' && m[1] <= 'Z'))) {
-      m[0] = static_cast<char>(m[0] - 'A' + 'a');
-    }
-    return m;
-  }
-
   void Connect(const TransferPtr& t) {
     t->reused = false;
-    t->conn = std::make_shared<Conn>(ioc_);
-    t->conn->key = t->key;
-    if (t->url.https) t->conn->tls = std::make_unique<ssl::stream<tcp::socket>>(ioc_, *tls_ctx_);
-    const HttpUrl& dial = t->proxy != nullptr ? t->proxy->url : t->url;
-    std::string what = DialName(*t);
     if (t->request.connect_timeout.count() > 0) {
       Clock::time_point by = std::min(Clock::now() + t->request.connect_timeout, t->connect_by);
       t->connect_by = Clock::time_point::max();
-      SetDeadline(t, by, ConnectTimedOut(*t, what));
+      SetDeadline(t, by, ConnectTimedOut(*t, DialName(*t)));
     } else {
       SetDeadline(t, Clock::time_point::max(), Status::Ok());
     }
-    error_code ec;
-    asio::ip::address addr = asio::ip::make_address(dial.host, ec);
-    if (!ec) {
-      return ConnectTo(t, {tcp::endpoint(addr, static_cast<uint16_t>(std::stoi(dial.port)))}, what);
-    }
-    if (options_.resolve_for_test) {
-      std::vector<tcp::endpoint> eps;
-      for (const auto& [ip, port] : options_.resolve_for_test(dial.host)) {
-        eps.emplace_back(asio::ip::make_address(ip), port);
+    auto dialer = std::make_shared<HttpDialer>(
+        ioc_, &trust_,
+        HttpDialer::Options{options_.connect_attempt_delay, options_.resolve_for_test});
+    t->dialer = dialer;
+    dialer->Dial(t->url, t->route, [this, t](Status st, std::shared_ptr<HttpConnection> c) {
+      if (Aborted(t)) {
+        if (c) c->Close();
+        return;
       }
-      if (eps.empty()) return Fail(t, Unavailable("could not resolve host " + dial.host));
-      return ConnectTo(t, std::move(eps), what);
-    }
-    t->resolver->async_resolve(
-        dial.host, dial.port,
-        [this, t, what, host = dial.host](error_code e, tcp::resolver::results_type results) {
-          if (Aborted(t)) return;
-          if (e) return Fail(t, Unavailable("could not resolve host " + host + ": " + e.message()));
-          std::vector<tcp::endpoint> eps;
-          for (const auto& r : results) eps.push_back(r.endpoint());
-          ConnectTo(t, std::move(eps), what);
-        });
-  }
-
-  // IPv6 and IPv4 addresses alternate, starting with the family the
-  // resolver put first (its order follows the system's preferences).
-  static std::vector<tcp::endpoint> Interleave(std::vector<tcp::endpoint> eps) {
-    if (eps.empty()) return eps;
-    const bool first_v6 = eps.front().address().is_v6();
-    std::vector<tcp::endpoint> a, b, out;
-    for (auto& e : eps) (e.address().is_v6() == first_v6 ? a : b).push_back(e);
-    for (size_t i = 0; i < a.size() || i < b.size(); ++i) {
-      if (i < a.size()) out.push_back(a[i]);
-      if (i < b.size()) out.push_back(b[i]);
-    }
-    return out;
-  }
-
-  void ConnectTo(const TransferPtr& t, std::vector<tcp::endpoint> eps, const std::string& what) {
-    t->endpoints = Interleave(std::move(eps));
-    t->attempt = 0;
-    ConnectAttempt(t, what);
-  }
-
-  // One address at a time. A stale completion (of an attempt the fallback
-  // timer abandoned) is recognised by its index and ignored.
-  void ConnectAttempt(const TransferPtr& t, const std::string& what) {
-    if (t->attempt >= t->endpoints.size()) {
-      return Fail(t,
-                  Unavailable("cannot connect to " + what + ": " + ConnectError(t->connect_error)));
-    }
-    const size_t n = t->attempt;
-    error_code ignored;
-    t->conn->Lowest().close(ignored);
-    if (n + 1 < t->endpoints.size()) {
-      if (!t->attempt_timer) t->attempt_timer.emplace(ioc_);
-      t->attempt_timer->expires_after(options_.connect_attempt_delay);
-      t->attempt_timer->async_wait([this, t, n, what](error_code ec) {
-        if (ec || t->finished || t->attempt != n) return;
-        if (Aborted(t)) return;
-        t->connect_error = asio::error::timed_out;
-        ++t->attempt;  // makes the pending connect's completion stale
-        error_code ig;
-        t->conn->Lowest().close(ig);
-        ConnectAttempt(t, what);
-      });
-    }
-    t->conn->Lowest().async_connect(t->endpoints[n], [this, t, n, what](error_code e) {
-      if (t->finished || t->attempt != n) return;
-      if (t->attempt_timer) t->attempt_timer->cancel();
-      if (e && !t->abort) {
-        t->connect_error = e;
-        ++t->attempt;
-        return ConnectAttempt(t, what);
-      }
-      // Settled. The fallback timer may have fired already, its completion
-      // queued behind this one (cancel() cannot recall it): past the last
-      // index, that completion is stale and leaves this connection alone.
-      t->attempt = t->endpoints.size();
-      OnConnected(t, e, what);
-    });
-  }
-
-  void OnConnected(const TransferPtr& t, error_code ec, const std::string& what) {
-    if (Aborted(t)) return;
-    if (ec) return Fail(t, Unavailable("cannot connect to " + what + ": " + ConnectError(ec)));
-    error_code ignored;
-    t->conn->Lowest().set_option(tcp::no_delay(true), ignored);
-    t->conn->Lowest().set_option(asio::socket_base::keep_alive(true), ignored);
-    if (t->route.tunnel) return ProxyConnect(t);
-    if (t->url.https) return Handshake(t);
-    Send(t);
-  }
-
-  void ProxyConnect(const TransferPtr& t) {
-    std::string proxy_name = "proxy " + t->proxy->url.Authority();
-    try {
-      t->connect_req = {http::verb::connect, t->url.Authority(), 11};
-      t->connect_req.set(http::field::host, t->url.Authority());
-      t->connect_req.set(http::field::user_agent, "agentloop");
-      if (!t->proxy->authorization.empty()) {
-        t->connect_req.set(http::field::proxy_authorization, t->proxy->authorization);
-      }
-    } catch (const std::exception&) {
-      return Fail(t, InvalidArgument("cannot build the CONNECT request"));
-    }
-    http::async_write(
-        t->conn->Lowest(), t->connect_req, [this, t, proxy_name](error_code ec, size_t) {
-          if (Aborted(t)) return;
-          if (ec)
-            return Fail(t, Unavailable(proxy_name + ": sending CONNECT failed: " + ec.message()));
-          t->connect_parser.emplace();
-          t->connect_parser->skip(true);
-          t->connect_parser->header_limit(kHeaderLimit);
-          http::async_read_header(
-              t->conn->Lowest(), t->conn->buf, *t->connect_parser,
-              [this, t, proxy_name](error_code e, size_t) {
-                if (Aborted(t)) return;
-                if (e) {
-                  return Fail(t,
-                              Unavailable(proxy_name + ": no answer to CONNECT: " + e.message()));
-                }
-                unsigned status = t->connect_parser->get().result_int();
-                t->connect_parser.reset();
-                if (status / 100 != 2) {
-                  std::string msg = proxy_name + " refused the tunnel to " + t->url.Authority() +
-                                    " (HTTP " + std::to_string(status) + ")";
-                  if (status == 407) msg += ": proxy authentication required";
-                  return Fail(t, Unavailable(msg));
-                }
-                if (t->conn->buf.size() != 0) {
-                  return Fail(t, Unavailable(proxy_name + " sent data after the CONNECT answer"));
-                }
-                Handshake(t);
-              });
-        });
-  }
-
-  void Handshake(const TransferPtr& t) {
-    SSL* s = t->conn->tls->native_handle();
-    error_code ec;
-    asio::ip::make_address(t->url.host, ec);
-    bool is_ip = !ec;
-    if (is_ip) {
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), t->url.host.c_str());
-    } else {
-      SSL_set_tlsext_host_name(s, t->url.host.c_str());
-      X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(s), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-      SSL_set1_host(s, t->url.host.c_str());
-    }
-    t->conn->tls->set_verify_mode(ssl::verify_peer);
-    t->conn->full_trust = full_trust_loaded_;
-    t->conn->tls->async_handshake(ssl::stream_base::client, [this, t](error_code e) {
-      if (Aborted(t)) return;
-      if (e) {
-        long vr = SSL_get_verify_result(t->conn->tls->native_handle());
-        if (vr != X509_V_OK && !t->conn->full_trust && !t->trust_retried) {
-          // The hashed directory may lack a CA that only the bundle file
-          // has (one appended to it by hand): once with the whole store.
-          LoadFullTrust();
-          t->trust_retried = true;
-          t->conn->Close();
-          t->conn.reset();
-          return Guarded(t, [&] { Connect(t); });
-        }
-        std::string cause = vr != X509_V_OK ? std::string("certificate verify failed: ") +
-                                                  X509_verify_cert_error_string(vr)
-                                            : e.message();
-        return Fail(t,
-                    Unavailable("TLS handshake with " + t->url.Authority() + " failed: " + cause));
-      }
+      t->dialer.reset();
+      if (!st.ok()) return Fail(t, st);
+      t->conn = std::move(c);
       Send(t);
     });
   }
@@ -684,11 +381,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // the body bytes decoded from each read go to the handler at once.
   void Read(const TransferPtr& t) {
     t->conn->With([&](auto& stream) {
-      stream.async_read_some(t->conn->buf.prepare(kReadBuffer), [this, t](error_code ec, size_t n) {
-        if (Aborted(t)) return;
-        t->conn->buf.commit(n);
-        OnRead(t, ec);
-      });
+      stream.async_read_some(t->conn->buf.prepare(HttpConnection::kReadBuffer),
+                             [this, t](error_code ec, size_t n) {
+                               if (Aborted(t)) return;
+                               t->conn->buf.commit(n);
+                               OnRead(t, ec);
+                             });
     });
   }
 
@@ -776,7 +474,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->abort = std::move(why);
     // Nothing is pending for a transfer waiting for a preconnect: it ends now.
     if (t->waiting) return Fail(t, *t->abort);
-    t->resolver->cancel();
+    if (t->dialer) t->dialer->Cancel();
     if (t->conn) t->conn->Close();
   }
 
@@ -800,8 +498,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::vector<TransferPtr> orphans;
     if (t->preconnect) orphans = TakeWaiters(t);
     t->timer.reset();  // cancels: a pending wait ends with operation_aborted
-    t->attempt_timer.reset();
-    t->resolver.reset();
+    if (t->dialer) {
+      t->dialer->Cancel();
+      t->dialer.reset();
+    }
     if (t->conn) {
       t->conn->Close();
       t->conn.reset();
@@ -881,9 +581,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // Event-thread state.
   bool shutting_down_ = false;
   std::atomic<bool> loop_ended_{false};
-  std::unique_ptr<ssl::context> tls_ctx_;
-  Status tls_status_;
-  bool full_trust_loaded_ = false;  // LoadFullTrust() ran
+  HttpTlsTrust trust_;
   std::unordered_set<TransferPtr> active_;
   HttpConnectionPool pool_{{kMaxIdlePerOrigin, kIdleLifetime}};
   std::unordered_set<std::shared_ptr<Waiter>> waiters_;
