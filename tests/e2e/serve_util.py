@@ -26,7 +26,7 @@ class ServeCase(CliTestCase):
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
-                p.communicate()
+            p.communicate()
         super().tearDown()
 
     def write_agent(self, base_url, tokens=None, extra=""):
@@ -44,12 +44,15 @@ class ServeCase(CliTestCase):
             with open(cfg, "w", encoding="utf-8") as f:
                 f.write("[server]\ntokens = %s\n" % json.dumps(tokens))
 
-    def serve(self, port=0, **env):
-        """Starts a server (on `port`, 0: a free one) and sets self.base."""
+    def start_serve(self, env=None, port=0):
+        """Starts a server on `port` (0: a free one) with the environment
+        `env` (default: the test's, with the agent's key) and returns
+        (process, base URL). Its stderr stays a pipe the test may read."""
+        if env is None:
+            env = self.env(WRITER_KEY="sk-test")
         p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:%d" % port],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env=self.env(WRITER_KEY="sk-test", **env), cwd=self.tmp)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=env, cwd=self.tmp)
         self.procs.append(p)
         deadline = time.monotonic() + TIMEOUT
         line = ""
@@ -60,16 +63,21 @@ class ServeCase(CliTestCase):
             line = p.stderr.readline()
             m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
             if m:
-                self.base = "http://127.0.0.1:%s" % m.group(1)
-                return p
+                return p, "http://127.0.0.1:%s" % m.group(1)
             if not line:
                 break
         self.fail("serve did not start: %r" % line)
 
-    def http(self, method, path, body=None, headers=None, token=None):
-        """(status, headers, parsed JSON body or text) of a call to self.base."""
+    def serve(self, port=0):
+        """Starts a server (start_serve) and makes it self.base."""
+        p, self.base = self.start_serve(port=port)
+        return p
+
+    def http(self, method, path, body=None, headers=None, token=None, base=None):
+        """(status, headers, parsed JSON body or text) of a call to `base`
+        (default self.base)."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req = urllib.request.Request((base or self.base) + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         if token:

@@ -7,18 +7,17 @@ transcript."""
 
 import json
 import os
-import re
 import select
 import signal
-import subprocess
 import threading
 import time
 import unittest
 import urllib.error
 import urllib.request
 
-from e2e_util import BIN, TIMEOUT, CliTestCase
+from e2e_util import TIMEOUT
 from pg_cluster import PgCluster, PgUnavailable
+from serve_util import ServeCase
 
 # The lease TTL of both instances: a killed instance's session is taken
 # over this long after its last heartbeat.
@@ -64,7 +63,7 @@ class EventStream:
         return self.events
 
 
-class TwoInstancesTest(CliTestCase):
+class TwoInstancesTest(ServeCase):
     cluster = None
     skip_reason = None
 
@@ -86,58 +85,21 @@ class TwoInstancesTest(CliTestCase):
         super().setUp()
         self.url = self.cluster.new_schema_url()
         self.schema = self.url.rsplit("%3D", 1)[1]
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
-        super().tearDown()
 
     def count(self, sql):
         return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))
 
     def agent(self, server, allow_write=False):
-        d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
-            f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
-                    '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
-                    'api_key_env = "WRITER_KEY"\n' % (self.ws, server.base_url))
-            if allow_write:
-                f.write('\n[permissions]\nallow = ["write"]\n')
+        self.write_agent(server.base_url,
+                         extra='\n[permissions]\nallow = ["write"]\n' if allow_write else "")
 
     def serve(self):
-        env = self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
-                       AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
-        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, env=env, cwd=self.tmp)
-        self.procs.append(p)
-        deadline = time.monotonic() + TIMEOUT
-        line = ""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = p.stderr.readline()
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                return p, "http://127.0.0.1:%s" % m.group(1)
-            if not line:
-                break
-        self.fail("serve did not start: %r" % line)
+        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
+                                         AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS)))
 
     def call(self, base, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(base + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+        status, _, parsed = self.http(method, path, body, base=base)
+        return status, parsed
 
     def events(self, base, sid):
         status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)
