@@ -363,6 +363,13 @@ class Session {
                         AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
   virtual void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
                           std::stop_token stop) = 0;
+  // Continues the decided batch only, as StartRetry would, and never a
+  // failed turn: for a driver that was told a batch is decided (a decision
+  // it recorded, a wake-up it claimed), which another process may have
+  // continued meanwhile. `done` gets kFailedPrecondition when there is no
+  // decided batch to continue; nothing runs then.
+  virtual void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                             std::stop_token stop) = 0;
 
   // The settings the session runs with: the pinned ones (overrides applied)
   // for a stored session, else the options it was opened with.
@@ -415,7 +422,7 @@ struct Resolution {
   bool remember_for_session = false;
   std::string by = "cli";  // who resolved (for the event log)
   // false: only record the decision; a completed batch is left decided for
-  // the caller to continue (Session::StartRetry), never run inside Resolve.
+  // the caller to continue (Session::StartContinue), never run inside Resolve.
   bool continue_turn = true;
 };
 

@@ -349,6 +349,12 @@ class SessionImpl final : public Session, public engine::SubagentHost {
       StartTurnWith(PlanRetry(), executor, std::move(callbacks), stop);
     });
   }
+  void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                     std::stop_token stop) override {
+    executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
+      StartTurnWith(PlanContinue(), executor, std::move(callbacks), stop);
+    });
+  }
 
   const SessionOptions& options() const override { return options_; }
   // This object holds the session's lock: it may run turns.
@@ -372,6 +378,9 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // The turn Retry would run (claiming a decided batch). Errors: nothing to
   // retry (kFailedPrecondition).
   Result<TurnPlan> PlanRetry();
+  // The turn StartContinue runs: the decided batch, claimed. Errors:
+  // kFailedPrecondition when the batch still waits or none is decided.
+  Result<TurnPlan> PlanContinue();
   // Claims the decided batch: the turn that continues it; nullopt when
   // there is none.
   Result<std::optional<TurnPlan>> PlanDecided();
@@ -1079,6 +1088,17 @@ Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
                               info_.id + "`");
   }
   return TurnPlan{TurnInput::User(prompt), std::nullopt};
+}
+
+Result<TurnPlan> SessionImpl::PlanContinue() {
+  AL_RETURN_IF_ERROR(RefreshPause());
+  if (open_checkpoint_) {
+    return FailedPrecondition("session " + info_.id + " still waits for decisions");
+  }
+  AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
+  if (plan) return std::move(*plan);
+  return FailedPrecondition("session " + info_.id +
+                            " has no decided batch to continue (another process continued it)");
 }
 
 Result<TurnPlan> SessionImpl::PlanRetry() {

@@ -1414,6 +1414,35 @@ TEST_F(AsyncSessionTest, StartRunOfAPausedSessionReportsTheErrorThroughDone) {
   EXPECT_EQ(again.calls, 1);
 }
 
+// A driver told that a batch is decided continues only that batch: a
+// session whose newest turn failed, with nothing decided, is not retried.
+TEST_F(AsyncSessionTest, StartContinueNeverRetriesAFailedTurn) {
+  ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+  auto s = engine_->OpenSession(Options(R"({"responses": [
+    {"error": {"code": "unavailable", "message": "model down"}},
+    {"text": "retried"}
+  ]})"));
+  ASSERT_TRUE(s.ok());
+  Outcome first;
+  (*s)->StartRun("hello", pool, first.Callbacks(nullptr), {});
+  Result<TurnResult> failed = first.Wait();
+  ASSERT_TRUE(failed.ok()) << failed.error().ToString();
+  ASSERT_EQ(failed->stop, StopReason::kFailed) << failed->reason;
+  ASSERT_TRUE((*s)->retryable());
+  Outcome cont;
+  (*s)->StartContinue(pool, cont.Callbacks(nullptr), {});
+  Result<TurnResult> refused = cont.Wait();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(refused.error().message(), HasSubstr("no decided batch"));
+  // The model was not asked: a retry still gets the script's next answer.
+  Outcome retry;
+  (*s)->StartRetry(pool, retry.Callbacks(nullptr), {});
+  Result<TurnResult> again = retry.Wait();
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_EQ(again->final_text, "retried");
+}
+
 TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
   ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
   auto o = Options(kWriteScript);

@@ -1740,7 +1740,7 @@ class ServerImpl final : public Server {
             });
           };
           if (input.empty()) {
-            session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+            session->StartContinue(executor_, std::move(cb), live.stop->get_token());
           } else {
             session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
           }
