@@ -272,6 +272,9 @@ struct EngineOptions {
   // sessions live in that shared PostgreSQL database instead of
   // <data_dir>/sessions.db. Ignored when `store` is set.
   std::string store_url;
+  // The PostgreSQL store's lease TTL (PostgresStoreOptions::lock_ttl;
+  // config key store.lease_ttl_ms).
+  std::chrono::milliseconds store_lease_ttl{30000};
   // The bound on the side request that writes a compaction summary, retries
   // included (config key compaction.summary_timeout_ms): past it, or when
   // the request fails, the turn uses the truncating summary and says so in
@@ -364,6 +367,13 @@ class Session {
                         AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
   virtual void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
                           std::stop_token stop) = 0;
+  // Continues the decided batch only, as StartRetry would, and never a
+  // failed turn: for a driver that was told a batch is decided (a decision
+  // it recorded, a wake-up it claimed), which another process may have
+  // continued meanwhile. `done` gets kFailedPrecondition when there is no
+  // decided batch to continue; nothing runs then.
+  virtual void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                             std::stop_token stop) = 0;
 
   // The settings the session runs with: the pinned ones (overrides applied)
   // for a stored session, else the options it was opened with.
@@ -416,7 +426,7 @@ struct Resolution {
   bool remember_for_session = false;
   std::string by = "cli";  // who resolved (for the event log)
   // false: only record the decision; a completed batch is left decided for
-  // the caller to continue (Session::StartRetry), never run inside Resolve.
+  // the caller to continue (Session::StartContinue), never run inside Resolve.
   bool continue_turn = true;
 };
 
@@ -492,6 +502,15 @@ class Engine {
   // characters, e.g. "apr_5f3a"); nullopt when nothing outstanding matches.
   // kInvalidArgument when the prefix is too short or matches several items.
   virtual Result<std::optional<PendingRecord>> FindPending(const std::string& pending_id) = 0;
+
+  // What the rules of the stored session `options.session_id` (its pinned
+  // settings, with `options` as for OpenSession) decide for `call`, without
+  // taking the session or starting its MCP servers: for a driver that shows
+  // something on the session's behalf (the server's diff of a pending write
+  // shows a file only when the session may read it). Session-scoped
+  // approvals are not consulted. Errors: kNotFound for an unknown session,
+  // kInvalidArgument for a tool the session does not have.
+  virtual Result<PolicyVerdict> Evaluate(const SessionOptions& options, const ToolCall& call) = 0;
 };
 
 // The explanation for a missing provider configuration, shown by run/chat.

@@ -46,7 +46,8 @@ struct McpServerState {
   std::string transport;  // "stdio" | "http"
   // "ready"; "failed" (did not start); "disabled" (enabled = false);
   // "disconnected" (started, then exited or broke; its tools answer with an
-  // error).
+  // error); "stopped" (configured, not running: the server API's answer for
+  // a session no turn runs on).
   std::string state;
   std::string error;  // failed, disconnected: why
   std::string protocol_version;

@@ -177,8 +177,33 @@ struct LoadOptions {
   bool repair = true;
 };
 
+// The status of a write refused because its lock was taken over by another
+// holder: kBusy (another process owns the session now) whose message starts
+// with "lease lost: ". IsLeaseLost recognises it also under context that
+// callers prepend (Status::WithContext).
+inline constexpr std::string_view kLeaseLostPrefix = "lease lost: ";
+inline Status LeaseLost(std::string_view detail) {
+  return Busy(std::string(kLeaseLostPrefix) + std::string(detail));
+}
+inline bool IsLeaseLost(const Status& s) {
+  return s.code() == Code::kBusy && s.message().find(kLeaseLostPrefix) != std::string::npos;
+}
+
 // Held while a turn runs on a session. Destroying it releases the lock.
 // REQUIRES: the store that made it outlives it.
+//
+// The lock is also how the running turn writes: its event appends, its
+// pause, its state, its settings changes and its claim of a decided batch
+// go through the lock, not the store. A store that several instances share
+// (PostgreSQL) fences each of these writes by the lock's epoch: inside the
+// write's own transaction it checks that this lock is still the session's
+// current one, so a holder whose lock expired and was taken over (its
+// process paused by the kernel, its host cut off) cannot write a single row
+// more; the write fails with a lease-lost status (IsLeaseLost) and the
+// holder must stop the turn. The
+// SQLite store, whose lock lives on one machine, passes the writes to the
+// store unfenced (a holder is found dead by its pid; the seq key still
+// catches two writers).
 class SessionLock {
  public:
   virtual ~SessionLock() = default;
@@ -186,6 +211,18 @@ class SessionLock {
   // Renews the heartbeat. Errors: kBusy when the lock expired and was taken
   // over by someone else (the holder must stop writing to the session).
   virtual Status Refresh() = 0;
+  // The generation of the session's lock this object holds (each new holder
+  // of a session gets a higher one); 0 for a store that does not fence.
+  virtual uint64_t epoch() const { return 0; }
+
+  // SessionStore::Append, SaveCheckpoint, SetState, UpdateSettings and
+  // ClaimDecided on this lock's session, fenced. Errors: as the store's;
+  // LeaseLost (kBusy, IsLeaseLost) when the lock was taken over.
+  virtual Status Append(std::span<const Event> events) = 0;
+  virtual Status SaveCheckpoint(const Checkpoint& checkpoint) = 0;
+  virtual Status SetState(std::string_view key, const Json& value) = 0;
+  virtual Status UpdateSettings(const Json& settings, std::span<const Event> events) = 0;
+  virtual Result<std::optional<Checkpoint>> ClaimDecided() = 0;
 };
 
 // An outstanding pending item with where it lives.
@@ -238,6 +275,27 @@ struct ResolveOutcome {
 // pending. It runs while holding the database write lock: keep it short (no
 // model calls; a tool run holds other writers up to the busy timeout).
 using ResolveFn = std::function<Result<ResolveAction>(Checkpoint&, const PendingItem&)>;
+
+// Waits for a store's wake-up announcements (SessionStore::ListenForWakeups).
+// Used by one thread; Interrupt from any.
+class WakeupListener {
+ public:
+  virtual ~WakeupListener() = default;
+  // Returns true when a wake-up was announced, false when `timeout` passed
+  // or Interrupt was called. Errors: kUnavailable when the connection is
+  // lost (the next Wait connects again).
+  virtual Result<bool> Wait(std::chrono::milliseconds timeout) = 0;
+  // Makes a Wait in progress (or the next one) return at once.
+  virtual void Interrupt() = 0;
+};
+
+// What SessionStore::ClaimWakeups found.
+struct WakeupClaim {
+  // Sessions whose decided batch this caller should continue now.
+  std::vector<std::string> sessions;
+  // The next wake-up not yet due is due this many milliseconds from now.
+  std::optional<int64_t> next_due_in_ms;
+};
 
 // What claiming an idempotency key found.
 struct IdempotencyClaim {
@@ -376,6 +434,35 @@ class SessionStore {
   // oldest decision first.
   virtual Result<std::vector<std::string>> ListDecided() = 0;
 
+  // --- wake-ups: work for the servers that share a store ------------------
+  //
+  // A decision that completes a batch (Resolve) leaves a wake-up for the
+  // session in the same transaction, due after a short grace in which the
+  // deciding process may continue the turn itself; claiming the decided
+  // batch (ClaimDecided) removes it. Stores that one machine uses (SQLite)
+  // keep none: these return nothing. docs/storage.md, "Wake-ups".
+
+  // Claims up to `limit` due wake-ups of sessions whose batch is still
+  // decided: each is due again `retry_after` later (if the claimer cannot
+  // continue it, another will), unless ClaimDecided removed it by then.
+  virtual Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) {
+    (void)limit;
+    (void)retry_after;
+    return WakeupClaim{};
+  }
+  // Up to `limit` sessions whose lock is still held but whose heartbeat is
+  // older than the lock TTL: their holder stopped (crashed, or was cut off)
+  // with a turn in flight, and a new holder should repair them.
+  virtual Result<std::vector<std::string>> ListExpiredLocks(int limit) {
+    (void)limit;
+    return std::vector<std::string>{};
+  }
+  // A listener for wake-up announcements (one connection); null when the
+  // store makes none.
+  virtual Result<std::unique_ptr<WakeupListener>> ListenForWakeups() {
+    return std::unique_ptr<WakeupListener>();
+  }
+
   // --- per-session key/value state --------------------------------------
 
   // Errors: kNotFound (no such session).
@@ -458,6 +545,9 @@ struct PostgresStoreOptions {
   // Instances sharing a database must have clocks that agree to well within
   // lock_ttl (NTP): lease expiry compares their times.
   std::function<int64_t()> now_ms;
+  // A wake-up left by a decision is due this long after it (ClaimWakeups):
+  // the deciding server continues the turn itself meanwhile.
+  std::chrono::milliseconds wakeup_grace{1000};
 };
 
 // Opens a PostgreSQL session store at `url` (a libpq connection URL) and,

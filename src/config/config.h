@@ -193,6 +193,10 @@ struct Config {
     // "PostgreSQL"). Not from the workspace file; `config show` prints it
     // without its password.
     Sourced<std::string> url;
+    // The PostgreSQL store's lease TTL: a session whose running instance
+    // has not renewed its lease for this long is taken over by another
+    // (docs/storage.md, "Leases and fencing"). Not from the workspace file.
+    Sourced<int64_t> lease_ttl_ms;
   } store;
 
   struct Compaction {

@@ -309,6 +309,9 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(StringKey(
       "store.url", [](Config & c) -> auto& { return c.store.url; }));
   keys.push_back(IntKey(
+      "store.lease_ttl_ms", 1000, 600'000,
+      [](Config & c) -> auto& { return c.store.lease_ttl_ms; }));
+  keys.push_back(IntKey(
       "compaction.summary_timeout_ms", 100, 600'000,
       [](Config & c) -> auto& { return c.compaction.summary_timeout_ms; }));
   keys.push_back(StringKey(

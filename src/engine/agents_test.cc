@@ -263,6 +263,27 @@ TEST_F(AgentsTest, SessionOptionsLayerTheAgentAboveTheUserFile) {
   EXPECT_EQ(s->session.model, "env-model");
 }
 
+// An agent declares MCP servers as any layer does: its table of a name
+// replaces the user file's; an untrusted workspace's are ignored.
+TEST_F(AgentsTest, AgentsDeclareMcpServersAboveTheUserFile) {
+  WriteFile(root_ / "home" / "config.toml",
+            "[mcp_servers.notes]\ncommand = \"user-notes\"\n"
+            "[mcp_servers.gh]\ncommand = \"user-gh\"\n");
+  Agent("tools", "[mcp_servers.gh]\ncommand = \"agent-gh\"\nargs = [\"stdio\"]\n");
+  WriteFile(root_ / "ws" / ".agentloop" / "config.toml",
+            "[mcp_servers.planted]\ncommand = \"evil\"\n");
+  Result<AgentSettings> s = AgentSessionOptions(Def("tools"), Base(), ctx_, "");
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  const std::vector<McpServerSpec>& m = s->session.mcp_servers;
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].name, "notes");
+  EXPECT_EQ(m[0].command, "user-notes");
+  EXPECT_EQ(m[1].name, "gh");
+  EXPECT_EQ(m[1].command, "agent-gh");
+  EXPECT_EQ(m[1].args, (std::vector<std::string>{"stdio"}));
+  EXPECT_THAT(m[1].source, HasSubstr("tools/agent.toml:1"));
+}
+
 TEST_F(AgentsTest, SystemPromptMustStayInTheFolderAndNotBeSetTwice) {
   Agent("twice", "system_prompt_file = \"other.md\"\n");
   WriteFile(config_dir_ / "agents" / "twice" / "system.md", "a");

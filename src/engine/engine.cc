@@ -80,11 +80,14 @@ std::string DefaultModel(ProviderKind provider) {
 }
 
 // Buffers persisted events and commits them at step boundaries; forwards
-// every event to the front end's observer after the store has it.
+// every event to the front end's observer after the store has it. Commits go
+// through the session's lock, which fences them (SessionLock): once the lock
+// is lost the next commit fails (IsLeaseLost), and the turn, whose sink failed,
+// ends `failed` without running another tool.
 class StoreSink final : public EventSink {
  public:
-  StoreSink(SessionStore& store, std::string session_id, EventSink* observer)
-      : store_(store), session_id_(std::move(session_id)), observer_(observer) {}
+  StoreSink(SessionLock& lock, std::string session_id, EventSink* observer)
+      : lock_(lock), session_id_(std::move(session_id)), observer_(observer) {}
 
   Status OnEvent(const Event& event) override {
     if (ShouldPersist(event.type)) {
@@ -99,7 +102,7 @@ class StoreSink final : public EventSink {
 
   Status Flush() {
     if (buffer_.empty()) return Status::Ok();
-    Status s = store_.Append(session_id_, buffer_);
+    Status s = lock_.Append(buffer_);
     if (!s.ok()) return s.WithContext("saving session " + session_id_);
     buffer_.clear();
     return Status::Ok();
@@ -136,7 +139,7 @@ class StoreSink final : public EventSink {
     return true;
   }
 
-  SessionStore& store_;
+  SessionLock& lock_;
   std::string session_id_;
   EventSink* observer_;
   std::vector<Event> buffer_;
@@ -197,8 +200,8 @@ struct TurnPlan {
 // has finished (whichever driver runs it). Not movable: the Turn and the
 // runner point into it.
 struct ActiveTurn {
-  ActiveTurn(SessionStore& store, const std::string& session_id, EventSink* observer)
-      : sink(store, session_id, observer) {}
+  ActiveTurn(SessionLock& lock, const std::string& session_id, EventSink* observer)
+      : sink(lock, session_id, observer) {}
   ActiveTurn(const ActiveTurn&) = delete;
   ActiveTurn& operator=(const ActiveTurn&) = delete;
 
@@ -346,8 +349,16 @@ class SessionImpl final : public Session, public engine::SubagentHost {
       StartTurnWith(PlanRetry(), executor, std::move(callbacks), stop);
     });
   }
+  void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                     std::stop_token stop) override {
+    executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
+      StartTurnWith(PlanContinue(), executor, std::move(callbacks), stop);
+    });
+  }
 
   const SessionOptions& options() const override { return options_; }
+  // This object holds the session's lock: it may run turns.
+  bool holds_lock() const { return lock_ != nullptr; }
 
   // Records a person's decision about `rec` (an item of this session) and,
   // when that completes the batch and this object holds the session's lock,
@@ -367,6 +378,9 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // The turn Retry would run (claiming a decided batch). Errors: nothing to
   // retry (kFailedPrecondition).
   Result<TurnPlan> PlanRetry();
+  // The turn StartContinue runs: the decided batch, claimed. Errors:
+  // kFailedPrecondition when the batch still waits or none is decided.
+  Result<TurnPlan> PlanContinue();
   // Claims the decided batch: the turn that continues it; nullopt when
   // there is none.
   Result<std::optional<TurnPlan>> PlanDecided();
@@ -455,8 +469,6 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // (set by the parent before it runs the child); null: the session's turns
   // keep a ledger of their own.
   void set_ledger_node(std::shared_ptr<BudgetLedger> node) { ledger_node_ = std::move(node); }
-  // This object holds the session's lock (it can run turns).
-  bool locked() const { return lock_ != nullptr; }
   // The turn that ended last (the paused one, for a paused session).
   std::string paused_turn_id() const { return last_turn_end_ ? last_turn_end_->turn_id : ""; }
 
@@ -483,7 +495,7 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // it without the lock must not overwrite what the holder keeps.
   void SaveTodoState() {
     if (!todo_loop_ || !lock_) return;
-    (void)engine_store().SetState(info_.id, kTodoStateKey, todo_loop_->ExportState(info_.id));
+    (void)lock_->SetState(kTodoStateKey, todo_loop_->ExportState(info_.id));
   }
   SessionStore& engine_store();
 
@@ -491,12 +503,16 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // A store error loses the remembered accesses only beyond this open
   // session.
   void SaveApprovals() {
-    (void)engine_store().SetState(info_.id, kApprovalsStateKey, Json(approvals_->Keys()));
+    if (lock_) {
+      (void)lock_->SetState(kApprovalsStateKey, Json(approvals_->Keys()));
+    } else {
+      (void)engine_store().SetState(info_.id, kApprovalsStateKey, Json(approvals_->Keys()));
+    }
   }
 
   void SaveReflectorState() {
     if (!reflector_ || !lock_) return;
-    (void)engine_store().SetState(info_.id, kReflectorStateKey, reflector_->ExportState(info_.id));
+    (void)lock_->SetState(kReflectorStateKey, reflector_->ExportState(info_.id));
   }
 
   EngineImpl& engine_;
@@ -623,7 +639,9 @@ class EngineImpl final : public Engine {
             "store.url must be a postgresql:// (or postgres://) URL; leave it empty for the "
             "SQLite database in the data directory");
       }
-      AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, PostgresStoreOptions{}));
+      PostgresStoreOptions pg_options;
+      pg_options.lock_ttl = options_.store_lease_ttl;
+      AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, std::move(pg_options)));
       store_ = std::move(pg);
       return Status::Ok();
     }
@@ -923,6 +941,34 @@ class EngineImpl final : public Engine {
                                 const SessionOptions& options, const SessionCallbacks& callbacks,
                                 std::stop_token stop) override;
 
+  // Records `decision` about `rec` with its decision event in one store
+  // transaction; `check`, when set, vets it there against the stored
+  // checkpoint (its error rolls the decision back).
+  Result<ResolveOutcome> RecordDecision(const PendingRecord& rec, const Resolution& resolution,
+                                        const ApprovalDecision& decision,
+                                        const std::function<Status(const Checkpoint&)>& check);
+
+  Result<PolicyVerdict> Evaluate(const SessionOptions& options, const ToolCall& call) override {
+    AL_ASSIGN_OR_RETURN(std::string id, store_->FindSession(options.session_id));
+    AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(id));
+    SessionOptions opts = options;
+    opts.session_id = id;
+    opts.workspace = info.workspace;
+    if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
+    AL_ASSIGN_OR_RETURN(std::optional<engine::AppliedSettings> applied, PinnedOptions(id, opts));
+    if (applied) opts = std::move(applied->options);
+    AL_ASSIGN_OR_RETURN(opts.workspace, CanonicalWorkspace(opts.workspace));
+    engine::WiringContext ctx = engine::MakeWiringContext(options_.env, data_dir());
+    ctx.start_mcp_servers = false;
+    AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(opts, ctx));
+    const Tool* tool = tools.registry.Find(call.name);
+    if (tool == nullptr) {
+      return InvalidArgument("session " + id + " has no tool '" + call.name + "'");
+    }
+    AL_ASSIGN_OR_RETURN(engine::WiredPolicy policy, engine::WirePolicy(opts, tools.registry, ctx));
+    return policy.rules->Evaluate(tool->spec(), call);
+  }
+
  private:
   // The root of `session_id`'s tree of subagents (itself for a root).
   Result<std::string> RootOf(std::string session_id) {
@@ -1205,7 +1251,8 @@ Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   Event e = MakeEvent(engine::SettingsEventData(unsaved_changes_, settings), info_.id, turn_id);
   e.seq = next_seq_;
   e.ts = engine_.NowMs();
-  Status s = engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
+  Status s = lock_ ? lock_->UpdateSettings(settings, {&e, 1})
+                   : engine_.store().UpdateSettings(info_.id, settings, {&e, 1});
   if (!s.ok()) return s.WithContext("saving the changed settings of session " + info_.id);
   ++next_seq_;
   unsaved_changes_.clear();
@@ -1227,6 +1274,17 @@ Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
                               info_.id + "`");
   }
   return TurnPlan{TurnInput::User(prompt), std::nullopt};
+}
+
+Result<TurnPlan> SessionImpl::PlanContinue() {
+  AL_RETURN_IF_ERROR(RefreshPause());
+  if (open_checkpoint_) {
+    return FailedPrecondition("session " + info_.id + " still waits for decisions");
+  }
+  AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
+  if (plan) return std::move(*plan);
+  return FailedPrecondition("session " + info_.id +
+                            " has no decided batch to continue (another process continued it)");
 }
 
 Result<TurnPlan> SessionImpl::PlanRetry() {
@@ -1280,7 +1338,7 @@ void SessionImpl::RememberDecided(const std::vector<BatchDecision>& decisions) {
 
 Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   if (!lock_) return Busy("session " + info_.id + " is held by another process");
-  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, engine_.store().ClaimDecided(info_.id));
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->ClaimDecided());
   batch_decided_ = false;
   if (!cp) return std::optional<TurnPlan>();
   // Resolvers appended their decision events since this object loaded the
@@ -1314,7 +1372,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   // only to be shown or resolved contacts nobody.
   provider_->Warm();
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
-  auto active = std::make_unique<ActiveTurn>(engine_.store(), info_.id, observer);
+  auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
   TurnConfig cfg;
   cfg.session_id = info_.id;
   if (resumed_from) {
@@ -1469,7 +1527,7 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
   SaveReflectorState();
 
   if (result.checkpoint) {
-    Status s = engine_.store().SaveCheckpoint(*result.checkpoint);
+    Status s = lock_->SaveCheckpoint(*result.checkpoint);
     if (!s.ok()) return s.WithContext("saving the paused batch");
     open_checkpoint_ = result.checkpoint;
     bool woken = false;
@@ -1526,6 +1584,73 @@ void SessionImpl::StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor,
 
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// The resolution fits the item: an answer for a question, approve or deny
+// for an approval.
+Status CheckResolutionKind(const PendingItem& item, const Resolution& resolution) {
+  const bool question = item.kind == PendingKind::kQuestion;
+  if (resolution.kind == Resolution::Kind::kAnswer && !question) {
+    return InvalidArgument("pending item " + item.id +
+                           " is an approval, not a question: use `agentloop approve` or `deny`");
+  }
+  if (resolution.kind == Resolution::Kind::kApprove && question) {
+    return InvalidArgument("pending item " + item.id + " is a question: use `agentloop answer " +
+                           item.id + " TEXT`");
+  }
+  return Status::Ok();
+}
+
+ApprovalDecision DecisionOf(const Resolution& resolution) {
+  ApprovalDecision decision;
+  switch (resolution.kind) {
+    case Resolution::Kind::kApprove:
+      decision = ApprovalDecision::Allow(resolution.by);
+      decision.edited_input = resolution.edited_arguments;
+      decision.remember_for_session = resolution.remember_for_session;
+      break;
+    case Resolution::Kind::kDeny:
+      decision = ApprovalDecision::Deny(resolution.reason, resolution.by);
+      break;
+    case Resolution::Kind::kAnswer:
+      decision = ApprovalDecision::Allow(resolution.by);
+      decision.answer = resolution.answer;
+      break;
+  }
+  return decision;
+}
+
+// Why a decision needs the session opened: its tools and rules check it.
+constexpr std::string_view kNeedsSession = "the decision is checked against the session's tools";
+
+}  // namespace
+
+Result<ResolveOutcome> EngineImpl::RecordDecision(
+    const PendingRecord& rec, const Resolution& resolution, const ApprovalDecision& decision,
+    const std::function<Status(const Checkpoint&)>& check) {
+  const PendingItem& item = rec.item;
+  Event logged = MakeEvent(
+      DecisionData{.tool_use_id = item.tool_use_id,
+                   .tool = item.tool,
+                   .decision = decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
+                                                                               : Decision::kDeny,
+                   .reason = resolution.reason,
+                   .rule = "",
+                   .by = resolution.by,
+                   .edited = resolution.edited_arguments.has_value(),
+                   .pending_id = item.id},
+      rec.session_id, rec.turn_id);
+  logged.ts = NowMs();
+  auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
+    if (check) AL_RETURN_IF_ERROR(check(cp));
+    cp.decisions.push_back(BatchDecision{stored, decision});
+    // A denial cancels the batch: nobody is asked about the rest.
+    return decision.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
+                                                          : ResolveAction::kResolved;
+  };
+  return store_->Resolve(item.id, record, {&logged, 1});
+}
+
 Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,
@@ -1536,18 +1661,69 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
     report.already_resolved = true;
     return report;
   }
+  AL_RETURN_IF_ERROR(CheckResolutionKind(rec->item, resolution));
+  AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
   // Open the session with the settings pinned to it. A process that holds
   // it (a turn running, a chat open) does not stop the decision from being
   // recorded: this object then only records it, and the holder or the next
   // `resume` continues the turn.
   SessionOptions opts = options;
   opts.session_id = rec->session_id;
-  AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(rec->session_id));
   opts.workspace = info.workspace;
   // A session stored without pinned settings continues under its own
   // command, whatever the resolver's flags say.
   if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
   if (opts.model.empty()) opts.model = info.model;
+
+  // A denial, an answer, or an approval as asked in a command that may
+  // mutate is checked by the store alone: the session is opened only when
+  // the batch is decided and this resolver continues the turn. (The
+  // continued turn checks each call against the session's tools and plan
+  // mode again before it runs.) Edited arguments, and approvals in a
+  // read-only command, are checked against the session's tools and rules.
+  // A subagent's item, and a call waiting on a subagent, go through the
+  // session: its decision wakes the calls waiting on it (below).
+  if (!resolution.edited_arguments && info.parent_id.empty() &&
+      rec->item.kind != PendingKind::kSubagent) {
+    // The caller's overrides are checked first: a refused one (a widening
+    // flag) leaves the item pending.
+    if (auto applied = PinnedOptions(info.id, opts); !applied.ok()) return applied.error();
+    const ApprovalDecision decision = DecisionOf(resolution);
+    bool needs_session = false;
+    auto check = [&](const Checkpoint& cp) -> Status {
+      if (resolution.kind == Resolution::Kind::kApprove && IsReadOnly(cp.command)) {
+        needs_session = true;
+        return FailedPrecondition(std::string(kNeedsSession));
+      }
+      return Status::Ok();
+    };
+    Result<ResolveOutcome> outcome = RecordDecision(*rec, resolution, decision, check);
+    if (outcome.ok()) {
+      ResolveReport report;
+      report.session_id = rec->session_id;
+      report.turn_id = rec->turn_id;
+      report.item = rec->item;
+      report.model = opts.model;
+      report.already_resolved = outcome->already_resolved;
+      if (!outcome->already_resolved) {
+        report.outstanding = static_cast<int>(outcome->checkpoint.outstanding.size());
+        if (!outcome->closed) return report;
+      }
+      if (!resolution.continue_turn) {
+        report.continues_later = !outcome->already_resolved;
+        return report;
+      }
+      AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
+      if (!session->holds_lock()) {
+        report.continues_later = !outcome->already_resolved;
+        return report;
+      }
+      report.model = session->options().model;
+      AL_ASSIGN_OR_RETURN(report.resumed, session->ContinueDecided(callbacks, stop));
+      return report;
+    }
+    if (!needs_session) return outcome.error();
+  }
   AL_ASSIGN_OR_RETURN(auto session, OpenImpl(opts, LockMode::kIfFree));
   AL_ASSIGN_OR_RETURN(ResolveReport report, session->Resolve(*rec, resolution, callbacks, stop));
   report.turn_id = rec->turn_id;
@@ -1578,7 +1754,7 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   AL_ASSIGN_OR_RETURN(auto top, OpenImpl(ropts, LockMode::kIfFree));
   report.model = top->options().model;
   report.turn_id = top->paused_turn_id();
-  if (!resolution.continue_turn || !top->locked()) return report;
+  if (!resolution.continue_turn || !top->holds_lock()) return report;
   AL_ASSIGN_OR_RETURN(report.resumed, top->ContinueDecided(callbacks, stop));
   report.continues_later = !report.resumed.has_value();
   return report;
@@ -1597,63 +1773,24 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
         "pending item " + item.id + " waits for the subagent session " + item.child_session_id +
         "; decide that session's items instead (`agentloop pending " + info_.id + "` lists them)");
   }
-  const bool question = item.kind == PendingKind::kQuestion;
-  if (resolution.kind == Resolution::Kind::kAnswer && !question) {
-    return InvalidArgument("pending item " + item.id +
-                           " is an approval, not a question: use `agentloop approve` or `deny`");
-  }
-  if (resolution.kind == Resolution::Kind::kApprove && question) {
-    return InvalidArgument("pending item " + item.id + " is a question: use `agentloop answer " +
-                           item.id + " TEXT`");
-  }
-  ApprovalDecision decision;
-  switch (resolution.kind) {
-    case Resolution::Kind::kApprove: {
-      decision = ApprovalDecision::Allow(resolution.by);
-      decision.edited_input = resolution.edited_arguments;
-      decision.remember_for_session = resolution.remember_for_session;
-      const Tool* tool = registry_.Find(item.tool);
-      if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
-      const CommandKind command = open_checkpoint_ ? open_checkpoint_->command : options_.command;
-      if (std::string refusal = Turn::CheckReadOnly(command, tool->spec()); !refusal.empty()) {
-        return FailedPrecondition(refusal);
-      }
-      if (resolution.edited_arguments) {
-        std::string why = Turn::CheckEditedArguments(
-            command, *policy_, tool->spec(),
-            ToolCall{item.tool_use_id, item.tool, *resolution.edited_arguments});
-        if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
-      }
-      break;
+  AL_RETURN_IF_ERROR(CheckResolutionKind(item, resolution));
+  const ApprovalDecision decision = DecisionOf(resolution);
+  if (resolution.kind == Resolution::Kind::kApprove) {
+    const Tool* tool = registry_.Find(item.tool);
+    if (tool == nullptr) return FailedPrecondition("tool '" + item.tool + "' is not available");
+    const CommandKind command = open_checkpoint_ ? open_checkpoint_->command : options_.command;
+    if (std::string refusal = Turn::CheckReadOnly(command, tool->spec()); !refusal.empty()) {
+      return FailedPrecondition(refusal);
     }
-    case Resolution::Kind::kDeny:
-      decision = ApprovalDecision::Deny(resolution.reason, resolution.by);
-      break;
-    case Resolution::Kind::kAnswer:
-      decision = ApprovalDecision::Allow(resolution.by);
-      decision.answer = resolution.answer;
-      break;
+    if (resolution.edited_arguments) {
+      std::string why = Turn::CheckEditedArguments(
+          command, *policy_, tool->spec(),
+          ToolCall{item.tool_use_id, item.tool, *resolution.edited_arguments});
+      if (!why.empty()) return InvalidArgument("'" + item.tool + "': " + why);
+    }
   }
-  Event logged = MakeEvent(
-      DecisionData{.tool_use_id = item.tool_use_id,
-                   .tool = item.tool,
-                   .decision = decision.kind == ApprovalDecision::Kind::kAllow ? Decision::kAllow
-                                                                               : Decision::kDeny,
-                   .reason = resolution.reason,
-                   .rule = "",
-                   .by = resolution.by,
-                   .edited = resolution.edited_arguments.has_value(),
-                   .pending_id = item.id},
-      info_.id, rec.turn_id);
-  logged.ts = engine_.NowMs();
-  auto record = [&](Checkpoint& cp, const PendingItem& stored) -> Result<ResolveAction> {
-    cp.decisions.push_back(BatchDecision{stored, decision});
-    // A denial cancels the batch: nobody is asked about the rest.
-    return decision.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
-                                                          : ResolveAction::kResolved;
-  };
   AL_ASSIGN_OR_RETURN(ResolveOutcome outcome,
-                      engine_.store().Resolve(item.id, record, {&logged, 1}));
+                      engine_.RecordDecision(rec, resolution, decision, {}));
   report.already_resolved = outcome.already_resolved;
   if (!outcome.already_resolved) {
     report.outstanding = static_cast<int>(outcome.checkpoint.outstanding.size());

@@ -487,6 +487,52 @@ TEST_F(DecisionPathTest, AnEditIntoADeniedCallIsRefusedAndTheItemStaysPending) {
   EXPECT_TRUE(still->has_value());
 }
 
+// An approval in a read-only command is checked against the session's tools
+// before it is recorded; the store-only check that defers to them leaves no
+// trace (the item is recorded once, by the session).
+TEST_F(DecisionPathTest, AnApprovalInPlanModeIsCheckedByTheSessionAndRecordedOnce) {
+  auto o = Options(R"({"responses": [
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "notes.txt"}}]},
+    {"text": "read it"}
+  ]})");
+  WriteFile(workspace_ / "notes.txt", "n\n");
+  o.command = CommandKind::kPlan;
+  o.ask.push_back({"read(*)", "--ask"});
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 1u);
+  auto rep = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_FALSE(rep->already_resolved);
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->final_text, "read it");
+  std::vector<std::string> types = EventTypes(p.session_id);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "decision"), 2)  // the ask, the approval
+      << ::testing::PrintToString(types);
+}
+
+// A denial needs nothing of the session but its stored batch: it is recorded
+// even while another object holds the session, and the holder continues.
+TEST_F(DecisionPathTest, ADenialWhileTheSessionIsHeldIsRecordedForTheHolder) {
+  auto o = Options(kWriteScript);
+  Paused p = Pause(o);
+  ASSERT_EQ(p.pending.size(), 1u);
+  SessionOptions reopen = o;
+  reopen.session_id = p.session_id;
+  auto holder = engine_->OpenSession(reopen);
+  ASSERT_TRUE(holder.ok());
+  Resolution deny;
+  deny.kind = Resolution::Kind::kDeny;
+  deny.reason = "no";
+  auto rep = engine_->Resolve(p.pending[0], deny, o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_TRUE(rep->continues_later);
+  EXPECT_EQ(rep->outstanding, 0);
+  auto r = (*holder)->Retry({}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kDenied);
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+}
+
 TEST_F(DecisionPathTest, AResolverThatCannotTakeTheSessionRecordsAndResumeContinues) {
   auto o = Options(kWriteScript);
   Paused p = Pause(o);
@@ -1366,6 +1412,35 @@ TEST_F(AsyncSessionTest, StartRunOfAPausedSessionReportsTheErrorThroughDone) {
   EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
   EXPECT_THAT(refused.error().message(), HasSubstr(r->pending.at(0).id));
   EXPECT_EQ(again.calls, 1);
+}
+
+// A driver told that a batch is decided continues only that batch: a
+// session whose newest turn failed, with nothing decided, is not retried.
+TEST_F(AsyncSessionTest, StartContinueNeverRetriesAFailedTurn) {
+  ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
+  auto s = engine_->OpenSession(Options(R"({"responses": [
+    {"error": {"code": "unavailable", "message": "model down"}},
+    {"text": "retried"}
+  ]})"));
+  ASSERT_TRUE(s.ok());
+  Outcome first;
+  (*s)->StartRun("hello", pool, first.Callbacks(nullptr), {});
+  Result<TurnResult> failed = first.Wait();
+  ASSERT_TRUE(failed.ok()) << failed.error().ToString();
+  ASSERT_EQ(failed->stop, StopReason::kFailed) << failed->reason;
+  ASSERT_TRUE((*s)->retryable());
+  Outcome cont;
+  (*s)->StartContinue(pool, cont.Callbacks(nullptr), {});
+  Result<TurnResult> refused = cont.Wait();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(refused.error().message(), HasSubstr("no decided batch"));
+  // The model was not asked: a retry still gets the script's next answer.
+  Outcome retry;
+  (*s)->StartRetry(pool, retry.Callbacks(nullptr), {});
+  Result<TurnResult> again = retry.Wait();
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_EQ(again->final_text, "retried");
 }
 
 TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {

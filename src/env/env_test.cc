@@ -93,6 +93,121 @@ TEST(RunProcessTest, MissingProgramIsAnError) {
   EXPECT_FALSE(r.ok());
 }
 
+// Reads `fd` until `want` has been seen or EOF, waiting at most 20 s per
+// read; returns what was read.
+std::string ReadUntil(int fd, const std::string& want) {
+  std::string got;
+  char buf[4096];
+  while (got.find(want) == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 20000) <= 0) break;
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+SpawnOptions BashChild(std::string command) {
+  SpawnOptions o;
+  o.argv = {"/bin/bash", "-c", std::move(command)};
+  o.env = {"PATH=/usr/bin:/bin", "MARK=1"};
+  o.stdin_pipe = true;
+  o.separate_stderr = true;
+  return o;
+}
+
+TEST(ChildProcessTest, TalksOverSeparatePipesAndEndsWhenStdinCloses) {
+  auto child = ChildProcess::Spawn(
+      BashChild("read line; echo \"out:$line:$MARK\"; echo err >&2; cat >/dev/null; exit 4"));
+  ASSERT_TRUE(child.ok()) << child.error().ToString();
+  ChildProcess& c = **child;
+  ASSERT_GE(c.stdin_fd(), 0);
+  ASSERT_EQ(write(c.stdin_fd(), "hello\n", 6), 6);
+  EXPECT_EQ(ReadUntil(c.stdout_fd(), "\n"), "out:hello:1\n");
+  EXPECT_EQ(ReadUntil(c.stderr_fd(), "\n"), "err\n");
+  EXPECT_FALSE(c.Exited().has_value());  // still in cat
+  // Closing stdin is enough: no signal is needed.
+  ChildProcess::Exit e = c.Stop(std::chrono::seconds(20));
+  EXPECT_FALSE(e.signaled);
+  EXPECT_EQ(e.code, 4);
+  EXPECT_EQ(c.stdin_fd(), -1);
+}
+
+TEST(ChildProcessTest, StopSendsSigtermToTheGroup) {
+  // Ignores its stdin; a background job in its group holds nothing open.
+  auto child = ChildProcess::Spawn(BashChild("sleep 300 & echo $!; exec sleep 300"));
+  ASSERT_TRUE(child.ok());
+  ChildProcess& c = **child;
+  std::string bg = ReadUntil(c.stdout_fd(), "\n");
+  ASSERT_FALSE(bg.empty());
+  ChildProcess::Exit e = c.Stop(std::chrono::milliseconds(100));
+  EXPECT_TRUE(e.signaled);
+  EXPECT_EQ(e.code, SIGTERM);
+  // The background job, in the same group, got it too.
+  pid_t job = std::stoi(bg);
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, job, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 20000), 1) << "the background job is still running";
+    close(pidfd);
+  }
+}
+
+TEST(ChildProcessTest, StopKillsAChildThatIgnoresSigterm) {
+  auto child = ChildProcess::Spawn(BashChild("trap '' TERM; echo ready; exec sleep 300"));
+  ASSERT_TRUE(child.ok());
+  ChildProcess& c = **child;
+  ASSERT_EQ(ReadUntil(c.stdout_fd(), "ready\n"), "ready\n");
+  ChildProcess::Exit e = c.Stop(std::chrono::milliseconds(100));
+  EXPECT_TRUE(e.signaled);
+  EXPECT_EQ(e.code, SIGKILL);
+}
+
+TEST(ChildProcessTest, TheProgramIsLookedUpInTheChildsPath) {
+  char tmpl[] = "/tmp/al_env_test_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::filesystem::path dir(tmpl);
+  ASSERT_TRUE(WriteFileAtomic(dir / "al-test-prog", "#!/bin/sh\necho found \"$1\"\n").ok());
+  chmod((dir / "al-test-prog").c_str(), 0755);
+  const std::vector<std::string> env = {"PATH=/nonexistent:" + dir.string()};
+  EXPECT_EQ(FindExecutableIn("al-test-prog", env), (dir / "al-test-prog").string());
+  EXPECT_EQ(FindExecutableIn("al-test-prog", {"PATH=/usr/bin:/bin"}), "");
+  EXPECT_EQ(FindExecutable("al-test-prog"), "");  // not in this process's PATH
+
+  SpawnOptions o;
+  o.argv = {"al-test-prog", "it"};
+  o.env = env;
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.error().ToString();
+  EXPECT_EQ(ReadUntil((*child)->stdout_fd(), "\n"), "found it\n");
+  EXPECT_EQ((*child)->stdin_fd(), -1);   // /dev/null
+  EXPECT_EQ((*child)->stderr_fd(), -1);  // on stdout's pipe
+  ChildProcess::Exit e = (*child)->Reap();
+  EXPECT_FALSE(e.signaled);
+  EXPECT_EQ(e.code, 0);
+
+  ProcessOptions run;
+  run.argv = {"al-test-prog", "again"};
+  run.env = env;
+  auto r = RunProcess(run, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->output, "found again\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ChildProcessTest, AProgramThatCannotStartIsNamedByItsLabel) {
+  SpawnOptions o;
+  o.argv = {"/nonexistent/program"};
+  o.label = "server 'x' (/nonexistent/program)";
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_FALSE(child.ok());
+  EXPECT_EQ(child.error().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(child.error().message(),
+            "cannot start server 'x' (/nonexistent/program): No such file or directory");
+  EXPECT_EQ(ChildProcess::Spawn(SpawnOptions{}).error().code(), Code::kInvalidArgument);
+}
+
 std::vector<std::string> Names(const std::vector<std::string>& env) {
   std::vector<std::string> out;
   for (const auto& e : env) out.push_back(e.substr(0, e.find('=')));

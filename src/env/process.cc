@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -44,6 +45,7 @@ class Fd {
     if (fd_ >= 0) close(fd_);
     fd_ = fd;
   }
+  int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_;
@@ -173,11 +175,14 @@ std::vector<std::string> ScrubbedEnvironment(const EnvPolicy& policy) {
   return ChildEnvironment(CurrentEnvironment(), policy);
 }
 
-std::string FindExecutable(const std::string& name) {
+namespace {
+
+// Looks `name` up in the directories of `path` (colon-separated; an empty
+// entry is the current directory).
+std::string SearchPath(const std::string& name, std::string_view path) {
   if (name.empty()) return {};
   if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
-  const char* path = getenv("PATH");
-  std::string_view rest = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::string_view rest = path;
   while (true) {
     size_t colon = rest.find(':');
     std::string dir(rest.substr(0, colon));
@@ -190,20 +195,58 @@ std::string FindExecutable(const std::string& name) {
   return {};
 }
 
-Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token stop) {
-  if (options.argv.empty()) return InvalidArgument("RunProcess: empty argv");
-  const auto start = std::chrono::steady_clock::now();
+constexpr std::string_view kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(Errno("pipe2"));
-  Fd read_end(pipe_fds[0]);
-  Fd write_end(pipe_fds[1]);
+}  // namespace
+
+std::string FindExecutable(const std::string& name) {
+  const char* path = getenv("PATH");
+  return SearchPath(name, path != nullptr ? std::string_view(path) : kDefaultPath);
+}
+
+std::string FindExecutableIn(const std::string& name, const std::vector<std::string>& env) {
+  std::string_view path = kDefaultPath;
+  for (const std::string& e : env) {
+    if (e.rfind("PATH=", 0) == 0) path = std::string_view(e).substr(5);
+  }
+  return SearchPath(name, path);
+}
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const SpawnOptions& options) {
+  if (options.argv.empty() || options.argv[0].empty()) {
+    return InvalidArgument("cannot start a process: empty argv");
+  }
+  const std::string& label = options.label.empty() ? options.argv[0] : options.label;
+  // Our ends and the child's, closed on every path out of here; ours are
+  // handed to the ChildProcess at the end.
+  int in[2] = {-1, -1};
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  Fd in_r, in_w, out_r, out_w, err_r, err_w;
+  if (options.stdin_pipe) {
+    if (pipe2(in, O_CLOEXEC) != 0) return Internal(Errno("pipe2"));
+    in_r.Reset(in[0]);
+    in_w.Reset(in[1]);
+  }
+  if (pipe2(out, O_CLOEXEC) != 0) return Internal(Errno("pipe2"));
+  out_r.Reset(out[0]);
+  out_w.Reset(out[1]);
+  if (options.separate_stderr) {
+    if (pipe2(err, O_CLOEXEC) != 0) return Internal(Errno("pipe2"));
+    err_r.Reset(err[0]);
+    err_w.Reset(err[1]);
+  }
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
+  if (options.stdin_pipe) {
+    posix_spawn_file_actions_adddup2(&actions, in_r.get(), 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
+  posix_spawn_file_actions_adddup2(&actions, out_w.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, options.separate_stderr ? err_w.get() : out_w.get(),
+                                   2);
   std::string cwd = options.cwd.string();
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
 
@@ -224,28 +267,152 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token 
   std::vector<char*> envp;
   for (const auto& e : options.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  // The child's PATH, not this process's, says where its program is (what
+  // posix_spawnp would search is ours).
+  std::string program = options.argv[0];
+  if (program.find('/') == std::string::npos) {
+    std::string found = FindExecutableIn(program, options.env);
+    if (!found.empty()) program = std::move(found);
+  }
 
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  int rc = posix_spawn(&pid, program.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return FailedPrecondition("cannot start " + options.argv[0] + ": " + std::strerror(rc));
+  if (rc != 0) return FailedPrecondition("cannot start " + label + ": " + std::strerror(rc));
+
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->pid_ = pid;
+  child->stdin_fd_ = in_w.Release();
+  child->stdout_fd_ = out_r.Release();
+  child->stderr_fd_ = err_r.Release();
+  child->pidfd_ = PidfdOpen(pid);
+  return child;
+}
+
+ChildProcess::~ChildProcess() {
+  bool reaped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reaped = reaped_.has_value();
   }
-  write_end.Reset();
-  fcntl(read_end.get(), F_SETFL, fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
+  if (!reaped && pid_ > 0) {
+    SignalGroup(SIGKILL);
+    Reap();
+  }
+  for (int fd : {stdin_fd_, stdout_fd_, stderr_fd_, pidfd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void ChildProcess::CloseStdin() {
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+  stdin_fd_ = -1;
+}
+
+namespace {
+
+ChildProcess::Exit FromWaitStatus(int status) {
+  ChildProcess::Exit e;
+  if (WIFSIGNALED(status)) {
+    e.signaled = true;
+    e.code = WTERMSIG(status);
+  } else if (WIFEXITED(status)) {
+    e.code = WEXITSTATUS(status);
+  }
+  return e;
+}
+
+}  // namespace
+
+std::optional<ChildProcess::Exit> ChildProcess::Exited() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reaped_) return reaped_;
+  }
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid == pid_) {
+    Exit e;
+    e.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+    e.code = info.si_status;
+    return e;
+  }
+  const bool gone = errno == ECHILD;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reaped_) return reaped_;  // reaped meanwhile by another thread
+  // Not this process's child any more (SIGCHLD ignored reaps at once): it
+  // has ended, how is unknown.
+  if (gone) return Exit{};
+  return std::nullopt;
+}
+
+bool ChildProcess::WaitExit(std::chrono::milliseconds limit) const {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    if (Exited()) return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    if (pidfd_ >= 0) {
+      pollfd p{pidfd_, POLLIN, 0};
+      (void)poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+    } else {
+      // Without a pidfd (old kernels) the exit is checked at a coarse
+      // interval.
+      (void)poll(nullptr, 0, static_cast<int>(std::min<int64_t>(left.count(), 20)));
+    }
+  }
+}
+
+void ChildProcess::SignalGroup(int sig) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Before the reap the group id cannot have been reused.
+  if (!reaped_ && pid_ > 0) kill(-pid_, sig);
+}
+
+ChildProcess::Exit ChildProcess::Reap() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reaped_) return *reaped_;
+  }
+  int status = 0;
+  pid_t r;
+  while ((r = waitpid(pid_, &status, 0)) < 0 && errno == EINTR) {
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  reaped_ = r == pid_ ? FromWaitStatus(status) : Exit{};
+  return *reaped_;
+}
+
+ChildProcess::Exit ChildProcess::Stop(std::chrono::milliseconds grace) {
+  CloseStdin();  // the child's cue to exit
+  if (!WaitExit(grace)) {
+    SignalGroup(SIGTERM);
+    if (!WaitExit(grace)) SignalGroup(SIGKILL);
+  }
+  return Reap();
+}
+
+Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token stop) {
+  if (options.argv.empty()) return InvalidArgument("RunProcess: empty argv");
+  const auto start = std::chrono::steady_clock::now();
+
+  SpawnOptions spawn;
+  spawn.argv = options.argv;
+  spawn.cwd = options.cwd;
+  spawn.env = options.env;
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> child, ChildProcess::Spawn(spawn));
+  const int read_end = child->stdout_fd();
+  fcntl(read_end, F_SETFL, fcntl(read_end, F_GETFL) | O_NONBLOCK);
 
   ProcessResult result;
-  result.pid = pid;
+  result.pid = child->pid();
   HeadTail sink(options.output_cap);
 
-  Fd pidfd(PidfdOpen(pid));
+  const int pidfd = child->pidfd();
   Fd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (wake.get() < 0) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return Internal(Errno("eventfd"));
-  }
+  if (wake.get() < 0) return Internal(Errno("eventfd"));  // the child is killed and reaped
   std::stop_callback on_stop(stop, [&wake] {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t ignored = write(wake.get(), &one, sizeof one);
@@ -255,13 +422,7 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token 
   const auto deadline = start + options.timeout;
   bool pipe_open = true;
   bool leader_done = false;  // exit noticed; still a zombie, so the group id stays reserved
-  auto check_exit = [&] {
-    siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == pid) {
-      leader_done = true;
-    }
-  };
+  auto check_exit = [&] { leader_done = child->Exited().has_value(); };
 
   enum class Ending { kNone, kTimeout, kCancel, kFault } ending = Ending::kNone;
   std::string fault;
@@ -282,7 +443,7 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token 
     }
     // Without a pidfd (old kernels) the exit is noticed by checking waitid at
     // a coarse interval; with one, every wake-up is an event.
-    if (pidfd.get() < 0 && !leader_done && (timeout_ms < 0 || timeout_ms > 50)) timeout_ms = 50;
+    if (pidfd < 0 && !leader_done && (timeout_ms < 0 || timeout_ms > 50)) timeout_ms = 50;
 
     pollfd fds[3];
     int n = 0;
@@ -290,11 +451,11 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token 
     int pid_idx = -1;
     if (pipe_open) {
       pipe_idx = n;
-      fds[n++] = {read_end.get(), POLLIN, 0};
+      fds[n++] = {read_end, POLLIN, 0};
     }
-    if (!leader_done && pidfd.get() >= 0) {
+    if (!leader_done && pidfd >= 0) {
       pid_idx = n;
-      fds[n++] = {pidfd.get(), POLLIN, 0};
+      fds[n++] = {pidfd, POLLIN, 0};
     }
     int wake_idx = n;
     fds[n++] = {wake.get(), POLLIN, 0};
@@ -310,38 +471,35 @@ Result<ProcessResult> RunProcess(const ProcessOptions& options, std::stop_token 
       break;
     }
     if (pipe_idx >= 0 && fds[pipe_idx].revents != 0) {
-      pipe_open = DrainPipe(read_end.get(), sink);
+      pipe_open = DrainPipe(read_end, sink);
     }
-    if ((pid_idx >= 0 && fds[pid_idx].revents != 0) || (pidfd.get() < 0 && !leader_done)) {
+    if ((pid_idx >= 0 && fds[pid_idx].revents != 0) || (pidfd < 0 && !leader_done)) {
       check_exit();
     }
     if (leader_done && pipe_open && options.kill_group_on_exit) {
       // The direct child is gone but something it started still holds the
       // pipe: take what is there and stop waiting.
-      DrainPipe(read_end.get(), sink);
+      DrainPipe(read_end, sink);
       pipe_open = false;
     }
   }
 
-  // Kill before reaping: while the leader is an unreaped zombie its pid (the
-  // group id) cannot be reused, so the signal cannot hit a stranger.
-  if (ending != Ending::kNone || options.kill_group_on_exit) kill(-pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  // Kill before reaping (ChildProcess): the signal cannot hit a stranger.
+  if (ending != Ending::kNone || options.kill_group_on_exit) child->SignalGroup(SIGKILL);
+  const ChildProcess::Exit exit = child->Reap();
   if (ending == Ending::kFault) return Internal(fault);
-  DrainPipe(read_end.get(), sink);
+  DrainPipe(read_end, sink);
 
   if (ending == Ending::kTimeout) {
     result.outcome = ProcessResult::Outcome::kTimedOut;
   } else if (ending == Ending::kCancel) {
     result.outcome = ProcessResult::Outcome::kCancelled;
-  } else if (WIFEXITED(status)) {
-    result.outcome = ProcessResult::Outcome::kExited;
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
+  } else if (exit.signaled) {
     result.outcome = ProcessResult::Outcome::kSignaled;
-    result.signal = WTERMSIG(status);
+    result.signal = exit.code;
+  } else {
+    result.outcome = ProcessResult::Outcome::kExited;
+    result.exit_code = exit.code;
   }
 
   result.total_output_bytes = sink.total();

@@ -1,7 +1,13 @@
-// Running a child process with a deadline, cancellation and bounded output.
+// Child processes: spawning one with its standard streams on pipes
+// (ChildProcess, for a caller that talks to it while it runs), and running one
+// with a deadline, cancellation and bounded output (RunProcess).
 //
-// RunProcess() spawns the child in its own session and process group
-// (setsid), with stdin on /dev/null and stdout+stderr on one pipe. It waits
+// Every child is spawned the same way: without a shell, in its own session
+// and process group (setsid), with signals at their defaults and unblocked,
+// in the given directory, with exactly the given environment.
+//
+// RunProcess() spawns the child with stdin on /dev/null and stdout+stderr on
+// one pipe. It waits
 // for events only (poll on the pipe, a pidfd for the child's exit and an
 // eventfd signalled by the stop token), never in a sleep loop. On timeout or
 // cancellation the whole process group is killed with SIGKILL, grandchildren
@@ -20,6 +26,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -29,8 +38,87 @@
 
 namespace agentloop {
 
+struct SpawnOptions {
+  // argv[0] is the program: a path (it contains '/'), or a name looked up in
+  // the PATH of `env` (/usr/local/bin:/usr/bin:/bin when `env` has none).
+  std::vector<std::string> argv;
+  std::filesystem::path cwd;  // empty: inherit
+  // The complete environment as "NAME=value" entries.
+  std::vector<std::string> env;
+  // stdin: a pipe from this process (stdin_fd), else /dev/null.
+  bool stdin_pipe = false;
+  // stderr: a pipe of its own (stderr_fd), else stdout's.
+  bool separate_stderr = false;
+  // The program as errors name it ("cannot start LABEL: ..."); empty: argv[0].
+  std::string label;
+};
+
+// A spawned child (SpawnOptions) and this process's ends of its pipes.
+//
+// The child is not reaped before Reap, Stop or the destructor: until then its
+// pid, which is also its process group's id, cannot be reused, so a signal to
+// the group cannot reach a stranger. A process of the group that created its
+// own session escapes the group's signals; that is the limit of process
+// groups.
+//
+// Thread-safety: pid, the fd accessors, Exited and WaitExit may be called
+// from any thread; CloseStdin, SignalGroup, Reap and Stop from one thread at
+// a time (a caller writing to stdin_fd on another thread serialises that
+// with CloseStdin).
+class ChildProcess {
+ public:
+  struct Exit {
+    bool signaled = false;  // killed by a signal (`code` is the signal), else exited
+    int code = 0;           // the exit status, or the signal
+  };
+
+  // Errors: kInvalidArgument for an empty argv; kFailedPrecondition when the
+  // program cannot be started ("cannot start LABEL: reason"); kInternal when
+  // the OS fails (pipes).
+  static Result<std::unique_ptr<ChildProcess>> Spawn(const SpawnOptions& options);
+  // Kills the group with SIGKILL and reaps, unless reaped already; closes
+  // the pipes.
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  int pid() const { return pid_; }
+  int stdin_fd() const { return stdin_fd_; }    // -1 without stdin_pipe, or once closed
+  int stdout_fd() const { return stdout_fd_; }  // stdout, and stderr unless separate_stderr
+  int stderr_fd() const { return stderr_fd_; }  // -1 without separate_stderr
+  // Readable when the child has exited; -1 on kernels without pidfd_open
+  // (WaitExit then checks at a coarse interval).
+  int pidfd() const { return pidfd_; }
+
+  void CloseStdin();
+  // How the child ended, once it has (it stays unreaped); nullopt while it
+  // runs.
+  std::optional<Exit> Exited() const;
+  // Waits up to `limit` for the child to exit; true when it has.
+  bool WaitExit(std::chrono::milliseconds limit) const;
+  // Sends `sig` to the child's process group (nothing once reaped).
+  void SignalGroup(int sig);
+  // Waits for the child's exit and reaps it; how it ended.
+  Exit Reap();
+  // Ends the child as a server is ended: stdin closed, up to `grace` for it
+  // to exit, then SIGTERM to its group, up to `grace` more, then SIGKILL;
+  // reaped.
+  Exit Stop(std::chrono::milliseconds grace);
+
+ private:
+  ChildProcess() = default;
+  int pid_ = -1;
+  int stdin_fd_ = -1;
+  int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
+  int pidfd_ = -1;
+  mutable std::mutex mu_;
+  std::optional<Exit> reaped_;  // Guarded by mu_.
+};
+
 struct ProcessOptions {
-  // argv[0] is the program: an absolute path or a name looked up in PATH.
+  // argv[0] is the program: a path, or a name looked up in the PATH of
+  // `env` (SpawnOptions).
   std::vector<std::string> argv;
   std::filesystem::path cwd;  // empty: inherit
   // The complete environment as "NAME=value" entries.
@@ -103,5 +191,10 @@ std::vector<std::string> ScrubbedEnvironment(const EnvPolicy& policy);
 // the absolute path, or empty when not found. A name containing '/' is
 // returned as is when it is executable.
 std::string FindExecutable(const std::string& name);
+
+// FindExecutable with the PATH of `env` ("NAME=value" entries; the last
+// PATH entry counts, /usr/local/bin:/usr/bin:/bin when there is none): where
+// a child given that environment finds `name`.
+std::string FindExecutableIn(const std::string& name, const std::vector<std::string>& env);
 
 }  // namespace agentloop

@@ -19,6 +19,10 @@ bool Listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+std::string TransportName(const McpServerSpec& spec) {
+  return spec.command.empty() ? "http" : "stdio";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
@@ -56,28 +60,10 @@ Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
       }
     } else {
       std::string bwrap = FindExecutable("bwrap");
-      std::string program = spec.command;
-      if (program.find('/') == std::string::npos) {
-        // Inside the sandbox bubblewrap looks the program up itself; give
-        // it the path the server's PATH finds.
-        for (const auto& e : o.env) {
-          if (e.rfind("PATH=", 0) != 0) continue;
-          std::string path = e.substr(5);
-          size_t start = 0;
-          while (true) {
-            size_t colon = path.find(':', start);
-            std::string dir =
-                path.substr(start, colon == std::string::npos ? colon : colon - start);
-            std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + program;
-            if (access(cand.c_str(), X_OK) == 0) {
-              program = cand;
-              break;
-            }
-            if (colon == std::string::npos) break;
-            start = colon + 1;
-          }
-        }
-      }
+      // Inside the sandbox bubblewrap looks the program up itself; give it
+      // the path the server's PATH finds.
+      std::string program = FindExecutableIn(spec.command, o.env);
+      if (program.empty()) program = spec.command;
       std::vector<std::string> inner = {program};
       inner.insert(inner.end(), spec.args.begin(), spec.args.end());
       o.argv = tools::SandboxedArgv(bwrap, ctx.sandbox, ctx.network, o.cwd, inner);
@@ -119,6 +105,14 @@ McpServerState CurrentState(const ServerStatus& status) {
       s.error = health.message();
     }
   }
+  return s;
+}
+
+McpServerState StoppedState(const McpServerSpec& spec) {
+  McpServerState s;
+  s.name = spec.name;
+  s.transport = TransportName(spec);
+  s.state = spec.enabled ? "stopped" : "disabled";
   return s;
 }
 
@@ -166,7 +160,7 @@ Result<StartedServers> StartServers(const std::vector<McpServerSpec>& specs,
     const McpServerSpec& spec = *a.spec;
     ServerStatus st;
     st.name = spec.name;
-    st.transport = spec.command.empty() ? "http" : "stdio";
+    st.transport = TransportName(spec);
     if (!spec.enabled) {
       st.state = "disabled";
       out.servers.push_back(std::move(st));

@@ -63,6 +63,10 @@ struct ServerStatus {
 // connection has ended is "disconnected", with the reason.
 McpServerState CurrentState(const ServerStatus& status);
 
+// A configured server that is not running (no session has it open):
+// "stopped", or "disabled" when it is not enabled; no tools.
+McpServerState StoppedState(const McpServerSpec& spec);
+
 // {name, transport, state, error?, protocol_version?, server: {name,
 // version}?, tools}: the JSON of `agentloop mcp list --output json` and of
 // the server API.

@@ -205,5 +205,66 @@ TEST(StartServers, SandboxedServerOutlivesTheThreadThatStartedIt) {
   EXPECT_TRUE(client->health().ok());
 }
 
+// A stdio server runs in bash's sandbox: what bash's commands may not
+// write, the server may not either. `write_note` writes a file relative to
+// the server's working directory, the workspace.
+class SandboxedServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Python().empty()) GTEST_SKIP() << "python3 is not installed";
+    const std::string why = tools::SandboxUnavailableReason();
+    if (!why.empty()) GTEST_SKIP() << "bubblewrap cannot run here: " << why;
+    char tmpl[] = "/tmp/al_mcp_sandbox_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    ws_ = tmpl;
+    std::filesystem::create_directory(ws_ / ".agentloop");
+  }
+  void TearDown() override {
+    if (!ws_.empty()) std::filesystem::remove_all(ws_);
+  }
+
+  // Starts the fake server in `mode` and calls write_note.
+  Json WriteNote(SandboxMode mode, const std::string& path) {
+    LaunchContext ctx = Launch();
+    ctx.workspace = ws_;
+    ctx.sandbox = mode;
+    auto started = StartServers({Fake()}, ctx);
+    EXPECT_TRUE(started.ok());
+    if (!started.ok()) return nullptr;
+    EXPECT_EQ(started->servers[0].state, "ready") << started->servers[0].error;
+    if (started->clients.empty()) return nullptr;
+    auto r =
+        started->clients[0]->CallTool("write_note", {{"text", "x"}, {"path", path}}, CallOptions{});
+    started->clients[0]->Shutdown();
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? r->result : Json();
+  }
+
+  std::filesystem::path ws_;
+};
+
+TEST_F(SandboxedServer, ReadOnlyRefusesWritesToTheWorkspace) {
+  Json r = WriteNote(SandboxMode::kReadOnly, "NOTE.txt");
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_NE(r.dump().find("Read-only file system"), std::string::npos) << r.dump();
+  EXPECT_FALSE(std::filesystem::exists(ws_ / "NOTE.txt"));
+  // The same server without the sandbox writes it.
+  r = WriteNote(SandboxMode::kOff, "NOTE.txt");
+  EXPECT_EQ(r["isError"], false) << r.dump();
+  EXPECT_TRUE(std::filesystem::exists(ws_ / "NOTE.txt"));
+}
+
+TEST_F(SandboxedServer, WorkspaceWriteKeepsWhatAgentloopObeysReadOnly) {
+  Json r = WriteNote(SandboxMode::kWorkspaceWrite, "NOTE.txt");
+  EXPECT_EQ(r["isError"], false) << r.dump();
+  EXPECT_TRUE(std::filesystem::exists(ws_ / "NOTE.txt"));
+  // As for bash: .agentloop stays read-only inside the writable workspace.
+  r = WriteNote(SandboxMode::kWorkspaceWrite, ".agentloop/config.toml");
+  EXPECT_EQ(r["isError"], true) << r.dump();
+  EXPECT_FALSE(std::filesystem::exists(ws_ / ".agentloop" / "config.toml"));
+  r = WriteNote(SandboxMode::kOff, ".agentloop/config.toml");
+  EXPECT_EQ(r["isError"], false) << r.dump();
+}
+
 }  // namespace
 }  // namespace agentloop::mcp

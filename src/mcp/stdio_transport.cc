@@ -1,60 +1,17 @@
 #include "mcp/stdio_transport.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 
 namespace agentloop::mcp {
-namespace {
-
-void CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
-}
-
-int PidfdOpen(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-// Waits up to `limit` for `pid` to exit; reaps it and returns true if it
-// did.
-bool WaitExit(pid_t pid, int pidfd, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (true) {
-    int status = 0;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno == ECHILD)) return true;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    if (pidfd >= 0) {
-      pollfd p{pidfd, POLLIN, 0};
-      (void)poll(&p, 1, static_cast<int>(left.count()) + 1);
-    } else {
-      // Without a pidfd (old kernels) the exit is checked at a coarse
-      // interval.
-      pollfd none{-1, 0, 0};
-      (void)poll(&none, 0, static_cast<int>(std::min<int64_t>(left.count(), 20)));
-    }
-  }
-}
-
-}  // namespace
 
 StdioTransport::StdioTransport(StdioOptions options) : options_(std::move(options)) {}
 
@@ -65,79 +22,19 @@ Status StdioTransport::Start(Handlers handlers) {
   if (options_.argv.empty() || options_.argv[0].empty()) {
     return InvalidArgument("MCP server '" + options_.name + "' has no command");
   }
-  int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return Internal(std::string("pipe2: ") + std::strerror(errno));
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]);
-    close(in[1]);
-    return Internal(std::string("pipe2: ") + std::strerror(errno));
+  SpawnOptions spawn;
+  spawn.argv = options_.argv;
+  spawn.cwd = options_.cwd;
+  spawn.env = options_.env;
+  spawn.stdin_pipe = true;
+  spawn.separate_stderr = true;
+  spawn.label = "MCP server '" + options_.name + "' (" + options_.argv[0] + ")";
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> child, ChildProcess::Spawn(spawn));
+  pid_ = child->pid();
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    child_ = std::move(child);
   }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
-    return Internal(std::string("pipe2: ") + std::strerror(errno));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  if (!options_.cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, options_.cwd.c_str());
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t all;
-  sigset_t none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> argv;
-  for (const auto& a : options_.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : options_.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  // posix_spawnp looks the program up in this process's PATH; the server's
-  // own PATH (from `env`) is what a person configured, so look there.
-  std::string program = options_.argv[0];
-  if (program.find('/') == std::string::npos) {
-    std::string path = "/usr/local/bin:/usr/bin:/bin";
-    for (const auto& e : options_.env) {
-      if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
-    }
-    size_t start = 0;
-    while (start <= path.size()) {
-      size_t colon = path.find(':', start);
-      std::string dir = path.substr(start, colon == std::string::npos ? colon : colon - start);
-      if (dir.empty()) dir = ".";
-      std::string candidate = dir + "/" + program;
-      if (access(candidate.c_str(), X_OK) == 0) {
-        program = candidate;
-        break;
-      }
-      if (colon == std::string::npos) break;
-      start = colon + 1;
-    }
-  }
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, program.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(in[1]);
-    close(out[0]);
-    close(err[0]);
-    return FailedPrecondition("cannot start MCP server '" + options_.name + "' (" +
-                              options_.argv[0] + "): " + std::strerror(rc));
-  }
-  pid_ = pid;
-  in_fd_ = in[1];
-  out_fd_ = out[0];
-  err_fd_ = err[0];
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   reader_ = std::thread([this] { ReadLoop(); });
   return Status::Ok();
@@ -150,7 +47,7 @@ Status StdioTransport::Send(const std::string& message) {
   std::lock_guard<std::mutex> lock(send_mu_);
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (closed_ || in_fd_ < 0) {
+    if (closed_ || child_ == nullptr || child_->stdin_fd() < 0) {
       return Unavailable("MCP server '" + options_.name + "' is not running");
     }
   }
@@ -165,7 +62,7 @@ Status StdioTransport::Send(const std::string& message) {
   Status result = Status::Ok();
   size_t off = 0;
   while (off < line.size()) {
-    ssize_t n = write(in_fd_, line.data() + off, line.size() - off);
+    ssize_t n = write(child_->stdin_fd(), line.data() + off, line.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
       result = Unavailable("MCP server '" + options_.name +
@@ -210,6 +107,8 @@ void StdioTransport::ReadLoop() {
   std::string err_buf;
   bool out_open = true;
   bool err_open = true;
+  const int out_fd = child_->stdout_fd();
+  const int err_fd = child_->stderr_fd();
   auto take_stderr_line = [&](std::string line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (options_.on_stderr) options_.on_stderr(line);
@@ -223,11 +122,11 @@ void StdioTransport::ReadLoop() {
     int out_idx = -1, err_idx = -1;
     if (out_open) {
       out_idx = n;
-      fds[n++] = {out_fd_, POLLIN, 0};
+      fds[n++] = {out_fd, POLLIN, 0};
     }
     if (err_open) {
       err_idx = n;
-      fds[n++] = {err_fd_, POLLIN, 0};
+      fds[n++] = {err_fd, POLLIN, 0};
     }
     int wake_idx = n;
     fds[n++] = {wake_fd_, POLLIN, 0};
@@ -242,7 +141,7 @@ void StdioTransport::ReadLoop() {
     }
     char buf[65536];
     if (err_idx >= 0 && fds[err_idx].revents != 0) {
-      ssize_t r = read(err_fd_, buf, sizeof buf);
+      ssize_t r = read(err_fd, buf, sizeof buf);
       if (r <= 0 && !(r < 0 && errno == EINTR)) {
         err_open = false;
         if (!err_buf.empty()) take_stderr_line(std::move(err_buf));
@@ -261,7 +160,7 @@ void StdioTransport::ReadLoop() {
       }
     }
     if (out_idx >= 0 && fds[out_idx].revents != 0) {
-      ssize_t r = read(out_fd_, buf, sizeof buf);
+      ssize_t r = read(out_fd, buf, sizeof buf);
       if (r <= 0 && !(r < 0 && errno == EINTR)) {
         out_open = false;
       } else if (r > 0) {
@@ -294,60 +193,42 @@ void StdioTransport::ReadLoop() {
       break;
     }
   }
-  // Not reaped here (WNOWAIT): Close reaps, so its signals cannot reach a
-  // process that reused the pid.
+  // Not reaped here: Close reaps, so its signals cannot reach a process
+  // that reused the pid. A process's files close before its exit can be
+  // waited for: give a server that is exiting a moment, so the report says
+  // how it ended.
   std::string how = "closed its stdout";
-  // A process's files close before its exit can be waited for: give a
-  // server that is exiting a moment, so the report says how it ended.
-  if (int pidfd = PidfdOpen(pid_); pidfd >= 0) {
-    pollfd p{pidfd, POLLIN, 0};
-    (void)poll(&p, 1, 500);
-    close(pidfd);
-  }
-  siginfo_t info{};
-  if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-      info.si_pid == pid_) {
-    if (info.si_code == CLD_EXITED) how = "exited with status " + std::to_string(info.si_status);
-    if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
-      how = "was killed by signal " + std::to_string(info.si_status);
+  if (child_->WaitExit(std::chrono::milliseconds(500))) {
+    if (std::optional<ChildProcess::Exit> e = child_->Exited()) {
+      how = e->signaled ? "was killed by signal " + std::to_string(e->code)
+                        : "exited with status " + std::to_string(e->code);
     }
   }
   Finish(Unavailable("MCP server '" + options_.name + "' " + how + StderrSummary()));
 }
 
 void StdioTransport::Close() {
-  int pid;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return;
     closed_ = true;
-    pid = pid_;
   }
   {
     std::lock_guard<std::mutex> lock(send_mu_);
-    CloseFd(in_fd_);  // the server's cue to exit
+    if (child_ != nullptr) child_->CloseStdin();  // the server's cue to exit
   }
-  if (pid > 0) {
-    // Still not reaped here: its pid (the group id) cannot be reused yet,
-    // so the signals cannot hit a stranger.
-    int pidfd = PidfdOpen(pid);
-    if (!WaitExit(pid, pidfd, options_.grace)) {
-      kill(-pid, SIGTERM);
-      if (!WaitExit(pid, pidfd, options_.grace)) {
-        kill(-pid, SIGKILL);
-        (void)WaitExit(pid, pidfd, std::chrono::milliseconds(60000));
-      }
-    }
-    if (pidfd >= 0) close(pidfd);
-  }
+  if (child_ != nullptr) child_->Stop(options_.grace);
   if (wake_fd_ >= 0) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t ignored = write(wake_fd_, &one, sizeof one);
   }
   if (reader_.joinable()) reader_.join();
-  CloseFd(out_fd_);
-  CloseFd(err_fd_);
-  CloseFd(wake_fd_);
+  {
+    std::lock_guard<std::mutex> lock(send_mu_);
+    child_.reset();  // its pipes
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
 }
 
 }  // namespace agentloop::mcp

@@ -1,12 +1,12 @@
 // The stdio transport: the server is a child process speaking
 // newline-delimited JSON-RPC on its stdin and stdout.
 //
-// The child is spawned without a shell (argv as given, the program looked up
-// in the PATH of `env`), in its own process group, in `cwd`, with exactly
-// `env`. stderr is the server's log: its lines are kept (the last
-// `stderr_lines`) and handed to `on_stderr`, never treated as an error.
-// Close() ends it as the MCP lifecycle says: stdin is closed, then after
-// `grace` SIGTERM goes to its process group, then after `grace` SIGKILL.
+// The child is spawned by ChildProcess (env/process.h): without a shell
+// (argv as given, the program looked up in the PATH of `env`), in its own
+// process group, in `cwd`, with exactly `env`. stderr is the server's log: its lines are kept (the
+// last `stderr_lines`) and handed to `on_stderr`, never treated as an error. Close() ends it as the
+// MCP lifecycle says: stdin is closed, then after `grace` SIGTERM goes to its process group, then
+// after `grace` SIGKILL.
 //
 // Thread-safety: Send may be called from several threads; one reader
 // thread per transport delivers messages and stderr lines.
@@ -15,11 +15,13 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "env/process.h"
 #include "mcp/jsonrpc.h"
 
 namespace agentloop::mcp {
@@ -56,9 +58,9 @@ class StdioTransport final : public Transport {
   StdioOptions options_;
   Handlers handlers_;
   int pid_ = -1;
-  int in_fd_ = -1;   // our end of the child's stdin
-  int out_fd_ = -1;  // the child's stdout
-  int err_fd_ = -1;  // the child's stderr
+  // Set by Start, reset by Close (under send_mu_, which also serialises
+  // writes to its stdin with closing it).
+  std::unique_ptr<ChildProcess> child_;
   int wake_fd_ = -1;
   std::thread reader_;
   std::mutex send_mu_;

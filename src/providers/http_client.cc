@@ -1,10 +1,17 @@
 // HttpClient on Boost.Beast/Asio: one io_context, one event thread (the
-// client's own, or the caller's with HttpClientOptions::io_context). Every
-// transfer is a chain of completion handlers on that thread: resolve ->
-// connect -> [proxy CONNECT] -> [TLS handshake] -> write -> read head -> read
-// body pieces. One steady_timer per transfer enforces the connect timeout
-// and then the idle timeout; Cancel() and the destructor abort by closing the
-// socket, so whatever operation is pending completes and the transfer ends.
+// client's own, or the caller's with HttpClientOptions::io_context). This
+// file drives transfers; the layers it drives live in their own units:
+//   http_url       URL parsing, proxy settings, the route and pool key
+//   http_dialer    name lookup, address fallback, CONNECT, TLS (and trust)
+//   http_pool      idle connections per key, preconnects and their waiters
+//   http_exchange  one request on the wire and the response reader
+// A transfer's states: begun (URL and route checked, request built) ->
+// waiting for a preconnect's connection | taking an idle one | dialling ->
+// writing -> reading (head, then body pieces as they arrive) -> finished.
+// One steady_timer per transfer enforces the connect timeout and then the
+// idle timeout; Cancel() and the destructor abort by cancelling the dialer or
+// closing the socket, so whatever operation is pending completes and the
+// transfer ends.
 //
 // Ownership: the state of the client (ClientCore) is shared by every pending
 // handler (each holds its transfer, which holds the core), so a handler
@@ -14,43 +21,30 @@
 // when it is destroyed.
 #include "providers/http_client.h"
 
-#include <dirent.h>
 #include <strings.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <condition_variable>
-#include <cstdlib>
-#include <filesystem>
-#include <limits>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
-#include "base/strings.h"
+#include "providers/http_dialer.h"
+#include "providers/http_exchange.h"
+#include "providers/http_pool.h"
+#include "providers/http_url.h"
 
 namespace agentloop {
 
@@ -59,55 +53,6 @@ std::string_view FindHeader(const HttpHeaders& headers, std::string_view name) {
     if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;
   }
   return {};
-}
-
-namespace {
-
-std::string StripBrackets(std::string s) {
-  if (s.size() >= 2 && s.front() == '[' && s.back() == ']') return s.substr(1, s.size() - 2);
-  return s;
-}
-
-}  // namespace
-
-bool IsHashedCertDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return false;
-  bool found = false;
-  while (!found) {
-    const dirent* e = ::readdir(d);
-    if (e == nullptr) break;
-    // <8 hex digits of the subject hash>.<n>
-    std::string_view name(e->d_name);
-    size_t dot = name.find('.');
-    found = dot == 8 && dot + 1 < name.size() &&
-            std::all_of(name.begin(), name.begin() + 8,
-                        [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }) &&
-            std::all_of(name.begin() + 9, name.end(),
-                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-  }
-  ::closedir(d);
-  return found;
-}
-
-bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy) {
-  std::string h = StripBrackets(ToLower(host));
-  if (h == "localhost" || EndsWith(h, ".localhost") || StartsWith(h, "127.") || h == "::1") {
-    return true;
-  }
-  for (std::string_view e : Split(no_proxy, ',')) {
-    e = Trim(e);
-    if (e.empty()) continue;
-    if (e == "*") return true;
-    std::string entry = StripBrackets(ToLower(e));
-    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
-    if (entry.empty()) continue;
-    if (h == entry) return true;
-    if (h.size() > entry.size() && EndsWith(h, entry) && h[h.size() - entry.size() - 1] == '.') {
-      return true;
-    }
-  }
-  return false;
 }
 
 namespace {
@@ -122,219 +67,17 @@ using boost::system::error_code;
 
 constexpr size_t kMaxIdlePerOrigin = 8;
 constexpr auto kIdleLifetime = std::chrono::seconds(60);
-constexpr size_t kBodyChunk = 16384;
-constexpr size_t kReadBuffer = 16384;
-constexpr uint32_t kHeaderLimit = 64 * 1024;
 
-struct Url {
-  bool https = false;
-  std::string host;  // without IPv6 brackets
-  std::string port;
-  std::string target;    // path + query
-  std::string userinfo;  // user:pass (proxy URLs only)
-  bool ipv6 = false;
-
-  bool DefaultPort() const { return port == (https ? "443" : "80"); }
-  std::string Authority() const { return (ipv6 ? "[" + host + "]" : host) + ":" + port; }
-  std::string HostHeader() const {
-    std::string h = ipv6 ? "[" + host + "]" : host;
-    return DefaultPort() ? h : h + ":" + port;
-  }
-};
-
-bool BadChar(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
-
-// Parses http(s)://[userinfo@]host[:port][/path][?query][#fragment]. Error
-// messages never repeat the URL (it may carry keys).
-Result<Url> ParseUrl(std::string_view url, bool is_proxy) {
-  Url u;
-  std::string scheme = "http";
-  if (size_t p = url.find("://"); p != std::string_view::npos) {
-    scheme = ToLower(url.substr(0, p));
-    url.remove_prefix(p + 3);
-  } else if (!is_proxy) {
-    return InvalidArgument("bad URL: no scheme (expected http:// or https://)");
-  }
-  if (scheme == "https" && !is_proxy) {
-    u.https = true;
-  } else if (scheme != "http") {
-    return InvalidArgument(
-        std::string(is_proxy ? "unsupported proxy scheme '" : "unsupported URL scheme '") + scheme +
-        (is_proxy ? "' (expected http)" : "' (expected http or https)"));
-  }
-  size_t end = url.find_first_of("/?#");
-  std::string_view authority = url.substr(0, end);
-  std::string_view rest = end == std::string_view::npos ? std::string_view() : url.substr(end);
-  if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    u.userinfo = std::string(authority.substr(0, at));
-    authority.remove_prefix(at + 1);
-  }
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    size_t rb = authority.find(']');
-    if (rb == std::string_view::npos) return InvalidArgument("bad URL: unterminated IPv6 address");
-    u.host = std::string(authority.substr(1, rb - 1));
-    u.ipv6 = true;
-    std::string_view after = authority.substr(rb + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return InvalidArgument("bad URL: junk after the IPv6 address");
-      port = after.substr(1);
-    }
-  } else {
-    if (size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
-      port = authority.substr(colon + 1);
-      authority = authority.substr(0, colon);
-    }
-    u.host = std::string(authority);
-  }
-  if (u.host.empty()) return InvalidArgument("bad URL: no host");
-  for (char c : u.host) {
-    if (BadChar(c) || c == '/' || c == '\\') return InvalidArgument("bad URL: invalid host");
-  }
-  if (port.empty()) {
-    u.port = u.https ? "443" : "80";
-  } else {
-    long n = 0;
-    for (char c : port) {
-      if (c < '0' || c > '9' || n > 65535) return InvalidArgument("bad URL: invalid port");
-      n = n * 10 + (c - '0');
-    }
-    if (n < 1 || n > 65535) return InvalidArgument("bad URL: invalid port");
-    u.port = std::to_string(n);
-  }
-  if (size_t hash = rest.find('#'); hash != std::string_view::npos) rest = rest.substr(0, hash);
-  if (rest.empty()) {
-    u.target = "/";
-  } else if (rest.front() == '?') {
-    u.target = "/" + std::string(rest);
-  } else {
-    u.target = std::string(rest);
-  }
-  for (char c : u.target) {
-    if (BadChar(c)) return InvalidArgument("bad URL: invalid character in the path");
-  }
-  return u;
-}
-
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-struct Proxy {
-  bool configured = false;
-  Status error;  // a bad proxy setting fails the requests that would use it
-  Url url;
-  std::string authorization;  // "Basic ..." or empty; never logged
-};
-
-Proxy ParseProxy(const std::optional<std::string>& option, const char* lower, const char* upper) {
-  std::string value;
-  if (option) {
-    value = *option;
-  } else if (const char* v = std::getenv(lower); v != nullptr && *v != '\0') {
-    value = v;
-  } else if (const char* w = std::getenv(upper); w != nullptr && *w != '\0') {
-    value = w;
-  }
-  Proxy p;
-  value = std::string(Trim(value));
-  if (value.empty()) return p;
-  p.configured = true;
-  Result<Url> u = ParseUrl(value, true);
-  if (!u.ok()) {
-    p.error =
-        InvalidArgument(std::string("bad proxy setting (") + lower + "): " + u.error().message());
-    return p;
-  }
-  p.url = std::move(*u);
-  if (!p.url.userinfo.empty()) {
-    std::string_view ui = p.url.userinfo;
-    size_t colon = ui.find(':');
-    std::string user = PercentDecode(ui.substr(0, colon));
-    std::string pass =
-        colon == std::string_view::npos ? std::string() : PercentDecode(ui.substr(colon + 1));
-    p.authorization = "Basic " + Base64Encode(user + ":" + pass);
-    p.url.userinfo.clear();
-  }
-  return p;
-}
-
-std::string NoProxySetting(const std::optional<std::string>& option) {
-  if (option) return *option;
-  if (const char* v = std::getenv("no_proxy"); v != nullptr) return v;
-  if (const char* v = std::getenv("NO_PROXY"); v != nullptr) return v;
-  return {};
-}
-
-bool ValidHeaderName(std::string_view n) {
-  if (n.empty()) return false;
-  for (char c : n) {
-    if (BadChar(c) || c == ':' || static_cast<unsigned char>(c) >= 0x80) return false;
-  }
-  return true;
-}
-
-bool ValidHeaderValue(std::string_view v) {
-  for (char c : v) {
-    if (c == '\r' || c == '\n' || c == '\0') return false;
-  }
-  return true;
-}
-
-// One TCP (or TLS) connection. Owned by one transfer at a time or by the idle
-// pool.
-struct Conn {
-  // Beast sizes each socket read by the buffer's free capacity (512 bytes
-  // for an empty buffer): reserve room so a response arrives in one read
-  // instead of a wake-up of the waiting thread per 512 bytes.
-  explicit Conn(asio::io_context& ioc) : sock(ioc) { buf.reserve(kReadBuffer); }
-  tcp::socket sock;  // plain http
-  std::unique_ptr<ssl::stream<tcp::socket>> tls;
-  beast::flat_buffer buf;
-  std::string key;
-  Clock::time_point idle_since;
-  uint64_t gen = 0;
-  bool in_pool = false;
-  // Has carried a request. A TLS connection that has not (a preconnect's)
-  // may still receive the server's post-handshake messages (TLS 1.3 session
-  // tickets), which an idle readability watch would take for a close.
-  bool carried = false;
-  // Its handshake began with the whole system trust store loaded.
-  bool full_trust = false;
-
-  tcp::socket& Lowest() { return tls ? tls->next_layer() : sock; }
-  void Close() {
-    error_code ec;
-    Lowest().close(ec);
-  }
-  template <typename F>
-  void With(F&& f) {
-    if (tls) {
-      f(*tls);
-    } else {
-      f(sock);
-    }
-  }
-};
+using Conn = HttpConnection;
 
 class ClientCore;
 
-struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
+struct Transfer : HttpTransfer, PoolWaiter, std::enable_shared_from_this<Transfer> {
   Transfer(std::shared_ptr<ClientCore> c, asio::io_context& ioc) : core(std::move(c)) {
-    resolver.emplace(ioc);
     timer.emplace(ioc);
   }
   void Cancel() override;
+  bool Gone() const override { return finished || abort.has_value(); }
 
   // Kept alive by the transfer: its handlers use the core, and may complete
   // after the HttpClient object is gone.
@@ -344,17 +87,15 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   std::function<void(Status)> done;
 
   // Event-thread state.
-  Url url;
-  const Proxy* proxy = nullptr;
+  HttpUrl url;
+  HttpRoute route;
+  const HttpProxy* proxy = nullptr;  // route.proxy
   std::string key;
   // Destroyed by Finish() on the event thread: the handle may outlive the
   // client, and these must not outlive its io_context.
-  std::optional<tcp::resolver> resolver;
   std::optional<asio::steady_timer> timer;
-  std::optional<asio::steady_timer> attempt_timer;  // per-address fallback
-  std::vector<tcp::endpoint> endpoints;             // addresses to try, in order
-  size_t attempt = 0;                               // index into endpoints
-  error_code connect_error;                         // the last attempt's failure
+  // Opening the transfer's connection (none while it has one).
+  std::shared_ptr<HttpDialer> dialer;
   Clock::time_point deadline = Clock::time_point::max();
   Status deadline_status;
   bool timer_armed = false;
@@ -366,18 +107,13 @@ struct Transfer : HttpTransfer, std::enable_shared_from_this<Transfer> {
   bool preconnect = false;
   // Waiting for a preconnect to the same origin (no operation pending).
   bool waiting = false;
-  // Already retried a TLS handshake with the whole system trust store.
-  bool trust_retried = false;
   // Set while waiting: when the request's connect timeout ends, so that a
   // request left to connect on its own after a failed preconnect gets only
   // what is left of it.
   Clock::time_point connect_by = Clock::time_point::max();
   std::optional<Status> abort;
-  http::request<http::string_body> req;
-  http::request<http::empty_body> connect_req;
-  std::optional<http::response_parser<http::empty_body>> connect_parser;
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  std::unique_ptr<char[]> body_buf;
+  HttpWireRequest req;
+  std::optional<HttpResponseReader> reader;
 };
 
 // A timer of Wait(): fires once, or is cancelled by its stop token or the
@@ -396,9 +132,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
       : options_(std::move(options)),
         own_ioc_(options_.io_context != nullptr ? nullptr : std::make_unique<asio::io_context>()),
         ioc_(options_.io_context != nullptr ? *options_.io_context : *own_ioc_),
-        http_proxy_(ParseProxy(options_.http_proxy, "http_proxy", "HTTP_PROXY")),
-        https_proxy_(ParseProxy(options_.https_proxy, "https_proxy", "HTTPS_PROXY")),
-        no_proxy_(NoProxySetting(options_.no_proxy)) {}
+        proxies_(options_.http_proxy, options_.https_proxy, options_.no_proxy,
+                 HttpProxyConfig::ProcessEnv()),
+        trust_({options_.ca_file, options_.ca_dir, options_.system_ca_dir_for_test,
+                options_.system_ca_file_for_test}) {}
 
   asio::io_context& ioc() { return ioc_; }
   bool external() const { return own_ioc_ == nullptr; }
@@ -409,13 +146,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     shutting_down_ = true;
     std::vector<std::shared_ptr<Transfer>> running(active_.begin(), active_.end());
     for (auto& t : running) Abort(t, Cancelled("http client shut down"));
-    for (auto& [key, conns] : idle_) {
-      for (auto& c : conns) {
-        c->in_pool = false;
-        c->Close();
-      }
-    }
-    idle_.clear();
+    pool_.CloseAll();
     std::vector<std::shared_ptr<Waiter>> waiting(waiters_.begin(), waiters_.end());
     for (auto& w : waiting) CancelWaiter(w);
   }
@@ -514,43 +245,36 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   void Begin(const TransferPtr& t) {
     active_.insert(t);
     if (shutting_down_) return Finish(t, Cancelled("http client shut down"));
-    Result<Url> u = ParseUrl(t->request.url, false);
+    Result<HttpUrl> u = ParseHttpUrl(t->request.url);
     if (!u.ok()) return Finish(t, u.error());
     if (!u->userinfo.empty()) {
       return Finish(t, InvalidArgument("bad URL: credentials in the URL are not supported"));
     }
     t->url = std::move(*u);
-    const Proxy& proxy = t->url.https ? https_proxy_ : http_proxy_;
-    if (proxy.configured && !HttpProxyBypassed(t->url.host, no_proxy_)) {
-      if (!proxy.error.ok()) return Finish(t, proxy.error);
-      t->proxy = &proxy;
-    }
+    Result<HttpRoute> route = proxies_.Route(t->url);
+    if (!route.ok()) return Finish(t, route.error());
+    t->route = std::move(*route);
+    t->proxy = t->route.proxy;
+    t->key = t->route.pool_key;
     if (t->url.https) {
-      Status st = EnsureTls();
+      Status st = trust_.Ensure();
       if (!st.ok()) return Finish(t, st);
     }
-    if (t->proxy != nullptr && !t->url.https) {
-      t->key = "http-proxy " + t->proxy->url.Authority();  // any origin
-    } else {
-      t->key = (t->url.https ? "https://" : "http://") + t->url.Authority();
-      if (t->proxy != nullptr) t->key += " via " + t->proxy->url.Authority();
-    }
     if (t->preconnect) {
-      if (opening_.count(t->key) != 0 || HasIdle(t->key)) return Finish(t, Status::Ok());
-      opening_[t->key].by = t;
+      if (!pool_.BeginOpening(t->key, t.get())) return Finish(t, Status::Ok());
       return Connect(t);
     }
-    Status st = BuildRequest(*t);
+    Status st = BuildHttpRequest(t->request, t->url, t->route, t->req);
     if (!st.ok()) return Finish(t, st);
-    if (std::shared_ptr<Conn> c = TakeIdle(t->key)) {
+    if (auto c = std::static_pointer_cast<Conn>(pool_.TakeIdle(t->key, Clock::now()))) {
       t->conn = std::move(c);
       t->reused = true;
       Send(t);
-    } else if (auto it = opening_.find(t->key); it != opening_.end()) {
+    } else if (pool_.Opening(t->key)) {
       // The connection being opened for this origin is this transfer's;
       // its own connect timeout runs meanwhile.
       t->waiting = true;
-      it->second.waiters.push_back(t);
+      pool_.AddWaiter(t->key, t);
       if (t->request.connect_timeout.count() > 0) {
         t->connect_by = Clock::now() + t->request.connect_timeout;
         SetDeadline(t, t->connect_by, ConnectTimedOut(*t, DialName(*t)));
@@ -594,327 +318,43 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // connection and have not ended since.
   std::vector<TransferPtr> TakeWaiters(const TransferPtr& t) {
     std::vector<TransferPtr> live;
-    auto it = opening_.find(t->key);
-    if (it == opening_.end() || it->second.by != t) return live;
-    for (TransferPtr& w : it->second.waiters) {
-      if (w->finished || w->abort) continue;
-      w->waiting = false;
-      live.push_back(std::move(w));
+    for (auto& w : pool_.EndOpening(t->key, t.get())) {
+      auto waiter = std::static_pointer_cast<Transfer>(std::move(w));
+      waiter->waiting = false;
+      live.push_back(std::move(waiter));
     }
-    opening_.erase(it);
     return live;
   }
 
-  Status BuildRequest(Transfer& t) {
-    const HttpRequest& r = t.request;
-    for (const auto& [k, v] : r.headers) {
-      if (!ValidHeaderName(k)) return InvalidArgument("invalid HTTP header name");
-      if (!ValidHeaderValue(v)) return InvalidArgument("invalid value for HTTP header " + k);
-    }
-    if (r.method.empty() || !ValidHeaderName(r.method)) {
-      return InvalidArgument("invalid HTTP method");
-    }
-    try {
-      auto& req = t.req;
-      req.version(11);
-      http::verb verb = http::string_to_verb(r.method);
-      if (verb == http::verb::unknown) {
-        req.method_string(r.method);
-      } else {
-        req.method(verb);
-      }
-      bool absolute = t.proxy != nullptr && !t.url.https;
-      req.target(absolute ? "http://" + t.url.HostHeader() + t.url.target : t.url.target);
-      req.set(http::field::host, t.url.HostHeader());
-      req.set(http::field::user_agent, "agentloop");
-      req.set(http::field::accept, "*/*");
-      for (const auto& [k, v] : r.headers) {
-        http::field f = http::string_to_field(k);
-        if (f == http::field::content_length || f == http::field::transfer_encoding) continue;
-        if (f == http::field::host || f == http::field::user_agent || f == http::field::accept) {
-          req.set(f, v);
-        } else {
-          req.insert(k, v);
-        }
-      }
-      if (absolute && !t.proxy->authorization.empty()) {
-        req.set(http::field::proxy_authorization, t.proxy->authorization);
-      }
-      // Moved, not copied: the request's own copy is not read again (a
-      // retry resends `req`), and a model request body can be megabytes.
-      req.body() = std::move(t.request.body);
-      if (!req.body().empty() || (verb != http::verb::get && verb != http::verb::head)) {
-        req.content_length(req.body().size());
-      }
-    } catch (const std::exception&) {
-      return InvalidArgument("cannot build the HTTP request");
-    }
-    return Status::Ok();
-  }
-
-  Status EnsureTls() {
-    if (tls_ctx_) return tls_status_;
-    try {
-      tls_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_client);
-    } catch (const std::exception& e) {
-      return Unavailable(std::string("cannot set up TLS: ") + e.what());
-    }
-    SSL_CTX_set_min_proto_version(tls_ctx_->native_handle(), TLS1_2_VERSION);
-    tls_ctx_->set_verify_mode(ssl::verify_peer);
-    error_code ec;
-    // The system's trust store: OpenSSL's bundle file (SSL_CERT_FILE or its
-    // default) and hashed directory (SSL_CERT_DIR or its default). The file
-    // is parsed whole (~150 certificates: ~23 ms on the development VM,
-    // before every first https request); the directory is read lazily (the
-    // file of each issuer looked up). Where the directory holds hash links
-    // (Debian, Ubuntu, Alpine, Arch build it and the bundle from the same
-    // certificates) it is used alone at first; a handshake that fails
-    // verification that way is tried once more with the whole store
-    // (LoadFullTrust), so whatever OpenSSL's default verifies still verifies,
-    // a CA appended to the bundle by hand included.
-    std::string dir = options_.system_ca_dir_for_test;
-    if (dir.empty()) {
-      const char* env_dir = std::getenv(X509_get_default_cert_dir_env());
-      dir = env_dir != nullptr && *env_dir != '\0' ? env_dir : X509_get_default_cert_dir();
-    }
-    const bool lazy = IsHashedCertDir(dir) &&
-                      SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), dir.c_str()) == 1;
-    if (!lazy) LoadFullTrust();
-    if (!options_.ca_dir.empty()) {
-      std::error_code fs_ec;
-      if (!std::filesystem::is_directory(options_.ca_dir, fs_ec) ||
-          SSL_CTX_load_verify_dir(tls_ctx_->native_handle(), options_.ca_dir.c_str()) != 1) {
-        tls_status_ = InvalidArgument("CA directory " + options_.ca_dir + " is not a directory");
-      }
-    }
-    if (!options_.ca_file.empty()) {
-      tls_ctx_->load_verify_file(options_.ca_file, ec);
-      if (ec) {
-        tls_status_ =
-            InvalidArgument("cannot load CA file " + options_.ca_file + ": " + ec.message());
-      }
-    }
-    return tls_status_;
-  }
-
   // What a transfer connects to, for messages: the proxy or the origin.
-  static std::string DialName(const Transfer& t) {
-    return t.proxy != nullptr ? "proxy " + t.proxy->url.Authority() : t.url.Authority();
-  }
-
-  // The system's whole trust store: OpenSSL's default bundle file and
-  // directory (or SSL_CERT_FILE / SSL_CERT_DIR). Once.
-  void LoadFullTrust() {
-    if (full_trust_loaded_) return;
-    full_trust_loaded_ = true;
-    error_code ec;
-    if (options_.system_ca_file_for_test.empty()) {
-      tls_ctx_->set_default_verify_paths(ec);
-    } else {
-      tls_ctx_->load_verify_file(options_.system_ca_file_for_test, ec);
-    }
-  }
+  static std::string DialName(const Transfer& t) { return t.route.dial_name; }
 
   static Status ConnectTimedOut(const Transfer& t, const std::string& what) {
     return DeadlineExceeded("cannot connect to " + what + ": no answer within " +
                             std::to_string(t.request.connect_timeout.count()) +
                             " ms (the connect timeout)");
   }
-  // "connection refused": the system's words, as the rest of a sentence.
-  static std::string ConnectError(const error_code& ec) {
-    std::string m = ec.message();
-    if (!m.empty() && m[0] >= 'A' && m[0] <= 'Z' &&
-        (m.size() < 2 || !(m[1] >= 'A' && m[1] <= 'Z'))) {
-      m[0] = static_cast<char>(m[0] - 'A' + 'a');
-    }
-    return m;
-  }
-
   void Connect(const TransferPtr& t) {
     t->reused = false;
-    t->conn = std::make_shared<Conn>(ioc_);
-    t->conn->key = t->key;
-    if (t->url.https) t->conn->tls = std::make_unique<ssl::stream<tcp::socket>>(ioc_, *tls_ctx_);
-    const Url& dial = t->proxy != nullptr ? t->proxy->url : t->url;
-    std::string what = DialName(*t);
     if (t->request.connect_timeout.count() > 0) {
       Clock::time_point by = std::min(Clock::now() + t->request.connect_timeout, t->connect_by);
       t->connect_by = Clock::time_point::max();
-      SetDeadline(t, by, ConnectTimedOut(*t, what));
+      SetDeadline(t, by, ConnectTimedOut(*t, DialName(*t)));
     } else {
       SetDeadline(t, Clock::time_point::max(), Status::Ok());
     }
-    error_code ec;
-    asio::ip::address addr = asio::ip::make_address(dial.host, ec);
-    if (!ec) {
-      return ConnectTo(t, {tcp::endpoint(addr, static_cast<uint16_t>(std::stoi(dial.port)))}, what);
-    }
-    if (options_.resolve_for_test) {
-      std::vector<tcp::endpoint> eps;
-      for (const auto& [ip, port] : options_.resolve_for_test(dial.host)) {
-        eps.emplace_back(asio::ip::make_address(ip), port);
+    auto dialer = std::make_shared<HttpDialer>(
+        ioc_, &trust_,
+        HttpDialer::Options{options_.connect_attempt_delay, options_.resolve_for_test});
+    t->dialer = dialer;
+    dialer->Dial(t->url, t->route, [this, t](Status st, std::shared_ptr<HttpConnection> c) {
+      if (Aborted(t)) {
+        if (c) c->Close();
+        return;
       }
-      if (eps.empty()) return Fail(t, Unavailable("could not resolve host " + dial.host));
-      return ConnectTo(t, std::move(eps), what);
-    }
-    t->resolver->async_resolve(
-        dial.host, dial.port,
-        [this, t, what, host = dial.host](error_code e, tcp::resolver::results_type results) {
-          if (Aborted(t)) return;
-          if (e) return Fail(t, Unavailable("could not resolve host " + host + ": " + e.message()));
-          std::vector<tcp::endpoint> eps;
-          for (const auto& r : results) eps.push_back(r.endpoint());
-          ConnectTo(t, std::move(eps), what);
-        });
-  }
-
-  // IPv6 and IPv4 addresses alternate, starting with the family the
-  // resolver put first (its order follows the system's preferences).
-  static std::vector<tcp::endpoint> Interleave(std::vector<tcp::endpoint> eps) {
-    if (eps.empty()) return eps;
-    const bool first_v6 = eps.front().address().is_v6();
-    std::vector<tcp::endpoint> a, b, out;
-    for (auto& e : eps) (e.address().is_v6() == first_v6 ? a : b).push_back(e);
-    for (size_t i = 0; i < a.size() || i < b.size(); ++i) {
-      if (i < a.size()) out.push_back(a[i]);
-      if (i < b.size()) out.push_back(b[i]);
-    }
-    return out;
-  }
-
-  void ConnectTo(const TransferPtr& t, std::vector<tcp::endpoint> eps, const std::string& what) {
-    t->endpoints = Interleave(std::move(eps));
-    t->attempt = 0;
-    ConnectAttempt(t, what);
-  }
-
-  // One address at a time. A stale completion (of an attempt the fallback
-  // timer abandoned) is recognised by its index and ignored.
-  void ConnectAttempt(const TransferPtr& t, const std::string& what) {
-    if (t->attempt >= t->endpoints.size()) {
-      return Fail(t,
-                  Unavailable("cannot connect to " + what + ": " + ConnectError(t->connect_error)));
-    }
-    const size_t n = t->attempt;
-    error_code ignored;
-    t->conn->Lowest().close(ignored);
-    if (n + 1 < t->endpoints.size()) {
-      if (!t->attempt_timer) t->attempt_timer.emplace(ioc_);
-      t->attempt_timer->expires_after(options_.connect_attempt_delay);
-      t->attempt_timer->async_wait([this, t, n, what](error_code ec) {
-        if (ec || t->finished || t->attempt != n) return;
-        if (Aborted(t)) return;
-        t->connect_error = asio::error::timed_out;
-        ++t->attempt;  // makes the pending connect's completion stale
-        error_code ig;
-        t->conn->Lowest().close(ig);
-        ConnectAttempt(t, what);
-      });
-    }
-    t->conn->Lowest().async_connect(t->endpoints[n], [this, t, n, what](error_code e) {
-      if (t->finished || t->attempt != n) return;
-      if (t->attempt_timer) t->attempt_timer->cancel();
-      if (e && !t->abort) {
-        t->connect_error = e;
-        ++t->attempt;
-        return ConnectAttempt(t, what);
-      }
-      // Settled. The fallback timer may have fired already, its completion
-      // queued behind this one (cancel() cannot recall it): past the last
-      // index, that completion is stale and leaves this connection alone.
-      t->attempt = t->endpoints.size();
-      OnConnected(t, e, what);
-    });
-  }
-
-  void OnConnected(const TransferPtr& t, error_code ec, const std::string& what) {
-    if (Aborted(t)) return;
-    if (ec) return Fail(t, Unavailable("cannot connect to " + what + ": " + ConnectError(ec)));
-    error_code ignored;
-    t->conn->Lowest().set_option(tcp::no_delay(true), ignored);
-    t->conn->Lowest().set_option(asio::socket_base::keep_alive(true), ignored);
-    if (t->proxy != nullptr && t->url.https) return ProxyConnect(t);
-    if (t->url.https) return Handshake(t);
-    Send(t);
-  }
-
-  void ProxyConnect(const TransferPtr& t) {
-    std::string proxy_name = "proxy " + t->proxy->url.Authority();
-    try {
-      t->connect_req = {http::verb::connect, t->url.Authority(), 11};
-      t->connect_req.set(http::field::host, t->url.Authority());
-      t->connect_req.set(http::field::user_agent, "agentloop");
-      if (!t->proxy->authorization.empty()) {
-        t->connect_req.set(http::field::proxy_authorization, t->proxy->authorization);
-      }
-    } catch (const std::exception&) {
-      return Fail(t, InvalidArgument("cannot build the CONNECT request"));
-    }
-    http::async_write(
-        t->conn->Lowest(), t->connect_req, [this, t, proxy_name](error_code ec, size_t) {
-          if (Aborted(t)) return;
-          if (ec)
-            return Fail(t, Unavailable(proxy_name + ": sending CONNECT failed: " + ec.message()));
-          t->connect_parser.emplace();
-          t->connect_parser->skip(true);
-          t->connect_parser->header_limit(kHeaderLimit);
-          http::async_read_header(
-              t->conn->Lowest(), t->conn->buf, *t->connect_parser,
-              [this, t, proxy_name](error_code e, size_t) {
-                if (Aborted(t)) return;
-                if (e) {
-                  return Fail(t,
-                              Unavailable(proxy_name + ": no answer to CONNECT: " + e.message()));
-                }
-                unsigned status = t->connect_parser->get().result_int();
-                t->connect_parser.reset();
-                if (status / 100 != 2) {
-                  std::string msg = proxy_name + " refused the tunnel to " + t->url.Authority() +
-                                    " (HTTP " + std::to_string(status) + ")";
-                  if (status == 407) msg += ": proxy authentication required";
-                  return Fail(t, Unavailable(msg));
-                }
-                if (t->conn->buf.size() != 0) {
-                  return Fail(t, Unavailable(proxy_name + " sent data after the CONNECT answer"));
-                }
-                Handshake(t);
-              });
-        });
-  }
-
-  void Handshake(const TransferPtr& t) {
-    SSL* s = t->conn->tls->native_handle();
-    error_code ec;
-    asio::ip::make_address(t->url.host, ec);
-    bool is_ip = !ec;
-    if (is_ip) {
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s), t->url.host.c_str());
-    } else {
-      SSL_set_tlsext_host_name(s, t->url.host.c_str());
-      X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(s), X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-      SSL_set1_host(s, t->url.host.c_str());
-    }
-    t->conn->tls->set_verify_mode(ssl::verify_peer);
-    t->conn->full_trust = full_trust_loaded_;
-    t->conn->tls->async_handshake(ssl::stream_base::client, [this, t](error_code e) {
-      if (Aborted(t)) return;
-      if (e) {
-        long vr = SSL_get_verify_result(t->conn->tls->native_handle());
-        if (vr != X509_V_OK && !t->conn->full_trust && !t->trust_retried) {
-          // The hashed directory may lack a CA that only the bundle file
-          // has (one appended to it by hand): once with the whole store.
-          LoadFullTrust();
-          t->trust_retried = true;
-          t->conn->Close();
-          t->conn.reset();
-          return Guarded(t, [&] { Connect(t); });
-        }
-        std::string cause = vr != X509_V_OK ? std::string("certificate verify failed: ") +
-                                                  X509_verify_cert_error_string(vr)
-                                            : e.message();
-        return Fail(t,
-                    Unavailable("TLS handshake with " + t->url.Authority() + " failed: " + cause));
-      }
+      t->dialer.reset();
+      if (!st.ok()) return Fail(t, st);
+      t->conn = std::move(c);
       Send(t);
     });
   }
@@ -928,115 +368,63 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
         if (Aborted(t)) return;
         if (ec) {
           if (CanRetry(t, ec)) return Retry(t);
-          return Fail(t, TransportError(*t, ec));
+          return Fail(t, TransportError(t->url.Authority(), ec));
         }
         Touch(t);
-        NewParser(t);
-        ReadHead(t);
+        t->reader.emplace(t->req.method() == http::verb::head);
+        Read(t);
       });
     });
   }
 
-  void NewParser(const TransferPtr& t) {
-    t->parser.emplace();
-    // Not boost::none: Beast 1.74 compares content-length > none as true.
-    t->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-    t->parser->header_limit(kHeaderLimit);
-    if (t->req.method() == http::verb::head) t->parser->skip(true);
-  }
-
-  void ReadHead(const TransferPtr& t) {
+  // Reads what the server sends and hands it to the reader; the head and
+  // the body bytes decoded from each read go to the handler at once.
+  void Read(const TransferPtr& t) {
     t->conn->With([&](auto& stream) {
-      http::async_read_header(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
-        if (Aborted(t)) return;
-        if (ec) {
-          if (CanRetry(t, ec)) return Retry(t);
-          return Fail(t, TransportError(*t, ec));
-        }
-        Touch(t);
-        unsigned status = t->parser->get().result_int();
-        if (status >= 100 && status < 200 && status != 101) {  // interim answer
-          NewParser(t);
-          return ReadHead(t);
-        }
-        HttpHeaders headers;
-        for (const auto& f : t->parser->get()) {
-          headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-        }
-        Status st = CallHandler(t, [&] { return t->handler->OnHead(status, headers); });
-        if (!st.ok()) return Fail(t, st);
-        t->body_buf = std::make_unique<char[]>(kBodyChunk);
-        ReadBody(t);
-      });
+      stream.async_read_some(t->conn->buf.prepare(HttpConnection::kReadBuffer),
+                             [this, t](error_code ec, size_t n) {
+                               if (Aborted(t)) return;
+                               t->conn->buf.commit(n);
+                               OnRead(t, ec);
+                             });
     });
   }
 
-  // Parses body bytes already in the connection's buffer into the body
-  // buffer, without I/O, until the buffer is used up, the body buffer is
-  // full or the message is done. Beast's read_some stops after each chunk;
-  // a streamed response sends one SSE event per chunk, and handing each to
-  // the handler on its own cost a trip through the event loop and a wake-up
-  // of the thread waiting in Fetch per event.
-  static error_code DrainBuffered(const TransferPtr& t) {
-    error_code ec;
-    while (t->conn->buf.size() > 0 && !t->parser->is_done() && t->parser->get().body().size > 0) {
-      size_t n = t->parser->put(t->conn->buf.data(), ec);
-      t->conn->buf.consume(n);
-      if (ec == http::error::need_more || ec == http::error::need_buffer) return {};
-      if (ec) return ec;
-      if (n == 0) break;
+  void OnRead(const TransferPtr& t, error_code read_error) {
+    if (t->conn->buf.size() > 0) Touch(t);
+    std::string body;
+    error_code ec = t->reader->Feed(t->conn->buf, body);
+    if (!ec && read_error == asio::error::eof) {
+      ec = t->reader->FeedEof();
+    } else if (!ec) {
+      ec = read_error;
     }
-    return ec;
-  }
-
-  // Hands what the body buffer holds to the handler; false when the
-  // transfer ended (failed) meanwhile.
-  bool DeliverBody(const TransferPtr& t) {
-    size_t got = kBodyChunk - t->parser->get().body().size;
-    if (got == 0) return true;
-    Touch(t);
-    Status st = CallHandler(
-        t, [&] { return t->handler->OnBody(std::string_view(t->body_buf.get(), got)); });
-    if (!st.ok()) {
-      Fail(t, st);
-      return false;
+    long status = 0;
+    HttpHeaders headers;
+    if (t->reader->TakeHead(status, headers)) {
+      Status st = CallHandler(t, [&] { return t->handler->OnHead(status, headers); });
+      if (!st.ok()) return Fail(t, st);
     }
-    return true;
-  }
-
-  void ReadBody(const TransferPtr& t) {
-    while (true) {
-      if (t->parser->is_done()) return Complete(t);
-      t->parser->get().body().data = t->body_buf.get();
-      t->parser->get().body().size = kBodyChunk;
-      if (error_code ec = DrainBuffered(t)) {
-        if (!DeliverBody(t)) return;
-        return Fail(t, TransportError(*t, ec));
-      }
-      if (t->parser->get().body().size == kBodyChunk && !t->parser->is_done()) break;
-      // An abort (Cancel() posts one) is seen here only once it has run;
-      // one delivered from inside OnBody ends the transfer at the next read.
-      if (!DeliverBody(t) || Aborted(t)) return;
+    if (!body.empty()) {
+      Status st = CallHandler(t, [&] { return t->handler->OnBody(body); });
+      if (!st.ok()) return Fail(t, st);
     }
-    t->conn->With([&](auto& stream) {
-      http::async_read_some(stream, t->conn->buf, *t->parser, [this, t](error_code ec, size_t) {
-        if (Aborted(t)) return;
-        if (ec == http::error::need_buffer) ec = {};
-        // The rest of what this read brought goes to the handler with it.
-        if (!ec) ec = DrainBuffered(t);
-        if (!DeliverBody(t)) return;
-        if (ec) return Fail(t, TransportError(*t, ec));
-        if (Aborted(t)) return;
-        ReadBody(t);
-      });
-    });
+    if (ec) {
+      if (CanRetry(t, ec)) return Retry(t);
+      return Fail(t, TransportError(t->url.Authority(), ec));
+    }
+    if (t->reader->state() == HttpResponseReader::State::kDone) return Complete(t);
+    // An abort (Cancel() posts one) is seen here only once it has run; one
+    // delivered from inside OnBody ends the transfer here.
+    if (Aborted(t)) return;
+    Read(t);
   }
 
   void Complete(const TransferPtr& t) {
     std::shared_ptr<Conn> c = std::move(t->conn);
     // The parser's keep_alive(), not the message's: a body that ended with
     // the connection (no Content-Length, not chunked) leaves nothing to reuse.
-    if (t->parser->keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
+    if (t->reader->keep_alive() && c->buf.size() == 0 && c->Lowest().is_open()) {
       Release(std::move(c));
     } else {
       c->Close();
@@ -1047,32 +435,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   // A reused connection the server closed meanwhile: one fresh attempt.
   bool CanRetry(const TransferPtr& t, error_code ec) {
     if (!t->reused || t->retried) return false;
-    if (t->parser && t->parser->got_some()) return false;
-    return ec == http::error::end_of_stream || ec == asio::error::eof ||
-           ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
-           ec == asio::error::connection_aborted || ec == ssl::error::stream_truncated;
+    if (t->reader && t->reader->got_some()) return false;
+    return RetryableBeforeResponse(ec);
   }
 
   void Retry(const TransferPtr& t) {
     t->retried = true;
     t->conn->Close();
     t->conn.reset();
-    t->parser.reset();
+    t->reader.reset();
     Connect(t);
-  }
-
-  static Status TransportError(const Transfer& t, error_code ec) {
-    std::string where = t.url.Authority();
-    if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
-        ec == asio::error::eof || ec == ssl::error::stream_truncated) {
-      return Unavailable("connection to " + where + " closed before the response was complete");
-    }
-    if (ec == asio::error::connection_reset)
-      return Unavailable("connection to " + where + " reset");
-    if (ec.category() == http::make_error_code(http::error::bad_version).category()) {
-      return Unavailable("invalid HTTP response from " + where + ": " + ec.message());
-    }
-    return Unavailable("connection to " + where + " failed: " + ec.message());
   }
 
   template <typename F>
@@ -1102,7 +474,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->abort = std::move(why);
     // Nothing is pending for a transfer waiting for a preconnect: it ends now.
     if (t->waiting) return Fail(t, *t->abort);
-    t->resolver->cancel();
+    if (t->dialer) t->dialer->Cancel();
     if (t->conn) t->conn->Close();
   }
 
@@ -1119,18 +491,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->finished = true;
     if (t->waiting) {  // no longer waits: the preconnect lets it go
       t->waiting = false;
-      if (auto it = opening_.find(t->key); it != opening_.end()) {
-        auto& w = it->second.waiters;
-        w.erase(std::remove(w.begin(), w.end(), t), w.end());
-      }
+      pool_.RemoveWaiter(t->key, t.get());
     }
     // A failed preconnect: whoever waited for it connects on its own (and
     // reports its own failure), once this transfer is cleaned up.
     std::vector<TransferPtr> orphans;
     if (t->preconnect) orphans = TakeWaiters(t);
     t->timer.reset();  // cancels: a pending wait ends with operation_aborted
-    t->attempt_timer.reset();
-    t->resolver.reset();
+    if (t->dialer) {
+      t->dialer->Cancel();
+      t->dialer.reset();
+    }
     if (t->conn) {
       t->conn->Close();
       t->conn.reset();
@@ -1139,8 +510,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     active_count_.fetch_sub(1);
     std::function<void(Status)> done = std::move(t->done);
     t->handler.reset();
-    t->parser.reset();
-    t->body_buf.reset();
+    t->reader.reset();
     for (const TransferPtr& w : orphans) Guarded(w, [&] { Connect(w); });
     if (!done) return;
     try {
@@ -1186,48 +556,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   // ---- idle connection pool ----
 
-  std::shared_ptr<Conn> TakeIdle(const std::string& key) {
-    auto it = idle_.find(key);
-    if (it == idle_.end()) return nullptr;
-    auto& conns = it->second;
-    std::shared_ptr<Conn> found;
-    Clock::time_point now = Clock::now();
-    while (!conns.empty() && !found) {
-      std::shared_ptr<Conn> c = std::move(conns.back());
-      conns.pop_back();
-      c->in_pool = false;
-      ++c->gen;
-      error_code ec;
-      c->Lowest().cancel(ec);  // the readability watch
-      if (now - c->idle_since > kIdleLifetime || !c->Lowest().is_open()) {
-        c->Close();
-      } else {
-        found = std::move(c);
-      }
-    }
-    if (conns.empty()) idle_.erase(it);
-    return found;
-  }
-
-  bool HasIdle(const std::string& key) const {
-    auto it = idle_.find(key);
-    return it != idle_.end() && !it->second.empty();
-  }
-
   void Release(std::shared_ptr<Conn> c) {
     if (shutting_down_) return c->Close();
-    auto& conns = idle_[c->key];
-    Clock::time_point now = Clock::now();
-    while (!conns.empty() &&
-           (conns.size() >= kMaxIdlePerOrigin || now - conns.front()->idle_since > kIdleLifetime)) {
-      conns.front()->in_pool = false;
-      conns.front()->Close();
-      conns.erase(conns.begin());
-    }
-    c->in_pool = true;
-    c->idle_since = now;
-    uint64_t gen = ++c->gen;
-    conns.push_back(c);
+    const uint64_t token = pool_.Put(c, Clock::now());
     // Not watched: the server's session tickets would look like a close. A
     // close meanwhile shows when the connection is reused, and a reused
     // connection that fails before any response byte is retried once.
@@ -1235,16 +566,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     // An idle connection that becomes readable was closed by the server (or
     // sent something unsolicited): drop it.
     c->Lowest().async_wait(tcp::socket::wait_read,
-                           [this, self = shared_from_this(), c, gen](error_code) {
-                             if (!c->in_pool || c->gen != gen) return;
-                             c->in_pool = false;
-                             auto it = idle_.find(c->key);
-                             if (it != idle_.end()) {
-                               auto& v = it->second;
-                               v.erase(std::remove(v.begin(), v.end(), c), v.end());
-                               if (v.empty()) idle_.erase(it);
-                             }
-                             c->Close();
+                           [this, self = shared_from_this(), c, token](error_code) {
+                             std::shared_ptr<PooledConnection> pooled = c;
+                             pool_.Evict(pooled, token);
                            });
   }
 
@@ -1252,25 +576,14 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   std::unique_ptr<asio::io_context> own_ioc_;  // null: the caller's
   asio::io_context& ioc_;
   std::atomic<size_t> active_count_{0};
-  const Proxy http_proxy_;
-  const Proxy https_proxy_;
-  const std::string no_proxy_;
+  const HttpProxyConfig proxies_;
 
   // Event-thread state.
   bool shutting_down_ = false;
   std::atomic<bool> loop_ended_{false};
-  std::unique_ptr<ssl::context> tls_ctx_;
-  Status tls_status_;
-  bool full_trust_loaded_ = false;  // LoadFullTrust() ran
+  HttpTlsTrust trust_;
   std::unordered_set<TransferPtr> active_;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<Conn>>> idle_;
-  // Origins a preconnect is opening a connection to, and the transfers
-  // waiting for that connection.
-  struct Opening {
-    TransferPtr by;
-    std::vector<TransferPtr> waiters;
-  };
-  std::unordered_map<std::string, Opening> opening_;
+  HttpConnectionPool pool_{{kMaxIdlePerOrigin, kIdleLifetime}};
   std::unordered_set<std::shared_ptr<Waiter>> waiters_;
 };
 

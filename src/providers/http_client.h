@@ -11,8 +11,10 @@
 // SSL_CERT_FILE / SSL_CERT_DIR, HttpClientOptions::ca_file and ca_dir) and the
 // host name, and sends SNI. The system store is read lazily from its hashed
 // directory where there is one; a handshake that fails verification that way
-// is tried once more, on a new connection, with the whole store (bundle file
-// included; see EnsureTls).
+// is tried once more, on a new connection and within the same connect
+// timeout, with the whole store (bundle file included; see HttpTlsTrust in
+// http_dialer.h). The client's layers (URL and proxy configuration, dialer,
+// pool, exchange) are units of their own: see http_client.cc.
 //
 // Proxies come from the environment like curl: https_proxy/HTTPS_PROXY for
 // https (CONNECT tunnel, then TLS to the origin), http_proxy/HTTP_PROXY for
@@ -26,9 +28,9 @@
 //    block. Returns a handle whose Cancel() aborts the transfer.
 //  - Fetch(): blocking; runs the handler on the CALLING thread as bytes
 //    arrive (what providers' Complete() uses, so StreamSink deltas stay on
-//    the thread that runs it). A stop token aborts the transfer within
-//    ~100 ms. Never call it (or Post()) on the event thread: it would wait
-//    for itself.
+//    the thread that runs it). When the stop token fires it returns at
+//    once and the transfer is aborted on the event thread. Never call it
+//    (or Post()) on the event thread: it would wait for itself.
 //  - Post(): blocking, whole body buffered (webhooks).
 // Wait() is the event thread's timer (providers' retry backoff).
 //
@@ -58,6 +60,8 @@
 #include <vector>
 
 #include "agentloop/status.h"
+
+#include "providers/http_url.h"
 
 namespace boost::asio {
 class io_context;
@@ -105,10 +109,6 @@ class HttpTransfer {
 };
 
 struct HttpClientOptions {
-  // Unused (timeouts and cancellations are events now); kept for callers.
-  std::chrono::milliseconds tick{50};
-  // Ignored: connections per origin are not capped (idle ones are).
-  long max_connections_per_host = 0;
   // Extra trusted CA certificates (PEM file), added to the system store.
   std::string ca_file;
   // Extra trusted CA directory in OpenSSL's hashed layout (<subject hash>.0
@@ -137,10 +137,6 @@ struct HttpClientOptions {
   std::function<std::vector<std::pair<std::string, uint16_t>>(const std::string& host)>
       resolve_for_test;
 };
-
-// Whether `host` bypasses the proxy under `no_proxy` (comma list of host
-// names or domain suffixes, `*` = all). Loopback hosts always bypass.
-bool HttpProxyBypassed(std::string_view host, std::string_view no_proxy);
 
 // Whether `dir` holds OpenSSL hash links (<8 hex digits>.<n>), so that
 // certificates can be looked up in it by subject.

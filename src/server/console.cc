@@ -176,7 +176,8 @@ const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>&
   return nullptr;
 }
 
-Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace) {
+Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace,
+                         const std::string& withheld) {
   if (item.kind != PendingKind::kApproval || (item.tool != "write" && item.tool != "edit")) {
     return InvalidArgument(
         "a diff is shown for a pending write or edit; " + item.id + " is " +
@@ -197,6 +198,10 @@ Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& w
       tools::ResolvedPath rp,
       tools::ResolvePath(ctx, args["file_path"].get<std::string>(), tools::Access::kWrite));
   Json out = {{"path", rp.display}, {"created", !rp.exists}, {"diff", ""}};
+  if (!withheld.empty()) {
+    out["note"] = "the content of " + rp.display + " is not shown: " + withheld;
+    return out;
+  }
   if (rp.is_dir) {
     out["note"] = rp.display + " is a directory";
     return out;

@@ -72,8 +72,12 @@ const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>&
 // found more than once without replace_all; a file too large to diff).
 // The path is resolved as the tools resolve it: inside the workspace,
 // symbolic links resolved and confined, never followed on the way.
+// `withheld`, when not empty, says why the file's current content must not
+// be shown (the session may not read it): nothing of the file is read and
+// the answer has that "note" instead of a diff.
 // Errors: kInvalidArgument for another tool or arguments of the wrong shape,
 // kPermissionDenied for a path outside the workspace.
-Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace);
+Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace,
+                         const std::string& withheld = {});
 
 }  // namespace agentloop::server::console

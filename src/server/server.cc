@@ -31,6 +31,7 @@
 #include "base/ids.h"
 #include "base/strings.h"
 #include "config/trust.h"
+#include "mcp/servers.h"
 #include "protocol/codec.h"
 #include "providers/http_client.h"
 #include "server/console.h"
@@ -38,6 +39,7 @@
 #include "server/links.h"
 #include "server/notifier.h"
 #include "server/pugi.h"
+#include "server/wakeup.h"
 #include "tools/builtin.h"
 
 namespace agentloop::server {
@@ -184,8 +186,12 @@ Response FromStatus(const Status& s) {
       return Problem(409, "failed_precondition", s.message());
     case Code::kAlreadyExists:
       return Problem(409, "already_exists", s.message());
-    case Code::kUnavailable:
-      return Problem(503, "unavailable", s.message());
+    case Code::kUnavailable: {
+      // The store or a dependency is down for now (a database restarting).
+      Response r = Problem(503, "unavailable", s.message());
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
     default:
       return Problem(500, "internal", s.message());
   }
@@ -199,6 +205,10 @@ Json PendingJson(const PendingRecord& r, std::string_view state) {
   j["turn_id"] = r.turn_id;
   j["checkpoint_id"] = r.checkpoint_id;
   j["created_at_ms"] = r.created_at_ms;
+  // A subagent's item is shown in its root's inbox, with the path of agents.
+  if (!r.root_session_id.empty() && r.root_session_id != r.session_id) {
+    j["root_session_id"] = r.root_session_id;
+  }
   if (r.item.kind == PendingKind::kQuestion) {
     j["answer_url"] = "/v1/questions/" + r.item.id + "/answer";
   } else {
@@ -239,6 +249,10 @@ Status OnlyKeys(const Json& body, std::initializer_list<std::string_view> known)
   }
   return Status::Ok();
 }
+
+// How many sessions one list request looks at, at most, to fill a page of a
+// status it filters on.
+constexpr int kMaxListScan = 5000;
 
 Result<int> LimitParam(const Request& req) {
   std::string text = req.Query("limit", "50");
@@ -370,6 +384,7 @@ class ServerImpl final : public Server {
   }
 
   ~ServerImpl() override {
+    StopSharedStore();
     notifier_.Stop();
     // Run returned only after every turn ended: nothing of theirs is still
     // to come when the executor drains.
@@ -411,6 +426,7 @@ class ServerImpl final : public Server {
       if (!ec) BeginShutdown();
     });
     ContinueDecidedBatches();
+    StartSharedStore();
     // The loop runs until this server's shutdown has finished: not less
     // (a stop left queued by an earlier server on the same io_context only
     // restarts it), and not more (the engine's own work on it may outlive
@@ -470,6 +486,37 @@ class ServerImpl final : public Server {
   SessionOptions OptionsToOpen(const std::string& session_id) const {
     SessionOptions o;
     o.session_id = session_id;
+    return o;
+  }
+
+  // The MCP servers a session runs its turns with: its agent's, which are
+  // per process and not pinned with the session's settings. A session in a
+  // workspace it chose below the agent's root gets the agent's settings for
+  // that workspace (a trusted workspace's configuration may add servers).
+  // None for a session of an agent not served here. Off the io thread.
+  Result<std::vector<McpServerSpec>> McpServersOf(const SessionInfo& info) const {
+    const AgentSpec* agent = FindAgent(info.agent);
+    if (agent == nullptr) return std::vector<McpServerSpec>{};
+    if (agent->for_workspace) {
+      std::error_code ec;
+      const std::filesystem::path root =
+          std::filesystem::weakly_canonical(agent->options.workspace, ec);
+      const std::filesystem::path rel = info.workspace.lexically_relative(root);
+      if (!ec && !rel.empty() && rel != "." && *rel.begin() != "..") {
+        AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(rel.string()));
+        return std::move(chosen.mcp_servers);
+      }
+    }
+    return agent->options.mcp_servers;
+  }
+
+  // What a turn opens its session with: OptionsToOpen and the session's MCP
+  // servers, which start with the turn and stop when it ends. Off the io
+  // thread.
+  Result<SessionOptions> OptionsForTurn(const std::string& session_id) const {
+    SessionOptions o = OptionsToOpen(session_id);
+    AL_ASSIGN_OR_RETURN(SessionInfo info, engine_.store().GetSession(session_id));
+    AL_ASSIGN_OR_RETURN(o.mcp_servers, McpServersOf(info));
     return o;
   }
 
@@ -574,6 +621,7 @@ class ServerImpl final : public Server {
         {http_verb::get, "/console/session", 0, &ServerImpl::ConsoleWhoAmI},
         {http_verb::delete_, "/console/session", 0, &ServerImpl::ConsoleSignOut},
         {http_verb::get, "/approvals/{id}/diff", kScopeRead, &ServerImpl::ApprovalDiff},
+        {http_verb::get, "/sessions/{id}/mcp", kScopeRead, &ServerImpl::SessionMcp},
     };
     return kRoutes;
   }
@@ -749,6 +797,7 @@ class ServerImpl final : public Server {
     SessionOptions o = agent->options;
     o.tenant = who.tenant;
     o.agent = agent->name;
+    o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
     Blocking(
         [this, o, sid]() -> Result<SessionInfo> {
           if (!sid.empty()) return engine_.store().GetSession(sid);
@@ -859,7 +908,7 @@ class ServerImpl final : public Server {
             lo.repair = false;
             AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
             v.messages = std::move(snap.messages);
-            AL_ASSIGN_OR_RETURN(v.pending, engine_.store().ListPending(std::string_view(id)));
+            AL_ASSIGN_OR_RETURN(v.pending, engine_.ListPending(id));
             return v;
           },
           [ex, id, name](Result<View> r) {
@@ -907,7 +956,7 @@ class ServerImpl final : public Server {
           // The live routes answer with the next item that waits.
           Blocking(
               [this, sid = o.session_id]() {
-                return engine_.store().ListPending(std::string_view(sid));
+                return engine_.ListPending(sid);
               },
               [ex, sid = o.session_id](Result<std::vector<PendingRecord>> r) {
                 if (!r.ok() || r->empty()) {
@@ -971,6 +1020,32 @@ class ServerImpl final : public Server {
   }
   void SessionPending(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     ListPending(ex, who, p[0], std::nullopt);
+  }
+  // The session's MCP servers (docs/mcp.md, "Seeing the servers"). While a
+  // turn runs here they are the open session's, as they are now; otherwise
+  // none runs (they start with a turn and stop when it ends), and the
+  // configured ones are listed "stopped" (or "disabled").
+  void SessionMcp(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
+    const std::string& id = p[0];
+    WithSession(ex, who, id, [this, ex, id](SessionInfo info) {
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second.session != nullptr) {
+        Json servers = Json::array();
+        for (const McpServerState& s : it->second.session->mcp_servers()) {
+          servers.push_back(mcp::McpServerStateToJson(s));
+        }
+        return ex->Send(JsonResponse(200, {{"running", true}, {"servers", servers}}));
+      }
+      Blocking([this, info]() { return McpServersOf(info); },
+               [ex](Result<std::vector<McpServerSpec>> specs) {
+                 if (!specs.ok()) return ex->Send(FromStatus(specs.error()));
+                 Json servers = Json::array();
+                 for (const McpServerSpec& spec : *specs) {
+                   servers.push_back(mcp::McpServerStateToJson(mcp::StoppedState(spec)));
+                 }
+                 ex->Send(JsonResponse(200, {{"running", false}, {"servers", servers}}));
+               });
+    });
   }
   void Approvals(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     ListPending(ex, who, "", PendingKind::kApproval);
@@ -1097,7 +1172,19 @@ class ServerImpl final : public Server {
       Blocking(
           [this, l]() -> Result<Json> {
             AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(l.record.session_id));
-            return console::PendingDiff(l.record.item, s.workspace);
+            // The file as it is now is shown only to the extent the session
+            // may read it: a write proposed to a file its rules keep from
+            // the model (`deny read(.env)`) does not show that file here.
+            std::string withheld;
+            const Json& args = l.record.item.arguments;
+            if (args.is_object() && args.contains("file_path") && args["file_path"].is_string()) {
+              ToolCall read{"diff", "read", Json{{"file_path", args["file_path"]}}};
+              AL_ASSIGN_OR_RETURN(PolicyVerdict v, engine_.Evaluate(OptionsToOpen(s.id), read));
+              if (v.decision == Decision::kDeny) {
+                withheld = "the session may not read it (" + v.reason + ")";
+              }
+            }
+            return console::PendingDiff(l.record.item, s.workspace, withheld);
           },
           [ex](Result<Json> r) {
             if (!r.ok() && r.error().code() == Code::kPermissionDenied) {
@@ -1314,6 +1401,9 @@ class ServerImpl final : public Server {
             chosen.metadata = o.metadata;
             o = std::move(chosen);
           }
+          // Creating a session starts no MCP server: its turns do
+          // (OptionsForTurn).
+          o.mcp_servers.clear();
           AL_ASSIGN_OR_RETURN(auto s, engine_.OpenSession(o));
           SessionInfo info = s->info();
           return info;  // closing releases the lock
@@ -1342,19 +1432,47 @@ class ServerImpl final : public Server {
     if (!status.empty() && status != "idle" && status != "running" && status != "paused") {
       return ex->Send(Problem(400, "invalid_request", "status must be idle, running or paused"));
     }
+    // A page holds up to `limit` sessions of the wanted status: the store
+    // is read page by page until that many match, the list ends, or
+    // kMaxListScan sessions were looked at (then the page may be short and
+    // its cursor goes on from the last session looked at).
     struct Page {
-      std::vector<SessionInfo> sessions;
-      std::set<std::string> paused;
+      std::vector<std::pair<SessionInfo, std::string>> items;  // session, status
+      std::string cursor;                                      // empty: the list ended
     };
+    std::set<std::string> running;
+    for (const auto& [id, live] : live_) {
+      if (live.turn_active()) running.insert(id);
+    }
     Blocking(
-        [this, o]() -> Result<Page> {
-          Page page;
-          AL_ASSIGN_OR_RETURN(page.sessions, engine_.store().ListSessions(o));
+        [this, o, status, running = std::move(running)]() -> Result<Page> {
+          std::set<std::string> paused;
           AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::nullopt));
-          for (const auto& p : pending) page.paused.insert(p.session_id);
-          return page;
+          for (const auto& p : pending) paused.insert(p.session_id);
+          Page page;
+          SessionListOptions q = o;
+          int scanned = 0;
+          for (;;) {
+            AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> batch, engine_.store().ListSessions(q));
+            for (SessionInfo& info : batch) {
+              ++scanned;
+              std::string st = running.count(info.id)  ? "running"
+                               : paused.count(info.id) ? "paused"
+                                                       : "idle";
+              page.cursor = info.id;
+              if (!status.empty() && st != status) continue;
+              page.items.emplace_back(std::move(info), std::move(st));
+              if (static_cast<int>(page.items.size()) == o.limit) return page;
+            }
+            if (static_cast<int>(batch.size()) < q.limit) {
+              page.cursor.clear();
+              return page;
+            }
+            if (scanned >= kMaxListScan) return page;
+            q.after_id = page.cursor;
+          }
         },
-        [this, ex, status, limit = *limit](Result<Page> r) {
+        [this, ex](Result<Page> r) {
           if (!r.ok()) {
             if (r.error().code() == Code::kNotFound) {
               return ex->Send(Problem(400, "invalid_cursor", r.error().message()));
@@ -1362,16 +1480,9 @@ class ServerImpl final : public Server {
             return ex->Send(FromStatus(r.error()));
           }
           Json items = Json::array();
-          for (const auto& s : r->sessions) {
-            std::string st = LiveStatus(s.id);
-            if (st.empty()) st = r->paused.count(s.id) ? "paused" : "idle";
-            if (!status.empty() && st != status) continue;
-            items.push_back(SessionJson(s, st));
-          }
+          for (const auto& [info, st] : r->items) items.push_back(SessionJson(info, st));
           Json out = {{"items", items}, {"next_cursor", nullptr}};
-          if (static_cast<int>(r->sessions.size()) == limit) {
-            out["next_cursor"] = r->sessions.back().id;
-          }
+          if (!r->cursor.empty()) out["next_cursor"] = r->cursor;
           ex->Send(JsonResponse(200, out));
         });
   }
@@ -1418,7 +1529,7 @@ class ServerImpl final : public Server {
             } else if (snap.last_turn_end && snap.last_turn_end->stop == StopReason::kFailed) {
               d.status = "failed";
             }
-            AL_ASSIGN_OR_RETURN(auto pending, engine_.store().ListPending(std::string_view(id)));
+            AL_ASSIGN_OR_RETURN(auto pending, engine_.ListPending(id));
             for (const auto& item : pending) d.pending.push_back(PendingJson(item, "pending"));
             AL_ASSIGN_OR_RETURN(auto settings, engine_.store().GetSettings(id));
             d.settings = settings ? *settings : Json(nullptr);
@@ -1598,7 +1709,10 @@ class ServerImpl final : public Server {
     }
     starting.reply = std::move(start.reply);
     Blocking(
-        [this, id]() { return engine_.OpenSession(OptionsToOpen(id)); },
+        [this, id]() -> Result<std::unique_ptr<Session>> {
+          AL_ASSIGN_OR_RETURN(SessionOptions o, OptionsForTurn(id));
+          return engine_.OpenSession(o);
+        },
         [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
           Live& live = live_[id];
           if (!opened.ok()) {
@@ -1630,7 +1744,7 @@ class ServerImpl final : public Server {
             });
           };
           if (input.empty()) {
-            session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+            session->StartContinue(executor_, std::move(cb), live.stop->get_token());
           } else {
             session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
           }
@@ -1742,6 +1856,7 @@ class ServerImpl final : public Server {
       live.reply.reset();
     }
     ++metrics_.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
+    LogLeaseLost(id, r);
     if (r.ok()) Notify(id, turn_id, *r);
     for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
     live.tools_started.clear();
@@ -2219,9 +2334,9 @@ class ServerImpl final : public Server {
     Blocking(
         [this, session_id]() -> Result<Listed> {
           Listed l;
-          std::optional<std::string_view> only;
+          std::optional<std::string> only;
           if (!session_id.empty()) only = session_id;
-          AL_ASSIGN_OR_RETURN(l.items, engine_.store().ListPending(only));
+          AL_ASSIGN_OR_RETURN(l.items, engine_.ListPending(only));
           for (const auto& p : l.items) {
             if (l.tenants.count(p.session_id)) continue;
             AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(p.session_id));
@@ -2488,18 +2603,26 @@ class ServerImpl final : public Server {
               o.outstanding = r->report.outstanding;
               return answer(o);
             }
-            // The batch is decided: this server continues the turn.
+            // The batch is decided: this server continues the turn. For a
+            // subagent's item that is the root's turn (the decision woke
+            // the calls waiting on the subagent, up to the root).
             o.kind = DecisionOutcome::Kind::kResumed;
-            Live& live = live_[sid];
+            const std::string rsid =
+                r->report.session_id.empty() ? sid : r->report.session_id;
+            const std::string rtid =
+                r->report.turn_id.empty() ? l.record.turn_id : r->report.turn_id;
+            o.session_id = rsid;
+            o.turn_id = rtid;
+            Live& live = live_[rsid];
             live.tenant = who.tenant;
-            TurnRecord& t = turns_[l.record.turn_id];
-            t.session_id = sid;
+            TurnRecord& t = turns_[rtid];
+            t.session_id = rsid;
             t.tenant = live.tenant;
             t.done = false;
             if (finish) live.finish.push_back(finish);
             if (!live.running()) {
-              StartTurn(sid, "", TurnStart{});
-              live_[sid].turn_id = l.record.turn_id;
+              StartTurn(rsid, "", TurnStart{});
+              live_[rsid].turn_id = rtid;
             }
             answer(o);
           });
@@ -2537,6 +2660,121 @@ class ServerImpl final : public Server {
                for (const auto& e : *r) Publish(id, e.seq, e.type, e.turn_id, e.json);
              });
   }
+
+  // --- several instances on one store (server/wakeup.h) -------------------
+  //
+  // With a store that announces wake-ups (PostgreSQL, docs/storage.md,
+  // "Several instances"), this server also continues batches decided
+  // elsewhere, takes over sessions whose instance stopped mid-turn, and
+  // tails the event log of the sessions its clients watch while no turn of
+  // theirs runs here (a turn on another instance: its committed events, in
+  // seq order; deltas stay with the running instance).
+
+  void StartSharedStore() {
+    wakeups_ = std::make_unique<WakeupPoller>(
+        engine_.store(), WakeupPollerOptions{},
+        [this](WakeupWork w) { asio::post(io_, [this, w = std::move(w)] { OnWakeupWork(w); }); });
+    Result<bool> started = wakeups_->Start();
+    if (!started.ok()) {
+      std::fprintf(stderr, "agentloop serve: wake-ups: %s\n", started.error().ToString().c_str());
+      return;
+    }
+    if (!*started) return;
+    tail_timer_.emplace(io_);
+    TailWatched();
+  }
+
+  void StopSharedStore() {
+    if (wakeups_) wakeups_->Stop();
+    if (tail_timer_) tail_timer_->cancel();
+  }
+
+  void OnWakeupWork(const WakeupWork& w) {
+    if (shutting_down_) return;
+    for (const auto& id : w.decided) ContinueDecided(id);
+    for (const auto& id : w.expired) {
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second.running()) continue;  // running here
+      Blocking(
+          [this, id]() {
+            const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+            return TakeOverExpired(engine_.store(), id, now);
+          },
+          [this, id](Result<bool> decided) {
+            if (!decided.ok()) {
+              // kBusy: another instance took it over first.
+              if (decided.error().code() != Code::kBusy) {
+                std::fprintf(stderr, "agentloop serve: taking over session %s: %s\n", id.c_str(),
+                             decided.error().ToString().c_str());
+              }
+              return;
+            }
+            std::fprintf(stderr,
+                         "agentloop serve: took over session %s (its instance stopped renewing "
+                         "its lease)\n",
+                         id.c_str());
+            if (*decided) ContinueDecided(id);
+          });
+    }
+  }
+
+  // Continues the session's decided batch here if this server runs its
+  // agent and nothing runs it here yet; a session another instance holds
+  // stays with it (the open fails busy, quietly).
+  void ContinueDecided(const std::string& id) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); },
+             [this, id](Result<SessionInfo> s) {
+               if (!s.ok() || shutting_down_ || FindAgent(s->agent) == nullptr) return;
+               Live& live = live_[id];
+               if (live.running()) return;
+               live.tenant = s->tenant;
+               StartTurn(id, "", TurnStart{});
+             });
+  }
+
+  void TailWatched() {
+    tail_timer_->expires_after(std::chrono::milliseconds(250));
+    tail_timer_->async_wait([this](boost::system::error_code ec) {
+      if (ec || shutting_down_) return;
+      for (auto& [id, live] : live_) {
+        if (live.turn_active() || live.subscribers.empty() || tailing_.count(id) != 0) continue;
+        std::optional<uint64_t> after;
+        for (const auto& sub : live.subscribers) {
+          auto c = sub->cursors.find(id);
+          if (c == sub->cursors.end() || c->second.replaying) continue;
+          after = std::min(after.value_or(c->second.last_seq), c->second.last_seq);
+        }
+        if (!after) continue;
+        tailing_.insert(id);
+        Blocking([this, id = id, after = *after]() { return engine_.store().Events(id, after); },
+                 [this, id = id](Result<std::vector<StoredEvent>> r) {
+                   tailing_.erase(id);
+                   if (!r.ok()) return;
+                   auto it = live_.find(id);
+                   if (it == live_.end() || it->second.turn_active()) return;
+                   for (const auto& e : *r) Publish(id, e.seq, e.type, e.turn_id, e.json);
+                 });
+      }
+      TailWatched();
+    });
+  }
+
+  // A turn stopped because this instance lost the session's lease: said on
+  // stderr (the turn itself ends `failed` with the reason).
+  static void LogLeaseLost(const std::string& id, const Result<TurnResult>& r) {
+    const bool lost = r.ok() ? r->stop == StopReason::kFailed &&
+                                   r->reason.find(kLeaseLostPrefix) != std::string::npos
+                             : IsLeaseLost(r.error());
+    if (!lost) return;
+    std::fprintf(stderr, "agentloop serve: session %s: the turn stopped: %s\n", id.c_str(),
+                 r.ok() ? r->reason.c_str() : r.error().ToString().c_str());
+  }
+
+  std::unique_ptr<WakeupPoller> wakeups_;
+  std::optional<asio::steady_timer> tail_timer_;
+  std::set<std::string> tailing_;  // sessions with a tail read in flight
 
   // --- notifications and links (docs/server.md, "Notifications") ---------
 
@@ -2842,6 +3080,7 @@ class ServerImpl final : public Server {
   void BeginShutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
+    StopSharedStore();
     http_.StopAccepting();
     signals_.cancel();
     for (auto& sub :

@@ -25,6 +25,7 @@
 
 #include "base/testing/files.h"
 #include "config/trust.h"
+#include "env/process.h"
 #include "fake_model_server.h"
 #include "permissions/webhook.h"
 
@@ -426,6 +427,32 @@ TEST_F(ServerTest, APausedTurnIsApprovedOverHttpAndContinues) {
   EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "resolved");
   EXPECT_EQ(Call("POST", "/v1/approvals/apr_unknown/decision", {{"decision", "deny"}}).status,
             404u);
+}
+
+// A status filter fills its page from the whole list, not from the first
+// `limit` sessions, and its cursor goes on where the page ended.
+TEST_F(ServerTest, AStatusFilterPagesThroughTheWholeList) {
+  StartModel(Json::array({WriteCall("c1", "a.txt"), WriteCall("c2", "b.txt")}));
+  StartServer();
+  std::vector<std::string> paused;
+  for (int i = 0; i < 2; ++i) {
+    paused.push_back(NewSession());
+    ASSERT_EQ(RunTurn(paused.back(), "write")["stop"], "pending_approval");
+  }
+  for (int i = 0; i < 4; ++i) NewSession();  // newer, idle: listed first
+  Reply first = Call("GET", "/v1/sessions?status=paused&limit=1");
+  ASSERT_EQ(first.status, 200u) << first.body;
+  ASSERT_EQ(first.json()["items"].size(), 1u) << first.body;
+  EXPECT_EQ(first.json()["items"][0]["id"], paused[1]);
+  EXPECT_EQ(first.json()["items"][0]["status"], "paused");
+  std::string cursor = first.json()["next_cursor"];
+  Reply second = Call("GET", "/v1/sessions?status=paused&limit=1&cursor=" + cursor);
+  ASSERT_EQ(second.json()["items"].size(), 1u) << second.body;
+  EXPECT_EQ(second.json()["items"][0]["id"], paused[0]);
+  Reply all = Call("GET", "/v1/sessions?status=paused&limit=5");
+  EXPECT_EQ(all.json()["items"].size(), 2u);
+  EXPECT_TRUE(all.json()["next_cursor"].is_null()) << all.body;
+  EXPECT_EQ(Call("GET", "/v1/sessions?status=idle&limit=200").json()["items"].size(), 4u);
 }
 
 // scope session allows the same access again without asking, in later
@@ -1045,6 +1072,115 @@ TEST_F(ServerTest, ThePugiEngineRouteMakesOneModelCallAndRechecksPlanMode) {
   EXPECT_EQ(Call("POST", "/api/pugi/engine", capped).status, 400u);
   // Refused requests reached no model: the fake served exactly two.
   EXPECT_EQ(model_->requests().size(), 2u);
+}
+
+// An MCP server of the agent, run by python3 (tests/e2e/fake_mcp_server.py);
+// its readOnlyHint is believed, so its echo runs without an approval.
+McpServerSpec FakeMcp() {
+  McpServerSpec s;
+  s.name = "fake";
+  s.command = FindExecutable("python3");
+  s.args = {AL_FAKE_MCP_SERVER};
+  s.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}};
+  s.trusted = true;
+  s.startup_timeout_ms = 20000;
+  return s;
+}
+
+TEST_F(ServerTest, SessionMcpShowsTheTurnsServersAndOtherwiseTheConfiguredOnes) {
+  if (FindExecutable("python3").empty()) GTEST_SKIP() << "python3 is not installed";
+  StartModel(Json::array(
+      {{{"tool_calls",
+         Json::array({{{"id", "m1"}, {"name", "mcp__fake__echo"}, {"input", {{"text", "hi"}}}}})}},
+       {{"text", "slow"}, {"delay_ms", 60000}}}));
+  ServerOptions so;
+  so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite});
+  so.tokens.push_back({Sha256Hex("tok-nothing"), "acme", kScopeWrite});
+  so.tokens.push_back({Sha256Hex("tok-other"), "other", kScopeRead | kScopeWrite});
+  SessionOptions o = AgentOptions();
+  McpServerSpec off = FakeMcp();
+  off.name = "off";
+  off.enabled = false;
+  o.mcp_servers = {FakeMcp(), off};
+  so.agents.push_back(Agent("coder", o));
+  StartServer(so);
+  auto as = [](const std::string& tok) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer " + tok}};
+  };
+  Reply made = Call("POST", "/v1/sessions", Json::object(), as("tok-acme"));
+  ASSERT_EQ(made.status, 201u) << made.body;
+  const std::string sid = made.json()["id"];
+  const std::string path = "/v1/sessions/" + sid + "/mcp";
+
+  // No turn runs: the configured servers, none running.
+  Reply idle = Call("GET", path, nullptr, as("tok-acme"));
+  ASSERT_EQ(idle.status, 200u) << idle.body;
+  EXPECT_EQ(idle.json(), Json::parse(R"({"running": false, "servers": [
+      {"name": "fake", "transport": "stdio", "state": "stopped", "tools": []},
+      {"name": "off", "transport": "stdio", "state": "disabled", "tools": []}]})"));
+  EXPECT_EQ(Call("GET", path, nullptr, as("tok-other")).status, 404u);
+  EXPECT_EQ(Call("GET", path, nullptr, as("tok-nothing")).status, 403u);
+  Reply unknown = Call("GET", "/v1/sessions/ses_nosuch/mcp", nullptr, as("tok-acme"));
+  EXPECT_EQ(unknown.status, 404u);
+  EXPECT_EQ(unknown.json()["code"], "not_found");
+
+  // A turn starts the agent's servers: the model's call reaches the MCP
+  // server, and while the turn waits for the model the servers are shown as
+  // the open session has them.
+  Reply turn = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "echo"}}, as("tok-acme"));
+  ASSERT_EQ(turn.status, 202u) << turn.body;
+  const std::string tid = turn.json()["id"];
+  ASSERT_TRUE(model_->WaitForRequests(2, std::chrono::seconds(20)));
+  EXPECT_NE(model_->requests()[1].body.find("echo: hi"), std::string::npos)
+      << "the MCP tool's result did not reach the model";
+  Reply live = Call("GET", path, nullptr, as("tok-acme"));
+  ASSERT_EQ(live.status, 200u) << live.body;
+  Json j = live.json();
+  EXPECT_EQ(j["running"], true);
+  ASSERT_EQ(j["servers"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["servers"][0]["name"], "fake");
+  EXPECT_EQ(j["servers"][0]["state"], "ready");
+  EXPECT_EQ(j["servers"][0]["protocol_version"], "2025-11-25");
+  EXPECT_EQ(j["servers"][0]["server"]["version"], "1.2.3");
+  EXPECT_EQ(j["servers"][0]["tools"][0], "mcp__fake__echo");
+  EXPECT_EQ(j["servers"][1]["state"], "disabled");
+  EXPECT_EQ(Call("GET", path, nullptr, as("tok-other")).status, 404u);
+
+  // When the turn is over its servers are stopped again.
+  EXPECT_EQ(
+      Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel", nullptr, as("tok-acme"))
+          .status,
+      202u);
+  Reply w = Call("GET", "/v1/sessions/" + sid + "/turns/" + tid + "/wait?timeout_s=20", nullptr,
+                 as("tok-acme"));
+  EXPECT_EQ(w.json()["status"], "done") << w.body;
+  Reply after = Call("GET", path, nullptr, as("tok-acme"));
+  EXPECT_EQ(after.json()["running"], false) << after.body;
+  EXPECT_EQ(after.json()["servers"][0]["state"], "stopped");
+}
+
+TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
+  StartModel(Json::array());
+  ServerOptions so;
+  SessionOptions o = AgentOptions();
+  AgentSpec a = Agent("rooted", o);
+  a.for_workspace = [o](const std::string& requested) -> Result<SessionOptions> {
+    SessionOptions chosen = o;
+    chosen.workspace = o.workspace / requested;
+    fs::create_directories(chosen.workspace);
+    chosen.mcp_servers = {FakeMcp()};
+    chosen.mcp_servers[0].name = "for_" + requested;
+    return chosen;
+  };
+  so.agents.push_back(a);
+  StartServer(so);
+  std::string root = NewSession();
+  std::string sub = NewSession({{"workspace", "sub"}});
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + root + "/mcp").json()["servers"], Json::array());
+  Reply r = Call("GET", "/v1/sessions/" + sub + "/mcp");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  ASSERT_EQ(r.json()["servers"].size(), 1u) << r.body;
+  EXPECT_EQ(r.json()["servers"][0]["name"], "for_sub");
 }
 
 }  // namespace

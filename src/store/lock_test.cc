@@ -207,6 +207,154 @@ TEST_P(LockTest, OneHeartbeatThreadRefreshesEveryHeldLock) {
   EXPECT_EQ(ThreadCount(), before);
 }
 
+// The running turn's writes go through its lock and land as the store's
+// own calls would (both stores).
+TEST_P(LockTest, WritesThroughTheLockReachTheSession) {
+  std::string id = NewSession();
+  auto held = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(held.ok());
+  SessionLock& lock = **held;
+  Event e = MessageEvent(1, Message::User("hello"));
+  Status appended = lock.Append({&e, 1});
+  ASSERT_TRUE(appended.ok()) << appended.ToString();
+  Status set = lock.SetState("k", Json{{"v", 1}});
+  ASSERT_TRUE(set.ok()) << set.ToString();
+  auto state = store_->GetState(id, "k");
+  ASSERT_TRUE(state.ok() && state->has_value()) << state.status().ToString();
+  EXPECT_EQ(**state, (Json{{"v", 1}}));
+  Event s = MakeEvent(EventType::kSettings, 2, Json{{"changes", Json::array()}});
+  Status updated = lock.UpdateSettings(Json{{"format", 1}}, {&s, 1});
+  ASSERT_TRUE(updated.ok()) << updated.ToString();
+  auto settings = store_->GetSettings(id);
+  ASSERT_TRUE(settings.ok() && settings->has_value()) << settings.status().ToString();
+  EXPECT_EQ(**settings, (Json{{"format", 1}}));
+  Checkpoint cp;
+  cp.session_id = id;
+  cp.turn_id = "turn_1";
+  cp.tool_use_ids.push_back("tu_1");
+  PendingItem item{NewPendingId(PendingKind::kApproval),
+                   PendingKind::kApproval,
+                   "tu_1",
+                   "bash",
+                   Json{{"command", "make"}},
+                   "ask rule"};
+  cp.outstanding.push_back(item);
+  Status saved = lock.SaveCheckpoint(cp);
+  ASSERT_TRUE(saved.ok()) << saved.ToString();
+  ASSERT_TRUE(store_->OpenCheckpoint(id)->has_value());
+  auto decided = store_->Resolve(item.id, [](Checkpoint&, const PendingItem&) {
+    return Result<ResolveAction>(ResolveAction::kResolved);
+  });
+  ASSERT_TRUE(decided.ok()) << decided.status().ToString();
+  EXPECT_TRUE(decided->closed);
+  auto claimed = lock.ClaimDecided();
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  EXPECT_TRUE(claimed->has_value());
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 2u);
+  // A checkpoint of another session is refused.
+  cp.session_id = NewSession();
+  EXPECT_EQ(lock.SaveCheckpoint(cp).code(), Code::kInvalidArgument);
+}
+
+// The PostgreSQL store fences the holder's writes by the lease's epoch.
+class LeaseFenceTest : public StoreTest {};
+INSTANTIATE_TEST_SUITE_P(Postgres, LeaseFenceTest, ::testing::Values(Backend::kPostgres),
+                         BackendName);
+
+// An instance whose lease expired (its clock says it is still fine: it was
+// paused) and was taken over by another cannot write one row more: every
+// write through its lock is refused (lease lost) and changes nothing, while
+// the new holder writes.
+TEST_P(LeaseFenceTest, TheOldHolderOfAStolenLeaseCannotWrite) {
+  std::string id = NewSession();
+  auto old_holder = store_->AcquireLock(id, getppid());  // a live process that is not us
+  ASSERT_TRUE(old_holder.ok());
+  Event first = MessageEvent(1, Message::User("hello"));
+  ASSERT_TRUE((*old_holder)->Append({&first, 1}).ok());
+  const uint64_t old_epoch = (*old_holder)->epoch();
+  EXPECT_GT(old_epoch, 0u);
+
+  // No heartbeat for longer than the TTL: another instance takes it over.
+  clock_ms_ += 31'000;
+  auto other = OpenStore();
+  auto new_holder = other->AcquireLock(id, getpid());
+  ASSERT_TRUE(new_holder.ok()) << new_holder.status().ToString();
+  EXPECT_EQ((*new_holder)->epoch(), old_epoch + 1);
+
+  Event late = MessageEvent(2, Message::Assistant("too late"));
+  Status refused = (*old_holder)->Append({&late, 1});
+  EXPECT_TRUE(IsLeaseLost(refused)) << refused.ToString();
+  EXPECT_EQ(refused.code(), Code::kBusy);
+  EXPECT_THAT(refused.message(), ::testing::StartsWith("lease lost: session " + id));
+  EXPECT_THAT(refused.message(), HasSubstr("lost its lease (epoch " + std::to_string(old_epoch)));
+  EXPECT_THAT(refused.message(), HasSubstr("held by pid " + std::to_string(getpid()) + " on "));
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
+  EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM session_events WHERE session_id = '" + id + "'"), 1);
+
+  EXPECT_TRUE(IsLeaseLost((*old_holder)->SetState("k", Json(1))));
+  EXPECT_FALSE(store_->GetState(id, "k")->has_value());
+  Event s = MakeEvent(EventType::kSettings, 2, Json{{"changes", Json::array()}});
+  EXPECT_TRUE(IsLeaseLost((*old_holder)->UpdateSettings(Json{{"format", 1}}, {&s, 1})));
+  EXPECT_FALSE(store_->GetSettings(id)->has_value());
+  Checkpoint cp;
+  cp.session_id = id;
+  cp.turn_id = "turn_1";
+  cp.tool_use_ids.push_back("tu_1");
+  PendingItem item{NewPendingId(PendingKind::kApproval),
+                   PendingKind::kApproval,
+                   "tu_1",
+                   "bash",
+                   Json{{"command", "make"}},
+                   "ask rule"};
+  cp.outstanding.push_back(item);
+  EXPECT_TRUE(IsLeaseLost((*old_holder)->SaveCheckpoint(cp)));
+  EXPECT_FALSE(store_->OpenCheckpoint(id)->has_value());
+  EXPECT_TRUE(IsLeaseLost((*old_holder)->ClaimDecided().status()));
+  // A busy session is not a lost lease.
+  EXPECT_FALSE(IsLeaseLost(store_->AcquireLock(id, getpid()).status()));
+
+  // The new holder writes; the old one's release leaves its lease alone.
+  ASSERT_TRUE((*new_holder)->Append({&late, 1}).ok());
+  old_holder->reset();
+  EXPECT_TRUE((*new_holder)->Refresh().ok());
+  Event more = MessageEvent(3, Message::User("more"));
+  EXPECT_TRUE((*new_holder)->Append({&more, 1}).ok());
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 3u);
+}
+
+// A lease that expired without anyone taking it over is still its holder's:
+// its writes go through (nobody else wrote) and renew it.
+TEST_P(LeaseFenceTest, AnExpiredLeaseNobodyTookStillWritesAndIsRenewed) {
+  std::string id = NewSession();
+  auto held = store_->AcquireLock(id, getppid());
+  ASSERT_TRUE(held.ok());
+  clock_ms_ += 31'000;
+  Event e = MessageEvent(1, Message::User("hello"));
+  ASSERT_TRUE((*held)->Append({&e, 1}).ok());
+  EXPECT_EQ(HeartbeatOf(id), clock_ms_.load());
+  auto other = OpenStore();
+  EXPECT_EQ(other->AcquireLock(id, getpid()).error().code(), Code::kBusy);
+}
+
+// A released lease fences its holder too (the session is free, not its).
+TEST_P(LeaseFenceTest, WritesAfterAReleaseAreRefused) {
+  std::string id = NewSession();
+  NewSessionParams p;
+  p.workspace = "/tmp/ws";
+  auto created = store_->CreateLockedSession(p, getpid());
+  ASSERT_TRUE(created.ok());
+  EXPECT_EQ(created->lock->epoch(), 1u);
+  auto again = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(again.ok());
+  SessionLock* raw = again->get();
+  Event e = MessageEvent(1, Message::User("hello"));
+  // Release by the store, as an operator clearing the lease would.
+  ExecSql("UPDATE sessions SET lease_token = NULL WHERE id = '" + id + "'");
+  Status refused = raw->Append({&e, 1});
+  EXPECT_TRUE(IsLeaseLost(refused)) << refused.ToString();
+  EXPECT_THAT(refused.message(), HasSubstr("nobody holds it now"));
+}
+
 TEST_P(LockTest, LockExcludesAnotherProcess) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getpid());

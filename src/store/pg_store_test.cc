@@ -217,3 +217,136 @@ TEST_P(PgStoreTest, ReconnectsAfterTheDatabaseRestarts) {
 
 }  // namespace
 }  // namespace agentloop::store
+
+namespace agentloop::store {
+namespace {
+
+class PgWakeupTest : public StoreTest {
+ protected:
+  // A paused batch of one approval in a new session; returns its pending id.
+  std::string PausedSession(std::string* session) {
+    *session = NewSession();
+    Checkpoint cp;
+    cp.session_id = *session;
+    cp.turn_id = "turn_1";
+    cp.tool_use_ids.push_back("tu_1");
+    PendingItem item{NewPendingId(PendingKind::kApproval),
+                     PendingKind::kApproval,
+                     "tu_1",
+                     "bash",
+                     Json{{"command", "make"}},
+                     "ask rule"};
+    cp.outstanding.push_back(item);
+    EXPECT_TRUE(store_->SaveCheckpoint(cp).ok());
+    return item.id;
+  }
+  static ResolveFn Approve() {
+    return [](Checkpoint&, const PendingItem&) -> Result<ResolveAction> {
+      return ResolveAction::kResolved;
+    };
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Postgres, PgWakeupTest, ::testing::Values(Backend::kPostgres),
+                         BackendName);
+
+// The decision that completes a batch leaves a wake-up, due after the grace
+// (the deciding server continues meanwhile), announced to listeners at
+// commit; one claimer gets it; claiming the decided batch removes it.
+TEST_P(PgWakeupTest, ADecisionWakesOneClaimerAfterTheGrace) {
+  auto listener = store_->ListenForWakeups();
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  ASSERT_NE(*listener, nullptr);
+  std::string sid;
+  std::string pid = PausedSession(&sid);
+  EXPECT_TRUE(store_->ClaimWakeups(10, std::chrono::seconds(30))->sessions.empty());
+
+  auto decided = store_->Resolve(pid, Approve());
+  ASSERT_TRUE(decided.ok()) << decided.status().ToString();
+  ASSERT_TRUE(decided->closed);
+  auto heard = (*listener)->Wait(std::chrono::seconds(20));
+  ASSERT_TRUE(heard.ok()) << heard.status().ToString();
+  EXPECT_TRUE(*heard);
+
+  // Within the grace: nothing due yet, and when it will be.
+  auto early = store_->ClaimWakeups(10, std::chrono::seconds(30));
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  EXPECT_TRUE(early->sessions.empty());
+  EXPECT_EQ(early->next_due_in_ms, std::optional<int64_t>(1000));
+
+  clock_ms_ += 1000;
+  auto other = OpenStore();
+  auto first = store_->ClaimWakeups(10, std::chrono::seconds(30));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->sessions, std::vector<std::string>{sid});
+  // Claimed: not due for another claimer until the retry time.
+  EXPECT_TRUE(other->ClaimWakeups(10, std::chrono::seconds(30))->sessions.empty());
+  clock_ms_ += 30'000;
+  EXPECT_EQ(other->ClaimWakeups(10, std::chrono::seconds(30))->sessions,
+            std::vector<std::string>{sid});
+
+  // Continuing the batch answers the wake-up for good.
+  auto lock = store_->AcquireLock(sid, getpid());
+  ASSERT_TRUE(lock.ok());
+  ASSERT_TRUE((*lock)->ClaimDecided()->has_value());
+  clock_ms_ += 60'000;
+  auto after = other->ClaimWakeups(10, std::chrono::seconds(30));
+  EXPECT_TRUE(after->sessions.empty());
+  EXPECT_FALSE(after->next_due_in_ms.has_value());
+  EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM session_wakeups"), 0);
+}
+
+// A decision that rolls back announces nothing and leaves no wake-up; an
+// item decided while others of its batch wait leaves none either.
+TEST_P(PgWakeupTest, OnlyACommittedCompletedBatchLeavesAWakeup) {
+  std::string sid;
+  std::string pid = PausedSession(&sid);
+  auto refused = store_->Resolve(pid, [](Checkpoint&, const PendingItem&) -> Result<ResolveAction> {
+    return InvalidArgument("no");
+  });
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM session_wakeups"), 0);
+  auto listener = store_->ListenForWakeups();
+  ASSERT_TRUE(listener.ok());
+  auto heard = (*listener)->Wait(std::chrono::milliseconds(50));
+  ASSERT_TRUE(heard.ok());
+  EXPECT_FALSE(*heard);
+}
+
+// A stale wake-up (its batch continued without ClaimDecided's cleanup, e.g.
+// superseded by a newer pause) is dropped, not handed out.
+TEST_P(PgWakeupTest, AWakeupWithoutADecidedBatchIsDropped) {
+  std::string sid;
+  std::string pid = PausedSession(&sid);
+  ASSERT_TRUE(store_->Resolve(pid, Approve()).ok());
+  ExecSql("UPDATE checkpoints SET state = 1");
+  clock_ms_ += 1000;
+  EXPECT_TRUE(store_->ClaimWakeups(10, std::chrono::seconds(30))->sessions.empty());
+  EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM session_wakeups"), 0);
+}
+
+// Interrupt ends a Wait at once (a server stopping).
+TEST_P(PgWakeupTest, InterruptEndsAWait) {
+  auto listener = store_->ListenForWakeups();
+  ASSERT_TRUE(listener.ok());
+  (*listener)->Interrupt();
+  auto heard = (*listener)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(heard.ok());
+  EXPECT_FALSE(*heard);
+}
+
+// Leases whose heartbeat is older than the TTL are listed for takeover.
+TEST_P(PgWakeupTest, ExpiredLocksAreListed) {
+  std::string held = NewSession();
+  std::string fresh = NewSession();
+  auto a = store_->AcquireLock(held, getppid());
+  ASSERT_TRUE(a.ok());
+  clock_ms_ += 20'000;
+  auto b = store_->AcquireLock(fresh, getppid());
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(store_->ListExpiredLocks(10)->empty());
+  clock_ms_ += 11'000;
+  EXPECT_EQ(*store_->ListExpiredLocks(10), std::vector<std::string>{held});
+}
+
+}  // namespace
+}  // namespace agentloop::store

@@ -13,6 +13,7 @@
 
 #include "base/ids.h"
 #include "protocol/codec.h"
+#include "store/pg_listener.h"
 #include "store/replay.h"
 #include "store/sqlite_store.h"
 #include "store/store_util.h"
@@ -23,6 +24,9 @@ namespace {
 constexpr PgMigration kPgMigrations[] = {
 #include "pg_migrations.inc"
 };
+
+// The channel of wake-up announcements (the payload is the session id).
+constexpr char kWakeupChannel[] = "agentloop_wakeup";
 
 // Any key: the migrators of all agentloop instances take the same one.
 constexpr char kMigrationLock[] = "SELECT pg_advisory_xact_lock(7300719001)";
@@ -60,21 +64,41 @@ inline const Status* ErrorOf(const Status& s) { return s.ok() ? nullptr : &s; }
 
 class PgSessionLock final : public SessionLock {
  public:
-  PgSessionLock(PostgresStore* store, std::string session_id, std::string token)
-      : store_(store), session_id_(std::move(session_id)), token_(std::move(token)) {
-    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, token_);
+  PgSessionLock(PostgresStore* store, std::string session_id, PgFence fence)
+      : store_(store), session_id_(std::move(session_id)), fence_(std::move(fence)) {
+    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, fence_.token);
   }
   ~PgSessionLock() override {
-    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, token_);
-    store_->ReleaseLock(session_id_, token_);
+    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, fence_.token);
+    store_->ReleaseLock(session_id_, fence_.token);
   }
   const std::string& session_id() const override { return session_id_; }
-  Status Refresh() override { return store_->RefreshLock(session_id_, token_); }
+  Status Refresh() override { return store_->RefreshLock(session_id_, fence_.token); }
+  uint64_t epoch() const override { return static_cast<uint64_t>(fence_.epoch); }
+  Status Append(std::span<const Event> events) override {
+    return store_->FencedAppend(session_id_, events, fence_);
+  }
+  Status SaveCheckpoint(const Checkpoint& checkpoint) override {
+    if (checkpoint.session_id != session_id_) {
+      return InvalidArgument("checkpoint of session " + checkpoint.session_id +
+                             " saved through the lock of session " + session_id_);
+    }
+    return store_->SaveCheckpointFenced(checkpoint, &fence_);
+  }
+  Status SetState(std::string_view key, const Json& value) override {
+    return store_->SetStateFenced(session_id_, key, value, &fence_);
+  }
+  Status UpdateSettings(const Json& settings, std::span<const Event> events) override {
+    return store_->UpdateSettingsFenced(session_id_, settings, events, &fence_);
+  }
+  Result<std::optional<Checkpoint>> ClaimDecided() override {
+    return store_->ClaimDecidedFenced(session_id_, &fence_);
+  }
 
  private:
   PostgresStore* store_;
   std::string session_id_;
-  std::string token_;
+  PgFence fence_;
 };
 
 Status Busy(std::string_view session_id, int64_t pid, int64_t since_ms) {
@@ -310,10 +334,12 @@ Result<SessionInfo> PostgresStore::CreateSession(const NewSessionParams& params)
 Result<PostgresStore::LockedSession> PostgresStore::CreateLockedSession(
     const NewSessionParams& params, int64_t owner_pid) {
   SessionInfo s = NewSessionInfo(params);
-  std::string token = NewId("lock");
+  // A new session's first holder has epoch 1 (InsertSession).
+  PgFence fence{NewId("lock"), 1};
   AL_RETURN_IF_ERROR(WithConn(
-      [&](PgConn& c) { return InsertSession(c, s, params.settings, &token, owner_pid); }, false));
-  std::unique_ptr<SessionLock> lock(new PgSessionLock(this, s.id, std::move(token)));
+      [&](PgConn& c) { return InsertSession(c, s, params.settings, &fence.token, owner_pid); },
+      false));
+  std::unique_ptr<SessionLock> lock(new PgSessionLock(this, s.id, std::move(fence)));
   return LockedSession{std::move(s), std::move(lock)};
 }
 
@@ -427,6 +453,31 @@ Status PostgresStore::RemoveSession(std::string_view session_id) {
   });
 }
 
+// --- fencing --------------------------------------------------------------------
+
+Status PostgresStore::CheckFence(const PgRows& row, std::string_view session_id,
+                                 const PgFence& fence) {
+  // Columns 3-6: lease_token, lease_epoch, lease_pid, lease_host.
+  if (!row.Null(0, 3) && row.Text(0, 3) == fence.token && row.Int(0, 4) == fence.epoch) {
+    return Status::Ok();
+  }
+  std::string now_held = row.Null(0, 3) ? std::string("nobody holds it now")
+                                        : "it is held by pid " + std::to_string(row.Int(0, 5)) +
+                                              " on " + row.Text(0, 6) + " (epoch " +
+                                              std::to_string(row.Int(0, 4)) + ")";
+  return LeaseLost("session " + std::string(session_id) + ": this process lost its lease (epoch " +
+                   std::to_string(fence.epoch) + ") and may not write to it; " + now_held);
+}
+
+Status PostgresStore::CheckFenceOn(PgConn& c, std::string_view session_id, const PgFence& fence) {
+  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
+                                       " lease_pid, lease_host FROM sessions"
+                                       " WHERE id = $1 FOR UPDATE",
+                                       {P(session_id)}));
+  if (r.empty()) return SessionNotFound(session_id);
+  return CheckFence(r, session_id, fence);
+}
+
 // --- the event log --------------------------------------------------------------
 
 Status PostgresStore::Append(std::string_view session_id, std::span<const Event> events) {
@@ -439,13 +490,24 @@ Status PostgresStore::Append(std::string_view session_id, std::span<const Event>
   return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now); });
 }
 
+Status PostgresStore::FencedAppend(std::string_view session_id, std::span<const Event> events,
+                                   const PgFence& fence) {
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now, &fence); });
+}
+
 Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
-                               std::span<const Event> events, int64_t now) {
+                               std::span<const Event> events, int64_t now, const PgFence* fence) {
   // The row lock orders this session's appends: they commit in seq order.
-  AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq FROM sessions"
+  // It also fences them: a takeover (AcquireLock) updates this row, so it
+  // commits either before this read (the epoch differs: refused) or after
+  // this transaction.
+  AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
+                                       " lease_pid, lease_host FROM sessions"
                                        " WHERE id = $1 FOR UPDATE",
                                        {P(session_id)}));
   if (s.empty()) return SessionNotFound(session_id);
+  if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFence(s, session_id, *fence));
   const std::string tenant = s.Text(0, 0);
   const std::string old_title = s.Text(0, 1);
   uint64_t last = static_cast<uint64_t>(s.Int(0, 2));
@@ -486,11 +548,14 @@ Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
   }
   if (rows == 0) return Status::Ok();
   AL_RETURN_IF_ERROR(c.Exec(sql, params).status());
+  // A fenced append renews the lease it proved current (no extra statement).
   return c
       .Exec(
           "UPDATE sessions SET last_seq = $2, updated_at_ms = $3, title = $4,"
-          " activity = nextval('session_activity') WHERE id = $1",
-          {P(session_id), P(last), P(now), P(title)})
+          " activity = nextval('session_activity'),"
+          " lease_heartbeat_at_ms = CASE WHEN $5 THEN $3 ELSE lease_heartbeat_at_ms END"
+          " WHERE id = $1",
+          {P(session_id), P(last), P(now), P(title), P(fence != nullptr ? "true" : "false")})
       .status();
 }
 
@@ -608,22 +673,24 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(std::string_view session_id,
 
 Result<std::unique_ptr<SessionLock>> PostgresStore::AcquireLock(std::string_view session_id,
                                                                 int64_t owner_pid) {
-  std::string token = NewId("lock");
+  PgFence fence{NewId("lock"), 0};
   AL_RETURN_IF_ERROR(InTxn([&](PgConn& c) -> Status {
     AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
     if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
-    // Free, or left by a dead or silent holder: take it over (a new epoch).
+    // Free, or left by a dead or silent holder: take it over (a new epoch,
+    // which fences every later write of the holder before).
     const int64_t now = Now();
-    return c
-        .Exec(
-            "UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
-            " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
-            " lease_heartbeat_at_ms = $5 WHERE id = $1",
-            {P(session_id), P(token), P(owner_pid), P(host_), P(now)})
-        .status();
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c.Exec("UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
+                         " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
+                         " lease_heartbeat_at_ms = $5 WHERE id = $1 RETURNING lease_epoch",
+                         {P(session_id), P(fence.token), P(owner_pid), P(host_), P(now)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    fence.epoch = r.Int(0, 0);
+    return Status::Ok();
   }));
   return std::unique_ptr<SessionLock>(
-      new PgSessionLock(this, std::string(session_id), std::move(token)));
+      new PgSessionLock(this, std::string(session_id), std::move(fence)));
 }
 
 Status PostgresStore::RefreshLock(const std::string& session_id, const std::string& token) {
@@ -723,6 +790,10 @@ Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpo
 }
 
 Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint) {
+  return SaveCheckpointFenced(checkpoint, nullptr);
+}
+
+Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint, const PgFence* fence) {
   if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
   if (checkpoint.outstanding.empty()) {
     return InvalidArgument("checkpoint of session " + checkpoint.session_id +
@@ -733,9 +804,12 @@ Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint) {
   }
   const int64_t now = Now();
   return InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE",
+    AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
+                                         " lease_pid, lease_host FROM sessions"
+                                         " WHERE id = $1 FOR UPDATE",
                                          {P(checkpoint.session_id)}));
     if (s.empty()) return SessionNotFound(checkpoint.session_id);
+    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFence(s, checkpoint.session_id, *fence));
     const std::string tenant = s.Text(0, 0);
     // Open or decided (a batch nobody continued): superseded by the new one.
     // Checkpoint rows are locked before their pending rows, as Resolve does.
@@ -744,6 +818,12 @@ Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint) {
                                             {P(checkpoint.session_id)}));
     for (int i = 0; i < open.size(); ++i) {
       AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
+    }
+    if (open.size() > 0) {
+      // A superseded decided batch needs nobody any more.
+      AL_RETURN_IF_ERROR(
+          c.Exec("DELETE FROM session_wakeups WHERE session_id = $1", {P(checkpoint.session_id)})
+              .status());
     }
     const std::string id = NewId("ckpt");
     AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
@@ -866,7 +946,17 @@ Result<std::vector<std::string>> PostgresStore::ListDecided() {
 }
 
 Result<std::optional<Checkpoint>> PostgresStore::ClaimDecided(std::string_view session_id) {
+  return ClaimDecidedFenced(session_id, nullptr);
+}
+
+Result<std::optional<Checkpoint>> PostgresStore::ClaimDecidedFenced(std::string_view session_id,
+                                                                    const PgFence* fence) {
   return InTxn([&](PgConn& c) -> Result<std::optional<Checkpoint>> {
+    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
+    // Whoever claims, the session's wake-up is answered (and a stale one
+    // whose batch is gone is dropped).
+    AL_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM session_wakeups WHERE session_id = $1", {P(session_id)}).status());
     // SKIP LOCKED: a claimer that finds the row taken by another is not the
     // one that gets it (the other closes it).
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
@@ -953,6 +1043,18 @@ Result<ResolveOutcome> PostgresStore::Resolve(std::string_view pending_id, const
     }
     if (out.closed) {
       AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, out.checkpoint_id, 2));
+      // The session has work: a wake-up, announced at commit (NOTIFY is
+      // delivered only if this transaction commits).
+      const int64_t now = Now();
+      AL_RETURN_IF_ERROR(
+          c.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
+                 " SELECT id, tenant, $2, $3 FROM sessions WHERE id = $1"
+                 " ON CONFLICT (session_id) DO UPDATE SET not_before_ms = excluded.not_before_ms",
+                 {P(out.checkpoint.session_id), P(now + options_.wakeup_grace.count()), P(now)})
+              .status());
+      AL_RETURN_IF_ERROR(c.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)",
+                                {P(out.checkpoint.session_id)})
+                             .status());
     } else {
       // Items the callback removed from `outstanding` are settled too.
       std::string keep = "{";
@@ -976,11 +1078,63 @@ Result<ResolveOutcome> PostgresStore::Resolve(std::string_view pending_id, const
   });
 }
 
+// --- wake-ups --------------------------------------------------------------------
+
+Result<WakeupClaim> PostgresStore::ClaimWakeups(int limit, std::chrono::milliseconds retry_after) {
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Result<WakeupClaim> {
+    WakeupClaim out;
+    // Rows of sessions with no decided batch left are stale: dropped.
+    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM session_wakeups w WHERE w.not_before_ms <= $1"
+                              " AND NOT EXISTS (SELECT 1 FROM checkpoints k"
+                              " WHERE k.session_id = w.session_id AND k.state = 2)",
+                              {P(now)})
+                           .status());
+    // SKIP LOCKED: instances claiming together take different rows.
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c.Exec("UPDATE session_wakeups SET not_before_ms = $2 WHERE session_id IN"
+                               " (SELECT session_id FROM session_wakeups WHERE not_before_ms <= $1"
+                               " ORDER BY not_before_ms LIMIT $3 FOR UPDATE SKIP LOCKED)"
+                               " RETURNING session_id",
+                               {P(now), P(now + retry_after.count()), P(int64_t{limit})}));
+    for (int i = 0; i < r.size(); ++i) out.sessions.push_back(r.Text(i, 0));
+    AL_ASSIGN_OR_RETURN(PgRows next, c.Exec("SELECT MIN(not_before_ms) FROM session_wakeups"));
+    if (!next.empty() && !next.Null(0, 0)) {
+      out.next_due_in_ms = std::max<int64_t>(0, next.Int(0, 0) - now);
+    }
+    return out;
+  });
+}
+
+Result<std::vector<std::string>> PostgresStore::ListExpiredLocks(int limit) {
+  return WithConn([&](PgConn& c) -> Result<std::vector<std::string>> {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c.Exec("SELECT id FROM sessions WHERE lease_token IS NOT NULL"
+                               " AND lease_heartbeat_at_ms < $1"
+                               " ORDER BY lease_heartbeat_at_ms LIMIT $2",
+                               {P(Now() - options_.lock_ttl.count()), P(int64_t{limit})}));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  });
+}
+
+Result<std::unique_ptr<WakeupListener>> PostgresStore::ListenForWakeups() {
+  AL_ASSIGN_OR_RETURN(auto listener, PgWakeupListener::Open(url_, kWakeupChannel));
+  return std::unique_ptr<WakeupListener>(std::move(listener));
+}
+
 // --- state ----------------------------------------------------------------------
 
 Status PostgresStore::SetState(std::string_view session_id, std::string_view key,
                                const Json& value) {
-  return WithConn([&](PgConn& c) -> Status {
+  return SetStateFenced(session_id, key, value, nullptr);
+}
+
+Status PostgresStore::SetStateFenced(std::string_view session_id, std::string_view key,
+                                     const Json& value, const PgFence* fence) {
+  return InTxn([&](PgConn& c) -> Status {
+    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
     AL_ASSIGN_OR_RETURN(
         PgRows r, c.Exec("INSERT INTO session_state (tenant, session_id, key, json, updated_at_ms)"
                          " SELECT tenant, id, $2, $3, $4 FROM sessions WHERE id = $1"
@@ -1026,13 +1180,19 @@ Result<std::optional<Json>> PostgresStore::GetSettings(std::string_view session_
 
 Status PostgresStore::UpdateSettings(std::string_view session_id, const Json& settings,
                                      std::span<const Event> events) {
+  return UpdateSettingsFenced(session_id, settings, events, nullptr);
+}
+
+Status PostgresStore::UpdateSettingsFenced(std::string_view session_id, const Json& settings,
+                                           std::span<const Event> events, const PgFence* fence) {
   if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
   const int64_t now = Now();
   return InTxn([&](PgConn& c) -> Status {
+    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET settings = $2 WHERE id = $1",
                                          {P(session_id), P(DumpJson(settings))}));
     if (r.affected() == 0) return SessionNotFound(session_id);
-    return AppendOn(c, session_id, events, now);
+    return AppendOn(c, session_id, events, now, fence);
   });
 }
 

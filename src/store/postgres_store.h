@@ -50,6 +50,13 @@ Result<int> PgSchemaVersion(PgConn& conn);
 Result<int> ApplyPgMigrations(PgConn& conn, std::span<const PgMigration> migrations,
                               int64_t now_ms);
 
+// What fences the writes of a lease's holder: the lease's token and epoch
+// as they were when it was taken (see SessionLock).
+struct PgFence {
+  std::string token;
+  int64_t epoch = 0;
+};
+
 class PostgresStore final : public SessionStore {
  public:
   static Result<std::unique_ptr<PostgresStore>> Open(const std::string& url,
@@ -98,7 +105,21 @@ class PostgresStore final : public SessionStore {
                               std::string_view response) override;
   Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
 
-  // Used by the lease handle.
+  Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) override;
+  Result<std::vector<std::string>> ListExpiredLocks(int limit) override;
+  Result<std::unique_ptr<WakeupListener>> ListenForWakeups() override;
+
+  // Used by the lease handle: the writes of its holder, refused
+  // (LeaseLost) unless the session's lease is still `fence`.
+  Status FencedAppend(std::string_view session_id, std::span<const Event> events,
+                      const PgFence& fence);
+  Status SaveCheckpointFenced(const Checkpoint& checkpoint, const PgFence* fence);
+  Status SetStateFenced(std::string_view session_id, std::string_view key, const Json& value,
+                        const PgFence* fence);
+  Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
+                              std::span<const Event> events, const PgFence* fence);
+  Result<std::optional<Checkpoint>> ClaimDecidedFenced(std::string_view session_id,
+                                                       const PgFence* fence);
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
   void StartHeartbeat(const std::string& session_id, const std::string& token);
@@ -134,10 +155,16 @@ class PostgresStore final : public SessionStore {
   Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                        const std::string* lock_token, int64_t owner_pid);
   Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id);
-  // Inside a transaction: locks the session row, checks and stores the
-  // events (see Append).
+  // Inside a transaction: locks the session row, checks `fence` (when
+  // set), checks and stores the events (see Append).
   Status AppendOn(PgConn& c, std::string_view session_id, std::span<const Event> events,
-                  int64_t now);
+                  int64_t now, const PgFence* fence = nullptr);
+  // `row`: tenant, title, last_seq, lease_token, lease_epoch, lease_pid,
+  // lease_host of the session, read FOR UPDATE. LeaseLost unless the lease
+  // is `fence`.
+  static Status CheckFence(const PgRows& row, std::string_view session_id, const PgFence& fence);
+  // Locks the session row and checks `fence`. kNotFound, LeaseLost.
+  Status CheckFenceOn(PgConn& c, std::string_view session_id, const PgFence& fence);
   Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
                                             uint64_t after_seq);
   Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id, int state);

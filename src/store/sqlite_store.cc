@@ -76,6 +76,27 @@ class SqliteSessionLock final : public SessionLock {
   }
   const std::string& session_id() const override { return session_id_; }
   Status Refresh() override { return store_->RefreshLock(session_id_, token_); }
+  // Unfenced: the lock is one machine's, and its holder's death is seen by
+  // its pid (see SessionLock).
+  Status Append(std::span<const Event> events) override {
+    return store_->Append(session_id_, events);
+  }
+  Status SaveCheckpoint(const Checkpoint& checkpoint) override {
+    if (checkpoint.session_id != session_id_) {
+      return InvalidArgument("checkpoint of session " + checkpoint.session_id +
+                             " saved through the lock of session " + session_id_);
+    }
+    return store_->SaveCheckpoint(checkpoint);
+  }
+  Status SetState(std::string_view key, const Json& value) override {
+    return store_->SetState(session_id_, key, value);
+  }
+  Status UpdateSettings(const Json& settings, std::span<const Event> events) override {
+    return store_->UpdateSettings(session_id_, settings, events);
+  }
+  Result<std::optional<Checkpoint>> ClaimDecided() override {
+    return store_->ClaimDecided(session_id_);
+  }
 
  private:
   SqliteStore* store_;

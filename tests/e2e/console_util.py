@@ -9,16 +9,11 @@ directory under the test's temporary directory.
 import hashlib
 import json
 import os
-import re
-import select
 import shutil
-import subprocess
-import time
 import unittest
-import urllib.error
-import urllib.request
 
-from e2e_util import BIN, TIMEOUT, CliTestCase
+import serve_util
+from e2e_util import TIMEOUT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -36,78 +31,21 @@ def browser_missing():
     return None
 
 
-class ServeCase(CliTestCase):
+class ServeCase(serve_util.ServeCase):
     """A served agent `writer` on the fake model server, and HTTP calls."""
 
     TOKEN = None  # set to require a bearer token
 
-    def setUp(self):
-        super().setUp()
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-        super().tearDown()
-
-    def agent(self, script):
+    def agent(self, script, extra_toml=""):
         self.model = self.server(script)
-        d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
-            f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
-                    '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
-                    'api_key_env = "WRITER_KEY"\n' % (self.ws, self.model.base_url))
+        tokens = None
         if self.TOKEN:
-            grant = hashlib.sha256(self.TOKEN.encode()).hexdigest() + ":team:read,write,approve"
-            cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
-            with open(cfg, "w", encoding="utf-8") as f:
-                f.write("[server]\ntokens = %s\n" % json.dumps([grant]))
-
-    def serve(self, port=0):
-        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:%d" % port],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env=self.env(WRITER_KEY="sk-test"), cwd=self.tmp)
-        self.procs.append(p)
-        deadline = time.monotonic() + TIMEOUT
-        line = ""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = p.stderr.readline()
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.base = "http://127.0.0.1:%s" % m.group(1)
-                return p
-            if not line:
-                break
-        self.fail("serve did not start: %r" % line)
+            tokens = [hashlib.sha256(self.TOKEN.encode()).hexdigest() + ":team:read,write,approve"]
+        self.write_agent(self.model.base_url, tokens, extra_toml)
 
     def call(self, method, path, body=None, headers=None, token=None):
         """(status, headers, parsed JSON body or text)."""
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        token = token if token is not None else self.TOKEN
-        if token:
-            req.add_header("Authorization", "Bearer " + token)
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
-                raw, status, hdrs = r.read(), r.status, r.headers
-        except urllib.error.HTTPError as e:
-            raw, status, hdrs = e.read(), e.code, e.headers
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = raw.decode("utf-8", "replace")
-        return status, hdrs, parsed
+        return self.http(method, path, body, headers, token if token is not None else self.TOKEN)
 
 
 class BrowserCase(ServeCase):

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A small MCP server over stdio for agentloop's tests (protocol 2025-11-25).
 
-Tools: echo {text} (read-only), write_note {text} (writes NOTE.txt in the
-working directory), slow {} (never answers; reports progress), crash {}
-(exits at once), env {name} (prints an environment variable).
+Tools: echo {text} (read-only), write_note {text, path?} (writes NOTE.txt,
+or path, in the working directory; an error result when it cannot), slow {}
+(never answers; reports progress), crash {} (exits at once), env {name}
+(prints an environment variable).
 Options: --version V (answer initialize with V), --garbage (write a
 non-JSON line after initialize), --page-size N (tools/list pages),
 --ignore-eof (keep running after stdin closes), --ignore-term (ignore
@@ -36,8 +37,9 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
                      "required": ["text"]},
      "annotations": {"readOnlyHint": True}},
-    {"name": "write_note", "description": "Write NOTE.txt in the working directory.",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+    {"name": "write_note", "description": "Write NOTE.txt (or path) in the working directory.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"},
+                                                      "path": {"type": "string"}},
                      "required": ["text"]}},
     {"name": "slow", "description": "Never answers; reports progress.",
      "inputSchema": {"type": "object", "properties": {}}},
@@ -97,9 +99,13 @@ def handle(msg):
         if name == "echo":
             result(mid, text("echo: " + a.get("text", "")))
         elif name == "write_note":
-            with open("NOTE.txt", "w") as f:
-                f.write(a.get("text", ""))
-            result(mid, text("wrote NOTE.txt"))
+            path = a.get("path", "NOTE.txt")
+            try:
+                with open(path, "w") as f:
+                    f.write(a.get("text", ""))
+                result(mid, text("wrote " + path))
+            except OSError as e:
+                result(mid, text("cannot write " + path + ": " + e.strerror, True))
         elif name == "slow":
             token = (params.get("_meta") or {}).get("progressToken")
             if token is not None:

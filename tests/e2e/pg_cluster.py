@@ -113,6 +113,11 @@ class PgCluster:
         self._pg_ctl("-o", opts, "-w", "-t", "60", "start")
         self.running = True
 
+    def stop_server(self):
+        """`pg_ctl stop -m fast`, keeping the cluster for start_again()."""
+        self._pg_ctl("-m", "fast", "-w", "-t", "60", "stop")
+        self.running = False
+
     def restart(self):
         """`pg_ctl restart -m fast`: every connection is cut."""
         self._pg_ctl("-m", "fast", "-w", "-t", "60", "restart")

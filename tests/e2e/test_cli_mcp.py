@@ -10,6 +10,7 @@ import sys
 import unittest
 
 from e2e_util import CliTestCase
+from test_cli_serve import ServeCase
 
 FAKE_MCP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_mcp_server.py")
 # The pinned reference servers, installed by the mcp_npm_ci test into the
@@ -225,6 +226,37 @@ class McpTest(CliTestCase):
         offered = [t["function"]["name"] for t in requests[0]["body"]["tools"]]
         self.assertIn("mcp__everything__get-sum", offered)
         self.assertIn("Echo: conformance says hi", json.dumps(requests[1]["body"]))
+
+
+class ServedMcpTest(ServeCase):
+    """An agent of `agentloop serve` declares its MCP servers in agent.toml."""
+
+    def test_a_served_agents_turn_calls_its_mcp_server_and_the_api_shows_it(self):
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__fake__echo",
+                             "input": {"text": "from a served turn"}}]},
+            {"text": "echoed"}]})
+        self.agent(server, extra='\n[mcp_servers.fake]\ncommand = %s\nargs = [%s]\n'
+                   'trusted = true\n' % (json.dumps(sys.executable), json.dumps(FAKE_MCP)))
+        self.serve()
+        status, s = self.call("POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        mcp = "/v1/sessions/%s/mcp" % s["id"]
+        stopped = {"running": False, "servers": [
+            {"name": "fake", "transport": "stdio", "state": "stopped", "tools": []}]}
+        self.assertEqual(self.call("GET", mcp), (200, stopped))
+        status, t = self.call("POST", "/v1/sessions/%s/turns" % s["id"], {"input": "echo"})
+        self.assertEqual(status, 202, t)
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (s["id"], t["id"]))
+        self.assertEqual(w["result"]["stop"], "completed", w)
+        self.assertEqual(w["result"]["final_text"], "echoed")
+        # The trusted server's read-only echo ran without an approval, and its
+        # answer reached the model.
+        self.assertIn("echo: from a served turn", json.dumps(server.requests()[-1]["body"]))
+        self.assertEqual(self.call("GET", mcp), (200, stopped))
+        status, err = self.call("GET", "/v1/sessions/nosuch/mcp")
+        self.assertEqual(status, 404, err)
 
 
 if __name__ == "__main__":

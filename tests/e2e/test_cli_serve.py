@@ -4,18 +4,12 @@ line in another process), SIGTERM drains the server, and a restarted server
 continues a paused session from the store."""
 
 import hashlib
-import json
 import os
-import re
-import select
 import signal
-import subprocess
-import time
 import unittest
-import urllib.error
-import urllib.request
 
-from e2e_util import BIN, TIMEOUT, CliTestCase
+import serve_util
+from e2e_util import TIMEOUT
 
 WRITE = {"responses": [
     {"tool_calls": [{"id": "c1", "name": "write",
@@ -24,63 +18,18 @@ WRITE = {"responses": [
 ]}
 
 
-class ServeTest(CliTestCase):
+class ServeCase(serve_util.ServeCase):
+    """Runs `agentloop serve` and calls it (no tests of its own)."""
 
-    def setUp(self):
-        super().setUp()
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-        super().tearDown()
-
-    def agent(self, server, tokens=None):
-        d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
-            f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
-                    '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
-                    'api_key_env = "WRITER_KEY"\n' % (self.ws, server.base_url))
-        if tokens:
-            cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
-            with open(cfg, "w", encoding="utf-8") as f:
-                f.write("[server]\ntokens = %s\n" % json.dumps(tokens))
-
-    def serve(self):
-        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env=self.env(WRITER_KEY="sk-test"), cwd=self.tmp)
-        self.procs.append(p)
-        deadline = time.monotonic() + TIMEOUT
-        line = ""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = p.stderr.readline()
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.base = "http://127.0.0.1:%s" % m.group(1)
-                return p
-            if not line:
-                break
-        self.fail("serve did not start: %r" % line)
+    def agent(self, server, tokens=None, extra=""):
+        self.write_agent(server.base_url, tokens, extra)
 
     def call(self, method, path, body=None, token=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        if token:
-            req.add_header("Authorization", "Bearer " + token)
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+        status, _, parsed = self.http(method, path, body, token=token)
+        return status, parsed
+
+
+class ServeTest(ServeCase):
 
     def pause(self, token=None):
         status, s = self.call("POST", "/v1/sessions", {"agent": "writer"}, token)

@@ -108,8 +108,8 @@ class ConsoleCookieTest(ServeCase):
 
 class ConsoleDiffTest(ServeCase):
 
-    def pause(self, script):
-        self.agent(script)
+    def pause(self, script, extra_toml=""):
+        self.agent(script, extra_toml)
         self.serve()
         status, _, s = self.call("POST", "/v1/sessions", {"agent": "writer"})
         self.assertEqual(status, 201, s)
@@ -167,6 +167,20 @@ class ConsoleDiffTest(ServeCase):
                 for s in self.servers:
                     s.stop()
                 self.servers = []
+
+    def test_a_file_the_session_may_not_read_is_not_shown(self):
+        with open(os.path.join(self.ws, ".env"), "w", encoding="utf-8") as f:
+            f.write("API_KEY=top-secret\n")
+        aid = self.pause({"responses": [
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": ".env", "content": "API_KEY=new\n"}}]},
+        ]}, '\n[permissions]\ndeny = ["read(.env)"]\n')
+        status, _, d = self.call("GET", "/v1/approvals/%s/diff" % aid)
+        self.assertEqual(status, 200, d)
+        self.assertEqual((d["path"], d["created"], d["diff"]), (".env", False, ""))
+        self.assertIn("the session may not read it", d["note"])
+        self.assertIn("read(.env)", d["note"])
+        self.assertNotIn("top-secret", json.dumps(d))
 
     def test_no_diff_for_other_tools(self):
         aid = self.pause({"responses": [

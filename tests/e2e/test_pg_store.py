@@ -2,18 +2,12 @@
 store.url) for the command line and `agentloop serve`, and `agentloop store
 migrate` (docs/storage.md, "PostgreSQL"), on a throwaway cluster."""
 
-import json
 import os
-import re
-import select
-import subprocess
-import time
 import unittest
-import urllib.error
-import urllib.request
 
-from e2e_util import BIN, TIMEOUT, CliTestCase, json_lines
+from e2e_util import json_lines
 from pg_cluster import PgCluster, PgUnavailable
+from serve_util import ServeCase
 
 WRITE = {"responses": [
     {"tool_calls": [{"id": "c1", "name": "write",
@@ -22,7 +16,7 @@ WRITE = {"responses": [
 ]}
 
 
-class PgStoreTest(CliTestCase):
+class PgStoreTest(ServeCase):
     cluster = None
     skip_reason = None
 
@@ -44,14 +38,6 @@ class PgStoreTest(CliTestCase):
         super().setUp()
         self.url = self.cluster.new_schema_url()
         self.schema = self.url.rsplit("%3D", 1)[1]
-        self.procs = []
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
-        super().tearDown()
 
     def pg_env(self, **extra):
         return self.env(AGENTLOOP_STORE_URL=self.url, **extra)
@@ -138,42 +124,14 @@ class PgStoreTest(CliTestCase):
     # --- agentloop serve on PostgreSQL ----------------------------------------
 
     def agent(self, server):
-        d = os.path.join(self.home, ".config", "agentloop", "agents", "writer")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
-            f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
-                    '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
-                    'api_key_env = "WRITER_KEY"\n' % (self.ws, server.base_url))
+        self.write_agent(server.base_url)
 
     def serve(self):
-        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:0"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env=self.pg_env(WRITER_KEY="sk-test"), cwd=self.tmp)
-        self.procs.append(p)
-        deadline = time.monotonic() + TIMEOUT
-        line = ""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = p.stderr.readline()
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                return p, "http://127.0.0.1:%s" % m.group(1)
-            if not line:
-                break
-        self.fail("serve did not start: %r" % line)
+        return self.start_serve(self.pg_env(WRITER_KEY="sk-test"))
 
     def call(self, base, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(base + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+        status, _, parsed = self.http(method, path, body, base=base)
+        return status, parsed
 
     def test_serve_pauses_a_turn_and_another_instance_sees_it(self):
         self.agent(self.server(WRITE))

@@ -1,0 +1,96 @@
+#include "server/wakeup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <system_error>
+
+#include "agentloop/event_data.h"
+
+namespace agentloop::server {
+
+WakeupPoller::WakeupPoller(SessionStore& store, WakeupPollerOptions options,
+                           std::function<void(WakeupWork)> found)
+    : store_(store), options_(options), found_(std::move(found)) {}
+
+WakeupPoller::~WakeupPoller() { Stop(); }
+
+Result<bool> WakeupPoller::Start() {
+  AL_ASSIGN_OR_RETURN(listener_, store_.ListenForWakeups());
+  if (!listener_) return false;
+  try {
+    thread_ = std::thread([this] { Loop(); });
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("cannot start the wake-up thread: ") + e.what());
+  }
+  return true;
+}
+
+void WakeupPoller::Stop() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  if (listener_) listener_->Interrupt();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WakeupPoller::Loop() {
+  for (;;) {
+    {
+      std::lock_guard lk(mu_);
+      if (stopping_) return;
+    }
+    WakeupWork work;
+    auto wait = options_.poll;
+    // A store error (the database restarting) is met by the next look.
+    if (auto claimed = store_.ClaimWakeups(options_.limit, options_.retry_after); claimed.ok()) {
+      work.decided = std::move(claimed->sessions);
+      if (claimed->next_due_in_ms) {
+        // Wake up when the next one falls due (NOTIFY announced it early).
+        wait = std::min(wait, std::chrono::milliseconds(*claimed->next_due_in_ms + 1));
+      }
+    }
+    if (auto expired = store_.ListExpiredLocks(options_.limit); expired.ok()) {
+      work.expired = std::move(*expired);
+    }
+    if (!work.decided.empty() || !work.expired.empty()) {
+      std::lock_guard lk(mu_);
+      if (stopping_) return;
+      found_(std::move(work));
+    }
+    // Returns early on an announcement or Stop; a lost connection has
+    // already waited out `wait` and reconnects on the next call.
+    (void)listener_->Wait(wait);
+  }
+}
+
+Result<bool> TakeOverExpired(SessionStore& store, const std::string& session_id, int64_t now_ms) {
+  AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionLock> lock,
+                      store.AcquireLock(session_id, static_cast<int64_t>(getpid())));
+  AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store.Load(session_id, LoadOptions{}));
+  AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> events, store.Events(session_id, 0));
+  // The newest turn_begin without a turn_end after it: the turn that was
+  // running when its instance stopped.
+  const StoredEvent* begun = nullptr;
+  for (const StoredEvent& e : events) {
+    if (e.type == "turn_begin") begun = &e;
+    if (e.type == "turn_end") begun = nullptr;
+  }
+  if (begun != nullptr) {
+    TurnEndData end;
+    end.stop = StopReason::kFailed;
+    end.reason =
+        "the instance running this turn stopped (its lease expired without a heartbeat); the "
+        "session was taken over and its unfinished tool calls were answered as not known to "
+        "have completed: retry the turn to continue";
+    Event e = MakeEvent(end, session_id, begun->turn_id);
+    e.seq = snap.last_seq + 1;
+    e.ts = now_ms;
+    AL_RETURN_IF_ERROR(lock->Append({&e, 1}));
+  }
+  return snap.decided_checkpoint.has_value();
+}
+
+}  // namespace agentloop::server

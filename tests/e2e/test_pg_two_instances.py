@@ -1,0 +1,289 @@
+"""End-to-end: two `agentloop serve` instances on one PostgreSQL store
+(docs/storage.md, "Several instances"): a turn paused on instance A is
+decided on instance B and continues exactly once; event streams on both
+instances see the same gap-free sequence; an instance killed mid-turn is
+taken over by the other once its lease expires, leaving a valid
+transcript."""
+
+import json
+import os
+import select
+import signal
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from e2e_util import TIMEOUT
+from pg_cluster import PgCluster, PgUnavailable
+from serve_util import ServeCase
+
+# The lease TTL of both instances: a killed instance's session is taken
+# over this long after its last heartbeat.
+LEASE_TTL_MS = 2000
+
+
+class EventStream:
+    """GET .../events/stream?after=N read on a thread until a turn_end."""
+
+    def __init__(self, base, sid, after):
+        self.events = []
+        self.error = None
+        req = urllib.request.Request("%s/v1/sessions/%s/events/stream?after=%d"
+                                     % (base, sid, after))
+        req.add_header("Accept", "text/event-stream")
+        self.resp = urllib.request.urlopen(req, timeout=TIMEOUT)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        try:
+            data = None
+            for raw in self.resp:
+                line = raw.decode("utf-8").rstrip("\n")
+                if line.startswith("data: "):
+                    data = json.loads(line[len("data: "):])
+                elif line == "" and data is not None:
+                    if data.get("seq"):
+                        self.events.append(data)
+                    if data.get("type") == "turn_end":
+                        return
+                    data = None
+        except Exception as e:  # reported by the test
+            self.error = e
+        finally:
+            self.done.set()
+            self.resp.close()
+
+    def wait(self, test):
+        test.assertTrue(self.done.wait(TIMEOUT), "no turn_end on the stream")
+        test.assertIsNone(self.error)
+        return self.events
+
+
+class TwoInstancesTest(ServeCase):
+    cluster = None
+    skip_reason = None
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.cluster = PgCluster().start()
+        except PgUnavailable as e:
+            cls.skip_reason = str(e)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.cluster is not None:
+            cls.cluster.stop()
+
+    def setUp(self):
+        if self.skip_reason:
+            self.skipTest("no PostgreSQL cluster: " + self.skip_reason)
+        super().setUp()
+        self.url = self.cluster.new_schema_url()
+        self.schema = self.url.rsplit("%3D", 1)[1]
+
+    def count(self, sql):
+        return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))
+
+    def agent(self, server, allow_write=False):
+        self.write_agent(server.base_url,
+                         extra='\n[permissions]\nallow = ["write"]\n' if allow_write else "")
+
+    def serve(self):
+        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
+                                         AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS)))
+
+    def call(self, base, method, path, body=None):
+        status, _, parsed = self.http(method, path, body, base=base)
+        return status, parsed
+
+    def events(self, base, sid):
+        status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)
+        self.assertEqual(status, 200, page)
+        return page["items"]
+
+    def wait_for(self, what, predicate):
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            got = predicate()
+            if got:
+                return got
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+    def test_a_pause_on_one_instance_is_decided_on_the_other_and_continues_once(self):
+        model = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "write",
+                             "input": {"file_path": "served.txt",
+                                       "content": "from the server\n"}}]},
+            {"text": "wrote served.txt"},
+        ]})
+        self.agent(model)
+        _, a = self.serve()
+        _, b = self.serve()
+        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        sid = s["id"]
+        status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
+                              {"input": "write served.txt"})
+        self.assertEqual(status, 202, t)
+        status, w = self.call(a, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (sid, t["id"]))
+        self.assertEqual(w["result"]["stop"], "pending_approval", w)
+        paused_at = self.events(a, sid)[-1]["seq"]
+
+        # Watchers on both instances, from the pause on.
+        on_a = EventStream(a, sid, paused_at)
+        on_b = EventStream(b, sid, paused_at)
+        status, pending = self.call(b, "GET", "/v1/sessions/%s/pending" % sid)
+        self.assertEqual(len(pending["items"]), 1, pending)
+        status, d = self.call(b, "POST", "/v1/approvals/%s/decision"
+                              % pending["items"][0]["id"], {"decision": "approve"})
+        self.assertEqual(status, 200, d)
+        self.assertEqual(d["status"], "resumed", d)
+
+        seen_a = on_a.wait(self)
+        seen_b = on_b.wait(self)
+        seqs = [e["seq"] for e in seen_a]
+        # Gap-free from the pause to the continued turn's end, the same on both.
+        self.assertEqual(seqs, list(range(paused_at + 1, paused_at + 1 + len(seqs))))
+        self.assertEqual([(e["seq"], e["type"]) for e in seen_b],
+                         [(e["seq"], e["type"]) for e in seen_a])
+        self.assertEqual(seen_a[-1]["type"], "turn_end")
+        self.assertEqual(seen_a[-1]["stop"], "completed", seen_a[-1])
+        self.assertEqual(seen_a[-1]["turn_id"], t["id"])
+
+        # Continued exactly once: one write, one model request after the
+        # pause, one decision and one end of the continued turn in the log.
+        with open(os.path.join(self.ws, "served.txt"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), "from the server\n")
+        self.assertEqual(len(model.requests()), 2)
+        stored = self.events(b, sid)
+        self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
+        after = [e["type"] for e in stored if e["seq"] > paused_at]
+        self.assertEqual(after.count("decision"), 1)
+        self.assertEqual(after.count("tool_call_begin"), 1)
+        self.assertEqual(after.count("turn_end"), 1)
+        # Nothing is left for another instance to wake up for.
+        self.assertEqual(self.count("SELECT COUNT(*) FROM session_wakeups"), 0)
+        self.assertEqual(self.count("SELECT COUNT(*) FROM checkpoints WHERE state <> 1"), 0)
+
+    def test_an_instance_killed_mid_turn_is_taken_over_by_the_other(self):
+        model = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "write",
+                             "input": {"file_path": "half.txt", "content": "half\n"}}]},
+            # Instance A is killed while it waits for this answer.
+            {"text": "never delivered", "delay_ms": 60000},
+        ]})
+        self.agent(model, allow_write=True)
+        proc_a, a = self.serve()
+        proc_b, b = self.serve()
+        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        sid = s["id"]
+        status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
+                              {"input": "write half.txt"})
+        self.assertEqual(status, 202, t)
+        watcher = EventStream(b, sid, 0)
+        # The write ran and the turn's second model call is under way.
+        self.wait_for("the second model request", lambda: len(model.requests()) == 2)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "half.txt")))
+        proc_a.send_signal(signal.SIGKILL)
+        proc_a.wait()
+
+        seen = watcher.wait(self)
+        end = seen[-1]
+        self.assertEqual(end["type"], "turn_end")
+        self.assertEqual(end["turn_id"], t["id"])
+        self.assertEqual(end["stop"], "failed")
+        self.assertIn("lease expired", end["reason"])
+        stored = self.events(b, sid)
+        self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
+        self.assertEqual([e["seq"] for e in seen], [e["seq"] for e in stored])
+        # A valid transcript: every tool call has its result, in order.
+        uses, results = [], []
+        for e in stored:
+            if e["type"] != "message":
+                continue
+            for block in e["message"]["content"]:
+                if block.get("type") == "tool_use":
+                    uses.append(block["id"])
+                elif block.get("type") == "tool_result":
+                    results.append(block["tool_use_id"])
+        self.assertEqual(uses, ["c1"])
+        self.assertEqual(results, uses)
+        # B holds no lease on it any more; the session can be used again.
+        self.wait_for("B's release of the lease", lambda: self.count(
+            "SELECT COUNT(*) FROM sessions WHERE lease_token IS NOT NULL") == 0)
+        status, got = self.call(b, "GET", "/v1/sessions/%s" % sid)
+        self.assertEqual(status, 200, got)
+
+    def test_an_instance_that_lost_its_lease_stops_its_turn_without_running_a_tool(self):
+        model = self.server({"responses": [
+            # Answered only once instance A has been taken over while stopped.
+            {"tool_calls": [{"id": "c1", "name": "write",
+                             "input": {"file_path": "late.txt", "content": "late\n"}}],
+             "delay_ms": 6000},
+        ]})
+        self.agent(model, allow_write=True)
+        proc_a, a = self.serve()
+        _, b = self.serve()
+        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        sid = s["id"]
+        status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
+                              {"input": "write late.txt"})
+        self.assertEqual(status, 202, t)
+        self.wait_for("the model request", lambda: len(model.requests()) == 1)
+        # A stops (as if paused by the kernel) past its lease's TTL: B takes
+        # the session over and ends the turn.
+        proc_a.send_signal(signal.SIGSTOP)
+        try:
+            self.wait_for("B's takeover", lambda: any(
+                e["type"] == "turn_end" for e in self.events(b, sid)))
+        finally:
+            proc_a.send_signal(signal.SIGCONT)
+        taken = self.events(b, sid)
+        # A wakes up, gets the model's tool call, and cannot commit its
+        # tool_call_begin: the turn stops there, loudly, and the tool never runs.
+        stderr = []
+
+        def lease_lost():
+            ready, _, _ = select.select([proc_a.stderr], [], [], 0.05)
+            if ready:
+                stderr.append(proc_a.stderr.readline())
+            return "lost its lease" in "".join(stderr)
+        self.wait_for("A's report of the lost lease", lease_lost)
+        self.assertIn("session %s" % sid, "".join(stderr))
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "late.txt")))
+        # Not one row of A's after the takeover.
+        self.assertEqual(self.events(b, sid), taken)
+        self.assertEqual(proc_a.poll(), None)  # A keeps serving
+
+    def test_while_the_database_is_down_requests_get_503_with_retry_after(self):
+        self.agent(self.server({"responses": [{"text": "hello"}]}))
+        _, a = self.serve()
+        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        self.cluster.stop_server()
+        try:
+            req = urllib.request.Request("%s/v1/sessions/%s" % (a, s["id"]))
+            with self.assertRaises(urllib.error.HTTPError) as down:
+                urllib.request.urlopen(req, timeout=TIMEOUT)
+            self.assertEqual(down.exception.code, 503)
+            self.assertEqual(down.exception.headers.get("Retry-After"), "1")
+            body = json.loads(down.exception.read())
+            self.assertEqual(body["code"], "unavailable", body)
+        finally:
+            self.cluster.start_again()
+        # Back: the next request reconnects.
+        status, got = self.call(a, "GET", "/v1/sessions/%s" % s["id"])
+        self.assertEqual(status, 200, got)
+
+
+if __name__ == "__main__":
+    unittest.main()
