@@ -1419,8 +1419,7 @@ TEST_F(AsyncSessionTest, StartRunOfAPausedSessionReportsTheErrorThroughDone) {
 TEST_F(AsyncSessionTest, StartContinueNeverRetriesAFailedTurn) {
   ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
   auto s = engine_->OpenSession(Options(R"({"responses": [
-    {"error": {"code": "unavailable", "message": "model down"}},
-    {"text": "retried"}
+    {"error": {"code": "internal", "message": "model down"}}
   ]})"));
   ASSERT_TRUE(s.ok());
   Outcome first;
@@ -1429,18 +1428,18 @@ TEST_F(AsyncSessionTest, StartContinueNeverRetriesAFailedTurn) {
   ASSERT_TRUE(failed.ok()) << failed.error().ToString();
   ASSERT_EQ(failed->stop, StopReason::kFailed) << failed->reason;
   ASSERT_TRUE((*s)->retryable());
+  auto before = engine_->store().Events((*s)->id(), 0);
+  ASSERT_TRUE(before.ok());
   Outcome cont;
   (*s)->StartContinue(pool, cont.Callbacks(nullptr), {});
   Result<TurnResult> refused = cont.Wait();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
   EXPECT_THAT(refused.error().message(), HasSubstr("no decided batch"));
-  // The model was not asked: a retry still gets the script's next answer.
-  Outcome retry;
-  (*s)->StartRetry(pool, retry.Callbacks(nullptr), {});
-  Result<TurnResult> again = retry.Wait();
-  ASSERT_TRUE(again.ok()) << again.error().ToString();
-  EXPECT_EQ(again->final_text, "retried");
+  // Nothing ran: not a step, not an event.
+  auto after = engine_->store().Events((*s)->id(), 0);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), before->size());
 }
 
 TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
