@@ -954,20 +954,17 @@ class ServerImpl final : public Server {
                 JsonResponse(200, {{"resolved", true}, {"outstanding", o.outstanding}}));
           }
           // The live routes answer with the next item that waits.
-          Blocking(
-              [this, sid = o.session_id]() {
-                return engine_.ListPending(sid);
-              },
-              [ex, sid = o.session_id](Result<std::vector<PendingRecord>> r) {
-                if (!r.ok() || r->empty()) {
-                  return ex->Send(JsonResponse(200, {{"resolved", true}, {"outstanding", 0}}));
-                }
-                Json j = PendingJson(r->front(), "pending");
-                j["pending"] = true;
-                j["sessionId"] = sid;
-                j["outstanding"] = r->size();
-                ex->Send(JsonResponse(202, j));
-              });
+          Blocking([this, sid = o.session_id]() { return engine_.ListPending(sid); },
+                   [ex, sid = o.session_id](Result<std::vector<PendingRecord>> r) {
+                     if (!r.ok() || r->empty()) {
+                       return ex->Send(JsonResponse(200, {{"resolved", true}, {"outstanding", 0}}));
+                     }
+                     Json j = PendingJson(r->front(), "pending");
+                     j["pending"] = true;
+                     j["sessionId"] = sid;
+                     j["outstanding"] = r->size();
+                     ex->Send(JsonResponse(202, j));
+                   });
         },
         std::move(finish));
   }
@@ -2607,8 +2604,7 @@ class ServerImpl final : public Server {
             // subagent's item that is the root's turn (the decision woke
             // the calls waiting on the subagent, up to the root).
             o.kind = DecisionOutcome::Kind::kResumed;
-            const std::string rsid =
-                r->report.session_id.empty() ? sid : r->report.session_id;
+            const std::string rsid = r->report.session_id.empty() ? sid : r->report.session_id;
             const std::string rtid =
                 r->report.turn_id.empty() ? l.record.turn_id : r->report.turn_id;
             o.session_id = rsid;

@@ -237,7 +237,9 @@ TEST_P(LockTest, WritesThroughTheLockReachTheSession) {
                    "tu_1",
                    "bash",
                    Json{{"command", "make"}},
-                   "ask rule"};
+                   "ask rule",
+                   "",
+                   ""};
   cp.outstanding.push_back(item);
   Status saved = lock.SaveCheckpoint(cp);
   ASSERT_TRUE(saved.ok()) << saved.ToString();
@@ -305,7 +307,9 @@ TEST_P(LeaseFenceTest, TheOldHolderOfAStolenLeaseCannotWrite) {
                    "tu_1",
                    "bash",
                    Json{{"command", "make"}},
-                   "ask rule"};
+                   "ask rule",
+                   "",
+                   ""};
   cp.outstanding.push_back(item);
   EXPECT_TRUE(IsLeaseLost((*old_holder)->SaveCheckpoint(cp)));
   EXPECT_FALSE(store_->OpenCheckpoint(id)->has_value());

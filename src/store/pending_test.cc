@@ -23,7 +23,8 @@ class PendingTest : public StoreTest {
       std::string tu = "tu_" + std::to_string(i);
       cp.tool_use_ids.push_back(tu);
       cp.outstanding.push_back({pending_ids[i], PendingKind::kApproval, tu, "bash",
-                                Json{{"command", "make " + std::to_string(i)}}, "ask rule"});
+                                Json{{"command", "make " + std::to_string(i)}}, "ask rule", "",
+                                ""});
     }
     return cp;
   }

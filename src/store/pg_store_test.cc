@@ -160,7 +160,8 @@ TEST_P(PgStoreTest, EveryRowCarriesTheTenant) {
   ASSERT_TRUE(store_->SetState(s->id, "todo", Json::object()).ok());
   Checkpoint cp;
   cp.session_id = s->id;
-  cp.outstanding.push_back({"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r"});
+  cp.outstanding.push_back(
+      {"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r", "", ""});
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   ASSERT_TRUE(
       store_
@@ -235,7 +236,9 @@ class PgWakeupTest : public StoreTest {
                      "tu_1",
                      "bash",
                      Json{{"command", "make"}},
-                     "ask rule"};
+                     "ask rule",
+                     "",
+                     ""};
     cp.outstanding.push_back(item);
     EXPECT_TRUE(store_->SaveCheckpoint(cp).ok());
     return item.id;

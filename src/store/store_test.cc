@@ -338,7 +338,8 @@ TEST_P(StoreTest, RemoveDeletesEveryRow) {
   ASSERT_TRUE(store_->SetState(id, "todo", Json{{"a", 1}}).ok());
   Checkpoint cp;
   cp.session_id = id;
-  cp.outstanding.push_back({"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r"});
+  cp.outstanding.push_back(
+      {"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r", "", ""});
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   ASSERT_TRUE(store_->RemoveSession(id).ok());
 
@@ -592,7 +593,8 @@ TEST_P(CrashRecoveryTest, OpenCheckpointCoversMessage) {
   cp.session_id = id;
   cp.turn_id = "turn_9";
   cp.tool_use_ids = {"tu_a", "tu_b"};
-  cp.outstanding.push_back({"p1", PendingKind::kApproval, "tu_a", "read", Json::object(), "ask"});
+  cp.outstanding.push_back(
+      {"p1", PendingKind::kApproval, "tu_a", "read", Json::object(), "ask", "", ""});
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   auto snap = store_->Load(id, {});
   ASSERT_TRUE(snap.ok());
@@ -610,7 +612,8 @@ TEST_P(CrashRecoveryTest, DecidedBatchWaitsForItsTurnThenRepairsAsNotRun) {
   cp.session_id = id;
   cp.tool_use_ids = {"tu_a", "tu_b"};
   cp.results_so_far.push_back(ContentBlock::ToolResult("tu_a", "real output", false));
-  cp.outstanding.push_back({"pb", PendingKind::kApproval, "tu_b", "read", Json::object(), "ask"});
+  cp.outstanding.push_back(
+      {"pb", PendingKind::kApproval, "tu_b", "read", Json::object(), "ask", "", ""});
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   auto resolved = store_->Resolve("pb", [](Checkpoint& c, const PendingItem& item) {
     c.decisions.push_back(BatchDecision{item, ApprovalDecision::Allow("test")});
