@@ -948,13 +948,22 @@ class EngineImpl final : public Engine {
                                         const ApprovalDecision& decision,
                                         const std::function<Status(const Checkpoint&)>& check);
 
+  // `options` for opening the stored session `info`: in its workspace,
+  // under its own command (a session stored without pinned settings
+  // continues so, whatever the caller's flags say), with its model unless
+  // the caller names one.
+  static SessionOptions OptionsForStored(const SessionInfo& info, SessionOptions options) {
+    options.session_id = info.id;
+    options.workspace = info.workspace;
+    if (auto kind = ParseCommandKind(info.command)) options.command = *kind;
+    if (options.model.empty()) options.model = info.model;
+    return options;
+  }
+
   Result<PolicyVerdict> Evaluate(const SessionOptions& options, const ToolCall& call) override {
     AL_ASSIGN_OR_RETURN(std::string id, store_->FindSession(options.session_id));
     AL_ASSIGN_OR_RETURN(SessionInfo info, store_->GetSession(id));
-    SessionOptions opts = options;
-    opts.session_id = id;
-    opts.workspace = info.workspace;
-    if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
+    SessionOptions opts = OptionsForStored(info, options);
     AL_ASSIGN_OR_RETURN(std::optional<engine::AppliedSettings> applied, PinnedOptions(id, opts));
     if (applied) opts = std::move(applied->options);
     AL_ASSIGN_OR_RETURN(opts.workspace, CanonicalWorkspace(opts.workspace));
@@ -1667,13 +1676,7 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
   // it (a turn running, a chat open) does not stop the decision from being
   // recorded: this object then only records it, and the holder or the next
   // `resume` continues the turn.
-  SessionOptions opts = options;
-  opts.session_id = rec->session_id;
-  opts.workspace = info.workspace;
-  // A session stored without pinned settings continues under its own
-  // command, whatever the resolver's flags say.
-  if (auto kind = ParseCommandKind(info.command)) opts.command = *kind;
-  if (opts.model.empty()) opts.model = info.model;
+  const SessionOptions opts = OptionsForStored(info, options);
 
   // A denial, an answer, or an approval as asked in a command that may
   // mutate is checked by the store alone: the session is opened only when

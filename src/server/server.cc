@@ -462,25 +462,11 @@ class ServerImpl final : public Server {
   // session, or stopped first) continues now, for the sessions of this
   // server's agents; a command-line session is left to its user's `resume`.
   void ContinueDecidedBatches() {
-    Blocking(
-        [this]() -> Result<std::vector<SessionInfo>> {
-          AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, engine_.store().ListDecided());
-          std::vector<SessionInfo> out;
-          for (const auto& id : ids) {
-            Result<SessionInfo> s = engine_.store().GetSession(id);
-            if (s.ok() && FindAgent(s->agent) != nullptr) out.push_back(std::move(*s));
-          }
-          return out;
-        },
-        [this](Result<std::vector<SessionInfo>> r) {
-          if (!r.ok()) return;
-          for (const auto& s : *r) {
-            Live& live = live_[s.id];
-            if (live.running()) continue;
-            live.tenant = s.tenant;
-            StartTurn(s.id, "", TurnStart{});
-          }
-        });
+    Blocking([this]() { return engine_.store().ListDecided(); },
+             [this](Result<std::vector<std::string>> ids) {
+               if (!ids.ok()) return;
+               for (const auto& id : *ids) ContinueDecided(id);
+             });
   }
 
   SessionOptions OptionsToOpen(const std::string& session_id) const {
@@ -2691,28 +2677,23 @@ class ServerImpl final : public Server {
     for (const auto& id : w.expired) {
       auto it = live_.find(id);
       if (it != live_.end() && it->second.running()) continue;  // running here
-      Blocking(
-          [this, id]() {
-            const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-            return TakeOverExpired(engine_.store(), id, now);
-          },
-          [this, id](Result<bool> decided) {
-            if (!decided.ok()) {
-              // kBusy: another instance took it over first.
-              if (decided.error().code() != Code::kBusy) {
-                std::fprintf(stderr, "agentloop serve: taking over session %s: %s\n", id.c_str(),
-                             decided.error().ToString().c_str());
-              }
-              return;
-            }
-            std::fprintf(stderr,
-                         "agentloop serve: took over session %s (its instance stopped renewing "
-                         "its lease)\n",
-                         id.c_str());
-            if (*decided) ContinueDecided(id);
-          });
+      Blocking([this, id]() { return TakeOverExpired(engine_.store(), id, SystemNowMs()); },
+               [this, id](Result<bool> decided) {
+                 if (!decided.ok()) {
+                   // kBusy: another instance took it over first.
+                   if (decided.error().code() != Code::kBusy) {
+                     std::fprintf(stderr, "agentloop serve: taking over session %s: %s\n",
+                                  id.c_str(), decided.error().ToString().c_str());
+                   }
+                   return;
+                 }
+                 std::fprintf(
+                     stderr,
+                     "agentloop serve: took over session %s (its instance stopped renewing "
+                     "its lease)\n",
+                     id.c_str());
+                 if (*decided) ContinueDecided(id);
+               });
     }
   }
 

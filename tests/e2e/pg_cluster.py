@@ -18,6 +18,8 @@ import socket
 import subprocess
 import tempfile
 
+from serve_util import ServeCase
+
 CHILD_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"}
 
 
@@ -151,3 +153,34 @@ class PgCluster:
         name = "e2e_%d_%d" % (os.getpid(), self.schemas)
         self.psql("CREATE SCHEMA " + name)
         return self.admin_url() + "?options=-csearch_path%3D" + name
+
+
+class PgServeCase(ServeCase):
+    """A test class with one throwaway cluster for all its tests (skipped
+    with the reason when PostgreSQL is not installed) and a schema of its
+    own per test: `url` (its store URL), `schema`, `count(sql)`."""
+
+    cluster = None
+    skip_reason = None
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.cluster = PgCluster().start()
+        except PgUnavailable as e:
+            cls.skip_reason = str(e)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.cluster is not None:
+            cls.cluster.stop()
+
+    def setUp(self):
+        if self.skip_reason:
+            self.skipTest("no PostgreSQL cluster: " + self.skip_reason)
+        super().setUp()
+        self.url = self.cluster.new_schema_url()
+        self.schema = self.url.rsplit("%3D", 1)[1]
+
+    def count(self, sql):
+        return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))

@@ -6,8 +6,7 @@ import os
 import unittest
 
 from e2e_util import json_lines
-from pg_cluster import PgCluster, PgUnavailable
-from serve_util import ServeCase
+from pg_cluster import PgServeCase
 
 WRITE = {"responses": [
     {"tool_calls": [{"id": "c1", "name": "write",
@@ -16,34 +15,9 @@ WRITE = {"responses": [
 ]}
 
 
-class PgStoreTest(ServeCase):
-    cluster = None
-    skip_reason = None
-
-    @classmethod
-    def setUpClass(cls):
-        try:
-            cls.cluster = PgCluster().start()
-        except PgUnavailable as e:
-            cls.skip_reason = str(e)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.cluster is not None:
-            cls.cluster.stop()
-
-    def setUp(self):
-        if self.skip_reason:
-            self.skipTest("no PostgreSQL cluster: " + self.skip_reason)
-        super().setUp()
-        self.url = self.cluster.new_schema_url()
-        self.schema = self.url.rsplit("%3D", 1)[1]
-
+class PgStoreTest(PgServeCase):
     def pg_env(self, **extra):
         return self.env(AGENTLOOP_STORE_URL=self.url, **extra)
-
-    def count(self, sql):
-        return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))
 
     def test_the_command_line_keeps_its_sessions_in_postgresql(self):
         p = self.run_cli("run", "--provider", "script", "--script",

@@ -16,8 +16,7 @@ import urllib.error
 import urllib.request
 
 from e2e_util import TIMEOUT
-from pg_cluster import PgCluster, PgUnavailable
-from serve_util import ServeCase
+from pg_cluster import PgServeCase
 
 # The lease TTL of both instances: a killed instance's session is taken
 # over this long after its last heartbeat.
@@ -63,32 +62,7 @@ class EventStream:
         return self.events
 
 
-class TwoInstancesTest(ServeCase):
-    cluster = None
-    skip_reason = None
-
-    @classmethod
-    def setUpClass(cls):
-        try:
-            cls.cluster = PgCluster().start()
-        except PgUnavailable as e:
-            cls.skip_reason = str(e)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.cluster is not None:
-            cls.cluster.stop()
-
-    def setUp(self):
-        if self.skip_reason:
-            self.skipTest("no PostgreSQL cluster: " + self.skip_reason)
-        super().setUp()
-        self.url = self.cluster.new_schema_url()
-        self.schema = self.url.rsplit("%3D", 1)[1]
-
-    def count(self, sql):
-        return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))
-
+class TwoInstancesTest(PgServeCase):
     def agent(self, server, allow_write=False):
         self.write_agent(server.base_url,
                          extra='\n[permissions]\nallow = ["write"]\n' if allow_write else "")
