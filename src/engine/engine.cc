@@ -1237,6 +1237,7 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   }
   child.reflector = false;
   child.mcp_servers.clear();
+  child.tenant = info_.tenant;  // a tree belongs to one tenant
   child.subagents.parent_id = info_.id;
   child.subagents.path = req.path;
   child.subagents.depth = options_.subagents.depth + 1;

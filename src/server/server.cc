@@ -2320,14 +2320,18 @@ class ServerImpl final : public Server {
           std::optional<std::string> only;
           if (!session_id.empty()) only = session_id;
           AL_ASSIGN_OR_RETURN(l.items, engine_.ListPending(only));
-          for (const auto& p : l.items) {
-            if (l.tenants.count(p.session_id)) continue;
-            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(p.session_id));
-            l.tenants[p.session_id] = s.tenant;
-          }
-          if (!session_id.empty() && l.items.empty()) {
-            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(session_id));
-            l.tenants[session_id] = s.tenant;
+          // An item belongs to the tenant of its tree's root (a subagent's
+          // item is listed in its root's inbox).
+          auto owner = [](const PendingRecord& p) -> const std::string& {
+            return p.root_session_id.empty() ? p.session_id : p.root_session_id;
+          };
+          std::vector<std::string> ids;
+          if (!session_id.empty()) ids.push_back(session_id);
+          for (const auto& p : l.items) ids.push_back(owner(p));
+          for (const std::string& id : ids) {
+            if (l.tenants.count(id)) continue;
+            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(id));
+            l.tenants[id] = s.tenant;
           }
           return l;
         },
@@ -2338,7 +2342,8 @@ class ServerImpl final : public Server {
           }
           Json items = Json::array();
           for (const auto& p : r->items) {
-            if (r->tenants[p.session_id] != who.tenant) continue;
+            const std::string& root = p.root_session_id.empty() ? p.session_id : p.root_session_id;
+            if (r->tenants[root] != who.tenant) continue;
             if (kind && p.item.kind != *kind) continue;
             items.push_back(PendingJson(p, "pending"));
           }

@@ -489,6 +489,62 @@ TEST_F(ServerTest, ASessionScopedApprovalCoversTheSameAccessLater) {
   EXPECT_EQ(RunTurn(sid, "write other.txt")["stop"], "pending_approval");
 }
 
+// A subagent's approval reaches the root's inbox over HTTP, tagged with its
+// path of agents; deciding it resumes the child and then the root's turn.
+TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
+  fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
+  fs::create_directories(agents);
+  std::ofstream(agents / "writer.md") << "---\ndescription: writes notes for the caller\n"
+                                         "tools: [read, write]\n---\nYou are WRITER-AGENT.\n";
+  const std::string root = "You are agentloop, a careful";  // the root's built-in prompt
+  StartModel(Json::array(
+      {{{"match", root},
+        {"tool_calls", Json::array({{{"id", "c1"},
+                                     {"name", "agent__writer"},
+                                     {"input", {{"task", "write notes.txt"}}}}})}},
+       {{"match", "WRITER-AGENT"},
+        {"tool_calls", Json::array({{{"id", "w1"},
+                                     {"name", "write"},
+                                     {"input", {{"file_path", "notes.txt"}, {"content", "hi\n"}}}}})}},
+       {{"match", "WRITER-AGENT"}, {"text", "wrote notes.txt"}},
+       {{"match", root}, {"text", "the writer is done"}}}));
+  SessionOptions o = AgentOptions();
+  o.allow.push_back({"agent__writer", "test"});
+  ServerOptions so;
+  so.agents.push_back(Agent("coder", o));
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  Json paused = RunTurn(sid, "delegate the notes");
+  ASSERT_EQ(paused["stop"], "pending_approval") << paused.dump();
+  EXPECT_FALSE(fs::exists(workspace_ / "notes.txt"));
+
+  // The root's inbox holds the child's own item, once, with its path.
+  Reply pending = Call("GET", "/v1/sessions/" + sid + "/pending");
+  ASSERT_EQ(pending.status, 200u) << pending.body;
+  ASSERT_EQ(pending.json()["items"].size(), 1u) << pending.body;
+  Json item = pending.json()["items"][0];
+  EXPECT_EQ(item["tool"], "write");
+  EXPECT_EQ(item["path"], "root/writer") << item.dump();
+  EXPECT_EQ(item["root_session_id"], sid) << item.dump();
+  EXPECT_NE(item["session_id"], sid);
+  const std::string aid = item["id"];
+  EXPECT_EQ(Call("GET", "/v1/approvals").json()["items"].size(), 1u);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "paused");
+
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  EXPECT_EQ(decided.json()["status"], "resumed") << decided.body;
+  EXPECT_EQ(decided.json()["session_id"], sid) << decided.body;
+  Json done = Wait(sid, decided.json()["turn_id"]);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "the writer is done");
+  EXPECT_TRUE(fs::exists(workspace_ / "notes.txt"));
+  EXPECT_EQ(Call("GET", "/v1/approvals").json()["items"].size(), 0u);
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "idle");
+  Reply again = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  EXPECT_EQ(again.json()["status"], "already_resolved") << again.body;
+}
+
 TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {
   StartModel(Json::array({WriteCall("c1", "a.txt"), {{"text", "ok"}}}));
   StartServer();
