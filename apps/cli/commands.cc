@@ -15,6 +15,8 @@
 
 #include <sys/wait.h>
 
+#include "agentloop/session_tree.h"
+
 #include "base/strings.h"
 #include "config/config.h"
 #include "engine/wiring.h"
@@ -622,50 +624,29 @@ Json SessionInfoJson(const SessionInfo& i) {
 // `sessions show ID --tree`: the session and the sessions its subagents
 // started, depth first, each with its newest turn's stop and spending.
 int ShowTree(const CommandEnv& e, OutputFormat fmt, SessionStore& store, const std::string& id) {
-  std::function<Result<Json>(const std::string&, int)> node = [&](const std::string& sid,
-                                                                  int depth) -> Result<Json> {
-    if (depth > 16) return DataLoss("session tree deeper than 16 levels at " + sid);
-    LoadOptions lo;
-    lo.repair = false;
-    AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store.Load(sid, lo));
-    Json j = SessionInfoJson(snap.info);
-    if (snap.last_turn_end) {
-      j["status"] = std::string(StopReasonName(snap.last_turn_end->stop));
-      j["counters"] = ToJson(snap.last_turn_end->counters);
-    }
-    SessionListOptions children;
-    children.parent_id = sid;
-    children.limit = 0;
-    AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> list, store.ListSessions(children));
-    std::sort(list.begin(), list.end(), [](const SessionInfo& a, const SessionInfo& b) {
-      return a.created_at_ms < b.created_at_ms;
-    });
-    Json kids = Json::array();
-    for (const SessionInfo& c : list) {
-      AL_ASSIGN_OR_RETURN(Json child, node(c.id, depth + 1));
-      kids.push_back(std::move(child));
-    }
-    j["children"] = std::move(kids);
-    return j;
-  };
-  Result<Json> tree = node(id, 0);
-  if (!tree.ok()) return Fail(e, fmt, tree.error());
+  Result<SessionTreeNode> loaded = LoadSessionTree(store, id);
+  if (!loaded.ok()) return Fail(e, fmt, loaded.error());
+  const Json tree = SessionTreeJson(*loaded);
   if (fmt != OutputFormat::kText) {
-    e.out << DumpJson(*tree) << "\n";
+    e.out << DumpJson(tree) << "\n";
     return kExitOk;
   }
   std::function<void(const Json&, const std::string&)> print = [&](const Json& n,
                                                                    const std::string& indent) {
-    e.out << indent << n.value("id", std::string()) << "  " << n.value("title", std::string());
-    if (n.contains("status")) {
+    e.out << indent << n.value("id", std::string()) << "  " << n.value("title", std::string())
+          << "  [" << n.value("status", std::string());
+    if (n.contains("counters")) {
       const Json& c = n["counters"];
-      e.out << "  [" << n.value("status", std::string()) << " · " << c.value("tool_calls", 0)
-            << " tool calls · " << GroupDigits(c.value("tokens", int64_t{0})) << " tokens]";
+      e.out << " · " << c.value("tool_calls", 0) << " tool calls · "
+            << GroupDigits(c.value("tokens", int64_t{0})) << " tokens";
     }
-    e.out << "\n";
+    e.out << "]\n";
     for (const Json& child : n["children"]) print(child, indent + "  ");
+    if (int more = n.value("omitted_children", 0); more > 0) {
+      e.out << indent << "  (" << more << " more not shown)\n";
+    }
   };
-  print(*tree, "");
+  print(tree, "");
   return kExitOk;
 }
 

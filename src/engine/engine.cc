@@ -1148,7 +1148,7 @@ void SessionImpl::AddSubagentTools(const engine::WiringContext& ctx) {
   const auto& sa = options_.subagents;
   const bool child = !sa.path.empty();
   engine::SubagentCatalog catalog = engine::LoadSubagents(
-      ctx.config_dir, child ? sa.home_agent : options_.agent, options_.workspace);
+      ctx.config_dir, child ? sa.home_agent : info_.agent, options_.workspace);
   for (std::string& w : catalog.warnings) warnings_.push_back(std::move(w));
   auto offered = [&](const std::string& name) {
     if (!child) return true;
@@ -1237,7 +1237,9 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   }
   child.reflector = false;
   child.mcp_servers.clear();
-  child.tenant = info_.tenant;  // a tree belongs to one tenant
+  // A tree belongs to one tenant and is listed under its root's agent.
+  child.tenant = info_.tenant;
+  child.agent = info_.agent;
   child.subagents.parent_id = info_.id;
   child.subagents.path = req.path;
   child.subagents.depth = options_.subagents.depth + 1;
@@ -1245,8 +1247,9 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   child.subagents.tools = engine::ChildTools(options_.subagents.tools, def.tools);
   child.subagents.parent_turn_id = turn_id;
   child.subagents.tool_use_id = req.tool_use_id;
+  // The stored agent: a served session is reopened by id, without `agent`.
   child.subagents.home_agent =
-      options_.subagents.path.empty() ? options_.agent : options_.subagents.home_agent;
+      options_.subagents.path.empty() ? info_.agent : options_.subagents.home_agent;
   AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session, engine_.OpenChild(std::move(child)));
   session->set_ledger_node(req.ledger);
   engine::SubagentRun run;

@@ -27,6 +27,7 @@
 #include "agentloop/event_data.h"
 #include "agentloop/executor.h"
 #include "agentloop/json.h"
+#include "agentloop/session_tree.h"
 
 #include "base/ids.h"
 #include "base/strings.h"
@@ -1326,6 +1327,7 @@ class ServerImpl final : public Server {
             {"created_at_ms", s.created_at_ms},
             {"updated_at_ms", s.updated_at_ms},
             {"last_seq", s.last_seq},
+            {"parent_id", s.parent_id},
             {"events_url", "/v1/sessions/" + s.id + "/events/stream"}};
   }
 
@@ -1495,6 +1497,8 @@ class ServerImpl final : public Server {
       Json pending = Json::array();
       Json settings;
       Json last_turn;
+      Json children = Json::array();
+      int omitted_children = 0;
     };
     WithSession(ex, who, id, [this, ex, id](SessionInfo) {
       Blocking(
@@ -1523,6 +1527,14 @@ class ServerImpl final : public Server {
                              {"reason", t.reason},
                              {"counters", ToJson(t.counters)}};
             }
+            // The sessions its subagents started, each with its spending.
+            snap.messages.clear();
+            AL_ASSIGN_OR_RETURN(SessionTreeNode tree,
+                                LoadSessionTree(engine_.store(), std::move(snap)));
+            for (const SessionTreeNode& child : tree.children) {
+              d.children.push_back(SessionTreeJson(child));
+            }
+            d.omitted_children = tree.omitted_children;
             return d;
           },
           [this, ex](Result<Detail> r) {
@@ -1532,6 +1544,8 @@ class ServerImpl final : public Server {
             j["pending"] = r->pending;
             j["settings"] = r->settings;
             j["last_turn"] = r->last_turn;
+            j["children"] = r->children;
+            if (r->omitted_children > 0) j["omitted_children"] = r->omitted_children;
             auto it = live_.find(r->info.id);
             if (it != live_.end() && !it->second.turn_id.empty()) {
               j["running_turn"] = it->second.turn_id;

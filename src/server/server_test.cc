@@ -503,9 +503,10 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
                                      {"name", "agent__writer"},
                                      {"input", {{"task", "write notes.txt"}}}}})}},
        {{"match", "WRITER-AGENT"},
-        {"tool_calls", Json::array({{{"id", "w1"},
-                                     {"name", "write"},
-                                     {"input", {{"file_path", "notes.txt"}, {"content", "hi\n"}}}}})}},
+        {"tool_calls",
+         Json::array({{{"id", "w1"},
+                       {"name", "write"},
+                       {"input", {{"file_path", "notes.txt"}, {"content", "hi\n"}}}}})}},
        {{"match", "WRITER-AGENT"}, {"text", "wrote notes.txt"}},
        {{"match", root}, {"text", "the writer is done"}}}));
   SessionOptions o = AgentOptions();
@@ -540,7 +541,19 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
   EXPECT_EQ(done["final_text"], "the writer is done");
   EXPECT_TRUE(fs::exists(workspace_ / "notes.txt"));
   EXPECT_EQ(Call("GET", "/v1/approvals").json()["items"].size(), 0u);
-  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid).json()["status"], "idle");
+  Json detail = Call("GET", "/v1/sessions/" + sid).json();
+  EXPECT_EQ(detail["status"], "idle");
+  // The session resource lists the child with how it ended and its spending.
+  ASSERT_EQ(detail["children"].size(), 1u) << detail.dump();
+  const Json& child = detail["children"][0];
+  EXPECT_EQ(child["id"], item["session_id"]);
+  EXPECT_EQ(child["parent_id"], sid);
+  EXPECT_EQ(child["title"], "write notes.txt");
+  EXPECT_EQ(child["status"], "completed");
+  EXPECT_EQ(child["counters"]["tool_calls"], 1) << child.dump();
+  EXPECT_TRUE(child["children"].empty());
+  Json child_detail = Call("GET", "/v1/sessions/" + child["id"].get<std::string>()).json();
+  EXPECT_TRUE(child_detail["children"].empty()) << child_detail.dump();
   Reply again = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
   EXPECT_EQ(again.json()["status"], "already_resolved") << again.body;
 }

@@ -2,6 +2,8 @@
 // corrupt rows) and key/value state of the SQLite store.
 #include <sqlite3.h>
 
+#include "agentloop/session_tree.h"
+
 #include "store/replay.h"
 #include "store/store_test_util.h"
 
@@ -223,6 +225,52 @@ TEST_P(StoreTest, ChildSessionsNameTheirParent) {
   EXPECT_EQ((*listed)[1].id, kids[0]);
   children.parent_id = kids[0];
   EXPECT_TRUE(store_->ListSessions(children)->empty());
+}
+
+// The tree of a session's children: depth first, oldest child first, each
+// node "new" before a turn ended; past max_nodes the rest are counted, not
+// loaded; a tree deeper than max_depth is refused as corrupt.
+TEST_P(StoreTest, ASessionTreeListsDescendantsOldestFirst) {
+  auto child_of = [&](const std::string& parent) {
+    NewSessionParams c;
+    c.workspace = "/w";
+    c.parent_id = parent;
+    auto s = store_->CreateSession(c);
+    EXPECT_TRUE(s.ok());
+    clock_ms_ += 10;
+    return s.ok() ? s->id : std::string();
+  };
+  const std::string root = NewSession("/w");
+  clock_ms_ += 10;
+  const std::string a = child_of(root);
+  const std::string b = child_of(root);
+  const std::string a1 = child_of(a);
+  Result<SessionTreeNode> tree = LoadSessionTree(*store_, root);
+  ASSERT_TRUE(tree.ok()) << tree.error().ToString();
+  ASSERT_EQ(tree->children.size(), 2u);
+  EXPECT_EQ(tree->children[0].info.id, a);
+  EXPECT_EQ(tree->children[1].info.id, b);
+  ASSERT_EQ(tree->children[0].children.size(), 1u);
+  EXPECT_EQ(tree->children[0].children[0].info.id, a1);
+  Json j = SessionTreeJson(*tree);
+  EXPECT_EQ(j["children"][0]["status"], "new");
+  EXPECT_EQ(j["children"][0]["parent_id"], root);
+  EXPECT_EQ(j["children"][0]["children"][0]["id"], a1);
+  EXPECT_FALSE(j.contains("omitted_children"));
+
+  SessionTreeOptions small;
+  small.max_nodes = 2;  // the root and `a`
+  tree = LoadSessionTree(*store_, root, small);
+  ASSERT_TRUE(tree.ok()) << tree.error().ToString();
+  ASSERT_EQ(tree->children.size(), 1u);
+  EXPECT_EQ(tree->omitted_children, 1);
+  EXPECT_EQ(tree->children[0].omitted_children, 1);
+  EXPECT_EQ(SessionTreeJson(*tree)["omitted_children"], 1);
+
+  SessionTreeOptions shallow;
+  shallow.max_depth = 1;
+  EXPECT_EQ(LoadSessionTree(*store_, root, shallow).status().code(), Code::kDataLoss);
+  EXPECT_EQ(LoadSessionTree(*store_, "no-such-session").status().code(), Code::kNotFound);
 }
 
 // A commit writes events only: the session's last activity and last seq are

@@ -201,6 +201,50 @@ class ConsoleBrowserTest(BrowserCase):
                   "the second tab to see the answer")
         self.shot(b, "second-tab-in-step")
 
+    def test_the_subagent_tree_shows_each_child_with_its_cost(self):
+        # The served agent `writer` has a read-only child `scout`.
+        folder = os.path.join(self.home, ".config", "agentloop", "agents", "writer", "subagents",
+                              "scout")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "agent.md"), "w", encoding="utf-8") as f:
+            f.write("---\ndescription: looks around\ntools: [read, ls]\n---\n"
+                    "You are SCOUT-AGENT.\n")
+        root = "You are agentloop, a careful"
+        d = self.start({"responses": [
+            {"match": root, "usage": {"input_tokens": 100, "output_tokens": 10},
+             "tool_calls": [{"id": "c1", "name": "agent__scout",
+                             "input": {"task": "look at the layout"}}]},
+            {"match": "SCOUT-AGENT", "usage": {"input_tokens": 1200, "output_tokens": 34},
+             "text": "three folders"},
+            {"match": root, "usage": {"input_tokens": 200, "output_tokens": 20},
+             "text": "the scout saw three folders"},
+        ]})
+        self.new_session(d)
+        self.assertEqual(d.find_element("css selector", "#subagents li.empty").text,
+                         "No subagents")
+        self.send(d, "send the scout")
+        self.wait(d, lambda d: "the scout saw three folders" in self.assistant_texts(d),
+                  "the answer")
+        # The tree is drawn again as the child's events arrive: read it whole.
+        def tree(d):
+            return d.execute_script(
+                "return [...document.querySelectorAll('#subagents li.subagent')].map(li => ["
+                "li.querySelector('.subagent-title').textContent, "
+                "li.querySelector('.badge').textContent, "
+                "(li.querySelector('.subagent-cost') || {}).textContent])")
+        self.wait(d, lambda d: tree(d) and tree(d)[0][1] == "completed", "the child, completed")
+        self.assertEqual(tree(d), [["look at the layout", "completed",
+                                    "1,234 tokens · 0 tool calls"]])
+        # The child is listed under its parent, and its node opens its log.
+        child = d.find_element("css selector", "#session-list li.session.child")
+        self.assertIn("look at the layout", child.text)
+        self.assertIn("writer", child.text)
+        d.find_element("css selector", "#subagents .subagent-title").click()
+        self.wait(d, lambda d: "three folders" in " ".join(self.assistant_texts(d)) and
+                  "the scout saw" not in " ".join(self.assistant_texts(d)), "the child's log")
+        self.shot(d, "subagent-tree")
+        self.assert_no_script_errors(d)
+
     def test_xss_in_model_output_and_a_file_name_is_inert(self):
         name = '<img src=x onerror="window.__xss=3">.txt'
         script = {"responses": [

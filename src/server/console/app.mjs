@@ -37,6 +37,7 @@ const state = {
   agents: [],
   sessions: [],
   pending: [], // the tenant's pending approvals and questions
+  trees: new Map(), // session id -> its subagent tree ({children, omitted_children} of GET /v1/sessions/{id})
   timelines: new Map(),
   selected: null,
   view: 'chat',
@@ -254,6 +255,7 @@ async function select(sid) {
     const i = state.sessions.findIndex((s) => s.id === sid);
     if (i >= 0) state.sessions[i] = Object.assign(state.sessions[i], r.json);
     else state.sessions.unshift(r.json);
+    keepTree(r.json);
     renderChatHead();
   }
 }
@@ -276,6 +278,51 @@ function renderChatHead() {
   $('cancel').hidden = !running;
   renderMeter(t);
   renderTodos(t);
+  renderSubagents(state.selected ? state.trees.get(state.selected) : null);
+}
+
+// The sessions the selected session's subagents started (the `children` of
+// GET /v1/sessions/{id}), nested, each with its status and spending.
+function renderSubagents(tree) {
+  const ul = $('subagents');
+  ul.textContent = '';
+  const kids = (tree && tree.children) || [];
+  if (!kids.length) {
+    ul.appendChild(el('li', { class: 'empty', text: 'No subagents' }));
+    return;
+  }
+  const node = (n) => {
+    const c = n.counters || {};
+    const cost = n.counters ? (c.tokens || 0).toLocaleString('en-US') + ' tokens · ' + (c.tool_calls || 0) + ' tool calls' : '';
+    const li = el('li', { class: 'subagent', 'data-session': n.id },
+      el('button', { type: 'button', class: 'subagent-title link', title: 'open its log', onclick: () => select(n.id) }, n.title || n.id), ' ',
+      el('span', { class: 'badge ' + n.status, text: n.status }),
+      cost ? el('span', { class: 'subagent-cost', text: cost }) : null);
+    if (n.children && n.children.length) {
+      const sub = el('ul', { class: 'subagents' });
+      for (const k of n.children) sub.appendChild(node(k));
+      li.appendChild(sub);
+    }
+    if (n.omitted_children) li.appendChild(el('span', { class: 'hint', text: n.omitted_children + ' more not shown' }));
+    return li;
+  };
+  for (const k of kids) ul.appendChild(node(k));
+  if (tree.omitted_children) ul.appendChild(el('li', { class: 'hint', text: tree.omitted_children + ' more not shown' }));
+}
+
+// Reloads the selected session's resource (its subagent tree changes as
+// children start and end).
+async function refreshDetail(sid) {
+  const r = await api('GET', '/v1/sessions/' + encodeURIComponent(sid));
+  if (r.status !== 200) return;
+  const i = state.sessions.findIndex((x) => x.id === sid);
+  if (i >= 0) state.sessions[i] = Object.assign(state.sessions[i], r.json);
+  keepTree(r.json);
+  if (sid === state.selected) renderChatHead();
+}
+
+function keepTree(detail) {
+  state.trees.set(detail.id, { children: detail.children || [], omitted_children: detail.omitted_children || 0 });
 }
 
 function renderMeter(t) {
@@ -761,6 +808,9 @@ function onFrame(f) {
   const t = timeline(sid);
   const wasRunning = t.running;
   const changed = t.apply(ev);
+  if (sid === state.selected && (ev.type === 'subagent_started' || ev.type === 'subagent_completed' || ev.type === 'turn_end')) {
+    refreshDetail(sid);
+  }
   if (!changed.length && wasRunning === t.running && ev.type !== 'budget_check' && ev.type !== 'step_end') return;
   if (sid === state.selected) {
     for (const it of changed) renderItem(it);
