@@ -385,6 +385,7 @@ class ServerImpl final : public Server {
     // Run returned only after every turn ended: nothing of theirs is still
     // to come when the executor drains.
     executor_.Shutdown();
+    compactions_.join();
     blocking_.join();
   }
 
@@ -448,6 +449,18 @@ class ServerImpl final : public Server {
   template <typename Work, typename Then>
   void Blocking(Work work, Then then) {
     asio::post(blocking_, [this, work = std::move(work), then = std::move(then)]() mutable {
+      auto result = work();
+      asio::post(io_, [then = std::move(then), result = std::move(result)]() mutable {
+        then(std::move(result));
+      });
+    });
+  }
+
+  // Runs `work` on the compaction threads and `then` with its result on the
+  // io thread (as Blocking does).
+  template <typename Work, typename Then>
+  void OnCompactionThread(Work work, Then then) {
+    asio::post(compactions_, [this, work = std::move(work), then = std::move(then)]() mutable {
       auto result = work();
       asio::post(io_, [then = std::move(then), result = std::move(result)]() mutable {
         then(std::move(result));
@@ -2017,7 +2030,10 @@ class ServerImpl final : public Server {
       live.starting = true;  // in use until the compaction has ended
       live.stop = std::make_shared<std::stop_source>();
       auto observer = std::make_shared<TurnObserver>(this, id);
-      Blocking(
+      // On the compaction threads, not the store workers: the summary is a
+      // blocking model round trip (up to compaction.summary_timeout_ms) that
+      // must not hold up other sessions' store calls.
+      OnCompactionThread(
           [this, id, focus, observer, stop = live.stop->get_token()]() -> Result<TurnResult> {
             AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(OptionsToOpen(id)));
             SessionCallbacks cb;
@@ -3219,6 +3235,9 @@ class ServerImpl final : public Server {
   HttpServer http_;
   ThreadPoolExecutor executor_;
   asio::thread_pool blocking_;
+  // Compactions (POST /v1/sessions/{id}/compact), each a blocking model
+  // call: kept off `blocking_`. More compactions than threads queue.
+  asio::thread_pool compactions_{2};
   Notifier notifier_;
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;

@@ -722,6 +722,44 @@ TEST_F(ServerTest, CompactSummarisesTheHistoryOnRequest) {
   EXPECT_EQ(Call("POST", "/v1/sessions/nope/compact", Json::object()).status, 404u);
 }
 
+// A compaction waits for its summary off the store workers: with a single
+// worker, another session's requests are answered while the model holds
+// the summary back.
+TEST_F(ServerTest, ACompactionInProgressDoesNotHoldTheStoreWorkers) {
+  agentloop::testing::FakeModelServer::Options mo;
+  mo.auto_summary = true;
+  mo.summary_delay_ms = 120'000;  // until Stop
+  auto m = agentloop::testing::FakeModelServer::Start(
+      Json{{"responses",
+            Json::array(
+                {{{"text", "one"}}, {{"text", "two"}}, {{"text", "three"}}, {{"text", "four"}}})}},
+      mo);
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  model_ = std::move(*m);
+  ServerOptions so;
+  so.worker_threads = 1;
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  std::string other = NewSession();
+  for (const char* input : {"1", "2", "3", "4"}) {
+    ASSERT_EQ(RunTurn(sid, input)["stop"], "completed");
+  }
+  Reply compacted;
+  std::thread compacting([&] {
+    Client c(port_);
+    compacted = c.Call("POST", "/v1/sessions/" + sid + "/compact", "{}");
+  });
+  // The summary request reached the model: the compaction waits on it.
+  EXPECT_TRUE(model_->WaitForRequests(5, std::chrono::seconds(20)));
+  Reply got = Call("GET", "/v1/sessions/" + other);
+  EXPECT_EQ(got.status, 200u) << got.body;
+  EXPECT_EQ(got.json()["id"], other);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/compact", Json::object()).status, 409u);
+  model_->Stop();  // the summary's wait ends
+  compacting.join();
+  EXPECT_NE(compacted.status, 0u);
+}
+
 TEST_F(ServerTest, PatchRelabelsASession) {
   StartModel(Json::array());
   StartServer();
