@@ -505,6 +505,20 @@ class SessionStore {
   // unknown id is not an error (its session may have been removed).
   virtual Status FinishNotification(std::string_view id) = 0;
 
+  // --- revoked console sign-ins of the HTTP server --------------------------
+  //
+  // A console cookie (docs/console.md) is signed, not stored: signing out
+  // records its id here so that no server sharing the store accepts a copy.
+
+  // Records that the credential `id` of `tenant` is revoked until
+  // `expires_at_ms`, when it stops working anyway. Revoking it again changes
+  // nothing. Errors: kInvalidArgument (an empty id).
+  virtual Status RevokeCredential(std::string_view tenant, std::string_view id,
+                                  int64_t expires_at_ms) = 0;
+  // The ids of the revoked credentials that have not expired yet; expired
+  // ones are forgotten.
+  virtual Result<std::vector<std::string>> ListRevokedCredentials() = 0;
+
   // --- idempotency keys of the HTTP server --------------------------------
 
   // Claims (tenant, key) for a request whose content hashes to

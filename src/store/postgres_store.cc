@@ -1305,6 +1305,33 @@ Status PostgresStore::FinishNotification(std::string_view id) {
   });
 }
 
+// --- revoked credentials ------------------------------------------------------
+
+Status PostgresStore::RevokeCredential(std::string_view tenant, std::string_view id,
+                                       int64_t expires_at_ms) {
+  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
+  return WithConn([&](PgConn& c) {
+    return c
+        .Exec(
+            "INSERT INTO revoked_credentials (id, tenant, expires_at_ms) VALUES ($1, $2, $3)"
+            " ON CONFLICT (id) DO NOTHING",
+            {P(id), P(tenant), P(expires_at_ms)})
+        .status();
+  });
+}
+
+Result<std::vector<std::string>> PostgresStore::ListRevokedCredentials() {
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Result<std::vector<std::string>> {
+    AL_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM revoked_credentials WHERE expires_at_ms <= $1", {P(now)}).status());
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id FROM revoked_credentials ORDER BY id"));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  });
+}
+
 }  // namespace agentloop::store
 
 namespace agentloop {

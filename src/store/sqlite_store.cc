@@ -1077,6 +1077,40 @@ Status SqliteStore::FinishNotification(std::string_view id) {
   return st.Bind(1, id).Run();
 }
 
+// --- revoked credentials ------------------------------------------------------
+
+Status SqliteStore::RevokeCredential(std::string_view tenant, std::string_view id,
+                                     int64_t expires_at_ms) {
+  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO revoked_credentials (id, tenant,"
+                                            " expires_at_ms) VALUES (?, ?, ?)"
+                                            " ON CONFLICT (id) DO NOTHING"));
+  return st.Bind(1, id).Bind(2, tenant).Bind(3, expires_at_ms).Run();
+}
+
+Result<std::vector<std::string>> SqliteStore::ListRevokedCredentials() {
+  std::lock_guard lk(mu_);
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_->Prepare("DELETE FROM revoked_credentials WHERE expires_at_ms <= ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, now).Run());
+  }
+  std::vector<std::string> out;
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id FROM revoked_credentials ORDER BY id"));
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(st.Text(0));
+    }
+  }
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
 // --- pinned settings ------------------------------------------------------------
 
 Result<std::optional<Json>> SqliteStore::GetSettings(std::string_view session_id) {

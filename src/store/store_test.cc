@@ -395,6 +395,26 @@ TEST_P(StoreTest, NotificationClaimsDoNotOverlap) {
   EXPECT_EQ((*second)[1].id, "dlv_5");
 }
 
+// A revoked credential is listed until it expires, then forgotten; revoking
+// it twice lists it once.
+TEST_P(StoreTest, RevokedCredentialsAreListedUntilTheyExpire) {
+  const int64_t now = clock_ms_.load();
+  ASSERT_TRUE(store_->RevokeCredential("team", "g1.aaaa", now + 1000).ok());
+  ASSERT_TRUE(store_->RevokeCredential("team", "g1.aaaa", now + 1000).ok());
+  ASSERT_TRUE(store_->RevokeCredential("other", "g2.bbbb", now + 5000).ok());
+  EXPECT_EQ(store_->RevokeCredential("team", "", now + 1000).code(), Code::kInvalidArgument);
+  auto listed = store_->ListRevokedCredentials();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(*listed, (std::vector<std::string>{"g1.aaaa", "g2.bbbb"}));
+  // Another store (process) sees them.
+  auto other = OpenStore();
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(*other->ListRevokedCredentials(), (std::vector<std::string>{"g1.aaaa", "g2.bbbb"}));
+  clock_ms_ += 1000;
+  EXPECT_EQ(*store_->ListRevokedCredentials(), std::vector<std::string>{"g2.bbbb"});
+  EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM revoked_credentials"), 1);
+}
+
 TEST_P(StoreTest, RelabelReplacesTitleAndMetadata) {
   std::string id = NewSession();
   ASSERT_TRUE(store_->RelabelSession(id, "named", Json{{"k", 1}}).ok());
