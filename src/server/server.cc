@@ -2922,9 +2922,9 @@ class ServerImpl final : public Server {
           }
           return RecordNotifications(std::move(all));
         },
-        [this](Result<std::vector<OutboxNotification>> r) {
-          if (!r.ok()) return;
-          for (const OutboxNotification& n : *r) Deliver(n);
+        [this](Result<std::vector<OutboxNotification>> recorded) {
+          if (!recorded.ok()) return;
+          for (const OutboxNotification& n : *recorded) Deliver(n);
         });
   }
 
