@@ -398,6 +398,8 @@ class ServerImpl final : public Server {
 
   Status Listen() {
     AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
+    Status revoked = LoadRevokedCookies();
+    if (!revoked.ok()) return revoked.WithContext("reading the revoked console sign-ins");
     if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
       return InvalidArgument("refusing to listen on " + options_.listen +
                              " without tokens: configure server.tokens, or listen on loopback "
@@ -425,6 +427,7 @@ class ServerImpl final : public Server {
     ContinueDecidedBatches();
     StartSharedStore();
     StartOutbox();
+    RefreshRevokedCookies();
     // The loop runs until this server's shutdown has finished: not less
     // (a stop left queued by an earlier server on the same io_context only
     // restarts it), and not more (the engine's own work on it may outlive
@@ -1144,12 +1147,54 @@ class ServerImpl final : public Server {
   void ConsoleWhoAmI(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     ex->Send(JsonResponse(200, ConsoleWho(who, who.console_cookie)));
   }
-  void ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+  // DELETE /v1/console/session: clears the cookie in the browser and, for a
+  // request signed in by it, revokes it in the store, so that a copy of it
+  // stops working on every server that shares the store, restarts
+  // included (the cookie itself is valid until it expires). Answered once
+  // the revocation is committed.
+  void ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     Response r;
     r.status = 204;
     r.headers.emplace_back("Set-Cookie", console::SignOutCookie());
-    ex->Send(std::move(r));
+    std::optional<console::CookieSignIn> c =
+        who.console_cookie ? console::VerifyCookie(ex->request(), options_.tokens, ConsoleNowMs())
+                           : std::nullopt;
+    if (!c) return ex->Send(std::move(r));
+    revoked_cookies_.insert(c->id);
+    Blocking([this, tenant = who.tenant,
+              c = *c]() { return engine_.store().RevokeCredential(tenant, c.id, c.expires_at_ms); },
+             [ex, r = std::move(r)](Status s) mutable {
+               ex->Send(s.ok() ? std::move(r) : FromStatus(s));
+             });
   }
+
+  // Reads the revoked console sign-ins (Listen, before the server
+  // accepts, so that no copy of a signed-out cookie gets in after a restart).
+  Status LoadRevokedCookies() {
+    if (options_.tokens.empty()) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, engine_.store().ListRevokedCredentials());
+    revoked_cookies_.insert(ids.begin(), ids.end());
+    return Status::Ok();
+  }
+  // Reads them again every kRevocationRefresh: another server sharing the
+  // store may have revoked one. Ids are only added (a revocation lasts
+  // until its cookie expires, and then the cookie is refused anyway).
+  void RefreshRevokedCookies() {
+    if (options_.tokens.empty() || shutting_down_) return;
+    if (!revocation_timer_) revocation_timer_.emplace(io_);
+    revocation_timer_->expires_after(kRevocationRefresh);
+    revocation_timer_->async_wait([this](boost::system::error_code ec) {
+      if (ec || shutting_down_) return;
+      Blocking([this]() { return engine_.store().ListRevokedCredentials(); },
+               [this](Result<std::vector<std::string>> ids) {
+                 if (ids.ok()) revoked_cookies_.insert(ids->begin(), ids->end());
+                 RefreshRevokedCookies();
+               });
+    });
+  }
+  static constexpr std::chrono::seconds kRevocationRefresh{10};
+  std::set<std::string> revoked_cookies_;  // console sign-ins signed out (io thread)
+  std::optional<asio::steady_timer> revocation_timer_;
   Json ConsoleWho(const Principal& who, bool cookie) const {
     Json scopes = Json::array();
     for (auto [bit, name] : {std::pair{kScopeRead, "read"}, std::pair{kScopeWrite, "write"},
@@ -1198,9 +1243,10 @@ class ServerImpl final : public Server {
     std::string_view auth = req.Header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     if (auth.empty()) {
-      const TokenGrant* g = console::CookieGrant(req, options_.tokens, ConsoleNowMs());
-      if (g == nullptr) return std::nullopt;
-      return Principal{g->tenant, g->scopes, true};
+      std::optional<console::CookieSignIn> c =
+          console::VerifyCookie(req, options_.tokens, ConsoleNowMs());
+      if (!c || revoked_cookies_.contains(c->id)) return std::nullopt;
+      return Principal{c->grant->tenant, c->grant->scopes, true};
     }
     if (auth.size() <= kBearer.size() || strncasecmp(auth.data(), kBearer.data(), 7) != 0) {
       return std::nullopt;
@@ -3194,6 +3240,7 @@ class ServerImpl final : public Server {
     shutting_down_ = true;
     StopSharedStore();
     if (outbox_timer_) outbox_timer_->cancel();
+    if (revocation_timer_) revocation_timer_->cancel();
     http_.StopAccepting();
     signals_.cancel();
     for (auto& sub :

@@ -760,6 +760,44 @@ TEST_F(ServerTest, ACompactionInProgressDoesNotHoldTheStoreWorkers) {
   EXPECT_NE(compacted.status, 0u);
 }
 
+// Signing out of the console revokes that cookie: a copy of it is refused,
+// also by a restarted server; another sign-in of the same token still works.
+TEST_F(ServerTest, SigningOutRevokesTheConsoleCookieAcrossARestart) {
+  StartModel(Json::array());
+  auto options = [] {
+    ServerOptions so;
+    so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite});
+    return so;
+  };
+  StartServer(options());
+  const std::string origin = "http://127.0.0.1:" + std::to_string(port_);
+  auto sign_in = [&] {
+    Reply r = Call("POST", "/v1/console/session", nullptr,
+                   {{"Authorization", "Bearer tok-acme"}, {"Origin", origin}});
+    EXPECT_EQ(r.status, 200u) << r.body;
+    std::string set = r.headers["set-cookie"];
+    return set.substr(0, set.find(';'));
+  };
+  auto with = [](const std::string& cookie) {
+    return std::vector<std::pair<std::string, std::string>>{{"Cookie", cookie}};
+  };
+  const std::string cookie = sign_in();
+  const std::string kept = sign_in();
+  ASSERT_NE(cookie, kept);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 200u);
+  Reply out =
+      Call("DELETE", "/v1/console/session", nullptr, {{"Cookie", cookie}, {"Origin", origin}});
+  EXPECT_EQ(out.status, 204u) << out.body;
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 401u);
+  EXPECT_EQ(Call("GET", "/v1/console/session", nullptr, with(cookie)).status, 401u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 200u);
+  StopServer();
+
+  StartServer(options());
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 401u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 200u);
+}
+
 TEST_F(ServerTest, PatchRelabelsASession) {
   StartModel(Json::array());
   StartServer();
