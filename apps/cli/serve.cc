@@ -75,6 +75,7 @@ int CmdServe(const CommandEnv& e) {
                                 "https://agents.example.com"));
   }
   so.link_ttl = std::chrono::seconds(c.server.link_ttl_s.value);
+  so.notify_retry = std::chrono::seconds(c.server.notify_retry_s.value);
 
   Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
   if (!config_dir.ok()) return fail(config_dir.error());

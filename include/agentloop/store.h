@@ -309,6 +309,20 @@ struct IdempotencyClaim {
   std::string response;
 };
 
+// A notification of the HTTP server (a webhook POST) in the store's outbox:
+// recorded when the server decides to send it, claimed by whoever delivers
+// it, finished once delivered (SessionStore::AddNotification).
+struct OutboxNotification {
+  // The delivery id (X-Agentloop-Delivery): unique, the same for every
+  // attempt, so a receiver can drop a repeat.
+  std::string id;
+  std::string session_id;
+  std::string agent;
+  std::string event;          // "approval.requested", ...
+  std::string body;           // what is POSTed; opaque to the store
+  int64_t created_at_ms = 0;  // set by AddNotification
+};
+
 class SessionStore {
  public:
   virtual ~SessionStore() = default;
@@ -470,6 +484,44 @@ class SessionStore {
   // nullopt when the key was never set.
   virtual Result<std::optional<Json>> GetState(std::string_view session_id,
                                                std::string_view key) = 0;
+
+  // --- the notification outbox of the HTTP server --------------------------
+  //
+  // At-least-once delivery of webhooks across restarts (docs/server.md,
+  // "Notifications"): a notification is recorded before its first attempt
+  // and stays due until FinishNotification; whoever claims a due one
+  // delivers it, and a claim that is not finished makes it due again after
+  // the claim's lease (its claimer crashed, or gave up for now).
+
+  // Records `n` (undelivered) unless a notification with its id is recorded
+  // already, delivered or not: true when it was added. The caller delivers
+  // it: it is due for ClaimNotifications `lease` from now. Errors:
+  // kNotFound (no such session), kInvalidArgument (an empty id).
+  virtual Result<bool> AddNotification(const OutboxNotification& n,
+                                       std::chrono::milliseconds lease) = 0;
+  // Claims up to `limit` due undelivered notifications, oldest first: each
+  // is due again `lease` later (unless finished by then). Notifications
+  // recorded more than `max_age` ago are forgotten first, delivered or not.
+  virtual Result<std::vector<OutboxNotification>> ClaimNotifications(
+      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) = 0;
+  // Marks a notification delivered (or refused for good by its receiver): no
+  // claim returns it again, and AddNotification of its id adds nothing. An
+  // unknown id is not an error (its session may have been removed).
+  virtual Status FinishNotification(std::string_view id) = 0;
+
+  // --- revoked console sign-ins of the HTTP server --------------------------
+  //
+  // A console cookie (docs/console.md) is signed, not stored: signing out
+  // records its id here so that no server sharing the store accepts a copy.
+
+  // Records that the credential `id` of `tenant` is revoked until
+  // `expires_at_ms`, when it stops working anyway. Revoking it again changes
+  // nothing. Errors: kInvalidArgument (an empty id).
+  virtual Status RevokeCredential(std::string_view tenant, std::string_view id,
+                                  int64_t expires_at_ms) = 0;
+  // The ids of the revoked credentials that have not expired yet; expired
+  // ones are forgotten.
+  virtual Result<std::vector<std::string>> ListRevokedCredentials() = 0;
 
   // --- idempotency keys of the HTTP server --------------------------------
 

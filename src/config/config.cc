@@ -842,6 +842,7 @@ Config DefaultConfig() {
   c.compaction.summary_timeout_ms.value = 60'000;
   c.server.listen.value = "127.0.0.1:7878";
   c.server.link_ttl_s.value = 3 * 24 * 3600;
+  c.server.notify_retry_s.value = 60;
   return c;
 }
 

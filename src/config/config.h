@@ -215,6 +215,9 @@ struct Config {
     // listen address over http).
     Sourced<std::string> public_url;
     Sourced<int64_t> link_ttl_s;  // how long an approve/deny link works
+    // How long an undelivered notification waits before it is tried again
+    // (from the store's outbox, also by a restarted server).
+    Sourced<int64_t> notify_retry_s;
   } server;
 
   std::vector<Sourced<std::string>> skills_dirs;

@@ -325,6 +325,9 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(IntKey(
       "server.link_ttl_s", 60, 30 * 24 * 3600,
       [](Config & c) -> auto& { return c.server.link_ttl_s; }));
+  keys.push_back(IntKey(
+      "server.notify_retry_s", 1, 24 * 3600,
+      [](Config & c) -> auto& { return c.server.notify_retry_s; }));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(

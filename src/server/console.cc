@@ -151,8 +151,14 @@ std::string SignOutCookie() {
 
 const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>& tokens,
                               int64_t now_ms) {
+  std::optional<CookieSignIn> c = VerifyCookie(req, tokens, now_ms);
+  return c ? c->grant : nullptr;
+}
+
+std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<TokenGrant>& tokens,
+                                         int64_t now_ms) {
   std::string_view value = CookieValue(req, kCookieName);
-  if (value.empty() || value.size() > 256) return nullptr;
+  if (value.empty() || value.size() > 256) return std::nullopt;
   std::vector<std::string_view> parts;
   for (std::string_view rest = value;;) {
     size_t dot = rest.find('.');
@@ -160,20 +166,23 @@ const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>&
     if (dot == std::string_view::npos) break;
     rest = rest.substr(dot + 1);
   }
-  if (parts.size() != 5 || parts[0] != "v1") return nullptr;
+  if (parts.size() != 5 || parts[0] != "v1") return std::nullopt;
   std::string_view expiry = parts[2];
   if (expiry.empty() || expiry.size() > 18 ||
-      expiry.find_first_not_of("0123456789") != std::string_view::npos ||
-      std::stoll(std::string(expiry)) <= now_ms) {
-    return nullptr;
+      expiry.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
   }
+  const int64_t expires_at_ms = std::stoll(std::string(expiry));
+  if (expires_at_ms <= now_ms) return std::nullopt;
   std::string_view payload = value.substr(0, value.rfind('.'));
   std::string signature = "sha256=" + std::string(parts[4]);
   for (const auto& t : tokens) {
     if (!ConstantTimeEqual(GrantId(t), parts[1])) continue;
-    if (permissions::VerifySignature(t.sha256, payload, signature)) return &t;
+    if (permissions::VerifySignature(t.sha256, payload, signature)) {
+      return CookieSignIn{&t, std::string(parts[1]) + "." + std::string(parts[3]), expires_at_ms};
+    }
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace,

@@ -52,16 +52,29 @@ const TokenGrant* BearerGrant(const Request& req, const std::vector<TokenGrant>&
 // kCookieLifetime: `v1.<grant id>.<expiry ms>.<nonce>.<mac>`, where the
 // grant id is derived from the token's hash (it is not the hash) and the
 // mac is HMAC-SHA256 under the token's hash, which only the configuration
-// holds. The cookie is stateless: any server with the same token grants
-// accepts it, a restart keeps it, and removing the token from the
-// configuration revokes it. `secure` adds the Secure attribute (HTTPS).
+// holds. The cookie is not stored: any server with the same token grants
+// accepts it and a restart keeps it. Removing the token from the
+// configuration revokes every cookie of the token; signing out revokes one
+// (the server records its id, CookieSignIn::id, in the store). `secure` adds
+// the Secure attribute (HTTPS).
 Result<std::string> SignInCookie(const TokenGrant& grant, int64_t now_ms, bool secure);
 // The `Set-Cookie` value that clears the console's cookie.
 std::string SignOutCookie();
 
-// The grant the request's console cookie was signed for, when the cookie is
-// well formed, unexpired at `now_ms`, and signed for a configured token;
-// otherwise null.
+// A console cookie that checked out (VerifyCookie).
+struct CookieSignIn {
+  const TokenGrant* grant = nullptr;  // the grant it was signed for
+  // Names this sign-in (each sign-in makes a new one): what signing out
+  // revokes. Not a secret (the cookie cannot be made from it).
+  std::string id;
+  int64_t expires_at_ms = 0;
+};
+// The request's console cookie when it is well formed, unexpired at
+// `now_ms`, and signed for a configured token; otherwise nullopt. Whether
+// it was revoked (signed out) is the server's to check, by its id.
+std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<TokenGrant>& tokens,
+                                         int64_t now_ms);
+// VerifyCookie's grant, or null.
 const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>& tokens,
                               int64_t now_ms);
 

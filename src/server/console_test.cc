@@ -93,6 +93,26 @@ TEST(ConsoleCookie, SignedForItsTokenUntilItExpires) {
   EXPECT_THAT(SignOutCookie(), HasSubstr("Max-Age=0"));
 }
 
+// Each sign-in has an id of its own (what signing out revokes), the same
+// every time its cookie is checked.
+TEST(ConsoleCookie, EachSignInHasItsOwnId) {
+  std::vector<TokenGrant> tokens = {Grant("alpha", "a")};
+  const int64_t now = 1'700'000'000'000;
+  Result<std::string> first = SignInCookie(tokens[0], now, false);
+  Result<std::string> second = SignInCookie(tokens[0], now, false);
+  ASSERT_TRUE(first.ok() && second.ok());
+  std::optional<CookieSignIn> a = VerifyCookie(WithCookie(*first), tokens, now);
+  std::optional<CookieSignIn> again = VerifyCookie(WithCookie(*first), tokens, now + 5);
+  std::optional<CookieSignIn> b = VerifyCookie(WithCookie(*second), tokens, now);
+  ASSERT_TRUE(a && again && b);
+  EXPECT_EQ(a->grant, &tokens[0]);
+  EXPECT_FALSE(a->id.empty());
+  EXPECT_EQ(a->id, again->id);
+  EXPECT_NE(a->id, b->id);
+  EXPECT_EQ(a->expires_at_ms, now + 12LL * 3600 * 1000);
+  EXPECT_THAT(*first, ::testing::Not(HasSubstr(tokens[0].sha256)));
+}
+
 TEST(ConsoleCookie, BearerGrantFindsTheTokensGrant) {
   std::vector<TokenGrant> tokens = {Grant("alpha", "a")};
   Request r = Get("/v1/console/session");

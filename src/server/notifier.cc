@@ -19,9 +19,10 @@ struct Notifier::Shared {
 };
 
 struct Notifier::Attempt {
-  Attempt(asio::io_context& io, Notification n) : notification(std::move(n)), timer(io) {}
+  Attempt(asio::io_context& io, Notification n) : notification(std::move(n)), timer(io) {
+    if (notification.delivery_id.empty()) notification.delivery_id = NewId("dlv");
+  }
   Notification notification;
-  std::string delivery_id = NewId("dlv");
   int attempts = 0;
   std::chrono::milliseconds backoff{0};
   asio::steady_timer timer;
@@ -68,7 +69,7 @@ void Notifier::Try(const std::shared_ptr<Shared>& shared, std::shared_ptr<Attemp
   permissions::HttpHeaders headers = {{"Content-Type", "application/json"},
                                       {std::string(permissions::kSignatureHeader), *signature},
                                       {"X-Agentloop-Event", n.event},
-                                      {"X-Agentloop-Delivery", a->delivery_id}};
+                                      {"X-Agentloop-Delivery", n.delivery_id}};
   shared->options.post(n.url, headers, n.body, std::move(finish));
 }
 

@@ -4,12 +4,15 @@
 // Each delivery is a POST of a JSON body signed as the webhook approver
 // signs (permissions/webhook.h: X-Agentloop-Signature, HMAC-SHA256 of the
 // exact body under the agent's secret), with X-Agentloop-Event naming the
-// event and X-Agentloop-Delivery a fresh id. A retryable failure (IsRetryable:
+// event and X-Agentloop-Delivery the notification's delivery id (the same for
+// every attempt, and for a later delivery of the same notification, e.g. by
+// a restarted server: receivers drop repeats by it). A retryable failure (IsRetryable:
 // a transport error, 5xx, 429) is tried again after an exponential backoff
 // kept on an io_context timer, so no thread waits; other failures and the
-// last attempt end the delivery, which `on_done` reports. Deliveries live
-// only in memory: what they announce is in the store either way (GET
-// /v1/approvals lists every outstanding item).
+// last attempt end the delivery, which `on_done` reports. The notifier keeps
+// deliveries in memory only; the server records each notification in the
+// store's outbox first and finishes it there when `on_done` reports it
+// delivered (SessionStore::AddNotification).
 //
 // Threads: the io_context's thread only; the POST is asynchronous (no thread
 // waits for a slow receiver).
@@ -33,6 +36,8 @@ struct Notification {
   std::string secret;
   std::string event;  // "approval.requested", ...
   std::string body;   // JSON
+  // X-Agentloop-Delivery; empty: a fresh id.
+  std::string delivery_id;
 };
 
 struct NotifierOptions {

@@ -390,6 +390,7 @@ class ServerImpl final : public Server {
     // Run returned only after every turn ended: nothing of theirs is still
     // to come when the executor drains.
     executor_.Shutdown();
+    compactions_.join();
     blocking_.join();
   }
 
@@ -402,6 +403,8 @@ class ServerImpl final : public Server {
 
   Status Listen() {
     AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
+    Status revoked = LoadRevokedCookies();
+    if (!revoked.ok()) return revoked.WithContext("reading the revoked console sign-ins");
     if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
       return InvalidArgument("refusing to listen on " + options_.listen +
                              " without tokens: configure server.tokens, or listen on loopback "
@@ -428,6 +431,8 @@ class ServerImpl final : public Server {
     });
     ContinueDecidedBatches();
     StartSharedStore();
+    StartOutbox();
+    RefreshRevokedCookies();
     // The loop runs until this server's shutdown has finished: not less
     // (a stop left queued by an earlier server on the same io_context only
     // restarts it), and not more (the engine's own work on it may outlive
@@ -452,6 +457,18 @@ class ServerImpl final : public Server {
   template <typename Work, typename Then>
   void Blocking(Work work, Then then) {
     asio::post(blocking_, [this, work = std::move(work), then = std::move(then)]() mutable {
+      auto result = work();
+      asio::post(io_, [then = std::move(then), result = std::move(result)]() mutable {
+        then(std::move(result));
+      });
+    });
+  }
+
+  // Runs `work` on the compaction threads and `then` with its result on the
+  // io thread (as Blocking does).
+  template <typename Work, typename Then>
+  void OnCompactionThread(Work work, Then then) {
+    asio::post(compactions_, [this, work = std::move(work), then = std::move(then)]() mutable {
       auto result = work();
       asio::post(io_, [then = std::move(then), result = std::move(result)]() mutable {
         then(std::move(result));
@@ -1132,12 +1149,54 @@ class ServerImpl final : public Server {
   void ConsoleWhoAmI(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     ex->Send(JsonResponse(200, ConsoleWho(who, who.console_cookie)));
   }
-  void ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+  // DELETE /v1/console/session: clears the cookie in the browser and, for a
+  // request signed in by it, revokes it in the store, so that a copy of it
+  // stops working on every server that shares the store, restarts
+  // included (the cookie itself is valid until it expires). Answered once
+  // the revocation is committed.
+  void ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params&) {
     Response r;
     r.status = 204;
     r.headers.emplace_back("Set-Cookie", console::SignOutCookie());
-    ex->Send(std::move(r));
+    std::optional<console::CookieSignIn> c =
+        who.console_cookie ? console::VerifyCookie(ex->request(), options_.tokens, ConsoleNowMs())
+                           : std::nullopt;
+    if (!c) return ex->Send(std::move(r));
+    revoked_cookies_.insert(c->id);
+    Blocking([this, tenant = who.tenant,
+              c = *c]() { return engine_.store().RevokeCredential(tenant, c.id, c.expires_at_ms); },
+             [ex, r = std::move(r)](Status s) mutable {
+               ex->Send(s.ok() ? std::move(r) : FromStatus(s));
+             });
   }
+
+  // Reads the revoked console sign-ins (Listen, before the server
+  // accepts, so that no copy of a signed-out cookie gets in after a restart).
+  Status LoadRevokedCookies() {
+    if (options_.tokens.empty()) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, engine_.store().ListRevokedCredentials());
+    revoked_cookies_.insert(ids.begin(), ids.end());
+    return Status::Ok();
+  }
+  // Reads them again every kRevocationRefresh: another server sharing the
+  // store may have revoked one. Ids are only added (a revocation lasts
+  // until its cookie expires, and then the cookie is refused anyway).
+  void RefreshRevokedCookies() {
+    if (options_.tokens.empty() || shutting_down_) return;
+    if (!revocation_timer_) revocation_timer_.emplace(io_);
+    revocation_timer_->expires_after(kRevocationRefresh);
+    revocation_timer_->async_wait([this](boost::system::error_code ec) {
+      if (ec || shutting_down_) return;
+      Blocking([this]() { return engine_.store().ListRevokedCredentials(); },
+               [this](Result<std::vector<std::string>> ids) {
+                 if (ids.ok()) revoked_cookies_.insert(ids->begin(), ids->end());
+                 RefreshRevokedCookies();
+               });
+    });
+  }
+  static constexpr std::chrono::seconds kRevocationRefresh{10};
+  std::set<std::string> revoked_cookies_;  // console sign-ins signed out (io thread)
+  std::optional<asio::steady_timer> revocation_timer_;
   Json ConsoleWho(const Principal& who, bool cookie) const {
     Json scopes = Json::array();
     for (auto [bit, name] : {std::pair{kScopeRead, "read"}, std::pair{kScopeWrite, "write"},
@@ -1186,9 +1245,10 @@ class ServerImpl final : public Server {
     std::string_view auth = req.Header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     if (auth.empty()) {
-      const TokenGrant* g = console::CookieGrant(req, options_.tokens, ConsoleNowMs());
-      if (g == nullptr) return std::nullopt;
-      return Principal{g->tenant, g->scopes, true};
+      std::optional<console::CookieSignIn> c =
+          console::VerifyCookie(req, options_.tokens, ConsoleNowMs());
+      if (!c || revoked_cookies_.contains(c->id)) return std::nullopt;
+      return Principal{c->grant->tenant, c->grant->scopes, true};
     }
     if (auth.size() <= kBearer.size() || strncasecmp(auth.data(), kBearer.data(), 7) != 0) {
       return std::nullopt;
@@ -2031,7 +2091,10 @@ class ServerImpl final : public Server {
       live.starting = true;  // in use until the compaction has ended
       live.stop = std::make_shared<std::stop_source>();
       auto observer = std::make_shared<TurnObserver>(this, id);
-      Blocking(
+      // On the compaction threads, not the store workers: the summary is a
+      // blocking model round trip (up to compaction.summary_timeout_ms) that
+      // must not hold up other sessions' store calls.
+      OnCompactionThread(
           [this, id, focus, observer, stop = live.stop->get_token()]() -> Result<TurnResult> {
             AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(OptionsToOpen(id)));
             SessionCallbacks cb;
@@ -2809,19 +2872,90 @@ class ServerImpl final : public Server {
       });
     };
     o.on_done = [this](const Notification& n, const Status& s, int attempts) {
+      delivering_.erase(n.delivery_id);
       ++metrics_.webhooks[s.ok() ? "delivered" : "failed"];
+      // Delivered, or refused for good: finished in the outbox. A receiver
+      // still unreachable after the last attempt leaves it due: the outbox
+      // sweep tries it again after notify_retry.
+      const bool again = !s.ok() && IsRetryable(s);
       if (!s.ok()) {
         std::fprintf(stderr,
-                     "agentloop: %s notification to %s not delivered after %d attempts: %s\n",
-                     n.event.c_str(), n.url.c_str(), attempts, RedactSecrets(s.message()).c_str());
+                     "agentloop: %s notification %s to %s not delivered after %d attempts%s: %s\n",
+                     n.event.c_str(), n.delivery_id.c_str(), n.url.c_str(), attempts,
+                     again ? " (tried again later)" : "", RedactSecrets(s.message()).c_str());
       }
+      if (again) return;
+      Blocking([this, id = n.delivery_id]() { return engine_.store().FinishNotification(id); },
+               [id = n.delivery_id](Status f) {
+                 if (!f.ok()) {
+                   std::fprintf(stderr, "agentloop: notification %s: %s\n", id.c_str(),
+                                f.ToString().c_str());
+                 }
+               });
     };
     return o;
   }
 
+  // The notification announcing a paused item. Its delivery id follows from
+  // the item, so the turn's end and a restarted server's sweep record it
+  // once between them (AddNotification adds an id once).
+  OutboxNotification PendingNotification(const AgentSpec& agent, const std::string& key,
+                                         const std::string& sid, const std::string& turn_id,
+                                         const PendingItem& item, int64_t created_at_s) const {
+    const int64_t expires = SystemNowMs() / 1000 + options_.link_ttl.count();
+    auto link = [&](const char* action) {
+      Result<std::string> token =
+          MintLinkToken(key, LinkClaim{agent.name, item.id, action, expires});
+      return token.ok() ? public_url_ + "/v1/links/" + *token : std::string();
+    };
+    Json b = {{"agent", agent.name},         {"session_id", sid},     {"turn_id", turn_id},
+              {"created_at", created_at_s},  {"pending_id", item.id}, {"tool", item.tool},
+              {"arguments", item.arguments}, {"reason", item.reason}};
+    std::string event;
+    if (item.kind == PendingKind::kQuestion) {
+      event = "question.asked";
+      b["links"] = {{"answer", link("answer")}, {"expires_at", expires}};
+      b["answer_url"] = public_url_ + "/v1/questions/" + item.id + "/answer";
+    } else {
+      event = "approval.requested";
+      b["links"] = {{"approve", link("approve")}, {"deny", link("deny")}, {"expires_at", expires}};
+      b["decision_url"] = public_url_ + "/v1/approvals/" + item.id + "/decision";
+    }
+    b["type"] = event;
+    return OutboxNotification{"dlv_" + item.id, sid, agent.name, std::move(event), DumpJson(b), 0};
+  }
+
+  // Records each notification in the outbox (pool thread) and returns those
+  // this server should deliver: the ones it added, and, when the store
+  // failed, the ones it could not record (delivered from memory only).
+  std::vector<OutboxNotification> RecordNotifications(std::vector<OutboxNotification> all) {
+    std::vector<OutboxNotification> out;
+    for (OutboxNotification& n : all) {
+      Result<bool> added = engine_.store().AddNotification(n, options_.notify_retry);
+      if (!added.ok()) {
+        std::fprintf(stderr, "agentloop: notification %s not recorded in the outbox: %s\n",
+                     n.id.c_str(), added.error().ToString().c_str());
+      }
+      if (!added.ok() || *added) out.push_back(std::move(n));
+    }
+    return out;
+  }
+
+  // Starts delivering a recorded notification (io thread), unless this
+  // server delivers it already.
+  void Deliver(const OutboxNotification& n) {
+    const AgentSpec* agent = FindAgent(n.agent);
+    // An agent that lost its webhook: the notification stays in the outbox
+    // until it ages out.
+    if (agent == nullptr || agent->webhook.url.empty()) return;
+    if (!delivering_.insert(n.id).second) return;
+    notifier_.Send(Notification{agent->webhook.url, agent->webhook.secret, n.event, n.body, n.id});
+  }
+
   // Tells the session's agent's webhook how the turn ended: one
   // approval.requested or question.asked per item it paused on, with links
-  // that decide it; else turn.completed.
+  // that decide it; else turn.completed. Each is recorded in the outbox
+  // before its first attempt.
   void Notify(const std::string& sid, const std::string& turn_id, const TurnResult& r) {
     if (link_keys_.empty()) return;
     struct Ended {
@@ -2831,57 +2965,112 @@ class ServerImpl final : public Server {
       std::vector<PendingItem> pending;
     };
     Ended ended{r.stop, r.reason, r.final_text, r.counters, r.pending};
-    Blocking([this, sid]() { return engine_.store().GetSession(sid); },
-             [this, sid, turn_id, ended = std::move(ended)](Result<SessionInfo> s) {
-               if (!s.ok()) return;
-               const AgentSpec* agent = FindAgent(s->agent);
-               auto key = link_keys_.find(s->agent);
-               if (agent == nullptr || key == link_keys_.end()) return;
-               const int64_t now = SystemNowMs() / 1000;
-               Json base = {{"agent", agent->name},
-                            {"session_id", sid},
-                            {"turn_id", turn_id},
-                            {"created_at", now}};
-               auto send = [&](std::string event, Json body) {
-                 body["type"] = event;
-                 notifier_.Send(Notification{agent->webhook.url, agent->webhook.secret,
-                                             std::move(event), DumpJson(body)});
-               };
-               if (ended.pending.empty()) {
-                 Json b = base;
-                 b["stop"] = std::string(StopReasonName(ended.stop));
-                 b["reason"] = ended.reason;
-                 b["final_text"] = std::string(TruncateUtf8(ended.final_text, 16 << 10));
-                 b["counters"] = ToJson(ended.counters);
-                 b["session_url"] = public_url_ + "/v1/sessions/" + sid;
-                 return send("turn.completed", std::move(b));
-               }
-               const int64_t expires = now + options_.link_ttl.count();
-               auto link = [&](const PendingItem& item, const char* action) {
-                 Result<std::string> token =
-                     MintLinkToken(key->second, LinkClaim{agent->name, item.id, action, expires});
-                 return token.ok() ? public_url_ + "/v1/links/" + *token : std::string();
-               };
-               for (const PendingItem& item : ended.pending) {
-                 Json b = base;
-                 b["pending_id"] = item.id;
-                 b["tool"] = item.tool;
-                 b["arguments"] = item.arguments;
-                 b["reason"] = item.reason;
-                 if (item.kind == PendingKind::kQuestion) {
-                   b["links"] = {{"answer", link(item, "answer")}, {"expires_at", expires}};
-                   b["answer_url"] = public_url_ + "/v1/questions/" + item.id + "/answer";
-                   send("question.asked", std::move(b));
-                 } else {
-                   b["links"] = {{"approve", link(item, "approve")},
-                                 {"deny", link(item, "deny")},
-                                 {"expires_at", expires}};
-                   b["decision_url"] = public_url_ + "/v1/approvals/" + item.id + "/decision";
-                   send("approval.requested", std::move(b));
-                 }
-               }
-             });
+    Blocking(
+        [this, sid, turn_id,
+         ended = std::move(ended)]() -> Result<std::vector<OutboxNotification>> {
+          AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(sid));
+          const AgentSpec* agent = FindAgent(s.agent);
+          auto key = link_keys_.find(s.agent);
+          if (agent == nullptr || key == link_keys_.end()) {
+            return std::vector<OutboxNotification>{};
+          }
+          const int64_t now = SystemNowMs() / 1000;
+          std::vector<OutboxNotification> all;
+          for (const PendingItem& item : ended.pending) {
+            all.push_back(PendingNotification(*agent, key->second, sid, turn_id, item, now));
+          }
+          if (ended.pending.empty()) {
+            Json b = {{"type", "turn.completed"},
+                      {"agent", agent->name},
+                      {"session_id", sid},
+                      {"turn_id", turn_id},
+                      {"created_at", now},
+                      {"stop", std::string(StopReasonName(ended.stop))},
+                      {"reason", ended.reason},
+                      {"final_text", std::string(TruncateUtf8(ended.final_text, 16 << 10))},
+                      {"counters", ToJson(ended.counters)},
+                      {"session_url", public_url_ + "/v1/sessions/" + sid}};
+            all.push_back(OutboxNotification{NewId("dlv"), sid, agent->name, "turn.completed",
+                                             DumpJson(b), 0});
+          }
+          return RecordNotifications(std::move(all));
+        },
+        [this](Result<std::vector<OutboxNotification>> recorded) {
+          if (!recorded.ok()) return;
+          for (const OutboxNotification& n : *recorded) Deliver(n);
+        });
   }
+
+  // At start: announces the outstanding items that have no notification in
+  // the outbox (their turn paused, and its server stopped before recording
+  // it), then sweeps the outbox every notify_retry for due notifications
+  // (their server stopped, or their receiver was unreachable).
+  void StartOutbox() {
+    if (link_keys_.empty()) return;
+    outbox_timer_.emplace(io_);
+    Blocking(
+        [this]() -> Result<std::vector<OutboxNotification>> {
+          AL_ASSIGN_OR_RETURN(std::vector<PendingRecord> pending,
+                              engine_.store().ListPending(std::nullopt));
+          const int64_t oldest =
+              SystemNowMs() -
+              std::chrono::duration_cast<std::chrono::milliseconds>(options_.link_ttl).count();
+          std::map<std::string, std::string> agent_of;  // session -> agent
+          std::vector<OutboxNotification> all;
+          for (const PendingRecord& p : pending) {
+            if (p.created_at_ms < oldest) continue;
+            auto known = agent_of.find(p.session_id);
+            if (known == agent_of.end()) {
+              Result<SessionInfo> s = engine_.store().GetSession(p.session_id);
+              known = agent_of.emplace(p.session_id, s.ok() ? s->agent : std::string()).first;
+            }
+            const AgentSpec* agent = FindAgent(known->second);
+            auto key = link_keys_.find(known->second);
+            if (agent == nullptr || key == link_keys_.end()) continue;
+            all.push_back(PendingNotification(*agent, key->second, p.session_id, p.turn_id, p.item,
+                                              p.created_at_ms / 1000));
+          }
+          return RecordNotifications(std::move(all));
+        },
+        [this](Result<std::vector<OutboxNotification>> r) {
+          if (!r.ok()) {
+            std::fprintf(stderr, "agentloop serve: cannot list pending items to announce: %s\n",
+                         r.error().ToString().c_str());
+          } else {
+            for (const OutboxNotification& n : *r) Deliver(n);
+          }
+          SweepOutbox();
+        });
+  }
+
+  void SweepOutbox() {
+    if (shutting_down_ || !outbox_timer_) return;
+    constexpr int kBatch = 100;
+    Blocking(
+        [this]() {
+          return engine_.store().ClaimNotifications(
+              kBatch, options_.notify_retry,
+              std::chrono::duration_cast<std::chrono::milliseconds>(options_.link_ttl));
+        },
+        [this](Result<std::vector<OutboxNotification>> r) {
+          if (shutting_down_) return;
+          bool more = false;
+          if (r.ok()) {
+            for (const OutboxNotification& n : *r) Deliver(n);
+            more = r->size() == static_cast<size_t>(kBatch);
+          } else {
+            std::fprintf(stderr, "agentloop serve: notification outbox: %s\n",
+                         r.error().ToString().c_str());
+          }
+          outbox_timer_->expires_after(more ? std::chrono::milliseconds(0) : options_.notify_retry);
+          outbox_timer_->async_wait([this](boost::system::error_code ec) {
+            if (!ec) SweepOutbox();
+          });
+        });
+  }
+
+  std::optional<asio::steady_timer> outbox_timer_;
+  std::set<std::string> delivering_;  // delivery ids the notifier has in flight
 
   // Checks a link's token, finds its item, and calls `then` with the claim,
   // the item and its session; answers a page itself when the link is bad.
@@ -3077,6 +3266,8 @@ class ServerImpl final : public Server {
     if (shutting_down_) return;
     shutting_down_ = true;
     StopSharedStore();
+    if (outbox_timer_) outbox_timer_->cancel();
+    if (revocation_timer_) revocation_timer_->cancel();
     http_.StopAccepting();
     signals_.cancel();
     for (auto& sub :
@@ -3118,6 +3309,9 @@ class ServerImpl final : public Server {
   HttpServer http_;
   ThreadPoolExecutor executor_;
   asio::thread_pool blocking_;
+  // Compactions (POST /v1/sessions/{id}/compact), each a blocking model
+  // call: kept off `blocking_`. More compactions than threads queue.
+  asio::thread_pool compactions_{2};
   Notifier notifier_;
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;

@@ -92,6 +92,12 @@ struct ServerOptions {
   std::string public_url;
   // How long an approve/deny link in a notification can be used.
   std::chrono::seconds link_ttl{3 * 24 * 3600};
+  // Notifications are kept in the store's outbox until delivered: one not
+  // delivered (its attempts ran out, or its server stopped) is tried again
+  // this long after its last claim, by this server or, after a restart or
+  // on a shared store, another. Undelivered ones older than link_ttl are
+  // dropped.
+  std::chrono::milliseconds notify_retry{60'000};
   // Idempotency keys are remembered this long.
   std::chrono::milliseconds idempotency_ttl{24 * 3600 * 1000};
 };

@@ -28,6 +28,7 @@
 #include "env/process.h"
 #include "fake_model_server.h"
 #include "permissions/webhook.h"
+#include "store/sqlite_db.h"
 
 namespace agentloop::server {
 namespace {
@@ -234,6 +235,21 @@ class ServerTest : public ::testing::Test {
     Json j = w.json();
     EXPECT_EQ(j.value("status", ""), "done") << w.body;
     return j.value("result", Json());
+  }
+
+  // Waits (up to 20 s) until the server counts `n` delivered notifications.
+  bool WaitDelivered(int n) {
+    const std::string line =
+        "agentloop_webhook_deliveries_total{outcome=\"delivered\"} " + std::to_string(n) + "\n";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::string last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      last = Call("GET", "/v1/metrics").body;
+      if (last.find(line) != std::string::npos) return true;
+      std::this_thread::yield();
+    }
+    ADD_FAILURE() << "not " << n << " delivered notifications: " << last;
+    return false;
   }
 
   Json WriteCall(const std::string& id, const std::string& file) {
@@ -775,6 +791,82 @@ TEST_F(ServerTest, CompactSummarisesTheHistoryOnRequest) {
   EXPECT_EQ(Call("POST", "/v1/sessions/nope/compact", Json::object()).status, 404u);
 }
 
+// A compaction waits for its summary off the store workers: with a single
+// worker, another session's requests are answered while the model holds
+// the summary back.
+TEST_F(ServerTest, ACompactionInProgressDoesNotHoldTheStoreWorkers) {
+  agentloop::testing::FakeModelServer::Options mo;
+  mo.auto_summary = true;
+  mo.summary_delay_ms = 120'000;  // until Stop
+  auto m = agentloop::testing::FakeModelServer::Start(
+      Json{{"responses",
+            Json::array(
+                {{{"text", "one"}}, {{"text", "two"}}, {{"text", "three"}}, {{"text", "four"}}})}},
+      mo);
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  model_ = std::move(*m);
+  ServerOptions so;
+  so.worker_threads = 1;
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  std::string other = NewSession();
+  for (const char* input : {"1", "2", "3", "4"}) {
+    ASSERT_EQ(RunTurn(sid, input)["stop"], "completed");
+  }
+  Reply compacted;
+  std::thread compacting([&] {
+    Client c(port_);
+    compacted = c.Call("POST", "/v1/sessions/" + sid + "/compact", "{}");
+  });
+  // The summary request reached the model: the compaction waits on it.
+  EXPECT_TRUE(model_->WaitForRequests(5, std::chrono::seconds(20)));
+  Reply got = Call("GET", "/v1/sessions/" + other);
+  EXPECT_EQ(got.status, 200u) << got.body;
+  EXPECT_EQ(got.json()["id"], other);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/compact", Json::object()).status, 409u);
+  model_->Stop();  // the summary's wait ends
+  compacting.join();
+  EXPECT_NE(compacted.status, 0u);
+}
+
+// Signing out of the console revokes that cookie: a copy of it is refused,
+// also by a restarted server; another sign-in of the same token still works.
+TEST_F(ServerTest, SigningOutRevokesTheConsoleCookieAcrossARestart) {
+  StartModel(Json::array());
+  auto options = [] {
+    ServerOptions so;
+    so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite});
+    return so;
+  };
+  StartServer(options());
+  const std::string origin = "http://127.0.0.1:" + std::to_string(port_);
+  auto sign_in = [&] {
+    Reply r = Call("POST", "/v1/console/session", nullptr,
+                   {{"Authorization", "Bearer tok-acme"}, {"Origin", origin}});
+    EXPECT_EQ(r.status, 200u) << r.body;
+    std::string set = r.headers["set-cookie"];
+    return set.substr(0, set.find(';'));
+  };
+  auto with = [](const std::string& cookie) {
+    return std::vector<std::pair<std::string, std::string>>{{"Cookie", cookie}};
+  };
+  const std::string cookie = sign_in();
+  const std::string kept = sign_in();
+  ASSERT_NE(cookie, kept);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 200u);
+  Reply out =
+      Call("DELETE", "/v1/console/session", nullptr, {{"Cookie", cookie}, {"Origin", origin}});
+  EXPECT_EQ(out.status, 204u) << out.body;
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 401u);
+  EXPECT_EQ(Call("GET", "/v1/console/session", nullptr, with(cookie)).status, 401u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 200u);
+  StopServer();
+
+  StartServer(options());
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 401u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 200u);
+}
+
 TEST_F(ServerTest, PatchRelabelsASession) {
   StartModel(Json::array());
   StartServer();
@@ -943,13 +1035,17 @@ class WebhookReceiver {
  public:
   explicit WebhookReceiver(asio::io_context& io)
       : http_(io, HttpLimits{}, [this](std::shared_ptr<Exchange> ex) {
+          Response r;
+          r.body = "{}";
           {
             std::lock_guard<std::mutex> lock(mu_);
             got_.push_back(ex->request());
+            if (answers_ > 0) {
+              --answers_;
+              r.status = answer_;
+            }
           }
           cv_.notify_all();
-          Response r;
-          r.body = "{}";
           ex->Send(std::move(r));
         }) {
     EXPECT_TRUE(http_.Listen(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)).ok());
@@ -963,11 +1059,23 @@ class WebhookReceiver {
     }
     return got_[n];
   }
+  // Answers the next `count` notifications with `status` (then 200 again).
+  void AnswerNext(int count, unsigned status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_ = count;
+    answer_ = status;
+  }
+  size_t received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return got_.size();
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Request> got_;
+  int answers_ = 0;
+  unsigned answer_ = 200;
   HttpServer http_;
 };
 
@@ -1094,6 +1202,97 @@ TEST_F(ServerTest, AnExpiredLinkIsRefusedAndAQuestionLinkAnswers) {
   EXPECT_EQ(Call("GET", "/v1/approvals/" + b["pending_id"].get<std::string>()).json()["state"],
             "pending");
   StopServer();
+}
+
+// Whether the outbox row of delivery `id` is finished (delivered): -1 when
+// there is none.
+int OutboxFinished(const fs::path& db, const std::string& id) {
+  auto d = store::Db::Open(db, 1000);
+  if (!d.ok()) return -1;
+  auto st = (*d)->Prepare("SELECT due_at_ms IS NULL FROM notification_outbox WHERE id = ?");
+  if (!st.ok()) return -1;
+  st->Bind(1, id);
+  auto row = st->Step();
+  return row.ok() && *row ? static_cast<int>(st->Int(0)) : -1;
+}
+
+// A notification is recorded before it is sent: a receiver that fails
+// while its server stops gets it from the restarted server, under the same
+// delivery id and with the same body, once; it is then finished and stays
+// so across another restart.
+TEST_F(ServerTest, ANotificationSurvivesARestartUnderItsDeliveryId) {
+  StartModel(Json::array({WriteCall("c1", "a.txt")}));
+  WebhookReceiver hook(io_);
+  hook.AnswerNext(1000, 503);
+  auto options = [&] {
+    ServerOptions so;
+    AgentSpec agent = Agent("coder", AgentOptions());
+    agent.webhook = {hook.url(), "hook-secret"};
+    so.agents.push_back(std::move(agent));
+    so.notify_retry = std::chrono::milliseconds(100);
+    return so;
+  };
+  StartServer(options());
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write it")["stop"], "pending_approval");
+  std::optional<Request> first = hook.Get(0);
+  ASSERT_TRUE(first.has_value());
+  // The server stops while it waits to try again (its backoff is 0.5 s).
+  StopServer();
+  const size_t before_restart = hook.received();
+  hook.AnswerNext(0, 200);
+
+  StartServer(options());
+  std::optional<Request> again = hook.Get(before_restart);
+  ASSERT_TRUE(again.has_value());
+  const std::string id(first->Header("X-Agentloop-Delivery"));
+  EXPECT_EQ(id.rfind("dlv_", 0), 0u) << id;
+  EXPECT_EQ(again->Header("X-Agentloop-Delivery"), id);
+  EXPECT_EQ(again->Header("X-Agentloop-Event"), "approval.requested");
+  EXPECT_EQ(again->body, first->body);
+  EXPECT_TRUE(permissions::VerifySignature("hook-secret", again->body,
+                                           again->Header(permissions::kSignatureHeader)));
+  // Delivered: finished in the outbox once the server has heard the 200
+  // (its shutdown waits for the store call).
+  ASSERT_TRUE(WaitDelivered(1));
+  StopServer();
+  EXPECT_EQ(OutboxFinished(tmp_.path() / "data" / "sessions.db", id), 1);
+  EXPECT_EQ(hook.received(), before_restart + 1);
+}
+
+// A pause whose server stopped before recording its notification (here:
+// an agent that had no webhook then) is announced by the next server's
+// start, under the item's delivery id, and only once.
+TEST_F(ServerTest, AStartAnnouncesOutstandingItemsWithoutANotification) {
+  StartModel(Json::array({WriteCall("c1", "a.txt"), {{"text", "done"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  Json paused = RunTurn(sid, "write it");
+  ASSERT_EQ(paused["stop"], "pending_approval");
+  StopServer();
+
+  WebhookReceiver hook(io_);
+  ServerOptions so;
+  AgentSpec agent = Agent("coder", AgentOptions());
+  agent.webhook = {hook.url(), "hook-secret"};
+  so.agents.push_back(std::move(agent));
+  StartServer(std::move(so));
+  std::optional<Request> n = hook.Get(0);
+  ASSERT_TRUE(n.has_value());
+  Json body = Json::parse(n->body);
+  EXPECT_EQ(body["type"], "approval.requested");
+  EXPECT_EQ(body["session_id"], sid);
+  const std::string pid = body["pending_id"];
+  EXPECT_EQ(n->Header("X-Agentloop-Delivery"), "dlv_" + pid);
+  // The link it carries decides the item.
+  Reply approved = Call("POST", LinkPath(body["links"]["approve"], port_));
+  EXPECT_EQ(approved.status, 200u) << approved.body;
+  std::optional<Request> completed = hook.Get(1);
+  ASSERT_TRUE(completed.has_value());
+  EXPECT_EQ(completed->Header("X-Agentloop-Event"), "turn.completed");
+  ASSERT_TRUE(WaitDelivered(2));
+  StopServer();
+  EXPECT_EQ(OutboxFinished(tmp_.path() / "data" / "sessions.db", "dlv_" + pid), 1);
 }
 
 TEST_F(ServerTest, ThePugiEngineRouteMakesOneModelCallAndRechecksPlanMode) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <system_error>
+#include <tuple>
 
 #include "agentloop/event_data.h"
 
@@ -1246,6 +1247,88 @@ Status PostgresStore::ReleaseIdempotencyKey(std::string_view tenant, std::string
     return c
         .Exec("DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2", {P(tenant), P(key)})
         .status();
+  });
+}
+
+// --- the notification outbox ------------------------------------------------
+
+Result<bool> PostgresStore::AddNotification(const OutboxNotification& n,
+                                            std::chrono::milliseconds lease) {
+  if (n.id.empty()) return InvalidArgument("a notification needs an id");
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Result<bool> {
+    AL_ASSIGN_OR_RETURN(
+        PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR SHARE", {P(n.session_id)}));
+    if (s.empty()) return SessionNotFound(n.session_id);
+    AL_ASSIGN_OR_RETURN(
+        PgRows r,
+        c.Exec("INSERT INTO notification_outbox (id, session_id, tenant, agent, event, body,"
+               " created_at_ms, due_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+               " ON CONFLICT (id) DO NOTHING",
+               {P(n.id), P(n.session_id), P(s.Text(0, 0)), P(n.agent), P(n.event), P(n.body),
+                P(now), P(now + lease.count())}));
+    return r.affected() == 1;
+  });
+}
+
+Result<std::vector<OutboxNotification>> PostgresStore::ClaimNotifications(
+    int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) {
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Result<std::vector<OutboxNotification>> {
+    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM notification_outbox WHERE created_at_ms < $1",
+                              {P(now - max_age.count())})
+                           .status());
+    // SKIP LOCKED: instances claiming together take different rows.
+    AL_ASSIGN_OR_RETURN(
+        PgRows r,
+        c.Exec("UPDATE notification_outbox o SET due_at_ms = $2 FROM (SELECT id FROM"
+               " notification_outbox WHERE due_at_ms IS NOT NULL AND due_at_ms <= $1"
+               " ORDER BY created_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED) d WHERE o.id = d.id"
+               " RETURNING o.id, o.session_id, o.agent, o.event, o.body, o.created_at_ms",
+               {P(now), P(now + lease.count()), P(int64_t{limit})}));
+    std::vector<OutboxNotification> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(OutboxNotification{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3),
+                                       r.Text(i, 4), r.Int(i, 5)});
+    }
+    std::sort(out.begin(), out.end(), [](const OutboxNotification& a, const OutboxNotification& b) {
+      return std::tie(a.created_at_ms, a.id) < std::tie(b.created_at_ms, b.id);
+    });
+    return out;
+  });
+}
+
+Status PostgresStore::FinishNotification(std::string_view id) {
+  return WithConn([&](PgConn& c) {
+    return c.Exec("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = $1", {P(id)})
+        .status();
+  });
+}
+
+// --- revoked credentials ------------------------------------------------------
+
+Status PostgresStore::RevokeCredential(std::string_view tenant, std::string_view id,
+                                       int64_t expires_at_ms) {
+  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
+  return WithConn([&](PgConn& c) {
+    return c
+        .Exec(
+            "INSERT INTO revoked_credentials (id, tenant, expires_at_ms) VALUES ($1, $2, $3)"
+            " ON CONFLICT (id) DO NOTHING",
+            {P(id), P(tenant), P(expires_at_ms)})
+        .status();
+  });
+}
+
+Result<std::vector<std::string>> PostgresStore::ListRevokedCredentials() {
+  const int64_t now = Now();
+  return InTxn([&](PgConn& c) -> Result<std::vector<std::string>> {
+    AL_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM revoked_credentials WHERE expires_at_ms <= $1", {P(now)}).status());
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id FROM revoked_credentials ORDER BY id"));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
   });
 }
 

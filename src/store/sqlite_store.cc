@@ -1011,6 +1011,106 @@ Status SqliteStore::ReleaseIdempotencyKey(std::string_view tenant, std::string_v
   return st.Bind(1, tenant).Bind(2, key).Run();
 }
 
+// --- the notification outbox ------------------------------------------------
+
+Result<bool> SqliteStore::AddNotification(const OutboxNotification& n,
+                                          std::chrono::milliseconds lease) {
+  if (n.id.empty()) return InvalidArgument("a notification needs an id");
+  std::lock_guard lk(mu_);
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(n.session_id).status());
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO notification_outbox (id, session_id,"
+                                            " agent, event, body, created_at_ms, due_at_ms)"
+                                            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                                            " ON CONFLICT (id) DO NOTHING"));
+  AL_RETURN_IF_ERROR(st.Bind(1, n.id)
+                         .Bind(2, n.session_id)
+                         .Bind(3, n.agent)
+                         .Bind(4, n.event)
+                         .Bind(5, n.body)
+                         .Bind(6, now)
+                         .Bind(7, now + lease.count())
+                         .Run());
+  const bool added = db_->Changes() == 1;
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return added;
+}
+
+Result<std::vector<OutboxNotification>> SqliteStore::ClaimNotifications(
+    int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) {
+  std::lock_guard lk(mu_);
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_->Prepare("DELETE FROM notification_outbox WHERE created_at_ms < ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, now - max_age.count()).Run());
+  }
+  std::vector<OutboxNotification> out;
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, session_id, agent, event, body,"
+                                              " created_at_ms FROM notification_outbox"
+                                              " WHERE due_at_ms IS NOT NULL AND due_at_ms <= ?"
+                                              " ORDER BY created_at_ms, id LIMIT ?"));
+    st.Bind(1, now).Bind(2, static_cast<int64_t>(limit));
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(OutboxNotification{st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Text(4),
+                                       st.Int(5)});
+    }
+  }
+  for (const OutboxNotification& n : out) {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_->Prepare("UPDATE notification_outbox SET due_at_ms = ? WHERE id = ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, now + lease.count()).Bind(2, n.id).Run());
+  }
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
+Status SqliteStore::FinishNotification(std::string_view id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db_->Prepare("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = ?"));
+  return st.Bind(1, id).Run();
+}
+
+// --- revoked credentials ------------------------------------------------------
+
+Status SqliteStore::RevokeCredential(std::string_view tenant, std::string_view id,
+                                     int64_t expires_at_ms) {
+  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO revoked_credentials (id, tenant,"
+                                            " expires_at_ms) VALUES (?, ?, ?)"
+                                            " ON CONFLICT (id) DO NOTHING"));
+  return st.Bind(1, id).Bind(2, tenant).Bind(3, expires_at_ms).Run();
+}
+
+Result<std::vector<std::string>> SqliteStore::ListRevokedCredentials() {
+  std::lock_guard lk(mu_);
+  const int64_t now = Now();
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_->Prepare("DELETE FROM revoked_credentials WHERE expires_at_ms <= ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, now).Run());
+  }
+  std::vector<std::string> out;
+  {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id FROM revoked_credentials ORDER BY id"));
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(st.Text(0));
+    }
+  }
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
 // --- pinned settings ------------------------------------------------------------
 
 Result<std::optional<Json>> SqliteStore::GetSettings(std::string_view session_id) {

@@ -72,6 +72,14 @@ class SqliteStore final : public SessionStore {
   Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
                               std::string_view response) override;
   Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
+  Result<bool> AddNotification(const OutboxNotification& n,
+                               std::chrono::milliseconds lease) override;
+  Result<std::vector<OutboxNotification>> ClaimNotifications(
+      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
+  Status FinishNotification(std::string_view id) override;
+  Status RevokeCredential(std::string_view tenant, std::string_view id,
+                          int64_t expires_at_ms) override;
+  Result<std::vector<std::string>> ListRevokedCredentials() override;
 
   // Used by SqliteSessionLock.
   Status RefreshLock(const std::string& session_id, const std::string& token);
