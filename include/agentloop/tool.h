@@ -51,10 +51,15 @@ struct ToolOutput {
   // subagent_completed, with their data): the turn emits them, in order,
   // right before the call's tool_call_end. Only persisted event types.
   std::vector<std::pair<EventType, Json>> events;
+  // Images the model sees with `content` (kImage blocks, already checked:
+  // protocol/image.h). They become the tool result's `images`.
+  std::vector<ContentBlock> images;
 
-  static ToolOutput Ok(std::string content) { return {std::move(content), false, nullptr, {}, {}}; }
+  static ToolOutput Ok(std::string content) {
+    return {std::move(content), false, nullptr, {}, {}, {}};
+  }
   static ToolOutput Error(std::string content) {
-    return {std::move(content), true, nullptr, {}, {}};
+    return {std::move(content), true, nullptr, {}, {}, {}};
   }
 };
 
