@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "agentloop/engine.h"
+
 #include "base/strings.h"
 #include "protocol/codec.h"
+#include "protocol/session_settings.h"
 
 namespace agentloop {
 namespace {
@@ -96,6 +99,32 @@ TEST(ImageTest, DecodingRefusesBadImages) {
   b = ContentBlockFromJson(
       Json{{"type", "tool_result"}, {"tool_use_id", "c"}, {"content", ""}, {"images", "x"}});
   EXPECT_FALSE(b.ok());
+}
+
+// provider.images is pinned with a session: unset (the model table
+// decides), true or false, and settings stored without it load as unset.
+TEST(ImageTest, TheImagesSettingIsPinned) {
+  for (std::optional<bool> images :
+       {std::optional<bool>(), std::optional<bool>(true), std::optional<bool>(false)}) {
+    SessionOptions o;
+    o.workspace = "/ws";
+    o.images = images;
+    Json j = PinnedSettingsToJson(o);
+    Result<SessionOptions> back = PinnedSettingsFromJson(j);
+    ASSERT_TRUE(back.ok()) << back.error().ToString();
+    EXPECT_EQ(back->images, images);
+    j["provider"].erase("images");
+    back = PinnedSettingsFromJson(j);
+    ASSERT_TRUE(back.ok());
+    EXPECT_FALSE(back->images.has_value());
+  }
+  SessionOptions o;
+  Json j = PinnedSettingsToJson(o);
+  j["provider"]["images"] = "yes";
+  Result<SessionOptions> bad = PinnedSettingsFromJson(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("'provider.images' must be true or false"),
+            std::string::npos);
 }
 
 }  // namespace
