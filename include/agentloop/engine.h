@@ -158,6 +158,10 @@ struct SessionOptions {
   std::string api_key_env;  // empty: the provider's (OPENAI_API_KEY / ANTHROPIC_API_KEY)
   std::string script_path;
   bool use_max_tokens_field = false;
+  // Whether the model takes images (tool results' images are sent, or
+  // described as text); unset: the built-in table's answer for `model`
+  // (docs/providers.md, "Images").
+  std::optional<bool> images;
   // The model's context window and largest output-token cap; unset: the
   // built-in table's numbers for `model` (docs/config.md).
   std::optional<int64_t> context_window;

@@ -60,6 +60,9 @@ struct ToolOutput {
   // was spent until the pause.
   std::string waiting_session;
   PendingKind waiting_for = PendingKind::kApproval;
+  // Images the model sees with `content` (kImage blocks, already checked:
+  // protocol/image.h). They become the tool result's `images`.
+  std::vector<ContentBlock> images;
 
   static ToolOutput Ok(std::string content) {
     ToolOutput out;

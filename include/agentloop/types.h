@@ -28,6 +28,7 @@ enum class BlockType {
   kRedactedThinking,  // opaque `data` only
   kToolUse,           // a model's request to run a tool
   kToolResult,        // the engine's answer to one tool_use (user-role message)
+  kImage,             // an image: media type and base64 bytes (user-role content)
 };
 std::string_view BlockTypeName(BlockType type);
 
@@ -42,8 +43,13 @@ struct ContentBlock {
   // kThinking: the provider's opaque signature (Anthropic `signature`,
   // OpenAI Responses `encrypted_content`). Never inspected, sent back as is.
   std::string signature;
-  // kRedactedThinking: the opaque `data`.
+  // kRedactedThinking: the opaque `data`. kImage: the image's bytes in
+  // standard base64 (RFC 4648, padded).
   std::string data;
+  // kImage: "image/png", "image/jpeg", "image/gif" or "image/webp". Images
+  // are checked where they enter the engine (protocol/image.h): the media
+  // type, the base64 and that the bytes are of that type.
+  std::string media_type;
 
   // kToolUse: the call id, the tool name and the parsed input (a JSON object).
   // When the model's argument string is not valid JSON, `input` is null and
@@ -57,6 +63,10 @@ struct ContentBlock {
   // kToolResult: which tool_use this answers, and whether it is an error.
   std::string tool_use_id;
   bool is_error = false;
+  // kToolResult: the images the tool returned besides `text` (kImage
+  // blocks, in the tool's order). A provider whose model does not accept
+  // images sends a line describing each instead; none is dropped.
+  std::vector<ContentBlock> images;
 
   // Engine and provider metadata that is never sent to the model as content:
   // e.g. a Responses item id for a function_call or reasoning item
@@ -69,6 +79,7 @@ struct ContentBlock {
   static ContentBlock RedactedThinking(std::string data);
   static ContentBlock ToolUse(std::string id, std::string name, Json input);
   static ContentBlock ToolResult(std::string tool_use_id, std::string content, bool is_error);
+  static ContentBlock Image(std::string media_type, std::string base64_data);
 
   bool operator==(const ContentBlock&) const = default;
 };

@@ -117,6 +117,7 @@ struct Config {
     Sourced<std::string> api_key_env;       // "": the provider's usual variable
     Sourced<std::string> max_tokens_field;  // "" | max_tokens | max_completion_tokens
     Sourced<std::string> script;            // the scripted provider's script file
+    Sourced<std::string> images;            // "" | auto | send | describe
     // 0: the built-in table's numbers for the model (docs/config.md).
     Sourced<int64_t> context_window;
     Sourced<int64_t> max_output_tokens;

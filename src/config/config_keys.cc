@@ -183,6 +183,8 @@ std::vector<KeySpec> BuildKeys() {
                            {"max_tokens", "max_completion_tokens"}));
   keys.push_back(StringKey("provider.script", P(&Config::Provider::script)));
   keys.push_back(
+      StringKey("provider.images", P(&Config::Provider::images), {"auto", "send", "describe"}));
+  keys.push_back(
       IntKey("provider.context_window", 0, 100'000'000, P(&Config::Provider::context_window)));
   keys.push_back(
       IntKey("provider.max_output_tokens", 0, 10'000'000, P(&Config::Provider::max_output_tokens)));

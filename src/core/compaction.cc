@@ -1,6 +1,7 @@
 #include "core/compaction.h"
 
 #include "base/strings.h"
+#include "protocol/image.h"
 
 namespace agentloop {
 namespace {
@@ -28,6 +29,10 @@ std::string Flatten(const Message& m) {
         break;
       case BlockType::kToolResult:
         s += "[tool_result for " + b.tool_use_id + "] " + (b.is_error ? "ERROR: " : "") + b.text;
+        for (const auto& image : b.images) s += " " + DescribeImage(image, "history summarised");
+        break;
+      case BlockType::kImage:
+        s += DescribeImage(b, "history summarised");
         break;
       case BlockType::kThinking:
       case BlockType::kRedactedThinking:

@@ -13,9 +13,25 @@ Transcript::Transcript(std::vector<Message> messages) : Transcript() {
   for (auto& m : messages) Append(std::move(m));
 }
 
+namespace {
+
+// What an image counts for in the character estimate: four characters a
+// token, and about 1,600 tokens for an image near the largest size the
+// providers process without scaling it down (Anthropic: width * height /
+// 750 tokens for 1.15 megapixels). Its base64 length would overstate it a
+// hundredfold.
+constexpr int64_t kImageChars = 4 * 1600;
+
+}  // namespace
+
 int64_t Transcript::MessageChars(const Message& m) {
   int64_t n = static_cast<int64_t>(RoleName(m.role).size()) + 2;
   for (const auto& b : m.content) {
+    if (b.type == BlockType::kImage) {
+      n += kImageChars;
+      continue;
+    }
+    n += kImageChars * static_cast<int64_t>(b.images.size());
     n += static_cast<int64_t>(b.text.size() + b.data.size() + b.name.size() + b.raw_input.size());
     if (b.type == BlockType::kToolUse && !b.input.is_null()) {
       // Arguments are small next to results; a dump keeps the estimate honest.

@@ -29,6 +29,7 @@
 #include "core/compaction.h"
 #include "core/hook_runner.h"
 #include "protocol/codec.h"
+#include "protocol/image.h"
 
 namespace agentloop {
 
@@ -121,6 +122,25 @@ Message WrapUpMessage() {
   m.role = Role::kSystem;
   m.content.push_back(ContentBlock::Text(std::string(kWrapUpText)));
   return m;
+}
+
+// Gives a tool result the images of its tool's output. A tool's image that
+// fails the checks of protocol/image.h (an embedder's tool may return
+// anything) is described in the text instead: a provider would refuse the
+// request, and every later request of the session with it.
+void AttachImages(ContentBlock& result, const std::vector<ContentBlock>& images) {
+  for (const ContentBlock& image : images) {
+    Status valid =
+        image.type == BlockType::kImage
+            ? ValidateImage(image.media_type, image.data)
+            : InvalidArgument("a block of type " + std::string(BlockTypeName(image.type)));
+    if (valid.ok()) {
+      result.images.push_back(image);
+      continue;
+    }
+    if (!result.text.empty()) result.text += "\n";
+    result.text += DescribeImage(image, "not a valid image: " + valid.message());
+  }
 }
 
 std::string SummaryLine(const std::string& content) {
@@ -354,6 +374,7 @@ class Turn::Impl {
         continue;
       }
       slot.result = ContentBlock::ToolResult(slot.id, out.content, out.is_error);
+      AttachImages(slot.result, out.images);
       if (!out.details.is_null()) slot.result.meta = Json{{"details", out.details}};
       slot.state = SlotState::kReady;
       Emit([&] {

@@ -146,6 +146,35 @@ TEST_F(TurnTest, ToolCallThenAnswer) {
   ExpectValidTranscript(transcript_);
 }
 
+// A 1x1 PNG (70 bytes).
+constexpr char kPng[] =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg"
+    "==";
+
+TEST_F(TurnTest, AToolsImagesReachItsResultAndTheNextRequest) {
+  registry_.Add(
+      std::make_shared<FnTool>(Spec("shot", false, false), [](const ToolCall&, ToolContext&) {
+        ToolOutput out = ToolOutput::Ok("a screenshot");
+        out.images.push_back(ContentBlock::Image("image/png", kPng));
+        // An embedder's tool may return anything: not a PNG's bytes.
+        out.images.push_back(ContentBlock::Image("image/png", "AAAA"));
+        return Result<ToolOutput>(std::move(out));
+      }));
+  provider_.Calls({Call("a", "shot", {{"x", "1"}})}).Text("done");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kCompleted);
+  const ContentBlock& result = transcript_.messages()[2].content[0];
+  ASSERT_EQ(result.images.size(), 1u);
+  EXPECT_EQ(result.images[0], ContentBlock::Image("image/png", kPng));
+  EXPECT_EQ(result.text,
+            "a screenshot\n[image image/png, 3 bytes, not shown: not a valid image: the bytes are "
+            "not a png image]");
+  // The image is part of what the model is sent next.
+  ASSERT_EQ(provider_.requests().size(), 2u);
+  ASSERT_FALSE(provider_.requests()[1].all.empty());
+  EXPECT_EQ(provider_.requests()[1].all.back().content[0].images.size(), 1u);
+}
+
 TEST(BudgetTest, SeedDefaultsPerCommand) {
   struct Row {
     CommandKind kind;

@@ -596,6 +596,7 @@ ProviderConfig ProviderConfigFor(const SessionOptions& o, const EnvMap& env) {
   pc.api_key = o.api_key;
   pc.script_path = o.script_path;
   pc.use_max_tokens_field = o.use_max_tokens_field;
+  pc.images = o.images;
   return WithEnvDefaults(pc, env);
 }
 

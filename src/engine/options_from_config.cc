@@ -80,6 +80,8 @@ Result<SessionOptions> SessionOptionsFromConfig(const Config& config, const fs::
     o.script_path = ResolvePath(config.provider.script, ctx).string();
   }
   o.use_max_tokens_field = config.provider.max_tokens_field.value == "max_tokens";
+  if (config.provider.images.value == "send") o.images = true;
+  if (config.provider.images.value == "describe") o.images = false;
   if (config.provider.context_window.value > 0) {
     o.context_window = config.provider.context_window.value;
   }

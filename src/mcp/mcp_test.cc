@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include "base/strings.h"
 #include "mcp/client.h"
 #include "mcp/jsonrpc.h"
 #include "mcp/tool.h"
+#include "protocol/image.h"
 
 namespace agentloop::mcp {
 namespace {
@@ -432,11 +434,59 @@ TEST(McpResults, MapsEveryContentKind) {
   ToolOutput out = MapCallResult(reply, nullptr, 30000);
   EXPECT_FALSE(out.is_error);
   EXPECT_NE(out.content.find("hello"), std::string::npos);
-  EXPECT_NE(out.content.find("[image image/png, 3 bytes: not shown]"), std::string::npos)
+  // "AAAA" is base64, but not the bytes of a PNG: described, not passed on.
+  EXPECT_NE(
+      out.content.find("[image image/png, 3 bytes, not shown: the bytes are not a png image]"),
+      std::string::npos)
       << out.content;
+  EXPECT_TRUE(out.images.empty());
   EXPECT_NE(out.content.find("[resource link: a.txt <file:///a.txt> text/plain]"),
             std::string::npos);
   EXPECT_NE(out.content.find("[resource <mem://x>]\ninside"), std::string::npos);
+}
+
+// A 1x1 PNG (70 bytes).
+constexpr char kPng[] =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg"
+    "==";
+
+TEST(McpResults, ImagesBecomeImageBlocksAndTextStaysText) {
+  RpcReply reply;
+  // Wrapped base64 (MIME style) is accepted: the line breaks are dropped.
+  std::string wrapped = std::string(kPng).substr(0, 40) + "\r\n" + std::string(kPng).substr(40);
+  reply.result = {
+      {"content", Json::array({{{"type", "text"}, {"text", "before"}},
+                               {{"type", "image"}, {"data", kPng}, {"mimeType", "image/png"}},
+                               {{"type", "text"}, {"text", "after"}},
+                               {{"type", "image"}, {"data", wrapped}, {"mimeType", "image/png"}},
+                               {{"type", "image"}, {"data", kPng}, {"mimeType", "image/bmp"}}})}};
+  ToolOutput out = MapCallResult(reply, nullptr, 30000);
+  EXPECT_FALSE(out.is_error);
+  ASSERT_EQ(out.images.size(), 2u);
+  EXPECT_EQ(out.images[0], ContentBlock::Image("image/png", kPng));
+  EXPECT_EQ(out.images[1], ContentBlock::Image("image/png", kPng));
+  EXPECT_EQ(out.content,
+            "before\nafter\n[image image/bmp, 70 bytes, not shown: media type 'image/bmp' is not "
+            "one of image/png, image/jpeg, image/gif, image/webp]");
+  // An image alone leaves the text empty (no "(no output)" beside it).
+  reply.result = {
+      {"content", Json::array({{{"type", "image"}, {"data", kPng}, {"mimeType", "image/png"}}})}};
+  out = MapCallResult(reply, nullptr, 30000);
+  EXPECT_EQ(out.content, "");
+  EXPECT_EQ(out.images.size(), 1u);
+}
+
+TEST(McpResults, AnImageOverTheSizeCapIsDescribed) {
+  std::string big = "\x89PNG\r\n\x1a\n" + std::string(kMaxImageBytes, 'x');
+  RpcReply reply;
+  reply.result = {
+      {"content",
+       Json::array({{{"type", "image"}, {"data", Base64Encode(big)}, {"mimeType", "image/png"}}})}};
+  ToolOutput out = MapCallResult(reply, nullptr, 30000);
+  EXPECT_TRUE(out.images.empty());
+  EXPECT_EQ(out.content, "[image image/png, " + std::to_string(big.size()) +
+                             " bytes, not shown: " + std::to_string(big.size()) +
+                             " bytes, more than the 5242880 an image may have]");
 }
 
 TEST(McpResults, ErrorsStructuredContentAndCap) {

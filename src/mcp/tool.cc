@@ -4,6 +4,7 @@
 
 #include <openssl/sha.h>
 
+#include "protocol/image.h"
 #include "tools/tools.h"
 
 namespace agentloop::mcp {
@@ -27,7 +28,7 @@ std::string Sha1Hex(const std::string& s) {
 std::string Describe(const Json& block) {
   const std::string type = block.value("type", std::string());
   if (type == "text") return block.value("text", std::string());
-  if (type == "image" || type == "audio") {
+  if (type == "audio") {
     const std::string data = block.value("data", std::string());
     return "[" + type + " " + block.value("mimeType", std::string("(no type)")) + ", " +
            std::to_string(data.size() * 3 / 4) + " bytes: not shown]";
@@ -50,6 +51,17 @@ std::string Describe(const Json& block) {
     return head + ", " + std::to_string(blob.size() * 3 / 4) + " bytes of binary data: not shown]";
   }
   return "[content of type '" + type + "': not shown]";
+}
+
+// An image block of a result as a kImage block, or the reason it is
+// described instead. Line breaks and spaces in the base64 (MIME-style
+// wrapping) are dropped; everything else must pass ValidateImage.
+Result<ContentBlock> ImageOf(const Json& block) {
+  const std::string media_type = block.value("mimeType", std::string());
+  std::string data = block.value("data", std::string());
+  std::erase_if(data, [](char c) { return c == '\n' || c == '\r' || c == ' ' || c == '\t'; });
+  AL_RETURN_IF_ERROR(ValidateImage(media_type, data));
+  return ContentBlock::Image(media_type, std::move(data));
 }
 
 }  // namespace
@@ -80,6 +92,17 @@ ToolOutput MapCallResult(const RpcReply& reply, const Json& output_schema, size_
   if (r.is_object() && r.contains("content") && r["content"].is_array()) {
     for (const Json& block : r["content"]) {
       if (!block.is_object()) continue;
+      if (block.value("type", std::string()) == "image") {
+        Result<ContentBlock> image = ImageOf(block);
+        if (image.ok()) {
+          out.images.push_back(std::move(*image));
+          continue;
+        }
+        if (!text.empty()) text += "\n";
+        text += DescribeImage(block.value("mimeType", std::string()),
+                              block.value("data", std::string()), image.error().message());
+        continue;
+      }
       if (!text.empty()) text += "\n";
       text += Describe(block);
     }
@@ -100,7 +123,9 @@ ToolOutput MapCallResult(const RpcReply& reply, const Json& output_schema, size_
     // without any, the model reads the JSON.
     if (text.empty()) text = sc.dump();
   }
-  if (text.empty()) text = out.is_error ? "the tool failed and said nothing" : "(no output)";
+  if (text.empty() && out.images.empty()) {
+    text = out.is_error ? "the tool failed and said nothing" : "(no output)";
+  }
   tools::CapAtLine(text, cap, "\n[output truncated at " + std::to_string(cap) + " characters]");
   out.content = std::move(text);
   return out;

@@ -30,10 +30,13 @@ struct McpToolOptions {
 };
 
 // Maps a tools/call reply to what the model sees: text blocks as they are,
-// images and audio as a note (their bytes are not passed on), resource links
+// images as ToolOutput::images (an image that fails ValidateImage, e.g. one
+// larger than kMaxImageBytes or of another media type, is a line of text
+// naming why), audio as a note (its bytes are not passed on), resource links
 // and embedded resources as text, structuredContent (validated against
 // `output_schema` when there is one) as JSON when there is no text; isError
-// and a JSON-RPC error are is_error outputs. Capped at `cap` characters.
+// and a JSON-RPC error are is_error outputs. The text is capped at `cap`
+// characters; images do not count against it.
 ToolOutput MapCallResult(const RpcReply& reply, const Json& output_schema, size_t cap);
 
 class McpTool final : public Tool {

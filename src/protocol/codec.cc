@@ -1,5 +1,7 @@
 #include "protocol/codec.h"
 
+#include "protocol/image.h"
+
 namespace agentloop {
 namespace {
 
@@ -40,6 +42,15 @@ Json ToJson(const ContentBlock& b) {
       j["tool_use_id"] = b.tool_use_id;
       j["content"] = b.text;
       if (b.is_error) j["is_error"] = true;
+      if (!b.images.empty()) {
+        Json images = Json::array();
+        for (const auto& image : b.images) images.push_back(ToJson(image));
+        j["images"] = std::move(images);
+      }
+      break;
+    case BlockType::kImage:
+      j["media_type"] = b.media_type;
+      j["data"] = b.data;
       break;
   }
   if (!b.meta.is_null()) j["meta"] = b.meta;
@@ -74,6 +85,23 @@ Result<ContentBlock> ContentBlockFromJson(const Json& j) {
     if (b.tool_use_id.empty()) return InvalidArgument("tool_result block: missing tool_use_id");
     b.text = Str(j, "content");
     b.is_error = j.value("is_error", false);
+    if (auto it = j.find("images"); it != j.end()) {
+      if (!it->is_array()) return InvalidArgument("tool_result block: images must be an array");
+      for (const auto& ij : *it) {
+        AL_ASSIGN_OR_RETURN(ContentBlock image, ContentBlockFromJson(ij));
+        if (image.type != BlockType::kImage) {
+          return InvalidArgument("tool_result block: images holds a block of type '" +
+                                 std::string(BlockTypeName(image.type)) + "'");
+        }
+        b.images.push_back(std::move(image));
+      }
+    }
+  } else if (type == "image") {
+    b.type = BlockType::kImage;
+    b.media_type = Str(j, "media_type");
+    b.data = Str(j, "data");
+    Status valid = ValidateImage(b.media_type, b.data);
+    if (!valid.ok()) return InvalidArgument("image block: " + valid.message());
   } else {
     return InvalidArgument("content block: unknown type '" + type + "'");
   }

@@ -160,7 +160,8 @@ Json PinnedSettingsToJson(const SessionOptions& o) {
                        {"script", o.script_path},
                        {"use_max_tokens_field", o.use_max_tokens_field},
                        {"context_window", Opt(o.context_window)},
-                       {"max_output_tokens", Opt(o.max_output_tokens)}};
+                       {"max_output_tokens", Opt(o.max_output_tokens)},
+                       {"images", Opt(o.images)}};
   j["command"] = CommandKindName(o.command);
   j["budget"] =
       Json{{"max_tool_calls", Opt(o.max_tool_calls)},
@@ -248,6 +249,11 @@ Result<SessionOptions> PinnedSettingsFromJson(const Json& j) {
   AL_RETURN_IF_ERROR(r.Bool("provider.use_max_tokens_field", o.use_max_tokens_field));
   AL_RETURN_IF_ERROR(r.OptInt("provider.context_window", o.context_window));
   AL_RETURN_IF_ERROR(r.OptInt("provider.max_output_tokens", o.max_output_tokens));
+  if (r.At("provider.images") != nullptr) {
+    bool images = false;
+    AL_RETURN_IF_ERROR(r.Bool("provider.images", images));
+    o.images = images;
+  }
   std::string command = std::string(CommandKindName(o.command));
   AL_RETURN_IF_ERROR(r.Str("command", command));
   std::optional<CommandKind> kind = ParseCommandKind(command);

@@ -33,6 +33,8 @@ std::string_view BlockTypeName(BlockType type) {
       return "tool_use";
     case BlockType::kToolResult:
       return "tool_result";
+    case BlockType::kImage:
+      return "image";
   }
   return "text";
 }
@@ -70,6 +72,14 @@ ContentBlock ContentBlock::ToolResult(std::string tool_use_id, std::string conte
   b.tool_use_id = std::move(tool_use_id);
   b.text = std::move(content);
   b.is_error = is_error;
+  return b;
+}
+
+ContentBlock ContentBlock::Image(std::string media_type, std::string base64_data) {
+  ContentBlock b;
+  b.type = BlockType::kImage;
+  b.media_type = std::move(media_type);
+  b.data = std::move(base64_data);
   return b;
 }
 

@@ -178,7 +178,25 @@ class AnthropicFormat : public WireFormat {
   }
   bool MarksNewest() const override { return true; }
 
-  static Json MessageJson(const Message& m) {
+  // An image block of the Messages API.
+  static Json ImageJson(const ContentBlock& image) {
+    return Json{
+        {"type", "image"},
+        {"source", {{"type", "base64"}, {"media_type", image.media_type}, {"data", image.data}}}};
+  }
+
+  // A tool_result's content: its text alone, or (with images the model
+  // accepts) the documented array of text and image blocks.
+  Json ToolResultContent(const ContentBlock& b) const {
+    if (b.images.empty()) return b.text;
+    if (!options_.images) return wire::TextWithImagesDescribed(b);
+    Json parts = Json::array();
+    if (!b.text.empty()) parts.push_back(Json{{"type", "text"}, {"text", b.text}});
+    for (const ContentBlock& image : b.images) parts.push_back(ImageJson(image));
+    return parts;
+  }
+
+  Json MessageJson(const Message& m) const {
     Json content = Json::array();
     if (m.role == Role::kAssistant) {
       // Thinking blocks go first, unchanged (the API verifies signatures).
@@ -203,13 +221,19 @@ class AnthropicFormat : public WireFormat {
       // Tool results first: the API wants them at the start of the user turn.
       for (const auto& b : m.content) {
         if (b.type != BlockType::kToolResult) continue;
-        Json r{{"type", "tool_result"}, {"tool_use_id", b.tool_use_id}, {"content", b.text}};
+        Json r{{"type", "tool_result"},
+               {"tool_use_id", b.tool_use_id},
+               {"content", ToolResultContent(b)}};
         if (b.is_error) r["is_error"] = true;
         content.push_back(std::move(r));
       }
       for (const auto& b : m.content) {
         if (b.type == BlockType::kText && !b.text.empty()) {
           content.push_back(Json{{"type", "text"}, {"text", b.text}});
+        } else if (b.type == BlockType::kImage) {
+          content.push_back(options_.images ? ImageJson(b)
+                                            : Json{{"type", "text"},
+                                                   {"text", DescribeImage(b, wire::kNoImages)}});
         }
       }
     }

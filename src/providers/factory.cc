@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "providers/http_provider.h"
+#include "providers/model_limits.h"
 #include "providers/scripted_provider.h"
 
 namespace agentloop {
@@ -29,6 +30,7 @@ Result<std::unique_ptr<ModelProvider>> MakeProvider(const ProviderConfig& config
   }
   WireOptions wo;
   wo.use_max_tokens_field = config.use_max_tokens_field;
+  wo.images = config.images.value_or(LookupModelLimits(config.model).images);
   // OpenAI's own API keys its prompt cache by prompt_cache_key; other
   // servers speaking the format may refuse a field they do not know.
   wo.prompt_cache_key = config.base_url.find("://api.openai.com") != std::string::npos;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agentloop/env.h"
@@ -30,6 +31,8 @@ struct ProviderConfig {
   std::string kind;  // openai | anthropic | openai-responses | script
   std::string model, base_url, api_key, script_path;
   bool use_max_tokens_field = false;  // Chat: max_tokens instead of max_completion_tokens
+  // The model takes images; unset: LookupModelLimits(model).images.
+  std::optional<bool> images;
   std::chrono::milliseconds connect_timeout{10000}, idle_timeout{120000};
   // At most this many consecutive failed attempts per Complete().
   int max_retries = 6;

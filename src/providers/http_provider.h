@@ -48,6 +48,11 @@ struct WireOptions {
   // (the factory sets it for api.openai.com; other servers may refuse
   // fields they do not know).
   bool prompt_cache_key = false;
+  // The model accepts images (LookupModelLimits(model).images, or the
+  // configured provider.images): kImage blocks and the images of tool
+  // results are sent as the format's image parts. Otherwise each is sent as
+  // a line describing it (protocol/image.h's DescribeImage), never dropped.
+  bool images = false;
 };
 
 // One wire format: request mapping and stream decoding. Stateless.

@@ -18,7 +18,11 @@ struct ModelLimits {
   int64_t context_window = 0;     // tokens of input plus output the model accepts
   int64_t max_output_tokens = 0;  // the largest output-token cap a request may ask for
   bool known = false;             // false: the conservative default below
-  std::string family;             // the table entry that matched, e.g. "gpt-4o"
+  // The model takes images as input (an unknown model is assumed not to:
+  // a text-only server refuses a request with an image part, so images are
+  // described to it; provider.images overrides).
+  bool images = false;
+  std::string family;  // the table entry that matched, e.g. "gpt-4o"
 };
 
 // The conservative default for a model the table does not know: small enough

@@ -158,15 +158,53 @@ class ChatFormat : public WireFormat {
         add(Json{{"role", "system"}, {"content", wire::JoinText(m)}});
         break;
       case Role::kUser: {
-        bool has_text = false;
+        bool has_text = false, has_image = false;
+        // A tool message's content is text only (the API documents no image
+        // part for it), so the images of tool results follow the tool
+        // messages in one user message of image_url parts, each announced
+        // by a text part naming its call; the tool message says so.
+        Json attached = Json::array();
         for (const auto& b : m.content) {
           if (b.type == BlockType::kToolResult) {
-            add(Json{{"role", "tool"}, {"tool_call_id", b.tool_use_id}, {"content", b.text}});
+            if (b.images.empty() || !options_.images) {
+              add(Json{{"role", "tool"},
+                       {"tool_call_id", b.tool_use_id},
+                       {"content", wire::TextWithImagesDescribed(b)}});
+              continue;
+            }
+            std::string text = b.text;
+            for (size_t i = 0; i < b.images.size(); ++i) {
+              const std::string label = "image " + std::to_string(i + 1) + " of tool call " +
+                                        b.tool_use_id + " (" + b.images[i].media_type + ")";
+              if (!text.empty()) text += "\n";
+              text += "[" + label + ": in the next user message]";
+              attached.push_back(Json{{"type", "text"}, {"text", label + ":"}});
+              attached.push_back(ImagePart(b.images[i]));
+            }
+            add(Json{{"role", "tool"}, {"tool_call_id", b.tool_use_id}, {"content", text}});
           } else if (b.type == BlockType::kText) {
             has_text = true;
+          } else if (b.type == BlockType::kImage) {
+            has_image = true;
           }
         }
-        if (has_text || out.empty()) add(Json{{"role", "user"}, {"content", wire::JoinText(m)}});
+        if (!attached.empty()) add(Json{{"role", "user"}, {"content", std::move(attached)}});
+        if (has_image) {
+          // The person's own images: text and image_url parts in order.
+          Json parts = Json::array();
+          for (const auto& b : m.content) {
+            if (b.type == BlockType::kText && !b.text.empty()) {
+              parts.push_back(Json{{"type", "text"}, {"text", b.text}});
+            } else if (b.type == BlockType::kImage) {
+              parts.push_back(options_.images ? ImagePart(b)
+                                              : Json{{"type", "text"},
+                                                     {"text", DescribeImage(b, wire::kNoImages)}});
+            }
+          }
+          add(Json{{"role", "user"}, {"content", std::move(parts)}});
+        } else if (has_text || out.empty()) {
+          add(Json{{"role", "user"}, {"content", wire::JoinText(m)}});
+        }
         break;
       }
       case Role::kAssistant: {
@@ -199,6 +237,10 @@ class ChatFormat : public WireFormat {
       }
     }
     return out;
+  }
+
+  static Json ImagePart(const ContentBlock& image) {
+    return Json{{"type", "image_url"}, {"image_url", {{"url", wire::DataUrl(image)}}}};
   }
 
   std::string BodyPrefix(const ModelRequest& r, const std::string& model,

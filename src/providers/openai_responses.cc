@@ -197,16 +197,34 @@ class ResponsesFormat : public WireFormat {
       return out;
     }
     if (m.role == Role::kUser) {
-      bool has_text = false;
+      bool has_text = false, has_image = false;
       for (const auto& b : m.content) {
         if (b.type == BlockType::kToolResult) {
-          add(Json{
-              {"type", "function_call_output"}, {"call_id", b.tool_use_id}, {"output", b.text}});
+          add(Json{{"type", "function_call_output"},
+                   {"call_id", b.tool_use_id},
+                   {"output", FunctionOutput(b)}});
         } else if (b.type == BlockType::kText) {
           has_text = true;
+        } else if (b.type == BlockType::kImage) {
+          has_image = true;
         }
       }
-      if (has_text || out.empty()) add(InputMessage("user", "input_text", wire::JoinText(m)));
+      if (has_image) {
+        // The person's own images: input_text and input_image parts in order.
+        Json parts = Json::array();
+        for (const auto& b : m.content) {
+          if (b.type == BlockType::kText && !b.text.empty()) {
+            parts.push_back(Json{{"type", "input_text"}, {"text", b.text}});
+          } else if (b.type == BlockType::kImage) {
+            parts.push_back(options_.images ? ImagePart(b)
+                                            : Json{{"type", "input_text"},
+                                                   {"text", DescribeImage(b, wire::kNoImages)}});
+          }
+        }
+        add(Json{{"type", "message"}, {"role", "user"}, {"content", std::move(parts)}});
+      } else if (has_text || out.empty()) {
+        add(InputMessage("user", "input_text", wire::JoinText(m)));
+      }
       return out;
     }
     // Assistant: items in model order; consecutive text blocks form one message.
@@ -240,11 +258,28 @@ class ResponsesFormat : public WireFormat {
           break;
         case BlockType::kRedactedThinking:
         case BlockType::kToolResult:
+        case BlockType::kImage:
           break;
       }
     }
     flush_text();
     return out;
+  }
+
+  static Json ImagePart(const ContentBlock& image) {
+    return Json{{"type", "input_image"}, {"image_url", wire::DataUrl(image)}, {"detail", "auto"}};
+  }
+
+  // A function_call_output's output: the text, or (with images the model
+  // accepts) the list of input_text and input_image parts the API accepts
+  // there.
+  Json FunctionOutput(const ContentBlock& b) const {
+    if (b.images.empty()) return b.text;
+    if (!options_.images) return wire::TextWithImagesDescribed(b);
+    Json parts = Json::array();
+    if (!b.text.empty()) parts.push_back(Json{{"type", "input_text"}, {"text", b.text}});
+    for (const ContentBlock& image : b.images) parts.push_back(ImagePart(image));
+    return parts;
   }
 
   std::string BodyPrefix(const ModelRequest& r, const std::string& model,

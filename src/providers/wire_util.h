@@ -12,6 +12,8 @@
 #include "agentloop/provider.h"
 #include "agentloop/types.h"
 
+#include "protocol/image.h"
+
 namespace agentloop::wire {
 
 // JSON string literal for `s` (quoted, escaped, invalid UTF-8 replaced).
@@ -96,6 +98,25 @@ class ToolsJsonCache {
   mutable uint64_t uid_ = 0;           // Guarded by mu_: tools_uid of key_, 0 unknown.
   mutable std::string json_;           // Guarded by mu_.
 };
+
+// Why an image is described rather than sent.
+inline constexpr std::string_view kNoImages = "the model does not accept images";
+
+// A tool result's text followed by a line describing each of its images:
+// what a format sends when the model does not accept images.
+inline std::string TextWithImagesDescribed(const ContentBlock& result) {
+  std::string out = result.text;
+  for (const ContentBlock& image : result.images) {
+    if (!out.empty()) out += "\n";
+    out += DescribeImage(image, kNoImages);
+  }
+  return out;
+}
+
+// An image as a data: URL (the OpenAI formats' image_url).
+inline std::string DataUrl(const ContentBlock& image) {
+  return "data:" + image.media_type + ";base64," + image.data;
+}
 
 // Joins the text blocks of a message.
 inline std::string JoinText(const Message& m) {

@@ -227,6 +227,82 @@ class McpTest(CliTestCase):
         self.assertIn("mcp__everything__get-sum", offered)
         self.assertIn("Echo: conformance says hi", json.dumps(requests[1]["body"]))
 
+    def tiny_image_run(self, provider, model, extra_config=""):
+        """Runs a turn whose model calls the reference server's get-tiny-image;
+        returns the body of the request that follows the call."""
+        node = shutil.which("node")
+        if node is None or not os.path.exists(EVERYTHING):
+            self.skipTest("node or the npm reference servers are not installed (%s)" % NPM_DIR)
+        cfg_dir = os.path.join(self.home, ".config", "agentloop")
+        os.makedirs(cfg_dir, exist_ok=True)
+        with open(os.path.join(cfg_dir, "config.toml"), "w", encoding="utf-8") as f:
+            f.write('[mcp_servers.everything]\ncommand = %s\nargs = [%s, "stdio"]\n'
+                    'startup_timeout_ms = 60000\n%s' % (json.dumps(node), json.dumps(EVERYTHING),
+                                                       extra_config))
+        server = self.server({"responses": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__everything__get-tiny-image",
+                             "input": {}}]},
+            {"text": "A logo."}]})
+        p = self.run_cli("run", "--provider", provider, "--base-url", server.base_url,
+                         "--model", model, "-C", self.ws, "--output", "json",
+                         "--allow", "mcp__everything__get-tiny-image", "show the image",
+                         env=self.env(OPENAI_API_KEY="sk-test", ANTHROPIC_API_KEY="sk-ant-test"))
+        self.assert_code(p, 0)
+        self.assertEqual(self.json_result(p)["final_text"], "A logo.")
+        requests = server.requests()
+        self.assertEqual(len(requests), 2)
+        return requests[1]["body"]
+
+    def test_reference_server_image_reaches_an_anthropic_model_in_the_tool_result(self):
+        body = self.tiny_image_run("anthropic", "claude-sonnet-4-5")
+        results = [b for m in body["messages"] if m["role"] == "user"
+                   for b in m["content"] if b.get("type") == "tool_result"]
+        self.assertEqual(len(results), 1)
+        content = results[0]["content"]
+        self.assertEqual(content[0], {"type": "text", "text": "Here's the image you requested:\n"
+                                                             "The image above is the MCP logo."})
+        self.assertEqual(content[1]["type"], "image")
+        self.assertEqual(content[1]["source"]["type"], "base64")
+        self.assertEqual(content[1]["source"]["media_type"], "image/png")
+        self.assertTrue(content[1]["source"]["data"].startswith("iVBORw0KGgo"))
+
+    def test_reference_server_image_reaches_a_responses_model_as_input_image(self):
+        body = self.tiny_image_run("openai-responses", "gpt-4o")
+        outputs = [i for i in body["input"] if i.get("type") == "function_call_output"]
+        self.assertEqual(len(outputs), 1)
+        parts = outputs[0]["output"]
+        self.assertEqual(parts[0]["type"], "input_text")
+        self.assertEqual(parts[1]["type"], "input_image")
+        self.assertTrue(parts[1]["image_url"].startswith("data:image/png;base64,iVBORw0KGgo"))
+
+    def test_reference_server_image_reaches_a_chat_model_in_a_user_message(self):
+        body = self.tiny_image_run("openai", "gpt-4o")
+        roles = [m["role"] for m in body["messages"]]
+        self.assertEqual(roles[-2:], ["tool", "user"])
+        self.assertIn("[image 1 of tool call c1 (image/png): in the next user message]",
+                      body["messages"][-2]["content"])
+        parts = body["messages"][-1]["content"]
+        self.assertEqual(parts[1]["type"], "image_url")
+        self.assertTrue(parts[1]["image_url"]["url"].startswith("data:image/png;base64,iVBOR"))
+
+    def test_reference_server_image_is_described_to_a_model_without_images(self):
+        # "m" is not in the model table: assumed to take no images.
+        body = self.tiny_image_run("openai", "m")
+        tool = [m for m in body["messages"] if m["role"] == "tool"]
+        self.assertEqual(len(tool), 1)
+        self.assertRegex(tool[0]["content"],
+                         r"\[image image/png, \d+ bytes, not shown: "
+                         r"the model does not accept images\]")
+        self.assertNotIn("iVBORw0KGgo", json.dumps(body))
+
+    def test_provider_images_setting_overrides_the_model_table(self):
+        body = self.tiny_image_run("openai", "m", '[provider]\nimages = "send"\n')
+        self.assertEqual(body["messages"][-1]["content"][1]["type"], "image_url")
+        body = self.tiny_image_run("anthropic", "claude-sonnet-4-5",
+                                   '[provider]\nimages = "describe"\n')
+        self.assertNotIn("iVBORw0KGgo", json.dumps(body))
+        self.assertIn("not shown: the model does not accept images", json.dumps(body))
+
 
 class ServedMcpTest(ServeCase):
     """An agent of `agentloop serve` declares its MCP servers in agent.toml."""

@@ -159,8 +159,13 @@ TEST(Conformance, EveryResultTypeMapsToWhatTheModelSees) {
   EXPECT_THAT(sum.content, HasSubstr("42"));
   ToolOutput image = Call(st.Find("mcp__everything__get-tiny-image"), Json::object());
   EXPECT_FALSE(image.is_error);
-  EXPECT_THAT(image.content, HasSubstr("[image image/png"));
-  EXPECT_THAT(image.content, HasSubstr("not shown]"));
+  // The text parts stay text; the PNG is an image block for the model.
+  EXPECT_EQ(image.content, "Here's the image you requested:\nThe image above is the MCP logo.");
+  ASSERT_EQ(image.images.size(), 1u);
+  EXPECT_EQ(image.images[0].type, BlockType::kImage);
+  EXPECT_EQ(image.images[0].media_type, "image/png");
+  EXPECT_TRUE(image.images[0].data.starts_with("iVBORw0KGgo"))
+      << image.images[0].data.substr(0, 20);
   ToolOutput links = Call(st.Find("mcp__everything__get-resource-links"), {{"count", 2}});
   EXPECT_THAT(links.content, HasSubstr("[resource link: "));
   EXPECT_THAT(links.content, HasSubstr("<demo://resource/"));
@@ -396,7 +401,9 @@ TEST(ConformanceHttp, HandshakeSessionCallsAndResultTypes) {
   EXPECT_THAT(MapCallResult(*echo, Json(), 30000).content, HasSubstr("over http"));
   auto image = client->CallTool("get-tiny-image", Json::object(), CallOptions{});
   ASSERT_TRUE(image.ok());
-  EXPECT_THAT(MapCallResult(*image, Json(), 30000).content, HasSubstr("[image image/png"));
+  ToolOutput image_out = MapCallResult(*image, Json(), 30000);
+  ASSERT_EQ(image_out.images.size(), 1u);
+  EXPECT_EQ(image_out.images[0].media_type, "image/png");
   auto links = client->CallTool("get-resource-links", {{"count", 1}}, CallOptions{});
   ASSERT_TRUE(links.ok());
   EXPECT_THAT(MapCallResult(*links, Json(), 30000).content, HasSubstr("[resource link: "));
