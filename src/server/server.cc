@@ -2044,8 +2044,12 @@ class ServerImpl final : public Server {
     auto it = live_.find(id);
     if (it == live_.end() || it->second.tenant != who.tenant || it->second.turn_id != turn_id ||
         !it->second.stop) {
-      return ex->Send(
-          Problem(409, "turn_not_running", "turn " + turn_id + " is not running in session " + id));
+      // Another tenant's session does not exist for the caller (404); the
+      // caller's own has no such turn running here (409).
+      return WithSession(ex, who, id, [ex, id, turn_id](SessionInfo) {
+        ex->Send(Problem(409, "turn_not_running",
+                         "turn " + turn_id + " is not running in session " + id));
+      });
     }
     it->second.stop->request_stop();
     ex->Send(JsonResponse(202, {{"id", turn_id}, {"session_id", id}, {"status", "cancelling"}}));
