@@ -182,6 +182,9 @@ Response FromStatus(const Status& s) {
       return Problem(400, "invalid_request", s.message());
     case Code::kBusy:
       return Problem(409, "session_busy", s.message());
+    case Code::kLeaseLost:
+      // Another instance took the session over: this one stopped its work.
+      return Problem(409, "lease_lost", s.message());
     case Code::kFailedPrecondition:
       return Problem(409, "failed_precondition", s.message());
     case Code::kAlreadyExists:
@@ -2676,8 +2679,8 @@ class ServerImpl final : public Server {
       Blocking([this, id]() { return TakeOverExpired(engine_.store(), id, SystemNowMs()); },
                [this, id](Result<bool> decided) {
                  if (!decided.ok()) {
-                   // kBusy: another instance took it over first.
-                   if (decided.error().code() != Code::kBusy) {
+                   // Another instance took it over first.
+                   if (decided.error().code() != Code::kBusy && !IsLeaseLost(decided.error())) {
                      std::fprintf(stderr, "agentloop serve: taking over session %s: %s\n",
                                   id.c_str(), decided.error().ToString().c_str());
                    }
@@ -2737,8 +2740,7 @@ class ServerImpl final : public Server {
   // A turn stopped because this instance lost the session's lease: said on
   // stderr (the turn itself ends `failed` with the reason).
   static void LogLeaseLost(const std::string& id, const Result<TurnResult>& r) {
-    const bool lost = r.ok() ? r->stop == StopReason::kFailed &&
-                                   r->reason.find(kLeaseLostPrefix) != std::string::npos
+    const bool lost = r.ok() ? r->stop == StopReason::kFailed && IsLeaseLostReason(r->reason)
                              : IsLeaseLost(r.error());
     if (!lost) return;
     std::fprintf(stderr, "agentloop serve: session %s: the turn stopped: %s\n", id.c_str(),
