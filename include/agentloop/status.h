@@ -33,6 +33,7 @@ enum class Code {
   kInternal,           // engine bug or unexpected library failure
   kPromptTooLong,      // the provider rejected the request as over its context window
   kBusy,               // another process or turn owns the resource (session lock)
+  kLeaseLost,          // this holder's session lease was taken over: it may not write any more
 };
 
 // Stable lower-case name of a code, e.g. "invalid_argument".

@@ -178,15 +178,17 @@ struct LoadOptions {
 };
 
 // The status of a write refused because its lock was taken over by another
-// holder: kBusy (another process owns the session now) whose message starts
-// with "lease lost: ". IsLeaseLost recognises it also under context that
-// callers prepend (Status::WithContext).
-inline constexpr std::string_view kLeaseLostPrefix = "lease lost: ";
-inline Status LeaseLost(std::string_view detail) {
-  return Busy(std::string(kLeaseLostPrefix) + std::string(detail));
-}
-inline bool IsLeaseLost(const Status& s) {
-  return s.code() == Code::kBusy && s.message().find(kLeaseLostPrefix) != std::string::npos;
+// holder: kLeaseLost (another process owns the session now; this one may not
+// write to it any more). Distinct from kBusy, which refuses a lock that was
+// never this caller's.
+inline Status LeaseLost(std::string_view detail) { return {Code::kLeaseLost, std::string(detail)}; }
+inline bool IsLeaseLost(const Status& s) { return s.code() == Code::kLeaseLost; }
+// A failed turn's reason (TurnResult::reason, the failing Status's
+// ToString) says the turn stopped because its lease was lost.
+inline bool IsLeaseLostReason(std::string_view reason) {
+  const std::string_view name = CodeName(Code::kLeaseLost);
+  return reason.size() > name.size() && reason.substr(0, name.size()) == name &&
+         reason[name.size()] == ':';
 }
 
 // Held while a turn runs on a session. Destroying it releases the lock.
@@ -217,7 +219,7 @@ class SessionLock {
 
   // SessionStore::Append, SaveCheckpoint, SetState, UpdateSettings and
   // ClaimDecided on this lock's session, fenced. Errors: as the store's;
-  // LeaseLost (kBusy, IsLeaseLost) when the lock was taken over.
+  // kLeaseLost (IsLeaseLost) when the lock was taken over.
   virtual Status Append(std::span<const Event> events) = 0;
   virtual Status SaveCheckpoint(const Checkpoint& checkpoint) = 0;
   virtual Status SetState(std::string_view key, const Json& value) = 0;

@@ -32,6 +32,8 @@ std::string_view CodeName(Code code) {
       return "prompt_too_long";
     case Code::kBusy:
       return "busy";
+    case Code::kLeaseLost:
+      return "lease_lost";
   }
   return "unknown";
 }
@@ -69,6 +71,7 @@ bool IsRetryable(const Status& status) {
     case Code::kInternal:
     case Code::kPromptTooLong:
     case Code::kBusy:
+    case Code::kLeaseLost:
       return false;
   }
   return false;

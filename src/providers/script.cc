@@ -38,7 +38,8 @@ std::optional<Code> ParseCodeName(std::string_view name) {
                                   Code::kDataLoss,
                                   Code::kInternal,
                                   Code::kPromptTooLong,
-                                  Code::kBusy};
+                                  Code::kBusy,
+                                  Code::kLeaseLost};
   for (Code c : kAll) {
     if (CodeName(c) == name) return c;
   }

@@ -183,6 +183,9 @@ Response FromStatus(const Status& s) {
       return Problem(400, "invalid_request", s.message());
     case Code::kBusy:
       return Problem(409, "session_busy", s.message());
+    case Code::kLeaseLost:
+      // Another instance took the session over: this one stopped its work.
+      return Problem(409, "lease_lost", s.message());
     case Code::kFailedPrecondition:
       return Problem(409, "failed_precondition", s.message());
     case Code::kAlreadyExists:
@@ -2122,8 +2125,12 @@ class ServerImpl final : public Server {
     auto it = live_.find(id);
     if (it == live_.end() || it->second.tenant != who.tenant || it->second.turn_id != turn_id ||
         !it->second.stop) {
-      return ex->Send(
-          Problem(409, "turn_not_running", "turn " + turn_id + " is not running in session " + id));
+      // Another tenant's session does not exist for the caller (404); the
+      // caller's own has no such turn running here (409).
+      return WithSession(ex, who, id, [ex, id, turn_id](SessionInfo) {
+        ex->Send(Problem(409, "turn_not_running",
+                         "turn " + turn_id + " is not running in session " + id));
+      });
     }
     it->second.stop->request_stop();
     ex->Send(JsonResponse(202, {{"id", turn_id}, {"session_id", id}, {"status", "cancelling"}}));
@@ -2762,8 +2769,8 @@ class ServerImpl final : public Server {
       Blocking([this, id]() { return TakeOverExpired(engine_.store(), id, SystemNowMs()); },
                [this, id](Result<bool> decided) {
                  if (!decided.ok()) {
-                   // kBusy: another instance took it over first.
-                   if (decided.error().code() != Code::kBusy) {
+                   // Another instance took it over first.
+                   if (decided.error().code() != Code::kBusy && !IsLeaseLost(decided.error())) {
                      std::fprintf(stderr, "agentloop serve: taking over session %s: %s\n",
                                   id.c_str(), decided.error().ToString().c_str());
                    }
@@ -2823,8 +2830,7 @@ class ServerImpl final : public Server {
   // A turn stopped because this instance lost the session's lease: said on
   // stderr (the turn itself ends `failed` with the reason).
   static void LogLeaseLost(const std::string& id, const Result<TurnResult>& r) {
-    const bool lost = r.ok() ? r->stop == StopReason::kFailed &&
-                                   r->reason.find(kLeaseLostPrefix) != std::string::npos
+    const bool lost = r.ok() ? r->stop == StopReason::kFailed && IsLeaseLostReason(r->reason)
                              : IsLeaseLost(r.error());
     if (!lost) return;
     std::fprintf(stderr, "agentloop serve: session %s: the turn stopped: %s\n", id.c_str(),

@@ -286,8 +286,10 @@ TEST_P(LeaseFenceTest, TheOldHolderOfAStolenLeaseCannotWrite) {
   Event late = MessageEvent(2, Message::Assistant("too late"));
   Status refused = (*old_holder)->Append({&late, 1});
   EXPECT_TRUE(IsLeaseLost(refused)) << refused.ToString();
-  EXPECT_EQ(refused.code(), Code::kBusy);
-  EXPECT_THAT(refused.message(), ::testing::StartsWith("lease lost: session " + id));
+  EXPECT_EQ(refused.code(), Code::kLeaseLost);
+  EXPECT_THAT(refused.ToString(), ::testing::StartsWith("lease_lost: session " + id));
+  EXPECT_TRUE(IsLeaseLostReason(refused.WithContext("event sink").ToString()));
+  EXPECT_FALSE(IsLeaseLostReason(Busy("lease_lost: not a lease").ToString()));
   EXPECT_THAT(refused.message(), HasSubstr("lost its lease (epoch " + std::to_string(old_epoch)));
   EXPECT_THAT(refused.message(), HasSubstr("held by pid " + std::to_string(getpid()) + " on "));
   EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);

@@ -69,6 +69,8 @@ class PgConn {
   // transaction may be run again.
   bool retryable() const { return retryable_; }
   pg_conn* raw() { return conn_; }
+  // The pool's generation when this connection was opened (PostgresStore).
+  uint64_t generation = 0;
 
  private:
   explicit PgConn(pg_conn* c) : conn_(c) {}

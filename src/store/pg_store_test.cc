@@ -4,6 +4,11 @@
 // database restarts. The SessionStore contract itself is tested by the
 // conformance fixtures (StoreTest, LockTest, PendingTest, CrashRecoveryTest)
 // on both stores.
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
 #include "store/pg_conn.h"
 #include "store/postgres_store.h"
 #include "store/store_test_util.h"
@@ -214,6 +219,79 @@ TEST_P(PgStoreTest, ReconnectsAfterTheDatabaseRestarts) {
   ASSERT_EQ(events->size(), 2u);
   EXPECT_EQ((*events)[1].seq, 2u);
   EXPECT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(3, Message::User("c"))}).ok());
+}
+
+// After a restart every pooled connection is dead, not only the first one
+// a call finds: the pool drops them all at the first, so a call after the
+// restart connects anew instead of failing on the next dead one.
+TEST_P(PgStoreTest, ARestartDropsEveryPooledConnection) {
+  auto cluster = PgTestCluster::Shared();
+  ASSERT_TRUE(cluster.ok());
+  std::string id = NewSession();
+  const std::string others =
+      "SELECT COUNT(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+      "AND pid <> pg_backend_pid()";
+  // Concurrent reads until the pool holds at least three connections.
+  for (int round = 0; round < 50 && QueryInt(others) < 3; ++round) {
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 4; ++t) {
+      readers.emplace_back([&] {
+        for (int i = 0; i < 20; ++i) (void)store_->GetSession(id);
+      });
+    }
+    for (auto& r : readers) r.join();
+  }
+  ASSERT_GE(QueryInt(others), 3) << "the pool never held three connections";
+  ASSERT_TRUE((*cluster)->Restart().ok());
+  auto got = store_->GetSession(id);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  Status appended = store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))});
+  EXPECT_TRUE(appended.ok()) << appended.ToString();
+}
+
+// A running turn's writes ride out a database restart: an append through
+// the lease made while the server is down waits for it and commits once it
+// is back (the lease, still this holder's, fences it as usual).
+TEST_P(PgStoreTest, ALeaseHoldersWriteWaitsOutAnOutage) {
+  auto cluster = PgTestCluster::Shared();
+  ASSERT_TRUE(cluster.ok());
+  std::string id = NewSession();
+  auto lock = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  ASSERT_TRUE((*lock)->Append(std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
+  ASSERT_TRUE((*cluster)->Stop().ok());
+  std::promise<Status> appended;
+  std::thread writer([&] {
+    appended.set_value((*lock)->Append(std::vector<Event>{MessageEvent(2, Message::User("b"))}));
+  });
+  Status start = (*cluster)->StartAgain();
+  writer.join();
+  ASSERT_TRUE(start.ok()) << start.ToString();
+  Status s = appended.get_future().get();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  auto events = store_->Events(id, 0);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].seq, 2u);
+  EXPECT_TRUE((*lock)->SetState("todo", Json::object()).ok());
+}
+
+// An outage longer than a lease is not waited out: the write fails
+// kUnavailable (the lease may have been taken over meanwhile).
+TEST_P(PgStoreTest, ALeaseHoldersWriteGivesUpAfterOneLeaseTtl) {
+  auto cluster = PgTestCluster::Shared();
+  ASSERT_TRUE(cluster.ok());
+  std::unique_ptr<SessionStore> store = OpenStore({.lock_ttl = std::chrono::milliseconds(300)});
+  ASSERT_NE(store, nullptr);
+  std::string id = NewSession();
+  auto lock = store->AcquireLock(id, getpid());
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  ASSERT_TRUE((*cluster)->Stop().ok());
+  Status down = (*lock)->Append(std::vector<Event>{MessageEvent(1, Message::User("a"))});
+  Status start = (*cluster)->StartAgain();
+  ASSERT_TRUE(start.ok()) << start.ToString();
+  EXPECT_EQ(down.code(), Code::kUnavailable) << down.ToString();
+  EXPECT_EQ(store_->Events(id, 0)->size(), 0u);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <system_error>
+#include <thread>
 #include <tuple>
 
 #include "agentloop/event_data.h"
@@ -178,6 +179,7 @@ PostgresStore::~PostgresStore() {
 }
 
 Result<std::unique_ptr<PgConn>> PostgresStore::Checkout() {
+  uint64_t generation = 0;
   {
     std::unique_lock lk(pool_mu_);
     pool_cv_.wait(lk, [&] { return !idle_.empty() || open_ < options_.pool_size; });
@@ -187,24 +189,36 @@ Result<std::unique_ptr<PgConn>> PostgresStore::Checkout() {
       return c;
     }
     ++open_;
+    generation = generation_;
   }
   auto c = PgConn::Connect(url_);
   if (!c.ok()) {
     std::lock_guard lk(pool_mu_);
     --open_;
     pool_cv_.notify_one();
+  } else {
+    (*c)->generation = generation;
   }
   return c;
 }
 
 void PostgresStore::Return(std::unique_ptr<PgConn> conn) {
-  std::lock_guard lk(pool_mu_);
-  if (conn && conn->healthy()) {
-    idle_.push_back(std::move(conn));
-  } else {
-    --open_;  // a lost connection is dropped; the next call connects anew
+  std::deque<std::unique_ptr<PgConn>> stale;  // closed outside the mutex
+  {
+    std::lock_guard lk(pool_mu_);
+    if (conn && conn->healthy() && conn->generation == generation_) {
+      idle_.push_back(std::move(conn));
+    } else {
+      --open_;  // a lost or stale connection is dropped; the next call connects anew
+      if (conn && !conn->healthy() && conn->generation == generation_) {
+        ++generation_;
+        open_ -= static_cast<int>(idle_.size());
+        stale.swap(idle_);
+      }
+    }
   }
-  pool_cv_.notify_one();
+  pool_cv_.notify_all();
+  conn.reset();
 }
 
 template <class F>
@@ -248,6 +262,22 @@ auto PostgresStore::InTxn(F&& fn) -> decltype(fn(std::declval<PgConn&>())) {
     Return(std::move(c));
     if (retry && attempt < 5) continue;
     return out;
+  }
+}
+
+template <class F>
+auto PostgresStore::RideOutOutage(F&& attempt) -> decltype(attempt(false)) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.lock_ttl;
+  std::chrono::milliseconds delay(50);
+  for (bool again = false;; again = true) {
+    auto out = attempt(again);
+    const Status* e = ErrorOf(out);
+    if (e == nullptr || e->code() != Code::kUnavailable) return out;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return out;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
+    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
 }
 
@@ -494,11 +524,14 @@ Status PostgresStore::Append(std::string_view session_id, std::span<const Event>
 Status PostgresStore::FencedAppend(std::string_view session_id, std::span<const Event> events,
                                    const PgFence& fence) {
   const int64_t now = Now();
-  return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now, &fence); });
+  return RideOutOutage([&](bool again) {
+    return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now, &fence, again); });
+  });
 }
 
 Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
-                               std::span<const Event> events, int64_t now, const PgFence* fence) {
+                               std::span<const Event> events, int64_t now, const PgFence* fence,
+                               bool again) {
   // The row lock orders this session's appends: they commit in seq order.
   // It also fences them: a takeover (AcquireLock) updates this row, so it
   // commits either before this read (the epoch differs: refused) or after
@@ -512,6 +545,24 @@ Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
   const std::string tenant = s.Text(0, 0);
   const std::string old_title = s.Text(0, 1);
   uint64_t last = static_cast<uint64_t>(s.Int(0, 2));
+  if (again) {
+    // An earlier attempt may have committed the batch (whole: it is one
+    // transaction) and lost only the reply: then its last event is stored,
+    // byte for byte, at its seq.
+    const Event* final_event = nullptr;
+    for (const Event& e : events) {
+      if (ShouldPersist(e.type)) final_event = &e;
+    }
+    if (final_event != nullptr && final_event->seq <= last) {
+      AL_ASSIGN_OR_RETURN(PgRows stored,
+                          c.Exec("SELECT json FROM session_events WHERE session_id = $1"
+                                 " AND seq = $2",
+                                 {P(session_id), P(final_event->seq)}));
+      if (!stored.empty() && stored.Text(0, 0) == final_event->Dump(session_id)) {
+        return Status::Ok();
+      }
+    }
+  }
   std::string title = old_title;
   std::string sql =
       "INSERT INTO session_events (tenant, session_id, seq, type, turn_id, json, created_at_ms)"
@@ -804,47 +855,64 @@ Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint, const P
     if (item.id.empty()) return InvalidArgument("pending item without an id");
   }
   const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
-                                         " lease_pid, lease_host FROM sessions"
-                                         " WHERE id = $1 FOR UPDATE",
-                                         {P(checkpoint.session_id)}));
-    if (s.empty()) return SessionNotFound(checkpoint.session_id);
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFence(s, checkpoint.session_id, *fence));
-    const std::string tenant = s.Text(0, 0);
-    // Open or decided (a batch nobody continued): superseded by the new one.
-    // Checkpoint rows are locked before their pending rows, as Resolve does.
-    AL_ASSIGN_OR_RETURN(PgRows open, c.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
-                                            " AND state IN (0, 2) ORDER BY id FOR UPDATE",
-                                            {P(checkpoint.session_id)}));
-    for (int i = 0; i < open.size(); ++i) {
-      AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
+  auto save = [&](bool again) {
+    return InTxn(
+        [&](PgConn& c) -> Status { return SaveCheckpointOn(c, checkpoint, fence, now, again); });
+  };
+  return fence != nullptr ? RideOutOutage(save) : save(false);
+}
+
+Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
+                                       const PgFence* fence, int64_t now, bool again) {
+  AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
+                                       " lease_pid, lease_host FROM sessions"
+                                       " WHERE id = $1 FOR UPDATE",
+                                       {P(checkpoint.session_id)}));
+  if (s.empty()) return SessionNotFound(checkpoint.session_id);
+  if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFence(s, checkpoint.session_id, *fence));
+  const std::string tenant = s.Text(0, 0);
+  if (again) {
+    // An earlier attempt that committed (its reply lost) left the batch's
+    // first item pending in an open checkpoint of this session.
+    AL_ASSIGN_OR_RETURN(
+        PgRows saved,
+        c.Exec("SELECT 1 FROM pending_index p JOIN checkpoints k ON k.id = p.checkpoint_id"
+               " WHERE p.pending_id = $1 AND p.session_id = $2 AND k.state = 0",
+               {P(checkpoint.outstanding.front().id), P(checkpoint.session_id)}));
+    if (!saved.empty()) return Status::Ok();
+  }
+  // Open or decided (a batch nobody continued): superseded by the new one.
+  // Checkpoint rows are locked before their pending rows, as Resolve does.
+  AL_ASSIGN_OR_RETURN(PgRows open, c.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
+                                          " AND state IN (0, 2) ORDER BY id FOR UPDATE",
+                                          {P(checkpoint.session_id)}));
+  for (int i = 0; i < open.size(); ++i) {
+    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
+  }
+  if (open.size() > 0) {
+    // A superseded decided batch needs nobody any more.
+    AL_RETURN_IF_ERROR(
+        c.Exec("DELETE FROM session_wakeups WHERE session_id = $1", {P(checkpoint.session_id)})
+            .status());
+  }
+  const std::string id = NewId("ckpt");
+  AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
+                            " state, created_at_ms, updated_at_ms)"
+                            " VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
+                            {P(id), P(tenant), P(checkpoint.session_id), P(checkpoint.turn_id),
+                             P(DumpJson(ToJson(checkpoint))), P(now)})
+                         .status());
+  for (const PendingItem& item : checkpoint.outstanding) {
+    auto r = c.Exec(
+        "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
+        " created_at_ms) VALUES ($1, $2, $3, $4, $5)",
+        {P(item.id), P(tenant), P(id), P(checkpoint.session_id), P(now)});
+    if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
+      return AlreadyExists("pending id " + item.id + " already exists");
     }
-    if (open.size() > 0) {
-      // A superseded decided batch needs nobody any more.
-      AL_RETURN_IF_ERROR(
-          c.Exec("DELETE FROM session_wakeups WHERE session_id = $1", {P(checkpoint.session_id)})
-              .status());
-    }
-    const std::string id = NewId("ckpt");
-    AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
-                              " state, created_at_ms, updated_at_ms)"
-                              " VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
-                              {P(id), P(tenant), P(checkpoint.session_id), P(checkpoint.turn_id),
-                               P(DumpJson(ToJson(checkpoint))), P(now)})
-                           .status());
-    for (const PendingItem& item : checkpoint.outstanding) {
-      auto r = c.Exec(
-          "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
-          " created_at_ms) VALUES ($1, $2, $3, $4, $5)",
-          {P(item.id), P(tenant), P(id), P(checkpoint.session_id), P(now)});
-      if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
-        return AlreadyExists("pending id " + item.id + " already exists");
-      }
-      AL_RETURN_IF_ERROR(r.status());
-    }
-    return Status::Ok();
-  });
+    AL_RETURN_IF_ERROR(r.status());
+  }
+  return Status::Ok();
 }
 
 Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
@@ -1134,6 +1202,15 @@ Status PostgresStore::SetState(std::string_view session_id, std::string_view key
 
 Status PostgresStore::SetStateFenced(std::string_view session_id, std::string_view key,
                                      const Json& value, const PgFence* fence) {
+  // An upsert: running it again after a lost reply writes the same value.
+  if (fence != nullptr) {
+    return RideOutOutage([&](bool) { return SetStateOnce(session_id, key, value, fence); });
+  }
+  return SetStateOnce(session_id, key, value, fence);
+}
+
+Status PostgresStore::SetStateOnce(std::string_view session_id, std::string_view key,
+                                   const Json& value, const PgFence* fence) {
   return InTxn([&](PgConn& c) -> Status {
     if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
     AL_ASSIGN_OR_RETURN(

@@ -141,7 +141,10 @@ class PostgresStore final : public SessionStore {
   PostgresStore(std::string url, PostgresStoreOptions options);
 
   // A pooled connection, returned to the pool when it dies (dropped if it
-  // is broken).
+  // is broken). A connection found broken makes every connection opened
+  // before it stale: the idle ones are closed at once and the ones in use
+  // when they come back, so after a server restart the next calls connect
+  // anew instead of each finding another dead pooled connection.
   class Lease;
   Result<std::unique_ptr<PgConn>> Checkout();
   void Return(std::unique_ptr<PgConn> conn);
@@ -157,6 +160,14 @@ class PostgresStore final : public SessionStore {
   // or when the connection was found broken before anything was sent.
   template <class F>
   auto InTxn(F&& fn) -> decltype(fn(std::declval<PgConn&>()));
+  // Runs attempt(again) for a fenced write of a running turn, riding out
+  // an outage of the database: while it fails kUnavailable (the server is
+  // restarting or unreachable) it is run again, `again` true, after a
+  // backoff of 50 ms doubling to 1 s, for up to one lease TTL; after that
+  // the last error is returned. An attempt with `again` must treat a write
+  // that its earlier attempt committed (the reply was lost) as done.
+  template <class F>
+  auto RideOutOutage(F&& attempt) -> decltype(attempt(false));
 
   int64_t Now() const;
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
@@ -165,8 +176,16 @@ class PostgresStore final : public SessionStore {
   Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id);
   // Inside a transaction: locks the session row, checks `fence` (when
   // set), checks and stores the events (see Append).
+  // `again`: a run after an attempt that may have committed the same
+  // batch (RideOutOutage); a batch found stored is done, not refused.
   Status AppendOn(PgConn& c, std::string_view session_id, std::span<const Event> events,
-                  int64_t now, const PgFence* fence = nullptr);
+                  int64_t now, const PgFence* fence = nullptr, bool again = false);
+  // One attempt of SetStateFenced (no riding out an outage).
+  Status SetStateOnce(std::string_view session_id, std::string_view key, const Json& value,
+                      const PgFence* fence);
+  // Inside a transaction: SaveCheckpoint's work; `again` as for AppendOn.
+  Status SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint, const PgFence* fence,
+                          int64_t now, bool again);
   // `row`: tenant, title, last_seq, lease_token, lease_epoch, lease_pid,
   // lease_host of the session, read FOR UPDATE. LeaseLost unless the lease
   // is `fence`.
@@ -198,6 +217,7 @@ class PostgresStore final : public SessionStore {
   std::condition_variable pool_cv_;
   std::deque<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   int open_ = 0;                              // connections out or idle; guarded by pool_mu_
+  uint64_t generation_ = 0;  // of connections opened since the last broken one; pool_mu_
 
   std::mutex beat_mu_;
   std::condition_variable beat_cv_;

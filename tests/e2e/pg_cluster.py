@@ -48,7 +48,8 @@ def _free_port():
 
 class PgCluster:
 
-    def __init__(self):
+    def __init__(self, durable=False):
+        self.durable = durable  # fsync and synchronous_commit on (benchmarks)
         self.bindir = _bindir()
         self.dir = None
         self.port = None
@@ -110,8 +111,9 @@ class PgCluster:
                           os.path.join(self.dir, "server.log")] + list(args))
 
     def start_again(self):
-        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c max_connections=200" % (self.port, self.dir))
+        durability = "" if self.durable else "-c fsync=off -c synchronous_commit=off "
+        opts = ("-p %d -k %s -c listen_addresses=127.0.0.1 %s-c max_connections=200"
+                % (self.port, self.dir, durability))
         self._pg_ctl("-o", opts, "-w", "-t", "60", "start")
         self.running = True
 

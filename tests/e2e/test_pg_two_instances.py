@@ -146,6 +146,41 @@ class TwoInstancesTest(PgServeCase):
         self.assertEqual(self.count("SELECT COUNT(*) FROM session_wakeups"), 0)
         self.assertEqual(self.count("SELECT COUNT(*) FROM checkpoints WHERE state <> 1"), 0)
 
+    def test_a_message_posted_to_the_other_instance_runs_once_there(self):
+        model = self.server({"responses": [
+            {"text": "first, on A"},
+            {"text": "second, on B"},
+        ]})
+        self.agent(model)
+        _, a = self.serve()
+        _, b = self.serve()
+        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        sid = s["id"]
+        status, t1 = self.call(a, "POST", "/v1/sessions/%s/turns" % sid, {"input": "one"})
+        self.assertEqual(status, 202, t1)
+        status, w = self.call(a, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (sid, t1["id"]))
+        self.assertEqual(w["result"]["stop"], "completed", w)
+        # The next message goes to B, which never ran the session: B takes
+        # the lease A released and runs it, once.
+        watcher = EventStream(a, sid, self.events(a, sid)[-1]["seq"])
+        status, t2 = self.call(b, "POST", "/v1/sessions/%s/turns" % sid, {"input": "two"})
+        self.assertEqual(status, 202, t2)
+        status, w = self.call(b, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (sid, t2["id"]))
+        self.assertEqual(w["result"]["stop"], "completed", w)
+        self.assertEqual(w["result"]["final_text"], "second, on B")
+        seen = watcher.wait(self)  # A's watcher sees B's turn, tailed from the log
+        self.assertEqual(seen[-1]["turn_id"], t2["id"])
+        stored = self.events(a, sid)
+        self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
+        self.assertEqual([e["turn_id"] for e in stored if e["type"] == "turn_end"],
+                         [t1["id"], t2["id"]])
+        self.assertEqual(len(model.requests()), 2)
+        self.wait_for("B's release of the lease", lambda: self.count(
+            "SELECT COUNT(*) FROM sessions WHERE lease_token IS NOT NULL") == 0)
+
     def test_an_instance_killed_mid_turn_is_taken_over_by_the_other(self):
         model = self.server({"responses": [
             {"tool_calls": [{"id": "c1", "name": "write",
