@@ -1218,7 +1218,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   };
   cfg.system_prompt = system_prompt_;
   cfg.budget = EffectiveBudget();
-  cfg.tools = registry_.Specs();
+  cfg.tools = registry_.SpecList();
   cfg.policy = policy_;
   cfg.hooks = hooks_;
   cfg.sink = &active->sink;
