@@ -19,6 +19,7 @@
 #include <malloc.h>
 #include <time.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -104,8 +105,9 @@ class SilentModel {
   }
 
   void Read(const std::shared_ptr<Conn>& c) {
-    c->buf.reserve(c->buf.size() + 65536);
-    auto chunk = std::make_shared<std::array<char, 65536>>();
+    // Small buffers: the model runs in this process, so its memory per
+    // connection counts in kb_per_turn (about 4 KB).
+    auto chunk = std::make_shared<std::array<char, 4096>>();
     c->socket.async_read_some(asio::buffer(*chunk),
                               [this, c, chunk](boost::system::error_code ec, size_t n) {
                                 if (ec) return;
