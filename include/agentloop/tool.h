@@ -171,6 +171,13 @@ class Tool {
   // Name, description, schema and flags. Stable for the tool's lifetime.
   virtual const ToolSpec& spec() const = 0;
 
+  // The object spec() returns when it is immutable and owned by this
+  // pointer, which the tool may share with other instances (the built-in
+  // tools build each spec once per process); null otherwise. Registries
+  // whose tools all answer it share one list of specs (ToolRegistry::
+  // SpecList) instead of a copy of every schema per session.
+  virtual std::shared_ptr<const ToolSpec> shared_spec() const { return nullptr; }
+
   // Performs the call. See the file comment for the two kinds of failure.
   // REQUIRES: call.input satisfies spec().input_schema; the call was allowed.
   virtual Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) = 0;
@@ -188,6 +195,10 @@ class ToolRegistry {
   void Retain(const std::function<bool(const ToolSpec&)>& keep);
   // Specs in registration order.
   std::vector<ToolSpec> Specs() const;
+  // The same as a shared list: when every tool has a shared_spec(), the
+  // list is shared with every registry of the same specs in this process
+  // (built once); otherwise a copy of this registry's specs.
+  ToolSpecList SpecList() const;
   size_t size() const { return tools_.size(); }
 
  private:

@@ -87,7 +87,7 @@ struct TurnConfig {
   Budget budget = DefaultBudget(CommandKind::kCode);
   // Every tool of the session. Read-only commands offer only the
   // non-mutating ones to the model.
-  std::vector<ToolSpec> tools;
+  ToolSpecList tools;
   // Null: DefaultPermissionPolicy.
   std::shared_ptr<const PermissionPolicy> policy;
   std::vector<std::shared_ptr<Hook>> hooks;

@@ -10,7 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,6 +155,59 @@ struct ToolSpec {
   bool reads_files = false;
 
   bool operator==(const ToolSpec&) const = default;
+};
+
+// The shared state of a ToolSpecList.
+struct ToolSpecListData {
+  std::vector<ToolSpec> specs;
+  uint64_t uid = 0;
+  int64_t chars = 0;
+};
+
+// An immutable list of tool specs that copies share: a session's tools are
+// handed to every turn and every request without copying their schemas.
+// Built from a vector or a braced list (implicitly, so `config.tools =
+// registry.Specs()` reads as a vector's assignment); never changed after.
+// Thread-safety: immutable; copies may be used from any thread.
+class ToolSpecList {
+ public:
+  ToolSpecList() = default;
+  ToolSpecList(std::vector<ToolSpec> specs);           // NOLINT(google-explicit-constructor)
+  ToolSpecList(std::initializer_list<ToolSpec> specs)  // NOLINT(google-explicit-constructor)
+      : ToolSpecList(std::vector<ToolSpec>(specs)) {}
+
+  std::span<const ToolSpec> view() const;
+  const ToolSpec* begin() const { return view().data(); }
+  const ToolSpec* end() const { return view().data() + view().size(); }
+  size_t size() const { return data_ ? data_->specs.size() : 0; }
+  bool empty() const { return size() == 0; }
+  const ToolSpec& operator[](size_t i) const { return data_->specs[i]; }
+  // The shared vector (null for an empty list); it lives as long as any
+  // copy of the list or of this pointer.
+  std::shared_ptr<const std::vector<ToolSpec>> shared() const;
+  // Identity of the list for per-request caches (ModelRequest::tools_uid):
+  // random, non-zero, the same for every copy; 0 for an empty list.
+  uint64_t uid() const { return data_ ? data_->uid : 0; }
+  // Characters of the names, descriptions and serialized schemas (the
+  // part of a request the tools take, for context estimates); computed
+  // once, when the list is made.
+  int64_t chars() const { return data_ ? data_->chars : 0; }
+
+  // A reference that does not keep the list alive (caches of lists).
+  class Weak {
+   public:
+    Weak() = default;
+    explicit Weak(const ToolSpecList& list) : data_(list.data_) {}
+    // The list, or an empty one when every copy of it has gone.
+    ToolSpecList lock() const;
+    bool expired() const { return data_.expired(); }
+
+   private:
+    std::weak_ptr<const ToolSpecListData> data_;
+  };
+
+ private:
+  std::shared_ptr<const ToolSpecListData> data_;
 };
 
 struct Usage {

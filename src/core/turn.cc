@@ -177,22 +177,30 @@ class Turn::Impl {
     if (!cfg_.policy) cfg_.policy = std::make_shared<DefaultPermissionPolicy>();
     if (!cfg_.clock) cfg_.clock = [] { return std::chrono::steady_clock::now(); };
     if (!cfg_.now_ms) cfg_.now_ms = SystemNowMs;
-    std::vector<ToolSpec> offered;
-    for (const auto& t : cfg_.tools) {
-      if (Turn::CheckReadOnly(cfg_.command, t).empty()) offered.push_back(t);
+    // The session's list itself when every tool is offered (no copy of the
+    // schemas, and its identity for the providers' caches); a filtered copy
+    // in a read-only command that leaves some out.
+    ToolSpecList offered = cfg_.tools;
+    const bool all_offered = std::all_of(
+        cfg_.tools.begin(), cfg_.tools.end(),
+        [&](const ToolSpec& t) { return Turn::CheckReadOnly(cfg_.command, t).empty(); });
+    if (!all_offered) {
+      std::vector<ToolSpec> kept;
+      for (const auto& t : cfg_.tools) {
+        if (Turn::CheckReadOnly(cfg_.command, t).empty()) kept.push_back(t);
+      }
+      offered = ToolSpecList(std::move(kept));
     }
-    offered_ = std::make_shared<const std::vector<ToolSpec>>(std::move(offered));
+    offered_ =
+        offered.shared() ? offered.shared() : std::make_shared<const std::vector<ToolSpec>>();
+    offered_uid_ = offered.uid() != 0 ? offered.uid() : RandomU64() | 1;
     hook_ctx_.session_id = cfg_.session_id;
     hook_ctx_.turn_id = cfg_.turn_id;
     hook_ctx_.workspace = cfg_.workspace;
     hook_ctx_.command = cfg_.command;
     // The part of every request that is not history, for the chars/4
     // context estimate (once per turn, never per step).
-    fixed_chars_ = static_cast<int64_t>(cfg_.system_prompt.size());
-    for (const auto& t : *offered_) {
-      fixed_chars_ +=
-          static_cast<int64_t>(t.name.size() + t.description.size() + t.input_schema.dump().size());
-    }
+    fixed_chars_ = static_cast<int64_t>(cfg_.system_prompt.size()) + offered.chars();
     measure_ = cfg_.context_measure;
   }
 
@@ -1476,8 +1484,9 @@ class Turn::Impl {
   // read the request's tools, which view it.
   std::shared_ptr<const std::vector<ToolSpec>> offered_;
   // Identity of offered_ for providers' caches (ModelRequest::tools_uid):
-  // random, so turns of different sessions sharing a provider never match.
-  const uint64_t offered_uid_ = RandomU64() | 1;
+  // the list's own (ToolSpecList::uid), so turns and sessions that offer
+  // the same shared list match, and different lists never do.
+  uint64_t offered_uid_ = 0;
   TurnCounters counters_;
   uint64_t seq_;
   HookContext hook_ctx_;

@@ -1005,6 +1005,94 @@ TEST_F(TurnTest, OfferedToolsHaveOneIdentityPerTurn) {
   EXPECT_EQ(provider_.requests().back().tools_uid, 0u);
 }
 
+// A turn offers the session's list itself (no copy of the schemas) under
+// the list's identity, so the next turn's requests carry the same tools_uid;
+// a read-only command that leaves tools out offers a list of its own.
+TEST_F(TurnTest, OfferedToolsShareTheSessionsList) {
+  TurnConfig cfg = Config();
+  const ToolSpecList list = cfg.tools;
+  {
+    Turn turn(cfg, transcript_);
+    EXPECT_EQ(turn.offered_tools().data(), list.view().data());
+    EXPECT_EQ(turn.offered_tools().size(), list.size());
+  }
+  provider_.Text("one");
+  Run(cfg);
+  provider_.Text("two");
+  Run(cfg);
+  ASSERT_EQ(provider_.requests().size(), 2u);
+  EXPECT_EQ(provider_.requests()[0].tools_uid, list.uid());
+  EXPECT_EQ(provider_.requests()[1].tools_uid, list.uid());
+
+  TurnConfig plan = Config(CommandKind::kPlan);
+  plan.tools = list;
+  Turn turn(plan, transcript_);
+  ASSERT_EQ(turn.offered_tools().size(), 2u);  // write is left out
+  EXPECT_NE(turn.offered_tools().data(), list.view().data());
+  EXPECT_EQ(turn.offered_tools()[0].name, "echo");
+  EXPECT_EQ(turn.offered_tools()[1].name, "fail");
+}
+
+// Registries whose tools share their specs share one list of them; a tool
+// without a shared spec gets the registry a copy of its own.
+TEST(ToolRegistrySpecList, SharedSpecsShareOneList) {
+  class SharedTool : public Tool {
+   public:
+    explicit SharedTool(std::shared_ptr<const ToolSpec> s) : spec_(std::move(s)) {}
+    const ToolSpec& spec() const override { return *spec_; }
+    std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
+    Result<ToolOutput> Run(const ToolCall&, ToolContext&) override { return ToolOutput::Ok(""); }
+
+   private:
+    std::shared_ptr<const ToolSpec> spec_;
+  };
+  ToolSpec a_spec;
+  a_spec.name = "a";
+  a_spec.input_schema = Json{{"type", "object"}};
+  ToolSpec b_spec = a_spec;
+  b_spec.name = "b";
+  auto a = std::make_shared<const ToolSpec>(a_spec);
+  auto b = std::make_shared<const ToolSpec>(b_spec);
+  ToolRegistry one, two;
+  one.Add(std::make_shared<SharedTool>(a));
+  one.Add(std::make_shared<SharedTool>(b));
+  two.Add(std::make_shared<SharedTool>(a));
+  two.Add(std::make_shared<SharedTool>(b));
+  ToolSpecList l1 = one.SpecList();
+  ToolSpecList l2 = two.SpecList();
+  ASSERT_EQ(l1.size(), 2u);
+  EXPECT_EQ(l1[0].name, "a");
+  EXPECT_EQ(l1[1].name, "b");
+  EXPECT_EQ(l1.shared(), l2.shared());
+  EXPECT_EQ(l1.uid(), l2.uid());
+  EXPECT_NE(l1.uid(), 0u);
+
+  // Another order is another list.
+  ToolRegistry reversed;
+  reversed.Add(std::make_shared<SharedTool>(b));
+  reversed.Add(std::make_shared<SharedTool>(a));
+  EXPECT_NE(reversed.SpecList().shared(), l1.shared());
+  EXPECT_EQ(reversed.SpecList()[0].name, "b");
+
+  // A tool without a shared spec: a copy per call, equal in content.
+  ToolRegistry mixed;
+  mixed.Add(std::make_shared<SharedTool>(a));
+  mixed.Add(std::make_shared<FnTool>(b_spec, [](const ToolCall&, ToolContext&) {
+    return Result<ToolOutput>(ToolOutput::Ok(""));
+  }));
+  ToolSpecList m1 = mixed.SpecList();
+  ToolSpecList m2 = mixed.SpecList();
+  EXPECT_NE(m1.shared(), m2.shared());
+  EXPECT_NE(m1.uid(), m2.uid());
+  EXPECT_TRUE(std::equal(m1.begin(), m1.end(), l1.begin(), l1.end()));
+
+  // When every copy of a list has gone, the next one is made anew.
+  const uint64_t uid = l1.uid();
+  l1 = {};
+  l2 = {};
+  EXPECT_NE(one.SpecList().uid(), uid);
+}
+
 TEST_F(TurnTest, HooksTransformRequestsChainAndGateTools) {
   auto h1 = std::make_shared<RecordingHook>();
   auto h2 = std::make_shared<RecordingHook>();

@@ -1434,7 +1434,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
       }
     }
   }
-  cfg.tools = registry_.Specs();
+  cfg.tools = registry_.SpecList();
   cfg.policy = policy_;
   cfg.hooks = hooks_;
   cfg.sink = &active->sink;

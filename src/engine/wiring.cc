@@ -125,7 +125,7 @@ Result<WiredPolicy> WirePolicy(const SessionOptions& spec, const ToolRegistry& r
   add(spec.ask, Decision::kAsk);
   add(spec.allow, Decision::kAllow);
   permissions::ParseOptions parse_opts;
-  parse_opts.tools = registry.Specs();
+  parse_opts.tools = registry.SpecList();
   AL_ASSIGN_OR_RETURN(permissions::RuleSet rules, permissions::ParseRules(sources, parse_opts));
   for (const auto& w : rules.warnings) out.warnings.push_back("permissions: " + w);
   permissions::PolicyOptions popts;

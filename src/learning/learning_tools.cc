@@ -52,17 +52,27 @@ ToolOutput Error(const std::string& text) { return ToolOutput::Error("Error: " +
 
 class LearningTool : public Tool {
  public:
-  LearningTool(LearningDirs dirs, ToolSpec spec) : dirs_(std::move(dirs)), spec_(std::move(spec)) {}
-  const ToolSpec& spec() const override { return spec_; }
+  LearningTool(LearningDirs dirs, std::shared_ptr<const ToolSpec> spec)
+      : dirs_(std::move(dirs)), spec_(std::move(spec)) {}
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
+
+  // The spec `Make` builds, built once per process and shared by every
+  // instance.
+  template <ToolSpec (*Make)()>
+  static std::shared_ptr<const ToolSpec> Once() {
+    static const std::shared_ptr<const ToolSpec> spec = std::make_shared<const ToolSpec>(Make());
+    return spec;
+  }
 
  protected:
   LearningDirs dirs_;
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
 };
 
 class MemorySaveTool : public LearningTool {
  public:
-  explicit MemorySaveTool(LearningDirs dirs) : LearningTool(std::move(dirs), MakeSpec()) {}
+  explicit MemorySaveTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -129,7 +139,7 @@ class MemorySaveTool : public LearningTool {
 
 class MemorySearchTool : public LearningTool {
  public:
-  explicit MemorySearchTool(LearningDirs dirs) : LearningTool(std::move(dirs), MakeSpec()) {}
+  explicit MemorySearchTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -209,7 +219,7 @@ class MemorySearchTool : public LearningTool {
 
 class MemoryDeleteTool : public LearningTool {
  public:
-  explicit MemoryDeleteTool(LearningDirs dirs) : LearningTool(std::move(dirs), MakeSpec()) {}
+  explicit MemoryDeleteTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -249,7 +259,7 @@ class MemoryDeleteTool : public LearningTool {
 
 class SkillTool : public LearningTool {
  public:
-  explicit SkillTool(LearningDirs dirs) : LearningTool(std::move(dirs), MakeSpec()) {}
+  explicit SkillTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -303,7 +313,8 @@ class SkillTool : public LearningTool {
 
 class SynthesizeSkillTool : public LearningTool {
  public:
-  explicit SynthesizeSkillTool(LearningDirs dirs) : LearningTool(std::move(dirs), MakeSpec()) {}
+  explicit SynthesizeSkillTool(LearningDirs dirs)
+      : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;

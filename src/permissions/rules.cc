@@ -342,7 +342,7 @@ bool ToolNameMatches(const Rule& rule, std::string_view tool) {
 }
 
 Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source,
-                       const std::vector<ToolSpec>& tools) {
+                       std::span<const ToolSpec> tools) {
   std::string_view t = Trim(text);
   if (t.empty()) return RuleError(text, source, "empty rule");
   Rule r;
@@ -410,7 +410,7 @@ Result<Rule> ParseRule(std::string_view text, Decision decision, std::string sou
 }
 
 Result<Rule> ParseRuleTable(const Json& table, std::string source,
-                            const std::vector<ToolSpec>& tools) {
+                            std::span<const ToolSpec> tools) {
   if (!table.is_object()) return InvalidArgument("rule table from " + source + " is not a table");
   std::string label =
       table.contains("name") && table["name"].is_string()
@@ -520,7 +520,7 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
   for (const RuleSource& src : sources) {
     auto add_list = [&](const std::vector<std::string>& list, Decision d) {
       for (const auto& text : list) {
-        auto r = ParseRule(text, d, src.source, options.tools);
+        auto r = ParseRule(text, d, src.source, options.tools.view());
         if (r.ok()) {
           set.rules.push_back(std::move(*r));
         } else {
@@ -532,7 +532,7 @@ Result<RuleSet> ParseRules(const std::vector<RuleSource>& sources, const ParseOp
     add_list(src.ask, Decision::kAsk);
     add_list(src.allow, Decision::kAllow);
     for (const Json& t : src.tables) {
-      auto r = ParseRuleTable(t, src.source, options.tools);
+      auto r = ParseRuleTable(t, src.source, options.tools.view());
       if (r.ok()) {
         set.rules.push_back(std::move(*r));
       } else {

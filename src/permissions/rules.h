@@ -45,6 +45,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -161,7 +162,7 @@ struct ParseOptions {
   // pattern kind (a pattern on a tool that takes none is an error); rules
   // naming other tools get a warning (tools named `mcp__*` are exempt: MCP
   // servers are discovered later). Empty: no check.
-  std::vector<ToolSpec> tools;
+  ToolSpecList tools;
 };
 
 // Parses `bash(git status*)`, `read(src/**)`, `*`, `bash`, `mcp__x__y`.
@@ -170,11 +171,11 @@ struct ParseOptions {
 // bad tool name, unbalanced parentheses, a pattern on `*` or on a known tool
 // that takes none, a pattern that does not compile.
 Result<Rule> ParseRule(std::string_view text, Decision decision, std::string source,
-                       const std::vector<ToolSpec>& tools = {});
+                       std::span<const ToolSpec> tools = {});
 
 // Parses one structured rule (see RuleSource::tables).
 Result<Rule> ParseRuleTable(const Json& table, std::string source,
-                            const std::vector<ToolSpec>& tools = {});
+                            std::span<const ToolSpec> tools = {});
 
 // Parses every layer, in order. All errors are reported together (one
 // kInvalidArgument, messages joined by "; "); nothing is half-loaded.

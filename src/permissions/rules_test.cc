@@ -56,8 +56,8 @@ TEST(ParseRuleTest, ErrorsNameRuleAndSource) {
                                          {"*(x)", "takes no pattern"},
                                          {"bash(cat [abc)", "does not parse"},
                                          {"  ", "empty rule"}}) {
-    auto r =
-        ParseRule(c.text, Decision::kDeny, "cfg.toml", {TestSpec("bash"), TestSpec("ask_user")});
+    auto r = ParseRule(c.text, Decision::kDeny, "cfg.toml",
+                       std::vector<ToolSpec>{TestSpec("bash"), TestSpec("ask_user")});
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_EQ(r.error().code(), Code::kInvalidArgument);
     EXPECT_THAT(r.error().message(), HasSubstr(c.fragment)) << c.text;

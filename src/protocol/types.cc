@@ -273,4 +273,32 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "stop";
 }
 
+ToolSpecList::ToolSpecList(std::vector<ToolSpec> specs) {
+  if (specs.empty()) return;
+  auto data = std::make_shared<ToolSpecListData>();
+  data->uid = RandomU64() | 1;
+  for (const ToolSpec& t : specs) {
+    data->chars +=
+        static_cast<int64_t>(t.name.size() + t.description.size() + t.input_schema.dump().size());
+  }
+  data->specs = std::move(specs);
+  data_ = std::move(data);
+}
+
+std::span<const ToolSpec> ToolSpecList::view() const {
+  if (!data_) return {};
+  return data_->specs;
+}
+
+std::shared_ptr<const std::vector<ToolSpec>> ToolSpecList::shared() const {
+  if (!data_) return nullptr;
+  return std::shared_ptr<const std::vector<ToolSpec>>(data_, &data_->specs);
+}
+
+ToolSpecList ToolSpecList::Weak::lock() const {
+  ToolSpecList out;
+  out.data_ = data_.lock();
+  return out;
+}
+
 }  // namespace agentloop

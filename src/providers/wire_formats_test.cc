@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/ids.h"
 #include "fake_model_server.h"
 #include "providers/factory.h"
 #include "providers/http_provider.h"
@@ -443,20 +444,47 @@ TEST(RequestBuilding, ToolListIdentityByUid) {
     ModelRequest req;
     req.history = h;
     req.tools = tools;
-    req.tools_uid = 5;
+    // The table of serialized lists is shared by the process: uids of
+    // their own keep this test apart from others.
+    const uint64_t uid = RandomU64() | 1;
+    req.tools_uid = uid;
     EXPECT_NE(p.BuildBody(req).find("alpha"), std::string::npos);
     // Same uid: trusted, the specs are not looked at (the contract says
     // they cannot differ).
     tools[0].input_schema["properties"] = Json{{"beta", Json::object()}};
     EXPECT_NE(p.BuildBody(req).find("alpha"), std::string::npos);
-    // Another uid, or none: compared, and rebuilt.
-    req.tools_uid = 6;
+    // Another uid, or none: rebuilt.
+    req.tools_uid = RandomU64() | 1;
     std::string b = p.BuildBody(req);
     EXPECT_NE(b.find("beta"), std::string::npos) << b;
     tools[0].input_schema["properties"] = Json{{"gamma", Json::object()}};
     req.tools_uid = 0;
     b = p.BuildBody(req);
     EXPECT_NE(b.find("gamma"), std::string::npos) << b;
+  }
+}
+
+// Providers of the same format (one per session) share the serialized list
+// of a tools_uid: the second provider's body holds the first one's list, not
+// a serialization of its own (here told apart by a changed schema, which
+// the uid's contract rules out in real requests).
+TEST(RequestBuilding, ProvidersShareTheSerializedListOfAUid) {
+  auto first = ProvidersOfEveryFormat();
+  auto second = ProvidersOfEveryFormat();
+  for (size_t i = 0; i < first.size(); ++i) {
+    std::vector<Message> h{Message::User("hi")};
+    std::vector<ToolSpec> tools(1);
+    tools[0].name = "probe";
+    tools[0].input_schema = Json{{"type", "object"}, {"properties", {{"alpha", Json::object()}}}};
+    ModelRequest req;
+    req.history = h;
+    req.tools = tools;
+    req.tools_uid = RandomU64() | 1;
+    EXPECT_NE(first[i]->BuildBody(req).find("alpha"), std::string::npos);
+    tools[0].input_schema["properties"] = Json{{"beta", Json::object()}};
+    std::string b = second[i]->BuildBody(req);
+    EXPECT_NE(b.find("alpha"), std::string::npos) << b;
+    EXPECT_EQ(b.find("beta"), std::string::npos) << b;
   }
 }
 

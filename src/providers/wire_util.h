@@ -2,10 +2,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agentloop/json.h"
@@ -69,34 +72,81 @@ inline Result<Json> ParseEventJson(std::string_view data, std::string_view what)
 // change. The schemas are the same for every request of a session, and
 // serializing them anew was the largest part of building a request body;
 // comparing them with the cached copy costs a fraction of that.
+//
+// A request with a tools_uid (a turn's shared list, ToolSpecList::uid) is
+// looked up by that uid in a process-wide table per `Entry` type (one per
+// wire format; the last kSharedLists lists used): the sessions that offer
+// the same list share one serialized copy, and no copy of the specs is kept.
+// A request without one is compared with a copy of the last specs.
 // Thread-safe (a format may serve several sessions at once).
 class ToolsJsonCache {
  public:
+  static constexpr size_t kSharedLists = 32;
+
   // Appends the wire JSON array of r.tools to `out`. `entry` maps one
   // ToolSpec to its wire JSON; it must depend only on the spec (the cache is
-  // keyed by the specs). A request carrying the tools_uid of the cached list
-  // is a hit without comparing the specs (a deep compare of every schema
-  // cost ~75 k instructions per request).
+  // keyed by the specs, and shared by every cache with the same Entry type).
+  // A request carrying the tools_uid of a cached list is a hit without
+  // comparing the specs (a deep compare of every schema cost ~75 k
+  // instructions per request).
   template <typename Entry>
   void AppendTo(std::string& out, const ModelRequest& r, Entry&& entry) const {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool same = (r.tools_uid != 0 && r.tools_uid == uid_) ||
-                      std::equal(r.tools.begin(), r.tools.end(), key_.begin(), key_.end());
-    if (!same) {
-      Json all = Json::array();
-      for (const ToolSpec& t : r.tools) all.push_back(entry(t));
-      json_ = DumpJson(all);
-      key_.assign(r.tools.begin(), r.tools.end());
+    if (r.tools_uid != 0) {
+      if (uid_ != r.tools_uid || !json_) {
+        json_ = SharedJson<std::decay_t<Entry>>(r, entry);
+        uid_ = r.tools_uid;
+        key_.clear();
+        key_valid_ = false;
+      }
+      out += *json_;
+      return;
     }
-    uid_ = r.tools_uid;
-    out += json_;
+    const bool same =
+        key_valid_ && json_ && std::equal(r.tools.begin(), r.tools.end(), key_.begin(), key_.end());
+    if (!same) {
+      json_ = std::make_shared<const std::string>(Serialize(r.tools, entry));
+      key_.assign(r.tools.begin(), r.tools.end());
+      key_valid_ = true;
+    }
+    uid_ = 0;
+    out += *json_;
   }
 
  private:
+  template <typename Entry>
+  static std::string Serialize(std::span<const ToolSpec> tools, const Entry& entry) {
+    Json all = Json::array();
+    for (const ToolSpec& t : tools) all.push_back(entry(t));
+    return DumpJson(all);
+  }
+
+  // The serialized list of r.tools_uid from the table of Entry's format,
+  // made and added (dropping the least recently used) when missing.
+  template <typename Entry>
+  static std::shared_ptr<const std::string> SharedJson(const ModelRequest& r, const Entry& entry) {
+    using Slot = std::pair<uint64_t, std::shared_ptr<const std::string>>;
+    static std::mutex table_mu;
+    static auto* table = new std::vector<Slot>();  // most recent first; Guarded by table_mu
+    std::lock_guard<std::mutex> lock(table_mu);
+    for (size_t i = 0; i < table->size(); ++i) {
+      if ((*table)[i].first == r.tools_uid) {
+        std::rotate(table->begin(), table->begin() + static_cast<std::ptrdiff_t>(i),
+                    table->begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        return table->front().second;
+      }
+    }
+    auto json = std::make_shared<const std::string>(Serialize(r.tools, entry));
+    table->insert(table->begin(), Slot{r.tools_uid, json});
+    if (table->size() > kSharedLists) table->pop_back();
+    return json;
+  }
+
   mutable std::mutex mu_;
-  mutable std::vector<ToolSpec> key_;  // Guarded by mu_.
-  mutable uint64_t uid_ = 0;           // Guarded by mu_: tools_uid of key_, 0 unknown.
-  mutable std::string json_;           // Guarded by mu_.
+  mutable std::vector<ToolSpec> key_;  // Guarded by mu_: the specs of json_ when uid_ is 0.
+  mutable bool key_valid_ = false;     // Guarded by mu_.
+  mutable uint64_t uid_ = 0;           // Guarded by mu_: tools_uid of json_, 0 none.
+  mutable std::shared_ptr<const std::string> json_;  // Guarded by mu_.
 };
 
 // Why an image is described rather than sent.

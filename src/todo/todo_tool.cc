@@ -72,11 +72,17 @@ Json TodoInputSchema() {
 }
 
 TodoTool::TodoTool() {
-  spec_.name = std::string(kTodoToolName);
-  spec_.description = kDescription;
-  spec_.input_schema = TodoInputSchema();
-  spec_.mutates = false;
-  spec_.parallel_safe = false;
+  // Built once per process and shared by every instance.
+  static const std::shared_ptr<const ToolSpec> kSpec = [] {
+    ToolSpec s;
+    s.name = std::string(kTodoToolName);
+    s.description = kDescription;
+    s.input_schema = TodoInputSchema();
+    s.mutates = false;
+    s.parallel_safe = false;
+    return std::make_shared<const ToolSpec>(std::move(s));
+  }();
+  spec_ = kSpec;
 }
 
 Result<ToolOutput> TodoTool::Run(const ToolCall& call, ToolContext& ctx) {

@@ -36,7 +36,8 @@ class TodoTool : public Tool {
  public:
   TodoTool();
 
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
 
   // Applies the call to the session's list. Never returns a non-OK Status:
   // rejected calls are is_error outputs ("Error: ...") with the unchanged
@@ -56,7 +57,7 @@ class TodoTool : public Tool {
   void ForgetSession(const std::string& session_id);
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared by every instance
   mutable std::mutex mu_;
   std::map<std::string, TaskList> lists_;  // Guarded by mu_.
 };

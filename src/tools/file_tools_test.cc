@@ -12,6 +12,27 @@ namespace {
 
 // The permission rules know tools only by this metadata: a built-in tool
 // that lost it would silently escape every path or command rule.
+// The built-in tools build each spec once per process: every instance
+// shares it (sessions' registries then share one list of specs); bash has
+// one per maximum timeout.
+TEST(BuiltinSpecsTest, InstancesShareOneSpec) {
+  auto first = MakeBuiltinTools({});
+  auto second = MakeBuiltinTools({});
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i) {
+    ASSERT_NE(first[i]->shared_spec(), nullptr) << first[i]->spec().name;
+    EXPECT_EQ(first[i]->shared_spec(), second[i]->shared_spec()) << first[i]->spec().name;
+    EXPECT_EQ(first[i]->shared_spec().get(), &first[i]->spec()) << first[i]->spec().name;
+  }
+  BashToolOptions longer;
+  longer.max_timeout_ms = 900000;
+  BashTool a(longer), b(longer), standard;
+  EXPECT_EQ(a.shared_spec(), b.shared_spec());
+  EXPECT_NE(a.shared_spec(), standard.shared_spec());
+  EXPECT_EQ(a.spec().input_schema["properties"]["timeout_ms"]["maximum"], 900000);
+  EXPECT_EQ(standard.spec().input_schema["properties"]["timeout_ms"]["maximum"], 600000);
+}
+
 TEST(BuiltinSpecsTest, DeclareHowRulePatternsReadTheirCalls) {
   std::map<std::string, ToolSpec> specs;
   for (const auto& t : MakeBuiltinTools(BuiltinToolOptions{})) specs[t->spec().name] = t->spec();

@@ -36,25 +36,31 @@ bool HasHiddenSegment(std::string_view pattern) {
 }  // namespace
 
 GlobTool::GlobTool(GlobToolOptions options) : options_(options) {
-  spec_.name = "glob";
-  spec_.description =
-      "Find files by name pattern, newest first (by modification time). Patterns: `*` and `?` "
-      "within a path segment, `**` for any number of directories, `[abc]`, `{a,b}`; e.g. "
-      "\"**/*.py\", \"src/**/*.{ts,tsx}\", \"*.md\" (top level only). Matched against paths "
-      "relative to `path` (default: the workspace root). Files ignored by .gitignore/.ignore "
-      "and hidden files are skipped unless the pattern names a hidden segment.";
-  spec_.input_schema = Json::parse(R"({
-    "type": "object",
-    "properties": {
-      "pattern": {"type": "string", "description": "Glob pattern, e.g. \"**/*.cc\"."},
-      "path": {"type": "string", "description": "Directory to search from (default: the workspace root)."}
-    },
-    "required": ["pattern"],
-    "additionalProperties": false
-  })");
-  spec_.mutates = false;
-  spec_.parallel_safe = true;
-  DeclareSearchPath(spec_);
+  // Built once per process and shared by every instance.
+  static const std::shared_ptr<const ToolSpec> kSpec = [] {
+    ToolSpec s;
+    s.name = "glob";
+    s.description =
+        "Find files by name pattern, newest first (by modification time). Patterns: `*` and `?` "
+        "within a path segment, `**` for any number of directories, `[abc]`, `{a,b}`; e.g. "
+        "\"**/*.py\", \"src/**/*.{ts,tsx}\", \"*.md\" (top level only). Matched against paths "
+        "relative to `path` (default: the workspace root). Files ignored by .gitignore/.ignore "
+        "and hidden files are skipped unless the pattern names a hidden segment.";
+    s.input_schema = Json::parse(R"({
+      "type": "object",
+      "properties": {
+        "pattern": {"type": "string", "description": "Glob pattern, e.g. \"**/*.cc\"."},
+        "path": {"type": "string", "description": "Directory to search from (default: the workspace root)."}
+      },
+      "required": ["pattern"],
+      "additionalProperties": false
+    })");
+    s.mutates = false;
+    s.parallel_safe = true;
+    DeclareSearchPath(s);
+    return std::make_shared<const ToolSpec>(std::move(s));
+  }();
+  spec_ = kSpec;
 }
 
 Result<ToolOutput> GlobTool::Run(const ToolCall& call, ToolContext& ctx) {
@@ -155,23 +161,29 @@ Result<ToolOutput> GlobTool::Run(const ToolCall& call, ToolContext& ctx) {
 
 LsTool::LsTool(size_t max_entries, size_t output_cap_chars)
     : max_entries_(max_entries), output_cap_chars_(output_cap_chars) {
-  spec_.name = "ls";
-  spec_.description =
-      "List a directory as a tree (recursively, directories marked with a trailing '/'), "
-      "skipping .git and entries ignored by .gitignore/.ignore. `ignore` takes glob patterns of "
-      "names or paths to leave out, e.g. [\"node_modules\", \"*.log\"]. Prefer glob and grep "
-      "to find specific files.";
-  spec_.input_schema = Json::parse(R"({
-    "type": "object",
-    "properties": {
-      "path": {"type": "string", "description": "Directory to list (default: the workspace root)."},
-      "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns of entries to leave out."}
-    },
-    "additionalProperties": false
-  })");
-  spec_.mutates = false;
-  spec_.parallel_safe = true;
-  DeclareSearchPath(spec_);
+  // Built once per process and shared by every instance.
+  static const std::shared_ptr<const ToolSpec> kSpec = [] {
+    ToolSpec s;
+    s.name = "ls";
+    s.description =
+        "List a directory as a tree (recursively, directories marked with a trailing '/'), "
+        "skipping .git and entries ignored by .gitignore/.ignore. `ignore` takes glob patterns of "
+        "names or paths to leave out, e.g. [\"node_modules\", \"*.log\"]. Prefer glob and grep "
+        "to find specific files.";
+    s.input_schema = Json::parse(R"({
+      "type": "object",
+      "properties": {
+        "path": {"type": "string", "description": "Directory to list (default: the workspace root)."},
+        "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns of entries to leave out."}
+      },
+      "additionalProperties": false
+    })");
+    s.mutates = false;
+    s.parallel_safe = true;
+    DeclareSearchPath(s);
+    return std::make_shared<const ToolSpec>(std::move(s));
+  }();
+  spec_ = kSpec;
 }
 
 Result<ToolOutput> LsTool::Run(const ToolCall& call, ToolContext& ctx) {

@@ -77,33 +77,39 @@ bool PathLess(const std::string& a, const std::string& b) {
 }  // namespace
 
 GrepTool::GrepTool(GrepToolOptions options) : options_(options) {
-  spec_.name = "grep";
-  spec_.description =
-      "Search file contents with a regular expression (RE2 syntax, like ripgrep). Searches the "
-      "workspace (or `path`) recursively, skipping files ignored by .gitignore/.ignore, hidden "
-      "files and binary files. Filter files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. "
-      "\"py\", \"cc\", \"rs\"). `output_mode`: \"files_with_matches\" (default: matching file "
-      "paths), \"content\" (path:line:text, with `context` lines around each match) or "
-      "\"count\" (path:count). Results are sorted by path; limit them with `head_limit`.";
-  spec_.input_schema = Json::parse(R"({
-    "type": "object",
-    "properties": {
-      "pattern": {"type": "string", "description": "Regular expression (RE2). Escape metacharacters for a literal search, e.g. \"foo\\\\(\"."},
-      "path": {"type": "string", "description": "File or directory to search (default: the workspace root)."},
-      "glob": {"type": "string", "description": "Only search files whose name (or path, if the glob has a '/') matches, e.g. \"*.js\", \"src/**/*.{c,h}\"."},
-      "type": {"type": "string", "description": "Only search files of this type: c, cc/cpp, cmake, cs, css, go, html, java, js, json, kotlin, lua, make, md, php, proto, py, rb, rs, sh, sql, swift, toml, ts, txt, xml, yaml."},
-      "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "What to return (default files_with_matches)."},
-      "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
-      "context": {"type": "integer", "minimum": 0, "maximum": 100, "description": "Lines of context before and after each match (content mode)."},
-      "head_limit": {"type": "integer", "minimum": 0, "description": "Return at most this many lines/files/entries (0 or absent: no limit besides the output size cap)."},
-      "multiline": {"type": "boolean", "description": "Let the pattern span lines; '.' then matches newlines too (default false)."}
-    },
-    "required": ["pattern"],
-    "additionalProperties": false
-  })");
-  spec_.mutates = false;
-  spec_.parallel_safe = true;
-  DeclareSearchPath(spec_);
+  // Built once per process and shared by every instance.
+  static const std::shared_ptr<const ToolSpec> kSpec = [] {
+    ToolSpec s;
+    s.name = "grep";
+    s.description =
+        "Search file contents with a regular expression (RE2 syntax, like ripgrep). Searches the "
+        "workspace (or `path`) recursively, skipping files ignored by .gitignore/.ignore, hidden "
+        "files and binary files. Filter files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. "
+        "\"py\", \"cc\", \"rs\"). `output_mode`: \"files_with_matches\" (default: matching file "
+        "paths), \"content\" (path:line:text, with `context` lines around each match) or "
+        "\"count\" (path:count). Results are sorted by path; limit them with `head_limit`.";
+    s.input_schema = Json::parse(R"({
+      "type": "object",
+      "properties": {
+        "pattern": {"type": "string", "description": "Regular expression (RE2). Escape metacharacters for a literal search, e.g. \"foo\\\\(\"."},
+        "path": {"type": "string", "description": "File or directory to search (default: the workspace root)."},
+        "glob": {"type": "string", "description": "Only search files whose name (or path, if the glob has a '/') matches, e.g. \"*.js\", \"src/**/*.{c,h}\"."},
+        "type": {"type": "string", "description": "Only search files of this type: c, cc/cpp, cmake, cs, css, go, html, java, js, json, kotlin, lua, make, md, php, proto, py, rb, rs, sh, sql, swift, toml, ts, txt, xml, yaml."},
+        "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "What to return (default files_with_matches)."},
+        "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+        "context": {"type": "integer", "minimum": 0, "maximum": 100, "description": "Lines of context before and after each match (content mode)."},
+        "head_limit": {"type": "integer", "minimum": 0, "description": "Return at most this many lines/files/entries (0 or absent: no limit besides the output size cap)."},
+        "multiline": {"type": "boolean", "description": "Let the pattern span lines; '.' then matches newlines too (default false)."}
+      },
+      "required": ["pattern"],
+      "additionalProperties": false
+    })");
+    s.mutates = false;
+    s.parallel_safe = true;
+    DeclareSearchPath(s);
+    return std::make_shared<const ToolSpec>(std::move(s));
+  }();
+  spec_ = kSpec;
 }
 
 Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,32 +21,35 @@ namespace agentloop::tools {
 class ReadTool final : public Tool {
  public:
   explicit ReadTool(size_t max_output_bytes = 256 * 1024);
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   size_t max_output_bytes_;
 };
 
 class WriteTool final : public Tool {
  public:
   WriteTool();
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
 };
 
 class EditTool final : public Tool {
  public:
   EditTool();
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
 };
 
 struct GrepToolOptions {
@@ -56,11 +60,12 @@ struct GrepToolOptions {
 class GrepTool final : public Tool {
  public:
   explicit GrepTool(GrepToolOptions options = {});
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   GrepToolOptions options_;
 };
 
@@ -73,22 +78,24 @@ struct GlobToolOptions {
 class GlobTool final : public Tool {
  public:
   explicit GlobTool(GlobToolOptions options = {});
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   GlobToolOptions options_;
 };
 
 class LsTool final : public Tool {
  public:
   explicit LsTool(size_t max_entries = 1000, size_t output_cap_chars = 30000);
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   size_t max_entries_;
   size_t output_cap_chars_;
 };
@@ -121,7 +128,8 @@ struct BashToolOptions {
 class BashTool final : public Tool {
  public:
   explicit BashTool(BashToolOptions options = {});
-  const ToolSpec& spec() const override { return spec_; }
+  const ToolSpec& spec() const override { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   // A sandbox that is required but unavailable (configured with fallback
   // refuse, or any call with ToolContext::read_only) is a
   // kFailedPrecondition Status (a configuration problem the model cannot
@@ -129,7 +137,9 @@ class BashTool final : public Tool {
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  ToolSpec spec_;
+  static std::shared_ptr<const ToolSpec> SharedSpec(int max_timeout_ms, bool confined);
+
+  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   BashToolOptions options_;
 };
 

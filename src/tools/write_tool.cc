@@ -107,24 +107,30 @@ std::string FileDiff(std::string_view before, std::string_view after, const std:
 }  // namespace
 
 WriteTool::WriteTool() {
-  spec_.name = "write";
-  spec_.description =
-      "Write a file in the workspace, replacing it entirely (missing parent directories are "
-      "created; the write is atomic and keeps the file's permissions). An existing file must "
-      "have been read in this session first. Prefer edit for changes to part of a file.";
-  spec_.input_schema = Json::parse(R"({
-    "type": "object",
-    "properties": {
-      "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
-      "content": {"type": "string", "description": "The complete new content of the file."}
-    },
-    "required": ["file_path", "content"],
-    "additionalProperties": false
-  })");
-  spec_.mutates = true;
-  spec_.parallel_safe = false;
-  spec_.pattern_kind = RulePatternKind::kPath;
-  spec_.pattern_args = {"file_path"};
+  // Built once per process and shared by every instance.
+  static const std::shared_ptr<const ToolSpec> kSpec = [] {
+    ToolSpec s;
+    s.name = "write";
+    s.description =
+        "Write a file in the workspace, replacing it entirely (missing parent directories are "
+        "created; the write is atomic and keeps the file's permissions). An existing file must "
+        "have been read in this session first. Prefer edit for changes to part of a file.";
+    s.input_schema = Json::parse(R"({
+      "type": "object",
+      "properties": {
+        "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
+        "content": {"type": "string", "description": "The complete new content of the file."}
+      },
+      "required": ["file_path", "content"],
+      "additionalProperties": false
+    })");
+    s.mutates = true;
+    s.parallel_safe = false;
+    s.pattern_kind = RulePatternKind::kPath;
+    s.pattern_args = {"file_path"};
+    return std::make_shared<const ToolSpec>(std::move(s));
+  }();
+  spec_ = kSpec;
 }
 
 Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
@@ -172,28 +178,34 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
 }
 
 EditTool::EditTool() {
-  spec_.name = "edit";
-  spec_.description =
-      "Replace text in a file: `old_string` must occur exactly once (include enough surrounding "
-      "lines to make it unique) unless `replace_all` is true. Match the file's text exactly, "
-      "including indentation, without the line-number prefix that read shows. The file must "
-      "have been read in this session first. Line endings, a missing final newline and other "
-      "bytes outside the replaced text are preserved.";
-  spec_.input_schema = Json::parse(R"({
-    "type": "object",
-    "properties": {
-      "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
-      "old_string": {"type": "string", "description": "The exact text to replace."},
-      "new_string": {"type": "string", "description": "The replacement text (must differ from old_string)."},
-      "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one (default false)."}
-    },
-    "required": ["file_path", "old_string", "new_string"],
-    "additionalProperties": false
-  })");
-  spec_.mutates = true;
-  spec_.parallel_safe = false;
-  spec_.pattern_kind = RulePatternKind::kPath;
-  spec_.pattern_args = {"file_path"};
+  // Built once per process and shared by every instance.
+  static const std::shared_ptr<const ToolSpec> kSpec = [] {
+    ToolSpec s;
+    s.name = "edit";
+    s.description =
+        "Replace text in a file: `old_string` must occur exactly once (include enough surrounding "
+        "lines to make it unique) unless `replace_all` is true. Match the file's text exactly, "
+        "including indentation, without the line-number prefix that read shows. The file must "
+        "have been read in this session first. Line endings, a missing final newline and other "
+        "bytes outside the replaced text are preserved.";
+    s.input_schema = Json::parse(R"({
+      "type": "object",
+      "properties": {
+        "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
+        "old_string": {"type": "string", "description": "The exact text to replace."},
+        "new_string": {"type": "string", "description": "The replacement text (must differ from old_string)."},
+        "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one (default false)."}
+      },
+      "required": ["file_path", "old_string", "new_string"],
+      "additionalProperties": false
+    })");
+    s.mutates = true;
+    s.parallel_safe = false;
+    s.pattern_kind = RulePatternKind::kPath;
+    s.pattern_args = {"file_path"};
+    return std::make_shared<const ToolSpec>(std::move(s));
+  }();
+  spec_ = kSpec;
 }
 
 Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
