@@ -1361,7 +1361,8 @@ class Turn::Impl {
                                     .tool = s.name,
                                     .arguments = s.input,
                                     .reason = s.reason,
-                                    .child_session_id = s.child_session_id});
+                                    .child_session_id = s.child_session_id,
+                                    .path = ""});
       any_approval = any_approval || s.ask_kind == PendingKind::kApproval ||
                      (s.ask_kind == PendingKind::kSubagent && s.child_waits_for_approval);
     }

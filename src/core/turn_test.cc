@@ -833,9 +833,9 @@ TEST_F(TurnTest, ADecidedMutatingCallInPlanModeIsRefused) {
   cp.turn_id = "turn";
   cp.command = CommandKind::kPlan;
   cp.tool_use_ids = {"w"};
-  cp.decisions.push_back(
-      BatchDecision{PendingItem{"p", PendingKind::kApproval, "w", "write", Json{{"x", "f"}}, ""},
-                    ApprovalDecision::Allow("cli")});
+  cp.decisions.push_back(BatchDecision{
+      PendingItem{"p", PendingKind::kApproval, "w", "write", Json{{"x", "f"}}, "", "", ""},
+      ApprovalDecision::Allow("cli")});
   TurnResult r = Run(Config(CommandKind::kPlan), TurnInput::Decided(cp));
   EXPECT_EQ(r.stop, StopReason::kToolRefused);
   EXPECT_THAT(r.reason, ::testing::StartsWith("PLAN_MODE_REFUSED:"));

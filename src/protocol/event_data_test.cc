@@ -118,8 +118,14 @@ Sample Make(const D& full, const D& minimal) {
 }
 
 std::vector<Sample> Samples() {
-  PendingItem item{"pend-1", PendingKind::kApproval,       "call-1",
-                   "write",  Json{{"file_path", "a.txt"}}, "write is asked"};
+  PendingItem item{"pend-1",
+                   PendingKind::kApproval,
+                   "call-1",
+                   "write",
+                   Json{{"file_path", "a.txt"}},
+                   "write is asked",
+                   "",
+                   ""};
   Checkpoint cp;
   cp.session_id = "s1";
   cp.turn_id = "t1";

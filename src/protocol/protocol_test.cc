@@ -57,7 +57,7 @@ TEST(CodecTest, CheckpointRoundTrip) {
   c.tool_use_ids = {"a", "b"};
   c.results_so_far.push_back(ContentBlock::ToolResult("a", "ok", false));
   c.outstanding.push_back(PendingItem{"p1", PendingKind::kQuestion, "b", "ask_user",
-                                      Json{{"question", "why?"}}, "why?"});
+                                      Json{{"question", "why?"}}, "why?", "", ""});
   c.counters.tool_calls = 3;
   c.command = CommandKind::kFix;
   auto back = CheckpointFromJson(ToJson(c));
@@ -76,13 +76,14 @@ TEST(CodecTest, CheckpointKeepsDecisionsAndTheStuckWindow) {
   c.tool_use_ids = {"a", "b"};
   ApprovalDecision allow = ApprovalDecision::Allow("http");
   allow.edited_input = Json{{"command", "ls"}};
-  c.decisions.push_back(BatchDecision{
-      PendingItem{"p1", PendingKind::kApproval, "a", "bash", Json{{"command", "rm x"}}, "ask"},
-      allow});
+  c.decisions.push_back(BatchDecision{PendingItem{"p1", PendingKind::kApproval, "a", "bash",
+                                                  Json{{"command", "rm x"}}, "ask", "", ""},
+                                      allow});
   ApprovalDecision answer = ApprovalDecision::Allow("cli");
   answer.answer = "blue";
   c.decisions.push_back(BatchDecision{
-      PendingItem{"p2", PendingKind::kQuestion, "b", "ask_user", Json::object(), "?"}, answer});
+      PendingItem{"p2", PendingKind::kQuestion, "b", "ask_user", Json::object(), "?", "", ""},
+      answer});
   c.recent_calls = {"bash\x1f{}", "read\x1f{}"};
   auto back = CheckpointFromJson(ToJson(c));
   ASSERT_TRUE(back.ok()) << back.error().ToString();
