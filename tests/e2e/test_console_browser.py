@@ -236,10 +236,13 @@ class ConsoleBrowserTest(BrowserCase):
         self.assertEqual(tree(d), [["look at the layout", "completed",
                                     "1,234 tokens · 0 tool calls"]])
         # The child is listed under its parent, and its node opens its log.
-        child = d.find_element("css selector", "#session-list li.session.child")
-        self.assertIn("look at the layout", child.text)
-        self.assertIn("writer", child.text)
-        d.find_element("css selector", "#subagents .subagent-title").click()
+        # (Both lists are drawn again as events arrive: read and click each
+        # in one script, never through a node found earlier.)
+        self.wait(d, lambda d: d.execute_script(
+            "const li = document.querySelector('#session-list li.session.child');"
+            "return li && li.textContent.includes('look at the layout') &&"
+            " li.textContent.includes('writer')"), "the child listed under its parent")
+        d.execute_script("document.querySelector('#subagents .subagent-title').click()")
         self.wait(d, lambda d: "three folders" in " ".join(self.assistant_texts(d)) and
                   "the scout saw" not in " ".join(self.assistant_texts(d)), "the child's log")
         self.shot(d, "subagent-tree")
