@@ -2387,6 +2387,12 @@ class ServerImpl final : public Server {
 
   // --- approvals and questions -------------------------------------------
 
+  // The session whose tenant owns a pending item: its tree's root (a
+  // subagent's item is listed in its root's inbox).
+  static const std::string& TreeRootOf(const PendingRecord& p) {
+    return p.root_session_id.empty() ? p.session_id : p.root_session_id;
+  }
+
   void ListPending(const std::shared_ptr<Exchange>& ex, const Principal& who,
                    const std::string& session_id, std::optional<PendingKind> kind) {
     std::string status = ex->request().Query("status", "pending");
@@ -2404,14 +2410,9 @@ class ServerImpl final : public Server {
           std::optional<std::string> only;
           if (!session_id.empty()) only = session_id;
           AL_ASSIGN_OR_RETURN(l.items, engine_.ListPending(only));
-          // An item belongs to the tenant of its tree's root (a subagent's
-          // item is listed in its root's inbox).
-          auto owner = [](const PendingRecord& p) -> const std::string& {
-            return p.root_session_id.empty() ? p.session_id : p.root_session_id;
-          };
           std::vector<std::string> ids;
           if (!session_id.empty()) ids.push_back(session_id);
-          for (const auto& p : l.items) ids.push_back(owner(p));
+          for (const auto& p : l.items) ids.push_back(TreeRootOf(p));
           for (const std::string& id : ids) {
             if (l.tenants.count(id)) continue;
             AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(id));
@@ -2426,8 +2427,7 @@ class ServerImpl final : public Server {
           }
           Json items = Json::array();
           for (const auto& p : r->items) {
-            const std::string& root = p.root_session_id.empty() ? p.session_id : p.root_session_id;
-            if (r->tenants[root] != who.tenant) continue;
+            if (r->tenants[TreeRootOf(p)] != who.tenant) continue;
             if (kind && p.item.kind != *kind) continue;
             items.push_back(PendingJson(p, "pending"));
           }
