@@ -64,6 +64,17 @@ SessionInfo ReadSession(const Stmt& st) {
   return s;
 }
 
+// The first column of every row `st` steps through, as text.
+Result<std::vector<std::string>> FirstColumn(Stmt& st) {
+  std::vector<std::string> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
+}
+
 class SqliteSessionLock final : public SessionLock {
  public:
   SqliteSessionLock(SqliteStore* store, std::string session_id, std::string token)
@@ -814,13 +825,7 @@ Result<std::vector<std::string>> SqliteStore::ListDecided() {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM checkpoints WHERE closed = 2"
                                             " ORDER BY updated_at_ms, rowid"));
-  std::vector<std::string> out;
-  for (;;) {
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.Text(0));
-  }
-  return out;
+  return FirstColumn(st);
 }
 
 Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
@@ -1197,13 +1202,7 @@ Result<std::vector<std::string>> SqliteStore::ListQueuedSessions() {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM session_inputs"
                                             " GROUP BY session_id ORDER BY MIN(created_at_ms),"
                                             " session_id"));
-  std::vector<std::string> out;
-  for (;;) {
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.Text(0));
-  }
-  return out;
+  return FirstColumn(st);
 }
 
 // --- pinned settings ------------------------------------------------------------
