@@ -50,12 +50,6 @@ std::string FormatTime(int64_t ms) {
 
 namespace {
 
-// The message that continues a turn a dead process left unfinished (the
-// history already says, through the crash-recovery results, what was cut).
-constexpr std::string_view kContinuePrompt =
-    "The previous turn was interrupted before it finished (the agentloop process stopped). "
-    "Continue the task from where it stopped.";
-
 std::string Join(const std::vector<std::string>& v, size_t from) {
   std::string out;
   for (size_t i = from; i < v.size(); ++i) {
@@ -250,13 +244,7 @@ Result<std::string> ReadPrompt(const CommandEnv& e, const std::vector<std::strin
 // died in it).
 bool LastTurnInterrupted(SessionStore& store, const std::string& session_id) {
   Result<std::vector<StoredEvent>> events = store.Events(session_id, 0);
-  if (!events.ok()) return false;
-  uint64_t last_begin = 0, last_end = 0;
-  for (const StoredEvent& ev : *events) {
-    if (ev.type == "turn_begin") last_begin = ev.seq;
-    if (ev.type == "turn_end") last_end = ev.seq;
-  }
-  return last_begin > last_end;
+  return events.ok() && UnfinishedTurn(*events) != nullptr;
 }
 
 // ---------------------------------------------------------------- run ----
@@ -397,7 +385,7 @@ int CmdResume(const CommandEnv& e) {
     if (!e.args.quiet) {
       e.err << "agentloop: continuing the interrupted turn of session " << (*session)->id() << "\n";
     }
-    return RunTurn(e, *s, **session, std::string(kContinuePrompt));
+    return RunTurn(e, *s, **session, std::string(kContinueInterruptedPrompt));
   }
   if (to_chat) {
     s->session.session_id = (*session)->id();

@@ -330,6 +330,14 @@ struct SessionCallbacks {
   Approver* console_approver = nullptr;  // live approver for ApproverMode::kConsole/kAuto
 };
 
+// The message that continues a turn a dead process left unfinished (the
+// history already says, through the crash-recovery results, what was cut):
+// what `agentloop resume ID` and the server's {"continue": true} run when
+// the newest turn began and never ended.
+inline constexpr std::string_view kContinueInterruptedPrompt =
+    "The previous turn was interrupted before it finished (the agentloop process stopped). "
+    "Continue the task from where it stopped.";
+
 class Session {
  public:
   virtual ~Session() = default;

@@ -122,6 +122,11 @@ struct StoredEvent {
   int64_t created_at_ms = 0;
 };
 
+// The newest turn of a session's log (its events in seq order) that began
+// and never ended (a process died in it): its turn_begin event; null when
+// every turn ended.
+const StoredEvent* UnfinishedTurn(std::span<const StoredEvent> events);
+
 // The newest `turn_end` event of a session.
 struct LastTurnEnd {
   std::string turn_id;
@@ -295,6 +300,9 @@ class WakeupListener {
 struct WakeupClaim {
   // Sessions whose decided batch this caller should continue now.
   std::vector<std::string> sessions;
+  // Sessions with queued inputs and no paused batch, whose holder should
+  // take the next input (SessionStore::TakeQueuedInput).
+  std::vector<std::string> queued;
   // The next wake-up not yet due is due this many milliseconds from now.
   std::optional<int64_t> next_due_in_ms;
 };
@@ -323,6 +331,22 @@ struct OutboxNotification {
   std::string event;          // "approval.requested", ...
   std::string body;           // what is POSTed; opaque to the store
   int64_t created_at_ms = 0;  // set by AddNotification
+};
+
+// An input queued for a session while a turn runs on it (the HTTP server's
+// `on_busy: "enqueue"`): kept by the store, so that whichever process holds
+// the session next runs it, also after a crash or restart
+// (SessionStore::EnqueueInput).
+struct QueuedInput {
+  std::string id;
+  std::string session_id;
+  // The user's message; empty for a continuation.
+  std::string input;
+  // Continue the session's interrupted or failed newest turn instead of
+  // starting one on `input` (what `agentloop resume ID` does without a
+  // prompt).
+  bool continue_turn = false;
+  int64_t created_at_ms = 0;
 };
 
 class SessionStore {
@@ -455,12 +479,16 @@ class SessionStore {
   // A decision that completes a batch (Resolve) leaves a wake-up for the
   // session in the same transaction, due after a short grace in which the
   // deciding process may continue the turn itself; claiming the decided
-  // batch (ClaimDecided) removes it. Stores that one machine uses (SQLite)
+  // batch (ClaimDecided) removes it unless inputs are queued. A queued input
+  // (EnqueueInput) leaves one the same way, removed with the last queued
+  // input when no decided batch waits. Stores that one machine uses (SQLite)
   // keep none: these return nothing. docs/storage.md, "Wake-ups".
 
   // Claims up to `limit` due wake-ups of sessions whose batch is still
-  // decided: each is due again `retry_after` later (if the claimer cannot
-  // continue it, another will), unless ClaimDecided removed it by then.
+  // decided or that have queued inputs: each is due again `retry_after`
+  // later (if the claimer cannot continue it, another will), unless
+  // ClaimDecided (or taking the last queued input) removed it by then. A
+  // wake-up is dropped only when neither is left.
   virtual Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) {
     (void)limit;
     (void)retry_after;
@@ -478,6 +506,36 @@ class SessionStore {
   virtual Result<std::unique_ptr<WakeupListener>> ListenForWakeups() {
     return std::unique_ptr<WakeupListener>();
   }
+
+  // --- queued inputs --------------------------------------------------------
+  //
+  // The queue of a session's inputs that wait for its running turn to end
+  // (docs/server.md, "Queued inputs"). Whoever holds the session's lock
+  // takes the oldest one when its turn is over and runs it; a store shared
+  // by instances also leaves a wake-up for the session (announced at
+  // commit) that stays while inputs wait, so that an instance claims the
+  // session when its holder stopped or went idle without seeing the input.
+
+  // Queues `input` (with `continue_turn` as in QueuedInput) behind the
+  // session's queued inputs. Returns its place in the queue (1: next).
+  // Errors: kNotFound (no such session), kInvalidArgument (an empty input
+  // that is not a continuation).
+  virtual Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
+                                       bool continue_turn) = 0;
+  // The session's queued inputs, oldest (next) first.
+  virtual Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) = 0;
+  // Takes (removes and returns) the session's oldest queued input, in one
+  // transaction that first checks that the session's lock is held, live, by
+  // `owner_pid` of this host: of two racing takers one gets each input, and
+  // a process whose lock expired or was taken over gets none. nullopt when
+  // nothing waits, or while the session has a paused batch (open, or
+  // decided and not yet continued: its turn goes first). Errors: kLeaseLost
+  // (IsLeaseLost) when the lock is not held by `owner_pid`; kNotFound.
+  virtual Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
+                                                             int64_t owner_pid) = 0;
+  // The sessions with queued inputs, oldest input first (a server that
+  // starts runs them).
+  virtual Result<std::vector<std::string>> ListQueuedSessions() = 0;
 
   // --- per-session key/value state --------------------------------------
 

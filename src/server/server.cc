@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -114,6 +115,15 @@ struct TurnStart {
   std::shared_ptr<EventStream> stream;
   uint64_t after_seq = 0;
   TurnFinish finish;
+  // Continue the session's interrupted or failed newest turn (what
+  // `agentloop resume ID` does without a prompt) instead of the input.
+  bool continue_turn = false;
+  // When another process holds the session, queue the input in the store
+  // (answered 202 queued) instead of failing busy.
+  bool enqueue_if_busy = false;
+  // Run the session's next queued input (SessionStore::TakeQueuedInput):
+  // nothing happens when none waits or another process holds the session.
+  bool from_queue = false;
 };
 
 // A Prometheus histogram of durations in seconds.
@@ -323,10 +333,11 @@ struct Live {
   std::shared_ptr<std::stop_source> stop;
   std::string turn_id;
   bool starting = false;
-  struct Queued {
-    std::string input;
-  };
-  std::deque<Queued> queue;
+  // Inputs this server queued for the session (store.EnqueueInput): a look
+  // at the queue that began before the latest one committed looks again.
+  uint64_t enqueued = 0;
+  // Looking for the session's next queued input after a turn (StartNextQueued).
+  bool looking = false;
   // Requests for a turn that came while the finished turn's session was
   // closing: asked again once it is closed, so a client that starts its
   // next turn as soon as it sees the last one end is not told "busy".
@@ -346,7 +357,7 @@ struct Live {
   std::map<std::string, std::chrono::steady_clock::time_point> tools_started;
   // The session is in use: a turn starting or running, or the finished
   // turn's session still closing (no other turn may open it yet).
-  bool running() const { return starting || closing || session != nullptr; }
+  bool running() const { return starting || closing || looking || session != nullptr; }
   // A turn is starting or running (what clients see as "running").
   bool turn_active() const { return starting || session != nullptr; }
 };
@@ -482,12 +493,25 @@ class ServerImpl final : public Server {
   // A batch decided while no server ran it (its resolver could not take the
   // session, or stopped first) continues now, for the sessions of this
   // server's agents; a command-line session is left to its user's `resume`.
+  // Inputs queued before a restart (or for an instance that stopped) run
+  // too; a session whose batch is decided takes them after that turn.
   void ContinueDecidedBatches() {
-    Blocking([this]() { return engine_.store().ListDecided(); },
-             [this](Result<std::vector<std::string>> ids) {
-               if (!ids.ok()) return;
-               for (const auto& id : *ids) ContinueDecided(id);
-             });
+    using Lists = std::pair<std::vector<std::string>, std::vector<std::string>>;
+    Blocking(
+        [this]() -> Result<Lists> {
+          AL_ASSIGN_OR_RETURN(auto decided, engine_.store().ListDecided());
+          AL_ASSIGN_OR_RETURN(auto queued, engine_.store().ListQueuedSessions());
+          return Lists{std::move(decided), std::move(queued)};
+        },
+        [this](Result<Lists> ids) {
+          if (!ids.ok()) return;
+          for (const auto& id : ids->first) ContinueDecided(id);
+          for (const auto& id : ids->second) {
+            if (std::find(ids->first.begin(), ids->first.end(), id) == ids->first.end()) {
+              RunQueued(id);
+            }
+          }
+        });
   }
 
   SessionOptions OptionsToOpen(const std::string& session_id) const {
@@ -1710,10 +1734,23 @@ class ServerImpl final : public Server {
     const std::string& id = p[0];
     Result<Json> body = ParseBody(ex->request());
     if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
-    Status keys = OnlyKeys(*body, {"input", "on_busy"});
+    Status keys = OnlyKeys(*body, {"input", "on_busy", "continue"});
     if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
-    if (!body->contains("input") || !(*body)["input"].is_string() ||
-        (*body)["input"].get<std::string>().empty()) {
+    bool continue_turn = false;
+    if (body->contains("continue")) {
+      const Json& c = (*body)["continue"];
+      if (!c.is_boolean()) {
+        return ex->Send(Problem(400, "invalid_request", "continue must be a boolean"));
+      }
+      continue_turn = c.get<bool>();
+    }
+    if (continue_turn) {
+      if (body->contains("input")) {
+        return ex->Send(
+            Problem(400, "invalid_request", "give either input or continue: true, not both"));
+      }
+    } else if (!body->contains("input") || !(*body)["input"].is_string() ||
+               (*body)["input"].get<std::string>().empty()) {
       return ex->Send(Problem(400, "invalid_request", "input must be a non-empty string"));
     }
     std::string on_busy = "reject";
@@ -1724,39 +1761,153 @@ class ServerImpl final : public Server {
       }
       on_busy = b.get<std::string>();
     }
-    std::string input = (*body)["input"].get<std::string>();
+    std::string input = continue_turn ? std::string() : (*body)["input"].get<std::string>();
     const bool stream =
         ex->request().Header("Accept").find("text/event-stream") != std::string_view::npos;
-    WithSession(ex, who, id, [this, ex, who, p, id, input, on_busy, stream](SessionInfo info) {
-      Live& live = live_[id];
-      live.tenant = info.tenant;
-      if (AskAgainAfterClose(live, ex, [this, ex, who, p] { PostTurn(ex, who, p); })) return;
-      if (live.running()) {
-        if (on_busy == "enqueue") {
-          live.queue.push_back({input});
-          return ex->Send(
-              JsonResponse(202, {{"status", "queued"},
-                                 {"session_id", id},
-                                 {"position", live.queue.size()},
-                                 {"events_url", "/v1/sessions/" + id + "/events/stream"}}));
-        }
-        return ex->Send(Problem(409, "session_busy",
-                                "session " + id + " is running turn " + live.turn_id +
-                                    " (send on_busy: \"enqueue\" to queue this input)"));
-      }
-      TurnStart start;
-      start.after_seq = info.last_seq;
-      if (stream) start.stream = ex->OpenStream();
-      start.reply = ex;
-      StartTurn(id, input, std::move(start));
-    });
+    WithSession(
+        ex, who, id,
+        [this, ex, who, p, id, input, on_busy, continue_turn, stream](SessionInfo info) {
+          Live& live = live_[id];
+          live.tenant = info.tenant;
+          if (AskAgainAfterClose(live, ex, [this, ex, who, p] { PostTurn(ex, who, p); })) return;
+          if (live.running()) {
+            if (on_busy == "enqueue") return Enqueue(ex, id, input, continue_turn);
+            return ex->Send(Problem(409, "session_busy",
+                                    "session " + id + " is running turn " + live.turn_id +
+                                        " (send on_busy: \"enqueue\" to queue this input)"));
+          }
+          TurnStart start;
+          start.after_seq = info.last_seq;
+          start.continue_turn = continue_turn;
+          start.enqueue_if_busy = on_busy == "enqueue";
+          if (stream) start.stream = ex->OpenStream();
+          start.reply = ex;
+          StartTurn(id, input, std::move(start));
+        });
   }
 
-  // Opens the session on the pool and starts the turn (`input` empty: continue
-  // its decided batch), answered as `start` says.
+  static Json QueuedReply(const std::string& id, int64_t position) {
+    return {{"status", "queued"},
+            {"session_id", id},
+            {"position", position},
+            {"events_url", "/v1/sessions/" + id + "/events/stream"}};
+  }
+
+  // Queues the input in the store (docs/server.md, "Queued inputs"): the
+  // holder of the session takes it when the running turn ends, this server
+  // or another sharing the store.
+  void Enqueue(const std::shared_ptr<Exchange>& ex, const std::string& id, const std::string& input,
+               bool continue_turn) {
+    Blocking([this, id, input,
+              continue_turn]() { return engine_.store().EnqueueInput(id, input, continue_turn); },
+             [this, ex, id](Result<int64_t> place) {
+               if (!place.ok()) return ex->Send(FromStatus(place.error()));
+               ex->Send(JsonResponse(202, QueuedReply(id, *place)));
+               Live& live = live_[id];
+               ++live.enqueued;
+               // The turn ended while the input was being stored.
+               if (!live.running()) StartNextQueued(id);
+             });
+  }
+
+  // What StartTurn's work on the pool found: the open session and what to
+  // run on it, or why nothing runs.
+  struct Opened {
+    Result<std::unique_ptr<Session>> session = std::unique_ptr<Session>();
+    std::string input;
+    bool continue_turn = false;
+    std::optional<int64_t> queued;  // enqueued (this place) because another holds it
+    bool nothing = false;           // from_queue: no input was taken
+    bool nothing_to_continue = false;
+    bool decided = false;  // from_queue: a decided batch waits (it goes first)
+  };
+
+  // Off the io thread: opens the session (its lock) for `start` and decides
+  // what its turn runs.
+  Opened OpenForTurn(const std::string& id, std::string input, bool continue_turn,
+                     bool enqueue_if_busy, bool from_queue) {
+    Opened out;
+    out.input = std::move(input);
+    out.continue_turn = continue_turn;
+    SessionStore& store = engine_.store();
+    if (from_queue) {
+      // The common case, nothing queued, opens nothing.
+      Result<std::vector<QueuedInput>> waiting = store.ListQueuedInputs(id);
+      if (!waiting.ok() || waiting->empty()) {
+        out.nothing = true;
+        return out;
+      }
+      // A turn that a stopped process left unfinished is repaired and
+      // ended first, as a takeover does (a live holder keeps it: busy).
+      Result<std::vector<StoredEvent>> log = store.Events(id, 0);
+      if (log.ok() && UnfinishedTurn(*log) != nullptr) {
+        Result<bool> decided = TakeOverExpired(store, id, SystemNowMs());
+        if (!decided.ok() || *decided) {
+          out.nothing = true;
+          out.decided = decided.ok();
+          return out;
+        }
+      }
+    }
+    Result<SessionOptions> o = OptionsForTurn(id);
+    if (!o.ok()) {
+      out.session = o.error();
+    } else {
+      out.session = engine_.OpenSession(*o);
+    }
+    if (!out.session.ok()) {
+      if (enqueue_if_busy && out.session.error().code() == Code::kBusy) {
+        // Another process runs a turn on it: its holder takes the input.
+        Result<int64_t> place = store.EnqueueInput(id, out.input, continue_turn);
+        if (place.ok()) {
+          out.queued = *place;
+        } else {
+          out.session = place.error();
+        }
+      }
+      // A queue another process holds the session of is its holder's.
+      if (from_queue) out.nothing = true;
+      return out;
+    }
+    if (from_queue) {
+      Result<std::optional<QueuedInput>> taken =
+          store.TakeQueuedInput(id, static_cast<int64_t>(getpid()));
+      if (!taken.ok() || !taken->has_value()) {
+        if (!taken.ok()) {
+          std::fprintf(stderr, "agentloop serve: session %s: taking its queued input: %s\n",
+                       id.c_str(), taken.error().ToString().c_str());
+        }
+        out.session = std::unique_ptr<Session>();  // closed here, on the pool
+        out.nothing = true;
+        return out;
+      }
+      out.input = std::move((*taken)->input);
+      out.continue_turn = (*taken)->continue_turn;
+    }
+    if (out.continue_turn && !(*out.session)->retryable()) {
+      // As `agentloop resume ID` without a prompt: a turn a dead process
+      // left unfinished continues with a message saying so.
+      Result<std::vector<StoredEvent>> events = store.Events(id, 0);
+      if (events.ok() && UnfinishedTurn(*events) != nullptr) {
+        out.input = std::string(kContinueInterruptedPrompt);
+        out.continue_turn = false;
+      } else {
+        out.session =
+            FailedPrecondition("session " + id + " has no interrupted or failed turn to continue");
+        out.nothing_to_continue = true;
+      }
+    }
+    return out;
+  }
+
+  // Opens the session on the pool and starts the turn (`input` empty and
+  // not start.continue_turn: continue its decided batch), answered as
+  // `start` says.
   void StartTurn(const std::string& id, std::string input, TurnStart start) {
     Live& starting = live_[id];
-    starting.starting = true;
+    // A look at the queue is not a turn yet: clients see the session idle,
+    // and a request for a turn waits for the look (AskAgainAfterClose).
+    (start.from_queue ? starting.looking : starting.starting) = true;
     if (start.finish) starting.finish.push_back(std::move(start.finish));
     std::shared_ptr<Subscriber> sub;
     if (start.stream) {
@@ -1768,47 +1919,89 @@ class ServerImpl final : public Server {
       Attach(sub, id);
     }
     starting.reply = std::move(start.reply);
+    const uint64_t enqueued = starting.enqueued;
+    const bool from_queue = start.from_queue;
     Blocking(
-        [this, id]() -> Result<std::unique_ptr<Session>> {
-          AL_ASSIGN_OR_RETURN(SessionOptions o, OptionsForTurn(id));
-          return engine_.OpenSession(o);
+        [this, id, input = std::move(input), cont = start.continue_turn,
+         enqueue = start.enqueue_if_busy, from_queue]() mutable {
+          return OpenForTurn(id, std::move(input), cont, enqueue, from_queue);
         },
-        [this, id, input = std::move(input), sub](Result<std::unique_ptr<Session>> opened) mutable {
-          Live& live = live_[id];
-          if (!opened.ok()) {
-            live.starting = false;
-            Status s = opened.error();
-            Response r = s.code() == Code::kFailedPrecondition
-                             ? Problem(409, "session_paused", s.message())
-                             : FromStatus(s);
-            if (live.reply) live.reply->Settle(r);
-            live.reply.reset();
-            if (sub) sub->stream->Close(Frame("", "error", r.body));
-            Result<TurnResult> failed = s;
-            for (auto& f : std::exchange(live.finish, {})) f(live.turn_id, failed);
-            return StartNextQueued(id);
-          }
-          std::shared_ptr<Session> session = std::move(*opened);
-          live.session = session;
-          live.stop = std::make_shared<std::stop_source>();
-          live.starting = false;
-          auto observer = std::make_shared<TurnObserver>(this, id);
-          AsyncTurnCallbacks cb;
-          cb.observer = observer.get();
-          // `done` must not own the session: the io thread closes it
-          // when the turn is over, which releases its lock.
-          cb.done = [this, id, observer](Result<TurnResult> r) {
-            // Through the inbox, after the turn's last event.
-            turn_inbox_.Post([this, id, observer, r = std::move(r)]() mutable {
-              OnTurnDone(id, *observer, std::move(r));
-            });
-          };
-          if (input.empty()) {
-            session->StartContinue(executor_, std::move(cb), live.stop->get_token());
-          } else {
-            session->StartRun(input, executor_, std::move(cb), live.stop->get_token());
-          }
+        [this, id, sub, enqueued, from_queue](Opened opened) mutable {
+          live_[id].looking = false;
+          StartOpened(id, sub, enqueued, from_queue, std::move(opened));
+          if (shutting_down_) MaybeFinishShutdown();
         });
+  }
+
+  void StartOpened(const std::string& id, const std::shared_ptr<Subscriber>& sub, uint64_t enqueued,
+                   bool from_queue, Opened opened) {
+    Live& live = live_[id];
+    if (opened.queued) {
+      live.starting = false;
+      Json queued = QueuedReply(id, *opened.queued);
+      if (live.reply) live.reply->Settle(JsonResponse(202, queued));
+      live.reply.reset();
+      // A streamed request learns it in the stream's one frame.
+      if (sub) sub->stream->Close(Frame("", "queued", DumpJson(queued)));
+      ++live.enqueued;
+      return StartNextQueued(id);
+    }
+    if (opened.nothing) {
+      live.starting = false;
+      if (opened.decided) {
+        // Its queued inputs run after the continued turn.
+        StartNextQueued(id, /*look=*/false);
+        return ContinueDecided(id);
+      }
+      // An input queued here meanwhile may have missed the look.
+      if (from_queue && live.enqueued != enqueued) return StartNextQueued(id);
+      return StartNextQueued(id, /*look=*/false);
+    }
+    if (!opened.session.ok()) {
+      live.starting = false;
+      Status s = opened.session.error();
+      Response r = opened.nothing_to_continue ? Problem(409, "nothing_to_continue", s.message())
+                   : s.code() == Code::kFailedPrecondition
+                       ? Problem(409, "session_paused", s.message())
+                       : FromStatus(s);
+      if (live.reply) live.reply->Settle(r);
+      live.reply.reset();
+      if (sub) sub->stream->Close(Frame("", "error", r.body));
+      Result<TurnResult> failed = s;
+      for (auto& f : std::exchange(live.finish, {})) f(live.turn_id, failed);
+      if (from_queue) {
+        std::fprintf(stderr, "agentloop serve: session %s: its queued input: %s\n", id.c_str(),
+                     s.ToString().c_str());
+      }
+      return StartNextQueued(id, /*look=*/from_queue);
+    }
+    std::shared_ptr<Session> session = std::move(*opened.session);
+    live.session = session;
+    live.stop = std::make_shared<std::stop_source>();
+    live.starting = false;
+    auto observer = std::make_shared<TurnObserver>(this, id);
+    AsyncTurnCallbacks cb;
+    cb.observer = observer.get();
+    // `done` must not own the session: the io thread closes it
+    // when the turn is over, which releases its lock.
+    cb.done = [this, id, observer](Result<TurnResult> r) {
+      // Through the inbox, after the turn's last event.
+      turn_inbox_.Post([this, id, observer, r = std::move(r)]() mutable {
+        OnTurnDone(id, *observer, std::move(r));
+      });
+    };
+    if (opened.continue_turn) {
+      session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+    } else if (opened.input.empty()) {
+      session->StartContinue(executor_, std::move(cb), live.stop->get_token());
+    } else {
+      session->StartRun(opened.input, executor_, std::move(cb), live.stop->get_token());
+    }
+    // Started by a look that began before the shutdown, after the running
+    // turns were cancelled: cancelled as they were.
+    if (shutting_down_ && !drained_) live.stop->request_stop();
+    // Requests that waited for a look at the queue find this turn.
+    for (auto& fn : std::exchange(live.after_close, {})) fn();
   }
 
   // Receives a turn's events on the executor's threads and hands them to
@@ -1976,17 +2169,21 @@ class ServerImpl final : public Server {
             {"wait_url", "/v1/sessions/" + id + "/turns/" + turn_id + "/wait"}};
   }
 
-  void StartNextQueued(const std::string& id) {
+  // The session is idle here: runs its next queued input, if one waits and
+  // this server can take the session (`look`: look in the store), else
+  // forgets the session unless clients watch it; then asks again the
+  // requests that waited for it to close.
+  void StartNextQueued(const std::string& id, bool look = true) {
     auto it = live_.find(id);
     if (it == live_.end()) return;
     Live& live = it->second;
     if (live.running()) return;
     auto again = std::exchange(live.after_close, {});
-    if (!live.queue.empty() && !shutting_down_) {
-      std::string input = std::move(live.queue.front().input);
-      live.queue.pop_front();
-      StartTurn(id, std::move(input), TurnStart{});
-    } else if (live.subscribers.empty() && live.queue.empty()) {
+    if (look && !shutting_down_) {
+      TurnStart next;
+      next.from_queue = true;
+      StartTurn(id, std::string(), std::move(next));
+    } else if (live.subscribers.empty() && live.finish.empty() && again.empty()) {
       live_.erase(it);
     }
     for (auto& fn : again) fn();
@@ -1997,7 +2194,7 @@ class ServerImpl final : public Server {
   // shutting down by then).
   bool AskAgainAfterClose(Live& live, const std::shared_ptr<Exchange>& ex,
                           std::function<void()> again) {
-    if (!live.closing || live.session != nullptr || live.starting) return false;
+    if (!(live.closing || live.looking) || live.session != nullptr || live.starting) return false;
     live.after_close.push_back([this, ex, again = std::move(again)] {
       if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
       again();
@@ -2273,7 +2470,7 @@ class ServerImpl final : public Server {
         auto it = live_.find(sid);
         if (it == live_.end()) continue;
         std::erase(it->second.subscribers, s);
-        if (!it->second.running() && it->second.subscribers.empty() && it->second.queue.empty()) {
+        if (!it->second.running() && it->second.subscribers.empty()) {
           live_.erase(it);
         }
       }
@@ -2694,6 +2891,8 @@ class ServerImpl final : public Server {
             if (!live.running()) {
               StartTurn(rsid, "", TurnStart{});
               live_[rsid].turn_id = rtid;
+            } else {
+              ContinueWhenIdle(rsid, rtid);
             }
             answer(o);
           });
@@ -2763,6 +2962,7 @@ class ServerImpl final : public Server {
   void OnWakeupWork(const WakeupWork& w) {
     if (shutting_down_) return;
     for (const auto& id : w.decided) ContinueDecided(id);
+    for (const auto& id : w.queued) RunQueued(id);
     for (const auto& id : w.expired) {
       auto it = live_.find(id);
       if (it != live_.end() && it->second.running()) continue;  // running here
@@ -2781,7 +2981,13 @@ class ServerImpl final : public Server {
                      "agentloop serve: took over session %s (its instance stopped renewing "
                      "its lease)\n",
                      id.c_str());
-                 if (*decided) ContinueDecided(id);
+                 // The repaired session's queued inputs run after its decided
+                 // batch (the turn that ends then looks at the queue), or now.
+                 if (*decided) {
+                   ContinueDecided(id);
+                 } else {
+                   RunQueued(id);
+                 }
                });
     }
   }
@@ -2794,9 +3000,36 @@ class ServerImpl final : public Server {
              [this, id](Result<SessionInfo> s) {
                if (!s.ok() || shutting_down_ || FindAgent(s->agent) == nullptr) return;
                Live& live = live_[id];
-               if (live.running()) return;
                live.tenant = s->tenant;
+               if (live.running()) return ContinueWhenIdle(id, "");
                StartTurn(id, "", TurnStart{});
+             });
+  }
+
+  // A decided batch of a session whose last turn is closing here, or whose
+  // queue is being looked at (a look leaves a decided batch alone):
+  // continued once that is over. A turn running here needs nothing: its
+  // session's batch was decided by or for it.
+  void ContinueWhenIdle(const std::string& id, const std::string& turn_id) {
+    Live& live = live_[id];
+    if (live.session != nullptr || live.starting) return;
+    live.after_close.push_back([this, id, turn_id] {
+      if (live_[id].running() || shutting_down_) return;
+      StartTurn(id, "", TurnStart{});
+      if (!turn_id.empty()) live_[id].turn_id = turn_id;
+    });
+  }
+
+  // Runs the session's queued inputs here if this server runs its agent and
+  // nothing runs it here yet (one at a time, each after the turn before).
+  void RunQueued(const std::string& id) {
+    Blocking([this, id]() { return engine_.store().GetSession(id); },
+             [this, id](Result<SessionInfo> s) {
+               if (!s.ok() || shutting_down_ || FindAgent(s->agent) == nullptr) return;
+               Live& live = live_[id];
+               live.tenant = s->tenant;
+               if (live.running()) return;
+               StartNextQueued(id);
              });
   }
 

@@ -663,6 +663,71 @@ TEST_F(ServerTest, ABusySessionRefusesOrQueuesAndATurnCanBeCancelled) {
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 409u);
 }
 
+// Queued inputs are kept by the store: a server stopped while the turn
+// before them ran starts them, in order, when it starts again.
+TEST_F(ServerTest, QueuedInputsSurviveARestart) {
+  StartModel(Json::array({{{"text", "slow"}, {"delay_ms", 60000}},
+                          {{"text", "queued one"}},
+                          {{"text", "queued two"}}}));
+  ServerOptions so;
+  so.drain_timeout = std::chrono::milliseconds(50);
+  StartServer(so);
+  std::string sid = NewSession();
+  Reply first = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "one"}});
+  ASSERT_EQ(first.status, 202u) << first.body;
+  ASSERT_TRUE(model_->WaitForRequests(1, std::chrono::seconds(20)));
+  for (int place : {1, 2}) {
+    Reply queued = Call("POST", "/v1/sessions/" + sid + "/turns",
+                        {{"input", "queued " + std::to_string(place)}, {"on_busy", "enqueue"}});
+    ASSERT_EQ(queued.status, 202u) << queued.body;
+    EXPECT_EQ(queued.json()["status"], "queued");
+    EXPECT_EQ(queued.json()["position"], place);
+    EXPECT_EQ(queued.json()["events_url"], "/v1/sessions/" + sid + "/events/stream");
+  }
+  // Stopped: the running turn is cancelled at the drain timeout and the
+  // queue stays in the store.
+  StopServer();
+  auto waiting = engine_->store().ListQueuedInputs(sid);
+  ASSERT_TRUE(waiting.ok()) << waiting.error().ToString();
+  ASSERT_EQ(waiting->size(), 2u);
+  EXPECT_EQ((*waiting)[0].input, "queued 1");
+
+  StartServer(so);
+  Client c(port_);
+  c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0");
+  std::vector<std::string> ends;
+  while (auto f = c.Next()) {
+    if (f->event != "turn_end") continue;
+    ends.push_back(f->json()["stop"].get<std::string>() + ":" + f->json().value("final_text", ""));
+    if (ends.size() == 3) break;
+  }
+  EXPECT_EQ(ends,
+            (std::vector<std::string>{"aborted:", "completed:queued one", "completed:queued two"}));
+  EXPECT_EQ(model_->requests().size(), 3u);
+  EXPECT_TRUE(engine_->store().ListQueuedInputs(sid)->empty());
+}
+
+// {"continue": true} continues the newest turn when it failed or was
+// interrupted, as `agentloop resume ID` does, and is refused otherwise.
+TEST_F(ServerTest, ContinueRetriesAFailedTurnAndIsRefusedAfterACompletedOne) {
+  StartModel(Json::array({{{"error", {{"code", "invalid_argument"}, {"message", "bad request"}}}},
+                          {{"text", "second try"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  Json failed = RunTurn(sid, "try");
+  ASSERT_EQ(failed["stop"], "failed") << failed.dump();
+  Reply both = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "x"}, {"continue", true}});
+  EXPECT_EQ(both.status, 400u) << both.body;
+  Reply cont = Call("POST", "/v1/sessions/" + sid + "/turns", {{"continue", true}});
+  ASSERT_EQ(cont.status, 202u) << cont.body;
+  Json again = Wait(sid, cont.json()["id"]);
+  EXPECT_EQ(again["stop"], "completed") << again.dump();
+  EXPECT_EQ(again["final_text"], "second try");
+  Reply nothing = Call("POST", "/v1/sessions/" + sid + "/turns", {{"continue", true}});
+  EXPECT_EQ(nothing.status, 409u) << nothing.body;
+  EXPECT_EQ(nothing.json()["code"], "nothing_to_continue");
+}
+
 TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
   StartModel(Json::array());
   ServerOptions so;

@@ -47,6 +47,7 @@ void WakeupPoller::Loop() {
     // A store error (the database restarting) is met by the next look.
     if (auto claimed = store_.ClaimWakeups(options_.limit, options_.retry_after); claimed.ok()) {
       work.decided = std::move(claimed->sessions);
+      work.queued = std::move(claimed->queued);
       if (claimed->next_due_in_ms) {
         // Wake up when the next one falls due (NOTIFY announced it early).
         wait = std::min(wait, std::chrono::milliseconds(*claimed->next_due_in_ms + 1));
@@ -55,7 +56,7 @@ void WakeupPoller::Loop() {
     if (auto expired = store_.ListExpiredLocks(options_.limit); expired.ok()) {
       work.expired = std::move(*expired);
     }
-    if (!work.decided.empty() || !work.expired.empty()) {
+    if (!work.decided.empty() || !work.queued.empty() || !work.expired.empty()) {
       std::lock_guard lk(mu_);
       if (stopping_) return;
       found_(std::move(work));
@@ -71,13 +72,8 @@ Result<bool> TakeOverExpired(SessionStore& store, const std::string& session_id,
                       store.AcquireLock(session_id, static_cast<int64_t>(getpid())));
   AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store.Load(session_id, LoadOptions{}));
   AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> events, store.Events(session_id, 0));
-  // The newest turn_begin without a turn_end after it: the turn that was
-  // running when its instance stopped.
-  const StoredEvent* begun = nullptr;
-  for (const StoredEvent& e : events) {
-    if (e.type == "turn_begin") begun = &e;
-    if (e.type == "turn_end") begun = nullptr;
-  }
+  // The turn that was running when its instance stopped.
+  const StoredEvent* begun = UnfinishedTurn(events);
   if (begun != nullptr) {
     TurnEndData end;
     end.stop = StopReason::kFailed;

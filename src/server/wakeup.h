@@ -4,8 +4,8 @@
 //
 // WakeupPoller waits on the store's wake-up listener (PostgreSQL LISTEN on
 // one connection) and, on an announcement and at least every `poll`, claims
-// due wake-ups (decided batches to continue) and lists leases that expired
-// while held (instances that stopped mid-turn). NOTIFY is only a hint: a
+// due wake-ups (decided batches to continue, queued inputs to run) and lists
+// leases that expired while held (instances that stopped mid-turn). NOTIFY is only a hint: a
 // missed one costs at most one poll interval. A store that announces nothing
 // (SQLite, one machine) starts no thread.
 #pragma once
@@ -25,6 +25,7 @@ namespace agentloop::server {
 
 struct WakeupWork {
   std::vector<std::string> decided;  // claimed wake-ups: continue their batch
+  std::vector<std::string> queued;   // claimed wake-ups: take their next queued input
   std::vector<std::string> expired;  // sessions whose holder stopped renewing its lease
 };
 

@@ -159,6 +159,31 @@ TEST(MigrationsTest, SessionsOfAVersion2DatabaseHaveNoPinnedSettings) {
   EXPECT_EQ(*SchemaVersion(**db), BuiltinMigrations().back().version);
 }
 
+// Every earlier version migrates to the newest, and a store opened on it
+// keeps sessions and their queued inputs.
+TEST(MigrationsTest, EachEarlierVersionMigratesToTheNewest) {
+  auto all = BuiltinMigrations();
+  for (size_t k = 0; k <= all.size(); ++k) {
+    SCOPED_TRACE("from version " + std::to_string(k));
+    TempDir dir;
+    const auto path = dir.path() / "sessions.db";
+    {
+      auto db = Db::Open(path, 1000);
+      ASSERT_TRUE(db.ok());
+      ASSERT_TRUE(ApplyMigrations(**db, all.first(k), 1).ok());
+      EXPECT_EQ(*SchemaVersion(**db), static_cast<int>(k));
+    }
+    auto store = OpenSqliteStore(path, {});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    NewSessionParams p;
+    p.workspace = "/w";
+    auto info = (*store)->CreateSession(p);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(*(*store)->EnqueueInput(info->id, "next", false), 1);
+    EXPECT_EQ((*store)->ListQueuedInputs(info->id)->size(), 1u);
+  }
+}
+
 TEST(MigrationsTest, NewerDatabaseIsRefused) {
   TempDir dir;
   auto path = dir.path() / "sessions.db";

@@ -890,10 +890,9 @@ Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
     AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
   }
   if (open.size() > 0) {
-    // A superseded decided batch needs nobody any more.
-    AL_RETURN_IF_ERROR(
-        c.Exec("DELETE FROM session_wakeups WHERE session_id = $1", {P(checkpoint.session_id)})
-            .status());
+    // A superseded decided batch needs nobody any more (queued inputs still
+    // do, once this pause is over).
+    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, checkpoint.session_id));
   }
   const std::string id = NewId("ckpt");
   AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
@@ -1023,9 +1022,8 @@ Result<std::optional<Checkpoint>> PostgresStore::ClaimDecidedFenced(std::string_
   return InTxn([&](PgConn& c) -> Result<std::optional<Checkpoint>> {
     if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
     // Whoever claims, the session's wake-up is answered (and a stale one
-    // whose batch is gone is dropped).
-    AL_RETURN_IF_ERROR(
-        c.Exec("DELETE FROM session_wakeups WHERE session_id = $1", {P(session_id)}).status());
+    // whose batch is gone is dropped), unless inputs wait after the turn.
+    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
     // SKIP LOCKED: a claimer that finds the row taken by another is not the
     // one that gets it (the other closes it).
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
@@ -1153,20 +1151,36 @@ Result<WakeupClaim> PostgresStore::ClaimWakeups(int limit, std::chrono::millisec
   const int64_t now = Now();
   return InTxn([&](PgConn& c) -> Result<WakeupClaim> {
     WakeupClaim out;
-    // Rows of sessions with no decided batch left are stale: dropped.
+    // Rows of sessions with no decided batch and no queued input left are
+    // stale: dropped.
     AL_RETURN_IF_ERROR(c.Exec("DELETE FROM session_wakeups w WHERE w.not_before_ms <= $1"
                               " AND NOT EXISTS (SELECT 1 FROM checkpoints k"
-                              " WHERE k.session_id = w.session_id AND k.state = 2)",
+                              " WHERE k.session_id = w.session_id AND k.state = 2)"
+                              " AND NOT EXISTS (SELECT 1 FROM session_inputs i"
+                              " WHERE i.session_id = w.session_id)",
                               {P(now)})
                            .status());
-    // SKIP LOCKED: instances claiming together take different rows.
+    // SKIP LOCKED: instances claiming together take different rows. A
+    // session with queued inputs but an open pause is claimed (due again
+    // later) without being handed out: its inputs wait for the decision,
+    // whose wake-up makes the row due again.
     AL_ASSIGN_OR_RETURN(PgRows r,
-                        c.Exec("UPDATE session_wakeups SET not_before_ms = $2 WHERE session_id IN"
+                        c.Exec("UPDATE session_wakeups w SET not_before_ms = $2 WHERE session_id IN"
                                " (SELECT session_id FROM session_wakeups WHERE not_before_ms <= $1"
                                " ORDER BY not_before_ms LIMIT $3 FOR UPDATE SKIP LOCKED)"
-                               " RETURNING session_id",
+                               " RETURNING session_id,"
+                               " EXISTS (SELECT 1 FROM checkpoints k"
+                               " WHERE k.session_id = w.session_id AND k.state = 2),"
+                               " NOT EXISTS (SELECT 1 FROM checkpoints k"
+                               " WHERE k.session_id = w.session_id AND k.state = 0)",
                                {P(now), P(now + retry_after.count()), P(int64_t{limit})}));
-    for (int i = 0; i < r.size(); ++i) out.sessions.push_back(r.Text(i, 0));
+    for (int i = 0; i < r.size(); ++i) {
+      if (r.Text(i, 1) == "t") {
+        out.sessions.push_back(r.Text(i, 0));
+      } else if (r.Text(i, 2) == "t") {
+        out.queued.push_back(r.Text(i, 0));
+      }
+    }
     AL_ASSIGN_OR_RETURN(PgRows next, c.Exec("SELECT MIN(not_before_ms) FROM session_wakeups"));
     if (!next.empty() && !next.Null(0, 0)) {
       out.next_due_in_ms = std::max<int64_t>(0, next.Int(0, 0) - now);
@@ -1191,6 +1205,108 @@ Result<std::vector<std::string>> PostgresStore::ListExpiredLocks(int limit) {
 Result<std::unique_ptr<WakeupListener>> PostgresStore::ListenForWakeups() {
   AL_ASSIGN_OR_RETURN(auto listener, PgWakeupListener::Open(url_, kWakeupChannel));
   return std::unique_ptr<WakeupListener>(std::move(listener));
+}
+
+// --- queued inputs --------------------------------------------------------------
+
+Status PostgresStore::DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id) {
+  return c
+      .Exec(
+          "DELETE FROM session_wakeups WHERE session_id = $1"
+          " AND NOT EXISTS (SELECT 1 FROM session_inputs WHERE session_id = $1)",
+          {P(session_id)})
+      .status();
+}
+
+Result<int64_t> PostgresStore::EnqueueInput(std::string_view session_id, std::string_view input,
+                                            bool continue_turn) {
+  if (input.empty() && !continue_turn) return InvalidArgument("a queued input must not be empty");
+  const int64_t now = Now();
+  const std::string id = NewId("input");
+  // Not run again on a lost connection: the insert may have committed.
+  return InTxn([&](PgConn& c) -> Result<int64_t> {
+    // The session's row lock orders its enqueuers (positions do not race).
+    AL_ASSIGN_OR_RETURN(
+        PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
+    if (s.empty()) return SessionNotFound(session_id);
+    AL_RETURN_IF_ERROR(c.Exec("INSERT INTO session_inputs (id, tenant, session_id, position, input,"
+                              " continue_turn, created_at_ms) SELECT $1::text, $2::text, $3::text,"
+                              " COALESCE(MAX(position), 0) + 1, $4::text, $5::boolean, $6::bigint"
+                              " FROM session_inputs WHERE session_id = $3",
+                              {P(id), P(s.Text(0, 0)), P(session_id), P(input),
+                               P(continue_turn ? "true" : "false"), P(now)})
+                           .status());
+    // The session has work: a wake-up, due after the grace in which its
+    // holder takes the input itself, announced at commit.
+    AL_RETURN_IF_ERROR(
+        c.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
+               " VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE SET not_before_ms ="
+               " LEAST(session_wakeups.not_before_ms, excluded.not_before_ms)",
+               {P(session_id), P(s.Text(0, 0)), P(now + options_.wakeup_grace.count()), P(now)})
+            .status());
+    AL_RETURN_IF_ERROR(
+        c.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)", {P(session_id)})
+            .status());
+    AL_ASSIGN_OR_RETURN(
+        PgRows n,
+        c.Exec("SELECT COUNT(*) FROM session_inputs WHERE session_id = $1", {P(session_id)}));
+    return n.Int(0, 0);
+  });
+}
+
+Result<std::vector<QueuedInput>> PostgresStore::ListQueuedInputs(std::string_view session_id) {
+  return WithConn([&](PgConn& c) -> Result<std::vector<QueuedInput>> {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
+                                         " FROM session_inputs WHERE session_id = $1"
+                                         " ORDER BY position",
+                                         {P(session_id)}));
+    if (r.empty()) AL_RETURN_IF_ERROR(GetSessionOn(c, session_id).status());
+    std::vector<QueuedInput> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(QueuedInput{r.Text(i, 0), std::string(session_id), r.Text(i, 1),
+                                r.Text(i, 2) == "t", r.Int(i, 3)});
+    }
+    return out;
+  });
+}
+
+Result<std::optional<QueuedInput>> PostgresStore::TakeQueuedInput(std::string_view session_id,
+                                                                  int64_t owner_pid) {
+  return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
+    // The session's row lock: a takeover (AcquireLock) commits before this
+    // read (the holder differs: refused) or after this transaction.
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    if (!holder || holder->pid != owner_pid || holder->host != host_) {
+      return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
+                       " on " + host_ +
+                       " does not hold its lease and may not take its queued input");
+    }
+    AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
+                                              " AND state IN (0, 2) LIMIT 1",
+                                              {P(session_id)}));
+    if (!paused.empty()) return std::optional<QueuedInput>();
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("DELETE FROM session_inputs WHERE id = (SELECT id FROM"
+                                         " session_inputs WHERE session_id = $1"
+                                         " ORDER BY position LIMIT 1)"
+                                         " RETURNING id, input, continue_turn, created_at_ms",
+                                         {P(session_id)}));
+    if (r.empty()) return std::optional<QueuedInput>();
+    // The last input taken with no decided batch waiting: no work left.
+    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
+    return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
+                                                  r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
+  });
+}
+
+Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {
+  return WithConn([&](PgConn& c) -> Result<std::vector<std::string>> {
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT session_id FROM session_inputs"
+                                         " GROUP BY session_id"
+                                         " ORDER BY MIN(created_at_ms), session_id"));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  });
 }
 
 // --- state ----------------------------------------------------------------------

@@ -113,6 +113,13 @@ class PostgresStore final : public SessionStore {
                           int64_t expires_at_ms) override;
   Result<std::vector<std::string>> ListRevokedCredentials() override;
 
+  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
+                               bool continue_turn) override;
+  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
+  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
+                                                     int64_t owner_pid) override;
+  Result<std::vector<std::string>> ListQueuedSessions() override;
+
   Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) override;
   Result<std::vector<std::string>> ListExpiredLocks(int limit) override;
   Result<std::unique_ptr<WakeupListener>> ListenForWakeups() override;
@@ -202,6 +209,8 @@ class PostgresStore final : public SessionStore {
     std::string host;
     int64_t acquired_at_ms = 0;
   };
+  // Deletes the session's wake-up unless inputs are queued for it.
+  Status DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id);
   // Locks the session row; the live holder of its lease, if any. kNotFound.
   Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id);
   Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,

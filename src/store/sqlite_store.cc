@@ -64,6 +64,17 @@ SessionInfo ReadSession(const Stmt& st) {
   return s;
 }
 
+// The first column of every row `st` steps through, as text.
+Result<std::vector<std::string>> FirstColumn(Stmt& st) {
+  std::vector<std::string> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
+}
+
 class SqliteSessionLock final : public SessionLock {
  public:
   SqliteSessionLock(SqliteStore* store, std::string session_id, std::string token)
@@ -814,13 +825,7 @@ Result<std::vector<std::string>> SqliteStore::ListDecided() {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM checkpoints WHERE closed = 2"
                                             " ORDER BY updated_at_ms, rowid"));
-  std::vector<std::string> out;
-  for (;;) {
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.Text(0));
-  }
-  return out;
+  return FirstColumn(st);
 }
 
 Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
@@ -1109,6 +1114,95 @@ Result<std::vector<std::string>> SqliteStore::ListRevokedCredentials() {
   }
   AL_RETURN_IF_ERROR(txn.Commit());
   return out;
+}
+
+// --- queued inputs --------------------------------------------------------------
+
+Result<int64_t> SqliteStore::EnqueueInput(std::string_view session_id, std::string_view input,
+                                          bool continue_turn) {
+  if (input.empty() && !continue_turn) return InvalidArgument("a queued input must not be empty");
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(session_id));
+  {
+    AL_ASSIGN_OR_RETURN(
+        Stmt st, db_->Prepare("INSERT INTO session_inputs (id, tenant, session_id, position, input,"
+                              " continue_turn, created_at_ms) SELECT ?, ?, ?,"
+                              " COALESCE(MAX(position), 0) + 1, ?, ?, ? FROM session_inputs"
+                              " WHERE session_id = ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, NewId("input"))
+                           .Bind(2, info.tenant)
+                           .Bind(3, session_id)
+                           .Bind(4, input)
+                           .Bind(5, int64_t{continue_turn ? 1 : 0})
+                           .Bind(6, Now())
+                           .Bind(7, session_id)
+                           .Run());
+  }
+  AL_ASSIGN_OR_RETURN(Stmt count,
+                      db_->Prepare("SELECT COUNT(*) FROM session_inputs WHERE session_id = ?"));
+  count.Bind(1, session_id);
+  AL_ASSIGN_OR_RETURN(bool row, count.Step());
+  const int64_t place = row ? count.Int(0) : 1;
+  count.Reset();
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return place;
+}
+
+Result<std::vector<QueuedInput>> SqliteStore::ListQueuedInputsLocked(std::string_view session_id,
+                                                                     int64_t limit) {
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, input, continue_turn, created_at_ms"
+                                            " FROM session_inputs WHERE session_id = ?"
+                                            " ORDER BY position LIMIT ?"));
+  st.Bind(1, session_id).Bind(2, limit);
+  std::vector<QueuedInput> out;
+  for (;;) {
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(
+        QueuedInput{st.Text(0), std::string(session_id), st.Text(1), st.Int(2) != 0, st.Int(3)});
+  }
+  return out;
+}
+
+Result<std::vector<QueuedInput>> SqliteStore::ListQueuedInputs(std::string_view session_id) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  return ListQueuedInputsLocked(session_id, -1);
+}
+
+Result<std::optional<QueuedInput>> SqliteStore::TakeQueuedInput(std::string_view session_id,
+                                                                int64_t owner_pid) {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
+  if (!holder || holder->pid != owner_pid || holder->host != host_) {
+    return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
+                     " does not hold its lock and may not take its queued input");
+  }
+  {
+    AL_ASSIGN_OR_RETURN(Stmt paused, db_->Prepare("SELECT 1 FROM checkpoints WHERE session_id = ?"
+                                                  " AND closed IN (0, 2) LIMIT 1"));
+    paused.Bind(1, session_id);
+    AL_ASSIGN_OR_RETURN(bool row, paused.Step());
+    if (row) return std::optional<QueuedInput>();
+  }
+  AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> next, ListQueuedInputsLocked(session_id, 1));
+  if (next.empty()) return std::optional<QueuedInput>();
+  AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM session_inputs WHERE id = ?"));
+  AL_RETURN_IF_ERROR(del.Bind(1, next[0].id).Run());
+  AL_RETURN_IF_ERROR(txn.Commit());
+  return std::optional<QueuedInput>(std::move(next[0]));
+}
+
+Result<std::vector<std::string>> SqliteStore::ListQueuedSessions() {
+  std::lock_guard lk(mu_);
+  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM session_inputs"
+                                            " GROUP BY session_id ORDER BY MIN(created_at_ms),"
+                                            " session_id"));
+  return FirstColumn(st);
 }
 
 // --- pinned settings ------------------------------------------------------------

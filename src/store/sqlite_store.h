@@ -81,6 +81,13 @@ class SqliteStore final : public SessionStore {
                           int64_t expires_at_ms) override;
   Result<std::vector<std::string>> ListRevokedCredentials() override;
 
+  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
+                               bool continue_turn) override;
+  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
+  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
+                                                     int64_t owner_pid) override;
+  Result<std::vector<std::string>> ListQueuedSessions() override;
+
   // Used by SqliteSessionLock.
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
@@ -124,6 +131,9 @@ class SqliteStore final : public SessionStore {
   // After appending to a session: moves its updated_at_ms above the first
   // session of the list order unless it is that session.
   Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);
+  // The session's first `limit` queued inputs (< 0: all), oldest first.
+  Result<std::vector<QueuedInput>> ListQueuedInputsLocked(std::string_view session_id,
+                                                          int64_t limit);
   // One Load attempt; sets *raced when another writer appended during it.
   Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
                                    bool* raced);

@@ -58,3 +58,16 @@ Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_i
 }
 
 }  // namespace agentloop::store
+
+namespace agentloop {
+
+const StoredEvent* UnfinishedTurn(std::span<const StoredEvent> events) {
+  const StoredEvent* begun = nullptr;
+  for (const StoredEvent& e : events) {
+    if (e.type == "turn_begin") begun = &e;
+    if (e.type == "turn_end") begun = nullptr;
+  }
+  return begun;
+}
+
+}  // namespace agentloop

@@ -11,13 +11,17 @@ server to run, so a test can skip with that reason.
 """
 
 import glob
+import json
 import os
 import pwd
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
+import urllib.request
 
+from e2e_util import TIMEOUT
 from serve_util import ServeCase
 
 CHILD_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"}
@@ -186,3 +190,62 @@ class PgServeCase(ServeCase):
 
     def count(self, sql):
         return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))
+
+
+def tool_ids(events):
+    """The tool_use ids and the tool_use_ids of the tool results of the
+    `message` events of a session's log, in order: a valid transcript has
+    the same two lists."""
+    uses, results = [], []
+    for e in events:
+        if e["type"] != "message":
+            continue
+        for block in e["message"]["content"]:
+            if block.get("type") == "tool_use":
+                uses.append(block["id"])
+            elif block.get("type") == "tool_result":
+                results.append(block["tool_use_id"])
+    return uses, results
+
+
+class EventStream:
+    """GET .../events/stream?after=N read on a thread until `turns` turn_ends."""
+
+    def __init__(self, base, sid, after, turns=1):
+        self.events = []
+        self.error = None
+        self.turns = turns
+        req = urllib.request.Request("%s/v1/sessions/%s/events/stream?after=%d"
+                                     % (base, sid, after))
+        req.add_header("Accept", "text/event-stream")
+        self.resp = urllib.request.urlopen(req, timeout=TIMEOUT)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        try:
+            data, ends = None, 0
+            for raw in self.resp:
+                line = raw.decode("utf-8").rstrip("\n")
+                if line.startswith("data: "):
+                    data = json.loads(line[len("data: "):])
+                elif line == "" and data is not None:
+                    if data.get("seq"):
+                        self.events.append(data)
+                    if data.get("type") == "turn_end":
+                        ends += 1
+                        if ends == self.turns:
+                            return
+                    data = None
+        except Exception as e:  # reported by the test
+            self.error = e
+        finally:
+            self.done.set()
+            self.resp.close()
+
+    def wait(self, test):
+        test.assertTrue(self.done.wait(TIMEOUT), "not %d turn_end(s) on the stream: %s"
+                        % (self.turns, [e["type"] for e in self.events]))
+        test.assertIsNone(self.error)
+        return self.events

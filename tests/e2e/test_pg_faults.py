@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from e2e_util import TIMEOUT
-from pg_cluster import PgServeCase
+from pg_cluster import PgServeCase, tool_ids
 
 SESSIONS = 6  # three per instance
 STEPS = 4  # tool calls per turn, each after a model answer that takes a while
@@ -183,15 +183,7 @@ class DatabaseRestartTest(PgServeCase):
                     if block.get("type") == "tool_result" and not block.get("is_error"):
                         self.assertEqual(ran.count(block["tool_use_id"]), 1, block)
             # A transcript that is valid: every tool_use has its result.
-            uses, results = [], []
-            for e in events:
-                if e["type"] != "message":
-                    continue
-                for block in e["message"]["content"]:
-                    if block.get("type") == "tool_use":
-                        uses.append(block["id"])
-                    elif block.get("type") == "tool_result":
-                        results.append(block["tool_use_id"])
+            uses, results = tool_ids(events)
             self.assertEqual(sorted(uses), sorted(results), sid)
             ends = [e for e in events if e["type"] == "turn_end"]
             self.assertEqual(len(ends), 1, ends)

@@ -9,57 +9,17 @@ import json
 import os
 import select
 import signal
-import threading
 import time
 import unittest
 import urllib.error
 import urllib.request
 
 from e2e_util import TIMEOUT
-from pg_cluster import PgServeCase
+from pg_cluster import EventStream, PgServeCase, tool_ids
 
 # The lease TTL of both instances: a killed instance's session is taken
 # over this long after its last heartbeat.
 LEASE_TTL_MS = 2000
-
-
-class EventStream:
-    """GET .../events/stream?after=N read on a thread until a turn_end."""
-
-    def __init__(self, base, sid, after):
-        self.events = []
-        self.error = None
-        req = urllib.request.Request("%s/v1/sessions/%s/events/stream?after=%d"
-                                     % (base, sid, after))
-        req.add_header("Accept", "text/event-stream")
-        self.resp = urllib.request.urlopen(req, timeout=TIMEOUT)
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self.read, daemon=True)
-        self.thread.start()
-
-    def read(self):
-        try:
-            data = None
-            for raw in self.resp:
-                line = raw.decode("utf-8").rstrip("\n")
-                if line.startswith("data: "):
-                    data = json.loads(line[len("data: "):])
-                elif line == "" and data is not None:
-                    if data.get("seq"):
-                        self.events.append(data)
-                    if data.get("type") == "turn_end":
-                        return
-                    data = None
-        except Exception as e:  # reported by the test
-            self.error = e
-        finally:
-            self.done.set()
-            self.resp.close()
-
-    def wait(self, test):
-        test.assertTrue(self.done.wait(TIMEOUT), "no turn_end on the stream")
-        test.assertIsNone(self.error)
-        return self.events
 
 
 class TwoInstancesTest(PgServeCase):
@@ -214,15 +174,7 @@ class TwoInstancesTest(PgServeCase):
         self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
         self.assertEqual([e["seq"] for e in seen], [e["seq"] for e in stored])
         # A valid transcript: every tool call has its result, in order.
-        uses, results = [], []
-        for e in stored:
-            if e["type"] != "message":
-                continue
-            for block in e["message"]["content"]:
-                if block.get("type") == "tool_use":
-                    uses.append(block["id"])
-                elif block.get("type") == "tool_result":
-                    results.append(block["tool_use_id"])
+        uses, results = tool_ids(stored)
         self.assertEqual(uses, ["c1"])
         self.assertEqual(results, uses)
         # B holds no lease on it any more; the session can be used again.
