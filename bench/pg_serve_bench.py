@@ -14,25 +14,26 @@ events were committed and over which span of time (the first and last
 
   bench/pg_serve_bench.py --bin build/dev/apps/cli/agentloop \\
       --fake-server build/dev/tests/support/agentloop-fake-server \\
-      [--no-fsync] [RUN ...]      RUN = INSTANCES:SESSIONS:STEPS, default 1:1:15 1:16:10 1:64:10 2:64:10
+      [--no-fsync] [--worker-threads N] [RUN ...]
+      RUN = INSTANCES:SESSIONS:STEPS, default 1:1:15 1:16:10 1:64:10 2:64:10
 
 Prints one JSON line per run.
 """
 import argparse
 import json
 import os
-import re
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "e2e"))
 from pg_cluster import PgCluster  # noqa: E402
+from serve_util import start_serve_process  # noqa: E402
 
 
 def call(base, method, path, body=None):
@@ -49,25 +50,6 @@ def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_serve(binary, env, tmp):
-    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                         cwd=tmp)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
-        if not ready:
-            break
-        line = p.stderr.readline()
-        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return p, "http://127.0.0.1:%s" % m.group(1)
-        if not line:
-            break
-    p.kill()
-    raise RuntimeError("serve did not start")
 
 
 def run(args, cluster, instances, sessions, steps):
@@ -106,9 +88,15 @@ def run(args, cluster, instances, sessions, steps):
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "AGENTLOOP_HOME": os.path.join(tmp, "data"),
                "LANG": "C.UTF-8", "READER_KEY": "sk-bench", "AGENTLOOP_STORE_URL": url}
         bases = []
+        if args.worker_threads:
+            env["AGENTLOOP_SERVER_WORKER_THREADS"] = str(args.worker_threads)
         for _ in range(instances):
-            p, base = start_serve(args.bin, env, tmp)
+            p, base, line = start_serve_process(args.bin, env, tmp)
             procs.append(p)
+            if base is None:
+                raise RuntimeError("serve did not start: %r" % line)
+            # Drained, so that a long run never blocks the server on a full pipe.
+            threading.Thread(target=p.stderr.read, daemon=True).start()
             bases.append(base)
         sids = [call(bases[i % instances], "POST", "/v1/sessions", {"agent": "reader"})["id"]
                 for i in range(sessions)]
@@ -135,6 +123,7 @@ def run(args, cluster, instances, sessions, steps):
         events, first, last, commits = int(row[0]), int(row[1]), int(row[2]), int(row[3])
         span = max(last - first, 1) / 1000.0
         return {"instances": instances, "sessions": sessions, "steps": steps,
+                "worker_threads": args.worker_threads or 2,
                 "events": events, "commits_approx": commits, "span_s": round(span, 2),
                 "wall_s": round(wall, 2), "events_per_s": round(events / span),
                 "events_per_s_per_session": round(events / span / sessions, 1),
@@ -156,6 +145,8 @@ def main():
     ap.add_argument("--fake-server", required=True)
     ap.add_argument("--no-fsync", action="store_true",
                     help="the cluster without fsync and synchronous_commit (what the tests use)")
+    ap.add_argument("--worker-threads", type=int, default=0,
+                    help="server.worker_threads of every instance (0: its default)")
     ap.add_argument("runs", nargs="*", default=["1:1:15", "1:16:10", "1:64:10", "2:64:10"])
     args = ap.parse_args()
     cluster = PgCluster(durable=not args.no_fsync).start()

@@ -76,6 +76,7 @@ int CmdServe(const CommandEnv& e) {
   }
   so.link_ttl = std::chrono::seconds(c.server.link_ttl_s.value);
   so.notify_retry = std::chrono::seconds(c.server.notify_retry_s.value);
+  so.worker_threads = static_cast<int>(c.server.worker_threads.value);
 
   Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
   if (!config_dir.ok()) return fail(config_dir.error());
@@ -144,6 +145,9 @@ int CmdServe(const CommandEnv& e) {
   boost::asio::io_context io(1);
   EngineOptions eo = engine::EngineOptionsFromConfig(settings->loaded.config, e.ctx.env);
   eo.io_context = &io;
+  // Every step thread and every request thread may wait on the store at
+  // once, besides the lease heartbeat and the wake-up poller.
+  eo.store_connections = 2 * so.worker_threads + 2;
   Result<std::unique_ptr<Engine>> engine = Engine::Create(std::move(eo));
   if (!engine.ok()) return fail(engine.error());
   Result<std::unique_ptr<server::Server>> srv = server::Server::Create(so, **engine, io);

@@ -279,6 +279,9 @@ struct EngineOptions {
   // The PostgreSQL store's lease TTL (PostgresStoreOptions::lock_ttl;
   // config key store.lease_ttl_ms).
   std::chrono::milliseconds store_lease_ttl{30000};
+  // Connections the PostgreSQL store opens at most
+  // (PostgresStoreOptions::pool_size); 0: its default.
+  int store_connections = 0;
   // The bound on the side request that writes a compaction summary, retries
   // included (config key compaction.summary_timeout_ms): past it, or when
   // the request fails, the turn uses the truncating summary and says so in
@@ -437,6 +440,11 @@ struct Resolution {
   // rest of the session (kept with the session: it survives a reopen).
   bool remember_for_session = false;
   std::string by = "cli";  // who resolved (for the event log)
+  // Only an item of this tenant's sessions (a server's caller): the store
+  // finds and decides the item through the tenant's view
+  // (SessionStore::ForTenant), so another tenant's item is already_resolved,
+  // as an unknown id. nullopt: any tenant's (the command line).
+  std::optional<std::string> tenant;
   // false: only record the decision; a completed batch is left decided for
   // the caller to continue (Session::StartContinue), never run inside Resolve.
   bool continue_turn = true;

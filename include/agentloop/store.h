@@ -349,6 +349,35 @@ struct QueuedInput {
   int64_t created_at_ms = 0;
 };
 
+// One tenant's view of a SessionStore (SessionStore::ForTenant): the calls
+// that name a session or a pending item by id, as a server makes them for a
+// caller. Every statement of these calls matches only rows of the view's
+// tenant, in the store itself: a session or item of another tenant is
+// exactly an unknown id (kNotFound, or nullopt), whatever the caller does
+// next, and a call on it changes nothing. Each call's contract is the
+// SessionStore call of the same name.
+// REQUIRES: the store that made the view outlives it.
+class TenantStore {
+ public:
+  virtual ~TenantStore() = default;
+  virtual const std::string& tenant() const = 0;
+
+  virtual Result<SessionInfo> GetSession(std::string_view session_id) = 0;
+  virtual Status RemoveSession(std::string_view session_id) = 0;
+  virtual Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                                std::optional<Json> metadata) = 0;
+  virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
+                                                  uint64_t after_seq) = 0;
+  virtual Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) = 0;
+  virtual Result<std::optional<Json>> GetSettings(std::string_view session_id) = 0;
+  virtual Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) = 0;
+  virtual Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) = 0;
+  // Only an outstanding item of this tenant's session is resolved; any
+  // other id is {already_resolved = true} and `fn` does not run.
+  virtual Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                         std::span<const Event> events = {}) = 0;
+};
+
 class SessionStore {
  public:
   virtual ~SessionStore() = default;
@@ -599,6 +628,19 @@ class SessionStore {
                                       std::string_view response) = 0;
   // Forgets a claimed key (its request failed in a way a retry may fix).
   virtual Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) = 0;
+
+  // --- tenants --------------------------------------------------------------
+  //
+  // The SessionStore calls above see every tenant's rows: they are the
+  // operator's (the command line, the engine running a turn it was given,
+  // a server's pollers). A server answering a caller names sessions and
+  // pending items through the caller's view, whose statements match only
+  // that tenant's rows (TenantStore). The command line's sessions have the
+  // empty tenant; ForTenant("") sees exactly them.
+
+  // A view for `tenant`, cheap to make (per request); it shares this
+  // store's connections.
+  virtual std::unique_ptr<TenantStore> ForTenant(std::string tenant) = 0;
 };
 
 // How a commit reaches the disk (SQLite's synchronous pragma; the database is

@@ -843,6 +843,7 @@ Config DefaultConfig() {
   c.server.listen.value = "127.0.0.1:7878";
   c.server.link_ttl_s.value = 3 * 24 * 3600;
   c.server.notify_retry_s.value = 60;
+  c.server.worker_threads.value = 2;
   return c;
 }
 

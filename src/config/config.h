@@ -219,6 +219,8 @@ struct Config {
     // How long an undelivered notification waits before it is tried again
     // (from the store's outbox, also by a restarted server).
     Sourced<int64_t> notify_retry_s;
+    // Threads of `agentloop serve` that run turn steps and store calls.
+    Sourced<int64_t> worker_threads;
   } server;
 
   std::vector<Sourced<std::string>> skills_dirs;

@@ -330,6 +330,9 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(IntKey(
       "server.notify_retry_s", 1, 24 * 3600,
       [](Config & c) -> auto& { return c.server.notify_retry_s; }));
+  keys.push_back(IntKey(
+      "server.worker_threads", 1, 256,
+      [](Config & c) -> auto& { return c.server.worker_threads; }));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(

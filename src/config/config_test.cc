@@ -852,6 +852,33 @@ TEST_F(ConfigTest, StoreUrlComesFromFileOrEnvironmentAndShowsNoPassword) {
   EXPECT_EQ(c.config.store.url.origin.ToString(), "env AGENTLOOP_STORE_URL");
 }
 
+TEST_F(ConfigTest, ServerWorkerThreadsHasADefaultARangeAndAnEnvironmentVariable) {
+  EXPECT_EQ(MustLoad().config.server.worker_threads.value, 2);
+  WriteUser("[server]\nworker_threads = 16\n");
+  EXPECT_EQ(MustLoad().config.server.worker_threads.value, 16);
+  WriteUser("[server]\nworker_threads = 0\n");
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.server.worker_threads.value, 1);
+    EXPECT_THAT(c.warnings, Contains(AllOf(HasSubstr("server.worker_threads"),
+                                           HasSubstr("below the minimum 1"))));
+  }
+  WriteUser("[server]\nworker_threads = 100000\n");
+  {
+    LoadedConfig c = MustLoad();
+    EXPECT_EQ(c.config.server.worker_threads.value, 256);
+    EXPECT_THAT(c.warnings, Contains(HasSubstr("above the cap 256")));
+  }
+  WriteUser("[server]\nworker_threads = \"many\"\n");
+  EXPECT_THAT(LoadError().message(), HasSubstr("server.worker_threads expects an integer"));
+  WriteUser("");
+  env_["AGENTLOOP_SERVER_WORKER_THREADS"] = "8";
+  LoadedConfig c = MustLoad();
+  EXPECT_EQ(c.config.server.worker_threads.value, 8);
+  EXPECT_EQ(c.config.server.worker_threads.origin.ToString(),
+            "env AGENTLOOP_SERVER_WORKER_THREADS");
+}
+
 TEST_F(ConfigTest, SummaryTimeoutHasADefaultARangeAndAnEnvironmentVariable) {
   EXPECT_EQ(MustLoad().config.compaction.summary_timeout_ms.value, 60'000);
   env_["AGENTLOOP_COMPACTION_SUMMARY_TIMEOUT_MS"] = "300";

@@ -642,6 +642,7 @@ class EngineImpl final : public Engine {
       }
       PostgresStoreOptions pg_options;
       pg_options.lock_ttl = options_.store_lease_ttl;
+      if (options_.store_connections > 0) pg_options.pool_size = options_.store_connections;
       AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, std::move(pg_options)));
       store_ = std::move(pg);
       return Status::Ok();
@@ -1662,6 +1663,9 @@ Result<ResolveOutcome> EngineImpl::RecordDecision(
     return decision.kind == ApprovalDecision::Kind::kDeny ? ResolveAction::kCloseBatch
                                                           : ResolveAction::kResolved;
   };
+  if (resolution.tenant) {
+    return store_->ForTenant(*resolution.tenant)->Resolve(item.id, record, {&logged, 1});
+  }
   return store_->Resolve(item.id, record, {&logged, 1});
 }
 
@@ -1669,7 +1673,10 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,
                                           const SessionCallbacks& callbacks, std::stop_token stop) {
-  AL_ASSIGN_OR_RETURN(std::optional<PendingRecord> rec, store_->GetPending(pending_id));
+  AL_ASSIGN_OR_RETURN(std::optional<PendingRecord> rec,
+                      resolution.tenant
+                          ? store_->ForTenant(*resolution.tenant)->GetPending(pending_id)
+                          : store_->GetPending(pending_id));
   if (!rec) {
     ResolveReport report;
     report.already_resolved = true;

@@ -216,6 +216,40 @@ TEST_F(EngineTest, DurablePauseThenApproveFromAnotherSessionObject) {
   EXPECT_TRUE(engine_->ListPending(std::nullopt)->empty());
 }
 
+// A resolution for a tenant finds and decides only that tenant's items: to
+// another tenant the item is unknown (already_resolved) and stays pending.
+TEST_F(EngineTest, AResolutionForATenantDecidesOnlyThatTenantsItems) {
+  auto o = Options(kWriteScript);
+  o.tenant = "acme";
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("create hello.txt", {}, {});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->pending.size(), 1u);
+    pending_id = r->pending[0].id;
+  }
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  for (const char* other : {"globex", ""}) {
+    approve.tenant = other;
+    auto rep = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+    ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+    EXPECT_TRUE(rep->already_resolved) << other;
+    EXPECT_FALSE(rep->resumed.has_value());
+    EXPECT_EQ(engine_->ListPending(std::nullopt)->size(), 1u);
+    EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+  }
+  approve.tenant = "acme";
+  auto rep = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_FALSE(rep->already_resolved);
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+}
+
 // Every stored event, from the turns and from the engine itself (the
 // resolution's decision record), carries the engine's clock as `ts`, and the
 // store keeps the event's JSON as it was emitted.

@@ -831,7 +831,7 @@ class ServerImpl final : public Server {
     o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
     Blocking(
         [this, o, sid]() -> Result<SessionInfo> {
-          if (!sid.empty()) return engine_.store().GetSession(sid);
+          if (!sid.empty()) return StoreFor(o.tenant)->GetSession(sid);
           AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(o));
           SessionInfo info = session->info();
           return info;
@@ -1012,6 +1012,13 @@ class ServerImpl final : public Server {
       Result<TurnResult> again = error.ok() ? Result<TurnResult>(copy) : Result<TurnResult>(error);
       CompatAnswer(ex, sid, agent, turn_id, 0, again);
     });
+  }
+
+  // The store as a caller of `tenant` sees it: another tenant's session or
+  // pending item is an unknown id to it. Every by-id read or write made for
+  // a request goes through it.
+  std::unique_ptr<TenantStore> StoreFor(const std::string& tenant) {
+    return engine_.store().ForTenant(tenant);
   }
 
   template <typename Then>
@@ -1564,7 +1571,7 @@ class ServerImpl final : public Server {
   template <typename Then>
   void WithSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& id,
                    Then then) {
-    Blocking([this, id]() { return engine_.store().GetSession(id); },
+    Blocking([this, id, tenant = who.tenant]() { return StoreFor(tenant)->GetSession(id); },
              [ex, who, id, then = std::move(then)](Result<SessionInfo> r) mutable {
                if (!r.ok() || r->tenant != who.tenant) {
                  if (r.ok() || r.error().code() == Code::kNotFound) {
@@ -1587,13 +1594,13 @@ class ServerImpl final : public Server {
       Json children = Json::array();
       int omitted_children = 0;
     };
-    WithSession(ex, who, id, [this, ex, id](SessionInfo) {
+    WithSession(ex, who, id, [this, ex, id, tenant = who.tenant](SessionInfo) {
       Blocking(
-          [this, id]() -> Result<Detail> {
+          [this, id, tenant]() -> Result<Detail> {
             Detail d;
             LoadOptions lo;
             lo.repair = false;
-            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, StoreFor(tenant)->Load(id, lo));
             d.info = snap.info;
             d.status = "idle";
             if (snap.open_checkpoint) {
@@ -1605,7 +1612,7 @@ class ServerImpl final : public Server {
             }
             AL_ASSIGN_OR_RETURN(auto pending, engine_.ListPending(id));
             for (const auto& item : pending) d.pending.push_back(PendingJson(item, "pending"));
-            AL_ASSIGN_OR_RETURN(auto settings, engine_.store().GetSettings(id));
+            AL_ASSIGN_OR_RETURN(auto settings, StoreFor(tenant)->GetSettings(id));
             d.settings = settings ? *settings : Json(nullptr);
             if (snap.last_turn_end) {
               const auto& t = *snap.last_turn_end;
@@ -1676,8 +1683,8 @@ class ServerImpl final : public Server {
       metadata = md;
     }
     WithSession(ex, who, p[0], [this, ex, who, p, title, metadata](SessionInfo) {
-      Blocking([this, id = p[0], title,
-                metadata]() { return engine_.store().RelabelSession(id, title, metadata); },
+      Blocking([this, id = p[0], title, metadata,
+                t = who.tenant]() { return StoreFor(t)->RelabelSession(id, title, metadata); },
                [this, ex, who, p](Status s) {
                  if (!s.ok()) return ex->Send(FromStatus(s));
                  GetSession(ex, who, p);
@@ -1687,11 +1694,11 @@ class ServerImpl final : public Server {
 
   void DeleteSession(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     const std::string& id = p[0];
-    WithSession(ex, who, id, [this, ex, id](SessionInfo) {
+    WithSession(ex, who, id, [this, ex, id, tenant = who.tenant](SessionInfo) {
       if (!LiveStatus(id).empty()) {
         return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
       }
-      Blocking([this, id]() { return engine_.store().RemoveSession(id); },
+      Blocking([this, id, tenant]() { return StoreFor(tenant)->RemoveSession(id); },
                [ex](Status s) {
                  if (!s.ok()) return ex->Send(FromStatus(s));
                  Response r;
@@ -1708,12 +1715,12 @@ class ServerImpl final : public Server {
     if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
     Result<uint64_t> cursor = SeqParam(ex->request().Query("cursor"), "cursor");
     if (!cursor.ok()) return ex->Send(Problem(400, "invalid_cursor", cursor.error().message()));
-    WithSession(ex, who, id, [this, ex, id, limit = *limit, from = *cursor](SessionInfo) {
+    WithSession(ex, who, id, [this, ex, id, who, limit = *limit, from = *cursor](SessionInfo) {
       Blocking(
-          [this, id]() -> Result<std::vector<Message>> {
+          [this, id, tenant = who.tenant]() -> Result<std::vector<Message>> {
             LoadOptions lo;
             lo.repair = false;
-            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, engine_.store().Load(id, lo));
+            AL_ASSIGN_OR_RETURN(SessionSnapshot snap, StoreFor(tenant)->Load(id, lo));
             return std::move(snap.messages);
           },
           [ex, limit, from](Result<std::vector<Message>> r) {
@@ -2232,10 +2239,10 @@ class ServerImpl final : public Server {
       return;
     }
     // Not in memory: the turn's end from the store.
-    WithSession(ex, who, id, [this, ex, id, turn_id](SessionInfo) {
+    WithSession(ex, who, id, [this, ex, id, turn_id, tenant = who.tenant](SessionInfo) {
       Blocking(
-          [this, id, turn_id]() -> Result<Json> {
-            AL_ASSIGN_OR_RETURN(auto events, engine_.store().Events(id, 0));
+          [this, id, turn_id, tenant]() -> Result<Json> {
+            AL_ASSIGN_OR_RETURN(auto events, StoreFor(tenant)->Events(id, 0));
             Json out;
             for (const auto& e : events) {
               if (e.turn_id != turn_id || e.type != "turn_end") continue;
@@ -2341,8 +2348,8 @@ class ServerImpl final : public Server {
     if (!after.ok()) return ex->Send(Problem(400, "invalid_request", after.error().message()));
     Result<int> limit = LimitParam(ex->request());
     if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
-    WithSession(ex, who, id, [this, ex, id, after = *after, limit = *limit](SessionInfo) {
-      Blocking([this, id, after]() { return engine_.store().Events(id, after); },
+    WithSession(ex, who, id, [this, ex, id, who, after = *after, limit = *limit](SessionInfo) {
+      Blocking([this, id, after, t = who.tenant]() { return StoreFor(t)->Events(id, after); },
                [ex, limit](Result<std::vector<StoredEvent>> r) {
                  if (!r.ok()) return ex->Send(FromStatus(r.error()));
                  std::string items = "[";
@@ -2359,6 +2366,8 @@ class ServerImpl final : public Server {
                });
     });
   }
+
+  // The cursor a stream starts after: Last-Event-ID, else ?after=.
 
   // The cursor a stream starts after: Last-Event-ID, else ?after=.
   static Result<uint64_t> StreamCursor(const Request& req) {
@@ -2424,10 +2433,11 @@ class ServerImpl final : public Server {
     for (const auto& [id, c] : cursors) ids.push_back(id);
     // Every session must be the caller's.
     Blocking(
-        [this, ids]() -> Result<std::vector<SessionInfo>> {
+        [this, ids, tenant = who.tenant]() -> Result<std::vector<SessionInfo>> {
           std::vector<SessionInfo> out;
+          auto store = StoreFor(tenant);
           for (const auto& id : ids) {
-            AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(id));
+            AL_ASSIGN_OR_RETURN(SessionInfo s, store->GetSession(id));
             out.push_back(std::move(s));
           }
           return out;
@@ -2663,12 +2673,12 @@ class ServerImpl final : public Server {
       std::string tenant;
     };
     Blocking(
-        [this, pid]() -> Result<Found> {
+        [this, pid, tenant = who.tenant]() -> Result<Found> {
           Found f;
-          AL_ASSIGN_OR_RETURN(f.lookup, engine_.store().LookupPending(pid));
+          auto store = StoreFor(tenant);
+          AL_ASSIGN_OR_RETURN(f.lookup, store->LookupPending(pid));
           if (f.lookup) {
-            AL_ASSIGN_OR_RETURN(SessionInfo s,
-                                engine_.store().GetSession(f.lookup->record.session_id));
+            AL_ASSIGN_OR_RETURN(SessionInfo s, store->GetSession(f.lookup->record.session_id));
             f.tenant = s.tenant;
           }
           return f;
@@ -2835,6 +2845,7 @@ class ServerImpl final : public Server {
                TurnFinish finish = {}, std::string by = {}) {
     res.continue_turn = false;
     res.by = by.empty() ? "http:" + who.tenant : std::move(by);
+    res.tenant = who.tenant;
     WithPending(ex, who, pid, kind, [this, ex, who, pid, res, answer, finish](PendingLookup l) {
       if (l.state != PendingLookup::State::kOutstanding) return answer(Settled(l, res));
       const std::string sid = l.record.session_id;
@@ -2846,11 +2857,12 @@ class ServerImpl final : public Server {
       Blocking(
           [this, pid, res, sid]() -> Result<Outcome> {
             Outcome o;
-            AL_ASSIGN_OR_RETURN(SessionInfo before, engine_.store().GetSession(sid));
+            auto store = StoreFor(*res.tenant);
+            AL_ASSIGN_OR_RETURN(SessionInfo before, store->GetSession(sid));
             o.seq_before = before.last_seq;
             AL_ASSIGN_OR_RETURN(o.report, engine_.Resolve(pid, res, OptionsToOpen(sid), {}, {}));
             if (o.report.already_resolved) {
-              AL_ASSIGN_OR_RETURN(o.after, engine_.store().LookupPending(pid));
+              AL_ASSIGN_OR_RETURN(o.after, store->LookupPending(pid));
             }
             return o;
           },

@@ -103,6 +103,10 @@ class PgSessionLock final : public SessionLock {
   PgFence fence_;
 };
 
+// The tenant parameter of a statement that restricts itself with
+// "($n::text IS NULL OR tenant = $n)": NULL matches every tenant.
+PgParam TenantParam(TenantFilter tenant) { return tenant ? P(*tenant) : PgParam(); }
+
 Status Busy(std::string_view session_id, int64_t pid, int64_t since_ms) {
   return agentloop::Busy("session " + std::string(session_id) + " is busy (held by pid " +
                          std::to_string(pid) + " since " + FormatUtc(since_ms) + ")");
@@ -403,16 +407,26 @@ Result<std::vector<SessionInfo>> PostgresStore::ListSessions(const SessionListOp
   });
 }
 
-Result<SessionInfo> PostgresStore::GetSessionOn(PgConn& c, std::string_view session_id) {
-  AL_ASSIGN_OR_RETURN(
-      PgRows r, c.Exec(std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE id = $1",
-                       {P(session_id)}));
+Result<SessionInfo> PostgresStore::GetSessionOn(PgConn& c, std::string_view session_id,
+                                                TenantFilter tenant) {
+  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec(std::string("SELECT ") + kSessionColumns +
+                                           " FROM sessions WHERE id = $1"
+                                           " AND ($2::text IS NULL OR tenant = $2)",
+                                       {P(session_id), TenantParam(tenant)}));
   if (r.empty()) return SessionNotFound(session_id);
   return ReadSession(r, 0);
 }
 
 Result<SessionInfo> PostgresStore::GetSession(std::string_view session_id) {
-  return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id); });
+  return GetSessionIn(std::nullopt, session_id);
+}
+
+std::unique_ptr<TenantStore> PostgresStore::ForTenant(std::string tenant) {
+  return std::make_unique<ScopedStore<PostgresStore>>(*this, std::move(tenant));
+}
+
+Result<SessionInfo> PostgresStore::GetSessionIn(TenantFilter tenant, std::string_view session_id) {
+  return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id, tenant); });
 }
 
 Result<std::string> PostgresStore::FindSession(std::string_view id_or_prefix) {
@@ -444,6 +458,12 @@ Result<SessionInfo> PostgresStore::NewestInWorkspace(const std::filesystem::path
 
 Status PostgresStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
                                      std::optional<Json> metadata) {
+  return RelabelSessionIn(std::nullopt, session_id, std::move(title), std::move(metadata));
+}
+
+Status PostgresStore::RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
+                                       std::optional<std::string> title,
+                                       std::optional<Json> metadata) {
   if (metadata && !metadata->is_null() && !metadata->is_object()) {
     return InvalidArgument("session metadata must be a JSON object");
   }
@@ -451,20 +471,22 @@ Status PostgresStore::RelabelSession(std::string_view session_id, std::optional<
     std::string meta =
         metadata ? (metadata->is_null() ? std::string() : DumpJson(*metadata)) : std::string();
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET title = COALESCE($2, title),"
-                                         " metadata = COALESCE($3, metadata) WHERE id = $1",
+                                         " metadata = COALESCE($3, metadata) WHERE id = $1"
+                                         " AND ($4::text IS NULL OR tenant = $4)",
                                          {P(session_id), title ? P(*title) : PgParam(),
-                                          metadata ? P(meta) : PgParam()}));
+                                          metadata ? P(meta) : PgParam(), TenantParam(tenant)}));
     if (r.affected() == 0) return SessionNotFound(session_id);
     return Status::Ok();
   });
 }
 
 Result<std::optional<PostgresStore::Holder>> PostgresStore::LiveHolderOn(
-    PgConn& c, std::string_view session_id) {
+    PgConn& c, std::string_view session_id, TenantFilter tenant) {
   AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
                                        " lease_acquired_at_ms, lease_heartbeat_at_ms FROM sessions"
-                                       " WHERE id = $1 FOR UPDATE",
-                                       {P(session_id)}));
+                                       " WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)"
+                                       " FOR UPDATE",
+                                       {P(session_id), TenantParam(tenant)}));
   if (r.empty()) return SessionNotFound(session_id);
   if (r.Text(0, 0) != "t") return std::optional<Holder>();
   Holder h{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3)};
@@ -476,11 +498,18 @@ Result<std::optional<PostgresStore::Holder>> PostgresStore::LiveHolderOn(
 }
 
 Status PostgresStore::RemoveSession(std::string_view session_id) {
+  return RemoveSessionIn(std::nullopt, session_id);
+}
+
+Status PostgresStore::RemoveSessionIn(TenantFilter tenant, std::string_view session_id) {
   return InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id, tenant));
     if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
     // ON DELETE CASCADE removes events, checkpoints, the pending index, state.
-    return c.Exec("DELETE FROM sessions WHERE id = $1", {P(session_id)}).status();
+    return c
+        .Exec("DELETE FROM sessions WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+              {P(session_id), TenantParam(tenant)})
+        .status();
   });
 }
 
@@ -612,11 +641,11 @@ Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
 }
 
 Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_view session_id,
-                                                         uint64_t after_seq) {
+                                                         uint64_t after_seq, TenantFilter tenant) {
   AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT seq, type, turn_id, json, created_at_ms"
                                        " FROM session_events WHERE session_id = $1 AND seq > $2"
-                                       " ORDER BY seq",
-                                       {P(session_id), P(after_seq)}));
+                                       " AND ($3::text IS NULL OR tenant = $3) ORDER BY seq",
+                                       {P(session_id), P(after_seq), TenantParam(tenant)}));
   std::vector<StoredEvent> out;
   out.reserve(static_cast<size_t>(r.size()));
   for (int i = 0; i < r.size(); ++i) {
@@ -628,10 +657,16 @@ Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_
 
 Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_id,
                                                        uint64_t after_seq) {
+  return EventsIn(std::nullopt, session_id, after_seq);
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::EventsIn(TenantFilter tenant,
+                                                         std::string_view session_id,
+                                                         uint64_t after_seq) {
   return WithConn([&](PgConn& c) -> Result<std::vector<StoredEvent>> {
-    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, after_seq));
+    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, after_seq, tenant));
     if (rows.empty()) {
-      AL_RETURN_IF_ERROR(GetSessionOn(c, session_id).status());
+      AL_RETURN_IF_ERROR(GetSessionOn(c, session_id, tenant).status());
     }
     return rows;
   });
@@ -639,14 +674,19 @@ Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_
 
 Result<SessionSnapshot> PostgresStore::Load(std::string_view session_id,
                                             const LoadOptions& options) {
+  return LoadIn(std::nullopt, session_id, options);
+}
+
+Result<SessionSnapshot> PostgresStore::LoadIn(TenantFilter tenant, std::string_view session_id,
+                                              const LoadOptions& options) {
   for (int attempt = 0;; ++attempt) {
     bool raced = false;
-    auto snap = LoadOnce(session_id, options, &raced);
+    auto snap = LoadOnce(tenant, session_id, options, &raced);
     if (!raced || attempt == 3) return snap;
   }
 }
 
-Result<SessionSnapshot> PostgresStore::LoadOnce(std::string_view session_id,
+Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string_view session_id,
                                                 const LoadOptions& options, bool* raced) {
   SessionSnapshot snap;
   std::vector<StoredEvent> rows;
@@ -656,8 +696,8 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(std::string_view session_id,
   Status read_all = WithConn([&](PgConn& c) -> Status {
     AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
     auto read = [&]() -> Status {
-      AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id));
-      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, 0));
+      AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id, tenant));
+      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, 0, tenant));
       AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointOn(c, session_id, 0));
       AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, CheckpointOn(c, session_id, 2));
       if (options.repair) {
@@ -692,7 +732,7 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(std::string_view session_id,
   e.ts = now;
   bool skipped = false;
   Status wrote = InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id, tenant));
     AL_ASSIGN_OR_RETURN(PgRows r,
                         c.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
     if (static_cast<uint64_t>(r.Int(0, 0)) != snap.info.last_seq) {
@@ -974,13 +1014,19 @@ Result<std::optional<PendingRecord>> PostgresStore::GetPending(std::string_view 
 }
 
 Result<std::optional<PendingLookup>> PostgresStore::LookupPending(std::string_view pending_id) {
+  return LookupPendingIn(std::nullopt, pending_id);
+}
+
+Result<std::optional<PendingLookup>> PostgresStore::LookupPendingIn(TenantFilter tenant,
+                                                                    std::string_view pending_id) {
   return WithConn([&](PgConn& c) -> Result<std::optional<PendingLookup>> {
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
                                          " c.turn_id, c.json, p.resolved, c.state"
                                          " FROM pending_index p"
                                          " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                         " WHERE p.pending_id = $1",
-                                         {P(pending_id)}));
+                                         " WHERE p.pending_id = $1"
+                                         " AND ($2::text IS NULL OR p.tenant = $2)",
+                                         {P(pending_id), TenantParam(tenant)}));
     if (r.empty()) return std::optional<PendingLookup>();
     PendingLookup out;
     PendingRecord& rec = out.record;
@@ -1041,11 +1087,18 @@ Result<std::optional<Checkpoint>> PostgresStore::ClaimDecidedFenced(std::string_
 
 Result<ResolveOutcome> PostgresStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
                                               std::span<const Event> events) {
+  return ResolveIn(std::nullopt, pending_id, fn, events);
+}
+
+Result<ResolveOutcome> PostgresStore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
+                                                const ResolveFn& fn,
+                                                std::span<const Event> events) {
   return InTxn([&](PgConn& c) -> Result<ResolveOutcome> {
     ResolveOutcome out;
     AL_ASSIGN_OR_RETURN(PgRows where, c.Exec("SELECT checkpoint_id FROM pending_index"
-                                             " WHERE pending_id = $1 AND NOT resolved",
-                                             {P(pending_id)}));
+                                             " WHERE pending_id = $1 AND NOT resolved"
+                                             " AND ($2::text IS NULL OR tenant = $2)",
+                                             {P(pending_id), TenantParam(tenant)}));
     if (where.empty()) {
       out.already_resolved = true;
       return out;
@@ -1357,9 +1410,15 @@ Result<std::optional<Json>> PostgresStore::GetState(std::string_view session_id,
 }
 
 Result<std::optional<Json>> PostgresStore::GetSettings(std::string_view session_id) {
+  return GetSettingsIn(std::nullopt, session_id);
+}
+
+Result<std::optional<Json>> PostgresStore::GetSettingsIn(TenantFilter tenant,
+                                                         std::string_view session_id) {
   return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
-    AL_ASSIGN_OR_RETURN(PgRows r,
-                        c.Exec("SELECT settings FROM sessions WHERE id = $1", {P(session_id)}));
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT settings FROM sessions WHERE id = $1"
+                                         " AND ($2::text IS NULL OR tenant = $2)",
+                                         {P(session_id), TenantParam(tenant)}));
     if (r.empty()) return SessionNotFound(session_id);
     std::string text = r.Text(0, 0);
     if (text.empty()) return std::optional<Json>();

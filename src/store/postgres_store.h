@@ -27,6 +27,7 @@
 #include "agentloop/store.h"
 
 #include "store/pg_conn.h"
+#include "store/store_util.h"
 
 namespace agentloop::store {
 
@@ -124,6 +125,23 @@ class PostgresStore final : public SessionStore {
   Result<std::vector<std::string>> ListExpiredLocks(int limit) override;
   Result<std::unique_ptr<WakeupListener>> ListenForWakeups() override;
 
+  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
+  // The calls of the same name, matching only rows of `tenant` (nullopt:
+  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
+  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
+  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
+  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
+                          std::optional<std::string> title, std::optional<Json> metadata);
+  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
+                                            uint64_t after_seq);
+  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
+                                 const LoadOptions& options);
+  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
+  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
+                                                       std::string_view pending_id);
+  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
+                                   const ResolveFn& fn, std::span<const Event> events);
+
   // Used by the lease handle: the writes of its holder, refused
   // (LeaseLost) unless the session's lease is still `fence`.
   Status FencedAppend(std::string_view session_id, std::span<const Event> events,
@@ -180,7 +198,8 @@ class PostgresStore final : public SessionStore {
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
   Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                        const std::string* lock_token, int64_t owner_pid);
-  Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id);
+  Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id,
+                                   TenantFilter tenant = std::nullopt);
   // Inside a transaction: locks the session row, checks `fence` (when
   // set), checks and stores the events (see Append).
   // `again`: a run after an attempt that may have committed the same
@@ -200,7 +219,7 @@ class PostgresStore final : public SessionStore {
   // Locks the session row and checks `fence`. kNotFound, LeaseLost.
   Status CheckFenceOn(PgConn& c, std::string_view session_id, const PgFence& fence);
   Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
-                                            uint64_t after_seq);
+                                            uint64_t after_seq, TenantFilter tenant = std::nullopt);
   Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id, int state);
   Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state);
 
@@ -212,9 +231,10 @@ class PostgresStore final : public SessionStore {
   // Deletes the session's wake-up unless inputs are queued for it.
   Status DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id);
   // Locks the session row; the live holder of its lease, if any. kNotFound.
-  Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id);
-  Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
-                                   bool* raced);
+  Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id,
+                                             TenantFilter tenant = std::nullopt);
+  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
+                                   const LoadOptions& options, bool* raced);
 
   void HeartbeatLoop();
 

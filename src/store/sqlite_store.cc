@@ -42,6 +42,11 @@ constexpr char kSessionColumns[] =
     " MAX(last_seq, COALESCE((SELECT MAX(e.seq) FROM events e"
     " WHERE e.session_id = sessions.id), 0)), tenant, agent, metadata, parent_id";
 
+// Restricts a statement over `pending_index p JOIN checkpoints c` to the
+// rows of the tenant bound to ?2 (the tenant is a column of the session).
+constexpr char kOfTenant[] =
+    " AND EXISTS (SELECT 1 FROM sessions s WHERE s.id = c.session_id AND s.tenant = ?2)";
+
 SessionInfo ReadSession(const Stmt& st) {
   SessionInfo s;
   s.id = st.Text(0);
@@ -308,18 +313,29 @@ Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOpti
   return out;
 }
 
-Result<SessionInfo> SqliteStore::GetSessionLocked(std::string_view session_id) {
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(std::string("SELECT ") + kSessionColumns +
-                                            " FROM sessions WHERE id = ?"));
+Result<SessionInfo> SqliteStore::GetSessionLocked(std::string_view session_id,
+                                                  TenantFilter tenant) {
+  AL_ASSIGN_OR_RETURN(
+      Stmt st, db_->Prepare(std::string("SELECT ") + kSessionColumns +
+                            " FROM sessions WHERE id = ?1" + (tenant ? " AND tenant = ?2" : "")));
   st.Bind(1, session_id);
+  if (tenant) st.Bind(2, *tenant);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return SessionNotFound(session_id);
   return ReadSession(st);
 }
 
+std::unique_ptr<TenantStore> SqliteStore::ForTenant(std::string tenant) {
+  return std::make_unique<ScopedStore<SqliteStore>>(*this, std::move(tenant));
+}
+
 Result<SessionInfo> SqliteStore::GetSession(std::string_view session_id) {
+  return GetSessionIn(std::nullopt, session_id);
+}
+
+Result<SessionInfo> SqliteStore::GetSessionIn(TenantFilter tenant, std::string_view session_id) {
   std::lock_guard lk(mu_);
-  return GetSessionLocked(session_id);
+  return GetSessionLocked(session_id, tenant);
 }
 
 Result<std::string> SqliteStore::FindSession(std::string_view id_or_prefix) {
@@ -358,12 +374,18 @@ Result<SessionInfo> SqliteStore::NewestInWorkspace(const std::filesystem::path& 
 
 Status SqliteStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
                                    std::optional<Json> metadata) {
+  return RelabelSessionIn(std::nullopt, session_id, std::move(title), std::move(metadata));
+}
+
+Status SqliteStore::RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
+                                     std::optional<std::string> title,
+                                     std::optional<Json> metadata) {
   if (metadata && !metadata->is_null() && !metadata->is_object()) {
     return InvalidArgument("session metadata must be a JSON object");
   }
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
   if (title) {
     AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
     AL_RETURN_IF_ERROR(st.Bind(1, *title).Bind(2, session_id).Run());
@@ -377,9 +399,13 @@ Status SqliteStore::RelabelSession(std::string_view session_id, std::optional<st
 }
 
 Status SqliteStore::RemoveSession(std::string_view session_id) {
+  return RemoveSessionIn(std::nullopt, session_id);
+}
+
+Status SqliteStore::RemoveSessionIn(TenantFilter tenant, std::string_view session_id) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
   AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
   if (holder) {
     return Busy("session " + std::string(session_id) + " is busy (held by pid " +
@@ -483,23 +509,34 @@ Result<std::vector<StoredEvent>> SqliteStore::EventsLocked(std::string_view sess
 
 Result<std::vector<StoredEvent>> SqliteStore::Events(std::string_view session_id,
                                                      uint64_t after_seq) {
+  return EventsIn(std::nullopt, session_id, after_seq);
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::EventsIn(TenantFilter tenant,
+                                                       std::string_view session_id,
+                                                       uint64_t after_seq) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+  AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
   return EventsLocked(session_id, after_seq);
 }
 
 Result<SessionSnapshot> SqliteStore::Load(std::string_view session_id, const LoadOptions& options) {
+  return LoadIn(std::nullopt, session_id, options);
+}
+
+Result<SessionSnapshot> SqliteStore::LoadIn(TenantFilter tenant, std::string_view session_id,
+                                            const LoadOptions& options) {
   // A writer appending between our read and the repair makes us read again;
   // the session lock normally prevents that, so a few attempts suffice.
   for (int attempt = 0;; ++attempt) {
     bool raced = false;
-    auto snap = LoadOnce(session_id, options, &raced);
+    auto snap = LoadOnce(tenant, session_id, options, &raced);
     if (!raced || attempt == 3) return snap;
   }
 }
 
-Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
+Result<SessionSnapshot> SqliteStore::LoadOnce(TenantFilter tenant, std::string_view session_id,
                                               const LoadOptions& options, bool* raced) {
   std::lock_guard lk(mu_);
   SessionSnapshot snap;
@@ -508,7 +545,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
   {
     // One read transaction: the session row, events and checkpoint agree.
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-    AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id));
+    AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id, tenant));
     AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, 0));
     AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, CheckpointState::kOpen));
     AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
@@ -535,7 +572,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(std::string_view session_id,
   if (!repair) return snap;
 
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(SessionInfo now_info, GetSessionLocked(session_id));
+  AL_ASSIGN_OR_RETURN(SessionInfo now_info, GetSessionLocked(session_id, tenant));
   if (now_info.last_seq != snap.info.last_seq) {
     *raced = true;
     return Unavailable("session " + std::string(session_id) + " changed while loading");
@@ -791,14 +828,23 @@ Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pe
 }
 
 Result<std::optional<PendingLookup>> SqliteStore::LookupPending(std::string_view pending_id) {
+  return LookupPendingIn(std::nullopt, pending_id);
+}
+
+Result<std::optional<PendingLookup>> SqliteStore::LookupPendingIn(TenantFilter tenant,
+                                                                  std::string_view pending_id) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
-                                            " c.turn_id, c.json, p.resolved, c.closed"
-                                            " FROM pending_index p"
-                                            " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                            " WHERE p.pending_id = ?"));
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db_->Prepare(std::string("SELECT p.session_id, p.checkpoint_id,"
+                                               " p.created_at_ms, c.turn_id, c.json,"
+                                               " p.resolved, c.closed"
+                                               " FROM pending_index p"
+                                               " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                               " WHERE p.pending_id = ?1") +
+                                   (tenant ? kOfTenant : "")));
   st.Bind(1, pending_id);
+  if (tenant) st.Bind(2, *tenant);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<PendingLookup>();
   PendingLookup out;
@@ -847,13 +893,21 @@ Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view ses
 
 Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
                                             std::span<const Event> events) {
+  return ResolveIn(std::nullopt, pending_id, fn, events);
+}
+
+Result<ResolveOutcome> SqliteStore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
+                                              const ResolveFn& fn, std::span<const Event> events) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT c.id, c.json FROM pending_index p"
-                                            " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                            " WHERE p.pending_id = ? AND c.closed = 0"
-                                            " AND p.resolved = 0"));
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db_->Prepare(std::string("SELECT c.id, c.json FROM pending_index p"
+                                               " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                               " WHERE p.pending_id = ?1 AND c.closed = 0"
+                                               " AND p.resolved = 0") +
+                                   (tenant ? kOfTenant : "")));
   st.Bind(1, pending_id);
+  if (tenant) st.Bind(2, *tenant);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   ResolveOutcome out;
   if (!row) {
@@ -1208,9 +1262,17 @@ Result<std::vector<std::string>> SqliteStore::ListQueuedSessions() {
 // --- pinned settings ------------------------------------------------------------
 
 Result<std::optional<Json>> SqliteStore::GetSettings(std::string_view session_id) {
+  return GetSettingsIn(std::nullopt, session_id);
+}
+
+Result<std::optional<Json>> SqliteStore::GetSettingsIn(TenantFilter tenant,
+                                                       std::string_view session_id) {
   std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT settings FROM sessions WHERE id = ?"));
+  AL_ASSIGN_OR_RETURN(Stmt st,
+                      db_->Prepare(std::string("SELECT settings FROM sessions WHERE id = ?1") +
+                                   (tenant ? " AND tenant = ?2" : "")));
   st.Bind(1, session_id);
+  if (tenant) st.Bind(2, *tenant);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return SessionNotFound(session_id);
   std::string text = st.Text(0);

@@ -21,6 +21,7 @@
 #include "agentloop/store.h"
 
 #include "store/sqlite_db.h"
+#include "store/store_util.h"
 
 namespace agentloop::store {
 
@@ -88,6 +89,23 @@ class SqliteStore final : public SessionStore {
                                                      int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
 
+  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
+  // The calls of the same name, matching only rows of `tenant` (nullopt:
+  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
+  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
+  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
+  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
+                          std::optional<std::string> title, std::optional<Json> metadata);
+  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
+                                            uint64_t after_seq);
+  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
+                                 const LoadOptions& options);
+  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
+  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
+                                                       std::string_view pending_id);
+  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
+                                   const ResolveFn& fn, std::span<const Event> events);
+
   // Used by SqliteSessionLock.
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
@@ -110,7 +128,8 @@ class SqliteStore final : public SessionStore {
 
   int64_t Now() const;
   // The *Locked helpers REQUIRE mu_ held.
-  Result<SessionInfo> GetSessionLocked(std::string_view session_id);
+  Result<SessionInfo> GetSessionLocked(std::string_view session_id,
+                                       TenantFilter tenant = std::nullopt);
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
   Status InsertSessionLocked(const SessionInfo& s, const Json& settings);
   // Append's work inside the caller's write transaction.
@@ -135,8 +154,8 @@ class SqliteStore final : public SessionStore {
   Result<std::vector<QueuedInput>> ListQueuedInputsLocked(std::string_view session_id,
                                                           int64_t limit);
   // One Load attempt; sets *raced when another writer appended during it.
-  Result<SessionSnapshot> LoadOnce(std::string_view session_id, const LoadOptions& options,
-                                   bool* raced);
+  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
+                                   const LoadOptions& options, bool* raced);
 
   // The heartbeat thread's loop: refreshes every lock in beating_ every
   // lock_ttl / 3 until stopping_.

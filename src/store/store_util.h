@@ -2,8 +2,11 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "agentloop/store.h"
 
@@ -29,5 +32,59 @@ std::string TitleFrom(const Event& e);
 // to. kDataLoss when the index and the checkpoint disagree.
 Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_id,
                                 const std::string& checkpoint_id);
+
+// Which tenant's rows a statement may match: one tenant's (a TenantStore's
+// calls), or every tenant's (nullopt: SessionStore's own calls).
+using TenantFilter = std::optional<std::string_view>;
+
+// The TenantStore of a store S, one piece of code for both stores: each
+// call is S's *In method of the same name, given the view's tenant, which
+// puts it into the call's statements. REQUIRES: `store` outlives the view.
+template <class S>
+class ScopedStore final : public TenantStore {
+ public:
+  ScopedStore(S& store, std::string tenant) : store_(store), tenant_(std::move(tenant)) {}
+
+  const std::string& tenant() const override { return tenant_; }
+  Result<SessionInfo> GetSession(std::string_view session_id) override {
+    return store_.GetSessionIn(tenant_, session_id);
+  }
+  Status RemoveSession(std::string_view session_id) override {
+    return store_.RemoveSessionIn(tenant_, session_id);
+  }
+  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                        std::optional<Json> metadata) override {
+    return store_.RelabelSessionIn(tenant_, session_id, std::move(title), std::move(metadata));
+  }
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id,
+                                          uint64_t after_seq) override {
+    return store_.EventsIn(tenant_, session_id, after_seq);
+  }
+  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override {
+    return store_.LoadIn(tenant_, session_id, options);
+  }
+  Result<std::optional<Json>> GetSettings(std::string_view session_id) override {
+    return store_.GetSettingsIn(tenant_, session_id);
+  }
+  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override {
+    AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found,
+                        store_.LookupPendingIn(tenant_, pending_id));
+    if (!found || found->state != PendingLookup::State::kOutstanding) {
+      return std::optional<PendingRecord>();
+    }
+    return std::optional<PendingRecord>(std::move(found->record));
+  }
+  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override {
+    return store_.LookupPendingIn(tenant_, pending_id);
+  }
+  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                 std::span<const Event> events) override {
+    return store_.ResolveIn(tenant_, pending_id, fn, events);
+  }
+
+ private:
+  S& store_;
+  const std::string tenant_;
+};
 
 }  // namespace agentloop::store

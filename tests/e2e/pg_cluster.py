@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 import urllib.request
 
 from e2e_util import TIMEOUT
@@ -191,6 +192,26 @@ class PgServeCase(ServeCase):
     def count(self, sql):
         return int(self.cluster.psql("SET search_path = %s; %s" % (self.schema, sql)))
 
+    def serve_pg(self, **env):
+        """Starts an `agentloop serve` instance on the test's schema, with the
+        agent's key and the variables `env`; returns (process, base URL)."""
+        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
+                                         **env))
+
+    def call(self, base, method, path, body=None):
+        """(status, parsed body) of a call to the instance at `base`."""
+        status, _, parsed = self.http(method, path, body, base=base)
+        return status, parsed
+
+    def wait_for(self, what, predicate):
+        """The first true value of predicate(), polled until TIMEOUT."""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            got = predicate()
+            if got:
+                return got
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
 
 def tool_ids(events):
     """The tool_use ids and the tool_use_ids of the tool results of the

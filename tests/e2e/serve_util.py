@@ -15,6 +15,29 @@ import urllib.request
 from e2e_util import BIN, TIMEOUT, CliTestCase
 
 
+def start_serve_process(binary, env, cwd, port=0, timeout=TIMEOUT):
+    """Starts `binary serve` on 127.0.0.1:`port` (0: a free one) and returns
+    (process, base URL, line) once it says where it listens, or (process,
+    None, the last line it wrote) when it did not within `timeout` seconds.
+    Its stderr stays a pipe the caller may read."""
+    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % port],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
+        if not ready:
+            break
+        line = p.stderr.readline()
+        m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            return p, "http://127.0.0.1:%s" % m.group(1), line
+        if not line:
+            break
+    return p, None, line
+
+
 class ServeCase(CliTestCase):
     """Starts `agentloop serve` and calls it (no tests of its own)."""
 
@@ -50,23 +73,11 @@ class ServeCase(CliTestCase):
         (process, base URL). Its stderr stays a pipe the test may read."""
         if env is None:
             env = self.env(WRITER_KEY="sk-test")
-        p = subprocess.Popen([BIN, "serve", "--listen", "127.0.0.1:%d" % port],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, env=env, cwd=self.tmp)
+        p, base, line = start_serve_process(BIN, env, self.tmp, port)
         self.procs.append(p)
-        deadline = time.monotonic() + TIMEOUT
-        line = ""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([p.stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = p.stderr.readline()
-            m = re.search(r"on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                return p, "http://127.0.0.1:%s" % m.group(1)
-            if not line:
-                break
-        self.fail("serve did not start: %r" % line)
+        if base is None:
+            self.fail("serve did not start: %r" % line)
+        return p, base
 
     def serve(self, port=0):
         """Starts a server (start_serve) and makes it self.base."""

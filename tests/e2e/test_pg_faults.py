@@ -29,21 +29,7 @@ def job(i):
 
 class DatabaseRestartTest(PgServeCase):
     def serve(self):
-        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
-                                         AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS)))
-
-    def call(self, base, method, path, body=None):
-        status, _, parsed = self.http(method, path, body, base=base)
-        return status, parsed
-
-    def wait_for(self, what, predicate):
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            got = predicate()
-            if got:
-                return got
-            time.sleep(0.05)
-        self.fail("timed out waiting for " + what)
+        return self.serve_pg(AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
 
     def ran(self):
         path = os.path.join(self.ws, "ran.log")

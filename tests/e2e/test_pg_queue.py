@@ -8,10 +8,8 @@ a continuation of the cut turn first."""
 import json
 import os
 import signal
-import time
 import unittest
 
-from e2e_util import TIMEOUT
 from pg_cluster import EventStream, PgServeCase, tool_ids
 
 LEASE_TTL_MS = 2000
@@ -19,18 +17,10 @@ LEASE_TTL_MS = 2000
 
 class QueuedInputsTest(PgServeCase):
     def serve(self):
-        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
-                                         AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS)))
+        return self.serve_pg(AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
 
     def wait_requests(self, model, n):
-        deadline = time.monotonic() + TIMEOUT
-        while len(model.requests()) < n:
-            self.assertLess(time.monotonic(), deadline, "no model request %d" % n)
-            time.sleep(0.05)
-
-    def call(self, base, method, path, body=None):
-        status, _, parsed = self.http(method, path, body, base=base)
-        return status, parsed
+        self.wait_for("model request %d" % n, lambda: len(model.requests()) >= n)
 
     def stored(self, base, sid):
         status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)

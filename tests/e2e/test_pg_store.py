@@ -101,11 +101,7 @@ class PgStoreTest(PgServeCase):
         self.write_agent(server.base_url)
 
     def serve(self):
-        return self.start_serve(self.pg_env(WRITER_KEY="sk-test"))
-
-    def call(self, base, method, path, body=None):
-        status, _, parsed = self.http(method, path, body, base=base)
-        return status, parsed
+        return self.serve_pg()
 
     def test_serve_pauses_a_turn_and_another_instance_sees_it(self):
         self.agent(self.server(WRITE))

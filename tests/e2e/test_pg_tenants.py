@@ -20,9 +20,9 @@ def grant(token, tenant):
 
 class TenantsTest(PgServeCase):
     def serve(self):
-        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test"))
+        return self.serve_pg()
 
-    def call(self, base, token, method, path, body=None):
+    def call_as(self, base, token, method, path, body=None):
         status, _, parsed = self.http(method, path, body, base=base, token=token)
         return status, parsed
 
@@ -46,17 +46,17 @@ class TenantsTest(PgServeCase):
         self.write_agent(model.base_url, tokens=[grant(ACME, "acme"), grant(OTHER, "other")])
         _, a = self.serve()
         _, b = self.serve()
-        status, s = self.call(a, ACME, "POST", "/v1/sessions", {"agent": "writer"})
+        status, s = self.call_as(a, ACME, "POST", "/v1/sessions", {"agent": "writer"})
         self.assertEqual(status, 201, s)
         sid = s["id"]
-        status, t = self.call(a, ACME, "POST", "/v1/sessions/%s/turns" % sid,
-                              {"input": "write mine.txt"})
+        status, t = self.call_as(a, ACME, "POST", "/v1/sessions/%s/turns" % sid,
+                                 {"input": "write mine.txt"})
         self.assertEqual(status, 202, t)
         tid = t["id"]
-        status, w = self.call(a, ACME, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
-                              % (sid, tid))
+        status, w = self.call_as(a, ACME, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                                 % (sid, tid))
         self.assertEqual(w["result"]["stop"], "pending_approval", w)
-        status, pending = self.call(a, ACME, "GET", "/v1/sessions/%s/pending" % sid)
+        status, pending = self.call_as(a, ACME, "GET", "/v1/sessions/%s/pending" % sid)
         self.assertEqual(len(pending["items"]), 1, pending)
         pid = pending["items"][0]["id"]
         before = self.snapshot()
@@ -80,12 +80,17 @@ class TenantsTest(PgServeCase):
                     ("GET", "/v1/approvals/%s/diff" % pid, None),
                     ("POST", "/v1/approvals/%s/decision" % pid, {"decision": "approve"}),
                     ("POST", "/v1/questions/%s/answer" % pid, {"answer": "yes"}),
+                    # The seeds' routes name the same session and item.
+                    ("GET", "/agents/writer/sessions/%s" % sid, None),
+                    ("POST", "/agents/writer/messages", {"sessionId": sid, "message": "hijack"}),
+                    ("POST", "/pending-approvals/%s/resolve" % pid, {"decision": "approve"}),
+                    ("POST", "/pending-questions/%s/answer" % pid, {"answer": "yes"}),
                     ("DELETE", "/v1/sessions/%s" % sid, None)):
-                status, got = self.call(base, OTHER, method, path, body)
+                status, got = self.call_as(base, OTHER, method, path, body)
                 self.assertEqual(status, 404, "%s %s on %s: %s" % (method, path, base, got))
                 self.assertEqual(got["code"], "not_found", got)
             for path in ("/v1/sessions", "/v1/approvals", "/v1/questions"):
-                status, got = self.call(base, OTHER, "GET", path)
+                status, got = self.call_as(base, OTHER, "GET", path)
                 self.assertEqual((status, got["items"]), (200, []), path)
         # Not one row changed, and the other tenant's decision ran nothing.
         self.assertEqual(self.snapshot(), before)
@@ -93,8 +98,8 @@ class TenantsTest(PgServeCase):
         self.assertFalse(os.path.exists(os.path.join(self.ws, "mine.txt")))
 
         # The owner decides on B, and the turn completes.
-        status, d = self.call(b, ACME, "POST", "/v1/approvals/%s/decision" % pid,
-                              {"decision": "approve"})
+        status, d = self.call_as(b, ACME, "POST", "/v1/approvals/%s/decision" % pid,
+                                 {"decision": "approve"})
         self.assertEqual((status, d["status"]), (200, "resumed"), d)
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline and not os.path.exists(

@@ -9,7 +9,6 @@ import json
 import os
 import select
 import signal
-import time
 import unittest
 import urllib.error
 import urllib.request
@@ -28,26 +27,12 @@ class TwoInstancesTest(PgServeCase):
                          extra='\n[permissions]\nallow = ["write"]\n' if allow_write else "")
 
     def serve(self):
-        return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
-                                         AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS)))
-
-    def call(self, base, method, path, body=None):
-        status, _, parsed = self.http(method, path, body, base=base)
-        return status, parsed
+        return self.serve_pg(AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
 
     def events(self, base, sid):
         status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)
         self.assertEqual(status, 200, page)
         return page["items"]
-
-    def wait_for(self, what, predicate):
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            got = predicate()
-            if got:
-                return got
-            time.sleep(0.05)
-        self.fail("timed out waiting for " + what)
 
     def test_a_pause_on_one_instance_is_decided_on_the_other_and_continues_once(self):
         model = self.server({"responses": [
