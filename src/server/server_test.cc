@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -572,6 +573,66 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
   EXPECT_TRUE(child_detail["children"].empty()) << child_detail.dump();
   Reply again = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
   EXPECT_EQ(again.json()["status"], "already_resolved") << again.body;
+}
+
+// A served turn shows its child as soon as the child starts: the event
+// stream, the stored log and the session resource have it while the child's
+// model call is still held.
+TEST_F(ServerTest, ARunningSubagentIsStreamedAndListedBeforeItEnds) {
+  fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
+  fs::create_directories(agents);
+  std::ofstream(agents / "reviewer.md") << "---\ndescription: reviews for the caller\n"
+                                           "tools: [read]\n---\nYou are REVIEWER-AGENT.\n";
+  const std::string root = "You are agentloop, a careful";  // the root's built-in prompt
+  StartModel(Json::array({{{"match", root},
+                           {"tool_calls", Json::array({{{"id", "c1"},
+                                                        {"name", "agent__reviewer"},
+                                                        {"input", {{"task", "review slowly"}}}}})}},
+                          {{"match", "REVIEWER-AGENT"}, {"delay_ms", 60000}, {"text", "never"}}}));
+  SessionOptions o = AgentOptions();
+  o.allow.push_back({"agent__reviewer", "test"});
+  ServerOptions so;
+  so.agents.push_back(Agent("coder", o));
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  Reply started_turn = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "delegate"}});
+  ASSERT_EQ(started_turn.status, 202u) << started_turn.body;
+  const std::string tid = started_turn.json()["id"];
+
+  Client c(port_);
+  c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0");
+  std::optional<Json> started;
+  while (auto f = c.Next()) {
+    ASSERT_NE(f->event, "subagent_completed") << "the child ended before it was reported";
+    ASSERT_NE(f->event, "tool_call_end");
+    if (f->event == "subagent_started") {
+      started = f->json();
+      break;
+    }
+  }
+  ASSERT_TRUE(started.has_value()) << "no subagent_started on the stream";
+  EXPECT_EQ((*started)["path"], "root/reviewer");
+  const std::string child = (*started)["child_session_id"];
+  // The child is running: its model call is held by the fake server.
+  ASSERT_TRUE(model_->WaitForRequests(2, std::chrono::seconds(20)));
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid + "/turns/" + tid).json()["status"], "running");
+  Json stored = Call("GET", "/v1/sessions/" + sid + "/events?after=0").json()["items"];
+  int stored_started = 0;
+  for (const Json& e : stored) {
+    EXPECT_NE(e["type"], "subagent_completed");
+    if (e["type"] == "subagent_started") {
+      ++stored_started;
+      EXPECT_EQ(e["child_session_id"], child);
+      EXPECT_EQ(e["seq"], (*started)["seq"]);
+    }
+  }
+  EXPECT_EQ(stored_started, 1) << stored.dump();
+  Json detail = Call("GET", "/v1/sessions/" + sid).json();
+  ASSERT_EQ(detail["children"].size(), 1u) << detail.dump();
+  EXPECT_EQ(detail["children"][0]["id"], child);
+
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
+  EXPECT_EQ(Wait(sid, tid)["stop"], "aborted");
 }
 
 TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {
