@@ -253,6 +253,29 @@ class ServerTest : public ::testing::Test {
     return false;
   }
 
+  // Writes the user's agent definition `name` (docs/subagents.md), offered
+  // to sessions as agent__<name>: `front` is its front matter after the
+  // description, `marker` its prompt.
+  void DefineSubagent(const std::string& name, const std::string& front,
+                      const std::string& marker) {
+    fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
+    fs::create_directories(agents);
+    std::ofstream(agents / (name + ".md")) << "---\ndescription: " << name << " helps the caller\n"
+                                           << front << "---\nYou are " << marker << ".\n";
+  }
+  // Starts the server with the agent `coder` allowing `tool`; returns a new
+  // session's id.
+  std::string StartAllowing(const std::string& tool) {
+    SessionOptions o = AgentOptions();
+    o.allow.push_back({tool, "test"});
+    ServerOptions so;
+    so.agents.push_back(Agent("coder", o));
+    StartServer(std::move(so));
+    return NewSession();
+  }
+  // The root session's built-in prompt starts so (a child's never does).
+  static constexpr const char* kRootPrompt = "You are agentloop, a careful";
+
   Json WriteCall(const std::string& id, const std::string& file) {
     return {{"tool_calls", Json::array({{{"id", id},
                                          {"name", "write"},
@@ -509,11 +532,8 @@ TEST_F(ServerTest, ASessionScopedApprovalCoversTheSameAccessLater) {
 // A subagent's approval reaches the root's inbox over HTTP, tagged with its
 // path of agents; deciding it resumes the child and then the root's turn.
 TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
-  fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
-  fs::create_directories(agents);
-  std::ofstream(agents / "writer.md") << "---\ndescription: writes notes for the caller\n"
-                                         "tools: [read, write]\n---\nYou are WRITER-AGENT.\n";
-  const std::string root = "You are agentloop, a careful";  // the root's built-in prompt
+  DefineSubagent("writer", "tools: [read, write]\n", "WRITER-AGENT");
+  const std::string root = kRootPrompt;
   StartModel(Json::array(
       {{{"match", root},
         {"tool_calls", Json::array({{{"id", "c1"},
@@ -526,12 +546,7 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
                        {"input", {{"file_path", "notes.txt"}, {"content", "hi\n"}}}}})}},
        {{"match", "WRITER-AGENT"}, {"text", "wrote notes.txt"}},
        {{"match", root}, {"text", "the writer is done"}}}));
-  SessionOptions o = AgentOptions();
-  o.allow.push_back({"agent__writer", "test"});
-  ServerOptions so;
-  so.agents.push_back(Agent("coder", o));
-  StartServer(std::move(so));
-  std::string sid = NewSession();
+  std::string sid = StartAllowing("agent__writer");
   Json paused = RunTurn(sid, "delegate the notes");
   ASSERT_EQ(paused["stop"], "pending_approval") << paused.dump();
   EXPECT_FALSE(fs::exists(workspace_ / "notes.txt"));
@@ -579,22 +594,14 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
 // stream, the stored log and the session resource have it while the child's
 // model call is still held.
 TEST_F(ServerTest, ARunningSubagentIsStreamedAndListedBeforeItEnds) {
-  fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
-  fs::create_directories(agents);
-  std::ofstream(agents / "reviewer.md") << "---\ndescription: reviews for the caller\n"
-                                           "tools: [read]\n---\nYou are REVIEWER-AGENT.\n";
-  const std::string root = "You are agentloop, a careful";  // the root's built-in prompt
+  DefineSubagent("reviewer", "tools: [read]\n", "REVIEWER-AGENT");
+  const std::string root = kRootPrompt;
   StartModel(Json::array({{{"match", root},
                            {"tool_calls", Json::array({{{"id", "c1"},
                                                         {"name", "agent__reviewer"},
                                                         {"input", {{"task", "review slowly"}}}}})}},
                           {{"match", "REVIEWER-AGENT"}, {"delay_ms", 60000}, {"text", "never"}}}));
-  SessionOptions o = AgentOptions();
-  o.allow.push_back({"agent__reviewer", "test"});
-  ServerOptions so;
-  so.agents.push_back(Agent("coder", o));
-  StartServer(std::move(so));
-  std::string sid = NewSession();
+  std::string sid = StartAllowing("agent__reviewer");
   Reply started_turn = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "delegate"}});
   ASSERT_EQ(started_turn.status, 202u) << started_turn.body;
   const std::string tid = started_turn.json()["id"];
