@@ -262,8 +262,8 @@ class SubagentTest(CliTestCase):
         seen = []
         while not any(e["type"] == "subagent_started" for e in seen):
             line = proc.stdout.readline()
-            self.assertTrue(line, "the run ended before reporting its child: " +
-                            proc.stderr.read())
+            if not line:
+                self.fail("the run ended before reporting its child: " + proc.stderr.read())
             seen.append(json.loads(line))
         self.assertEqual([e for e in seen if e["type"] in ("subagent_completed",
                                                            "tool_call_end")], [])
