@@ -3,7 +3,8 @@
 // RunTurn: the blocking driver, for the CLI, tests and embedders that are
 // happy to give a turn a thread. It calls the provider, asks the approver,
 // runs tool lanes (calls of a parallel lane on their own threads, results in
-// model order) and returns when the turn finishes.
+// model order; the events calls report, ToolContext::report, reach the Turn
+// on the caller's thread while they run) and returns when the turn finishes.
 //
 // RunTurnAsync: the same turn without a thread of its own (the server): the
 // Turn is stepped from completions on a TurnExecutor, and a turn waiting on
@@ -65,15 +66,31 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop);
 //  - Each tool call runs in executor.PostTool(key): the calls of a parallel
 //    lane together (each with its own copy of the tool context), lanes one
 //    after another; the outputs are fed back, in model order, in one Post.
+//    An event a call reports about itself (ToolContext::report) is handed
+//    to the Turn (Turn::OnToolEvent) in a Post of its own, so it precedes
+//    the Post that feeds that call's output back.
 //
 // REQUIRES: `turn`, `deps` (and what they point to) and `executor` stay
 // valid until `done` has been called.
 void RunTurnAsync(Turn& turn, RunnerDeps& deps, TurnExecutor& executor, std::string key,
                   std::stop_token stop, std::function<void(Result<TurnResult>)> done);
 
+// Where RunToolLanes hands an event a call reports about itself
+// (ToolContext::report): on the thread that called RunToolLanes.
+using ToolEventDelivery = std::function<void(const ToolCall& call, EventType type, Json data)>;
+
 // Runs a batch of tool calls: lanes in order, calls within a lane
 // concurrently. Unknown tools and thrown exceptions become is_error outputs.
+// A lone call runs on the calling thread; the calls of a parallel lane run
+// on threads of their own while the calling thread waits for them. With
+// `deliver`, each call's ToolContext::report hands its events to `deliver`
+// on the calling thread while the calls run: at once when reported on that
+// thread, otherwise as soon as it is waiting for the lane (a lone call's
+// reports from other threads: when the call returns); every report of a
+// call is delivered before RunToolLanes returns, and none after. Without
+// it, ToolContext::report is null.
 std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolCall>>& lanes,
-                                             const ToolRegistry& tools, ToolContext& ctx);
+                                             const ToolRegistry& tools, ToolContext& ctx,
+                                             const ToolEventDelivery& deliver = {});
 
 }  // namespace agentloop

@@ -47,10 +47,6 @@ struct ToolOutput {
   // BudgetLedger again: the subagent charged its own node, whose spending
   // reaches every ancestor.
   TurnCounters charged;
-  // Events the call reports about itself (a subagent's subagent_started and
-  // subagent_completed, with their data): the turn emits them, in order,
-  // right before the call's tool_call_end. Only persisted event types.
-  std::vector<std::pair<EventType, Json>> events;
   // Not empty: the call has not finished, it waits for a person's decision
   // in that session (a subagent's durable pause; `waiting_for` says
   // whether an approval or an answer). The turn pauses the batch with the
@@ -129,6 +125,18 @@ struct ToolContext {
   // The turn runs a subagent: "root/reviewer" names the path of agents down
   // to it; empty for a root session.
   std::string agent_path;
+  // Reports an event about this call to its turn (a subagent's
+  // subagent_started as its child session starts, its subagent_completed),
+  // which emits it in its event log while the call still runs: after the
+  // call's tool_call_begin, before its tool_call_end, and the reports of one
+  // call in the order made. Only persisted event types (others are dropped).
+  // Thread-safe; call it only while Run() runs (a later report is dropped).
+  // The runner sets it for each call and hands the event to the turn on the
+  // thread that steps it; RunTurn runs a lone call on that thread, so there
+  // it emits at once what is reported from the thread that called Run()
+  // (reports from other threads of such a call wait until Run() returns).
+  // Null: no turn listens (the tool runs outside a runner).
+  std::function<void(EventType type, Json data)> report;
 };
 
 // How the bash tool confines the commands it runs (docs/tools.md, "Sandbox").

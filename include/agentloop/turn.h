@@ -31,6 +31,7 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -265,6 +266,15 @@ class Turn {
   void OnModelResult(Result<ModelResponse> result);
   void OnDecisions(std::vector<ApprovalDecision> decisions);
   void OnToolResults(std::vector<Result<ToolOutput>> outputs);
+
+  // An event a running tool call reported about itself (ToolContext::report,
+  // delivered by the runner on the thread that steps the turn): emitted at
+  // once with the turn's next seq, so it lands after the call's
+  // tool_call_begin and before its tool_call_end. Only while the turn waits
+  // for the batch's tools (after RunTools, before OnToolResults), only for a
+  // call of that batch that has not ended, and only a persisted type;
+  // anything else is dropped.
+  void OnToolEvent(std::string_view call_id, EventType type, Json data);
 
   // Queues a `notice` event from a hook (any thread). It is emitted on the
   // turn's thread right after the hook call returns, so notices keep their

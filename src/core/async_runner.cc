@@ -136,9 +136,29 @@ class AsyncTurn : public std::enable_shared_from_this<AsyncTurn> {
     // A lone call shares the turn's tool context (as RunToolLanes does); the
     // calls of a parallel lane get copies made before any of them starts.
     contexts_.assign(lane.size() > 1 ? lane.size() : 0, ctx_);
+    if (contexts_.empty()) {
+      ctx_.report = ReportFor(lane[0].id);
+    } else {
+      for (size_t i = 0; i < lane.size(); ++i) contexts_[i].report = ReportFor(lane[i].id);
+    }
     for (size_t i = 0; i < lane.size(); ++i) {
       executor_.PostTool(key_, [self = shared_from_this(), i] { self->RunCall(i); });
     }
+  }
+
+  // The report function of the call `id` (ToolContext::report): each report
+  // goes to the Turn in a step of its own, posted before the call returns,
+  // so before the step that feeds the call's output back. It holds the run
+  // weakly (the run holds the contexts), and drops a report that arrives
+  // after the turn has finished (the Turn may be gone by then).
+  std::function<void(EventType, Json)> ReportFor(const std::string& id) {
+    return [weak = weak_from_this(), id](EventType type, Json data) {
+      std::shared_ptr<AsyncTurn> self = weak.lock();
+      if (!self || !ShouldPersist(type)) return;
+      self->PostStep([id, type, data = std::move(data)](AsyncTurn& t) mutable {
+        if (t.done_) t.turn_.OnToolEvent(id, type, std::move(data));
+      });
+    };
   }
 
   void RunCall(size_t i) {

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agentloop/event_data.h"
 #include "agentloop/runner.h"
 
 #include "core/testing/fakes.h"
@@ -170,6 +171,13 @@ class AsyncRunnerTest : public ::testing::TestWithParam<bool> {
     registry_.Add(std::make_shared<FnTool>(
         Spec("write", true, false),
         [](const ToolCall&, ToolContext&) { return Result<ToolOutput>(ToolOutput::Ok("wrote")); }));
+    // Reports an event about itself while it runs (ToolContext::report).
+    registry_.Add(std::make_shared<FnTool>(
+        Spec("tell", false, false), [](const ToolCall& c, ToolContext& ctx) {
+          if (ctx.report)
+            ctx.report(EventType::kNotice, NoticeData{"info", "told " + c.id}.ToJson());
+          return Result<ToolOutput>(ToolOutput::Ok("told"));
+        }));
     registry_.Add(std::make_shared<FnTool>(Spec("boom", false, false),
                                            [](const ToolCall&, ToolContext&) -> Result<ToolOutput> {
                                              throw std::runtime_error("kaboom");
@@ -296,6 +304,23 @@ TEST_P(AsyncRunnerTest, ToolBatchWithAParallelLaneAndAnApprovalGivesTheSameLog) 
   // The parallel lane's two calls were queued together; the lanes after it
   // one at a time (the blocking model call, when not native, is one more).
   EXPECT_EQ(last_max_tools_queued_, 2u);
+}
+
+TEST_P(AsyncRunnerTest, EventsToolsReportGiveTheSameLog) {
+  Scenario s{"report",
+             [](FakeProvider& p) {
+               p.Calls({Call("a", "tell", {{"x", "1"}}), Call("b", "echo", {{"x", "2"}}),
+                        Call("c", "tell", {{"x", "3"}})})
+                   .Text("all told");
+             },
+             {}};
+  ExpectSame(s);
+  // Each report is in the log, once (the same in both, as checked above).
+  size_t told = 0;
+  for (const Event& e : Blocking(s).events) {
+    told += e.type == EventType::kNotice && e.data.value("text", "").starts_with("told ") ? 1 : 0;
+  }
+  EXPECT_EQ(told, 2u);
 }
 
 TEST_P(AsyncRunnerTest, DenyGivesTheSameLog) {

@@ -1,6 +1,10 @@
 #include "agentloop/runner.h"
 
+#include <condition_variable>
+#include <deque>
 #include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "core/runner_steps.h"
@@ -74,28 +78,155 @@ ToolContext TurnToolContext(const ToolContext& base, const Turn& turn, std::stop
   return ctx;
 }
 
+namespace {
+
+// The reports of one batch's calls (ToolContext::report), handed to
+// `deliver` on the thread that runs the batch (the owner): at once when made
+// on it, else queued until the owner drains the queue, which it does while
+// it waits for a parallel lane and after each call. Closed when the batch
+// ends; a later report is dropped. Shared by the report functions, which a
+// tool may keep longer than the batch.
+class ReportRelay {
+ public:
+  explicit ReportRelay(const ToolEventDelivery& deliver)
+      : deliver_(&deliver), owner_(std::this_thread::get_id()) {}
+
+  // The report function of `call`, a call of the batch (which outlives the
+  // relay's open period).
+  static std::function<void(EventType, Json)> For(const std::shared_ptr<ReportRelay>& relay,
+                                                  const ToolCall& call) {
+    return [relay, call = &call](EventType type, Json data) {
+      relay->Report(*call, type, std::move(data));
+    };
+  }
+
+  // Owner thread: delivers what is queued.
+  void Drain() {
+    std::unique_lock lock(mu_);
+    DrainLocked(lock);
+  }
+
+  // Owner thread: delivers reports as they come until `running` calls have
+  // each called Finished().
+  void DrainUntilFinished(size_t running) {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      DrainLocked(lock);
+      if (finished_ >= running) return;
+      cv_.wait(lock, [&] { return !queue_.empty() || finished_ >= running; });
+    }
+  }
+
+  // Any thread: a call of the lane being waited for has returned.
+  void Finished() {
+    std::lock_guard lock(mu_);
+    ++finished_;
+    cv_.notify_all();
+  }
+
+  // Owner thread: a new lane starts.
+  void ResetFinished() {
+    std::lock_guard lock(mu_);
+    finished_ = 0;
+  }
+
+  // Owner thread: the batch has ended.
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    queue_.clear();
+  }
+
+ private:
+  struct Queued {
+    const ToolCall* call;
+    EventType type;
+    Json data;
+  };
+
+  void Report(const ToolCall& call, EventType type, Json data) {
+    if (std::this_thread::get_id() == owner_) {
+      // Close() runs on this thread too: no report can race it here.
+      bool closed = false;
+      {
+        std::lock_guard lock(mu_);
+        closed = closed_;
+      }
+      if (!closed) (*deliver_)(call, type, std::move(data));
+      return;
+    }
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    queue_.push_back(Queued{&call, type, std::move(data)});
+    cv_.notify_all();
+  }
+
+  // Delivers outside the lock, so a delivery may report again.
+  void DrainLocked(std::unique_lock<std::mutex>& lock) {
+    while (!queue_.empty() && !closed_) {
+      Queued q = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      (*deliver_)(*q.call, q.type, std::move(q.data));
+      lock.lock();
+    }
+  }
+
+  const ToolEventDelivery* deliver_;  // valid while open
+  const std::thread::id owner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Queued> queue_;  // Guarded by mu_.
+  size_t finished_ = 0;       // Guarded by mu_.
+  bool closed_ = false;       // Guarded by mu_.
+};
+
+}  // namespace
 }  // namespace core
 
 std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolCall>>& lanes,
-                                             const ToolRegistry& tools, ToolContext& ctx) {
+                                             const ToolRegistry& tools, ToolContext& ctx,
+                                             const ToolEventDelivery& deliver) {
+  std::shared_ptr<core::ReportRelay> relay;
+  if (deliver) relay = std::make_shared<core::ReportRelay>(deliver);
+  // However the batch ends, no report reaches `deliver` after it.
+  struct CloseAtEnd {
+    const std::shared_ptr<core::ReportRelay>& relay;
+    ~CloseAtEnd() {
+      if (relay) relay->Close();
+    }
+  } close_at_end{relay};
+  auto report_for = [&](const ToolCall& call) -> std::function<void(EventType, Json)> {
+    if (!relay) return nullptr;
+    return core::ReportRelay::For(relay, call);
+  };
   std::vector<Result<ToolOutput>> out;
   for (const auto& lane : lanes) {
     if (lane.size() == 1) {
+      ctx.report = report_for(lane[0]);
       out.push_back(core::RunOne(lane[0], tools, ctx));
+      ctx.report = nullptr;
+      if (relay) relay->Drain();  // what other threads of the call reported
       continue;
     }
     std::vector<std::optional<Result<ToolOutput>>> slots(lane.size());
     // Per-call copies made before any call starts: tools may not share
     // mutable context.
     std::vector<ToolContext> contexts(lane.size(), ctx);
+    for (size_t i = 0; i < lane.size(); ++i) contexts[i].report = report_for(lane[i]);
     {
       std::vector<std::jthread> threads;
-      threads.reserve(lane.size() - 1);
-      for (size_t i = 1; i < lane.size(); ++i) {
-        threads.emplace_back(
-            [&, i] { slots[i].emplace(core::RunOne(lane[i], tools, contexts[i])); });
+      threads.reserve(lane.size());
+      if (relay) relay->ResetFinished();
+      // Every call on a thread of its own: this thread hands their reports
+      // to `deliver` meanwhile.
+      for (size_t i = 0; i < lane.size(); ++i) {
+        threads.emplace_back([&, i] {
+          slots[i].emplace(core::RunOne(lane[i], tools, contexts[i]));
+          if (relay) relay->Finished();
+        });
       }
-      slots[0].emplace(core::RunOne(lane[0], tools, contexts[0]));
+      if (relay) relay->DrainUntilFinished(lane.size());
     }  // joins
     for (auto& s : slots) out.push_back(std::move(*s));
   }
@@ -129,7 +260,10 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
         turn.OnToolResults(core::NoRegistryOutputs(run->lanes));
         continue;
       }
-      turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx));
+      turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx,
+                                      [&turn](const ToolCall& c, EventType type, Json data) {
+                                        turn.OnToolEvent(c.id, type, std::move(data));
+                                      }));
       continue;
     }
   }

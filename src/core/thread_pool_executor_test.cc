@@ -8,29 +8,14 @@
 
 #include "agentloop/executor.h"
 
+#include "core/testing/fakes.h"
+
 namespace agentloop {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(30);
 
-// A latch the test opens; waiting on it is bounded.
-class Gate {
- public:
-  void Open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool Wait() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kTimeout, [&] { return open_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using testing::Gate;
 
 // Waits (bounded) until `pred` holds, re-checked whenever `notify` is called.
 class Monitor {

@@ -365,10 +365,6 @@ class Turn::Impl {
       counters_.tool_calls += out.charged.tool_calls;
       counters_.tokens += out.charged.tokens;
       counters_.usage += out.charged.usage;
-      for (auto& [type, data] : out.events) {
-        if (!ShouldPersist(type)) continue;
-        EmitRaw(type, std::move(data));
-      }
       if (!out.waiting_session.empty()) {
         // The call waits for a person in another session (a subagent's
         // durable pause): it stays outstanding and the batch pauses with
@@ -409,6 +405,19 @@ class Turn::Impl {
       return;
     }
     AfterTools();
+  }
+
+  // A report of a running call (ToolContext::report): emitted now, between
+  // the call's tool_call_begin and its tool_call_end, when the call is one
+  // the turn waits for and the type is persisted; dropped otherwise.
+  void OnToolEvent(std::string_view call_id, EventType type, Json data) {
+    if (phase_ != Phase::kAwaitTools || !ShouldPersist(type)) return;
+    for (const Slot& slot : slots_) {
+      if (slot.id == call_id && slot.state == SlotState::kToRun) {
+        EmitRaw(type, std::move(data));
+        return;
+      }
+    }
   }
 
   // A summary side request streams too: its text is not the answer.
@@ -1561,6 +1570,9 @@ void Turn::OnDecisions(std::vector<ApprovalDecision> decisions) {
 }
 void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
   impl_->OnToolResults(std::move(outputs));
+}
+void Turn::OnToolEvent(std::string_view call_id, EventType type, Json data) {
+  impl_->OnToolEvent(call_id, type, std::move(data));
 }
 void Turn::PostNotice(std::string level, std::string text) {
   impl_->PostNotice(NoticeData{std::move(level), std::move(text)});

@@ -111,10 +111,13 @@ class StoreSink final : public EventSink {
  private:
   static bool IsBoundary(EventType t) {
     switch (t) {
+      // subagent_started is committed as its child starts, so the stored
+      // log shows the child while it runs.
       case EventType::kStepBegin:
       case EventType::kToolCallBegin:
       case EventType::kPending:
       case EventType::kTurnEnd:
+      case EventType::kSubagentStarted:
         return true;
       // A decision is committed with the tool_call_begin (or pending) that
       // follows it: one commit instead of two per step.
@@ -132,7 +135,6 @@ class StoreSink final : public EventSink {
       case EventType::kNotice:
       case EventType::kContinuation:
       case EventType::kSettings:
-      case EventType::kSubagentStarted:
       case EventType::kSubagentCompleted:
         return false;
     }
@@ -1256,6 +1258,7 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   session->set_ledger_node(req.ledger);
   engine::SubagentRun run;
   run.session_id = session->id();
+  if (req.on_started) req.on_started(run.session_id);
   AL_ASSIGN_OR_RETURN(run.result, session->Run(req.prompt, SessionCallbacks{}, stop));
   return run;
 }

@@ -293,28 +293,35 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   }
   const std::string path =
       (ctx.agent_path.empty() ? std::string("root") : ctx.agent_path) + "/" + def_.name;
-  auto completed = [&](const std::string& session_id, std::string_view stop,
-                       const std::string& reason, const TurnCounters& counters) {
-    return SubagentCompletedData{.tool_use_id = call.id,
-                                 .name = def_.name,
-                                 .path = path,
-                                 .child_session_id = session_id,
-                                 .stop = std::string(stop),
-                                 .reason = reason,
-                                 .counters = counters};
+  auto report = [&](EventType type, Json data) {
+    if (ctx.report) ctx.report(type, std::move(data));
   };
-  auto not_started = [&](std::string_view stop, const std::string& why) {
-    ToolOutput out = ToolOutput::Error("subagent " + path + " was not started: " + why);
+  auto report_completed = [&](const std::string& session_id, std::string_view stop,
+                              const std::string& reason, const TurnCounters& counters) {
+    report(EventType::kSubagentCompleted, SubagentCompletedData{.tool_use_id = call.id,
+                                                                .name = def_.name,
+                                                                .path = path,
+                                                                .child_session_id = session_id,
+                                                                .stop = std::string(stop),
+                                                                .reason = reason,
+                                                                .counters = counters}
+                                              .ToJson());
+  };
+  // The child never ran (or, when `session_id` is set, was created but its
+  // turn could not start).
+  auto not_run = [&](std::string_view stop, const std::string& why,
+                     const std::string& session_id = std::string()) {
+    ToolOutput out = ToolOutput::Error(
+        "subagent " + path + (session_id.empty() ? " was not started: " : " failed: ") + why);
     out.details = Json{{"subagent", Json{{"name", def_.name},
                                          {"path", path},
-                                         {"session_id", ""},
+                                         {"session_id", session_id},
                                          {"stop_reason", std::string(stop)},
                                          {"reason", why}}}};
-    out.events.emplace_back(EventType::kSubagentCompleted,
-                            completed("", stop, why, TurnCounters{}).ToJson());
+    report_completed(session_id, stop, why, TurnCounters{});
     return out;
   };
-  if (!ctx.budget) return not_started("failed", "the calling turn keeps no budget ledger");
+  if (!ctx.budget) return not_run("failed", "the calling turn keeps no budget ledger");
 
   // What the child asks for: its definition's budget, else an equal share
   // of what the caller has left (divided by the children that may run at
@@ -331,9 +338,14 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   Result<std::shared_ptr<BudgetLedger>> node = ctx.budget->Reserve(wanted, now);
   if (!node.ok()) {
     const bool budget = node.error().message().starts_with("no budget left");
-    return not_started(budget ? "budget_exhausted" : "denied", node.error().message());
+    return not_run(budget ? "budget_exhausted" : "denied", node.error().message());
   }
   const BudgetShare reserved = (*node)->limit();
+  int64_t wall_ms = -1;
+  if (reserved.deadline) {
+    wall_ms = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(*reserved.deadline - now).count());
+  }
 
   SubagentRequest req;
   req.definition = &def_;
@@ -341,30 +353,28 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   req.prompt = std::move(prompt);
   req.ledger = *node;
   req.path = path;
+  // Reported while the call runs, so the caller's log shows the child
+  // before it has done anything.
+  std::string started_id;
+  req.on_started = [&](const std::string& session_id) {
+    started_id = session_id;
+    report(EventType::kSubagentStarted,
+           SubagentStartedData{.tool_use_id = call.id,
+                               .name = def_.name,
+                               .path = path,
+                               .child_session_id = session_id,
+                               .reserved_tool_calls = reserved.tool_calls,
+                               .reserved_tokens = reserved.tokens,
+                               .reserved_wall_time_ms = wall_ms}
+               .ToJson());
+  };
   Result<SubagentRun> run = host_->RunSubagent(req, ctx.stop);
   (*node)->Release();
-  if (!run.ok()) return not_started("failed", run.error().message());
+  if (!run.ok()) return not_run("failed", run.error().message(), started_id);
 
   const TurnResult& r = run->result;
   const std::string stop(SubagentStopName(r.stop));
   const TurnCounters& c = r.counters;
-  int64_t wall_ms = -1;
-  if (reserved.deadline) {
-    wall_ms = std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(*reserved.deadline - now).count());
-  }
-  auto started = [&](ToolOutput& out) {
-    if (run->continued) return;  // reported when the child first started
-    out.events.emplace_back(EventType::kSubagentStarted,
-                            SubagentStartedData{.tool_use_id = call.id,
-                                                .name = def_.name,
-                                                .path = path,
-                                                .child_session_id = run->session_id,
-                                                .reserved_tool_calls = reserved.tool_calls,
-                                                .reserved_tokens = reserved.tokens,
-                                                .reserved_wall_time_ms = wall_ms}
-                                .ToJson());
-  };
   if (r.stop == StopReason::kPendingApproval || r.stop == StopReason::kPendingQuestion) {
     // The child paused durably: so does this call, and with it the caller's
     // batch, until the child's items are decided (docs/subagents.md).
@@ -379,7 +389,6 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
     }
     if (r.pending.empty()) out.content += " " + r.reason;
     out.charged = Minus(c, run->spent_before);
-    started(out);
     return out;
   }
   std::string content = "subagent " + path + " stopped: " + stop;
@@ -398,9 +407,7 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
                                        {"stop_reason", stop},
                                        {"reason", r.reason},
                                        {"final_text", r.final_text}}}};
-  started(out);
-  out.events.emplace_back(EventType::kSubagentCompleted,
-                          completed(run->session_id, stop, r.reason, c).ToJson());
+  report_completed(run->session_id, stop, r.reason, c);
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -94,6 +95,9 @@ struct SubagentRequest {
   std::string prompt;                    // the task, with the context after it
   std::shared_ptr<BudgetLedger> ledger;  // the child's reserved node
   std::string path;                      // the child's path of agents
+  // Called with the new child session's id once it exists, before its turn
+  // starts; never for a child that is continued. May be null.
+  std::function<void(const std::string& session_id)> on_started;
 };
 struct SubagentRun {
   std::string session_id;
@@ -108,19 +112,23 @@ struct SubagentRun {
 class SubagentHost {
  public:
   virtual ~SubagentHost() = default;
-  // Creates the child session and runs its turn to its end, or, when this
-  // call (`tool_use_id` of the caller's current turn) started a child that
-  // paused durably and whose batch is decided now, continues that child.
-  // The turn may end paused again (TurnResult::pending). Errors: the child
-  // could not be opened or started (then nothing ran).
+  // Creates the child session (then calls request.on_started) and runs its
+  // turn to its end, or, when this call (`tool_use_id` of the caller's
+  // current turn) started a child that paused durably and whose batch is
+  // decided now, continues that child. The turn may end paused again
+  // (TurnResult::pending). Errors: the child could not be opened or started
+  // (then nothing of it ran).
   virtual Result<SubagentRun> RunSubagent(const SubagentRequest& request, std::stop_token stop) = 0;
 };
 
 // `agent__<name>` with {task, context?}. Every call gets a tool result (never
 // a non-OK Status for the child's own outcome): the child's final text, its
 // usage and stop reason; the child's spending is charged to the caller
-// (ToolOutput::charged) and reported with subagent_started and
-// subagent_completed events.
+// (ToolOutput::charged). The call reports (ToolContext::report)
+// subagent_started as soon as its child session exists, before the child
+// does anything (not again when it continues a paused child), and
+// subagent_completed when the child has stopped (also when it was never
+// started).
 class SubagentTool final : public Tool {
  public:
   // `host` must outlive the tool. `read_only_child`: the child can change

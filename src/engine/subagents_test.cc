@@ -1,10 +1,19 @@
 // Subagent definitions and tools: a definition only narrows what its caller
-// may do (tools), and the agent tool is mutating unless its child is
-// read-only.
+// may do (tools), the agent tool is mutating unless its child is read-only,
+// and the tool reports subagent_started while its child runs.
 #include "engine/subagents.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "agentloop/event_data.h"
+
+#include "core/testing/fakes.h"
 
 namespace agentloop::engine {
 namespace {
@@ -76,6 +85,157 @@ TEST(SubagentToolTest, TheAgentToolMutatesUnlessItsChildIsReadOnly) {
   EXPECT_TRUE(SubagentIsReadOnly(Def(Tools({"write"}), CommandKind::kCode), CommandKind::kPlan));
   // The agent tool itself can start anything: not read-only.
   EXPECT_FALSE(SubagentIsReadOnly(Def(Tools({"read", "agent"})), CommandKind::kCode));
+}
+
+constexpr auto kTimeout = std::chrono::seconds(30);
+
+// A host whose child session is created (on_started, unless the child is
+// continued) and then runs until the test releases it.
+class LatchedHost final : public SubagentHost {
+ public:
+  explicit LatchedHost(bool continued = false, bool fail = false)
+      : continued_(continued), fail_(fail) {}
+  Result<SubagentRun> RunSubagent(const SubagentRequest& req, std::stop_token) override {
+    if (!continued_ && req.on_started) req.on_started("child-1");
+    if (!gate_.Wait()) return Internal("never released");
+    if (fail_) return Internal("the child's turn could not start");
+    SubagentRun run;
+    run.session_id = "child-1";
+    run.continued = continued_;
+    run.result.stop = StopReason::kCompleted;
+    run.result.final_text = "reviewed";
+    run.result.counters.tool_calls = 2;
+    run.result.counters.tokens = 40;
+    return run;
+  }
+  void Release() { gate_.Open(); }
+
+ private:
+  const bool continued_, fail_;
+  agentloop::testing::Gate gate_;
+};
+
+// Runs the agent tool on a thread of its own, collecting what it reports.
+class ReportedRun {
+ public:
+  ReportedRun(SubagentTool& tool, LatchedHost& host) : host_(host) {
+    ctx_.budget = BudgetLedger::Root(DefaultBudget(CommandKind::kCode), TurnCounters{},
+                                     BudgetLedger::Clock::now());
+    ctx_.report = [this](EventType type, Json data) {
+      std::lock_guard lock(mu_);
+      events_.emplace_back(type, std::move(data));
+      cv_.notify_all();
+    };
+    thread_ = std::jthread([this, &tool] {
+      Result<ToolOutput> out =
+          tool.Run(ToolCall{"call-1", tool.spec().name, Json{{"task", "review"}}}, ctx_);
+      std::lock_guard lock(mu_);
+      output_.emplace(std::move(out));
+      cv_.notify_all();
+    });
+  }
+  ~ReportedRun() { host_.Release(); }
+
+  // Waits until `n` events were reported; false on timeout.
+  bool WaitForEvents(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] { return events_.size() >= n; });
+  }
+  bool returned() {
+    std::lock_guard lock(mu_);
+    return output_.has_value();
+  }
+  // Releases the child and waits for the call's output.
+  Result<ToolOutput> Finish() {
+    host_.Release();
+    thread_.join();
+    return std::move(*output_);
+  }
+  std::vector<std::pair<EventType, Json>> events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+
+ private:
+  LatchedHost& host_;
+  ToolContext ctx_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<EventType, Json>> events_;
+  std::optional<Result<ToolOutput>> output_;
+  std::jthread thread_;
+};
+
+// The subagent_completed reported `i`-th.
+SubagentCompletedData CompletedAt(const std::vector<std::pair<EventType, Json>>& events, size_t i) {
+  EXPECT_LT(i, events.size());
+  if (i >= events.size()) return {};
+  EXPECT_EQ(events[i].first, EventType::kSubagentCompleted);
+  Result<SubagentCompletedData> d = SubagentCompletedData::FromJson(events[i].second);
+  EXPECT_TRUE(d.ok()) << d.error().ToString();
+  return d.ok() ? *d : SubagentCompletedData{};
+}
+
+TEST(SubagentToolTest, StartedIsReportedWhileTheChildRunsAndCompletedWhenItStops) {
+  LatchedHost host;
+  SubagentTool tool(Def(Tools({"read"})), &host, true);
+  ReportedRun run(tool, host);
+  // The child exists and is blocked: subagent_started is reported, the
+  // call has not returned, and nothing says the child stopped.
+  ASSERT_TRUE(run.WaitForEvents(1)) << "subagent_started was not reported while the child ran";
+  EXPECT_FALSE(run.returned());
+  auto events = run.events();
+  ASSERT_EQ(events.size(), 1u);
+  ASSERT_EQ(events[0].first, EventType::kSubagentStarted);
+  Result<SubagentStartedData> started = SubagentStartedData::FromJson(events[0].second);
+  ASSERT_TRUE(started.ok()) << started.error().ToString();
+  EXPECT_EQ(started->tool_use_id, "call-1");
+  EXPECT_EQ(started->name, "helper");
+  EXPECT_EQ(started->path, "root/helper");
+  EXPECT_EQ(started->child_session_id, "child-1");
+  EXPECT_GT(started->reserved_tool_calls, 0);
+  EXPECT_GT(started->reserved_tokens, 0);
+
+  Result<ToolOutput> out = run.Finish();
+  ASSERT_TRUE(out.ok());
+  EXPECT_FALSE(out->is_error) << out->content;
+  EXPECT_THAT(out->content, ::testing::HasSubstr("stopped: completed"));
+  EXPECT_EQ(out->charged.tokens, 40);
+  events = run.events();
+  ASSERT_EQ(events.size(), 2u);
+  const SubagentCompletedData completed = CompletedAt(events, 1);
+  EXPECT_EQ(completed.child_session_id, "child-1");
+  EXPECT_EQ(completed.stop, "completed");
+  EXPECT_EQ(completed.counters.tool_calls, 2);
+}
+
+TEST(SubagentToolTest, AContinuedChildIsNotReportedAsStartedAgain) {
+  LatchedHost host(/*continued=*/true);
+  SubagentTool tool(Def(Tools({"read"})), &host, true);
+  ReportedRun run(tool, host);
+  Result<ToolOutput> out = run.Finish();
+  ASSERT_TRUE(out.ok());
+  EXPECT_FALSE(out->is_error) << out->content;
+  auto events = run.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(CompletedAt(events, 0).stop, "completed");
+}
+
+TEST(SubagentToolTest, AChildCreatedButNotRunCompletesFailedWithItsSession) {
+  LatchedHost host(/*continued=*/false, /*fail=*/true);
+  SubagentTool tool(Def(Tools({"read"})), &host, true);
+  ReportedRun run(tool, host);
+  ASSERT_TRUE(run.WaitForEvents(1));
+  Result<ToolOutput> out = run.Finish();
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->is_error);
+  EXPECT_THAT(out->content, ::testing::HasSubstr("subagent root/helper failed:"));
+  auto events = run.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].first, EventType::kSubagentStarted);
+  const SubagentCompletedData completed = CompletedAt(events, 1);
+  EXPECT_EQ(completed.child_session_id, "child-1");
+  EXPECT_EQ(completed.stop, "failed");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -251,6 +252,29 @@ class ServerTest : public ::testing::Test {
     ADD_FAILURE() << "not " << n << " delivered notifications: " << last;
     return false;
   }
+
+  // Writes the user's agent definition `name` (docs/subagents.md), offered
+  // to sessions as agent__<name>: `front` is its front matter after the
+  // description, `marker` its prompt.
+  void DefineSubagent(const std::string& name, const std::string& front,
+                      const std::string& marker) {
+    fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
+    fs::create_directories(agents);
+    std::ofstream(agents / (name + ".md")) << "---\ndescription: " << name << " helps the caller\n"
+                                           << front << "---\nYou are " << marker << ".\n";
+  }
+  // Starts the server with the agent `coder` allowing `tool`; returns a new
+  // session's id.
+  std::string StartAllowing(const std::string& tool) {
+    SessionOptions o = AgentOptions();
+    o.allow.push_back({tool, "test"});
+    ServerOptions so;
+    so.agents.push_back(Agent("coder", o));
+    StartServer(std::move(so));
+    return NewSession();
+  }
+  // The root session's built-in prompt starts so (a child's never does).
+  static constexpr const char* kRootPrompt = "You are agentloop, a careful";
 
   Json WriteCall(const std::string& id, const std::string& file) {
     return {{"tool_calls", Json::array({{{"id", id},
@@ -508,11 +532,8 @@ TEST_F(ServerTest, ASessionScopedApprovalCoversTheSameAccessLater) {
 // A subagent's approval reaches the root's inbox over HTTP, tagged with its
 // path of agents; deciding it resumes the child and then the root's turn.
 TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
-  fs::path agents = tmp_.path() / "home" / ".config" / "agentloop" / "agents";
-  fs::create_directories(agents);
-  std::ofstream(agents / "writer.md") << "---\ndescription: writes notes for the caller\n"
-                                         "tools: [read, write]\n---\nYou are WRITER-AGENT.\n";
-  const std::string root = "You are agentloop, a careful";  // the root's built-in prompt
+  DefineSubagent("writer", "tools: [read, write]\n", "WRITER-AGENT");
+  const std::string root = kRootPrompt;
   StartModel(Json::array(
       {{{"match", root},
         {"tool_calls", Json::array({{{"id", "c1"},
@@ -525,12 +546,7 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
                        {"input", {{"file_path", "notes.txt"}, {"content", "hi\n"}}}}})}},
        {{"match", "WRITER-AGENT"}, {"text", "wrote notes.txt"}},
        {{"match", root}, {"text", "the writer is done"}}}));
-  SessionOptions o = AgentOptions();
-  o.allow.push_back({"agent__writer", "test"});
-  ServerOptions so;
-  so.agents.push_back(Agent("coder", o));
-  StartServer(std::move(so));
-  std::string sid = NewSession();
+  std::string sid = StartAllowing("agent__writer");
   Json paused = RunTurn(sid, "delegate the notes");
   ASSERT_EQ(paused["stop"], "pending_approval") << paused.dump();
   EXPECT_FALSE(fs::exists(workspace_ / "notes.txt"));
@@ -572,6 +588,58 @@ TEST_F(ServerTest, ASubagentsApprovalIsDecidedOverHttpAndTheTreeResumes) {
   EXPECT_TRUE(child_detail["children"].empty()) << child_detail.dump();
   Reply again = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
   EXPECT_EQ(again.json()["status"], "already_resolved") << again.body;
+}
+
+// A served turn shows its child as soon as the child starts: the event
+// stream, the stored log and the session resource have it while the child's
+// model call is still held.
+TEST_F(ServerTest, ARunningSubagentIsStreamedAndListedBeforeItEnds) {
+  DefineSubagent("reviewer", "tools: [read]\n", "REVIEWER-AGENT");
+  const std::string root = kRootPrompt;
+  StartModel(Json::array({{{"match", root},
+                           {"tool_calls", Json::array({{{"id", "c1"},
+                                                        {"name", "agent__reviewer"},
+                                                        {"input", {{"task", "review slowly"}}}}})}},
+                          {{"match", "REVIEWER-AGENT"}, {"delay_ms", 60000}, {"text", "never"}}}));
+  std::string sid = StartAllowing("agent__reviewer");
+  Reply started_turn = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "delegate"}});
+  ASSERT_EQ(started_turn.status, 202u) << started_turn.body;
+  const std::string tid = started_turn.json()["id"];
+
+  Client c(port_);
+  c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0");
+  std::optional<Json> started;
+  while (auto f = c.Next()) {
+    ASSERT_NE(f->event, "subagent_completed") << "the child ended before it was reported";
+    ASSERT_NE(f->event, "tool_call_end");
+    if (f->event == "subagent_started") {
+      started = f->json();
+      break;
+    }
+  }
+  ASSERT_TRUE(started.has_value()) << "no subagent_started on the stream";
+  EXPECT_EQ((*started)["path"], "root/reviewer");
+  const std::string child = (*started)["child_session_id"];
+  // The child is running: its model call is held by the fake server.
+  ASSERT_TRUE(model_->WaitForRequests(2, std::chrono::seconds(20)));
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + sid + "/turns/" + tid).json()["status"], "running");
+  Json stored = Call("GET", "/v1/sessions/" + sid + "/events?after=0").json()["items"];
+  int stored_started = 0;
+  for (const Json& e : stored) {
+    EXPECT_NE(e["type"], "subagent_completed");
+    if (e["type"] == "subagent_started") {
+      ++stored_started;
+      EXPECT_EQ(e["child_session_id"], child);
+      EXPECT_EQ(e["seq"], (*started)["seq"]);
+    }
+  }
+  EXPECT_EQ(stored_started, 1) << stored.dump();
+  Json detail = Call("GET", "/v1/sessions/" + sid).json();
+  ASSERT_EQ(detail["children"].size(), 1u) << detail.dump();
+  EXPECT_EQ(detail["children"][0]["id"], child);
+
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
+  EXPECT_EQ(Wait(sid, tid)["stop"], "aborted");
 }
 
 TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {

@@ -105,30 +105,30 @@ std::string SandboxUnavailableReason(const std::string& bwrap_path) {
   return ProbeBubblewrap(bwrap);
 }
 
-BashTool::BashTool(BashToolOptions options) : options_(std::move(options)) {
-  const bool confined =
-      options_.offer_in_read_only && SandboxUnavailableReason(options_.bwrap_path).empty();
-  spec_ = SharedSpec(options_.max_timeout_ms, confined);
-}
+BashTool::BashTool(BashToolOptions options)
+    : BuiltinTool(SharedSpec(options)), options_(std::move(options)) {}
 
 // One spec per (max_timeout_ms, confined) in the process, shared by every
 // instance with those options.
-std::shared_ptr<const ToolSpec> BashTool::SharedSpec(int max_timeout_ms, bool confined) {
+std::shared_ptr<const ToolSpec> BashTool::SharedSpec(const BashToolOptions& options) {
+  const int max_timeout_ms = options.max_timeout_ms;
+  const bool confined =
+      options.offer_in_read_only && SandboxUnavailableReason(options.bwrap_path).empty();
   static std::mutex mu;
   static auto* specs = new std::map<std::pair<int, bool>, std::shared_ptr<const ToolSpec>>();
   std::lock_guard<std::mutex> lock(mu);
   auto& slot = (*specs)[{max_timeout_ms, confined}];
   if (slot) return slot;
-  ToolSpec s;
-  s.name = "bash";
-  s.description =
-      "Run a shell command with /bin/bash -c in the workspace root. stdin is closed (no "
-      "interactive commands); stdout and stderr are returned together (long output keeps its "
-      "beginning and end) with the exit code. The command and everything it starts are killed "
-      "at the timeout (`timeout_ms`, default 120000, max 600000) or when the turn is "
-      "cancelled, and background processes do not outlive the command. Prefer the read, grep, "
-      "glob and edit tools over cat, grep, find and sed.";
-  s.input_schema = Json::parse(R"({
+  ToolSpec s = BuiltinSpec(
+      {.name = "bash",
+       .description =
+           "Run a shell command with /bin/bash -c in the workspace root. stdin is closed (no "
+           "interactive commands); stdout and stderr are returned together (long output keeps its "
+           "beginning and end) with the exit code. The command and everything it starts are "
+           "killed at the timeout (`timeout_ms`, default 120000, max 600000) or when the turn is "
+           "cancelled, and background processes do not outlive the command. Prefer the read, "
+           "grep, glob and edit tools over cat, grep, find and sed.",
+       .schema = R"({
       "type": "object",
       "properties": {
         "command": {"type": "string", "description": "The command line to run."},
@@ -137,12 +137,11 @@ std::shared_ptr<const ToolSpec> BashTool::SharedSpec(int max_timeout_ms, bool co
       },
       "required": ["command"],
       "additionalProperties": false
-    })");
+    })",
+       .mutates = true,
+       .parallel_safe = false,
+       .target = RuleTarget::kCommand});
   s.input_schema["properties"]["timeout_ms"]["maximum"] = max_timeout_ms;
-  s.mutates = true;
-  s.parallel_safe = false;
-  s.pattern_kind = RulePatternKind::kCommand;
-  s.pattern_args = {"command"};
   if (confined) {
     s.confined_in_read_only = true;
     s.description +=
@@ -165,7 +164,7 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
   // network, whatever was configured, and never runs one without it.
   SandboxMode mode = ctx.read_only ? SandboxMode::kReadOnly : options_.sandbox;
   const bool network = options_.network && !ctx.read_only;
-  if (ctx.read_only && !spec_->confined_in_read_only) {
+  if (ctx.read_only && !spec().confined_in_read_only) {
     return FailedPrecondition(
         "bash is not available in a read-only command here: it runs there only in a read-only "
         "sandbox, and bubblewrap was not found usable when the tool was set up");

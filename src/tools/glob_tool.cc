@@ -35,18 +35,19 @@ bool HasHiddenSegment(std::string_view pattern) {
 
 }  // namespace
 
-GlobTool::GlobTool(GlobToolOptions options) : options_(options) {
-  // Built once per process and shared by every instance.
-  static const std::shared_ptr<const ToolSpec> kSpec = [] {
-    ToolSpec s;
-    s.name = "glob";
-    s.description =
-        "Find files by name pattern, newest first (by modification time). Patterns: `*` and `?` "
-        "within a path segment, `**` for any number of directories, `[abc]`, `{a,b}`; e.g. "
-        "\"**/*.py\", \"src/**/*.{ts,tsx}\", \"*.md\" (top level only). Matched against paths "
-        "relative to `path` (default: the workspace root). Files ignored by .gitignore/.ignore "
-        "and hidden files are skipped unless the pattern names a hidden segment.";
-    s.input_schema = Json::parse(R"({
+GlobTool::GlobTool(GlobToolOptions options)
+    // Built once per process and shared by every instance.
+    : BuiltinTool(SpecOnce([] {
+        return BuiltinSpec(
+            {.name = "glob",
+             .description =
+                 "Find files by name pattern, newest first (by modification time). Patterns: `*` "
+                 "and `?` within a path segment, `**` for any number of directories, `[abc]`, "
+                 "`{a,b}`; e.g. \"**/*.py\", \"src/**/*.{ts,tsx}\", \"*.md\" (top level only). "
+                 "Matched against paths relative to `path` (default: the workspace root). Files "
+                 "ignored by .gitignore/.ignore and hidden files are skipped unless the pattern "
+                 "names a hidden segment.",
+             .schema = R"({
       "type": "object",
       "properties": {
         "pattern": {"type": "string", "description": "Glob pattern, e.g. \"**/*.cc\"."},
@@ -54,14 +55,12 @@ GlobTool::GlobTool(GlobToolOptions options) : options_(options) {
       },
       "required": ["pattern"],
       "additionalProperties": false
-    })");
-    s.mutates = false;
-    s.parallel_safe = true;
-    DeclareSearchPath(s);
-    return std::make_shared<const ToolSpec>(std::move(s));
-  }();
-  spec_ = kSpec;
-}
+    })",
+             .mutates = false,
+             .parallel_safe = true,
+             .target = RuleTarget::kSearchPath});
+      })),
+      options_(options) {}
 
 Result<ToolOutput> GlobTool::Run(const ToolCall& call, ToolContext& ctx) {
   std::string pattern = StringArg(call.input, "pattern");
@@ -160,31 +159,29 @@ Result<ToolOutput> GlobTool::Run(const ToolCall& call, ToolContext& ctx) {
 }
 
 LsTool::LsTool(size_t max_entries, size_t output_cap_chars)
-    : max_entries_(max_entries), output_cap_chars_(output_cap_chars) {
-  // Built once per process and shared by every instance.
-  static const std::shared_ptr<const ToolSpec> kSpec = [] {
-    ToolSpec s;
-    s.name = "ls";
-    s.description =
-        "List a directory as a tree (recursively, directories marked with a trailing '/'), "
-        "skipping .git and entries ignored by .gitignore/.ignore. `ignore` takes glob patterns of "
-        "names or paths to leave out, e.g. [\"node_modules\", \"*.log\"]. Prefer glob and grep "
-        "to find specific files.";
-    s.input_schema = Json::parse(R"({
+    // Built once per process and shared by every instance.
+    : BuiltinTool(SpecOnce([] {
+        return BuiltinSpec({.name = "ls",
+                            .description =
+                                "List a directory as a tree (recursively, directories marked with "
+                                "a trailing '/'), skipping .git and entries ignored by "
+                                ".gitignore/.ignore. `ignore` takes glob patterns of names or "
+                                "paths to leave out, e.g. [\"node_modules\", \"*.log\"]. Prefer "
+                                "glob and grep to find specific files.",
+                            .schema = R"({
       "type": "object",
       "properties": {
         "path": {"type": "string", "description": "Directory to list (default: the workspace root)."},
         "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns of entries to leave out."}
       },
       "additionalProperties": false
-    })");
-    s.mutates = false;
-    s.parallel_safe = true;
-    DeclareSearchPath(s);
-    return std::make_shared<const ToolSpec>(std::move(s));
-  }();
-  spec_ = kSpec;
-}
+    })",
+                            .mutates = false,
+                            .parallel_safe = true,
+                            .target = RuleTarget::kSearchPath});
+      })),
+      max_entries_(max_entries),
+      output_cap_chars_(output_cap_chars) {}
 
 Result<ToolOutput> LsTool::Run(const ToolCall& call, ToolContext& ctx) {
   auto resolved = ResolvePath(ctx, StringArg(call.input, "path", "."), Access::kRead);

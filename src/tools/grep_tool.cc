@@ -76,19 +76,20 @@ bool PathLess(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-GrepTool::GrepTool(GrepToolOptions options) : options_(options) {
-  // Built once per process and shared by every instance.
-  static const std::shared_ptr<const ToolSpec> kSpec = [] {
-    ToolSpec s;
-    s.name = "grep";
-    s.description =
-        "Search file contents with a regular expression (RE2 syntax, like ripgrep). Searches the "
-        "workspace (or `path`) recursively, skipping files ignored by .gitignore/.ignore, hidden "
-        "files and binary files. Filter files with `glob` (e.g. \"*.{ts,tsx}\") or `type` (e.g. "
-        "\"py\", \"cc\", \"rs\"). `output_mode`: \"files_with_matches\" (default: matching file "
-        "paths), \"content\" (path:line:text, with `context` lines around each match) or "
-        "\"count\" (path:count). Results are sorted by path; limit them with `head_limit`.";
-    s.input_schema = Json::parse(R"({
+GrepTool::GrepTool(GrepToolOptions options)
+    // Built once per process and shared by every instance.
+    : BuiltinTool(SpecOnce([] {
+        return BuiltinSpec(
+            {.name = "grep",
+             .description =
+                 "Search file contents with a regular expression (RE2 syntax, like ripgrep). "
+                 "Searches the workspace (or `path`) recursively, skipping files ignored by "
+                 ".gitignore/.ignore, hidden files and binary files. Filter files with `glob` "
+                 "(e.g. \"*.{ts,tsx}\") or `type` (e.g. \"py\", \"cc\", \"rs\"). `output_mode`: "
+                 "\"files_with_matches\" (default: matching file paths), \"content\" "
+                 "(path:line:text, with `context` lines around each match) or \"count\" "
+                 "(path:count). Results are sorted by path; limit them with `head_limit`.",
+             .schema = R"({
       "type": "object",
       "properties": {
         "pattern": {"type": "string", "description": "Regular expression (RE2). Escape metacharacters for a literal search, e.g. \"foo\\\\(\"."},
@@ -103,14 +104,12 @@ GrepTool::GrepTool(GrepToolOptions options) : options_(options) {
       },
       "required": ["pattern"],
       "additionalProperties": false
-    })");
-    s.mutates = false;
-    s.parallel_safe = true;
-    DeclareSearchPath(s);
-    return std::make_shared<const ToolSpec>(std::move(s));
-  }();
-  spec_ = kSpec;
-}
+    })",
+             .mutates = false,
+             .parallel_safe = true,
+             .target = RuleTarget::kSearchPath});
+      })),
+      options_(options) {}
 
 Result<ToolOutput> GrepTool::Run(const ToolCall& call, ToolContext& ctx) {
   const Json& in = call.input;

@@ -17,17 +17,18 @@ constexpr size_t kReadMapThreshold = 1u << 20;
 
 }  // namespace
 
-ReadTool::ReadTool(size_t max_output_bytes) : max_output_bytes_(max_output_bytes) {
-  // Built once per process and shared by every instance.
-  static const std::shared_ptr<const ToolSpec> kSpec = [] {
-    ToolSpec s;
-    s.name = "read";
-    s.description =
-        "Read a text file from the workspace. Returns lines numbered like `cat -n` (line number, "
-        "tab, text). Reads up to 2000 lines from `offset` (1-based line number, default 1); use "
-        "`offset` and `limit` to page through long files. Lines longer than 2000 characters are "
-        "cut. Binary files are reported, not shown. Read a file before you write or edit it.";
-    s.input_schema = Json::parse(R"({
+ReadTool::ReadTool(size_t max_output_bytes)
+    // Built once per process and shared by every instance.
+    : BuiltinTool(SpecOnce([] {
+        return BuiltinSpec({.name = "read",
+                            .description =
+                                "Read a text file from the workspace. Returns lines numbered like "
+                                "`cat -n` (line number, tab, text). Reads up to 2000 lines from "
+                                "`offset` (1-based line number, default 1); use `offset` and "
+                                "`limit` to page through long files. Lines longer than 2000 "
+                                "characters are cut. Binary files are reported, not shown. Read a "
+                                "file before you write or edit it.",
+                            .schema = R"({
       "type": "object",
       "properties": {
         "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
@@ -36,15 +37,12 @@ ReadTool::ReadTool(size_t max_output_bytes) : max_output_bytes_(max_output_bytes
       },
       "required": ["file_path"],
       "additionalProperties": false
-    })");
-    s.mutates = false;
-    s.parallel_safe = true;
-    s.pattern_kind = RulePatternKind::kPath;
-    s.pattern_args = {"file_path"};
-    return std::make_shared<const ToolSpec>(std::move(s));
-  }();
-  spec_ = kSpec;
-}
+    })",
+                            .mutates = false,
+                            .parallel_safe = true,
+                            .target = RuleTarget::kFilePath});
+      })),
+      max_output_bytes_(max_output_bytes) {}
 
 Result<ToolOutput> ReadTool::Run(const ToolCall& call, ToolContext& ctx) {
   const std::string input_path = StringArg(call.input, "file_path");

@@ -23,11 +23,32 @@ bool CapAtLine(std::string& text, size_t cap, const std::string& note) {
   return true;
 }
 
-void DeclareSearchPath(ToolSpec& spec) {
-  spec.pattern_kind = RulePatternKind::kPath;
-  spec.pattern_args = {"path"};
-  spec.default_path = ".";
-  spec.reads_files = true;
+ToolSpec BuiltinSpec(const BuiltinSpecFields& fields) {
+  ToolSpec s;
+  s.name = std::string(fields.name);
+  s.description = std::string(fields.description);
+  s.input_schema = Json::parse(fields.schema);
+  s.mutates = fields.mutates;
+  s.parallel_safe = fields.parallel_safe;
+  switch (fields.target) {
+    case RuleTarget::kNone:
+      break;
+    case RuleTarget::kFilePath:
+      s.pattern_kind = RulePatternKind::kPath;
+      s.pattern_args = {"file_path"};
+      break;
+    case RuleTarget::kSearchPath:
+      s.pattern_kind = RulePatternKind::kPath;
+      s.pattern_args = {"path"};
+      s.default_path = ".";
+      s.reads_files = true;
+      break;
+    case RuleTarget::kCommand:
+      s.pattern_kind = RulePatternKind::kCommand;
+      s.pattern_args = {"command"};
+      break;
+  }
+  return s;
 }
 
 std::string StringArg(const Json& input, const char* name, std::string def) {

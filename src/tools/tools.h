@@ -12,44 +12,78 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agentloop/tool.h"
 
 namespace agentloop::tools {
 
-class ReadTool final : public Tool {
+// What the permission rules see of a built-in tool's call (ToolSpec::
+// pattern_kind and the rest).
+enum class RuleTarget {
+  kNone,
+  kFilePath,    // the file at `file_path` (read, write, edit)
+  kSearchPath,  // the file or directory searched or listed under `path`, the
+                // workspace root when not given; read rules apply (grep,
+                // glob, ls)
+  kCommand,     // the command line in `command` (bash)
+};
+
+// What a built-in tool's spec is made of (BuiltinSpec); the rest of ToolSpec
+// keeps its defaults.
+struct BuiltinSpecFields {
+  std::string_view name;
+  std::string_view description;
+  std::string_view schema;  // the input schema, JSON text
+  bool mutates = false;
+  bool parallel_safe = false;
+  RuleTarget target = RuleTarget::kNone;
+};
+ToolSpec BuiltinSpec(const BuiltinSpecFields& fields);
+
+// A built-in tool: its spec is immutable and shared by every instance
+// (Tool::shared_spec), so sessions share one list of specs.
+class BuiltinTool : public Tool {
+ public:
+  const ToolSpec& spec() const final { return *spec_; }
+  std::shared_ptr<const ToolSpec> shared_spec() const final { return spec_; }
+
+ protected:
+  explicit BuiltinTool(std::shared_ptr<const ToolSpec> spec) : spec_(std::move(spec)) {}
+
+  // The spec `make()` returns, made at the first call and returned by every
+  // later one: each lambda has a type of its own, so a tool's constructor
+  // builds its spec once per process.
+  template <typename Make>
+  static std::shared_ptr<const ToolSpec> SpecOnce(Make make) {
+    static const std::shared_ptr<const ToolSpec> spec = std::make_shared<const ToolSpec>(make());
+    return spec;
+  }
+
+ private:
+  std::shared_ptr<const ToolSpec> spec_;
+};
+
+class ReadTool final : public BuiltinTool {
  public:
   explicit ReadTool(size_t max_output_bytes = 256 * 1024);
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   size_t max_output_bytes_;
 };
 
-class WriteTool final : public Tool {
+class WriteTool final : public BuiltinTool {
  public:
   WriteTool();
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
-
- private:
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
 };
 
-class EditTool final : public Tool {
+class EditTool final : public BuiltinTool {
  public:
   EditTool();
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
-
- private:
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
 };
 
 struct GrepToolOptions {
@@ -57,15 +91,12 @@ struct GrepToolOptions {
   int threads = 0;                  // walker threads; 0: hardware concurrency
 };
 
-class GrepTool final : public Tool {
+class GrepTool final : public BuiltinTool {
  public:
   explicit GrepTool(GrepToolOptions options = {});
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   GrepToolOptions options_;
 };
 
@@ -75,27 +106,21 @@ struct GlobToolOptions {
   int threads = 0;
 };
 
-class GlobTool final : public Tool {
+class GlobTool final : public BuiltinTool {
  public:
   explicit GlobTool(GlobToolOptions options = {});
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   GlobToolOptions options_;
 };
 
-class LsTool final : public Tool {
+class LsTool final : public BuiltinTool {
  public:
   explicit LsTool(size_t max_entries = 1000, size_t output_cap_chars = 30000);
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   size_t max_entries_;
   size_t output_cap_chars_;
 };
@@ -125,11 +150,9 @@ struct BashToolOptions {
   std::map<std::string, std::string> env_set;
 };
 
-class BashTool final : public Tool {
+class BashTool final : public BuiltinTool {
  public:
   explicit BashTool(BashToolOptions options = {});
-  const ToolSpec& spec() const override { return *spec_; }
-  std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
   // A sandbox that is required but unavailable (configured with fallback
   // refuse, or any call with ToolContext::read_only) is a
   // kFailedPrecondition Status (a configuration problem the model cannot
@@ -137,9 +160,8 @@ class BashTool final : public Tool {
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override;
 
  private:
-  static std::shared_ptr<const ToolSpec> SharedSpec(int max_timeout_ms, bool confined);
+  static std::shared_ptr<const ToolSpec> SharedSpec(const BashToolOptions& options);
 
-  std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
   BashToolOptions options_;
 };
 
@@ -168,12 +190,6 @@ void AppendNumberedLine(std::string& out, uint64_t lineno, std::string_view line
 // appends `note` (which should say what was left out) when it did not fit.
 // Returns whether it cut.
 bool CapAtLine(std::string& text, size_t cap, const std::string& note);
-
-// The permission metadata (ToolSpec::pattern_kind and the rest) of a tool
-// that searches or lists the files under its `path` argument (grep, glob,
-// ls): path rules see `path`, the workspace root when it is not given, and
-// ask and deny rules for `read` apply.
-void DeclareSearchPath(ToolSpec& spec);
 
 // Reads optional fields of a tool input with defaults.
 std::string StringArg(const Json& input, const char* name, std::string def = "");

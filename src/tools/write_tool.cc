@@ -106,16 +106,17 @@ std::string FileDiff(std::string_view before, std::string_view after, const std:
 
 }  // namespace
 
-WriteTool::WriteTool() {
-  // Built once per process and shared by every instance.
-  static const std::shared_ptr<const ToolSpec> kSpec = [] {
-    ToolSpec s;
-    s.name = "write";
-    s.description =
-        "Write a file in the workspace, replacing it entirely (missing parent directories are "
-        "created; the write is atomic and keeps the file's permissions). An existing file must "
-        "have been read in this session first. Prefer edit for changes to part of a file.";
-    s.input_schema = Json::parse(R"({
+WriteTool::WriteTool()
+    // Built once per process and shared by every instance.
+    : BuiltinTool(SpecOnce([] {
+        return BuiltinSpec(
+            {.name = "write",
+             .description =
+                 "Write a file in the workspace, replacing it entirely (missing parent "
+                 "directories are created; the write is atomic and keeps the file's permissions). "
+                 "An existing file must have been read in this session first. Prefer edit for "
+                 "changes to part of a file.",
+             .schema = R"({
       "type": "object",
       "properties": {
         "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
@@ -123,15 +124,11 @@ WriteTool::WriteTool() {
       },
       "required": ["file_path", "content"],
       "additionalProperties": false
-    })");
-    s.mutates = true;
-    s.parallel_safe = false;
-    s.pattern_kind = RulePatternKind::kPath;
-    s.pattern_args = {"file_path"};
-    return std::make_shared<const ToolSpec>(std::move(s));
-  }();
-  spec_ = kSpec;
-}
+    })",
+             .mutates = true,
+             .parallel_safe = false,
+             .target = RuleTarget::kFilePath});
+      })) {}
 
 Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
   const std::string input_path = StringArg(call.input, "file_path");
@@ -177,18 +174,19 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
   return out;
 }
 
-EditTool::EditTool() {
-  // Built once per process and shared by every instance.
-  static const std::shared_ptr<const ToolSpec> kSpec = [] {
-    ToolSpec s;
-    s.name = "edit";
-    s.description =
-        "Replace text in a file: `old_string` must occur exactly once (include enough surrounding "
-        "lines to make it unique) unless `replace_all` is true. Match the file's text exactly, "
-        "including indentation, without the line-number prefix that read shows. The file must "
-        "have been read in this session first. Line endings, a missing final newline and other "
-        "bytes outside the replaced text are preserved.";
-    s.input_schema = Json::parse(R"({
+EditTool::EditTool()
+    // Built once per process and shared by every instance.
+    : BuiltinTool(SpecOnce([] {
+        return BuiltinSpec({.name = "edit",
+                            .description =
+                                "Replace text in a file: `old_string` must occur exactly once "
+                                "(include enough surrounding lines to make it unique) unless "
+                                "`replace_all` is true. Match the file's text exactly, including "
+                                "indentation, without the line-number prefix that read shows. The "
+                                "file must have been read in this session first. Line endings, a "
+                                "missing final newline and other bytes outside the replaced text "
+                                "are preserved.",
+                            .schema = R"({
       "type": "object",
       "properties": {
         "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root or absolute inside it."},
@@ -198,15 +196,11 @@ EditTool::EditTool() {
       },
       "required": ["file_path", "old_string", "new_string"],
       "additionalProperties": false
-    })");
-    s.mutates = true;
-    s.parallel_safe = false;
-    s.pattern_kind = RulePatternKind::kPath;
-    s.pattern_args = {"file_path"};
-    return std::make_shared<const ToolSpec>(std::move(s));
-  }();
-  spec_ = kSpec;
-}
+    })",
+                            .mutates = true,
+                            .parallel_safe = false,
+                            .target = RuleTarget::kFilePath});
+      })) {}
 
 Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
   const std::string input_path = StringArg(call.input, "file_path");

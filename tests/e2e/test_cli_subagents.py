@@ -246,6 +246,53 @@ class SubagentTest(CliTestCase):
                                        "json").stdout)
         self.assertEqual([c["status"] for c in tree["children"]], ["aborted", "aborted"])
 
+    def test_started_is_streamed_and_stored_while_the_child_runs(self):
+        self.define("reviewer", "REVIEWER-AGENT", "tools: [read, grep]\n")
+        s = self.server([
+            {"match": "agent__reviewer", "tool_calls": [
+                {"id": "c1", "name": "agent__reviewer", "input": {"task": "slow review"}}]},
+            {"match": "REVIEWER-AGENT", "delay_ms": 60000, "text": "never"},
+        ])
+        proc = self.spawn("run", "--provider", "openai", "--base-url", s.base_url + "/v1",
+                          "--model", "gpt-4.1", "-C", self.ws, "--output", "stream-json",
+                          "ask the reviewer", env=self.env(OPENAI_API_KEY="sk-test"))
+        # The server holds the child's answer: the child runs until the root
+        # is interrupted, so whatever the stream shows before that was
+        # reported while the child ran.
+        seen = []
+        while not any(e["type"] == "subagent_started" for e in seen):
+            line = proc.stdout.readline()
+            if not line:
+                self.fail("the run ended before reporting its child: " + proc.stderr.read())
+            seen.append(json.loads(line))
+        self.assertEqual([e for e in seen if e["type"] in ("subagent_completed",
+                                                           "tool_call_end")], [])
+        started = seen[-1]
+        self.assertEqual((started["tool_use_id"], started["path"]), ("c1", "root/reviewer"))
+        child = started["child_session_id"]
+        sid = started["session_id"]
+        # It is in the stored log too (committed as the child started), and
+        # the child session exists under the root.
+        stored = self.events(sid, "subagent_started")
+        self.assertEqual([e["child_session_id"] for e in stored], [child])
+        self.assertEqual(self.events(sid, "subagent_completed"), [])
+        shown = json.loads(self.run_cli("sessions", "show", child, "--output", "json").stdout)
+        self.assertEqual(shown["session"]["parent_id"], sid)
+        interrupt(proc)
+        out, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 130, err)
+        events = seen + json_lines(out)
+        kinds = [e["type"] for e in events if e["type"] in (
+            "subagent_started", "subagent_completed", "tool_call_end")]
+        self.assertEqual(kinds, ["subagent_started", "subagent_completed", "tool_call_end"])
+        self.assertEqual([e["stop"] for e in events if e["type"] == "subagent_completed"],
+                         ["aborted"])
+        # One gap-free log: what was streamed live keeps its number.
+        persisted = [e for e in self.export(sid)]
+        self.assertEqual([e["seq"] for e in persisted], list(range(1, len(persisted) + 1)))
+        self.assertEqual([e["seq"] for e in persisted if e["type"] == "subagent_started"],
+                         [started["seq"]])
+
     def pause_in_child(self):
         """A root run whose child asks to write notes.txt: the root exits 5."""
         self.define("writer", "WRITER-AGENT", "tools: [read, write]\n")

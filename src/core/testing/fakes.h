@@ -1,9 +1,12 @@
 // Test doubles for the core: a queue-driven ModelProvider that records the
-// requests it gets, simple tools, an approver with scripted answers, and an
-// event sink that collects events. For tests only.
+// requests it gets, simple tools, an approver with scripted answers, an
+// event sink that collects events, and a gate threads wait on. For tests
+// only.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -151,6 +154,26 @@ class CollectingSink : public EventSink {
     }
     return out;
   }
+};
+
+// A latch the test opens; waiting on it is bounded.
+class Gate {
+ public:
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  // False when `timeout` passed before Open().
+  bool Wait(std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
 };
 
 inline ContentBlock Call(std::string id, std::string name, Json input) {
