@@ -79,6 +79,11 @@ struct HttpRequest {
   std::string url;
   HttpHeaders headers;  // values may be secrets: never logged
   std::string body;
+  // When set, the body sent instead of `body`, shared with the caller: the
+  // client holds its reference only while it may still send the body (until
+  // it is written on a fresh connection, or until the first byte of the
+  // answer on a reused one, which may be retried on a fresh one).
+  std::shared_ptr<const std::string> shared_body;
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds idle_timeout{120000};  // 0 = none
 };

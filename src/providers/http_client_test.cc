@@ -612,6 +612,62 @@ TEST(HttpClient, ReusedConnectionClosedByServerIsRetriedOnce) {
   EXPECT_EQ(server.accepted(), 2);
 }
 
+// Reads one request with its Content-Length body; the body, or nullopt on
+// EOF.
+std::optional<std::string> ReadBody(int fd) {
+  std::string head = ReadHead(fd);
+  if (head.empty()) return std::nullopt;
+  size_t p = head.find("Content-Length: ");
+  size_t len = p == std::string::npos ? 0 : std::stoul(head.substr(p + 16));
+  std::string body(len, '\0');
+  for (size_t got = 0; got < len;) {
+    ssize_t n = ::recv(fd, body.data() + got, len - got, 0);
+    if (n <= 0) return std::nullopt;
+    got += static_cast<size_t>(n);
+  }
+  return body;
+}
+
+TEST(HttpClient, ARetryOnAFreshConnectionSendsTheIdenticalSharedBody) {
+  // The first connection answers one request, then reads the second whole
+  // and closes without answering; the second connection answers.
+  std::mutex mu;
+  std::vector<std::string> received;
+  RawServer server([&](int fd, int n) {
+    for (int req = 0;; ++req) {
+      std::optional<std::string> body = ReadBody(fd);
+      if (!body) return;
+      {
+        std::lock_guard lock(mu);
+        received.push_back(*body);
+      }
+      if (n == 0 && req == 1) return;
+      if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
+    }
+  });
+  auto client = HttpClient::Create();
+  std::vector<std::shared_ptr<const std::string>> bodies;
+  for (char c : {'a', 'b'}) {
+    // Large enough to take several writes.
+    bodies.push_back(std::make_shared<const std::string>(std::string(300000, c) + "end"));
+    HttpRequest req;
+    req.url = server.url("/v1");
+    req.shared_body = bodies.back();
+    Buffer b;
+    Status st = client->Fetch(std::move(req), b, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(b.body, "ok");
+    // Written and answered: the client holds no reference any more.
+    EXPECT_EQ(bodies.back().use_count(), 1);
+  }
+  EXPECT_EQ(server.accepted(), 2);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(received.size(), 3u);
+  EXPECT_EQ(received[0], *bodies[0]);
+  EXPECT_EQ(received[1], *bodies[1]);  // the attempt the server dropped
+  EXPECT_EQ(received[2], *bodies[1]);  // its retry
+}
+
 TEST(HttpClient, UnsupportedSchemeIsInvalidArgument) {
   auto client = HttpClient::Create();
   auto r = client->Post("ftp://127.0.0.1/x", {}, "");
