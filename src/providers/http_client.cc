@@ -371,9 +371,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
           return Fail(t, TransportError(t->url.Authority(), ec));
         }
         Touch(t);
-        // Written on a connection that no retry can replace: the body is
-        // not needed any more.
-        if (!t->reused || t->retried) DropBody(t);
+        // Written on a connection that no retry can replace, or a retry
+        // can build it again: the body is not needed any more.
+        if (!t->reused || t->retried || t->request.body_source) DropBody(t);
         t->reader.emplace(t->req.method() == http::verb::head);
         Read(t);
       });
@@ -470,6 +470,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->conn->Close();
     t->conn.reset();
     t->reader.reset();
+    if (!t->req.body() && t->request.body_source) {
+      std::shared_ptr<const std::string> body;
+      try {
+        body = t->request.body_source();
+      } catch (...) {  // reported below
+      }
+      if (!body) return Fail(t, Internal("http client: the request body to retry is gone"));
+      t->req.content_length(body->size());
+      t->req.body() = std::move(body);
+    }
     Connect(t);
   }
 

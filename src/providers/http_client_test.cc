@@ -668,6 +668,51 @@ TEST(HttpClient, ARetryOnAFreshConnectionSendsTheIdenticalSharedBody) {
   EXPECT_EQ(received[2], *bodies[1]);  // its retry
 }
 
+TEST(HttpClient, WithABodySourceTheBodyIsDroppedOnceWrittenAndRebuiltForARetry) {
+  // As above; the second request gives a body_source, so the client keeps
+  // no reference to the body once it is written, even on the reused
+  // connection, and the retry sends the rebuilt body.
+  std::mutex mu;
+  std::vector<std::string> received;
+  RawServer server([&](int fd, int n) {
+    for (int req = 0;; ++req) {
+      std::optional<std::string> body = ReadBody(fd);
+      if (!body) return;
+      {
+        std::lock_guard lock(mu);
+        received.push_back(*body);
+      }
+      if (n == 0 && req == 1) return;
+      if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
+    }
+  });
+  auto client = HttpClient::Create();
+  const std::string text = std::string(300000, 'x') + "end";
+  long held_at_rebuild = -1;
+  int rebuilt = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto body = std::make_shared<const std::string>(text);
+    HttpRequest req;
+    req.url = server.url("/v1");
+    req.shared_body = body;
+    req.body_source = [&, weak = std::weak_ptr<const std::string>(body)] {
+      ++rebuilt;
+      held_at_rebuild = weak.use_count();  // the test's own reference only
+      return std::make_shared<const std::string>(text);
+    };
+    Buffer b;
+    Status st = client->Fetch(std::move(req), b, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(b.body, "ok");
+  }
+  EXPECT_EQ(rebuilt, 1);
+  EXPECT_EQ(held_at_rebuild, 1);
+  EXPECT_EQ(server.accepted(), 2);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(received.size(), 3u);
+  for (const std::string& r : received) EXPECT_EQ(r, text);
+}
+
 TEST(HttpClient, UnsupportedSchemeIsInvalidArgument) {
   auto client = HttpClient::Create();
   auto r = client->Post("ftp://127.0.0.1/x", {}, "");

@@ -221,8 +221,16 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     decoder_ = provider_.format_->NewDecoder(sink_);
     auto handler = std::make_shared<StreamHandler>(*decoder_);
     handler_ = handler;
+    HttpRequest request = provider_.MakeRequest(TakeBody());
+    // A retry of the client's own (a reused connection the server closed)
+    // builds the body again too, so the transfer drops it once written.
+    request.body_source = [weak = weak_from_this()]() -> std::shared_ptr<const std::string> {
+      auto self = weak.lock();
+      if (!self) return nullptr;
+      return std::make_shared<const std::string>(self->provider_.BuildBody(self->request_));
+    };
     std::shared_ptr<HttpTransfer> transfer = provider_.client_->Start(
-        provider_.MakeRequest(TakeBody()), std::move(handler),
+        std::move(request), std::move(handler),
         [self = shared_from_this()](Status st) { self->OnAttemptDone(st); });
     {
       std::lock_guard lock(mu_);
@@ -234,10 +242,9 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
   }
 
   // The body of this attempt. The call keeps none: the transfer holds the
-  // body until it is written (until the answer begins, on a reused
-  // connection), so a call waiting on the model holds no copy, and a retry
-  // builds it again from the request (the message cache makes that cheap,
-  // and the bytes are the same).
+  // body until it is written, so a call waiting on the model holds no copy,
+  // and a retry builds it again from the request (the message cache makes
+  // that cheap, and the bytes are the same).
   std::shared_ptr<const std::string> TakeBody() {
     if (first_body_) return std::move(first_body_);
     return std::make_shared<const std::string>(provider_.BuildBody(request_));
