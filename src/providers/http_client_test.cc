@@ -628,23 +628,41 @@ std::optional<std::string> ReadBody(int fd) {
   return body;
 }
 
+// A keep-alive server that records each request's body; its first
+// connection answers one request, then reads the second whole and closes
+// without answering. Later connections answer everything.
+class RecordingFlakyServer {
+ public:
+  RecordingFlakyServer()
+      : server_([this](int fd, int n) {
+          for (int req = 0;; ++req) {
+            std::optional<std::string> body = ReadBody(fd);
+            if (!body) return;
+            {
+              std::lock_guard lock(mu_);
+              received_.push_back(*body);
+            }
+            if (n == 0 && req == 1) return;
+            if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
+          }
+        }) {}
+  std::string url(const std::string& path) const { return server_.url(path); }
+  int accepted() const { return server_.accepted(); }
+  std::vector<std::string> received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> received_;  // Guarded by mu_.
+  RawServer server_;                   // last: its thread uses the rest
+};
+
 TEST(HttpClient, ARetryOnAFreshConnectionSendsTheIdenticalSharedBody) {
   // The first connection answers one request, then reads the second whole
   // and closes without answering; the second connection answers.
-  std::mutex mu;
-  std::vector<std::string> received;
-  RawServer server([&](int fd, int n) {
-    for (int req = 0;; ++req) {
-      std::optional<std::string> body = ReadBody(fd);
-      if (!body) return;
-      {
-        std::lock_guard lock(mu);
-        received.push_back(*body);
-      }
-      if (n == 0 && req == 1) return;
-      if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
-    }
-  });
+  RecordingFlakyServer server;
   auto client = HttpClient::Create();
   std::vector<std::shared_ptr<const std::string>> bodies;
   for (char c : {'a', 'b'}) {
@@ -661,7 +679,7 @@ TEST(HttpClient, ARetryOnAFreshConnectionSendsTheIdenticalSharedBody) {
     EXPECT_EQ(bodies.back().use_count(), 1);
   }
   EXPECT_EQ(server.accepted(), 2);
-  std::lock_guard lock(mu);
+  std::vector<std::string> received = server.received();
   ASSERT_EQ(received.size(), 3u);
   EXPECT_EQ(received[0], *bodies[0]);
   EXPECT_EQ(received[1], *bodies[1]);  // the attempt the server dropped
@@ -672,20 +690,7 @@ TEST(HttpClient, WithABodySourceTheBodyIsDroppedOnceWrittenAndRebuiltForARetry) 
   // As above; the second request gives a body_source, so the client keeps
   // no reference to the body once it is written, even on the reused
   // connection, and the retry sends the rebuilt body.
-  std::mutex mu;
-  std::vector<std::string> received;
-  RawServer server([&](int fd, int n) {
-    for (int req = 0;; ++req) {
-      std::optional<std::string> body = ReadBody(fd);
-      if (!body) return;
-      {
-        std::lock_guard lock(mu);
-        received.push_back(*body);
-      }
-      if (n == 0 && req == 1) return;
-      if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
-    }
-  });
+  RecordingFlakyServer server;
   auto client = HttpClient::Create();
   const std::string text = std::string(300000, 'x') + "end";
   long held_at_rebuild = -1;
@@ -708,7 +713,7 @@ TEST(HttpClient, WithABodySourceTheBodyIsDroppedOnceWrittenAndRebuiltForARetry) 
   EXPECT_EQ(rebuilt, 1);
   EXPECT_EQ(held_at_rebuild, 1);
   EXPECT_EQ(server.accepted(), 2);
-  std::lock_guard lock(mu);
+  std::vector<std::string> received = server.received();
   ASSERT_EQ(received.size(), 3u);
   for (const std::string& r : received) EXPECT_EQ(r, text);
 }

@@ -101,8 +101,9 @@ std::shared_ptr<HttpClient> ClientOn(IoThread& io) {
   return HttpClient::Create(std::move(o));
 }
 
-HttpProvider ChatProvider(const FakeModelServer& server, std::shared_ptr<HttpClient> client,
-                          std::chrono::milliseconds backoff = std::chrono::milliseconds(1)) {
+HttpProvider ProviderFor(std::unique_ptr<WireFormat> format, const FakeModelServer& server,
+                         std::shared_ptr<HttpClient> client,
+                         std::chrono::milliseconds backoff = std::chrono::milliseconds(1)) {
   HttpProviderOptions o;
   o.model = "test-model";
   o.base_url = server.base_url() + "/v1";
@@ -114,7 +115,12 @@ HttpProvider ChatProvider(const FakeModelServer& server, std::shared_ptr<HttpCli
     ADD_FAILURE() << "CompleteAsync waited with the blocking RetryPolicy::wait";
     return false;
   };
-  return HttpProvider(NewOpenAiChatFormat({}), o, std::move(client));
+  return HttpProvider(std::move(format), o, std::move(client));
+}
+
+HttpProvider ChatProvider(const FakeModelServer& server, std::shared_ptr<HttpClient> client,
+                          std::chrono::milliseconds backoff = std::chrono::milliseconds(1)) {
+  return ProviderFor(NewOpenAiChatFormat({}), server, std::move(client), backoff);
 }
 
 std::string ChatChunk(const std::string& text) {
@@ -218,16 +224,10 @@ TEST(HttpProviderAsync, ARetryRebuildsTheIdenticalBodyInEveryFormat) {
         {"text": "done"}])"));
     ASSERT_TRUE(server.ok());
     IoThread io;
-    HttpProviderOptions o;
-    o.model = "test-model";
-    o.base_url = server.value()->base_url() + "/v1";
-    o.api_key = "sk-test";
-    o.retry.base = std::chrono::milliseconds(1);
-    o.retry.cap = std::chrono::milliseconds(1);
     std::unique_ptr<WireFormat> format = f == 0   ? NewOpenAiChatFormat({})
                                          : f == 1 ? NewAnthropicFormat({})
                                                   : NewOpenAiResponsesFormat({});
-    HttpProvider provider(std::move(format), o, ClientOn(io));
+    HttpProvider provider = ProviderFor(std::move(format), **server, ClientOn(io));
     ModelRequest req;
     req.system = "You are terse.";
     req.history = history;
