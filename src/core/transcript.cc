@@ -8,8 +8,9 @@ Transcript::Transcript() : next_uid_(RandomU64() | 1) {}
 
 Transcript::Transcript(std::vector<Message> messages) : Transcript() {
   // Head room so the first appends after loading a long session do not move
-  // the whole history.
-  messages_.reserve(messages.size() + messages.size() / 2 + 64);
+  // the whole history; a few slots for a short one (a server holds many
+  // sessions open at once).
+  messages_.reserve(messages.size() + messages.size() / 2 + 8);
   for (auto& m : messages) Append(std::move(m));
 }
 

@@ -12,8 +12,12 @@
 #include "agentloop/engine.h"
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "agentloop/budget_ledger.h"
@@ -213,6 +217,25 @@ struct ActiveTurn {
   std::optional<RememberingApprover> remembering;
   std::unique_ptr<Turn> turn;
   RunnerDeps deps;
+};
+
+// Sessions open in this process. When the last one closes, the free heap
+// the allocator keeps is given back to the system: after a burst of turns a
+// server's memory would otherwise stay at the burst's peak (glibc returns
+// little of a fragmented heap by itself).
+std::atomic<size_t> g_open_sessions{0};
+
+class OpenSessionMark {
+ public:
+  OpenSessionMark() { g_open_sessions.fetch_add(1, std::memory_order_relaxed); }
+  ~OpenSessionMark() {
+    if (g_open_sessions.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+  }
+  OpenSessionMark(const OpenSessionMark&) = delete;
+  OpenSessionMark& operator=(const OpenSessionMark&) = delete;
 };
 
 }  // namespace
@@ -517,6 +540,8 @@ class SessionImpl final : public Session, public engine::SubagentHost {
     (void)lock_->SetState(kReflectorStateKey, reflector_->ExportState(info_.id));
   }
 
+  // First: destroyed after everything else the session holds.
+  OpenSessionMark open_mark_;
   EngineImpl& engine_;
   SessionOptions options_;
   // The session has pinned settings (options_ are them, with the overrides
@@ -550,7 +575,6 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   std::vector<std::shared_ptr<Hook>> hooks_;
   std::shared_ptr<todo::TodoLoopHook> todo_loop_;
   std::shared_ptr<learning::ReflectorHook> reflector_;
-  learning::LearningDirs learning_dirs_;
   std::vector<std::filesystem::path> extra_read_roots_;
   // Set by Init; each holds its server's client (whose health is live).
   std::vector<mcp::ServerStatus> mcp_servers_;
@@ -1100,7 +1124,6 @@ Status SessionImpl::Init() {
   AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(options_, ctx));
   for (auto& w : tools.warnings) warnings_.push_back(std::move(w));
   tools.todo->ReplayFromHistory(info_.id, transcript_.messages());
-  learning_dirs_ = tools.learning_dirs;
   extra_read_roots_ = tools.extra_read_roots;
   registry_ = std::move(tools.registry);
   mcp_servers_ = tools.mcp_servers;
@@ -1144,7 +1167,7 @@ Status SessionImpl::Init() {
     if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
   }
 
-  system_prompt_ = engine::WireSystemPrompt(options_, learning_dirs_, mcp_servers_);
+  system_prompt_ = engine::WireSystemPrompt(options_, tools.learning_dirs, mcp_servers_);
   return Status::Ok();
 }
 

@@ -52,7 +52,7 @@ ToolOutput Error(const std::string& text) { return ToolOutput::Error("Error: " +
 
 class LearningTool : public Tool {
  public:
-  LearningTool(LearningDirs dirs, std::shared_ptr<const ToolSpec> spec)
+  LearningTool(std::shared_ptr<const LearningDirs> dirs, std::shared_ptr<const ToolSpec> spec)
       : dirs_(std::move(dirs)), spec_(std::move(spec)) {}
   const ToolSpec& spec() const override { return *spec_; }
   std::shared_ptr<const ToolSpec> shared_spec() const override { return spec_; }
@@ -66,13 +66,15 @@ class LearningTool : public Tool {
   }
 
  protected:
-  LearningDirs dirs_;
+  // Shared by the learning tools of a session (MakeLearningTools).
+  std::shared_ptr<const LearningDirs> dirs_;
   std::shared_ptr<const ToolSpec> spec_;  // immutable, shared
 };
 
 class MemorySaveTool : public LearningTool {
  public:
-  explicit MemorySaveTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
+  explicit MemorySaveTool(std::shared_ptr<const LearningDirs> dirs)
+      : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -123,7 +125,7 @@ class MemorySaveTool : public LearningTool {
     auto scope = ParseScope(scope_name);
     if (!scope) return Error("scope: must be user or workspace");
     m.scope = *scope;
-    MemoryStore store = Memories(dirs_, ctx);
+    MemoryStore store = Memories(*dirs_, ctx);
     Result<bool> saved = store.Save(m);
     if (!saved.ok()) return Error(saved.error().message());
     ToolOutput out =
@@ -139,7 +141,8 @@ class MemorySaveTool : public LearningTool {
 
 class MemorySearchTool : public LearningTool {
  public:
-  explicit MemorySearchTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
+  explicit MemorySearchTool(std::shared_ptr<const LearningDirs> dirs)
+      : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -170,7 +173,7 @@ class MemorySearchTool : public LearningTool {
 
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override {
     const Json& in = call.input;
-    MemoryStore store = Memories(dirs_, ctx);
+    MemoryStore store = Memories(*dirs_, ctx);
     std::string name = Str(in, "name");
     std::string query = Str(in, "query");
     Json uses = Json::array();
@@ -219,7 +222,8 @@ class MemorySearchTool : public LearningTool {
 
 class MemoryDeleteTool : public LearningTool {
  public:
-  explicit MemoryDeleteTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
+  explicit MemoryDeleteTool(std::shared_ptr<const LearningDirs> dirs)
+      : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -237,7 +241,7 @@ class MemoryDeleteTool : public LearningTool {
   }
 
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override {
-    MemoryStore store = Memories(dirs_, ctx);
+    MemoryStore store = Memories(*dirs_, ctx);
     std::string name = Str(call.input, "name");
     std::optional<Scope> scope;
     if (Has(call.input, "scope")) {
@@ -259,7 +263,8 @@ class MemoryDeleteTool : public LearningTool {
 
 class SkillTool : public LearningTool {
  public:
-  explicit SkillTool(LearningDirs dirs) : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
+  explicit SkillTool(std::shared_ptr<const LearningDirs> dirs)
+      : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
     ToolSpec s;
@@ -277,7 +282,7 @@ class SkillTool : public LearningTool {
   }
 
   Result<ToolOutput> Run(const ToolCall& call, ToolContext& ctx) override {
-    SkillStore store = Skills(dirs_, ctx);
+    SkillStore store = Skills(*dirs_, ctx);
     std::string name = Str(call.input, "skill");
     Result<Skill> skill = store.Get(name);
     if (!skill.ok()) {
@@ -313,7 +318,7 @@ class SkillTool : public LearningTool {
 
 class SynthesizeSkillTool : public LearningTool {
  public:
-  explicit SynthesizeSkillTool(LearningDirs dirs)
+  explicit SynthesizeSkillTool(std::shared_ptr<const LearningDirs> dirs)
       : LearningTool(std::move(dirs), Once<&MakeSpec>()) {}
 
   static ToolSpec MakeSpec() {
@@ -353,7 +358,7 @@ class SynthesizeSkillTool : public LearningTool {
     skill.scope = *scope;
     bool overwrite =
         in.contains("overwrite") && in["overwrite"].is_boolean() && in["overwrite"].get<bool>();
-    SkillStore store = Skills(dirs_, ctx);
+    SkillStore store = Skills(*dirs_, ctx);
     Result<fs::path> dir = store.Write(skill, overwrite);
     if (!dir.ok()) return Error(dir.error().message());
     ToolOutput out = ToolOutput::Ok("Wrote " + std::string(ScopeName(skill.scope)) + " skill \"" +
@@ -367,24 +372,27 @@ class SynthesizeSkillTool : public LearningTool {
 }  // namespace
 
 std::shared_ptr<Tool> MakeMemorySaveTool(const LearningDirs& d) {
-  return std::make_shared<MemorySaveTool>(d);
+  return std::make_shared<MemorySaveTool>(std::make_shared<const LearningDirs>(d));
 }
 std::shared_ptr<Tool> MakeMemorySearchTool(const LearningDirs& d) {
-  return std::make_shared<MemorySearchTool>(d);
+  return std::make_shared<MemorySearchTool>(std::make_shared<const LearningDirs>(d));
 }
 std::shared_ptr<Tool> MakeMemoryDeleteTool(const LearningDirs& d) {
-  return std::make_shared<MemoryDeleteTool>(d);
+  return std::make_shared<MemoryDeleteTool>(std::make_shared<const LearningDirs>(d));
 }
 std::shared_ptr<Tool> MakeSkillTool(const LearningDirs& d) {
-  return std::make_shared<SkillTool>(d);
+  return std::make_shared<SkillTool>(std::make_shared<const LearningDirs>(d));
 }
 std::shared_ptr<Tool> MakeSynthesizeSkillTool(const LearningDirs& d) {
-  return std::make_shared<SynthesizeSkillTool>(d);
+  return std::make_shared<SynthesizeSkillTool>(std::make_shared<const LearningDirs>(d));
 }
 
 std::vector<std::shared_ptr<Tool>> MakeLearningTools(const LearningDirs& d) {
-  return {MakeMemorySaveTool(d), MakeMemorySearchTool(d), MakeMemoryDeleteTool(d), MakeSkillTool(d),
-          MakeSynthesizeSkillTool(d)};
+  // One copy of the directories for the five tools.
+  auto dirs = std::make_shared<const LearningDirs>(d);
+  return {std::make_shared<MemorySaveTool>(dirs), std::make_shared<MemorySearchTool>(dirs),
+          std::make_shared<MemoryDeleteTool>(dirs), std::make_shared<SkillTool>(dirs),
+          std::make_shared<SynthesizeSkillTool>(dirs)};
 }
 
 std::string LearningPromptSection(const LearningDirs& dirs, const fs::path& workspace,

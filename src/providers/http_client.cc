@@ -371,6 +371,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
           return Fail(t, TransportError(t->url.Authority(), ec));
         }
         Touch(t);
+        // Written on a connection that no retry can replace, or a retry
+        // can build it again: the body is not needed any more.
+        if (!t->reused || t->retried || t->request.body_source) DropBody(t);
         t->reader.emplace(t->req.method() == http::verb::head);
         Read(t);
       });
@@ -378,8 +381,23 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
 
   // Reads what the server sends and hands it to the reader; the head and
-  // the body bytes decoded from each read go to the handler at once.
+  // the body bytes decoded from each read go to the handler at once. A
+  // plain connection first waits until the socket is readable, so that the
+  // read buffer exists only from then until its bytes are parsed (a turn
+  // waiting on a model holds none); a TLS stream is read directly.
   void Read(const TransferPtr& t) {
+    if (t->conn->tls) return ReadSome(t);
+    t->conn->sock.async_wait(tcp::socket::wait_read, [this, t](error_code ec) {
+      if (Aborted(t)) return;
+      if (ec) {
+        if (CanRetry(t, ec)) return Retry(t);
+        return Fail(t, TransportError(t->url.Authority(), ec));
+      }
+      ReadSome(t);
+    });
+  }
+
+  void ReadSome(const TransferPtr& t) {
     t->conn->With([&](auto& stream) {
       stream.async_read_some(t->conn->buf.prepare(HttpConnection::kReadBuffer),
                              [this, t](error_code ec, size_t n) {
@@ -394,6 +412,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     if (t->conn->buf.size() > 0) Touch(t);
     std::string body;
     error_code ec = t->reader->Feed(t->conn->buf, body);
+    // What is left unparsed (a partial line) keeps only its own bytes.
+    if (!t->conn->tls) t->conn->buf.shrink_to_fit();
+    // A response has begun: the request will not be sent again.
+    if (t->reader->got_some()) DropBody(t);
     if (!ec && read_error == asio::error::eof) {
       ec = t->reader->FeedEof();
     } else if (!ec) {
@@ -432,6 +454,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     Finish(t, Status::Ok());
   }
 
+  // Releases the transfer's reference to the request body (the caller may
+  // hold its own, shared one).
+  static void DropBody(const TransferPtr& t) { t->req.body().reset(); }
+
   // A reused connection the server closed meanwhile: one fresh attempt.
   bool CanRetry(const TransferPtr& t, error_code ec) {
     if (!t->reused || t->retried) return false;
@@ -444,6 +470,16 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     t->conn->Close();
     t->conn.reset();
     t->reader.reset();
+    if (!t->req.body() && t->request.body_source) {
+      std::shared_ptr<const std::string> body;
+      try {
+        body = t->request.body_source();
+      } catch (...) {  // reported below
+      }
+      if (!body) return Fail(t, Internal("http client: the request body to retry is gone"));
+      t->req.content_length(body->size());
+      t->req.body() = std::move(body);
+    }
     Connect(t);
   }
 

@@ -79,6 +79,17 @@ struct HttpRequest {
   std::string url;
   HttpHeaders headers;  // values may be secrets: never logged
   std::string body;
+  // When set, the body sent instead of `body`, shared with the caller: the
+  // client holds its reference only while it may still send the body (until
+  // it is written on a fresh connection, or until the first byte of the
+  // answer on a reused one, which may be retried on a fresh one; see
+  // body_source).
+  std::shared_ptr<const std::string> shared_body;
+  // Builds the same body again (the same bytes). When set, the client lets
+  // go of the body as soon as it is written, also on a reused connection,
+  // and a retry on a fresh connection sends what this returns. Called on
+  // the event thread; a null result (or a throw) fails the transfer.
+  std::function<std::shared_ptr<const std::string>()> body_source;
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds idle_timeout{120000};  // 0 = none
 };

@@ -612,6 +612,112 @@ TEST(HttpClient, ReusedConnectionClosedByServerIsRetriedOnce) {
   EXPECT_EQ(server.accepted(), 2);
 }
 
+// Reads one request with its Content-Length body; the body, or nullopt on
+// EOF.
+std::optional<std::string> ReadBody(int fd) {
+  std::string head = ReadHead(fd);
+  if (head.empty()) return std::nullopt;
+  size_t p = head.find("Content-Length: ");
+  size_t len = p == std::string::npos ? 0 : std::stoul(head.substr(p + 16));
+  std::string body(len, '\0');
+  for (size_t got = 0; got < len;) {
+    ssize_t n = ::recv(fd, body.data() + got, len - got, 0);
+    if (n <= 0) return std::nullopt;
+    got += static_cast<size_t>(n);
+  }
+  return body;
+}
+
+// A keep-alive server that records each request's body; its first
+// connection answers one request, then reads the second whole and closes
+// without answering. Later connections answer everything.
+class RecordingFlakyServer {
+ public:
+  RecordingFlakyServer()
+      : server_([this](int fd, int n) {
+          for (int req = 0;; ++req) {
+            std::optional<std::string> body = ReadBody(fd);
+            if (!body) return;
+            {
+              std::lock_guard lock(mu_);
+              received_.push_back(*body);
+            }
+            if (n == 0 && req == 1) return;
+            if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) return;
+          }
+        }) {}
+  std::string url(const std::string& path) const { return server_.url(path); }
+  int accepted() const { return server_.accepted(); }
+  std::vector<std::string> received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> received_;  // Guarded by mu_.
+  RawServer server_;                   // last: its thread uses the rest
+};
+
+TEST(HttpClient, ARetryOnAFreshConnectionSendsTheIdenticalSharedBody) {
+  // The first connection answers one request, then reads the second whole
+  // and closes without answering; the second connection answers.
+  RecordingFlakyServer server;
+  auto client = HttpClient::Create();
+  std::vector<std::shared_ptr<const std::string>> bodies;
+  for (char c : {'a', 'b'}) {
+    // Large enough to take several writes.
+    bodies.push_back(std::make_shared<const std::string>(std::string(300000, c) + "end"));
+    HttpRequest req;
+    req.url = server.url("/v1");
+    req.shared_body = bodies.back();
+    Buffer b;
+    Status st = client->Fetch(std::move(req), b, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(b.body, "ok");
+    // Written and answered: the client holds no reference any more.
+    EXPECT_EQ(bodies.back().use_count(), 1);
+  }
+  EXPECT_EQ(server.accepted(), 2);
+  std::vector<std::string> received = server.received();
+  ASSERT_EQ(received.size(), 3u);
+  EXPECT_EQ(received[0], *bodies[0]);
+  EXPECT_EQ(received[1], *bodies[1]);  // the attempt the server dropped
+  EXPECT_EQ(received[2], *bodies[1]);  // its retry
+}
+
+TEST(HttpClient, WithABodySourceTheBodyIsDroppedOnceWrittenAndRebuiltForARetry) {
+  // As above; the second request gives a body_source, so the client keeps
+  // no reference to the body once it is written, even on the reused
+  // connection, and the retry sends the rebuilt body.
+  RecordingFlakyServer server;
+  auto client = HttpClient::Create();
+  const std::string text = std::string(300000, 'x') + "end";
+  long held_at_rebuild = -1;
+  int rebuilt = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto body = std::make_shared<const std::string>(text);
+    HttpRequest req;
+    req.url = server.url("/v1");
+    req.shared_body = body;
+    req.body_source = [&, weak = std::weak_ptr<const std::string>(body)] {
+      ++rebuilt;
+      held_at_rebuild = weak.use_count();  // the test's own reference only
+      return std::make_shared<const std::string>(text);
+    };
+    Buffer b;
+    Status st = client->Fetch(std::move(req), b, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(b.body, "ok");
+  }
+  EXPECT_EQ(rebuilt, 1);
+  EXPECT_EQ(held_at_rebuild, 1);
+  EXPECT_EQ(server.accepted(), 2);
+  std::vector<std::string> received = server.received();
+  ASSERT_EQ(received.size(), 3u);
+  for (const std::string& r : received) EXPECT_EQ(r, text);
+}
+
 TEST(HttpClient, UnsupportedSchemeIsInvalidArgument) {
   auto client = HttpClient::Create();
   auto r = client->Post("ftp://127.0.0.1/x", {}, "");

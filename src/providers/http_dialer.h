@@ -51,10 +51,16 @@ struct HttpConnection final : PooledConnection {
   // few reads (and few wake-ups of a thread waiting in Fetch).
   static constexpr size_t kReadBuffer = 16384;
 
-  explicit HttpConnection(boost::asio::io_context& ioc) : sock(ioc) { buf.reserve(kReadBuffer); }
+  explicit HttpConnection(boost::asio::io_context& ioc) : sock(ioc) {}
 
   Tcp::socket sock;  // plain http
   std::unique_ptr<boost::asio::ssl::stream<Tcp::socket>> tls;
+  // Bytes read and not yet parsed. Empty and without storage while a plain
+  // connection waits for data (the client reads it only once the socket is
+  // readable, and releases the storage once parsed), so a connection
+  // waiting for a model's answer holds no read buffer; a TLS connection
+  // keeps it between reads (the TLS stream may hold decrypted bytes the
+  // socket's readiness does not show).
   boost::beast::flat_buffer buf;
   // Has carried a request. A TLS connection that has not (a preconnect's)
   // may still receive the server's post-handshake messages (TLS 1.3 session

@@ -66,9 +66,15 @@ Status BuildHttpRequest(HttpRequest& r, const HttpUrl& url, const HttpRoute& rou
     if (route.absolute_form && route.proxy != nullptr && !route.proxy->authorization.empty()) {
       req.set(http::field::proxy_authorization, route.proxy->authorization);
     }
-    req.body() = std::move(r.body);
-    if (!req.body().empty() || (verb != http::verb::get && verb != http::verb::head)) {
-      req.content_length(req.body().size());
+    if (r.shared_body) {
+      req.body() = std::move(r.shared_body);
+    } else if (!r.body.empty()) {
+      req.body() = std::make_shared<const std::string>(std::move(r.body));
+      r.body.clear();
+    }
+    const size_t size = req.body() ? req.body()->size() : 0;
+    if (size > 0 || (verb != http::verb::get && verb != http::verb::head)) {
+      req.content_length(size);
     }
   } catch (const std::exception&) {
     return InvalidArgument("cannot build the HTTP request");
@@ -76,8 +82,7 @@ Status BuildHttpRequest(HttpRequest& r, const HttpUrl& url, const HttpRoute& rou
   return Status::Ok();
 }
 
-HttpResponseReader::HttpResponseReader(bool head_request)
-    : head_request_(head_request), chunk_(std::make_unique<char[]>(kChunk)) {
+HttpResponseReader::HttpResponseReader(bool head_request) : head_request_(head_request) {
   NewParser();
 }
 
@@ -114,12 +119,17 @@ error_code HttpResponseReader::Feed(boost::beast::flat_buffer& in, std::string& 
       state_ = parser_->is_done() ? State::kDone : State::kBody;
       continue;
     }
-    parser_->get().body().data = chunk_.get();
-    parser_->get().body().size = kChunk;
+    // The body bytes are decoded straight into `body`: they are never more
+    // than the input bytes they come from.
+    const size_t old_size = body.size();
+    const size_t room = in.size();
+    body.resize(old_size + room);
+    parser_->get().body().data = body.data() + old_size;
+    parser_->get().body().size = room;
     size_t n = parser_->put(in.data(), ec);
     in.consume(n);
-    size_t got = kChunk - parser_->get().body().size;
-    body.append(chunk_.get(), got);
+    size_t got = room - parser_->get().body().size;
+    body.resize(old_size + got);
     if (parser_->is_done()) state_ = State::kDone;
     if (ec == http::error::need_buffer) {
       if (n == 0 && got == 0) return {};

@@ -11,14 +11,18 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
+#include <boost/asio/buffer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
+#include <boost/optional.hpp>
 #include <boost/system/error_code.hpp>
 
 #include "agentloop/status.h"
@@ -28,12 +32,41 @@
 
 namespace agentloop {
 
-using HttpWireRequest = boost::beast::http::request<boost::beast::http::string_body>;
+// A Beast body (writer only) sending a string owned elsewhere and shared:
+// the transfer releases its reference once the body cannot be sent again,
+// while the caller (a provider that may retry) keeps its own.
+struct SharedStringBody {
+  using value_type = std::shared_ptr<const std::string>;  // null: empty body
 
-// Fills `out` for `request` to `url` along `route`. The request's body is
-// moved into `out` (a model request can be megabytes). kInvalidArgument for
-// an invalid method, header name or header value (the message names the
-// header, never its value).
+  static std::uint64_t size(const value_type& body) { return body ? body->size() : 0; }
+
+  class writer {
+   public:
+    using const_buffers_type = boost::asio::const_buffer;
+
+    template <bool isRequest, class Fields>
+    writer(const boost::beast::http::header<isRequest, Fields>&, const value_type& body)
+        : body_(body) {}
+
+    void init(boost::system::error_code& ec) { ec = {}; }
+
+    boost::optional<std::pair<const_buffers_type, bool>> get(boost::system::error_code& ec) {
+      ec = {};
+      if (!body_ || body_->empty()) return boost::none;
+      return std::make_pair(const_buffers_type(body_->data(), body_->size()), false);
+    }
+
+   private:
+    const value_type& body_;
+  };
+};
+
+using HttpWireRequest = boost::beast::http::request<SharedStringBody>;
+
+// Fills `out` for `request` to `url` along `route`. The request's body (its
+// `shared_body`, else its `body`, moved: a model request can be megabytes)
+// is shared with `out`. kInvalidArgument for an invalid method, header name
+// or header value (the message names the header, never its value).
 Status BuildHttpRequest(HttpRequest& request, const HttpUrl& url, const HttpRoute& route,
                         HttpWireRequest& out);
 
@@ -73,7 +106,6 @@ class HttpResponseReader {
 
  private:
   using Parser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
-  static constexpr size_t kChunk = 16384;
 
   void NewParser();
 
@@ -82,7 +114,6 @@ class HttpResponseReader {
   bool got_some_ = false;
   bool head_pending_ = false;
   std::optional<Parser> parser_;
-  std::unique_ptr<char[]> chunk_;
 };
 
 // A transport failure as the client reports it: kUnavailable naming the

@@ -1,8 +1,12 @@
 #include "providers/http_exchange.h"
 
+#include <memory>
+#include <sstream>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/beast/http/write.hpp>
 #include <gtest/gtest.h>
 
 namespace agentloop {
@@ -36,8 +40,29 @@ TEST(BuildHttpRequest, OriginFormWithDefaultsAndTheBodyMovedIn) {
   EXPECT_EQ(Header(req, "User-Agent"), "agentloop");
   EXPECT_EQ(Header(req, "Authorization"), "Bearer k");
   EXPECT_EQ(Header(req, "Content-Length"), "2");  // the caller's is ignored
-  EXPECT_EQ(req.body(), "{}");
+  ASSERT_TRUE(req.body());
+  EXPECT_EQ(*req.body(), "{}");
   EXPECT_TRUE(r.body.empty());
+}
+
+TEST(BuildHttpRequest, ASharedBodyIsSentAsIsWithoutACopy) {
+  HttpRequest r;
+  r.url = "http://h/v1";
+  r.body = "ignored";
+  auto body = std::make_shared<const std::string>("{\"a\":1}");
+  r.shared_body = body;
+  HttpWireRequest req;
+  ASSERT_TRUE(BuildHttpRequest(r, Url("http://h/v1"), HttpRoute{}, req).ok());
+  EXPECT_EQ(req.body().get(), body.get());
+  EXPECT_EQ(Header(req, "Content-Length"), "7");
+  std::ostringstream wire;
+  wire << req;
+  const std::string s = wire.str();
+  EXPECT_EQ(s.substr(0, 13), "POST /v1 HTTP");
+  EXPECT_EQ(s.substr(s.size() - 11), "\r\n\r\n{\"a\":1}");
+  // The request lets go of it; the caller's reference stays valid.
+  req.body().reset();
+  EXPECT_EQ(*body, "{\"a\":1}");
 }
 
 TEST(BuildHttpRequest, ContentLengthOnlyWhereABodyBelongs) {

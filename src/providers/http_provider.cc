@@ -121,14 +121,14 @@ std::string HttpProvider::BuildBody(const ModelRequest& request) {
   return out;
 }
 
-HttpRequest HttpProvider::MakeRequest(std::string body) const {
+HttpRequest HttpProvider::MakeRequest(std::shared_ptr<const std::string> body) const {
   HttpRequest req;
   req.method = "POST";
   req.url = url_;
   req.headers = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream"}};
   format_->AddAuthHeaders(options_.api_key, &req.headers);
   for (const auto& h : options_.extra_headers) req.headers.push_back(h);
-  req.body = std::move(body);
+  req.shared_body = std::move(body);
   req.connect_timeout = options_.connect_timeout;
   req.idle_timeout = options_.idle_timeout;
   return req;
@@ -163,8 +163,9 @@ Result<ModelResponse> HttpProvider::Conclude(const Status& st, StreamHandler& ha
   return r;
 }
 
-Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink& sink,
-                                            const std::stop_token& stop, AttemptError* err) {
+Result<ModelResponse> HttpProvider::Attempt(const std::shared_ptr<const std::string>& body,
+                                            StreamSink& sink, const std::stop_token& stop,
+                                            AttemptError* err) {
   std::unique_ptr<StreamDecoder> decoder = format_->NewDecoder(sink);
   StreamHandler handler(*decoder);
   Status st = client_->Fetch(MakeRequest(body), handler, stop);
@@ -173,7 +174,7 @@ Result<ModelResponse> HttpProvider::Attempt(const std::string& body, StreamSink&
 
 Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, StreamSink& sink,
                                              std::stop_token stop) {
-  const std::string body = BuildBody(request);
+  const auto body = std::make_shared<const std::string>(BuildBody(request));
   const RetryPolicy policy = RequestPolicy(options_.retry, request);
   std::shared_ptr<CallDeadline> deadline;
   if (request.timeout.count() > 0) deadline = CallDeadline::Arm(*client_, request.timeout, stop);
@@ -192,10 +193,12 @@ Result<ModelResponse> HttpProvider::Complete(const ModelRequest& request, Stream
 // timer's), so it lives exactly as long as the exchange.
 class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
  public:
-  AsyncCall(HttpProvider& provider, std::string body, StreamSink& sink, std::stop_token stop,
+  AsyncCall(HttpProvider& provider, const ModelRequest& request,
+            std::shared_ptr<const std::string> body, StreamSink& sink, std::stop_token stop,
             RetryPolicy policy, std::shared_ptr<CallDeadline> deadline, CompletionCallback done)
       : provider_(provider),
-        body_(std::move(body)),
+        request_(request),
+        first_body_(std::move(body)),
         sink_(sink),
         stop_(deadline ? deadline->token() : std::move(stop)),
         policy_(std::move(policy)),
@@ -218,8 +221,16 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     decoder_ = provider_.format_->NewDecoder(sink_);
     auto handler = std::make_shared<StreamHandler>(*decoder_);
     handler_ = handler;
+    HttpRequest request = provider_.MakeRequest(TakeBody());
+    // A retry of the client's own (a reused connection the server closed)
+    // builds the body again too, so the transfer drops it once written.
+    request.body_source = [weak = weak_from_this()]() -> std::shared_ptr<const std::string> {
+      auto self = weak.lock();
+      if (!self) return nullptr;
+      return std::make_shared<const std::string>(self->provider_.BuildBody(self->request_));
+    };
     std::shared_ptr<HttpTransfer> transfer = provider_.client_->Start(
-        provider_.MakeRequest(body_), std::move(handler),
+        std::move(request), std::move(handler),
         [self = shared_from_this()](Status st) { self->OnAttemptDone(st); });
     {
       std::lock_guard lock(mu_);
@@ -228,6 +239,15 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     // A stop between the check above and the handle being stored found no
     // transfer to cancel.
     if (stop_.stop_requested()) transfer->Cancel();
+  }
+
+  // The body of this attempt. The call keeps none: the transfer holds the
+  // body until it is written, so a call waiting on the model holds no copy,
+  // and a retry builds it again from the request (the message cache makes
+  // that cheap, and the bytes are the same).
+  std::shared_ptr<const std::string> TakeBody() {
+    if (first_body_) return std::move(first_body_);
+    return std::make_shared<const std::string>(provider_.BuildBody(request_));
   }
 
   void CancelTransfer() {
@@ -274,7 +294,11 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
   }
 
   HttpProvider& provider_;
-  const std::string body_;
+  // Valid and unchanged until done_ is called (CompleteAsync's contract).
+  const ModelRequest& request_;
+  // The first attempt's body, built by CompleteAsync; handed to the
+  // transfer.
+  std::shared_ptr<const std::string> first_body_;
   StreamSink& sink_;
   const std::stop_token stop_;  // the deadline's token when there is one
   const RetryPolicy policy_;
@@ -292,9 +316,10 @@ void HttpProvider::CompleteAsync(const ModelRequest& request, StreamSink& sink,
                                  std::stop_token stop, CompletionCallback done) {
   std::shared_ptr<CallDeadline> deadline;
   if (request.timeout.count() > 0) deadline = CallDeadline::Arm(*client_, request.timeout, stop);
-  auto call = std::make_shared<AsyncCall>(*this, BuildBody(request), sink, std::move(stop),
-                                          RequestPolicy(options_.retry, request),
-                                          std::move(deadline), std::move(done));
+  auto call = std::make_shared<AsyncCall>(
+      *this, request, std::make_shared<const std::string>(BuildBody(request)), sink,
+      std::move(stop), RequestPolicy(options_.retry, request), std::move(deadline),
+      std::move(done));
   call->Start();
 }
 

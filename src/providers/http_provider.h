@@ -10,7 +10,9 @@
 // thread: the stream is decoded and the deltas reported there, the backoff
 // between attempts is an Asio timer (HttpClient::Wait), a stop aborts the
 // exchange (or the wait) at once, and `done` is called there. No thread
-// blocks while the model streams.
+// blocks while the model streams. The body is not kept once it is sent (a
+// call in flight holds no copy of it): a retry builds it again, on the
+// event thread, from the request (which stays valid until `done`).
 //
 // Thread-safety: Complete() and CompleteAsync() may run concurrently;
 // per-request state lives on the stack or in the call's own state; the
@@ -117,10 +119,10 @@ class HttpProvider : public ModelProvider {
 
  private:
   class AsyncCall;
-  Result<ModelResponse> Attempt(const std::string& body, StreamSink& sink,
+  Result<ModelResponse> Attempt(const std::shared_ptr<const std::string>& body, StreamSink& sink,
                                 const std::stop_token& stop, AttemptError* err);
-  // The HTTP request of one attempt.
-  HttpRequest MakeRequest(std::string body) const;
+  // The HTTP request of one attempt (its body shared, not copied).
+  HttpRequest MakeRequest(std::shared_ptr<const std::string> body) const;
   // The outcome of one attempt from its transport status and what the
   // handler collected.
   Result<ModelResponse> Conclude(const Status& transport, StreamHandler& handler,

@@ -101,8 +101,9 @@ std::shared_ptr<HttpClient> ClientOn(IoThread& io) {
   return HttpClient::Create(std::move(o));
 }
 
-HttpProvider ChatProvider(const FakeModelServer& server, std::shared_ptr<HttpClient> client,
-                          std::chrono::milliseconds backoff = std::chrono::milliseconds(1)) {
+HttpProvider ProviderFor(std::unique_ptr<WireFormat> format, const FakeModelServer& server,
+                         std::shared_ptr<HttpClient> client,
+                         std::chrono::milliseconds backoff = std::chrono::milliseconds(1)) {
   HttpProviderOptions o;
   o.model = "test-model";
   o.base_url = server.base_url() + "/v1";
@@ -114,7 +115,12 @@ HttpProvider ChatProvider(const FakeModelServer& server, std::shared_ptr<HttpCli
     ADD_FAILURE() << "CompleteAsync waited with the blocking RetryPolicy::wait";
     return false;
   };
-  return HttpProvider(NewOpenAiChatFormat({}), o, std::move(client));
+  return HttpProvider(std::move(format), o, std::move(client));
+}
+
+HttpProvider ChatProvider(const FakeModelServer& server, std::shared_ptr<HttpClient> client,
+                          std::chrono::milliseconds backoff = std::chrono::milliseconds(1)) {
+  return ProviderFor(NewOpenAiChatFormat({}), server, std::move(client), backoff);
 }
 
 std::string ChatChunk(const std::string& text) {
@@ -197,6 +203,47 @@ TEST(HttpProviderAsync, RetriesAfterAFailedAttemptOnTheClientsTimer) {
   ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].body, requests[1].body);
   EXPECT_EQ(out.calls(), 1);
+}
+
+TEST(HttpProviderAsync, ARetryRebuildsTheIdenticalBodyInEveryFormat) {
+  // The call keeps no copy of the body once it is sent: the retry's body is
+  // built again from the request, and must be the same bytes (history,
+  // tail, tools, and the format's marking of the newest message).
+  ToolSpec tool;
+  tool.name = "read";
+  tool.description = "Reads a file.";
+  tool.input_schema = Json::parse(R"({"type":"object","properties":{"path":{"type":"string"}}})");
+  const std::vector<ToolSpec> tools{tool};
+  std::vector<Message> history{Message::User("read a.txt"), Message::Assistant("reading"),
+                               Message::User("and b.txt")};
+  // Cacheable: the retry takes these fragments from the message cache.
+  for (size_t i = 0; i < history.size(); ++i) history[i].uid = 100 + i;
+  for (int f = 0; f < 3; ++f) {
+    auto server = FakeModelServer::Start(Json::parse(R"([
+        {"error": {"code": "unavailable", "message": "try later"}},
+        {"text": "done"}])"));
+    ASSERT_TRUE(server.ok());
+    IoThread io;
+    std::unique_ptr<WireFormat> format = f == 0   ? NewOpenAiChatFormat({})
+                                         : f == 1 ? NewAnthropicFormat({})
+                                                  : NewOpenAiResponsesFormat({});
+    HttpProvider provider = ProviderFor(std::move(format), **server, ClientOn(io));
+    ModelRequest req;
+    req.system = "You are terse.";
+    req.history = history;
+    req.tail.push_back(Message::User("open tasks: none"));
+    req.tools = tools;
+    Outcome out;
+    provider.CompleteAsync(req, out, {}, out.Callback());
+    std::optional<Result<ModelResponse>> r = out.Wait();
+    ASSERT_TRUE(r.has_value()) << f;
+    ASSERT_TRUE(r->ok()) << f << ": " << r->error().ToString();
+    auto requests = server.value()->requests();
+    ASSERT_EQ(requests.size(), 2u) << f;
+    EXPECT_FALSE(requests[0].body.empty()) << f;
+    EXPECT_EQ(requests[0].body, requests[1].body) << f;
+    EXPECT_EQ(requests[1].body, provider.BuildBody(req)) << f;
+  }
 }
 
 TEST(HttpProviderAsync, ErrorThatIsNotRetryableEndsTheCall) {
