@@ -169,6 +169,8 @@ class PgServeCase(ServeCase):
 
     cluster = None
     skip_reason = None
+    # Variables every instance of the class's tests starts with (serve_pg).
+    serve_env = {}
 
     @classmethod
     def setUpClass(cls):
@@ -194,9 +196,32 @@ class PgServeCase(ServeCase):
 
     def serve_pg(self, **env):
         """Starts an `agentloop serve` instance on the test's schema, with the
-        agent's key and the variables `env`; returns (process, base URL)."""
+        agent's key, `serve_env` and the variables `env`; returns (process,
+        base URL)."""
         return self.start_serve(self.env(AGENTLOOP_STORE_URL=self.url, WRITER_KEY="sk-test",
-                                         **env))
+                                         **dict(self.serve_env, **env)))
+
+    def two_instances(self, model, allow=(), **env):
+        """Writes the `writer` agent for the fake model `model` (with the
+        tools `allow` allowed), starts instances A and B on the test's schema
+        with the variables `env`, and creates a session on A: returns
+        (process A, process B, A's URL, B's URL, the session's id)."""
+        extra = "\n[permissions]\nallow = %s\n" % json.dumps(list(allow)) if allow else ""
+        self.write_agent(model.base_url, extra=extra)
+        proc_a, a = self.serve_pg(**env)
+        proc_b, b = self.serve_pg(**env)
+        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        return proc_a, proc_b, a, b, s["id"]
+
+    def stored_events(self, base, sid):
+        """The session's stored log read from the instance at `base`, checked
+        gap-free from seq 1."""
+        status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)
+        self.assertEqual(status, 200, page)
+        seqs = [e["seq"] for e in page["items"]]
+        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))
+        return page["items"]
 
     def call(self, base, method, path, body=None):
         """(status, parsed body) of a call to the instance at `base`."""

@@ -28,8 +28,7 @@ def job(i):
 
 
 class DatabaseRestartTest(PgServeCase):
-    def serve(self):
-        return self.serve_pg(AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
+    serve_env = {"AGENTLOOP_STORE_LEASE_TTL_MS": str(LEASE_TTL_MS)}
 
     def ran(self):
         path = os.path.join(self.ws, "ran.log")
@@ -81,8 +80,8 @@ class DatabaseRestartTest(PgServeCase):
             script.append({"match": job(i), "text": "done " + job(i)})
         model = self.server({"responses": script})
         self.write_agent(model.base_url, extra='\n[permissions]\nallow = ["bash"]\n')
-        _, a = self.serve()
-        _, b = self.serve()
+        _, a = self.serve_pg()
+        _, b = self.serve_pg()
         bases = [a, b]
         sids, turns = [], []
         for i in range(SESSIONS):

@@ -16,18 +16,10 @@ LEASE_TTL_MS = 2000
 
 
 class QueuedInputsTest(PgServeCase):
-    def serve(self):
-        return self.serve_pg(AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
+    serve_env = {"AGENTLOOP_STORE_LEASE_TTL_MS": str(LEASE_TTL_MS)}
 
     def wait_requests(self, model, n):
         self.wait_for("model request %d" % n, lambda: len(model.requests()) >= n)
-
-    def stored(self, base, sid):
-        status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)
-        self.assertEqual(status, 200, page)
-        seqs = [e["seq"] for e in page["items"]]
-        self.assertEqual(seqs, list(range(1, len(seqs) + 1)))  # gap-free
-        return page["items"]
 
     def enqueue(self, base, sid, body, position):
         body = dict(body, on_busy="enqueue")
@@ -41,12 +33,7 @@ class QueuedInputsTest(PgServeCase):
             {"text": "first, on A", "delay_ms": 3000},
             {"text": "second, queued on B"},
         ]})
-        self.write_agent(model.base_url)
-        _, a = self.serve()
-        _, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        sid = s["id"]
+        _, _, a, b, sid = self.two_instances(model)
         on_a = EventStream(a, sid, 0, turns=2)
         on_b = EventStream(b, sid, 0, turns=2)
         status, t1 = self.call(a, "POST", "/v1/sessions/%s/turns" % sid, {"input": "one"})
@@ -73,7 +60,7 @@ class QueuedInputsTest(PgServeCase):
         self.assertEqual(len(requests), 2)
         self.assertNotIn("input-queued-on-B", json.dumps(requests[0]))
         self.assertIn("input-queued-on-B", json.dumps(requests[1]))
-        stored = self.stored(b, sid)
+        stored = self.stored_events(b, sid)
         self.assertEqual([e["type"] for e in stored].count("turn_begin"), 2)
         self.assertEqual(self.count("SELECT COUNT(*) FROM session_inputs"), 0)
         self.assertEqual(self.count("SELECT COUNT(*) FROM session_wakeups"), 0)
@@ -87,12 +74,7 @@ class QueuedInputsTest(PgServeCase):
             {"text": "continued on B"},
             {"text": "then the queued input"},
         ]})
-        self.write_agent(model.base_url, extra='\n[permissions]\nallow = ["write"]\n')
-        proc_a, a = self.serve()
-        _, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        sid = s["id"]
+        proc_a, _, a, b, sid = self.two_instances(model, allow=("write",))
         status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
                               {"input": "write half.txt"})
         self.assertEqual(status, 202, t)
@@ -115,7 +97,7 @@ class QueuedInputsTest(PgServeCase):
         self.assertNotEqual(ends[2]["turn_id"], t["id"])
         self.assertEqual((ends[2]["stop"], ends[2]["final_text"]),
                          ("completed", "then the queued input"))
-        stored = self.stored(b, sid)
+        stored = self.stored_events(b, sid)
         self.assertEqual([e["seq"] for e in seen], [e["seq"] for e in stored])
         # A valid transcript: every tool call has its result; the write ran once.
         uses, results = tool_ids(stored)

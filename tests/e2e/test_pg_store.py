@@ -97,28 +97,18 @@ class PgStoreTest(PgServeCase):
 
     # --- agentloop serve on PostgreSQL ----------------------------------------
 
-    def agent(self, server):
-        self.write_agent(server.base_url)
-
-    def serve(self):
-        return self.serve_pg()
-
     def test_serve_pauses_a_turn_and_another_instance_sees_it(self):
-        self.agent(self.server(WRITE))
-        _, a = self.serve()
-        _, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % s["id"],
+        _, _, a, b, sid = self.two_instances(self.server(WRITE))
+        status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
                               {"input": "write served.txt"})
         self.assertEqual(status, 202, t)
         status, w = self.call(a, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
-                              % (s["id"], t["id"]))
+                              % (sid, t["id"]))
         self.assertEqual(w["result"]["stop"], "pending_approval", w)
         # Instance B reads the same session, its pending item and its events.
-        status, got = self.call(b, "GET", "/v1/sessions/%s" % s["id"])
+        status, got = self.call(b, "GET", "/v1/sessions/%s" % sid)
         self.assertEqual(status, 200, got)
-        status, pending = self.call(b, "GET", "/v1/sessions/%s/pending" % s["id"])
+        status, pending = self.call(b, "GET", "/v1/sessions/%s/pending" % sid)
         self.assertEqual(status, 200, pending)
         self.assertEqual(len(pending["items"]), 1, pending)
         self.assertEqual(self.count("SELECT COUNT(*) FROM pending_index WHERE NOT resolved"), 1)

@@ -19,9 +19,6 @@ def grant(token, tenant):
 
 
 class TenantsTest(PgServeCase):
-    def serve(self):
-        return self.serve_pg()
-
     def call_as(self, base, token, method, path, body=None):
         status, _, parsed = self.http(method, path, body, base=base, token=token)
         return status, parsed
@@ -44,8 +41,8 @@ class TenantsTest(PgServeCase):
             {"text": "wrote mine.txt"},
         ]})
         self.write_agent(model.base_url, tokens=[grant(ACME, "acme"), grant(OTHER, "other")])
-        _, a = self.serve()
-        _, b = self.serve()
+        _, a = self.serve_pg()
+        _, b = self.serve_pg()
         status, s = self.call_as(a, ACME, "POST", "/v1/sessions", {"agent": "writer"})
         self.assertEqual(status, 201, s)
         sid = s["id"]

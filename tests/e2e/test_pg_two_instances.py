@@ -22,17 +22,7 @@ LEASE_TTL_MS = 2000
 
 
 class TwoInstancesTest(PgServeCase):
-    def agent(self, server, allow_write=False):
-        self.write_agent(server.base_url,
-                         extra='\n[permissions]\nallow = ["write"]\n' if allow_write else "")
-
-    def serve(self):
-        return self.serve_pg(AGENTLOOP_STORE_LEASE_TTL_MS=str(LEASE_TTL_MS))
-
-    def events(self, base, sid):
-        status, page = self.call(base, "GET", "/v1/sessions/%s/events?limit=200" % sid)
-        self.assertEqual(status, 200, page)
-        return page["items"]
+    serve_env = {"AGENTLOOP_STORE_LEASE_TTL_MS": str(LEASE_TTL_MS)}
 
     def test_a_pause_on_one_instance_is_decided_on_the_other_and_continues_once(self):
         model = self.server({"responses": [
@@ -41,19 +31,14 @@ class TwoInstancesTest(PgServeCase):
                                        "content": "from the server\n"}}]},
             {"text": "wrote served.txt"},
         ]})
-        self.agent(model)
-        _, a = self.serve()
-        _, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        sid = s["id"]
+        _, _, a, b, sid = self.two_instances(model)
         status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
                               {"input": "write served.txt"})
         self.assertEqual(status, 202, t)
         status, w = self.call(a, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
                               % (sid, t["id"]))
         self.assertEqual(w["result"]["stop"], "pending_approval", w)
-        paused_at = self.events(a, sid)[-1]["seq"]
+        paused_at = self.stored_events(a, sid)[-1]["seq"]
 
         # Watchers on both instances, from the pause on.
         on_a = EventStream(a, sid, paused_at)
@@ -81,8 +66,7 @@ class TwoInstancesTest(PgServeCase):
         with open(os.path.join(self.ws, "served.txt"), encoding="utf-8") as f:
             self.assertEqual(f.read(), "from the server\n")
         self.assertEqual(len(model.requests()), 2)
-        stored = self.events(b, sid)
-        self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
+        stored = self.stored_events(b, sid)
         after = [e["type"] for e in stored if e["seq"] > paused_at]
         self.assertEqual(after.count("decision"), 1)
         self.assertEqual(after.count("tool_call_begin"), 1)
@@ -96,12 +80,7 @@ class TwoInstancesTest(PgServeCase):
             {"text": "first, on A"},
             {"text": "second, on B"},
         ]})
-        self.agent(model)
-        _, a = self.serve()
-        _, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        sid = s["id"]
+        _, _, a, b, sid = self.two_instances(model)
         status, t1 = self.call(a, "POST", "/v1/sessions/%s/turns" % sid, {"input": "one"})
         self.assertEqual(status, 202, t1)
         status, w = self.call(a, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
@@ -109,7 +88,7 @@ class TwoInstancesTest(PgServeCase):
         self.assertEqual(w["result"]["stop"], "completed", w)
         # The next message goes to B, which never ran the session: B takes
         # the lease A released and runs it, once.
-        watcher = EventStream(a, sid, self.events(a, sid)[-1]["seq"])
+        watcher = EventStream(a, sid, self.stored_events(a, sid)[-1]["seq"])
         status, t2 = self.call(b, "POST", "/v1/sessions/%s/turns" % sid, {"input": "two"})
         self.assertEqual(status, 202, t2)
         status, w = self.call(b, "GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
@@ -118,8 +97,7 @@ class TwoInstancesTest(PgServeCase):
         self.assertEqual(w["result"]["final_text"], "second, on B")
         seen = watcher.wait(self)  # A's watcher sees B's turn, tailed from the log
         self.assertEqual(seen[-1]["turn_id"], t2["id"])
-        stored = self.events(a, sid)
-        self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
+        stored = self.stored_events(a, sid)
         self.assertEqual([e["turn_id"] for e in stored if e["type"] == "turn_end"],
                          [t1["id"], t2["id"]])
         self.assertEqual(len(model.requests()), 2)
@@ -133,12 +111,7 @@ class TwoInstancesTest(PgServeCase):
             # Instance A is killed while it waits for this answer.
             {"text": "never delivered", "delay_ms": 60000},
         ]})
-        self.agent(model, allow_write=True)
-        proc_a, a = self.serve()
-        proc_b, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        sid = s["id"]
+        proc_a, proc_b, a, b, sid = self.two_instances(model, allow=("write",))
         status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
                               {"input": "write half.txt"})
         self.assertEqual(status, 202, t)
@@ -155,8 +128,7 @@ class TwoInstancesTest(PgServeCase):
         self.assertEqual(end["turn_id"], t["id"])
         self.assertEqual(end["stop"], "failed")
         self.assertIn("lease expired", end["reason"])
-        stored = self.events(b, sid)
-        self.assertEqual([e["seq"] for e in stored], list(range(1, len(stored) + 1)))
+        stored = self.stored_events(b, sid)
         self.assertEqual([e["seq"] for e in seen], [e["seq"] for e in stored])
         # A valid transcript: every tool call has its result, in order.
         uses, results = tool_ids(stored)
@@ -175,12 +147,7 @@ class TwoInstancesTest(PgServeCase):
                              "input": {"file_path": "late.txt", "content": "late\n"}}],
              "delay_ms": 6000},
         ]})
-        self.agent(model, allow_write=True)
-        proc_a, a = self.serve()
-        _, b = self.serve()
-        status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
-        self.assertEqual(status, 201, s)
-        sid = s["id"]
+        proc_a, _, a, b, sid = self.two_instances(model, allow=("write",))
         status, t = self.call(a, "POST", "/v1/sessions/%s/turns" % sid,
                               {"input": "write late.txt"})
         self.assertEqual(status, 202, t)
@@ -190,10 +157,10 @@ class TwoInstancesTest(PgServeCase):
         proc_a.send_signal(signal.SIGSTOP)
         try:
             self.wait_for("B's takeover", lambda: any(
-                e["type"] == "turn_end" for e in self.events(b, sid)))
+                e["type"] == "turn_end" for e in self.stored_events(b, sid)))
         finally:
             proc_a.send_signal(signal.SIGCONT)
-        taken = self.events(b, sid)
+        taken = self.stored_events(b, sid)
         # A wakes up, gets the model's tool call, and cannot commit its
         # tool_call_begin: the turn stops there, loudly, and the tool never runs.
         stderr = []
@@ -207,12 +174,12 @@ class TwoInstancesTest(PgServeCase):
         self.assertIn("session %s" % sid, "".join(stderr))
         self.assertFalse(os.path.exists(os.path.join(self.ws, "late.txt")))
         # Not one row of A's after the takeover.
-        self.assertEqual(self.events(b, sid), taken)
+        self.assertEqual(self.stored_events(b, sid), taken)
         self.assertEqual(proc_a.poll(), None)  # A keeps serving
 
     def test_while_the_database_is_down_requests_get_503_with_retry_after(self):
-        self.agent(self.server({"responses": [{"text": "hello"}]}))
-        _, a = self.serve()
+        self.write_agent(self.server({"responses": [{"text": "hello"}]}).base_url)
+        _, a = self.serve_pg()
         status, s = self.call(a, "POST", "/v1/sessions", {"agent": "writer"})
         self.assertEqual(status, 201, s)
         self.cluster.stop_server()
