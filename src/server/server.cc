@@ -2368,8 +2368,6 @@ class ServerImpl final : public Server {
   }
 
   // The cursor a stream starts after: Last-Event-ID, else ?after=.
-
-  // The cursor a stream starts after: Last-Event-ID, else ?after=.
   static Result<uint64_t> StreamCursor(const Request& req) {
     std::string_view last = req.Header("Last-Event-ID");
     if (!last.empty()) {
@@ -3008,13 +3006,24 @@ class ServerImpl final : public Server {
   // agent and nothing runs it here yet; a session another instance holds
   // stays with it (the open fails busy, quietly).
   void ContinueDecided(const std::string& id) {
+    WithServedSession(id, [this, id](Live& live) {
+      if (live.running()) return ContinueWhenIdle(id, "");
+      StartTurn(id, "", TurnStart{});
+    });
+  }
+
+  // Calls `then` with the session's live state (its tenant set) on the io
+  // thread if this server runs the session's agent and is not shutting
+  // down; else does nothing. Work found in the store (a decided batch,
+  // queued inputs) starts through it.
+  template <typename Then>
+  void WithServedSession(const std::string& id, Then then) {
     Blocking([this, id]() { return engine_.store().GetSession(id); },
-             [this, id](Result<SessionInfo> s) {
+             [this, id, then = std::move(then)](Result<SessionInfo> s) mutable {
                if (!s.ok() || shutting_down_ || FindAgent(s->agent) == nullptr) return;
                Live& live = live_[id];
                live.tenant = s->tenant;
-               if (live.running()) return ContinueWhenIdle(id, "");
-               StartTurn(id, "", TurnStart{});
+               then(live);
              });
   }
 
@@ -3035,14 +3044,9 @@ class ServerImpl final : public Server {
   // Runs the session's queued inputs here if this server runs its agent and
   // nothing runs it here yet (one at a time, each after the turn before).
   void RunQueued(const std::string& id) {
-    Blocking([this, id]() { return engine_.store().GetSession(id); },
-             [this, id](Result<SessionInfo> s) {
-               if (!s.ok() || shutting_down_ || FindAgent(s->agent) == nullptr) return;
-               Live& live = live_[id];
-               live.tenant = s->tenant;
-               if (live.running()) return;
-               StartNextQueued(id);
-             });
+    WithServedSession(id, [this, id](Live& live) {
+      if (!live.running()) StartNextQueued(id);
+    });
   }
 
   void TailWatched() {
