@@ -226,8 +226,7 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     // builds the body again too, so the transfer drops it once written.
     request.body_source = [weak = weak_from_this()]() -> std::shared_ptr<const std::string> {
       auto self = weak.lock();
-      if (!self) return nullptr;
-      return std::make_shared<const std::string>(self->provider_.BuildBody(self->request_));
+      return self ? self->TakeBody() : nullptr;
     };
     std::shared_ptr<HttpTransfer> transfer = provider_.client_->Start(
         std::move(request), std::move(handler),
@@ -241,10 +240,11 @@ class HttpProvider::AsyncCall : public std::enable_shared_from_this<AsyncCall> {
     if (stop_.stop_requested()) transfer->Cancel();
   }
 
-  // The body of this attempt. The call keeps none: the transfer holds the
-  // body until it is written, so a call waiting on the model holds no copy,
-  // and a retry builds it again from the request (the message cache makes
-  // that cheap, and the bytes are the same).
+  // The body of this attempt (or of the client's retry of it). The call
+  // keeps none: the transfer holds the body until it is written, so a call
+  // waiting on the model holds no copy, and a retry builds it again from
+  // the request (the message cache makes that cheap, and the bytes are the
+  // same).
   std::shared_ptr<const std::string> TakeBody() {
     if (first_body_) return std::move(first_body_);
     return std::make_shared<const std::string>(provider_.BuildBody(request_));
