@@ -625,8 +625,8 @@ int ShowTree(const CommandEnv& e, OutputFormat fmt, SessionStore& store, const s
           << "  [" << n.value("status", std::string());
     if (n.contains("counters")) {
       const Json& c = n["counters"];
-      e.out << " · " << c.value("tool_calls", 0) << " tool calls · "
-            << GroupDigits(c.value("tokens", int64_t{0})) << " tokens";
+      e.out << " · " << Counted(c.value("tool_calls", int64_t{0}), "tool call") << " · "
+            << Counted(c.value("tokens", int64_t{0}), "token");
     }
     e.out << "]\n";
     for (const Json& child : n["children"]) print(child, indent + "  ");
@@ -856,8 +856,9 @@ int CmdSessions(const CommandEnv& e) {
         << FormatTime(i.updated_at_ms) << "\nevents    " << i.last_seq << "\n";
   if (snap->last_turn_end) {
     const LastTurnEnd& t = *snap->last_turn_end;
-    e.out << "last turn " << StopReasonName(t.stop) << " · " << t.counters.tool_calls
-          << " tool calls · " << GroupDigits(t.counters.tokens) << " tokens\n";
+    e.out << "last turn " << StopReasonName(t.stop) << " · "
+          << Counted(t.counters.tool_calls, "tool call") << " · "
+          << Counted(t.counters.tokens, "token") << "\n";
   }
   for (const LoadWarning& w : snap->warnings) e.out << "warning   " << w.message << "\n";
   PrintSettings(e.out, *settings);
