@@ -167,7 +167,8 @@ std::string_view CommandPatternPrefix(std::string_view pattern) {
 // written, names the program that wrappers run (by matching the inner command
 // too, or by spelling the wrapped program out literally, as
 // `bash(timeout 5 ls*)` does), and no option escalates the command (unless
-// the pattern is the exact command, without wildcards).
+// the pattern is the exact command, without wildcards, or its literal
+// beginning reaches past the words the escalation depends on).
 bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
   const Glob& g = *rule.command_glob;
   if (!g.Matches(c.text)) return false;
@@ -175,7 +176,12 @@ bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
     std::string_view prefix = CommandPatternPrefix(*rule.pattern);
     if (prefix.size() < c.inner_program_end || !c.text.starts_with(prefix)) return false;
   }
-  if (!c.escalation.empty() && !(g.IsLiteral() && *rule.pattern == c.text)) return false;
+  if (!c.escalation.empty() && !(g.IsLiteral() && *rule.pattern == c.text)) {
+    // The pattern's literal beginning may spell out what escalates it
+    // (`bash(python3 -m pytest*)` names the module that runs).
+    std::string_view prefix = CommandPatternPrefix(*rule.pattern);
+    if (prefix.size() < c.escalation_end || !c.text.starts_with(prefix)) return false;
+  }
   return true;
 }
 
