@@ -113,6 +113,8 @@ const LineCase kShellInput[] = {
     {"bash(*)", "env 'BASH_FUNC_ls%%=() { touch pwned; }' bash -c ls"},
     {"bash(*)", "NODE_OPTIONS='--require ./p.js' node app.js"},
     {"bash(*)", "PERL5OPT=-Mevil perl script.pl"},
+    {"bash(PYTHONPATH=*)", "PYTHONPATH=evil python3 script.py"},
+    {"bash(*)", "NODE_OPTIONS=--require=./p.js; export NODE_OPTIONS; node app.js"},
     {"bash(*)", "GIT_SSH_COMMAND='touch pwned' git fetch"},
     {"bash(*)", "GIT_PAGER='touch pwned;' git -p log"},
     {"bash(*)", "env npm_config_node_options=--require=./p.js npm test"},
@@ -148,8 +150,10 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, HiddenCommandTest, ::testing::ValuesIn(kI
 INSTANTIATE_TEST_SUITE_P(ShellInput, HiddenCommandTest, ::testing::ValuesIn(kShellInput));
 INSTANTIATE_TEST_SUITE_P(Writers, HiddenCommandTest, ::testing::ValuesIn(kWriters));
 
-// The hidden command stays denied by a deny rule naming it.
-TEST(HiddenCommandTest, DenyRulesSeeCommandsFedToAShell) {
+// The hidden command stays denied by a deny rule naming it: commands fed to
+// a shell are split, and an escalated command is tried from each word on
+// and by the values of its `--option=value` words.
+TEST(HiddenCommandTest, DenyRulesSeeHiddenCommands) {
   for (const char* line : {
            "bash <<< 'rm -rf x'",
            "sh -s <<< 'rm -rf x'",
@@ -165,6 +169,10 @@ TEST(HiddenCommandTest, DenyRulesSeeCommandsFedToAShell) {
            "compgen -C 'rm -rf x' w",
            "history -s 'rm -rf x'; fc -s",
            "env 'BASH_FUNC_ls%%=() { rm -rf x; }' bash -c ls",
+           "tar -xf a.tar --to-command='rm -rf x'",
+           "zip -q z.zip a.txt -T -TT 'rm -rf x'",
+           "split --filter='rm -rf x' a.txt",
+           "sort --compress-program=rm a.txt",
        }) {
     EXPECT_TRUE(Applies("bash(rm*)", Decision::kDeny, line)) << line;
   }
@@ -206,6 +214,8 @@ TEST(HiddenCommandTest, OrdinaryUsesStayAllowed) {
            {"bash(bash *)", "bash < script.sh"},
            {"bash(bash *)", "bash -c 'bash -x run.sh'"},
            {"bash(GIT_PAGER=cat git log*)", "GIT_PAGER=cat git log -1"},
+           {"bash(PYTHONPATH=src python3 -m pytest*)", "PYTHONPATH=src python3 -m pytest -x"},
+           {"bash(PYTHONPATH=src pytest*)", "PYTHONPATH=src pytest tests"},
            {"bash(mapfile *)", "mapfile -t lines < a.txt"},
            {"bash(history*)", "history"},
        }) {

@@ -204,13 +204,18 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
       return true;
   }
   // What could not be parsed is also tried whole, and from every word on
-  // (`env -S 'rm x'`, `watch rm x`: a program may hide anywhere).
-  if (!line.complete) {
-    for (const auto& c : line.commands) {
-      for (size_t k = 0; k < c.words.size(); ++k) {
-        std::string suffix;
-        for (size_t w = k; w < c.words.size(); ++w) suffix += (w > k ? " " : "") + c.words[w];
-        if (g.Matches(suffix) || g.Matches(c.words[k])) return true;
+  // (`env -S 'rm x'`, `watch rm x`: a program may hide anywhere); so is an
+  // escalated command, whose options may run one (`zip -TT 'rm x'`), also
+  // as the value of a `--option=value` word (`tar --to-command='rm x'`).
+  for (const auto& c : line.commands) {
+    if (line.complete && c.escalation.empty()) continue;
+    for (size_t k = 0; k < c.words.size(); ++k) {
+      std::string suffix;
+      for (size_t w = k; w < c.words.size(); ++w) suffix += (w > k ? " " : "") + c.words[w];
+      if (g.Matches(suffix) || g.Matches(c.words[k])) return true;
+      const std::string& word = c.words[k];
+      if (size_t eq = word.find('='); word.starts_with("-") && eq != std::string::npos) {
+        if (g.Matches(std::string_view(word).substr(eq + 1))) return true;
       }
     }
   }

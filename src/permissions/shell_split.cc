@@ -70,11 +70,11 @@ bool IsReservedWord(std::string_view w) {
   return kReserved.count(w) > 0;
 }
 
-// Variables that make bash, the dynamic loader or a common program run or
-// find other code: assigning them makes the reader's program names
-// unreliable. `BASH_FUNC_name%%` (set through env) is a function bash
-// imports from its environment, replacing the command `name`.
-bool IsSensitiveVariable(std::string_view name) {
+// Variables that make bash or the dynamic loader run or find other code:
+// assigning them makes the reader's program names unreliable.
+// `BASH_FUNC_name%%` (set through env) is a function bash imports from its
+// environment, replacing the command `name`.
+bool IsShellSensitiveVariable(std::string_view name) {
   static const std::set<std::string, std::less<>> kNames = {"PATH",
                                                             "BASH_ENV",
                                                             "ENV",
@@ -87,8 +87,16 @@ bool IsSensitiveVariable(std::string_view name) {
                                                             "LD_AUDIT",
                                                             "BASH_LOADABLES_PATH",
                                                             "EXECIGNORE",
-                                                            "CDPATH",
-                                                            "NODE_OPTIONS",
+                                                            "CDPATH"};
+  return name.starts_with("BASH_FUNC_") || kNames.count(name) > 0;
+}
+
+// Variables that make a common program run other code (interpreters'
+// preloads and library paths, git's helpers and configuration, pagers,
+// editors, make's and npm's flags): assigning one for a command escalates
+// it, like an option would.
+bool IsProgramSensitiveVariable(std::string_view name) {
+  static const std::set<std::string, std::less<>> kNames = {"NODE_OPTIONS",
                                                             "NODE_PATH",
                                                             "PERL5OPT",
                                                             "PERL5LIB",
@@ -127,9 +135,7 @@ bool IsSensitiveVariable(std::string_view name) {
                                                             "MFLAGS",
                                                             "SSH_ASKPASS",
                                                             "BROWSER"};
-  if (name.starts_with("BASH_FUNC_") || name.starts_with("GIT_CONFIG_KEY_") ||
-      name.starts_with("GIT_CONFIG_VALUE_"))
-    return true;
+  if (name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_")) return true;
   // npm reads its configuration (`node-options`, `script-shell`) from
   // npm_config_* variables, in any case.
   std::string lower;
@@ -138,12 +144,22 @@ bool IsSensitiveVariable(std::string_view name) {
   return kNames.count(name) > 0;
 }
 
+bool IsSensitiveVariable(std::string_view name) {
+  return IsShellSensitiveVariable(name) || IsProgramSensitiveVariable(name);
+}
+
+// The name assigned by `name=value` or `name+=value`.
+std::string_view AssignedName(std::string_view assignment) {
+  std::string_view name = assignment.substr(0, assignment.find('='));
+  if (!name.empty() && name.back() == '+') name.remove_suffix(1);
+  return name;
+}
+
 // An assignment `name=value` that changes what commands run; a pager set to
 // a plain pager program (`GIT_PAGER=cat`) does not.
 bool IsSensitiveAssignment(std::string_view assignment) {
   size_t eq = assignment.find('=');
-  std::string_view name = assignment.substr(0, eq);
-  if (!name.empty() && name.back() == '+') name.remove_suffix(1);
+  std::string_view name = AssignedName(assignment);
   if (!IsSensitiveVariable(name)) return false;
   std::string_view value = eq == std::string_view::npos ? "" : assignment.substr(eq + 1);
   bool pager = name == "PAGER" || name == "GIT_PAGER" || name == "MANPAGER";
@@ -425,14 +441,23 @@ class Splitter {
     bool wrapped = false;
     bool via_xargs = false;
     bool wrapper_assignments = false;
+    std::string assignment_escalation;  // a variable that makes the program run other code
+    size_t assignment_through = 0;
     while (true) {
       while (k < n && (IsAssignment(words[pos[k]]) ||
                        (wrapper_assignments && exact[k] && uq[k].find('=') != std::string::npos &&
                         uq[k][0] != '-'))) {
         std::string_view name = std::string_view(uq[k]).substr(0, uq[k].find('='));
         if (name.find('[') != std::string_view::npos) Fail("an assignment to an array element");
-        if (IsSensitiveAssignment(uq[k])) {
-          Fail("an assignment to " + std::string(name) + ", which changes what commands run");
+        if (IsShellSensitiveVariable(AssignedName(uq[k]))) {
+          Fail("an assignment to " + std::string(AssignedName(uq[k])) +
+               ", which changes what commands run");
+        } else if (IsSensitiveAssignment(uq[k])) {
+          if (assignment_escalation.empty()) {
+            assignment_escalation = "an assignment to " + std::string(AssignedName(uq[k])) +
+                                    " makes the program run other code";
+          }
+          assignment_through = k;
         }
         if (name.starts_with("BASH_FUNC_")) {
           // `() { body; }`: the function's commands, for deny rules.
@@ -511,6 +536,17 @@ class Splitter {
             IsOpaqueRunner(prog) || HasRiskEntry(prog)) {
           Fail("xargs runs '" + prog + "' with arguments from its input");
         }
+      }
+    }
+    if (!assignment_escalation.empty()) {
+      if (k >= n) {
+        Fail(assignment_escalation + " (for later commands)");
+      } else {
+        size_t end = 0;
+        for (size_t w = 0; w < pos[assignment_through]; ++w) end += words[w].size() + 1;
+        end += words[pos[assignment_through]].size();
+        if (cmd.escalation.empty()) cmd.escalation = assignment_escalation;
+        cmd.escalation_end = std::max(cmd.escalation_end, end);
       }
     }
     cmd.words = uq;
