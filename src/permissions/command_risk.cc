@@ -50,7 +50,7 @@ const std::vector<OptionRisk>& Table() {
        {"%output{"}},
       {{"zip"}, "T", {"test", "unzip-command"}, {}, false, "runs a test command"},
       {{"split"}, "", {"filter"}, {}, false, "runs a shell command"},
-      {{"iconv"}, "o", {"output"}, {}, false, "writes a file"},
+      {{"iconv", "shuf"}, "o", {"output"}, {}, false, "writes a file"},
       {{"xmllint"}, "", {"output", "shell"}, {}, false, "writes a file or runs a shell"},
       {{"pandoc"},
        "oFL",

@@ -135,6 +135,7 @@ const LineCase kWriters[] = {
     {"bash(dd *)", "dd if=a.txt of=pwned"},
     {"bash(iconv *)", "iconv -f utf-8 -t utf-8 -o pwned a.txt"},
     {"bash(split *)", "split --filter='touch pwned' a.txt"},
+    {"bash(shuf *)", "shuf -e a -o pwned"},
 };
 
 class HiddenCommandTest : public ::testing::TestWithParam<LineCase> {};
