@@ -654,6 +654,23 @@ const std::vector<InterpreterSpec>& Interpreters() {
        {},
        {},
        "runs code from the command line, a module, or standard input"},
+      // Tcl and R: a script operand, or code on the line or from standard
+      // input.
+      {"tclsh", "", "", "", "", "", "", "", "", {}, {}, {}, "runs code from standard input"},
+      {"Rscript",
+       "",
+       "",
+       "",
+       "",
+       "",
+       "",
+       "e",
+       "",
+       {"vanilla", "verbose", "no-environ", "no-site-file", "no-init-file", "restore", "save",
+        "no-save", "no-restore"},
+       {},
+       {"version", "help"},
+       "runs code from the command line or standard input"},
   };
   return kSpecs;
 }
@@ -876,9 +893,9 @@ const OptionRisk* FindTable(std::string_view p) {
 
 std::string RiskFamily(std::string_view program) {
   static const std::vector<std::pair<std::string_view, std::string_view>> kFamilies = {
-      {"python", "python"}, {"pypy", "python"}, {"perl", "perl"},
-      {"ruby", "ruby"},     {"nodejs", "node"}, {"node", "node"},
-      {"php", "php"},       {"luajit", "lua"},  {"lua", "lua"}};
+      {"python", "python"}, {"pypy", "python"}, {"perl", "perl"},  {"ruby", "ruby"},
+      {"nodejs", "node"},   {"node", "node"},   {"php", "php"},    {"luajit", "lua"},
+      {"lua", "lua"},       {"tclsh", "tclsh"}, {"wish", "tclsh"}, {"Rscript", "Rscript"}};
   for (const auto& [prefix, family] : kFamilies) {
     if (!program.starts_with(prefix)) continue;
     std::string_view rest = program.substr(prefix.size());

@@ -312,21 +312,25 @@ bool Contains(const std::vector<std::string_view>& v, std::string_view x) {
 // model: a line using them is incomplete.
 bool IsOpaqueRunner(std::string_view p) {
   static const std::set<std::string, std::less<>> kRunners = {
-      "watch",    "flock",       "chroot",   "unshare",     "nsenter",      "strace",
-      "ltrace",   "gdb",         "valgrind", "runuser",     "su",           "script",
-      "parallel", "ssh",         "chrt",     "taskset",     "numactl",      "fakeroot",
-      "firejail", "systemd-run", "pkexec",   "busybox",     "catchsegv",    "unbuffer",
-      "proot",    "cgexec",      "torsocks", "proxychains", "proxychains4", "sg",
-      "newgrp",   "coproc",      "sshpass",  "expect",      "nohup.sh",     "caffeinate",
-      "retry",    "entr",        "tmux",     "screen",      "dtach",        "faketime",
-      "ts",       "pv",          "setpriv",  "capsh",       "bwrap",        "sandbox-exec",
-      "at",       "batch",       "crontab"};
+      "watch",        "flock",       "chroot",   "unshare",  "nsenter",     "strace",
+      "ltrace",       "gdb",         "valgrind", "runuser",  "su",          "script",
+      "parallel",     "ssh",         "chrt",     "taskset",  "numactl",     "fakeroot",
+      "firejail",     "systemd-run", "pkexec",   "busybox",  "toybox",      "catchsegv",
+      "unbuffer",     "proot",       "cgexec",   "torsocks", "proxychains", "proxychains4",
+      "sg",           "newgrp",      "coproc",   "sshpass",  "expect",      "nohup.sh",
+      "caffeinate",   "retry",       "entr",     "tmux",     "screen",      "dtach",
+      "faketime",     "ts",          "pv",       "setpriv",  "capsh",       "bwrap",
+      "sandbox-exec", "at",          "batch",    "crontab"};
   return kRunners.count(p) > 0;
 }
 
+// A shell, also under a versioned name (`zsh-5.9`, `ksh93`, `bash5.2`).
 bool IsShell(std::string_view p) {
   static const std::set<std::string, std::less<>> kShells = {
       "sh", "bash", "zsh", "dash", "ksh", "mksh", "yash", "rbash", "fish", "ash", "posh"};
+  while (!p.empty() && ((p.back() >= '0' && p.back() <= '9') || p.back() == '.'))
+    p.remove_suffix(1);
+  if (p.ends_with('-') || p.ends_with('_')) p.remove_suffix(1);
   return kShells.count(p) > 0;
 }
 
