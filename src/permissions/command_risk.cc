@@ -4,7 +4,6 @@
 #include "permissions/command_risk.h"
 
 #include <algorithm>
-#include <cctype>
 #include <utility>
 
 namespace agentloop::permissions {
@@ -759,7 +758,14 @@ std::string CheckInterpreter(const InterpreterSpec& sp, const Words& w, size_t* 
       }
       if (In(sp.short_noarg, ch)) continue;
       if (In(sp.short_digits, ch)) {
-        while (j + 1 < a.size() && std::isxdigit(static_cast<unsigned char>(a[j + 1]))) ++j;
+        // perl: `-0[octal]`, `-0xHEX`, `-l[octal]`, `-C[number or IOEioSDALa]`;
+        // what follows is the next option (`-0e CODE`, `-lne CODE`).
+        std::string_view allowed = ch == 'C' ? "0123456789IOEioSDALa" : "01234567";
+        if (ch == '0' && j + 1 < a.size() && a[j + 1] == 'x') {
+          ++j;
+          allowed = "0123456789abcdefABCDEF";
+        }
+        while (j + 1 < a.size() && In(allowed, a[j + 1])) ++j;
         continue;
       }
       if (In(sp.short_rest, ch)) break;
