@@ -598,9 +598,9 @@ const std::vector<InterpreterSpec>& Interpreters() {
        "runs code from the command line or a module, or edits in place"},
       {"ruby",
        "acdlnpsSvwyU",
-       "CEIK",
-       "WTxF0",
-       "",
+       "CEI",
+       "TxF",
+       "0WK",
        "h",
        "",
        "er",
@@ -759,13 +759,22 @@ std::string CheckInterpreter(const InterpreterSpec& sp, const Words& w, size_t* 
       if (In(sp.short_noarg, ch)) continue;
       if (In(sp.short_digits, ch)) {
         // perl: `-0[octal]`, `-0xHEX`, `-l[octal]`, `-C[number or IOEioSDALa]`;
-        // what follows is the next option (`-0e CODE`, `-lne CODE`).
+        // ruby: `-0[octal]`, `-W[level]`, `-Kcode` (one letter). What
+        // follows is the next option (`-0e CODE`, `-lne CODE`).
         std::string_view allowed = ch == 'C' ? "0123456789IOEioSDALa" : "01234567";
+        size_t most = std::string::npos;
         if (ch == '0' && j + 1 < a.size() && a[j + 1] == 'x') {
           ++j;
           allowed = "0123456789abcdefABCDEF";
+        } else if (ch == 'W') {
+          if (j + 1 < a.size() && a[j + 1] == ':') break;  // `-W:category`
+          allowed = "0123456789";
+        } else if (ch == 'K') {
+          allowed = "eEnNsSuUaA";
+          most = 1;
         }
-        while (j + 1 < a.size() && In(allowed, a[j + 1])) ++j;
+        for (size_t taken = 0; taken < most && j + 1 < a.size() && In(allowed, a[j + 1]); ++taken)
+          ++j;
         continue;
       }
       if (In(sp.short_rest, ch)) break;
