@@ -864,9 +864,21 @@ std::string CheckNpm(const Words& w) {
       "node-options", "script-shell",  "shell",    "userconfig", "globalconfig",
       "call",         "editor",        "browser",  "viewer",     "git",
       "init-module",  "onload-script", "node-gyp", "package",    "npm-path"};
+  // After `--` the words are appended to the script's command: when that is
+  // an interpreter (`"test": "node --test"`), these run or preload code.
+  static const std::vector<std::string_view> kScriptCode = {
+      "eval", "print", "require", "import", "loader", "experimental-loader", "env-file"};
   const bool npx = w[0] == "npx";
+  bool to_script = false;
   for (size_t k = 1; k < w.size(); ++k) {
     std::string a = w[k];
+    if (a == "--") {
+      to_script = true;
+      continue;
+    }
+    if (to_script && (LongMatches(a, kScriptCode) || ShortHas(a, "eprcmM"))) {
+      return w[0] + ": '" + a + "' is passed to the script's command, which may run it as code";
+    }
     if (a.starts_with("--")) {
       std::replace(a.begin(), a.end(), '_', '-');
       std::string_view name = std::string_view(a).substr(2, a.find('=') - 2);

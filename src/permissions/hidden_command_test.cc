@@ -90,6 +90,8 @@ const LineCase kInterpreters[] = {
     {"bash(npm test*)", "npm test --node-options='--require ./p.js'"},
     {"bash(npm test*)", "npm test --script-shell=./evil.sh"},
     {"bash(npm test*)", "npm test -- --node_options=--require=./p.js"},
+    {"bash(npm test*)", "npm test -- --import=./p.mjs"},
+    {"bash(npm test*)", "npm test -- -r ./p.js"},
     {"bash(npx prettier*)", "npx prettier -c 'touch pwned'"},
     {"bash(zip *)", "zip -q z.zip a.txt -T -TT 'touch pwned;'"},
     {"bash(zip *)", "zip -q z.zip a.txt -T --unzip-command 'touch pwned;'"},
