@@ -919,6 +919,13 @@ const OptionRisk* FindTable(std::string_view p) {
 }  // namespace
 
 std::string RiskFamily(std::string_view program) {
+  // GNU tools installed with a `g` prefix (`gfind`, `gsort`, `gdd`).
+  static const std::vector<std::string_view> kGnu = {"find", "sort",  "dd",   "tee",   "split",
+                                                     "shuf", "iconv", "uniq", "sdiff", "xxd"};
+  if (program.size() > 1 && program[0] == 'g' &&
+      std::find(kGnu.begin(), kGnu.end(), program.substr(1)) != kGnu.end()) {
+    return std::string(program.substr(1));
+  }
   static const std::vector<std::pair<std::string_view, std::string_view>> kFamilies = {
       {"python", "python"}, {"pypy", "python"}, {"perl", "perl"},  {"ruby", "ruby"},
       {"nodejs", "node"},   {"node", "node"},   {"php", "php"},    {"luajit", "lua"},

@@ -145,6 +145,8 @@ const LineCase kWriters[] = {
     {"bash(iconv *)", "iconv -f utf-8 -t utf-8 -o pwned a.txt"},
     {"bash(split *)", "split --filter='touch pwned' a.txt"},
     {"bash(shuf *)", "shuf -e a -o pwned"},
+    {"bash(gsort *)", "gsort -o pwned a.txt"},
+    {"bash(gfind *)", "gfind . -delete"},
 };
 
 class HiddenCommandTest : public ::testing::TestWithParam<LineCase> {};
