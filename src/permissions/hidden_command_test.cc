@@ -185,6 +185,10 @@ TEST(HiddenCommandTest, DenyRulesSeeHiddenCommands) {
            "zip -q z.zip a.txt -T -TT 'rm -rf x'",
            "split --filter='rm -rf x' a.txt",
            "sort --compress-program=rm a.txt",
+           "tar -tf a.tar -I 'rm -rf x'",
+           "tar -tf a.tar --checkpoint=1 --checkpoint-action=exec='rm -rf x'",
+           "zip z.zip a.txt -TT 'rm -rf x'",
+           "rg --pre rm pattern",
        }) {
     EXPECT_TRUE(Applies("bash(rm*)", Decision::kDeny, line)) << line;
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 
 #include "permissions/command_risk.h"
@@ -322,6 +323,33 @@ bool IsOpaqueRunner(std::string_view p) {
       "faketime",     "ts",          "pv",       "setpriv",  "capsh",       "bwrap",
       "sandbox-exec", "at",          "batch",    "crontab"};
   return kRunners.count(p) > 0;
+}
+
+// Options whose value is a command: long names (`--name=CMD`, `--name CMD`),
+// short letters (`-X CMD`, `-XCMD`) and one exact word (zip's `-TT CMD`).
+struct CommandOptions {
+  std::vector<std::string_view> long_names;
+  std::string_view short_letters;
+  std::string_view exact;
+};
+
+const CommandOptions* FindCommandOptions(std::string_view prog) {
+  static const CommandOptions kTar = {{"to-command", "use-compress-program", "checkpoint-action",
+                                       "info-script", "new-volume-script", "rsh-command"},
+                                      "IF",
+                                      ""};
+  static const CommandOptions kZip = {{"unzip-command"}, "", "-TT"};
+  static const CommandOptions kSort = {{"compress-program"}, "", ""};
+  static const CommandOptions kSplit = {{"filter"}, "", ""};
+  static const CommandOptions kRg = {{"pre"}, "", ""};
+  static const CommandOptions kSdiff = {{"diff-program"}, "", ""};
+  if (prog == "tar" || prog == "gtar" || prog == "bsdtar") return &kTar;
+  if (prog == "zip") return &kZip;
+  if (prog == "sort" || prog == "gsort") return &kSort;
+  if (prog == "split" || prog == "gsplit") return &kSplit;
+  if (prog == "rg") return &kRg;
+  if (prog == "sdiff" || prog == "gsdiff") return &kSdiff;
+  return nullptr;
 }
 
 // A shell, also under a versioned name (`zsh-5.9`, `ksh93`, `bash5.2`).
@@ -779,6 +807,36 @@ class Splitter {
       if (a + 1 < n && uq[a] != "-") {
         if (!exact[a]) Fail("the command of 'trap' is not literal");
         SplitNested(uq[a]);
+      }
+    } else if (const CommandOptions* opts = FindCommandOptions(prog)) {
+      // Options whose value is a command the program runs (through a shell
+      // or directly): split it, so the program it runs is named. The
+      // command is escalated by its options already (command_risk.h).
+      for (size_t a = k + 1; a < n; ++a) {
+        const std::string& w = uq[a];
+        std::optional<std::string> value;
+        if (w.starts_with("--")) {
+          size_t eq = w.find('=');
+          std::string_view name =
+              std::string_view(w).substr(2, eq == std::string::npos ? w.npos : eq - 2);
+          if (!Contains(opts->long_names, name)) continue;
+          if (eq != std::string::npos) {
+            value = w.substr(eq + 1);
+          } else if (a + 1 < n) {
+            value = uq[++a];
+          }
+        } else if (w.size() == 2 && w[0] == '-' && opts->short_letters.find(w[1]) != w.npos) {
+          if (a + 1 < n) value = uq[++a];
+        } else if (w.size() > 2 && w[0] == '-' && w[1] != '-' &&
+                   opts->short_letters.find(w[1]) != w.npos) {
+          value = w.substr(2);
+        } else if (w == opts->exact) {
+          if (a + 1 < n) value = uq[++a];
+        }
+        if (!value) continue;
+        // `--checkpoint-action=exec=CMD`
+        if (value->starts_with("exec=")) value = value->substr(5);
+        if (!value->empty()) SplitNested(*value);
       }
     } else if (prog == "find") {
       for (size_t a = k + 1; a < n; ++a) {

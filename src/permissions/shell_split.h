@@ -23,6 +23,9 @@
 //    env, command, builtin, exec, nohup, nice, timeout, stdbuf, setsid,
 //    ionice, time, sudo, doas, xargs; the scripts of `bash|sh|... -c`,
 //    `eval` and `trap`; the commands of `find -exec/-execdir/-ok/-okdir`;
+//    the command values of `tar --to-command/--use-compress-program/-I/...`,
+//    `zip -TT/--unzip-command`, `sort --compress-program`, `split --filter`,
+//    `rg --pre`, `sdiff --diff-program` (those commands are escalated too);
 //    a shell or `source` reading its commands from standard input when that
 //    is a literal here-string or here-document (its text is split), or a
 //    file (`bash < script.sh`: the file is the program).
