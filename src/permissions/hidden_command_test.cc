@@ -53,6 +53,8 @@ const LineCase kValueTakesDashDash[] = {
 const LineCase kInterpreters[] = {
     {"bash(python3*)", "python3 -m pip install evil"},
     {"bash(python3*)", "python3 -Im http.server"},
+    {"bash(python3 -m pytest*)", "python3 -m pytest_evil"},
+    {"bash(timeout 60 python3*)", "timeout 60 python3 -m pip install evil"},
     {"bash(python3*)", "python3 - <<< 'open(\"pwned\",\"w\")'"},
     {"bash(python3*)", "python3 /dev/stdin <<< 'open(\"pwned\",\"w\")'"},
     {"bash(python3*)", "python3 <<< 'open(\"pwned\",\"w\")'"},
@@ -211,6 +213,7 @@ TEST(HiddenCommandTest, OrdinaryUsesStayAllowed) {
            {"bash(python3*)", "python3 --version"},
            {"bash(python3*)", "python3.11 script.py < input.txt"},
            {"bash(python3 -m pytest*)", "python3 -m pytest -x tests"},
+           {"bash(timeout 60 python3 -m pytest*)", "timeout 60 python3 -m pytest -x"},
            {"bash(perl *)", "perl -w script.pl -e x"},
            {"bash(perl *)", "perl -v"},
            {"bash(perl *)", "perl -0777 -lan script.pl"},
