@@ -344,10 +344,20 @@ class AsyncTurnStream:
         return await c._send("GET", self._events, headers=headers, query=query, max_retries=0,
                              accept="text/event-stream", stream=True)
 
+    async def _until_decidable(self, ids: List[str]) -> None:
+        for i in range(12):
+            have = {p.get("id") for p in (await self.client.list_pending(self.session_id)).get("items", [])}
+            if all(x in have for x in ids):
+                return
+            await self.client._wait(min(25 * 2 ** i, 1000))
+
     async def __aiter__(self) -> AsyncIterator[dict]:
         saw_queued = False
         async for ev in self.stream:
             saw_queued = saw_queued or ev.get("type") == "queued"
+            ids = self.plan.paused_end(ev)
+            if ids:
+                await self._until_decidable(ids)
             yield ev
         if self.plan.queued and not saw_queued:
             yield self.plan.queued

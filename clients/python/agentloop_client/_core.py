@@ -284,7 +284,8 @@ class StreamCore:
         self.options = options
         self.stop_after = stop_after or (lambda e: False)
         self.skip = skip or (lambda e: False)
-        self.reconnects = 0
+        self.reconnects = 0  # opens after the first: after a drop, an error, or a turn's pause
+        self.opened = False
         self.failures = 0
         self.last_error: Optional[BaseException] = None
         self.progressed = False
@@ -295,6 +296,9 @@ class StreamCore:
         return self.cursors.get(session_id, 0)
 
     def begin_connection(self) -> None:
+        if self.opened:
+            self.reconnects += 1
+        self.opened = True
         self.progressed = False
         self.control = False
 
@@ -312,7 +316,6 @@ class StreamCore:
             ra = retry_after_ms(self.last_error.headers)
             if ra is not None:
                 delay = max(delay, ra)
-        self.reconnects += 1
         return delay
 
     def open_failed(self, err: BaseException) -> None:
@@ -416,6 +419,13 @@ class TurnPlan:
             self.turn_id = answer["id"]
         if from_stream_post:
             self.seeking = True
+
+    def paused_end(self, ev: dict) -> List[str]:
+        """The ids of the items of this turn's paused turn_end `ev` (to wait
+        for until the server lists them), else []."""
+        if ev.get("type") != "turn_end" or ev.get("turn_id") != self.turn_id or ev.get("stop") not in PAUSED_STOPS:
+            return []
+        return [p if isinstance(p, str) else p.get("id") for p in ev.get("pending") or []]
 
     def session_stream_request(self, core: StreamCore) -> Tuple[Dict[str, str], Dict[str, Any]]:
         """(headers, query) of the session stream's next open."""

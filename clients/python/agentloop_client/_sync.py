@@ -317,9 +317,10 @@ class TurnStream:
     text/event-stream, then after a drop or a pause the session's stream
     from the last event seen. With follow_pauses (the default) it goes on
     through approval and question pauses to the final turn_end; without,
-    it ends after the first. A queued input yields its `queued` frame and
-    ends. `turn_id` is known once the turn began; `result` is the last
-    turn_end."""
+    it ends after the first. A paused turn_end is yielded once its items can
+    be decided (the server lists them): decide them there, from its
+    `pending`. A queued input yields its `queued` frame and ends. `turn_id`
+    is known once the turn began; `result` is the last turn_end."""
 
     def __init__(self, client: Client, session_id: str, body: dict, follow_pauses: bool,
                  idempotency_key: Optional[str]):
@@ -366,10 +367,23 @@ class TurnStream:
         return c._send("GET", self._events, headers=headers, query=query, max_retries=0,
                        accept="text/event-stream", stream=True)
 
+    def _until_decidable(self, ids: List[str]) -> None:
+        """A pause's items can be decided once the server lists them, just
+        after its turn_end: a few short polls until the session's pending
+        items hold every one of `ids`."""
+        for i in range(12):
+            have = {p.get("id") for p in self.client.list_pending(self.session_id).get("items", [])}
+            if all(x in have for x in ids):
+                return
+            self.client._wait(min(25 * 2 ** i, 1000))
+
     def __iter__(self) -> Iterator[dict]:
         saw_queued = False
         for ev in self.stream:
             saw_queued = saw_queued or ev.get("type") == "queued"
+            ids = self.plan.paused_end(ev)
+            if ids:
+                self._until_decidable(ids)
             yield ev
         if self.plan.queued and not saw_queued:
             yield self.plan.queued

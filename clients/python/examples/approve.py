@@ -21,9 +21,11 @@ def main(base_url, agent, prompt):
     for ev in turn:
         if ev["type"] == "text_delta":
             print(ev["text"], end="", flush=True)
-        if ev["type"] != "pending":
+        # A pause ends with a turn_end listing its items; the stream goes on
+        # once they are decided.
+        if ev["type"] != "turn_end" or ev["stop"] not in ("pending_approval", "pending_question"):
             continue
-        for item in ev["items"]:
+        for item in ev["pending"]:
             if item["kind"] != "approval":
                 print("\n%s %s (%s) needs someone else" % (item["kind"], item["id"], item["tool"]))
                 return 1

@@ -127,9 +127,9 @@ class LiveTest(unittest.TestCase):
         turn = self.c.stream_turn(s["id"], "write asked.txt tag-edit")
         decided = 0
         for e in turn:
-            if e["type"] != "pending":
+            if e["type"] != "turn_end" or e["stop"] != "pending_approval":
                 continue
-            for item in e["items"]:
+            for item in e["pending"]:
                 self.assertIn(item["id"], [a["id"] for a in self.c.list_approvals()["items"]])
                 r = self.c.decide_approval(item["id"], "approve", scope="session",
                                            edited_args={"file_path": "edited.txt", "content": "edited\n"})
@@ -146,8 +146,8 @@ class LiveTest(unittest.TestCase):
             s = await ac.create_session(agent="writer")
             turn = ac.stream_turn(s["id"], "write aasked.txt tag-aedit")
             async for e in turn:
-                if e["type"] == "pending":
-                    for item in e["items"]:
+                if e["type"] == "turn_end" and e["stop"] == "pending_approval":
+                    for item in e["pending"]:
                         await ac.decide_approval(item["id"], "approve",
                                                  edited_args={"file_path": "aedited.txt", "content": "a\n"})
             return turn
@@ -160,7 +160,7 @@ class LiveTest(unittest.TestCase):
         s = self.c.create_session(agent="writer")
         turn = self.c.stream_turn(s["id"], "ask me tag-ask")
         for e in turn:
-            if e["type"] == "pending":
+            if e["type"] == "turn_end" and e["stop"] == "pending_question":
                 q = [i for i in self.c.list_questions()["items"] if i["session_id"] == s["id"]][0]
                 self.assertEqual(q["arguments"]["question"], "Which file?")
                 self.assertEqual(self.c.answer_question(q["id"], "b")["status"], "resumed")

@@ -17,8 +17,10 @@ async function main() {
   const turn = client.streamTurn(session.id, prompt);
   for await (const ev of turn) {
     if (ev.type === "text_delta") process.stdout.write(ev.text);
-    if (ev.type !== "pending") continue;
-    for (const item of ev.items) {
+    // A pause ends with a turn_end listing its items; the stream goes on
+    // once they are decided.
+    if (ev.type !== "turn_end" || ev.stop !== "pending_approval" && ev.stop !== "pending_question") continue;
+    for (const item of ev.pending) {
       if (item.kind !== "approval") {
         console.log(`\n${item.kind} ${item.id} (${item.tool}) needs someone else`);
         return 1;

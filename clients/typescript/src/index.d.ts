@@ -557,7 +557,7 @@ export class SSEParser {
 export class EventStream<E = StreamEvent> implements AsyncIterable<E> {
   /** Last seq seen per session. */
   readonly cursors: Map<string, number>;
-  /** Reconnects made so far. */
+  /** Opens after the first: after a drop, an error, or a turn's pause. */
   readonly reconnects: number;
   lastSeq(sessionId: string): number;
   close(): void;

@@ -254,8 +254,8 @@ export class EventStream {
             if (ra != null) delay = Math.max(delay, ra);
           }
           await this.client.sleep(delay, this.signal);
-          this.reconnects++;
         }
+        if (this.opens > 0 || failures > 0) this.reconnects++;
         const ctl = new AbortController();
         this._ctl = ctl;
         const onAbort = () => ctl.abort();
@@ -605,8 +605,10 @@ export class AgentloopClient {
    * session's stream from the last event seen. With `followPauses` (the
    * default) it goes on through `pending_approval`/`pending_question`
    * pauses and ends after the turn's final `turn_end`; without, after its
-   * first `turn_end`. A turn queued behind another (`on_busy: "enqueue"`)
-   * yields its `queued` frame and ends.
+   * first `turn_end`. A paused turn's `turn_end` is yielded once its items
+   * can be decided (the server lists them): decide them there, from its
+   * `pending`. A turn queued behind another (`on_busy: "enqueue"`) yields
+   * its `queued` frame and ends.
    * @returns {TurnStream}
    */
   streamTurn(id, body, o = {}) {
@@ -776,8 +778,26 @@ export class TurnStream {
     let sawQueued = false;
     for await (const ev of this.stream) {
       if (ev.type === "queued") sawQueued = true;
+      if (ev.type === "turn_end" && ev.turn_id === this.turnId && PAUSED_STOPS.includes(ev.stop)) {
+        await this._untilDecidable(ev);
+      }
       yield ev;
     }
     if (this.queued && !sawQueued) yield this.queued;
+  }
+
+  /** A pause's items can be decided once the server lists them, which is
+   * just after its turn_end: waits (a few short polls) until the session's
+   * pending items hold every item of `ev`, so a decision made on this
+   * turn_end finds them. */
+  async _untilDecidable(ev) {
+    const ids = (ev.pending ?? []).map((p) => (typeof p === "string" ? p : p.id));
+    if (ids.length === 0) return;
+    for (let i = 0; i < 12; i++) {
+      const listed = await this.client.listPending(this.sessionId);
+      const have = new Set((listed.items ?? []).map((p) => p.id));
+      if (ids.every((id) => have.has(id))) return;
+      await this.client.sleep(Math.min(25 * 2 ** i, 1000), this.stream.signal);
+    }
   }
 }

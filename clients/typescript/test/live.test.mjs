@@ -101,8 +101,8 @@ test("an approval with edited arguments and session scope", live, async () => {
   const turn = client.streamTurn(s.id, "write asked.txt tag-edit");
   let decided = 0;
   for await (const e of turn) {
-    if (e.type !== "pending") continue;
-    for (const item of e.items) {
+    if (e.type !== "turn_end" || e.stop !== "pending_approval") continue;
+    for (const item of e.pending) {
       const listed = await client.listApprovals();
       assert.ok(listed.items.some((a) => a.id === item.id));
       const r = await client.decideApproval(item.id, {
@@ -123,7 +123,7 @@ test("a question is answered and the turn goes on", live, async () => {
   const s = await client.createSession({ agent: "writer" });
   const turn = client.streamTurn(s.id, "ask me tag-ask");
   for await (const e of turn) {
-    if (e.type === "pending") {
+    if (e.type === "turn_end" && e.stop === "pending_question") {
       const [q] = (await client.listQuestions()).items.filter((i) => i.session_id === s.id);
       assert.equal(q.arguments.question, "Which file?");
       const r = await client.answerQuestion(q.id, "b");
