@@ -112,6 +112,10 @@ class LiveTest(unittest.TestCase):
         with self.assertRaises(al.ConflictError) as cm:
             self.c.start_turn(s["id"], "again")
         self.assertEqual(cm.exception.code, "session_paused")
+        # The streamed form is refused before any event (with the code
+        # failed_precondition, in an error frame).
+        with self.assertRaises(al.ConflictError):
+            list(self.c.stream_turn(s["id"], "again"))
         item = self.c.list_pending(s["id"])["items"][0]
         self.assertIn("+from the sdk", self.c.get_approval_diff(item["id"])["diff"])
         self.assertEqual(self.c.approve(item["id"])["status"], "resumed")

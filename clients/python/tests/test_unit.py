@@ -299,6 +299,53 @@ class StreamTest(unittest.TestCase):
             self.assertEqual(r[i + 1]["headers"]["idempotency-key"], r[i]["headers"]["idempotency-key"])
             self.assertEqual(r[i + 2]["path"], "/v1/sessions/s1/events/stream?after=0")
 
+    def test_a_paused_turn_end_waits_until_its_items_are_listed(self):
+        item = {"id": "apr_1", "kind": "approval", "tool": "write"}
+        looks = []
+
+        def handler(h, n):
+            if h.command == "POST":
+                start_stream(h)
+                chunk(h, frame(ev(1, "turn_begin"))
+                      + frame(ev(2, "turn_end", stop="pending_approval", pending=[item])))
+                return end_stream(h)
+            looks.append(n)
+            send_json(h, 200, {"items": [item] if len(looks) % 3 == 0 else []})
+
+        s = self.stub(handler)
+        c, ac, waits = clients(s.url)
+        ts = c.stream_turn("s1", "hello", follow_pauses=False)
+        for e in ts:
+            if e["type"] == "turn_end":
+                self.assertEqual(len(looks), 3)  # listed on the third look
+        self.assertEqual(ts.result["stop"], "pending_approval")
+
+        async def go():
+            ats = ac.stream_turn("s1", "hello", follow_pauses=False)
+            async for e in ats:
+                if e["type"] == "turn_end":
+                    self.assertEqual(len(looks), 6)
+            return ats
+
+        self.assertEqual(run(go()).result["stop"], "pending_approval")
+        self.assertEqual(len(waits), 4)
+
+    def test_a_queued_turn_yields_its_queued_frame(self):
+        def handler(h, n):
+            start_stream(h)
+            chunk(h, "event: queued\ndata: %s\n\n" % json.dumps(
+                {"status": "queued", "session_id": "s1", "position": 1,
+                 "events_url": "/v1/sessions/s1/events/stream"}))
+            end_stream(h)
+
+        s = self.stub(handler)
+        c, _, _ = clients(s.url)
+        ts = c.stream_turn("s1", "later", on_busy="enqueue")
+        self.assertEqual([(e["type"], e["position"]) for e in ts], [("queued", 1)])
+        self.assertEqual(ts.queued["position"], 1)
+        self.assertEqual(json.loads(s.requests[0]["body"]), {"input": "later", "on_busy": "enqueue"})
+        self.assertEqual(len(s.requests), 1)
+
 
 if __name__ == "__main__":
     unittest.main()

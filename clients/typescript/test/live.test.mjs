@@ -84,6 +84,10 @@ test("404 and 409 are typed errors with the problem code", live, async () => {
   assert.equal(w.result.stop, "pending_approval");
   await assert.rejects(client.startTurn(s.id, "again"),
                        (e) => e instanceof ConflictError && e.code === "session_paused");
+  // The streamed form is refused before any event (with the code
+  // failed_precondition, in an error frame).
+  await assert.rejects(collect(client.streamTurn(s.id, "again")),
+                       (e) => e instanceof ConflictError && e.status === 409);
   const [item] = (await client.listPending(s.id)).items;
   const diff = await client.getApprovalDiff(item.id);
   assert.match(diff.diff, /\+from the sdk/);

@@ -307,3 +307,57 @@ test("no token sends no Authorization header", async () => {
     await s.close();
   }
 });
+
+test("a paused turn_end is yielded once the server lists its items", async () => {
+  const item = { id: "apr_1", kind: "approval", tool: "write" };
+  const s = await stub((req, res, body, n) => {
+    if (req.method === "POST") {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      return res.end(frame(ev(1, "turn_begin")) +
+                     frame(ev(2, "turn_end", { stop: "pending_approval", pending: [item] })));
+    }
+    if (req.url === "/v1/sessions/s1/pending") {
+      // Listed from the third look on.
+      const looks = s.requests.filter((r) => r.url === "/v1/sessions/s1/pending").length;
+      return json(res, 200, { items: looks >= 3 ? [item] : [] });
+    }
+    problem(res, 404, "not_found");
+  });
+  try {
+    const { c, waits } = client(s.url);
+    const ts = c.streamTurn("s1", "hello", { followPauses: false });
+    const seen = [];
+    for await (const e of ts) {
+      seen.push(e.type);
+      if (e.type === "turn_end") {
+        // Here the item is decidable: the server has listed it.
+        assert.equal(s.requests.filter((r) => r.url === "/v1/sessions/s1/pending").length, 3);
+      }
+    }
+    assert.deepEqual(seen, ["turn_begin", "turn_end"]);
+    assert.equal(waits.length, 2);
+    assert.equal(ts.result.stop, "pending_approval");
+  } finally {
+    await s.close();
+  }
+});
+
+test("a turn queued behind another yields its queued frame and ends", async () => {
+  const s = await stub((req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(`event: queued\ndata: ${JSON.stringify({ status: "queued", session_id: "s1", position: 1,
+                                                     events_url: "/v1/sessions/s1/events/stream" })}\n\n`);
+  });
+  try {
+    const { c } = client(s.url);
+    const ts = c.streamTurn("s1", { input: "later", on_busy: "enqueue" });
+    const seen = [];
+    for await (const e of ts) seen.push([e.type, e.position]);
+    assert.deepEqual(seen, [["queued", 1]]);
+    assert.equal(ts.queued.position, 1);
+    assert.deepEqual(JSON.parse(s.requests[0].body), { input: "later", on_busy: "enqueue" });
+    assert.equal(s.requests.length, 1);
+  } finally {
+    await s.close();
+  }
+});
