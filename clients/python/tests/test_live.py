@@ -78,7 +78,7 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(events[0]["type"], "turn_begin")
         self.assertEqual(events[-1]["type"], "turn_end")
         self.assertEqual(turn.result["final_text"], "hello from the model")
-        seqs = [e["seq"] for e in events if e["seq"] > 0]
+        seqs = [e["seq"] for e in events if e.get("seq", 0) > 0]
         self.assert_gap_free(seqs)
         self.assertEqual(self.c.wait_for_turn(s["id"], turn.turn_id)["result"]["stop"], "completed")
         self.assertEqual([e["seq"] for e in self.c.list_events(s["id"], after=0)["items"]], seqs)
@@ -95,7 +95,7 @@ class LiveTest(unittest.TestCase):
         turn, events, waited = asyncio.run(go())
         self.assertEqual(turn.result["final_text"], "hello from asyncio")
         self.assertEqual(waited["result"]["stop"], "completed")
-        self.assert_gap_free([e["seq"] for e in events if e["seq"] > 0])
+        self.assert_gap_free([e["seq"] for e in events if e.get("seq", 0) > 0])
 
     def test_without_the_token_a_typed_401(self):
         with self.assertRaises(al.AuthenticationError) as cm:
@@ -174,7 +174,7 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(proxy.cuts, 1)
         self.assertGreaterEqual(turn.stream.reconnects, 1)
         self.assertEqual(turn.result["stop"], "completed")
-        seqs = [e["seq"] for e in events if e["seq"] > 0]
+        seqs = [e["seq"] for e in events if e.get("seq", 0) > 0]
         self.assert_gap_free(seqs)
         self.assertEqual([e["seq"] for e in self.c.list_events(sid, after=0)["items"]], seqs)
 
@@ -220,7 +220,7 @@ class LiveTest(unittest.TestCase):
         finals = sorted((e["session_id"], e["turn_id"], e["final_text"]) for e in events if e["type"] == "turn_end")
         self.assertEqual(finals, sorted([(a, ta, "first session"), (b, tb, "second session")]))
         for sid in (a, b):
-            seqs = [e["seq"] for e in events if e["session_id"] == sid and e["seq"] > 0]
+            seqs = [e["seq"] for e in events if e["session_id"] == sid and e.get("seq", 0) > 0]
             self.assertEqual(seqs[0], 1)
             self.assert_gap_free(seqs)
 
@@ -253,7 +253,8 @@ class LiveTest(unittest.TestCase):
         p = subprocess.run([sys.executable, "-B", "-c", src], capture_output=True, text=True, env=env,
                            timeout=TIMEOUT)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertRegex(p.stdout, r"created hello\.txt\s+completed\s*$")
+        self.assertRegex(p.stdout, r"(?m)^write ")
+        self.assertRegex(p.stdout, r"completed created hello\.txt\s*$")
         self.assertEqual(self.read_ws("hello.txt"), "hello\n")
 
 

@@ -222,7 +222,8 @@ test("the TypeScript example of docs/clients.md runs as shown", live, async () =
     child.stderr.on("data", (d) => (out += d));
     const code = await new Promise((r) => child.on("exit", r));
     assert.equal(code, 0, out);
-    assert.match(out, /created hello\.txt\s+completed\s*$/);
+    assert.match(out, /^write /m);
+    assert.match(out, /completed created hello\.txt\s*$/);
     assert.equal(fs.readFileSync(path.join(srv.ws, "hello.txt"), "utf8"), "hello\n");
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
