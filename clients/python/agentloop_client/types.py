@@ -359,6 +359,7 @@ class TurnAccepted(TypedDict):
 
 class Turn(TypedDict, total=False):
     id: str
+    session_id: str
     status: Literal["running", "done"]
     result: TurnResult
 
@@ -373,6 +374,56 @@ class ApprovalDiff(TypedDict, total=False):
 class DecisionResult(TypedDict, total=False):
     status: Literal["recorded", "resumed", "already_resolved", "cancelled"]
     outstanding: int
+    session_id: str
     turn_id: str
     events_url: str
     wait_url: str
+
+
+class Agent(TypedDict):
+    name: str
+    description: str
+    provider: str
+    model: str
+    command: str
+
+
+class _SessionRequired(TypedDict):
+    id: str
+    agent: str
+    title: str
+    metadata: Optional[Dict[str, Any]]
+    status: Literal["idle", "running", "paused", "queued", "failed"]
+    workspace: str
+    provider: str
+    model: str
+    command: str
+    created_at_ms: int
+    updated_at_ms: int
+    last_seq: int  # the seq of the session's newest stored event
+    parent_id: str  # empty for a root session
+    events_url: str
+
+
+class Session(_SessionRequired, total=False):
+    # GET /v1/sessions/{id} only:
+    pending: List["ApprovalItem"]
+    settings: Dict[str, Any]
+    last_turn: Optional[Dict[str, Any]]  # {id, stop, reason, counters}
+    running_turn: Optional[str]
+    children: List[Dict[str, Any]]
+
+
+class ApprovalItem(PendingItem, total=False):
+    """A pending item as the approval and question routes show it."""
+    type: Literal["approval", "question", "subagent"]
+    state: Literal["pending", "resolved", "cancelled"]
+    session_id: str
+    turn_id: str
+    checkpoint_id: str
+    created_at_ms: int
+    root_session_id: str
+    decision_url: str
+    answer_url: str
+    decision: str
+    decided_by: str

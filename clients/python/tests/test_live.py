@@ -48,6 +48,8 @@ SCRIPT = {"responses": [
     {"match": "tag-example", "text": "example done"},
     write("create hello.txt", "hello.txt", "hello\n"),
     {"match": "create hello.txt", "text": "created hello.txt"},
+    write("tag-shape", "shape.txt", "shape\n"),
+    {"match": "tag-shape", "text": "shaped"},
 ]}
 
 
@@ -256,6 +258,32 @@ class LiveTest(unittest.TestCase):
         self.assertRegex(p.stdout, r"(?m)^write ")
         self.assertRegex(p.stdout, r"completed created hello\.txt\s*$")
         self.assertEqual(self.read_ws("hello.txt"), "hello\n")
+
+    def test_every_field_of_the_answers_is_declared(self):
+        from agentloop_client import types as T
+
+        def declared(td, value):
+            keys = set(td.__required_keys__) | set(td.__optional_keys__)
+            self.assertEqual(set(value) - keys, set(), td.__name__)
+
+        s = self.c.create_session(agent="writer", title="shape")
+        declared(T.Session, s)
+        t = self.c.start_turn(s["id"], "tag-shape")
+        declared(T.TurnAccepted, t)
+        w = self.c.wait_for_turn(s["id"], t["id"])
+        declared(T.Turn, w)
+        declared(T.TurnResult, w["result"])
+        declared(T.Session, self.c.get_session(s["id"]))
+        item = self.c.list_pending(s["id"])["items"][0]
+        declared(T.ApprovalItem, item)
+        declared(T.ApprovalDiff, self.c.get_approval_diff(item["id"]))
+        for a in self.c.list_agents()["items"]:
+            declared(T.Agent, a)
+        declared(T.DecisionResult, self.c.approve(item["id"]))
+        self.c.wait_for_turn(s["id"], t["id"])
+        declared(T.ApprovalItem, self.c.get_approval(item["id"]))
+        for e in self.c.list_events(s["id"], after=0)["items"]:
+            declared(T.EVENT_TYPES[e["type"]], e)
 
 
 if __name__ == "__main__":

@@ -338,7 +338,6 @@ export interface Agent {
   provider: string;
   model: string;
   command: string;
-  [key: string]: unknown;
 }
 
 export interface SessionChild {
@@ -352,17 +351,27 @@ export interface SessionChild {
 
 export interface Session {
   id: string;
-  agent?: string;
-  title?: string;
-  metadata?: Record<string, unknown> | null;
+  agent: string;
+  title: string;
+  metadata: Record<string, unknown> | null;
+  status: "idle" | "running" | "paused" | "queued" | "failed";
+  workspace: string;
+  provider: string;
+  model: string;
+  command: string;
+  created_at_ms: number;
+  updated_at_ms: number;
+  /** The seq of the session's newest stored event. */
+  last_seq: number;
+  /** Empty for a root session. */
   parent_id: string;
-  status?: "idle" | "running" | "paused" | "queued" | "failed";
+  events_url: string;
+  /** GET /v1/sessions/{id} only: */
   pending?: ApprovalItem[];
   settings?: Record<string, unknown>;
-  last_turn?: TurnResult | null;
+  last_turn?: { id: string; stop: StopReason; reason: string; counters: Counters } | null;
   running_turn?: string | null;
   children?: SessionChild[];
-  [key: string]: unknown;
 }
 
 export interface TurnResult {
@@ -391,9 +400,9 @@ export interface TurnQueued {
 
 export interface Turn {
   id: string;
+  session_id: string;
   status: "running" | "done";
   result?: TurnResult | { error: string };
-  [key: string]: unknown;
 }
 
 /** A pending item as the approval and question routes show it. */
@@ -409,7 +418,6 @@ export interface ApprovalItem extends PendingItem {
   answer_url?: string;
   decision?: string;
   decided_by?: string;
-  [key: string]: unknown;
 }
 
 export interface ApprovalDiff {
@@ -421,7 +429,7 @@ export interface ApprovalDiff {
 
 export type DecisionResult =
   | { status: "recorded"; outstanding: number }
-  | { status: "resumed"; turn_id: string; events_url: string; wait_url: string }
+  | { status: "resumed"; session_id: string; turn_id: string; events_url: string; wait_url: string }
   | { status: "already_resolved" }
   | { status: "cancelled" };
 

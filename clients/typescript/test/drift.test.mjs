@@ -11,6 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { ROUTES } from "../src/index.js";
+import { interfaces } from "./dts.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, "..", "..", "..");
@@ -18,23 +19,6 @@ const dts = fs.readFileSync(path.join(here, "..", "src", "index.d.ts"), "utf8");
 const openapi = JSON.parse(fs.readFileSync(path.join(repo, "src", "server", "openapi.json"), "utf8"));
 const protocol = fs.readFileSync(path.join(repo, "docs", "protocol.md"), "utf8");
 const serverMd = fs.readFileSync(path.join(repo, "docs", "server.md"), "utf8");
-
-/** Top-level fields of the interface bodies of index.d.ts: each on a line
- * of its own, indented two spaces. */
-function interfaces() {
-  const out = new Map();
-  const re = /(\/\*\*[^]*?\*\/\s*)?export interface (\w+)(?: extends (\w+))? \{\n([^]*?)\n\}/g;
-  for (const m of dts.matchAll(re)) {
-    const fields = new Map();
-    for (const line of m[4].split("\n")) {
-      const f = /^ {2}(\w+)(\?)?: (.*);$/.exec(line);
-      if (f) fields.set(f[1], { optional: Boolean(f[2]), type: f[3] });
-    }
-    const request = m[1] && /@request (\w+) (\S+)/.exec(m[1]);
-    out.set(m[2], { base: m[3], fields, request: request ? [request[1], request[2]] : null });
-  }
-  return out;
-}
 
 /** docs/protocol.md's Types table: type -> {required, optional}. */
 function protocolTypes() {

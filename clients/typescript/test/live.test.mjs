@@ -11,6 +11,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 import { AgentloopClient, AuthenticationError, ConflictError, NotFoundError } from "../src/index.js";
+import { dts, fieldNames } from "./dts.mjs";
 import { LIVE, cuttingProxy, startServer } from "./live_server.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -33,6 +34,8 @@ const SCRIPT = { responses: [
   { match: "tag-multi-b", text: "second session" },
   write("tag-example", "example.txt", "from the example\n"),
   { match: "tag-example", text: "example done" },
+  write("tag-shape", "shape.txt", "shape\n"),
+  { match: "tag-shape", text: "shaped" },
   write("create hello.txt", "hello.txt", "hello\n"),
   { match: "create hello.txt", text: "created hello.txt" },
 ] };
@@ -227,5 +230,37 @@ test("the TypeScript example of docs/clients.md runs as shown", live, async () =
     assert.equal(fs.readFileSync(path.join(srv.ws, "hello.txt"), "utf8"), "hello\n");
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("every field of the server's answers is declared in index.d.ts", live, async () => {
+  const declared = (name, value) => {
+    const names = fieldNames(name);
+    const extra = Object.keys(value).filter((k) => !names.has(k));
+    assert.deepEqual(extra, [], `${name} lacks ${extra.join(", ")}`);
+  };
+  const created = await client.createSession({ agent: "writer", title: "shape" });
+  declared("Session", created);
+  const t = await client.startTurn(created.id, "tag-shape");
+  declared("TurnAccepted", t);
+  const w = await client.waitForTurn(created.id, t.id);
+  declared("Turn", w);
+  declared("TurnResult", w.result);
+  const session = await client.getSession(created.id);
+  declared("Session", session);
+  declared("ApprovalItem", session.pending[0]);
+  const [item] = (await client.listPending(created.id)).items;
+  declared("ApprovalItem", item);
+  declared("ApprovalItem", await client.getApproval(item.id));
+  declared("ApprovalDiff", await client.getApprovalDiff(item.id));
+  for (const a of (await client.listAgents()).items) declared("Agent", a);
+  const r = await client.approve(item.id);
+  assert.deepEqual(Object.keys(r).sort(), ["events_url", "session_id", "status", "turn_id", "wait_url"]);
+  await client.waitForTurn(created.id, t.id);
+  declared("ApprovalItem", await client.getApproval(item.id));
+  for (const e of (await client.listEvents(created.id, { after: 0 })).items) {
+    const name = dts.match(new RegExp(`export interface (\\w+) extends EventBase \\{\\n  type: "${e.type}";`))?.[1];
+    assert.ok(name, `no interface for ${e.type}`);
+    declared(name, e);
   }
 });
