@@ -346,6 +346,31 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(json.loads(s.requests[0]["body"]), {"input": "later", "on_busy": "enqueue"})
         self.assertEqual(len(s.requests), 1)
 
+    def test_close_ends_a_stream_quietly(self):
+        def handler(h, n):
+            start_stream(h)
+            chunk(h, frame(ev(1, "turn_begin")))  # then nothing more
+            h.rfile.read(1)  # holds the connection until the client closes it
+
+        s = self.stub(handler)
+        c, ac, _ = clients(s.url)
+        st = c.stream_events("s1")
+        seen = []
+        for e in st:
+            seen.append(e["seq"])
+            st.close()
+        self.assertEqual(seen, [1])
+
+        async def go():
+            ast = ac.stream_events("s1")
+            out = []
+            async for e in ast:
+                out.append(e["seq"])
+                ast.close()
+            return out
+
+        self.assertEqual(run(go()), [1])
+
 
 if __name__ == "__main__":
     unittest.main()

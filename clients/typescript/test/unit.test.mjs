@@ -361,3 +361,27 @@ test("a turn queued behind another yields its queued frame and ends", async () =
     await s.close();
   }
 });
+
+test("an aborted stream ends with APIUserAbortError; close() ends it quietly", async () => {
+  const s = await stub((req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(frame(ev(1, "turn_begin")));  // then nothing more
+  });
+  try {
+    const { c } = client(s.url);
+    const ctl = new AbortController();
+    const st = c.streamEvents("s1", { signal: ctl.signal });
+    await assert.rejects(async () => {
+      for await (const e of st) if (e.seq === 1) ctl.abort();
+    }, (e) => e.name === "APIUserAbortError");
+    const st2 = c.streamEvents("s1");
+    const seen = [];
+    for await (const e of st2) {
+      seen.push(e.seq);
+      st2.close();
+    }
+    assert.deepEqual(seen, [1]);
+  } finally {
+    await s.close();
+  }
+});
