@@ -285,6 +285,18 @@ class LiveTest(unittest.TestCase):
         for e in self.c.list_events(s["id"], after=0)["items"]:
             declared(T.EVENT_TYPES[e["type"]], e)
 
+    def test_iter_sessions_follows_every_page(self):
+        made = [self.c.create_session(agent="writer", title="page %d" % i)["id"] for i in range(3)]
+        seen = [s["id"] for s in self.c.iter_sessions(agent="writer", limit=1)]
+        self.assertTrue(set(made) <= set(seen))
+        self.assertEqual(len(set(seen)), len(seen))
+
+        async def go():
+            ac = al.AsyncClient(self.srv.base_url, token=self.srv.token)
+            return [s["id"] async for s in ac.iter_sessions(agent="writer", limit=1)]
+
+        self.assertTrue(set(made) <= set(asyncio.run(go())))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -264,3 +264,12 @@ test("every field of the server's answers is declared in index.d.ts", live, asyn
     declared(name, e);
   }
 });
+
+test("iterSessions follows next_cursor through every page", live, async () => {
+  const made = [];
+  for (let i = 0; i < 3; i++) made.push((await client.createSession({ agent: "writer", title: `page ${i}` })).id);
+  const seen = [];
+  for await (const s of client.iterSessions({ agent: "writer", limit: 1 })) seen.push(s.id);
+  for (const id of made) assert.ok(seen.includes(id), id);
+  assert.equal(new Set(seen).size, seen.length);
+});
