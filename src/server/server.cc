@@ -41,6 +41,7 @@
 #include "server/links.h"
 #include "server/notifier.h"
 #include "server/pugi.h"
+#include "server/secrets.h"
 #include "server/wakeup.h"
 #include "tools/builtin.h"
 
@@ -419,10 +420,22 @@ class ServerImpl final : public Server {
     AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
     Status revoked = LoadRevokedCookies();
     if (!revoked.ok()) return revoked.WithContext("reading the revoked console sign-ins");
-    if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
+    if (options_.tokens.empty() && !options_.no_auth) {
+      return InvalidArgument(
+          "no token to authenticate callers with: configure server.tokens (`agentloop serve` "
+          "generates one when none is configured), or serve without authentication (no_auth)");
+    }
+    if (options_.no_auth && !options_.tokens.empty()) {
+      return InvalidArgument("serving without authentication excludes server.tokens");
+    }
+    if (options_.no_auth && !endpoint.address().is_loopback()) {
       return InvalidArgument("refusing to listen on " + options_.listen +
-                             " without tokens: configure server.tokens, or listen on loopback "
-                             "(127.0.0.1)");
+                             " without authentication: listen on loopback (127.0.0.1), or "
+                             "authenticate callers with tokens");
+    }
+    cookie_key_ = options_.cookie_secret;
+    if (cookie_key_.empty()) {
+      AL_ASSIGN_OR_RETURN(cookie_key_, RandomSecret());
     }
     AL_RETURN_IF_ERROR(http_.Listen(endpoint));
     public_url_ = options_.public_url;
@@ -432,7 +445,39 @@ class ServerImpl final : public Server {
       public_url_ = "http://" + host + ":" + std::to_string(http_.port());
     }
     while (!public_url_.empty() && public_url_.back() == '/') public_url_.pop_back();
+    AllowHosts();
     return Status::Ok();
+  }
+
+  // The Host values this server answers to, in lower case: its listen
+  // address (unless unspecified, 0.0.0.0 or [::]), the loopback names with
+  // its port, and public_url's authority; a default port may be left out.
+  void AllowHosts() {
+    const std::string port = std::to_string(http_.port());
+    auto add = [this](const std::string& host, const std::string& p, std::string_view fallback) {
+      if (host.empty()) return;
+      hosts_.insert(ToLower(host) + ":" + p);
+      if (p == fallback) hosts_.insert(ToLower(host));
+    };
+    std::string listen_host = options_.listen.substr(0, options_.listen.rfind(':'));
+    if (listen_host != "0.0.0.0" && listen_host != "[::]") add(listen_host, port, "80");
+    for (const char* loopback : {"localhost", "127.0.0.1", "[::1]"}) add(loopback, port, "80");
+    const std::string_view url = options_.public_url;
+    const size_t scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return;
+    const std::string_view scheme = url.substr(0, scheme_end);
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    const std::string_view fallback = scheme == "https" ? "443" : "80";
+    const size_t colon = authority.rfind(':');
+    const bool has_port =
+        colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos;
+    if (has_port) {
+      add(std::string(authority.substr(0, colon)), std::string(authority.substr(colon + 1)),
+          fallback);
+    } else {
+      add(std::string(authority), std::string(fallback), fallback);
+    }
   }
 
   int port() const override { return http_.port(); }
@@ -556,14 +601,24 @@ class ServerImpl final : public Server {
   void Handle(std::shared_ptr<Exchange> ex) {
     const Request& req = ex->request();
     std::string request_id = NewId("req");
-    if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
+    // Probes reveal nothing and must work without a token or a known Host
+    // (an orchestrator's probe names the address it dialled); a link's
+    // token is its own authority (it names one item and one action, signed).
+    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
+    if (shutting_down_ && !probe) {
       return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
+    }
+    // A page that rebinds its own name to this address reaches the server
+    // under that name: only the names of the server are answered.
+    if (!probe && !hosts_.contains(ToLower(req.Header("Host")))) {
+      return ex->Send(Problem(421, "misdirected_request",
+                              "the Host '" + std::string(req.Header("Host")) +
+                                  "' is not a name of this server (set server.public_url to the "
+                                  "address its clients use)",
+                              request_id));
     }
     // The console's page and assets (console.h) hold nothing secret.
     if (auto asset = console::Asset(req)) return ex->Send(std::move(*asset));
-    // Probes reveal nothing and must work without a token; a link's token
-    // is its own authority (it names one item and one action, signed).
-    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
     const bool link = StartsWith(req.path, "/v1/links/");
     std::optional<Principal> who = probe || link ? Principal{"", 0} : Authenticate(req);
     if (!who) {
@@ -1174,7 +1229,7 @@ class ServerImpl final : public Server {
           Problem(400, "invalid_request", "sign in with the token in Authorization: Bearer TOKEN"));
     }
     Result<std::string> cookie = console::SignInCookie(
-        *g, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
+        *g, cookie_key_, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
     if (!cookie.ok()) return ex->Send(FromStatus(cookie.error()));
     Response r = JsonResponse(200, ConsoleWho(who, true));
     r.headers.emplace_back("Set-Cookie", std::move(*cookie));
@@ -1193,8 +1248,9 @@ class ServerImpl final : public Server {
     r.status = 204;
     r.headers.emplace_back("Set-Cookie", console::SignOutCookie());
     std::optional<console::CookieSignIn> c =
-        who.console_cookie ? console::VerifyCookie(ex->request(), options_.tokens, ConsoleNowMs())
-                           : std::nullopt;
+        who.console_cookie
+            ? console::VerifyCookie(ex->request(), options_.tokens, cookie_key_, ConsoleNowMs())
+            : std::nullopt;
     if (!c) return ex->Send(std::move(r));
     revoked_cookies_.insert(c->id);
     Blocking([this, tenant = who.tenant,
@@ -1275,12 +1331,12 @@ class ServerImpl final : public Server {
   // --- auth -------------------------------------------------------------
 
   std::optional<Principal> Authenticate(const Request& req) const {
-    if (options_.tokens.empty()) return Principal{"default", kAllScopes};
+    if (options_.no_auth) return Principal{"default", kAllScopes};
     std::string_view auth = req.Header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     if (auth.empty()) {
       std::optional<console::CookieSignIn> c =
-          console::VerifyCookie(req, options_.tokens, ConsoleNowMs());
+          console::VerifyCookie(req, options_.tokens, cookie_key_, ConsoleNowMs());
       if (!c || revoked_cookies_.contains(c->id)) return std::nullopt;
       return Principal{c->grant->tenant, c->grant->scopes, true};
     }
@@ -3570,7 +3626,9 @@ class ServerImpl final : public Server {
   Notifier notifier_;
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;
-  std::string public_url_;  // set by Listen
+  std::string public_url_;       // set by Listen
+  std::set<std::string> hosts_;  // the Host values answered (AllowHosts)
+  std::string cookie_key_;       // signs console cookies (ServerOptions::cookie_secret)
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
   bool shutting_down_ = false;

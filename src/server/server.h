@@ -6,14 +6,17 @@
 // only while a turn runs (its Session object is open and locked) or a client
 // watches it; a paused or idle session is only its rows in the store.
 //
-// Security: with no token configured the server serves only loopback
-// (Create refuses another listen address) and every caller is the tenant
-// "default" with every scope. With tokens, each request needs
-// `Authorization: Bearer <token>`; the token's SHA-256 names its tenant and
-// scopes, and a caller sees only its tenant's sessions and pending items.
-// A state-changing request that carries an Origin header must come from the
-// server's own origin or one configured as allowed (DNS rebinding). Nothing
-// a client sends widens a session's settings: turns run under the settings
+// Security (docs/security.md): a request is answered only when its `Host`
+// names this server (the listen address, a loopback name with the port, or
+// the authority of `public_url`); anything else gets 421 before routing
+// (DNS rebinding). Each request needs `Authorization: Bearer <token>` or the
+// console's cookie; the token's SHA-256 names its tenant and scopes, and a
+// caller sees only its tenant's sessions and pending items. Only with
+// `no_auth` (loopback only) is every caller the tenant "default" with every
+// scope. A state-changing request that carries an Origin header must come
+// from the server's own origin or one configured as allowed. Console cookies
+// are signed with `cookie_secret`, which only the server holds. Nothing a
+// client sends widens a session's settings: turns run under the settings
 // pinned to the session when it was created from its agent.
 #pragma once
 
@@ -72,7 +75,16 @@ struct AgentSpec {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7878";
+  // At least one, unless `no_auth`.
   std::vector<TokenGrant> tokens;
+  // Serve without authentication: every caller is the tenant "default" with
+  // every scope. Only with no token and a loopback listen address.
+  bool no_auth = false;
+  // The key of the console's cookies (HMAC-SHA256): a secret that only the
+  // server holds, never derived from the configuration; servers that share
+  // a store share it so that a sign-in works on each. Empty: a random key
+  // for this process (sign-ins end when it stops).
+  std::string cookie_secret;
   // Origins (scheme://host[:port]) allowed on state-changing requests
   // besides the server's own.
   std::vector<std::string> allowed_origins;
@@ -111,8 +123,9 @@ std::string_view OpenApiSpec();
 class Server {
  public:
   // Checks the options and binds the listen address (port() is known after).
-  // Errors: kInvalidArgument (a non-loopback address without tokens, no
-  // agent, a bad address), kUnavailable (cannot bind).
+  // Errors: kInvalidArgument (no token without no_auth, no_auth with tokens
+  // or on a non-loopback address, no agent, a bad address), kUnavailable
+  // (cannot bind).
   // `io` is the one io_context of the process: the engine's HTTP client runs
   // on it too (EngineOptions::io_context) and Run() runs it; `engine` and `io`
   // must outlive the server.
