@@ -46,6 +46,35 @@ Result<server::AgentSpec::Webhook> WebhookOf(const SessionOptions& o) {
   return w;
 }
 
+// The agent `a` (a root of workspaces) as tenant `tenant` sees it: its root
+// is the tenant's folder of a's root, made when create_workspace allows it.
+// That folder must be a real directory (a link would let one tenant's
+// folder be another's).
+Result<engine::AgentDefinition> TenantRoot(const engine::AgentDefinition& a,
+                                           const std::string& tenant) {
+  if (tenant.empty() || tenant == "." || tenant == ".." || tenant.find('/') != std::string::npos) {
+    return InvalidArgument("tenant '" + tenant + "' cannot name a folder");
+  }
+  engine::AgentDefinition own = a;
+  own.workspace = a.workspace / tenant;
+  std::error_code ec;
+  fs::file_status st = fs::symlink_status(own.workspace, ec);
+  if (!fs::exists(st) && a.create_workspace) {
+    fs::create_directory(own.workspace, ec);
+    st = fs::symlink_status(own.workspace, ec);
+  }
+  if (!fs::exists(st)) {
+    return InvalidArgument("agent '" + a.name + "': the folder of tenant '" + tenant + "', " +
+                           own.workspace.string() +
+                           ", does not exist (agent.create_workspace = true creates it)");
+  }
+  if (fs::is_symlink(st) || !fs::is_directory(st)) {
+    return FailedPrecondition("agent '" + a.name + "': " + own.workspace.string() +
+                              " must be a folder, not a link or a file");
+  }
+  return own;
+}
+
 }  // namespace
 
 int CmdServe(const CommandEnv& e) {
@@ -112,6 +141,7 @@ int CmdServe(const CommandEnv& e) {
   so.link_ttl = std::chrono::seconds(c.server.link_ttl_s.value);
   so.notify_retry = std::chrono::seconds(c.server.notify_retry_s.value);
   so.worker_threads = static_cast<int>(c.server.worker_threads.value);
+  so.max_queued_inputs = static_cast<int>(c.server.max_queued_inputs.value);
 
   Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
   if (!config_dir.ok()) return fail(config_dir.error());
@@ -145,12 +175,15 @@ int CmdServe(const CommandEnv& e) {
     spec.webhook = std::move(*hook);
     ForServing(spec.options);
     if (a.workspace_policy == engine::AgentWorkspacePolicy::kRoot) {
-      // A session may name its subdirectory of the agent's root.
-      spec.for_workspace = [a, args = &e.args, ctx = &e.ctx,
-                            mapping](const std::string& requested) -> Result<SessionOptions> {
+      // Each tenant has its folder of the agent's root; a session may name
+      // its subdirectory there.
+      spec.for_workspace = [a, args = &e.args, ctx = &e.ctx, mapping](
+                               const std::string& tenant,
+                               const std::string& requested) -> Result<SessionOptions> {
+        AL_ASSIGN_OR_RETURN(engine::AgentDefinition own, TenantRoot(a, tenant));
         AL_ASSIGN_OR_RETURN(
             engine::AgentSettings chosen,
-            engine::AgentSessionOptions(a, BaseSources(*args, *ctx), mapping, requested));
+            engine::AgentSessionOptions(own, BaseSources(*args, *ctx), mapping, requested));
         ForServing(chosen.session);
         return std::move(chosen.session);
       };

@@ -69,6 +69,8 @@ TEST(ParseTokenGrant, NeedsAHashATenantAndKnownScopes) {
   EXPECT_EQ(ParseTokenGrant(hash + ":Acme Corp:read").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseTokenGrant(hash + ":acme:").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseTokenGrant(hash + ":acme").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ParseTokenGrant(hash + ":..:read").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ParseTokenGrant(hash + ":.:read").status().code(), Code::kInvalidArgument);
 }
 
 // The checked-in description and the route table agree, both ways.

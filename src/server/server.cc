@@ -72,10 +72,11 @@ Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
         "(`printf %s TOKEN | sha256sum`), never the token itself");
   }
   g.tenant = parts[1];
-  if (g.tenant.empty() || g.tenant.size() > 64 ||
+  // A tenant names its folder below an agent's root of workspaces.
+  if (g.tenant.empty() || g.tenant.size() > 64 || g.tenant == "." || g.tenant == ".." ||
       g.tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-.") != std::string::npos) {
     return InvalidArgument("token grant: tenant '" + g.tenant +
-                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.'");
+                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (not . or ..)");
   }
   for (std::string_view rest = parts[2]; !rest.empty();) {
     size_t c = rest.find(',');
@@ -205,6 +206,12 @@ Response FromStatus(const Status& s) {
       // The store or a dependency is down for now (a database restarting).
       Response r = Problem(503, "unavailable", s.message());
       r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case Code::kResourceExhausted: {
+      // A session's queue of inputs is full until its turns take some.
+      Response r = Problem(429, "queue_full", s.message());
+      r.headers.emplace_back("Retry-After", "5");
       return r;
     }
     default:
@@ -567,19 +574,21 @@ class ServerImpl final : public Server {
 
   // The MCP servers a session runs its turns with: its agent's, which are
   // per process and not pinned with the session's settings. A session in a
-  // workspace it chose below the agent's root gets the agent's settings for
-  // that workspace (a trusted workspace's configuration may add servers).
-  // None for a session of an agent not served here. Off the io thread.
+  // workspace below the agent's root gets the agent's settings for that
+  // workspace (a trusted workspace's configuration may add servers), in
+  // its tenant's folder. None for a session of an agent not served here.
+  // Off the io thread.
   Result<std::vector<McpServerSpec>> McpServersOf(const SessionInfo& info) const {
     const AgentSpec* agent = FindAgent(info.agent);
     if (agent == nullptr) return std::vector<McpServerSpec>{};
     if (agent->for_workspace) {
       std::error_code ec;
       const std::filesystem::path root =
-          std::filesystem::weakly_canonical(agent->options.workspace, ec);
+          std::filesystem::weakly_canonical(agent->options.workspace / info.tenant, ec);
       const std::filesystem::path rel = info.workspace.lexically_relative(root);
-      if (!ec && !rel.empty() && rel != "." && *rel.begin() != "..") {
-        AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(rel.string()));
+      if (!ec && !rel.empty() && *rel.begin() != "..") {
+        AL_ASSIGN_OR_RETURN(SessionOptions chosen,
+                            agent->for_workspace(info.tenant, rel == "." ? "" : rel.string()));
         return std::move(chosen.mcp_servers);
       }
     }
@@ -675,7 +684,8 @@ class ServerImpl final : public Server {
         {http_verb::get, "/health", 0, &ServerImpl::Health},
         {http_verb::get, "/ready", 0, &ServerImpl::Ready},
         {http_verb::get, "/openapi.json", kScopeRead, &ServerImpl::OpenApi},
-        {http_verb::get, "/metrics", kScopeRead, &ServerImpl::Metrics},
+        // Counts over every tenant's sessions: the server's operator's.
+        {http_verb::get, "/metrics", kScopeAdmin, &ServerImpl::Metrics},
         {http_verb::get, "/agents", kScopeRead, &ServerImpl::Agents},
         {http_verb::get, "/agents/{name}", kScopeRead, &ServerImpl::Agent},
         {http_verb::post, "/sessions", kScopeWrite, &ServerImpl::CreateSession},
@@ -883,10 +893,17 @@ class ServerImpl final : public Server {
     SessionOptions o = agent->options;
     o.tenant = who.tenant;
     o.agent = agent->name;
-    o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
     Blocking(
-        [this, o, sid]() -> Result<SessionInfo> {
+        [this, o, sid, agent]() mutable -> Result<SessionInfo> {
           if (!sid.empty()) return StoreFor(o.tenant)->GetSession(sid);
+          // In the tenant's folder of a root of workspaces, as CreateSession.
+          if (agent->for_workspace) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(o.tenant, ""));
+            chosen.tenant = o.tenant;
+            chosen.agent = o.agent;
+            o = std::move(chosen);
+          }
+          o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
           AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(o));
           SessionInfo info = session->info();
           return info;
@@ -1528,8 +1545,10 @@ class ServerImpl final : public Server {
     }
     Blocking(
         [this, o, workspace, agent]() mutable -> Result<SessionInfo> {
-          if (!workspace.empty()) {
-            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(workspace));
+          // A session of an agent with a root of workspaces works in its
+          // tenant's folder of the root, never in the root itself.
+          if (agent->for_workspace) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(o.tenant, workspace));
             chosen.tenant = o.tenant;
             chosen.agent = o.agent;
             chosen.title = o.title;
@@ -1861,16 +1880,32 @@ class ServerImpl final : public Server {
   // or another sharing the store.
   void Enqueue(const std::shared_ptr<Exchange>& ex, const std::string& id, const std::string& input,
                bool continue_turn) {
-    Blocking([this, id, input,
-              continue_turn]() { return engine_.store().EnqueueInput(id, input, continue_turn); },
-             [this, ex, id](Result<int64_t> place) {
-               if (!place.ok()) return ex->Send(FromStatus(place.error()));
-               ex->Send(JsonResponse(202, QueuedReply(id, *place)));
-               Live& live = live_[id];
-               ++live.enqueued;
-               // The turn ended while the input was being stored.
-               if (!live.running()) StartNextQueued(id);
-             });
+    Blocking(
+        [this, id, input, continue_turn]() -> Result<int64_t> {
+          AL_RETURN_IF_ERROR(QueueHasRoom(id));
+          return engine_.store().EnqueueInput(id, input, continue_turn);
+        },
+        [this, ex, id](Result<int64_t> place) {
+          if (!place.ok()) return ex->Send(FromStatus(place.error()));
+          ex->Send(JsonResponse(202, QueuedReply(id, *place)));
+          Live& live = live_[id];
+          ++live.enqueued;
+          // The turn ended while the input was being stored.
+          if (!live.running()) StartNextQueued(id);
+        });
+  }
+
+  // kResourceExhausted when the session has max_queued_inputs waiting. The
+  // count is read before the input is queued: requests that race may each
+  // pass (at most one per store worker beyond the cap). Off the io thread.
+  Status QueueHasRoom(const std::string& id) {
+    AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> waiting, engine_.store().ListQueuedInputs(id));
+    if (static_cast<int64_t>(waiting.size()) >= options_.max_queued_inputs) {
+      return ResourceExhausted("session " + id + " has " + std::to_string(waiting.size()) +
+                               " inputs queued, the most it may have (server.max_queued_inputs); "
+                               "send this one after its turns took some");
+    }
+    return Status::Ok();
   }
 
   // What StartTurn's work on the pool found: the open session and what to
@@ -1921,7 +1956,9 @@ class ServerImpl final : public Server {
     if (!out.session.ok()) {
       if (enqueue_if_busy && out.session.error().code() == Code::kBusy) {
         // Another process runs a turn on it: its holder takes the input.
-        Result<int64_t> place = store.EnqueueInput(id, out.input, continue_turn);
+        Status room = QueueHasRoom(id);
+        Result<int64_t> place =
+            room.ok() ? store.EnqueueInput(id, out.input, continue_turn) : Result<int64_t>(room);
         if (place.ok()) {
           out.queued = *place;
         } else {

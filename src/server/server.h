@@ -59,11 +59,16 @@ struct AgentSpec {
   std::string name;
   std::string description;
   SessionOptions options;
-  // Set when a session may name its workspace (`workspace` when created):
-  // the options for that request, or kInvalidArgument saying why it is
-  // refused. Called off the I/O thread. Unset: a request naming a
-  // workspace is refused.
-  std::function<Result<SessionOptions>(const std::string& workspace)> for_workspace;
+  // Set for an agent with a root of workspaces (agent.workspace_root): the
+  // options of a session of `tenant` in `workspace`, a relative path in the
+  // tenant's own folder of the root (`<root>/<tenant>`; empty: that folder),
+  // or kInvalidArgument saying why it is refused. Whatever `workspace`
+  // holds, links included, the result stays in the tenant's folder: a
+  // tenant never names another tenant's directory. Every session of such an
+  // agent gets its workspace from it. Called off the I/O thread. Unset: a
+  // request naming a workspace is refused.
+  std::function<Result<SessionOptions>(const std::string& tenant, const std::string& workspace)>
+      for_workspace;
   // Where the agent's notifications go (approval.requested, question.asked,
   // turn.completed), signed with `secret`, which also keys the agent's
   // approve/deny links (server/links.h). Empty url: none are sent.
@@ -110,6 +115,9 @@ struct ServerOptions {
   // on a shared store, another. Undelivered ones older than link_ttl are
   // dropped.
   std::chrono::milliseconds notify_retry{60'000};
+  // Inputs a session may have waiting (on_busy: "enqueue"); one more is
+  // refused with 429 and Retry-After.
+  int max_queued_inputs = 16;
   // Idempotency keys are remembered this long.
   std::chrono::milliseconds idempotency_ttl{24 * 3600 * 1000};
 };

@@ -736,6 +736,33 @@ TEST_F(ServerTest, ABusySessionRefusesOrQueuesAndATurnCanBeCancelled) {
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 409u);
 }
 
+// A session's queue of inputs is bounded: past max_queued_inputs an input
+// is refused with 429 and Retry-After, and nothing more is stored.
+TEST_F(ServerTest, AFullQueueRefusesTheNextInputWithRetryAfter) {
+  StartModel(
+      Json::array({{{"text", "slow"}, {"delay_ms", 60000}}, {{"text", "q1"}}, {{"text", "q2"}}}));
+  ServerOptions so;
+  so.max_queued_inputs = 2;
+  StartServer(so);
+  std::string sid = NewSession();
+  Reply first = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "one"}});
+  ASSERT_EQ(first.status, 202u) << first.body;
+  std::string tid = first.json()["id"];
+  ASSERT_TRUE(model_->WaitForRequests(1, std::chrono::seconds(20)));
+  const Json enqueue = {{"input", std::string(1000, 'x')}, {"on_busy", "enqueue"}};
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns", enqueue).status, 202u);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns", enqueue).status, 202u);
+  Reply full = Call("POST", "/v1/sessions/" + sid + "/turns", enqueue);
+  EXPECT_EQ(full.status, 429u) << full.body;
+  EXPECT_EQ(full.json()["code"], "queue_full");
+  EXPECT_FALSE(full.headers["retry-after"].empty());
+  auto queued = engine_->store().ListQueuedInputs(sid);
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->size(), 2u);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
+  Wait(sid, tid);
+}
+
 // Queued inputs are kept by the store: a server stopped while the turn
 // before them ran starts them, in order, when it starts again.
 TEST_F(ServerTest, QueuedInputsSurviveARestart) {
@@ -807,6 +834,7 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
   so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite | kScopeApprove});
   so.tokens.push_back({Sha256Hex("tok-reader"), "acme", kScopeRead});
   so.tokens.push_back({Sha256Hex("tok-other"), "other", kScopeRead | kScopeWrite});
+  so.tokens.push_back({Sha256Hex("tok-ops"), "ops", kScopeAdmin});
   StartServer(so);
   auto as = [](const std::string& tok) {
     return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer " + tok}};
@@ -828,6 +856,12 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
       Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "x"}}, as("tok-other")).status,
       404u);
   EXPECT_EQ(Call("GET", "/v1/health").status, 200u);  // probes need no token
+  // The metrics count every tenant's sessions: the admin's only.
+  EXPECT_EQ(Call("GET", "/v1/metrics", nullptr, as("tok-acme")).status, 403u);
+  EXPECT_EQ(Call("GET", "/v1/metrics", nullptr, as("tok-other")).status, 403u);
+  Reply metrics = Call("GET", "/v1/metrics", nullptr, as("tok-ops"));
+  EXPECT_EQ(metrics.status, 200u);
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_started_total"));
 }
 
 TEST_F(ServerTest, StateChangesFromAForeignOriginAreRefused) {
@@ -1661,12 +1695,16 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   ServerOptions so;
   SessionOptions o = AgentOptions();
   AgentSpec a = Agent("rooted", o);
-  a.for_workspace = [o](const std::string& requested) -> Result<SessionOptions> {
+  a.for_workspace = [o](const std::string& tenant,
+                        const std::string& requested) -> Result<SessionOptions> {
     SessionOptions chosen = o;
-    chosen.workspace = o.workspace / requested;
+    chosen.workspace = o.workspace / tenant / requested;
     fs::create_directories(chosen.workspace);
-    chosen.mcp_servers = {FakeMcp()};
-    chosen.mcp_servers[0].name = "for_" + requested;
+    chosen.mcp_servers.clear();
+    if (!requested.empty()) {
+      chosen.mcp_servers = {FakeMcp()};
+      chosen.mcp_servers[0].name = "for_" + tenant + "_" + requested;
+    }
     return chosen;
   };
   so.agents.push_back(a);
@@ -1677,7 +1715,10 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   Reply r = Call("GET", "/v1/sessions/" + sub + "/mcp");
   ASSERT_EQ(r.status, 200u) << r.body;
   ASSERT_EQ(r.json()["servers"].size(), 1u) << r.body;
-  EXPECT_EQ(r.json()["servers"][0]["name"], "for_sub");
+  EXPECT_EQ(r.json()["servers"][0]["name"], "for_default_sub");
+  // Every session of the agent works in its tenant's folder of the root.
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + root).json()["workspace"],
+            fs::weakly_canonical(workspace_ / "default").string());
 }
 
 }  // namespace

@@ -196,5 +196,54 @@ class AuthTest(ServeCase):
         self.assertFalse(os.path.exists(os.path.join(self.data, "server-token")))
 
 
+class TenantWorkspaceTest(ServeCase):
+    """An agent with workspace_root served to two tenants (docs/security.md)."""
+
+    def test_each_tenant_has_its_folder_and_a_refused_workspace_makes_nothing(self):
+        root = os.path.join(self.tmp, "sessions")
+        os.makedirs(root)
+        tokens = {"acme": "tok-acme-e2e", "other": "tok-other-e2e"}
+        grants = [hashlib.sha256(t.encode()).hexdigest() + ":%s:read,write" % tenant
+                  for tenant, t in tokens.items()]
+        self.write_agent(self.server(WRITE).base_url, grants,
+                         extra="")
+        agent_toml = os.path.join(self.home, ".config", "agentloop", "agents", "writer",
+                                  "agent.toml")
+        with open(agent_toml, encoding="utf-8") as f:
+            text = f.read()
+        with open(agent_toml, "w", encoding="utf-8") as f:
+            f.write(text.replace('workspace = "%s"' % self.ws,
+                                 'workspace_root = "%s"\ncreate_workspace = true' % root))
+        self.serve()
+
+        def create(tenant, body):
+            return self.call("POST", "/v1/sessions", dict(body, agent="writer"), tokens[tenant])
+
+        status, a = create("acme", {"workspace": "pr-1"})
+        self.assertEqual(status, 201, a)
+        self.assertEqual(a["workspace"], os.path.realpath(os.path.join(root, "acme", "pr-1")))
+        status, b = create("other", {"workspace": "pr-1"})
+        self.assertEqual(status, 201, b)
+        self.assertEqual(b["workspace"], os.path.realpath(os.path.join(root, "other", "pr-1")))
+        # Without a workspace: the tenant's folder, never the root.
+        status, plain = create("other", {})
+        self.assertEqual(status, 201, plain)
+        self.assertEqual(plain["workspace"], os.path.realpath(os.path.join(root, "other")))
+        # No name reaches another tenant's folder: not by '..', not by a link.
+        status, r = create("other", {"workspace": "../acme/pr-1"})
+        self.assertEqual(status, 400, r)
+        os.symlink(os.path.join(root, "acme"), os.path.join(root, "other", "steal"))
+        status, r = create("other", {"workspace": "steal/pr-1"})
+        self.assertEqual(status, 400, r)
+        self.assertIn("outside", r["detail"])
+        # A refused value creates nothing on disk.
+        before = sorted(os.listdir(os.path.join(root, "acme")))
+        for bad in ("fresh/../x", "fresh/" + "n" * 300, "/abs/path"):
+            status, r = create("acme", {"workspace": bad})
+            self.assertEqual(status, 400, (bad, r))
+        self.assertEqual(sorted(os.listdir(os.path.join(root, "acme"))), before)
+        self.assertEqual(sorted(os.listdir(root)), ["acme", "other"])
+
+
 if __name__ == "__main__":
     unittest.main()
