@@ -195,6 +195,25 @@ class AuthTest(ServeCase):
         self.assertEqual(self.call("GET", "/v1/sessions")[0], 200)
         self.assertFalse(os.path.exists(os.path.join(self.data, "server-token")))
 
+    def test_no_auth_with_tokens_or_a_readable_token_file_is_refused(self):
+        grant = hashlib.sha256(b"tok").hexdigest() + ":team:read"
+        self.agent(self.server(WRITE), tokens=[grant])
+        p = self.run_cli("serve", "--no-auth", "--listen", "127.0.0.1:0",
+                         env=self.env(WRITER_KEY="sk-test"), cwd=self.ws)
+        self.assert_code(p, 2)
+        self.assertIn("--no-auth and server.tokens exclude each other", p.stderr)
+        # A token file others can read is not used.
+        os.remove(os.path.join(self.home, ".config", "agentloop", "config.toml"))
+        os.makedirs(self.data, exist_ok=True)
+        token_file = os.path.join(self.data, "server-token")
+        with open(token_file, "w", encoding="utf-8") as f:
+            f.write("a" * 64 + "\n")
+        os.chmod(token_file, 0o644)
+        p = self.run_cli("serve", "--listen", "127.0.0.1:0", env=self.env(WRITER_KEY="sk-test"),
+                         cwd=self.ws)
+        self.assert_code(p, 1)
+        self.assertIn("chmod 600", p.stderr)
+
 
 class TenantWorkspaceTest(ServeCase):
     """An agent with workspace_root served to two tenants (docs/security.md)."""
