@@ -59,6 +59,8 @@ enum class FlagId {
   kYolo,
   kAgent,
   kConfigFile,
+  kNoAuth,
+  kRotateCookieSecret,
 };
 
 enum class ValueCheck { kNone, kText, kPositiveInt, kChoice };
@@ -86,6 +88,11 @@ constexpr std::array kFlags = {
              kConfigured, "API endpoint (OpenAI-compatible servers, proxies)"},
     FlagSpec{"listen", 0, FlagId::kConfig, "server.listen", ValueCheck::kText, "", "HOST:PORT",
              Bit(Subcommand::kServe), "address the server listens on (default 127.0.0.1:7878)"},
+    FlagSpec{"no-auth", 0, FlagId::kNoAuth, "", ValueCheck::kNone, "", "", Bit(Subcommand::kServe),
+             "serve without authentication (loopback only; any local user or page may drive it)"},
+    FlagSpec{"rotate-cookie-secret", 0, FlagId::kRotateCookieSecret, "", ValueCheck::kNone, "", "",
+             Bit(Subcommand::kServe),
+             "sign the console's cookies with a new secret (signs out all)"},
     FlagSpec{"script", 0, FlagId::kConfig, "provider.script", ValueCheck::kText, "", "FILE",
              kConfigured, "script of the scripted provider (--provider script)"},
     FlagSpec{"command", 0, FlagId::kConfig, "command", ValueCheck::kChoice,
@@ -188,8 +195,10 @@ constexpr std::array kSubcommands = {
                    "read a workspace's .agentloop/config.toml in full (as it is now)"},
     SubcommandSpec{Subcommand::kAgents, "agents", "agents list | agents show NAME",
                    "the agents of the config directory (docs/agents.md)"},
-    SubcommandSpec{Subcommand::kServe, "serve", "serve [--listen HOST:PORT] [--config FILE]",
-                   "serve the agents over HTTP (docs/server.md)"},
+    SubcommandSpec{
+        Subcommand::kServe, "serve",
+        "serve [--listen HOST:PORT] [--config FILE] [--no-auth] [--rotate-cookie-secret]",
+        "serve the agents over HTTP (docs/server.md)"},
     SubcommandSpec{Subcommand::kStore, "store", "store migrate",
                    "apply the PostgreSQL store's schema migrations (store.url)"},
     SubcommandSpec{Subcommand::kMcp, "mcp", "mcp list",
@@ -391,6 +400,12 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
       break;
     case FlagId::kTree:
       args.tree = true;
+      break;
+    case FlagId::kNoAuth:
+      args.no_auth = true;
+      break;
+    case FlagId::kRotateCookieSecret:
+      args.rotate_cookie_secret = true;
       break;
     case FlagId::kAllWorkspaces:
       args.all = true;

@@ -844,6 +844,7 @@ Config DefaultConfig() {
   c.server.link_ttl_s.value = 3 * 24 * 3600;
   c.server.notify_retry_s.value = 60;
   c.server.worker_threads.value = 2;
+  c.server.max_queued_inputs.value = 16;
   return c;
 }
 

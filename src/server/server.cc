@@ -41,6 +41,7 @@
 #include "server/links.h"
 #include "server/notifier.h"
 #include "server/pugi.h"
+#include "server/secrets.h"
 #include "server/wakeup.h"
 #include "tools/builtin.h"
 
@@ -71,10 +72,11 @@ Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
         "(`printf %s TOKEN | sha256sum`), never the token itself");
   }
   g.tenant = parts[1];
-  if (g.tenant.empty() || g.tenant.size() > 64 ||
+  // A tenant names its folder below an agent's root of workspaces.
+  if (g.tenant.empty() || g.tenant.size() > 64 || g.tenant == "." || g.tenant == ".." ||
       g.tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-.") != std::string::npos) {
     return InvalidArgument("token grant: tenant '" + g.tenant +
-                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.'");
+                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (not . or ..)");
   }
   for (std::string_view rest = parts[2]; !rest.empty();) {
     size_t c = rest.find(',');
@@ -204,6 +206,12 @@ Response FromStatus(const Status& s) {
       // The store or a dependency is down for now (a database restarting).
       Response r = Problem(503, "unavailable", s.message());
       r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case Code::kResourceExhausted: {
+      // A session's queue of inputs is full until its turns take some.
+      Response r = Problem(429, "queue_full", s.message());
+      r.headers.emplace_back("Retry-After", "5");
       return r;
     }
     default:
@@ -419,10 +427,22 @@ class ServerImpl final : public Server {
     AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
     Status revoked = LoadRevokedCookies();
     if (!revoked.ok()) return revoked.WithContext("reading the revoked console sign-ins");
-    if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
+    if (options_.tokens.empty() && !options_.no_auth) {
+      return InvalidArgument(
+          "no token to authenticate callers with: configure server.tokens (`agentloop serve` "
+          "generates one when none is configured), or serve without authentication (no_auth)");
+    }
+    if (options_.no_auth && !options_.tokens.empty()) {
+      return InvalidArgument("serving without authentication excludes server.tokens");
+    }
+    if (options_.no_auth && !endpoint.address().is_loopback()) {
       return InvalidArgument("refusing to listen on " + options_.listen +
-                             " without tokens: configure server.tokens, or listen on loopback "
-                             "(127.0.0.1)");
+                             " without authentication: listen on loopback (127.0.0.1), or "
+                             "authenticate callers with tokens");
+    }
+    cookie_key_ = options_.cookie_secret;
+    if (cookie_key_.empty()) {
+      AL_ASSIGN_OR_RETURN(cookie_key_, RandomSecret());
     }
     AL_RETURN_IF_ERROR(http_.Listen(endpoint));
     public_url_ = options_.public_url;
@@ -432,7 +452,39 @@ class ServerImpl final : public Server {
       public_url_ = "http://" + host + ":" + std::to_string(http_.port());
     }
     while (!public_url_.empty() && public_url_.back() == '/') public_url_.pop_back();
+    AllowHosts();
     return Status::Ok();
+  }
+
+  // The Host values this server answers to, in lower case: its listen
+  // address (unless unspecified, 0.0.0.0 or [::]), the loopback names with
+  // its port, and public_url's authority; a default port may be left out.
+  void AllowHosts() {
+    const std::string port = std::to_string(http_.port());
+    auto add = [this](const std::string& host, const std::string& p, std::string_view fallback) {
+      if (host.empty()) return;
+      hosts_.insert(ToLower(host) + ":" + p);
+      if (p == fallback) hosts_.insert(ToLower(host));
+    };
+    std::string listen_host = options_.listen.substr(0, options_.listen.rfind(':'));
+    if (listen_host != "0.0.0.0" && listen_host != "[::]") add(listen_host, port, "80");
+    for (const char* loopback : {"localhost", "127.0.0.1", "[::1]"}) add(loopback, port, "80");
+    const std::string_view url = options_.public_url;
+    const size_t scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return;
+    const std::string_view scheme = url.substr(0, scheme_end);
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    const std::string_view fallback = scheme == "https" ? "443" : "80";
+    const size_t colon = authority.rfind(':');
+    const bool has_port =
+        colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos;
+    if (has_port) {
+      add(std::string(authority.substr(0, colon)), std::string(authority.substr(colon + 1)),
+          fallback);
+    } else {
+      add(std::string(authority), std::string(fallback), fallback);
+    }
   }
 
   int port() const override { return http_.port(); }
@@ -522,19 +574,21 @@ class ServerImpl final : public Server {
 
   // The MCP servers a session runs its turns with: its agent's, which are
   // per process and not pinned with the session's settings. A session in a
-  // workspace it chose below the agent's root gets the agent's settings for
-  // that workspace (a trusted workspace's configuration may add servers).
-  // None for a session of an agent not served here. Off the io thread.
+  // workspace below the agent's root gets the agent's settings for that
+  // workspace (a trusted workspace's configuration may add servers), in
+  // its tenant's folder. None for a session of an agent not served here.
+  // Off the io thread.
   Result<std::vector<McpServerSpec>> McpServersOf(const SessionInfo& info) const {
     const AgentSpec* agent = FindAgent(info.agent);
     if (agent == nullptr) return std::vector<McpServerSpec>{};
     if (agent->for_workspace) {
       std::error_code ec;
       const std::filesystem::path root =
-          std::filesystem::weakly_canonical(agent->options.workspace, ec);
+          std::filesystem::weakly_canonical(agent->options.workspace / info.tenant, ec);
       const std::filesystem::path rel = info.workspace.lexically_relative(root);
-      if (!ec && !rel.empty() && rel != "." && *rel.begin() != "..") {
-        AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(rel.string()));
+      if (!ec && !rel.empty() && *rel.begin() != "..") {
+        AL_ASSIGN_OR_RETURN(SessionOptions chosen,
+                            agent->for_workspace(info.tenant, rel == "." ? "" : rel.string()));
         return std::move(chosen.mcp_servers);
       }
     }
@@ -556,14 +610,24 @@ class ServerImpl final : public Server {
   void Handle(std::shared_ptr<Exchange> ex) {
     const Request& req = ex->request();
     std::string request_id = NewId("req");
-    if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
+    // Probes reveal nothing and must work without a token or a known Host
+    // (an orchestrator's probe names the address it dialled); a link's
+    // token is its own authority (it names one item and one action, signed).
+    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
+    if (shutting_down_ && !probe) {
       return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
+    }
+    // A page that rebinds its own name to this address reaches the server
+    // under that name: only the names of the server are answered.
+    if (!probe && !hosts_.contains(ToLower(req.Header("Host")))) {
+      return ex->Send(Problem(421, "misdirected_request",
+                              "the Host '" + std::string(req.Header("Host")) +
+                                  "' is not a name of this server (set server.public_url to the "
+                                  "address its clients use)",
+                              request_id));
     }
     // The console's page and assets (console.h) hold nothing secret.
     if (auto asset = console::Asset(req)) return ex->Send(std::move(*asset));
-    // Probes reveal nothing and must work without a token; a link's token
-    // is its own authority (it names one item and one action, signed).
-    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
     const bool link = StartsWith(req.path, "/v1/links/");
     std::optional<Principal> who = probe || link ? Principal{"", 0} : Authenticate(req);
     if (!who) {
@@ -620,7 +684,8 @@ class ServerImpl final : public Server {
         {http_verb::get, "/health", 0, &ServerImpl::Health},
         {http_verb::get, "/ready", 0, &ServerImpl::Ready},
         {http_verb::get, "/openapi.json", kScopeRead, &ServerImpl::OpenApi},
-        {http_verb::get, "/metrics", kScopeRead, &ServerImpl::Metrics},
+        // Counts over every tenant's sessions: the server's operator's.
+        {http_verb::get, "/metrics", kScopeAdmin, &ServerImpl::Metrics},
         {http_verb::get, "/agents", kScopeRead, &ServerImpl::Agents},
         {http_verb::get, "/agents/{name}", kScopeRead, &ServerImpl::Agent},
         {http_verb::post, "/sessions", kScopeWrite, &ServerImpl::CreateSession},
@@ -828,10 +893,17 @@ class ServerImpl final : public Server {
     SessionOptions o = agent->options;
     o.tenant = who.tenant;
     o.agent = agent->name;
-    o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
     Blocking(
-        [this, o, sid]() -> Result<SessionInfo> {
+        [this, o, sid, agent]() mutable -> Result<SessionInfo> {
           if (!sid.empty()) return StoreFor(o.tenant)->GetSession(sid);
+          // In the tenant's folder of a root of workspaces, as CreateSession.
+          if (agent->for_workspace) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(o.tenant, ""));
+            chosen.tenant = o.tenant;
+            chosen.agent = o.agent;
+            o = std::move(chosen);
+          }
+          o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
           AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(o));
           SessionInfo info = session->info();
           return info;
@@ -1174,7 +1246,7 @@ class ServerImpl final : public Server {
           Problem(400, "invalid_request", "sign in with the token in Authorization: Bearer TOKEN"));
     }
     Result<std::string> cookie = console::SignInCookie(
-        *g, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
+        *g, cookie_key_, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
     if (!cookie.ok()) return ex->Send(FromStatus(cookie.error()));
     Response r = JsonResponse(200, ConsoleWho(who, true));
     r.headers.emplace_back("Set-Cookie", std::move(*cookie));
@@ -1193,8 +1265,9 @@ class ServerImpl final : public Server {
     r.status = 204;
     r.headers.emplace_back("Set-Cookie", console::SignOutCookie());
     std::optional<console::CookieSignIn> c =
-        who.console_cookie ? console::VerifyCookie(ex->request(), options_.tokens, ConsoleNowMs())
-                           : std::nullopt;
+        who.console_cookie
+            ? console::VerifyCookie(ex->request(), options_.tokens, cookie_key_, ConsoleNowMs())
+            : std::nullopt;
     if (!c) return ex->Send(std::move(r));
     revoked_cookies_.insert(c->id);
     Blocking([this, tenant = who.tenant,
@@ -1275,12 +1348,12 @@ class ServerImpl final : public Server {
   // --- auth -------------------------------------------------------------
 
   std::optional<Principal> Authenticate(const Request& req) const {
-    if (options_.tokens.empty()) return Principal{"default", kAllScopes};
+    if (options_.no_auth) return Principal{"default", kAllScopes};
     std::string_view auth = req.Header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     if (auth.empty()) {
       std::optional<console::CookieSignIn> c =
-          console::VerifyCookie(req, options_.tokens, ConsoleNowMs());
+          console::VerifyCookie(req, options_.tokens, cookie_key_, ConsoleNowMs());
       if (!c || revoked_cookies_.contains(c->id)) return std::nullopt;
       return Principal{c->grant->tenant, c->grant->scopes, true};
     }
@@ -1472,8 +1545,10 @@ class ServerImpl final : public Server {
     }
     Blocking(
         [this, o, workspace, agent]() mutable -> Result<SessionInfo> {
-          if (!workspace.empty()) {
-            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(workspace));
+          // A session of an agent with a root of workspaces works in its
+          // tenant's folder of the root, never in the root itself.
+          if (agent->for_workspace) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(o.tenant, workspace));
             chosen.tenant = o.tenant;
             chosen.agent = o.agent;
             chosen.title = o.title;
@@ -1805,16 +1880,32 @@ class ServerImpl final : public Server {
   // or another sharing the store.
   void Enqueue(const std::shared_ptr<Exchange>& ex, const std::string& id, const std::string& input,
                bool continue_turn) {
-    Blocking([this, id, input,
-              continue_turn]() { return engine_.store().EnqueueInput(id, input, continue_turn); },
-             [this, ex, id](Result<int64_t> place) {
-               if (!place.ok()) return ex->Send(FromStatus(place.error()));
-               ex->Send(JsonResponse(202, QueuedReply(id, *place)));
-               Live& live = live_[id];
-               ++live.enqueued;
-               // The turn ended while the input was being stored.
-               if (!live.running()) StartNextQueued(id);
-             });
+    Blocking(
+        [this, id, input, continue_turn]() -> Result<int64_t> {
+          AL_RETURN_IF_ERROR(QueueHasRoom(id));
+          return engine_.store().EnqueueInput(id, input, continue_turn);
+        },
+        [this, ex, id](Result<int64_t> place) {
+          if (!place.ok()) return ex->Send(FromStatus(place.error()));
+          ex->Send(JsonResponse(202, QueuedReply(id, *place)));
+          Live& live = live_[id];
+          ++live.enqueued;
+          // The turn ended while the input was being stored.
+          if (!live.running()) StartNextQueued(id);
+        });
+  }
+
+  // kResourceExhausted when the session has max_queued_inputs waiting. The
+  // count is read before the input is queued: requests that race may each
+  // pass (at most one per store worker beyond the cap). Off the io thread.
+  Status QueueHasRoom(const std::string& id) {
+    AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> waiting, engine_.store().ListQueuedInputs(id));
+    if (static_cast<int64_t>(waiting.size()) >= options_.max_queued_inputs) {
+      return ResourceExhausted("session " + id + " has " + std::to_string(waiting.size()) +
+                               " inputs queued, the most it may have (server.max_queued_inputs); "
+                               "send this one after its turns took some");
+    }
+    return Status::Ok();
   }
 
   // What StartTurn's work on the pool found: the open session and what to
@@ -1865,7 +1956,9 @@ class ServerImpl final : public Server {
     if (!out.session.ok()) {
       if (enqueue_if_busy && out.session.error().code() == Code::kBusy) {
         // Another process runs a turn on it: its holder takes the input.
-        Result<int64_t> place = store.EnqueueInput(id, out.input, continue_turn);
+        Status room = QueueHasRoom(id);
+        Result<int64_t> place =
+            room.ok() ? store.EnqueueInput(id, out.input, continue_turn) : Result<int64_t>(room);
         if (place.ok()) {
           out.queued = *place;
         } else {
@@ -3570,7 +3663,9 @@ class ServerImpl final : public Server {
   Notifier notifier_;
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;
-  std::string public_url_;  // set by Listen
+  std::string public_url_;       // set by Listen
+  std::set<std::string> hosts_;  // the Host values answered (AllowHosts)
+  std::string cookie_key_;       // signs console cookies (ServerOptions::cookie_secret)
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
   bool shutting_down_ = false;

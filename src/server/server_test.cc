@@ -61,9 +61,12 @@ class Client {
 
   void Write(const std::string& method, const std::string& path, const std::string& body,
              const std::vector<std::pair<std::string, std::string>>& headers) {
-    std::string req = method + " " + path +
-                      " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
-                      "\r\nConnection: close\r\n";
+    // A Host among `headers` replaces the default.
+    bool host = false;
+    for (const auto& h : headers) host = host || h.first == "Host";
+    std::string req = method + " " + path + " HTTP/1.1\r\n" +
+                      (host ? "" : "Host: 127.0.0.1:" + std::to_string(port_) + "\r\n") +
+                      "Connection: close\r\n";
     for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
     if (!body.empty() || method == "POST") {
       req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
@@ -196,6 +199,8 @@ class ServerTest : public ::testing::Test {
       engine_ = std::move(*e);
     }
     so.listen = "127.0.0.1:0";
+    // The tests without tokens opt out of authentication explicitly.
+    if (so.tokens.empty()) so.no_auth = true;
     if (so.agents.empty()) so.agents.push_back(Agent("coder", AgentOptions()));
     auto s = Server::Create(std::move(so), *engine_, io_);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
@@ -731,6 +736,33 @@ TEST_F(ServerTest, ABusySessionRefusesOrQueuesAndATurnCanBeCancelled) {
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 409u);
 }
 
+// A session's queue of inputs is bounded: past max_queued_inputs an input
+// is refused with 429 and Retry-After, and nothing more is stored.
+TEST_F(ServerTest, AFullQueueRefusesTheNextInputWithRetryAfter) {
+  StartModel(
+      Json::array({{{"text", "slow"}, {"delay_ms", 60000}}, {{"text", "q1"}}, {{"text", "q2"}}}));
+  ServerOptions so;
+  so.max_queued_inputs = 2;
+  StartServer(so);
+  std::string sid = NewSession();
+  Reply first = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "one"}});
+  ASSERT_EQ(first.status, 202u) << first.body;
+  std::string tid = first.json()["id"];
+  ASSERT_TRUE(model_->WaitForRequests(1, std::chrono::seconds(20)));
+  const Json enqueue = {{"input", std::string(1000, 'x')}, {"on_busy", "enqueue"}};
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns", enqueue).status, 202u);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns", enqueue).status, 202u);
+  Reply full = Call("POST", "/v1/sessions/" + sid + "/turns", enqueue);
+  EXPECT_EQ(full.status, 429u) << full.body;
+  EXPECT_EQ(full.json()["code"], "queue_full");
+  EXPECT_FALSE(full.headers["retry-after"].empty());
+  auto queued = engine_->store().ListQueuedInputs(sid);
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->size(), 2u);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
+  Wait(sid, tid);
+}
+
 // Queued inputs are kept by the store: a server stopped while the turn
 // before them ran starts them, in order, when it starts again.
 TEST_F(ServerTest, QueuedInputsSurviveARestart) {
@@ -802,6 +834,7 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
   so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite | kScopeApprove});
   so.tokens.push_back({Sha256Hex("tok-reader"), "acme", kScopeRead});
   so.tokens.push_back({Sha256Hex("tok-other"), "other", kScopeRead | kScopeWrite});
+  so.tokens.push_back({Sha256Hex("tok-ops"), "ops", kScopeAdmin});
   StartServer(so);
   auto as = [](const std::string& tok) {
     return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer " + tok}};
@@ -823,6 +856,12 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
       Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "x"}}, as("tok-other")).status,
       404u);
   EXPECT_EQ(Call("GET", "/v1/health").status, 200u);  // probes need no token
+  // The metrics count every tenant's sessions: the admin's only.
+  EXPECT_EQ(Call("GET", "/v1/metrics", nullptr, as("tok-acme")).status, 403u);
+  EXPECT_EQ(Call("GET", "/v1/metrics", nullptr, as("tok-other")).status, 403u);
+  Reply metrics = Call("GET", "/v1/metrics", nullptr, as("tok-ops"));
+  EXPECT_EQ(metrics.status, 200u);
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_started_total"));
 }
 
 TEST_F(ServerTest, StateChangesFromAForeignOriginAreRefused) {
@@ -969,6 +1008,7 @@ TEST_F(ServerTest, SigningOutRevokesTheConsoleCookieAcrossARestart) {
   auto options = [] {
     ServerOptions so;
     so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite});
+    so.cookie_secret = std::string(64, 'c');
     return so;
   };
   StartServer(options());
@@ -998,6 +1038,75 @@ TEST_F(ServerTest, SigningOutRevokesTheConsoleCookieAcrossARestart) {
   StartServer(options());
   EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 401u);
   EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 200u);
+  StopServer();
+
+  // A new cookie secret ends every sign-in.
+  ServerOptions rotated = options();
+  rotated.cookie_secret = std::string(64, 'd');
+  StartServer(std::move(rotated));
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 401u);
+}
+
+// A cookie made from what the configuration holds (the token's SHA-256, as
+// `server.tokens` stores it and `config show` prints it) is refused: the
+// server signs with a secret of its own.
+TEST_F(ServerTest, ACookieForgedFromTheTokensHashIsRefused) {
+  StartModel(Json::array());
+  ServerOptions so;
+  const TokenGrant admin{Sha256Hex("tok-admin"), "acme", kScopeAdmin};
+  so.tokens.push_back(admin);
+  StartServer(so);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string grant_id = Sha256Hex("console:" + admin.sha256).substr(0, 16);
+  for (const char* version : {"v1", "v2"}) {
+    const std::string payload = std::string(version) + "." + grant_id + "." +
+                                std::to_string(now + 10LL * 365 * 24 * 3600 * 1000) +
+                                ".0123456789abcdef";
+    Result<std::string> mac = permissions::SignPayload(admin.sha256, payload);
+    ASSERT_TRUE(mac.ok());
+    const std::string forged =
+        "agentloop_console=" + payload + "." + mac->substr(mac->find('=') + 1);
+    Reply r = Call("GET", "/v1/sessions", nullptr, {{"Cookie", forged}});
+    EXPECT_EQ(r.status, 401u) << version << ": " << r.body;
+  }
+  // The real sign-in works.
+  Reply in = Call("POST", "/v1/console/session", nullptr,
+                  {{"Authorization", "Bearer tok-admin"},
+                   {"Origin", "http://127.0.0.1:" + std::to_string(port_)}});
+  ASSERT_EQ(in.status, 200u) << in.body;
+  const std::string cookie = in.headers["set-cookie"].substr(0, in.headers["set-cookie"].find(';'));
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Cookie", cookie}}).status, 200u);
+}
+
+// DNS rebinding: a page whose name now resolves to 127.0.0.1 sends its own
+// name as Host and a matching Origin. Only the server's names are answered,
+// before routing; the probes answer any Host.
+TEST_F(ServerTest, ARequestNamingAnotherHostIsRefusedBeforeRouting) {
+  StartModel(Json::array());
+  ServerOptions so;
+  so.public_url = "https://Agents.Example.com/";
+  StartServer(so);
+  const std::string port = std::to_string(port_);
+  const std::string evil = "rebind.attacker.example:" + port;
+  Reply made =
+      Call("POST", "/v1/sessions", Json::object(), {{"Host", evil}, {"Origin", "http://" + evil}});
+  EXPECT_EQ(made.status, 421u) << made.body;
+  EXPECT_EQ(made.json()["code"], "misdirected_request");
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", evil}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/", nullptr, {{"Host", evil}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", ""}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", "127.0.0.1:1"}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", "agents.example.com:8443"}}).status,
+            421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions").json()["items"].size(), 0u);
+  for (const std::string& host :
+       {"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "[::1]:" + port,
+        std::string("agents.example.com"), std::string("agents.example.com:443")}) {
+    EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", host}}).status, 200u) << host;
+  }
+  EXPECT_EQ(Call("GET", "/v1/health", nullptr, {{"Host", "10.0.0.7:" + port}}).status, 200u);
 }
 
 TEST_F(ServerTest, PatchRelabelsASession) {
@@ -1071,10 +1180,31 @@ TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   ASSERT_TRUE(e.ok());
   ServerOptions so;
   so.listen = "0.0.0.0:0";
+  so.no_auth = true;
   so.agents.push_back(Agent("coder", AgentOptions()));
   auto s = Server::Create(so, **e, io_);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.error().message(), HasSubstr("without tokens"));
+  EXPECT_THAT(s.error().message(), HasSubstr("without authentication"));
+}
+
+// No token does not mean no authentication: a server without tokens starts
+// only when told to serve without authentication.
+TEST_F(ServerTest, NoTokensWithoutNoAuthIsRefused) {
+  StartModel(Json::array());
+  EngineOptions eo;
+  eo.data_dir = tmp_.path() / "data";
+  auto e = Engine::Create(eo);
+  ASSERT_TRUE(e.ok());
+  ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.agents.push_back(Agent("coder", AgentOptions()));
+  auto s = Server::Create(so, **e, io_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  EXPECT_THAT(s.error().message(), HasSubstr("no token"));
+  so.no_auth = true;
+  so.tokens.push_back({Sha256Hex("t"), "acme", kScopeRead});
+  EXPECT_FALSE(Server::Create(so, **e, io_).ok());
 }
 
 TEST_F(ServerTest, AShutdownKeepsAPausedSessionForTheNextServer) {
@@ -1565,12 +1695,16 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   ServerOptions so;
   SessionOptions o = AgentOptions();
   AgentSpec a = Agent("rooted", o);
-  a.for_workspace = [o](const std::string& requested) -> Result<SessionOptions> {
+  a.for_workspace = [o](const std::string& tenant,
+                        const std::string& requested) -> Result<SessionOptions> {
     SessionOptions chosen = o;
-    chosen.workspace = o.workspace / requested;
+    chosen.workspace = o.workspace / tenant / requested;
     fs::create_directories(chosen.workspace);
-    chosen.mcp_servers = {FakeMcp()};
-    chosen.mcp_servers[0].name = "for_" + requested;
+    chosen.mcp_servers.clear();
+    if (!requested.empty()) {
+      chosen.mcp_servers = {FakeMcp()};
+      chosen.mcp_servers[0].name = "for_" + tenant + "_" + requested;
+    }
     return chosen;
   };
   so.agents.push_back(a);
@@ -1581,7 +1715,10 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   Reply r = Call("GET", "/v1/sessions/" + sub + "/mcp");
   ASSERT_EQ(r.status, 200u) << r.body;
   ASSERT_EQ(r.json()["servers"].size(), 1u) << r.body;
-  EXPECT_EQ(r.json()["servers"][0]["name"], "for_sub");
+  EXPECT_EQ(r.json()["servers"][0]["name"], "for_default_sub");
+  // Every session of the agent works in its tenant's folder of the root.
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + root).json()["workspace"],
+            fs::weakly_canonical(workspace_ / "default").string());
 }
 
 }  // namespace

@@ -82,10 +82,8 @@ function showSignIn(message) {
   $('token').focus();
 }
 
-async function signIn(ev) {
-  ev.preventDefault();
-  const token = $('token').value.trim();
-  $('signin-error').textContent = '';
+// Exchanges `token` for the console's cookie; returns what went wrong, or ''.
+async function exchangeToken(token) {
   let res;
   try {
     res = await fetch('/v1/console/session', {
@@ -94,15 +92,35 @@ async function signIn(ev) {
       headers: { Authorization: 'Bearer ' + token },
     });
   } catch (e) {
-    $('signin-error').textContent = 'cannot reach the server: ' + e.message;
-    return;
+    return 'cannot reach the server: ' + e.message;
   }
+  if (res.status !== 200) return res.status === 401 ? 'unknown token' : 'sign-in failed (HTTP ' + res.status + ')';
+  return '';
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const token = $('token').value.trim();
+  $('signin-error').textContent = '';
+  const failed = await exchangeToken(token);
   $('token').value = '';
-  if (res.status !== 200) {
-    $('signin-error').textContent = res.status === 401 ? 'unknown token' : 'sign-in failed (HTTP ' + res.status + ')';
+  if (failed) {
+    $('signin-error').textContent = failed;
     return;
   }
   await boot();
+}
+
+// The address `agentloop serve` prints, /?token=..., signs in with that
+// token once; the token leaves the address bar (and the history) first.
+async function signInFromAddress() {
+  const params = new URLSearchParams(location.search);
+  const token = params.get('token');
+  if (!token) return '';
+  params.delete('token');
+  const rest = params.toString();
+  history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+  return exchangeToken(token);
 }
 
 async function signOut() {
@@ -989,7 +1007,10 @@ function init() {
     const id = decodeURIComponent(location.hash.slice(1));
     if (id && id !== state.selected) select(id);
   });
-  boot();
+  signInFromAddress().then(async (failed) => {
+    await boot();
+    if (failed) $('signin-error').textContent = failed;
+  });
 }
 
 init();
