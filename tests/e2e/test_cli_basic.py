@@ -21,7 +21,7 @@ class DemoTest(CliTestCase):
         self.assert_code(p, 0)
         self.assert_fixed()
         self.assertIn("The tests pass now", p.stdout)
-#Tool activity and the summary go to stderr, never to stdout.
+        # Tool activity and the summary go to stderr, never to stdout.
         self.assertIn("edit  stats.py", p.stderr)
         self.assertIn("4 tool calls", p.stderr)
         self.assertNotIn("tool calls", p.stdout)
@@ -50,25 +50,25 @@ class DemoTest(CliTestCase):
         events = json_lines(p.stdout)
         types = [e["type"] for e in events]
         self.assertEqual(types[0], "turn_begin")
-#The turn ends with turn_end(notices of hooks may follow it).
+        # The turn ends with turn_end (notices of hooks may follow it).
         ends = [e for e in events if e["type"] == "turn_end"]
         self.assertEqual(len(ends), 1)
         self.assertEqual(ends[0]["stop"], "completed")
         self.assertNotIn("tool_call_begin", types[types.index("turn_end"):])
         self.assertEqual(types.count("tool_call_begin"), 4)
         self.assertEqual(types.count("tool_call_end"), 4)
-#Persisted events are numbered without gaps; deltas carry 0.
+        # Persisted events are numbered without gaps; deltas carry 0.
         seqs = [e["seq"] for e in events if e["type"] not in ("text_delta", "thinking_delta")]
         self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))))
         self.assertTrue(all(e["seq"] == 0 for e in events
                             if e["type"] in ("text_delta", "thinking_delta")))
-#Every event carries the wall - clock time of its emission(epoch ms).
+        # Every event carries the wall-clock time of its emission (epoch ms).
         for e in events:
             self.assertIsInstance(e.get("ts"), int, e)
             self.assertGreater(e["ts"], 0, e)
         sid = events[0]["session_id"]
         self.assertTrue(all(e["session_id"] == sid for e in events))
-#What was persisted is what was streamed(deltas are display - only).
+        # What was persisted is what was streamed (deltas are display-only).
         stored = {e["seq"]: e for e in self.export(sid)}
         for e in events:
             if e["type"] not in ("text_delta", "thinking_delta"):
@@ -97,12 +97,12 @@ class ExitCodeTest(CliTestCase):
         for word in ("run", "chat", "sessions", "resume", "pending", "approve", "--max-tool-calls"):
             self.assertIn(word, h.stdout)
         self.assert_code(self.run_cli("run", "--help"), 0)
-#The footer names documentation a user can open.
+        # The footer names documentation a user can open.
         self.assertRegex(h.stdout, r"Documentation: man agentloop, and /\S+/share/doc/agentloop/cli\.md")
 
     def test_a_command_on_sqlite_loads_no_postgresql_client(self):
-#libpq(and the Kerberos, LDAP and TLS libraries it pulls in) is
-#opened only when a PostgreSQL URL is used.
+        # libpq (and the Kerberos, LDAP and TLS libraries it pulls in) is
+        # opened only when a PostgreSQL URL is used.
         env = dict(self.env(), LD_DEBUG="libs")
         for args in (["--version"], ["run", "--provider", "script", "--script", DEMO_SCRIPT,
                                      "-C", self.ws, "--allow", "*", "fix the bug"]):
@@ -137,7 +137,7 @@ class ExitCodeTest(CliTestCase):
         p = self.script_run("--allow", "*")
         self.assert_code(p, 2)
         self.assertIn("config.toml", p.stderr)
-#Asked for JSON, the error is JSON on stdout too.
+        # Asked for JSON, the error is JSON on stdout too.
         j = self.script_run("--allow", "*", "--output", "json")
         self.assert_code(j, 2)
         err = json.loads(j.stdout)
@@ -202,7 +202,7 @@ class ExitCodeTest(CliTestCase):
         s = self.write("slow.json", slow)
         proc = self.spawn("run", "--provider", "script", "--script", s, "-C", self.ws, "--allow",
                           "*", "--output", "stream-json", "fix the bug")
-#Interrupt once the second model call has begun.
+        # Interrupt once the second model call has begun.
         steps = 0
         for line in proc.stdout:
             if json.loads(line)["type"] == "step_begin":
@@ -257,7 +257,7 @@ class SessionsTest(CliTestCase):
         self.assertRegex(ls.stdout.splitlines()[0], r"^ID +UPDATED +COMMAND +MODEL +TITLE$")
         self.assertIn(sid, ls.stdout)
         self.assertIn("fix the bug", ls.stdout)
-#Another workspace(the current directory) lists none of them; --all does.
+        # Another workspace (the current directory) lists none of them; --all does.
         other = self.run_cli("sessions", "list")
         self.assertNotIn(sid, other.stdout)
         self.assertIn("--all", other.stdout)
@@ -348,8 +348,8 @@ class ConfigAndPermissionsTest(CliTestCase):
         self.assertIn("AGENTLOOP_MODEL", entries["provider.model"]["origin"])
 
     def test_store_sync_setting(self):
-#Default, environment(with provenance), a bad value(warning and the
-#safe fallback) and the workspace file(ignored with a warning).
+        # Default, environment (with provenance), a bad value (warning and the
+        # safe fallback) and the workspace file (ignored with a warning).
         p = self.run_cli("config", "show", "-C", self.ws)
         self.assert_code(p, 0)
         self.assertRegex(p.stdout, r'store\.sync = "full" +# default')
@@ -369,7 +369,7 @@ class ConfigAndPermissionsTest(CliTestCase):
         w = self.run_cli("config", "show", "-C", self.ws)
         self.assertRegex(w.stdout, r'store\.sync = "full" +# default')
         self.assertIn("is untrusted: ignored store.sync", w.stderr)
-#A run with NORMAL commits completes and its session is stored.
+        # A run with NORMAL commits completes and its session is stored.
         r = self.run_cli("run", "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws,
                          "--allow", "*", "--output", "json", "fix the bug",
                          env=self.env(AGENTLOOP_STORE_SYNC="normal"))
@@ -389,7 +389,7 @@ class ConfigAndPermissionsTest(CliTestCase):
                          '{"command": "git status && rm -rf x"}', "-C", self.ws, "--allow",
                          "bash(git status*)", "--output", "json")
         self.assertNotEqual(json.loads(q.stdout)["decision"], "allow")
-#Tool names match case -insensitively, in rules and in the check.
+        # Tool names match case-insensitively, in rules and in the check.
         for tool, rule in (("Bash", "bash(git status*)"), ("bash", "BASH(git status*)")):
             c = self.run_cli("permissions", "check", tool, '{"command": "git status"}', "-C",
                              self.ws, "--allow", rule, "--output", "json")
@@ -402,9 +402,9 @@ class ConfigAndPermissionsTest(CliTestCase):
         self.assertIn("deny", t.stdout)
 
     def test_permissions_check_judges_every_tool_as_a_session_does(self):
-#memory_search is a read - only tool of every session : the check uses
-#the session's wiring, so it knows the tool and its default (allow),
-#as a session running it does.
+        # memory_search is a read-only tool of every session: the check uses
+        # the session's wiring, so it knows the tool and its default (allow),
+        # as a session running it does.
         p = self.run_cli("permissions", "check", "memory_search", '{"query": "build"}', "-C",
                          self.ws, "--output", "json")
         self.assert_code(p, 0)

@@ -1,6 +1,5 @@
-""
-    "End-to-end: getting back into a session. `chat --session` on a paused
-    session replays the conversation and asks the pending items right there;
+"""End-to-end: getting back into a session. `chat --session` on a paused
+session replays the conversation and asks the pending items right there;
 `resume` without an id offers a picker on a terminal."""
 
 import json
@@ -29,8 +28,8 @@ class ChatPausedTest(CliTestCase):
     def test_chat_replays_and_answers_the_pause_in_place(self):
         r = self.paused_run()
         sid = r["session_id"]
-#bash, edit, bash : each pause is asked in the chat and its answer
-#continues the turn in this process.
+        # bash, edit, bash: each pause is asked in the chat and its answer
+        # continues the turn in this process.
         c = self.chat(sid, "y\ny\ny\n/exit\n")
         self.assert_code(c, 0)
         self.assertIn("› fix the bug", c.stderr)  # the conversation so far
@@ -84,7 +83,7 @@ class ChatPausedTest(CliTestCase):
             {"text": "Wrote it."},
             {"text": "Second answer."}])
         r = self.paused_run(script=s, prompt="write a note")
-#- q : no replay, no banner; the pause is still asked.
+        # -q: no replay, no banner; the pause is still asked.
         c = self.run_cli("chat", "-q", "--session", r["session_id"], "--provider", "script",
                          "--script", s, "-C", self.ws, stdin="y\nand then?\n")
         self.assert_code(c, 0)
@@ -116,8 +115,8 @@ class ResumePickerTest(CliTestCase):
                 env=self.env(), cwd=self.tmp)
             os.close(slave)
             slave = None
-#Pick the second entry(the older session); its pause is then
-#asked in the chat : deny it, then leave.
+            # Pick the second entry (the older session); its pause is then
+            # asked in the chat: deny it, then leave.
             os.write(master, b"2\n")
             os.write(master, b"n\n")
             os.write(master, b"\n")
@@ -151,8 +150,8 @@ class ChatUndoPermissionsTest(CliTestCase):
                      for b in e["message"]["content"] if b.get("type") == "text"]
 
     def test_a_prompt_on_the_command_line_is_the_chats_first_turn(self):
-# `agentloop "fix the bug"` and `agentloop chat fix the bug`, as with
-#claude and codex : the chat starts with that prompt.
+        # `agentloop "fix the bug"` and `agentloop chat fix the bug`, as with
+        # claude and codex: the chat starts with that prompt.
         for argv in (["fix the bug"], ["chat", "fix", "the", "bug"]):
             shutil.rmtree(self.ws)
             shutil.copytree(DEMO, self.ws, ignore=shutil.ignore_patterns("__pycache__"))
@@ -208,8 +207,8 @@ class ChatUndoPermissionsTest(CliTestCase):
             {"tool_calls": [{"id": "b2", "name": "bash",
                              "input": {"command": "touch second.txt"}}]},
             {"text": "Tried."}])
-#No rules and no terminal : bash would pause.The person allows it
-#in the chat; then denies it again.
+        # No rules and no terminal: bash would pause. The person allows it
+        # in the chat; then denies it again.
         c = self.chat(s, "/permissions allow bash(touch*)\n/permissions\nfirst\n"
                          "/permissions deny bash\nsecond\n/permissions bogus\n")
         self.assert_code(c, 0)
