@@ -638,6 +638,8 @@ TEST_F(ServerTest, ARunningSubagentIsStreamedAndListedBeforeItEnds) {
   Json detail = Call("GET", "/v1/sessions/" + sid).json();
   ASSERT_EQ(detail["children"].size(), 1u) << detail.dump();
   EXPECT_EQ(detail["children"][0]["id"], child);
+  // Its turn has begun and not ended: running, not new.
+  EXPECT_EQ(detail["children"][0]["status"], "running") << detail.dump();
 
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
   EXPECT_EQ(Wait(sid, tid)["stop"], "aborted");
