@@ -205,6 +205,36 @@ class RememberingApprover final : public Approver {
   std::function<void()> saved_;
 };
 
+// Tells an approver that notifies someone (the webhook) of a pause only once
+// the pause is stored: each ask is deferred at once and kept, and Deliver
+// hands them to the inner approver after the pause's commit, so a receiver
+// that decides from inside its handler finds the item.
+class AfterPauseApprover final : public Approver {
+ public:
+  explicit AfterPauseApprover(Approver& inner) : inner_(inner) {}
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override {
+    if (stop.stop_requested()) return ApprovalDecision::Deny("cancelled", "webhook");
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back(request);
+    return ApprovalDecision::Defer("webhook");
+  }
+  // Notifies the inner approver of every ask kept (its answers are not
+  // needed: the pause is stored).
+  void Deliver(std::stop_token stop) {
+    std::vector<ApprovalRequest> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+    }
+    for (const ApprovalRequest& r : held) (void)inner_.Decide(r, stop);
+  }
+
+ private:
+  Approver& inner_;
+  std::mutex mu_;
+  std::vector<ApprovalRequest> held_;  // Guarded by mu_.
+};
+
 // The scripted provider replays its script from the start. A session that
 // is reopened (resume, approve in another process) continues where the
 // stored history left off: skip one response per model-written assistant
@@ -247,6 +277,7 @@ struct ActiveTurn {
   StoreSink sink;
   permissions::DurableApprover durable;
   std::unique_ptr<Approver> webhook;
+  std::optional<AfterPauseApprover> after_pause;  // wraps `webhook`
   std::optional<RememberingApprover> remembering;
   std::unique_ptr<Turn> turn;
   RunnerDeps deps;
@@ -1605,7 +1636,8 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
       auto created = permissions::WebhookApprover::Create(std::move(w));
       if (!created.ok()) return created.error().WithContext("webhook approver");
       active->webhook = std::move(*created);
-      chosen = active->webhook.get();
+      active->after_pause.emplace(*active->webhook);
+      chosen = &*active->after_pause;
       break;
     }
     case ApproverMode::kNone:
@@ -1675,7 +1707,9 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
     result.reason = flushed.ok() ? "the paused batch was not stored" : flushed.ToString();
   }
   if (result.checkpoint) {
-    // Stored by the sink with the `pending` event.
+    // Stored by the sink with the `pending` event: now the webhook may
+    // tell of it.
+    if (active.after_pause) active.after_pause->Deliver({});
     open_checkpoint_ = result.checkpoint;
     bool woken = false;
     for (const PendingItem& p : result.checkpoint->outstanding) {
