@@ -359,6 +359,51 @@ TEST_F(EngineTest, AResolutionForATenantDecidesOnlyThatTenantsItems) {
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
 }
 
+// A decision reports what it came to in the one vocabulary every front end
+// uses; a decision about an item someone else decided names who and how.
+TEST_F(EngineTest, ADecisionSaysWhatItCameToAndWhoDecidedFirst) {
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(Options(kWriteScript));
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("create hello.txt", {}, {});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->pending.size(), 1u);
+    pending_id = r->pending[0].id;
+  }
+  Resolution deny;
+  deny.kind = Resolution::Kind::kDeny;
+  deny.reason = "not today";
+  deny.by = "alice";
+  deny.continue_turn = false;
+  auto first = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(first->outcome, DecisionOutcome::kResumed);
+
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  approve.by = "bob";
+  auto conflict = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(conflict.ok()) << conflict.error().ToString();
+  EXPECT_TRUE(conflict->already_resolved);
+  EXPECT_EQ(conflict->outcome, DecisionOutcome::kConflict);
+  ASSERT_TRUE(conflict->earlier.has_value());
+  EXPECT_EQ(conflict->earlier->by, "alice");
+  EXPECT_EQ(DecisionOutcomeName(conflict->outcome), "conflict");
+  EXPECT_EQ(DescribeDecisionOutcome(conflict->outcome, 0, conflict->earlier),
+            "already resolved differently: denied by alice (not today); nothing changed");
+
+  auto same = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->outcome, DecisionOutcome::kAlreadyResolved);
+  EXPECT_THAT(DescribeDecisionOutcome(same->outcome, 0, same->earlier),
+              HasSubstr("already resolved the same way: denied by alice"));
+  auto unknown = engine_->Resolve("apr_unknown", deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->outcome, DecisionOutcome::kAlreadyResolved);
+  EXPECT_FALSE(unknown->earlier.has_value());
+}
+
 // Every stored event, from the turns and from the engine itself (the
 // resolution's decision record), carries the engine's clock as `ts`, and the
 // store keeps the event's JSON as it was emitted.
