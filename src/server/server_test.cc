@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "agentloop/event_data.h"
 #include "agentloop/json.h"
 
 #include "base/testing/files.h"
@@ -642,6 +643,8 @@ TEST_F(ServerTest, ARunningSubagentIsStreamedAndListedBeforeItEnds) {
   Json detail = Call("GET", "/v1/sessions/" + sid).json();
   ASSERT_EQ(detail["children"].size(), 1u) << detail.dump();
   EXPECT_EQ(detail["children"][0]["id"], child);
+  // Its turn has begun and not ended: running, not new.
+  EXPECT_EQ(detail["children"][0]["status"], "running") << detail.dump();
 
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
   EXPECT_EQ(Wait(sid, tid)["stop"], "aborted");
@@ -1287,9 +1290,19 @@ TEST_F(ServerTest, TheSeedsStreamRouteStartsWithTheSession) {
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->event, "session");
   EXPECT_FALSE(f->json()["sessionId"].get<std::string>().empty());
-  std::string last;
-  while (auto g = c.Next()) last = g->event;
-  EXPECT_EQ(last, "turn_end");
+  // loopengine's `done` comes exactly once, last, after the native turn_end.
+  std::vector<std::string> types;
+  Json done;
+  while (auto g = c.Next()) {
+    types.push_back(g->event);
+    if (g->event == "done") done = g->json();
+  }
+  ASSERT_GE(types.size(), 2u);
+  EXPECT_EQ(types[types.size() - 2], "turn_end");
+  EXPECT_EQ(types.back(), "done");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "done"), 1);
+  EXPECT_EQ(done["text"], "streamed");
+  EXPECT_FALSE(done.contains("stopReason"));
 }
 
 // Receives an agent's notifications on the server's io_context (made
@@ -1719,6 +1732,290 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   // Every session of the agent works in its tenant's folder of the root.
   EXPECT_EQ(Call("GET", "/v1/sessions/" + root).json()["workspace"],
             fs::weakly_canonical(workspace_ / "default").string());
+}
+
+// The script items of one paused and approved turn: a write asked for
+// approval, then the answer after it ran. `tag` is in the turn's input and
+// picks the items out of the shared script, whichever session asks first.
+Json ApprovedTurnScript(const std::string& tag) {
+  return Json::array(
+      {{{"match", tag},
+        {"tool_calls",
+         Json::array({{{"id", "c" + tag},
+                       {"name", "write"},
+                       {"input", {{"file_path", tag + ".txt"}, {"content", "x"}}}}})}},
+       {{"match", tag}, {"text", "done " + tag}}});
+}
+
+// A client that decides an approval the instant its `pending` event arrives
+// finds it: the pause (event, checkpoint, pending index) is committed before
+// any stream shows it, and a decision that lands while the pausing turn is
+// still finishing continues the batch once it has. Sessions in parallel,
+// each watched on its own v1 stream or on the multiplexed one.
+TEST_F(ServerTest, AnApprovalDecidedTheInstantItsPendingEventArrivesIsFound) {
+  constexpr int kSessions = 4;
+  constexpr int kRounds = 30;
+  Json script = Json::array();
+  auto tag = [](int s, int r) { return "<s" + std::to_string(s) + "r" + std::to_string(r) + ">"; };
+  for (int r = 0; r < kRounds; ++r) {
+    for (int s = 0; s < kSessions; ++s) {
+      for (const Json& item : ApprovedTurnScript(tag(s, r))) script.push_back(item);
+    }
+  }
+  StartModel(script);
+  StartServer();
+  std::vector<std::string> sids;
+  for (int s = 0; s < kSessions; ++s) sids.push_back(NewSession());
+  std::vector<std::string> failures(kSessions);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSessions; ++s) {
+    threads.emplace_back([&, s] {
+      const std::string& sid = sids[s];
+      const bool multiplexed = s % 2 == 1;
+      Client stream(port_);
+      Reply head = stream.OpenStream(multiplexed ? "/v1/events/stream?sessions=" + sid
+                                                 : "/v1/sessions/" + sid + "/events/stream");
+      if (head.status != 200) {
+        failures[s] = "stream: HTTP " + std::to_string(head.status);
+        return;
+      }
+      for (int r = 0; r < kRounds && failures[s].empty(); ++r) {
+        const std::string t = tag(s, r);
+        Client poster(port_);
+        Reply started =
+            poster.Call("POST", "/v1/sessions/" + sid + "/turns", Json{{"input", t}}.dump());
+        if (started.status != 202) {
+          failures[s] = t + ": turn: " + started.body;
+          break;
+        }
+        bool decided = false;
+        for (;;) {
+          std::optional<Client::Frame> f = stream.Next();
+          if (!f) {
+            failures[s] = t + ": the stream ended or went quiet";
+            break;
+          }
+          Json e = f->json();
+          if (f->event == "pending" && !decided) {
+            const std::string aid = e["items"][0]["id"];
+            Client decider(port_);
+            Reply d = decider.Call("POST", "/v1/approvals/" + aid + "/decision",
+                                   Json{{"decision", "approve"}}.dump());
+            if (d.status != 200 || d.json().value("status", "") != "resumed") {
+              failures[s] = t + ": decision: HTTP " + std::to_string(d.status) + " " + d.body;
+              break;
+            }
+            decided = true;
+          } else if (f->event == "turn_end" && e.value("stop", "") != "pending_approval") {
+            if (!decided || e.value("final_text", "") != "done " + t) {
+              failures[s] = t + ": the turn ended " + e.dump();
+            }
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < kSessions; ++s) EXPECT_EQ(failures[s], "") << "session " << s;
+}
+
+// The same on the seeds' stream route: the approval is resolved as soon as
+// the stream shows it, and the resolve answers with the continued turn.
+TEST_F(ServerTest, TheSeedsStreamsPauseIsResolvedTheInstantItIsShown) {
+  constexpr int kRounds = 20;
+  Json script = Json::array();
+  for (int r = 0; r < kRounds; ++r) {
+    for (const Json& item : ApprovedTurnScript("<seed" + std::to_string(r) + ">")) {
+      script.push_back(item);
+    }
+  }
+  StartModel(script);
+  StartServer();
+  std::string sid;
+  for (int r = 0; r < kRounds; ++r) {
+    const std::string t = "<seed" + std::to_string(r) + ">";
+    Json body = {{"message", t}};
+    if (!sid.empty()) body["sessionId"] = sid;
+    Client c(port_);
+    Reply head = c.OpenStream("/agents/coder/messages/stream", {}, "POST", body.dump());
+    ASSERT_EQ(head.status, 200u) << t;
+    std::optional<Reply> resolved;
+    std::string announced, last;
+    while (auto f = c.Next()) {
+      last = f->event;
+      if (f->event == "session") sid = f->json()["sessionId"];
+      if (f->event == "approval:pending") announced = f->json()["id"];
+      if (f->event != "pending" || resolved) continue;
+      const std::string aid = f->json()["items"][0]["id"];
+      Client decider(port_);
+      resolved = decider.Call("POST", "/pending-approvals/" + aid + "/resolve",
+                              Json{{"decision", "approve"}}.dump());
+    }
+    ASSERT_TRUE(resolved.has_value()) << t << ": no pending event";
+    // loopengine's adapter events: the item as approval:pending, `done` last.
+    EXPECT_FALSE(announced.empty()) << t;
+    EXPECT_EQ(last, "done") << t;
+    ASSERT_EQ(resolved->status, 200u) << t << ": " << resolved->body;
+    EXPECT_EQ(resolved->json().value("text", ""), "done " + t) << resolved->body;
+  }
+}
+
+// An agent's webhook receiver that decides the approval from inside its
+// handler, before it answers the notification.
+TEST_F(ServerTest, AWebhookReceiverDecidesFromInsideItsHandler) {
+  constexpr int kRounds = 10;
+  Json script = Json::array();
+  for (int r = 0; r < kRounds; ++r) {
+    for (const Json& item : ApprovedTurnScript("<hook" + std::to_string(r) + ">")) {
+      script.push_back(item);
+    }
+  }
+  StartModel(script);
+  // The receiver runs on an io_context of its own: its handler blocks on a
+  // call to the server.
+  asio::io_context hook_io{1};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> outcomes;
+  HttpServer receiver(hook_io, HttpLimits{}, [&](std::shared_ptr<Exchange> ex) {
+    Json n = Json::parse(ex->request().body, nullptr, false);
+    std::string outcome = n.value("type", "");
+    if (outcome == "approval.requested") {
+      Client decider(port_);
+      Reply d = decider.Call("POST", "/v1/approvals/" + n.value("pending_id", "") + "/decision",
+                             Json{{"decision", "approve"}}.dump());
+      outcome += ": HTTP " + std::to_string(d.status) + " " + d.json().value("status", "");
+    }
+    Response r;
+    r.body = "{}";
+    ex->Send(std::move(r));
+    std::lock_guard<std::mutex> lock(mu);
+    outcomes.push_back(outcome);
+    cv.notify_all();
+  });
+  ASSERT_TRUE(receiver.Listen(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)).ok());
+  std::thread hook_thread([&] { hook_io.run(); });
+  ServerOptions so;
+  AgentSpec agent = Agent("coder", AgentOptions());
+  agent.webhook = {"http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook", "secret"};
+  so.agents.push_back(std::move(agent));
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  for (int r = 0; r < kRounds; ++r) {
+    const std::string t = "<hook" + std::to_string(r) + ">";
+    Reply started = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", t}});
+    ASSERT_EQ(started.status, 202u) << started.body;
+    // The turn pauses; the receiver's decision resumes it; it completes.
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] {
+      return outcomes.size() >= 2 * static_cast<size_t>(r + 1);
+    })) << t;
+    EXPECT_EQ(outcomes[2 * r], "approval.requested: HTTP 200 resumed") << t;
+    EXPECT_EQ(outcomes[2 * r + 1], "turn.completed") << t;
+  }
+  StopServer();
+  hook_io.stop();
+  hook_thread.join();
+}
+
+// Leaves in the store the start of a turn that never ends, as a server
+// killed while its model call was outstanding leaves it; returns its id.
+std::string WriteCutTurn(SessionStore& store, const std::string& sid) {
+  Result<SessionInfo> info = store.GetSession(sid);
+  EXPECT_TRUE(info.ok());
+  uint64_t seq = info.ok() ? info->last_seq : 0;
+  const std::string turn = "turn_cut_" + std::to_string(seq);
+  std::vector<Event> events;
+  auto add = [&](Event e) {
+    e.seq = ++seq;
+    e.ts = 1;
+    events.push_back(std::move(e));
+  };
+  add(MakeEvent(
+      TurnBeginData{.input = "user", .command = CommandKind::kCode, .budget = {}, .counters = {}},
+      sid, turn));
+  add(MakeEvent(MessageData{Message::User("cut " + turn)}, sid, turn));
+  add(MakeEvent(StepBeginData{.step = 1, .max_output_tokens = 0, .messages = 1}, sid, turn));
+  EXPECT_TRUE(store.Append(sid, events).ok());
+  return turn;
+}
+
+// A cut turn (its server killed mid-turn) ends `failed` before anything
+// else runs, on every path: a restarted server asked for its state, a
+// queued input, {"continue": true}; and its state reads 200.
+TEST_F(ServerTest, ACutTurnEndsFirstOnEveryPathAndItsStateIsReadable) {
+  StartModel(Json::array({{{"text", "first"}}, {{"text", "queued ran"}}, {{"text", "continued"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "one")["stop"], "completed");
+  StopServer();
+
+  // A restarted server answers the cut turn's state: ended failed.
+  const std::string cut1 = WriteCutTurn(engine_->store(), sid);
+  StartServer();
+  for (const std::string& path : {"/turns/" + cut1, "/turns/" + cut1 + "/wait?timeout_s=1"}) {
+    Reply state = Call("GET", "/v1/sessions/" + sid + path);
+    ASSERT_EQ(state.status, 200u) << path << " " << state.body;
+    EXPECT_EQ(state.json()["status"], "done") << state.body;
+    EXPECT_EQ(state.json()["result"]["stop"], "failed") << state.body;
+    EXPECT_THAT(state.json()["result"]["reason"].get<std::string>(),
+                HasSubstr(std::string(kCutTurnReason)));
+  }
+  StopServer();
+
+  // A queued input: the cut turn ends, then the input runs.
+  const uint64_t before = engine_->store().GetSession(sid)->last_seq;
+  const std::string cut2 = WriteCutTurn(engine_->store(), sid);
+  ASSERT_TRUE(engine_->store().EnqueueInput(sid, "queued", false).ok());
+  StartServer();
+  {
+    Client c(port_);
+    c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=" + std::to_string(before));
+    std::vector<std::string> seen;
+    while (auto f = c.Next()) {
+      Json e = f->json();
+      if (f->event == "turn_begin") seen.push_back("begin:" + e["turn_id"].get<std::string>());
+      if (f->event != "turn_end") continue;
+      seen.push_back("end:" + e["turn_id"].get<std::string>() + ":" + e["stop"].get<std::string>());
+      if (e["stop"] == "completed") {
+        EXPECT_EQ(e["final_text"], "queued ran");
+        break;
+      }
+    }
+    ASSERT_EQ(seen.size(), 4u) << ::testing::PrintToString(seen);
+    EXPECT_EQ(seen[0], "begin:" + cut2);
+    EXPECT_EQ(seen[1], "end:" + cut2 + ":failed");
+    EXPECT_NE(seen[2], "begin:" + cut2);
+  }
+  EXPECT_TRUE(engine_->store().ListQueuedInputs(sid)->empty());
+
+  // {"continue": true}: the cut turn ends, then is retried (its id).
+  // The queued turn's session closes after its end (bounded wait).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Call("GET", "/v1/sessions/" + sid).json()["status"] != "idle") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the session never went idle";
+    std::this_thread::yield();
+  }
+  const std::string cut3 = WriteCutTurn(engine_->store(), sid);
+  Reply cont = Call("POST", "/v1/sessions/" + sid + "/turns", {{"continue", true}});
+  ASSERT_EQ(cont.status, 202u) << cont.body;
+  EXPECT_EQ(cont.json()["id"], cut3);
+  Json done = Wait(sid, cut3);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "continued");
+  auto events = engine_->store().Events(sid, 0);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> of_cut3;
+  for (const auto& e : *events) {
+    if (e.turn_id != cut3 || (e.type != "turn_begin" && e.type != "turn_end")) continue;
+    Json j = Json::parse(e.json);
+    of_cut3.push_back(
+        e.type + ":" +
+        (e.type == "turn_end" ? j["stop"].get<std::string>() : j["input"].get<std::string>()));
+  }
+  EXPECT_EQ(of_cut3, (std::vector<std::string>{"turn_begin:user", "turn_end:failed",
+                                               "turn_begin:retry", "turn_end:completed"}));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@ import re
 import signal
 import stat
 import subprocess
+import time
 import unittest
 
 import serve_util
@@ -105,6 +106,46 @@ class ServeTest(ServeCase):
         status, r = self.call("POST", "/v1/approvals/%s/decision" % aid, {"decision": "deny"})
         self.assertEqual(status, 409, r)
         self.assertEqual(r["code"], "approval_already_resolved")
+
+    def test_a_server_killed_mid_turn_ends_the_cut_turn_before_continuing_it(self):
+        model = self.server({"responses": [
+            # The server is killed while it waits for this answer.
+            {"text": "never delivered", "delay_ms": 60000},
+            {"text": "continued after the restart"},
+        ]})
+        self.agent(model)
+        first = self.serve()
+        status, s = self.call("POST", "/v1/sessions", {"agent": "writer"})
+        self.assertEqual(status, 201, s)
+        sid = s["id"]
+        status, t = self.call("POST", "/v1/sessions/%s/turns" % sid, {"input": "go"})
+        self.assertEqual(status, 202, t)
+        deadline = time.monotonic() + TIMEOUT
+        while not model.requests():
+            self.assertLess(time.monotonic(), deadline, "no model request")
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+
+        # A restarted server reads the cut turn's state: ended, failed.
+        self.serve()
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s" % (sid, t["id"]))
+        self.assertEqual(status, 200, w)
+        self.assertEqual(w["status"], "done", w)
+        self.assertEqual(w["result"]["stop"], "failed", w)
+        self.assertIn("stopped before the turn ended", w["result"]["reason"])
+        # {"continue": true} retries it: the same turn, after its one turn_end.
+        status, c = self.call("POST", "/v1/sessions/%s/turns" % sid, {"continue": True})
+        self.assertEqual(status, 202, c)
+        self.assertEqual(c["id"], t["id"])
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30" % (sid, t["id"]))
+        self.assertEqual(w["result"]["final_text"], "continued after the restart", w)
+        status, events = self.call("GET", "/v1/sessions/%s/events?after=0" % sid)
+        self.assertEqual(status, 200, events)
+        marks = [(e["type"], e.get("stop") or e.get("input"))
+                 for e in events["items"] if e["type"] in ("turn_begin", "turn_end")]
+        self.assertEqual(marks, [("turn_begin", "user"), ("turn_end", "failed"),
+                                 ("turn_begin", "retry"), ("turn_end", "completed")])
 
 
 class AuthTest(ServeCase):

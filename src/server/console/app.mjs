@@ -471,20 +471,6 @@ function sessionLabel(sid) {
   return s ? sessionName(s) + ' (' + s.agent + ')' : sid;
 }
 
-// A card appears with the turn's `pending` event, which the stream sends
-// as soon as the turn emits it; the item is in the store a moment later,
-// with the turn's checkpoint. Until then the server answers 404: ask again
-// a few times before showing that.
-async function untilStored(request) {
-  let r;
-  for (let attempt = 0; attempt < 8; attempt++) {
-    r = await request();
-    if (r.status !== 404) return r;
-    await new Promise((resolve) => setTimeout(resolve, 150 * (attempt + 1)));
-  }
-  return r;
-}
-
 let cardCount = 0;
 
 class ApprovalCard {
@@ -535,7 +521,7 @@ class ApprovalCard {
   }
 
   async loadDiff() {
-    const r = await untilStored(() => api('GET', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/diff'));
+    const r = await api('GET', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/diff');
     this.diffBox.textContent = '';
     if (r.status !== 200) {
       this.diffBox.appendChild(el('p', { class: 'note', text: 'no diff: ' + problemText(r) }));
@@ -589,7 +575,7 @@ class ApprovalCard {
     this.result.textContent = decision === 'approve' ? 'approving…' : 'denying…';
     let r;
     try {
-      r = await untilStored(() => api('POST', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/decision', body));
+      r = await api('POST', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/decision', body);
     } catch (e) {
       r = { status: 0, json: { detail: 'cannot reach the server: ' + e.message } };
     }
@@ -656,7 +642,7 @@ class QuestionCard {
 
   async send(answer) {
     if (this.done || !String(answer).trim()) return;
-    const r = await untilStored(() => api('POST', '/v1/questions/' + encodeURIComponent(this.p.id) + '/answer', { answer: String(answer) }));
+    const r = await api('POST', '/v1/questions/' + encodeURIComponent(this.p.id) + '/answer', { answer: String(answer) });
     if (r.status === 200) {
       this.finish('answered: ' + answer);
       refreshSoon();
