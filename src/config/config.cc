@@ -681,7 +681,13 @@ Status ApplyLayer(Layer layer, const LayerContext& ctx, Config& config,
                               "hooks run commands"});
       continue;
     }
-    config.hooks.push_back(std::move(h));
+    // Nothing runs command hooks: a guard hook configured here would
+    // silently block nothing, so the configuration is refused instead.
+    return InvalidArgument(h.origin.ToString() + ": [[hooks]] (event '" + h.event + "', command '" +
+                           h.command +
+                           "') are not supported: agentloop runs no command hooks, so this "
+                           "hook would never see or block a call; remove the entry (for "
+                           "guarding calls use [permissions] deny/ask rules)");
   }
   for (McpServerSpec& s : layer.mcp_servers) {
     if (ctx.allow_list_only) {
