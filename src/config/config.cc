@@ -920,7 +920,7 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
     const std::filesystem::path mcp_file = ProjectMcpJsonPath(sources.workspace);
     AL_ASSIGN_OR_RETURN(std::optional<std::string> mcp_text, ReadFileText(mcp_file));
     if (text || mcp_text) {
-      out.workspace_sha256 = WorkspaceTrustHash(text, mcp_text).value_or("");
+      out.workspace_sha256 = WorkspaceTrustHash(sources.workspace, text, mcp_text).value_or("");
       out.workspace_trust = WorkspaceTrust::kUntrusted;
       if (sources.trust_store) {
         Result<std::optional<TrustRecord>> rec = FindTrust(*sources.trust_store, sources.workspace);
