@@ -1482,6 +1482,15 @@ class Turn::Impl {
   }
 
  public:
+  // What is left of the wall-time budget (never negative); nullopt without
+  // one.
+  std::optional<std::chrono::milliseconds> TimeLeft() const {
+    if (!cfg_.budget.max_wall_time) return std::nullopt;
+    auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.clock() - start_time_);
+    return std::max(std::chrono::milliseconds(0), *cfg_.budget.max_wall_time - elapsed);
+  }
+
   // Filled by ProcessBatch/ResolveBatch for the driver.
   std::vector<ApprovalRequest> pending_requests_;
   std::vector<std::vector<ToolCall>> pending_lanes_;
@@ -1553,7 +1562,7 @@ TurnAction Turn::Next(std::stop_token stop) {
     case Phase::kAwaitDecisions:
       return turn_action::Decide{impl_->pending_requests_};
     case Phase::kAwaitTools:
-      return turn_action::RunTools{impl_->pending_lanes_};
+      return turn_action::RunTools{impl_->pending_lanes_, impl_->TimeLeft()};
     case Phase::kIdle:
     case Phase::kNeedModel:
     case Phase::kAwaitModel:

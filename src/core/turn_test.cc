@@ -1433,6 +1433,54 @@ TEST_F(TurnTest, WallTimeBudgetUsesInjectedClock) {
   EXPECT_EQ(r.reason, "wall time budget exhausted (1500 ms >= 1000 ms)");
 }
 
+// The wall-time budget reaches a running tool as its deadline: the rest
+// of the budget when the batch starts (the injected clock says 400 ms of
+// 1000 are spent), and a tool that stops there ends the turn.
+TEST_F(TurnTest, WallTimeBudgetIsTheDeadlineOfRunningTools) {
+  auto now = std::chrono::steady_clock::time_point{};
+  auto cfg = Config();
+  cfg.budget.max_wall_time = std::chrono::milliseconds(1000);
+  cfg.clock = [&] { return now; };
+  std::optional<std::chrono::milliseconds> seen_left;
+  registry_.Add(std::make_shared<FnTool>(Spec("wait", false, false), [&](const ToolCall&,
+                                                                         ToolContext& ctx) {
+    if (!ctx.deadline) return Result<ToolOutput>(ToolOutput::Ok("no deadline"));
+    seen_left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        *ctx.deadline - std::chrono::steady_clock::now());
+    now += std::chrono::milliseconds(600);  // the tool waits until the deadline
+    return Result<ToolOutput>(ToolOutput::Error("stopped: the turn's wall-time budget ran out"));
+  }));
+  cfg.tools = registry_.Specs();
+  provider_.fallback = [&](int) {
+    now += std::chrono::milliseconds(400);  // the model call takes 400 ms
+    ModelResponse resp;
+    resp.content = {Call("a", "wait", {{"x", "1"}})};
+    resp.finish = FinishReason::kToolUse;
+    return Result<ModelResponse>(resp);
+  };
+  TurnResult r = Run(cfg);
+  provider_.fallback = nullptr;
+  ASSERT_TRUE(seen_left.has_value()) << "the tool got no deadline";
+  EXPECT_LE(*seen_left, std::chrono::milliseconds(600));
+  EXPECT_GT(*seen_left, std::chrono::milliseconds(0));
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "wall time budget exhausted (1000 ms >= 1000 ms)");
+
+  // Without a wall-time budget there is no deadline.
+  Transcript other;
+  auto plain = Config();
+  plain.tools = registry_.Specs();
+  seen_left.reset();
+  provider_.Calls({Call("b", "wait", {{"x", "1"}})}).Text("done");
+  Turn turn(plain, other);
+  ASSERT_TRUE(turn.Start(TurnInput::User("go")).ok());
+  RunnerDeps deps;
+  deps.provider = &provider_;
+  deps.tools = &registry_;
+  EXPECT_EQ(RunTurn(turn, deps, {}).stop, StopReason::kCompleted);
+  EXPECT_FALSE(seen_left.has_value());
+}
+
 TEST_F(TurnTest, PromptTooLongCompactsPriorHistoryAndRetries) {
   for (int i = 0; i < 10; ++i) {
     transcript_.Append(Message::User("old question " + std::to_string(i)));

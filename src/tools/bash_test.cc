@@ -95,6 +95,28 @@ TEST(BashToolTest, TimeoutKillsBackgroundChildren) {
   EXPECT_TRUE(ProcessTerminates(child));
 }
 
+TEST(BashToolTest, TheTurnsWallTimeBudgetStopsTheCommand) {
+  TempWorkspace t;
+  BashTool bash;
+  // The command's own timeout is long; the turn's budget ends it first.
+  t.ctx().deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  auto out = RunTool(bash, t.ctx(),
+                     Json{{"command", "sleep 600 & echo $!; sleep 600"}, {"timeout_ms", 600000}});
+  EXPECT_TRUE(out.is_error);
+  EXPECT_TRUE(Has(out.content, "the turn's wall-time budget ran out")) << out.content;
+  EXPECT_EQ(out.details["budget_exhausted"], true);
+  EXPECT_EQ(out.details["timed_out"], true);
+  pid_t child = static_cast<pid_t>(std::atoi(out.content.c_str()));
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(ProcessTerminates(child));
+
+  // A command that ends first is not touched by the budget.
+  t.ctx().deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  out = RunTool(bash, t.ctx(), Json{{"command", "echo quick"}});
+  EXPECT_FALSE(out.is_error);
+  EXPECT_EQ(out.details["budget_exhausted"], false);
+}
+
 TEST(BashToolTest, BackgroundChildDoesNotOutliveTheCommand) {
   TempWorkspace t;
   BashTool bash;

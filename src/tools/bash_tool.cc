@@ -1,6 +1,8 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -197,6 +199,17 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
   env.set = options_.env_set;
   p.env = ChildEnvironment(options_.base_env ? *options_.base_env : CurrentEnvironment(), env);
   p.timeout = std::chrono::milliseconds(timeout_ms);
+  // The turn's wall-time budget ends the command too, when it comes first
+  // (at least a millisecond: a zero timeout would mean none).
+  bool budget_bound = false;
+  if (ctx.deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        *ctx.deadline - std::chrono::steady_clock::now());
+    if (left < p.timeout) {
+      p.timeout = std::max(left, std::chrono::milliseconds(1));
+      budget_bound = true;
+    }
+  }
   p.output_cap = options_.output_cap_chars;
   if (mode == SandboxMode::kOff) {
     p.argv = {"/bin/bash", "-c", command};
@@ -224,6 +237,13 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
       out.is_error = true;
       break;
     case ProcessResult::Outcome::kTimedOut:
+      if (budget_bound) {
+        text += "[stopped after " + std::to_string(r.elapsed.count()) +
+                " ms: the turn's wall-time budget ran out; the command and all processes it "
+                "started were killed]\n";
+        out.is_error = true;
+        break;
+      }
       text += "[timed out after " + std::to_string(timeout_ms) +
               " ms; the command and all processes it started were killed. Use a longer "
               "timeout_ms (max " +
@@ -244,14 +264,16 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
             " bytes; only its beginning and end are shown]\n";
   }
   out.content = std::move(text);
-  out.details = Json{{"exit_code", r.exit_code},
-                     {"signal", r.signal},
-                     {"timed_out", r.outcome == ProcessResult::Outcome::kTimedOut},
-                     {"cancelled", r.outcome == ProcessResult::Outcome::kCancelled},
-                     {"output_bytes", r.total_output_bytes},
-                     {"truncated", r.output_truncated},
-                     {"duration_ms", r.elapsed.count()},
-                     {"sandbox", SandboxModeName(mode)}};
+  out.details =
+      Json{{"exit_code", r.exit_code},
+           {"signal", r.signal},
+           {"timed_out", r.outcome == ProcessResult::Outcome::kTimedOut},
+           {"budget_exhausted", budget_bound && r.outcome == ProcessResult::Outcome::kTimedOut},
+           {"cancelled", r.outcome == ProcessResult::Outcome::kCancelled},
+           {"output_bytes", r.total_output_bytes},
+           {"truncated", r.output_truncated},
+           {"duration_ms", r.elapsed.count()},
+           {"sandbox", SandboxModeName(mode)}};
   if (mode != SandboxMode::kOff) out.details["network"] = network;
   if (!fallback_reason.empty()) out.details["sandbox_unavailable"] = fallback_reason;
   if (auto d = call.input.find("description"); d != call.input.end() && d->is_string()) {
