@@ -36,6 +36,11 @@ struct ToolCall {
   std::string id;
   std::string name;
   Json input;  // a JSON object, already validated against the tool's schema
+  // The call runs because a permission rule allowed it, not because a
+  // person approved this exact call: a tool whose spec has
+  // confines_rule_allowed runs it confined (bash: in the workspace-write
+  // sandbox). Set only by the turn (src/core/turn.cc).
+  bool confined = false;
 };
 
 struct ToolOutput {

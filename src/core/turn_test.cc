@@ -557,6 +557,70 @@ struct MapPolicy : PermissionPolicy {
   }
 };
 
+// A call a rule allows reaches a tool that confines such calls marked
+// confined; the same call approved by a person does not. Where the tool
+// cannot confine itself, the rule-allowed call is asked about instead (once
+// noticed), unless the policy proved it read-only.
+TEST_F(TurnTest, RuleAllowedCallsRunConfinedAndPersonApprovedOnesDoNot) {
+  ToolSpec spec = Spec("sh", true, false);
+  spec.confines_rule_allowed = true;
+  std::vector<bool> confined_seen;
+  registry_.Add(std::make_shared<FnTool>(spec, [&](const ToolCall& c, ToolContext&) {
+    confined_seen.push_back(c.confined);
+    return Result<ToolOutput>(ToolOutput::Ok("ran"));
+  }));
+  auto policy = std::make_shared<MapPolicy>();
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  cfg.policy = policy;
+  provider_.Calls({Call("a", "sh", {{"x", "1"}})}).Text("done");
+  EXPECT_EQ(Run(cfg).stop, StopReason::kCompleted);
+  policy->by_tool["sh"] = Decision::kAsk;
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Allow("console"));
+  approver_ = &approver;
+  provider_.Calls({Call("b", "sh", {{"x", "2"}})}).Text("done");
+  EXPECT_EQ(Run(cfg).stop, StopReason::kCompleted);
+  EXPECT_EQ(confined_seen, (std::vector<bool>{true, false}));
+}
+
+TEST_F(TurnTest, RuleAllowedCallsAreAskedWhereTheToolCannotConfineThem) {
+  ToolSpec spec = Spec("sh", true, false);
+  spec.confinement_unavailable = "the sandbox cannot run here";
+  auto sh = std::make_shared<FnTool>(spec, [](const ToolCall&, ToolContext&) {
+    return Result<ToolOutput>(ToolOutput::Ok("ran"));
+  });
+  registry_.Add(sh);
+  struct ProvesReadOnly : PermissionPolicy {
+    PolicyVerdict Evaluate(const ToolSpec&, const ToolCall& c) const override {
+      PolicyVerdict v{Decision::kAllow, "matched rule 'sh(*)'", "sh(*)"};
+      v.read_only = c.input.value("x", "") == "ro";
+      return v;
+    }
+  };
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  cfg.policy = std::make_shared<ProvesReadOnly>();
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Deny("no", "console"));
+  approver_ = &approver;
+  provider_.Calls({Call("a", "sh", {{"x", "1"}}), Call("b", "sh", {{"x", "2"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kDenied);
+  EXPECT_EQ(sh->runs(), 0);
+  ASSERT_EQ(approver.seen.size(), 1u);  // asked (and the sibling skipped after the denial)
+  EXPECT_THAT(approver.seen[0].reason, HasSubstr("the sandbox cannot run here"));
+  EXPECT_THAT(approver.seen[0].reason, HasSubstr("matched rule 'sh(*)'"));
+  // Said once, however many calls were asked.
+  auto notices = sink_.OfType(EventType::kNotice);
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_THAT(notices[0].data.dump(), HasSubstr("the sandbox cannot run here"));
+  // A call the policy proved read-only runs, unconfined.
+  provider_.Calls({Call("c", "sh", {{"x", "ro"}})}).Text("done");
+  EXPECT_EQ(Run(cfg).stop, StopReason::kCompleted);
+  EXPECT_EQ(sh->runs(), 1);
+}
+
 TEST_F(TurnTest, RuleDenialCancelsWholeBatch) {
   auto policy = std::make_shared<MapPolicy>();
   policy->by_tool["write"] = Decision::kDeny;
