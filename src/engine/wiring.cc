@@ -44,6 +44,7 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
   for (const auto* dir : {&ctx.config_dir, &ctx.data_dir}) {
     if (!dir->empty()) tool_opts.hidden_paths.push_back(dir->string());
   }
+  for (const auto& p : ctx.hidden_paths) tool_opts.hidden_paths.push_back(p.string());
   RegisterBuiltinTools(out.registry, tool_opts);
   out.todo = std::make_shared<todo::TodoTool>();
   out.registry.Add(out.todo);
@@ -96,6 +97,7 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
                          : spec.sandbox;
     launch.network = spec.sandbox_network;
     launch.sandbox_fallback = spec.sandbox_fallback;
+    launch.hidden_paths = tool_opts.hidden_paths;
     launch.token_env = ctx.env;
     AL_ASSIGN_OR_RETURN(mcp::StartedServers started, mcp::StartServers(spec.mcp_servers, launch));
     for (auto& w : started.warnings) out.warnings.push_back(std::move(w));
