@@ -149,6 +149,15 @@ int CmdServe(const CommandEnv& e) {
   if (!agents.ok()) return fail(agents.error());
   engine::MappingContext mapping = MappingContextFor(e.ctx);
   mapping.interactive = false;
+  // What a served session's sandbox never shows (besides the data
+  // directory): the server's configuration and every agent's workspace
+  // root, so a session sees its own workspace and not its neighbours'.
+  std::vector<fs::path> hidden = {*config_dir};
+  for (const engine::AgentDefinition& a : *agents) {
+    if (a.ok() && a.workspace_policy == engine::AgentWorkspacePolicy::kRoot) {
+      hidden.push_back(a.workspace);
+    }
+  }
   for (const engine::AgentDefinition& a : *agents) {
     if (!a.ok()) {
       for (const std::string& p : a.problems) {
@@ -213,6 +222,7 @@ int CmdServe(const CommandEnv& e) {
   boost::asio::io_context io(1);
   EngineOptions eo = engine::EngineOptionsFromConfig(settings->loaded.config, e.ctx.env);
   eo.io_context = &io;
+  eo.sandbox_hidden = std::move(hidden);
   // Every step thread and every request thread may wait on the store at
   // once, besides the lease heartbeat and the wake-up poller.
   eo.store_connections = 2 * so.worker_threads + 2;

@@ -3,6 +3,9 @@
 #include "config/trust.h"
 
 #include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
 
 #include "base/strings.h"
 #include "commands.h"
@@ -85,8 +88,20 @@ int CmdTrust(const CommandEnv& e) {
   Result<LoadedConfig> before = LoadConfig(sources);
   Result<TrustRecord> rec = TrustWorkspace(store, dir, NowMs());
   if (!rec.ok()) return Error(e, json, rec.error());
+  // The files of the workspace its configuration names (the programs its
+  // MCP servers run): part of what is trusted.
+  auto text_of = [](const std::filesystem::path& file) -> std::optional<std::string> {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    return buf.str();
+  };
+  const std::vector<std::string> covered =
+      NamedWorkspaceFiles(dir, text_of(WorkspaceConfigPath(dir)), text_of(ProjectMcpJsonPath(dir)));
   if (json) {
     Json j = RecordJson(*rec);
+    j["covered_files"] = covered;
     Json keys = Json::array();
     if (before.ok()) {
       for (const IgnoredSetting& i : before->ignored) keys.push_back(i.key);
@@ -103,6 +118,11 @@ int CmdTrust(const CommandEnv& e) {
   }
   e.err << "its config file (sha256 " << rec->config_sha256->substr(0, 12)
         << ") is now read in full; any change to it makes it untrusted again\n";
+  if (!covered.empty()) {
+    e.err << "the trust also covers these files it names (a change to one makes it untrusted "
+             "again); what they load in turn is not covered:\n";
+    for (const std::string& f : covered) e.err << "  " << f << "\n";
+  }
   if (before.ok() && !before->ignored.empty()) {
     e.err << "now applied:\n";
     for (const IgnoredSetting& i : before->ignored) {

@@ -267,6 +267,13 @@ struct EngineOptions {
   EnvMap env;
   // Data directory (sessions.db, memory, proposals). Empty: DefaultDataDir(env).
   std::filesystem::path data_dir;
+  // Paths every sandbox of this engine's sessions hides (bash, MCP servers
+  // over stdio; docs/tools.md, "Sandbox"), besides the data directory and
+  // the user's configuration directory, which are always hidden: a
+  // server's configuration directory, its agents' workspace roots (a
+  // session's own workspace inside one stays visible, its neighbours do
+  // not).
+  std::vector<std::filesystem::path> sandbox_hidden;
   // Use this store instead of opening <data_dir>/sessions.db.
   std::shared_ptr<SessionStore> store;
   // Durability of the commits of the store opened at <data_dir>/sessions.db

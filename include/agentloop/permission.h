@@ -69,6 +69,12 @@ struct PolicyVerdict {
   // Asked every time: an earlier "allow for this session" does not cover it
   // (writes to the engine's own configuration).
   bool always_ask = false;
+  // The call provably changes nothing (RulesPolicy never sets it: its
+  // shell reader proves no bash line read-only).
+  // A rule-allowed call of a tool that cannot confine itself here
+  // (ToolSpec::confinement_unavailable) still runs when this is set, and is
+  // asked about otherwise.
+  bool read_only = false;
 };
 
 class PermissionPolicy {

@@ -9,6 +9,7 @@
 // parallel lanes at once; keep per-call state on the stack or in ToolContext.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -35,6 +36,11 @@ struct ToolCall {
   std::string id;
   std::string name;
   Json input;  // a JSON object, already validated against the tool's schema
+  // The call runs because a permission rule allowed it, not because a
+  // person approved this exact call: a tool whose spec has
+  // confines_rule_allowed runs it confined (bash: in the workspace-write
+  // sandbox). Set only by the turn (src/core/turn.cc).
+  bool confined = false;
 };
 
 struct ToolOutput {
@@ -102,7 +108,14 @@ struct ToolContext {
   // memory). Absolute and canonical.
   std::vector<std::filesystem::path> extra_read_roots;
   std::string session_id;
-  std::stop_token stop;                // cancellation of the turn
+  std::stop_token stop;  // cancellation of the turn
+  // When the turn's wall-time budget runs out (TurnConfig's budget,
+  // max_wall_time); nullopt: no wall-time budget. A tool that waits or
+  // runs a process stops its work at this moment (bash kills the process
+  // group, an MCP call is cancelled) and says in its result that the budget
+  // ran out (ToolOutput::details "budget_exhausted": true). The runner sets
+  // it for each batch from turn_action::RunTools::time_left.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   std::shared_ptr<ReadLedger> ledger;  // may be null (then writes are not guarded)
   // Environment variable names removed from child processes (API keys),
   // besides the names that look like secrets.

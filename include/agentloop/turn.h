@@ -194,6 +194,10 @@ struct Decide {
 // outputs back flattened, in the same order.
 struct RunTools {
   std::vector<std::vector<ToolCall>> lanes;
+  // What is left of the turn's wall-time budget as the batch starts (zero
+  // when it has run out; nullopt: no wall-time budget). The driver sets
+  // ToolContext::deadline to now + time_left for the batch's calls.
+  std::optional<std::chrono::milliseconds> time_left;
 };
 struct Finished {
   TurnResult result;

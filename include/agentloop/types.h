@@ -137,6 +137,15 @@ struct ToolSpec {
   // because there it confines itself so that it cannot change anything (bash
   // in a read-only sandbox without network; see ToolContext::read_only).
   bool confined_in_read_only = false;
+  // The tool runs a call that a permission rule allowed (not a person who
+  // saw that exact call) confined (ToolCall::confined): bash in the
+  // workspace-write sandbox without network (docs/security.md).
+  bool confines_rule_allowed = false;
+  // Not empty: the tool would confine rule-allowed calls but cannot here
+  // (why: bubblewrap missing or unusable). The turn then asks about such a
+  // call instead of running it, unless the policy proved it read-only
+  // (PolicyVerdict::read_only).
+  std::string confinement_unavailable = {};
 
   // What the permission rules see of a call. Permissions read these, never
   // the tool's name, so a tool of an embedder gets path rules

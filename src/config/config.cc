@@ -681,7 +681,13 @@ Status ApplyLayer(Layer layer, const LayerContext& ctx, Config& config,
                               "hooks run commands"});
       continue;
     }
-    config.hooks.push_back(std::move(h));
+    // Nothing runs command hooks: a guard hook configured here would
+    // silently block nothing, so the configuration is refused instead.
+    return InvalidArgument(h.origin.ToString() + ": [[hooks]] (event '" + h.event + "', command '" +
+                           h.command +
+                           "') are not supported: agentloop runs no command hooks, so this "
+                           "hook would never see or block a call; remove the entry (for "
+                           "guarding calls use [permissions] deny/ask rules)");
   }
   for (McpServerSpec& s : layer.mcp_servers) {
     if (ctx.allow_list_only) {
@@ -915,7 +921,7 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
     const std::filesystem::path mcp_file = ProjectMcpJsonPath(sources.workspace);
     AL_ASSIGN_OR_RETURN(std::optional<std::string> mcp_text, ReadFileText(mcp_file));
     if (text || mcp_text) {
-      out.workspace_sha256 = WorkspaceTrustHash(text, mcp_text).value_or("");
+      out.workspace_sha256 = WorkspaceTrustHash(sources.workspace, text, mcp_text).value_or("");
       out.workspace_trust = WorkspaceTrust::kUntrusted;
       if (sources.trust_store) {
         Result<std::optional<TrustRecord>> rec = FindTrust(*sources.trust_store, sources.workspace);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <openssl/evp.h>
+#include <toml++/toml.h>
 
 #include "agentloop/json.h"
 
@@ -44,7 +45,7 @@ Result<std::optional<std::string>> ConfigHash(const fs::path& workspace) {
   AL_ASSIGN_OR_RETURN(std::optional<std::string> config,
                       ReadIfThere(WorkspaceConfigPath(workspace)));
   AL_ASSIGN_OR_RETURN(std::optional<std::string> mcp, ReadIfThere(ProjectMcpJsonPath(workspace)));
-  return WorkspaceTrustHash(config, mcp);
+  return WorkspaceTrustHash(workspace, config, mcp);
 }
 
 Result<fs::path> Canonical(const fs::path& workspace) {
@@ -126,6 +127,83 @@ std::optional<std::string> WorkspaceTrustHash(const std::optional<std::string>& 
   joined += config_text ? Sha256Hex(*config_text) : std::string();
   joined += '\0';
   joined += Sha256Hex(*mcp_json_text);
+  return Sha256Hex(joined);
+}
+
+namespace {
+
+void CollectJsonStrings(const Json& j, std::vector<std::string>& out) {
+  if (j.is_string()) {
+    out.push_back(j.get<std::string>());
+  } else if (j.is_array() || j.is_object()) {
+    for (const auto& v : j) CollectJsonStrings(v, out);
+  }
+}
+
+void CollectTomlStrings(const toml::node& n, std::vector<std::string>& out) {
+  if (const auto* s = n.as_string()) {
+    out.push_back(s->get());
+  } else if (const auto* a = n.as_array()) {
+    for (const toml::node& v : *a) CollectTomlStrings(v, out);
+  } else if (const auto* t = n.as_table()) {
+    for (const auto& [k, v] : *t) CollectTomlStrings(v, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> NamedWorkspaceFiles(const fs::path& workspace,
+                                             const std::optional<std::string>& config_text,
+                                             const std::optional<std::string>& mcp_json_text) {
+  std::vector<std::string> words;
+  if (config_text) {
+    try {
+      toml::table t = toml::parse(*config_text);
+      CollectTomlStrings(t, words);
+    } catch (const toml::parse_error&) {
+      // A file that does not parse names nothing (loading it fails anyway).
+    }
+  }
+  if (mcp_json_text) {
+    Json j = Json::parse(*mcp_json_text, nullptr, false);
+    if (!j.is_discarded()) CollectJsonStrings(j, words);
+  }
+  std::error_code ec;
+  const fs::path root = fs::canonical(workspace, ec);
+  std::vector<std::string> out;
+  if (ec) return out;
+  for (const std::string& w : words) {
+    if (w.empty() || w.size() > 4096 || w.find('\0') != std::string::npos) continue;
+    fs::path p(w);
+    if (p.is_relative()) p = root / p;
+    fs::path real = fs::canonical(p, ec);
+    if (ec || !fs::is_regular_file(real, ec)) continue;
+    fs::path rel = real.lexically_relative(root);
+    if (rel.empty() || *rel.begin() == "..") continue;
+    out.push_back(rel.string());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::optional<std::string> WorkspaceTrustHash(const fs::path& workspace,
+                                              const std::optional<std::string>& config_text,
+                                              const std::optional<std::string>& mcp_json_text) {
+  std::optional<std::string> files = WorkspaceTrustHash(config_text, mcp_json_text);
+  if (!files) return files;
+  const std::vector<std::string> named = NamedWorkspaceFiles(workspace, config_text, mcp_json_text);
+  if (named.empty()) return files;
+  std::string joined = "agentloop-trust-v3";
+  joined += '\0';
+  joined += *files;
+  for (const std::string& rel : named) {
+    Result<std::string> content = ReadAll(workspace / rel);
+    joined += '\0';
+    joined += rel;
+    joined += '\0';
+    joined += Sha256Hex(content.ok() ? *content : std::string());
+  }
   return Sha256Hex(joined);
 }
 

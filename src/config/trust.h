@@ -5,9 +5,11 @@
 // A workspace file is untrusted by default (config.h: only an allow-list of
 // harmless keys is read from it). `agentloop trust DIR` records the
 // workspace's canonical path together with the hash of its config file and
-// its `.mcp.json` as they are at that moment (WorkspaceTrustHash; null when
-// it has neither). The trust holds only for exactly those bytes: a file that changes afterwards (an
-// edit, a `git pull`, the agent itself) is read as untrusted again until the person trusts it anew.
+// its `.mcp.json` as they are at that moment, with the files inside the
+// workspace that they name (the programs its MCP servers run;
+// WorkspaceTrustHash; null when it has neither). The trust holds only for exactly those bytes: a
+// file that changes afterwards (an edit, a `git pull`, the agent itself) is read as untrusted again
+// until the person trusts it anew.
 //
 // The record is a JSON file in the user's data directory, written by
 // rename, so a reader sees either the old or the new list:
@@ -52,6 +54,27 @@ std::filesystem::path ProjectMcpJsonPath(const std::filesystem::path& workspace)
 // `.mcp.json`'s hash, NUL-separated, so a change to either file, its
 // appearance or its removal ends the trust.
 std::optional<std::string> WorkspaceTrustHash(const std::optional<std::string>& config_text,
+                                              const std::optional<std::string>& mcp_json_text);
+
+// The files inside `workspace` that its configuration names: every string
+// of the config file (TOML) and of `.mcp.json` (JSON) that, as a path
+// relative to the workspace or absolute, leads (symbolic links followed) to
+// a regular file inside it, such as the program or script an MCP server
+// runs. Relative to the workspace, sorted, without duplicates. What those
+// programs load in turn (a module, a sourced script) is not named, and not
+// covered by trust.
+std::vector<std::string> NamedWorkspaceFiles(const std::filesystem::path& workspace,
+                                             const std::optional<std::string>& config_text,
+                                             const std::optional<std::string>& mcp_json_text);
+
+// The hash a trust record holds of a workspace: WorkspaceTrustHash of its
+// two files and, when they name files inside the workspace
+// (NamedWorkspaceFiles), the SHA-256 of "agentloop-trust-v3", that hash and
+// each named file's path and content hash, NUL-separated, so a change to a
+// program the configuration runs ends the trust too. A named file that
+// cannot be read counts as empty.
+std::optional<std::string> WorkspaceTrustHash(const std::filesystem::path& workspace,
+                                              const std::optional<std::string>& config_text,
                                               const std::optional<std::string>& mcp_json_text);
 
 // The records in `store`; a missing file is an empty list. Errors:

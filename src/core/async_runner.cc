@@ -68,6 +68,7 @@ class AsyncTurn : public std::enable_shared_from_this<AsyncTurn> {
           turn_.OnToolResults(core::NoRegistryOutputs(run->lanes));
           continue;
         }
+        ctx_.deadline = core::BatchDeadline(run->time_left);
         return StartTools(std::move(run->lanes));
       }
     }

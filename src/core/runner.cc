@@ -29,6 +29,11 @@ Result<ToolOutput> RunOne(const ToolCall& call, const ToolRegistry& tools, ToolC
   Tool* tool = tools.Find(call.name);
   if (tool == nullptr) return ToolOutput::Error("unknown tool '" + call.name + "'");
   if (ctx.stop.stop_requested()) return ToolOutput::Error("not run: the turn was cancelled");
+  if (ctx.deadline && std::chrono::steady_clock::now() >= *ctx.deadline) {
+    ToolOutput out = ToolOutput::Error("not run: the turn's wall-time budget ran out");
+    out.details = Json{{"budget_exhausted", true}};
+    return out;
+  }
   try {
     return tool->Run(call, ctx);
   } catch (const std::exception& e) {
@@ -76,6 +81,12 @@ ToolContext TurnToolContext(const ToolContext& base, const Turn& turn, std::stop
   ctx.stop = stop;
   if (IsReadOnly(turn.config().command)) ctx.read_only = true;
   return ctx;
+}
+
+std::optional<std::chrono::steady_clock::time_point> BatchDeadline(
+    std::optional<std::chrono::milliseconds> time_left) {
+  if (!time_left) return std::nullopt;
+  return std::chrono::steady_clock::now() + *time_left;
 }
 
 namespace {
@@ -260,6 +271,7 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
         turn.OnToolResults(core::NoRegistryOutputs(run->lanes));
         continue;
       }
+      ctx.deadline = core::BatchDeadline(run->time_left);
       turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx,
                                       [&turn](const ToolCall& c, EventType type, Json data) {
                                         turn.OnToolEvent(c.id, type, std::move(data));

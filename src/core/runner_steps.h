@@ -3,7 +3,10 @@
 // deltas, one tool call, the approver's decisions and the fail-closed rule.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <stop_token>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,8 +31,9 @@ class ForwardingSink final : public StreamSink {
   StreamSink* extra_;
 };
 
-// Runs one call: an unknown tool, a cancelled turn and a thrown exception
-// become is_error outputs.
+// Runs one call: an unknown tool, a cancelled turn, a wall-time budget that
+// ran out before the call started (ToolContext::deadline) and a thrown
+// exception become is_error outputs.
 Result<ToolOutput> RunOne(const ToolCall& call, const ToolRegistry& tools, ToolContext& ctx);
 
 // Asks `approver` about each request in order, stopping after the first
@@ -45,5 +49,9 @@ std::vector<Result<ToolOutput>> NoRegistryOutputs(const std::vector<std::vector<
 // read_only in a read-only command (tools confine themselves there;
 // Turn::CheckReadOnly).
 ToolContext TurnToolContext(const ToolContext& base, const Turn& turn, std::stop_token stop);
+
+// The deadline of a batch's calls (ToolContext::deadline): now + time_left.
+std::optional<std::chrono::steady_clock::time_point> BatchDeadline(
+    std::optional<std::chrono::milliseconds> time_left);
 
 }  // namespace agentloop::core

@@ -100,6 +100,8 @@ struct Slot {
   // waits for an approval (else an answer).
   std::string child_session_id;
   bool child_waits_for_approval = false;
+  // Runs because a rule allowed it (ToolCall::confined).
+  bool confined = false;
 };
 
 struct StopAfter {
@@ -1127,6 +1129,25 @@ class Turn::Impl {
       slot.rule = v.rule;
       switch (v.decision) {
         case Decision::kAllow:
+          // A rule-allowed call of a tool that confines such calls runs
+          // confined; where it cannot confine itself, a person decides
+          // (unless the call provably changes nothing).
+          if (!slot.spec->confinement_unavailable.empty() && !v.read_only) {
+            slot.state = SlotState::kNeedsDecision;
+            slot.ask_kind = PendingKind::kApproval;
+            slot.reason = v.reason + "; asked: a call a rule allows runs confined, and " +
+                          slot.spec->confinement_unavailable;
+            if (!confinement_noticed_) {
+              confinement_noticed_ = true;
+              Emit([&] {
+                return NoticeData{"warning", "'" + slot.name +
+                                                 "' calls that rules allow are asked about: " +
+                                                 slot.spec->confinement_unavailable};
+              });
+            }
+            break;
+          }
+          slot.confined = slot.spec->confines_rule_allowed;
           slot.state = SlotState::kToRun;
           EmitDecision(slot, Decision::kAllow, "rule", false);
           break;
@@ -1337,7 +1358,7 @@ class Turn::Impl {
       if (s.state != SlotState::kToRun) continue;
       bool parallel = s.spec != nullptr && s.spec->parallel_safe;
       if (!(parallel && last_parallel) || lanes.empty()) lanes.emplace_back();
-      lanes.back().push_back(ToolCall{s.id, s.name, s.input});
+      lanes.back().push_back(ToolCall{s.id, s.name, s.input, s.confined});
       last_parallel = parallel;
       Emit([&] { return ToolCallBeginData{.id = s.id, .tool = s.name, .input = s.input}; });
     }
@@ -1492,12 +1513,24 @@ class Turn::Impl {
   }
 
  public:
+  // What is left of the wall-time budget (never negative); nullopt without
+  // one.
+  std::optional<std::chrono::milliseconds> TimeLeft() const {
+    if (!cfg_.budget.max_wall_time) return std::nullopt;
+    auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.clock() - start_time_);
+    return std::max(std::chrono::milliseconds(0), *cfg_.budget.max_wall_time - elapsed);
+  }
+
   // Filled by ProcessBatch/ResolveBatch for the driver.
   std::vector<ApprovalRequest> pending_requests_;
   std::vector<std::vector<ToolCall>> pending_lanes_;
   Phase phase_ = Phase::kIdle;
 
  private:
+  // The notice that rule-allowed calls are asked (a tool cannot confine
+  // them here) was emitted in this turn.
+  bool confinement_noticed_ = false;
   TurnConfig cfg_;
   Transcript& tr_;
   // Shared (immutable) so a timed hook abandoned after its timeout may still
@@ -1563,7 +1596,7 @@ TurnAction Turn::Next(std::stop_token stop) {
     case Phase::kAwaitDecisions:
       return turn_action::Decide{impl_->pending_requests_};
     case Phase::kAwaitTools:
-      return turn_action::RunTools{impl_->pending_lanes_};
+      return turn_action::RunTools{impl_->pending_lanes_, impl_->TimeLeft()};
     case Phase::kIdle:
     case Phase::kNeedModel:
     case Phase::kAwaitModel:

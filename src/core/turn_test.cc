@@ -575,6 +575,70 @@ struct MapPolicy : PermissionPolicy {
   }
 };
 
+// A call a rule allows reaches a tool that confines such calls marked
+// confined; the same call approved by a person does not. Where the tool
+// cannot confine itself, the rule-allowed call is asked about instead (once
+// noticed), unless the policy proved it read-only.
+TEST_F(TurnTest, RuleAllowedCallsRunConfinedAndPersonApprovedOnesDoNot) {
+  ToolSpec spec = Spec("sh", true, false);
+  spec.confines_rule_allowed = true;
+  std::vector<bool> confined_seen;
+  registry_.Add(std::make_shared<FnTool>(spec, [&](const ToolCall& c, ToolContext&) {
+    confined_seen.push_back(c.confined);
+    return Result<ToolOutput>(ToolOutput::Ok("ran"));
+  }));
+  auto policy = std::make_shared<MapPolicy>();
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  cfg.policy = policy;
+  provider_.Calls({Call("a", "sh", {{"x", "1"}})}).Text("done");
+  EXPECT_EQ(Run(cfg).stop, StopReason::kCompleted);
+  policy->by_tool["sh"] = Decision::kAsk;
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Allow("console"));
+  approver_ = &approver;
+  provider_.Calls({Call("b", "sh", {{"x", "2"}})}).Text("done");
+  EXPECT_EQ(Run(cfg).stop, StopReason::kCompleted);
+  EXPECT_EQ(confined_seen, (std::vector<bool>{true, false}));
+}
+
+TEST_F(TurnTest, RuleAllowedCallsAreAskedWhereTheToolCannotConfineThem) {
+  ToolSpec spec = Spec("sh", true, false);
+  spec.confinement_unavailable = "the sandbox cannot run here";
+  auto sh = std::make_shared<FnTool>(spec, [](const ToolCall&, ToolContext&) {
+    return Result<ToolOutput>(ToolOutput::Ok("ran"));
+  });
+  registry_.Add(sh);
+  struct ProvesReadOnly : PermissionPolicy {
+    PolicyVerdict Evaluate(const ToolSpec&, const ToolCall& c) const override {
+      PolicyVerdict v{Decision::kAllow, "matched rule 'sh(*)'", "sh(*)"};
+      v.read_only = c.input.value("x", "") == "ro";
+      return v;
+    }
+  };
+  auto cfg = Config();
+  cfg.tools = registry_.Specs();
+  cfg.policy = std::make_shared<ProvesReadOnly>();
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Deny("no", "console"));
+  approver_ = &approver;
+  provider_.Calls({Call("a", "sh", {{"x", "1"}}), Call("b", "sh", {{"x", "2"}})});
+  TurnResult r = Run(cfg);
+  EXPECT_EQ(r.stop, StopReason::kDenied);
+  EXPECT_EQ(sh->runs(), 0);
+  ASSERT_EQ(approver.seen.size(), 1u);  // asked (and the sibling skipped after the denial)
+  EXPECT_THAT(approver.seen[0].reason, HasSubstr("the sandbox cannot run here"));
+  EXPECT_THAT(approver.seen[0].reason, HasSubstr("matched rule 'sh(*)'"));
+  // Said once, however many calls were asked.
+  auto notices = sink_.OfType(EventType::kNotice);
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_THAT(notices[0].data.dump(), HasSubstr("the sandbox cannot run here"));
+  // A call the policy proved read-only runs, unconfined.
+  provider_.Calls({Call("c", "sh", {{"x", "ro"}})}).Text("done");
+  EXPECT_EQ(Run(cfg).stop, StopReason::kCompleted);
+  EXPECT_EQ(sh->runs(), 1);
+}
+
 TEST_F(TurnTest, RuleDenialCancelsWholeBatch) {
   auto policy = std::make_shared<MapPolicy>();
   policy->by_tool["write"] = Decision::kDeny;
@@ -1449,6 +1513,54 @@ TEST_F(TurnTest, WallTimeBudgetUsesInjectedClock) {
   TurnResult r = Run(cfg);
   EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
   EXPECT_EQ(r.reason, "wall time budget exhausted (1500 ms >= 1000 ms)");
+}
+
+// The wall-time budget reaches a running tool as its deadline: the rest
+// of the budget when the batch starts (the injected clock says 400 ms of
+// 1000 are spent), and a tool that stops there ends the turn.
+TEST_F(TurnTest, WallTimeBudgetIsTheDeadlineOfRunningTools) {
+  auto now = std::chrono::steady_clock::time_point{};
+  auto cfg = Config();
+  cfg.budget.max_wall_time = std::chrono::milliseconds(1000);
+  cfg.clock = [&] { return now; };
+  std::optional<std::chrono::milliseconds> seen_left;
+  registry_.Add(std::make_shared<FnTool>(Spec("wait", false, false), [&](const ToolCall&,
+                                                                         ToolContext& ctx) {
+    if (!ctx.deadline) return Result<ToolOutput>(ToolOutput::Ok("no deadline"));
+    seen_left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        *ctx.deadline - std::chrono::steady_clock::now());
+    now += std::chrono::milliseconds(600);  // the tool waits until the deadline
+    return Result<ToolOutput>(ToolOutput::Error("stopped: the turn's wall-time budget ran out"));
+  }));
+  cfg.tools = registry_.Specs();
+  provider_.fallback = [&](int) {
+    now += std::chrono::milliseconds(400);  // the model call takes 400 ms
+    ModelResponse resp;
+    resp.content = {Call("a", "wait", {{"x", "1"}})};
+    resp.finish = FinishReason::kToolUse;
+    return Result<ModelResponse>(resp);
+  };
+  TurnResult r = Run(cfg);
+  provider_.fallback = nullptr;
+  ASSERT_TRUE(seen_left.has_value()) << "the tool got no deadline";
+  EXPECT_LE(*seen_left, std::chrono::milliseconds(600));
+  EXPECT_GT(*seen_left, std::chrono::milliseconds(0));
+  EXPECT_EQ(r.stop, StopReason::kBudgetExhausted);
+  EXPECT_EQ(r.reason, "wall time budget exhausted (1000 ms >= 1000 ms)");
+
+  // Without a wall-time budget there is no deadline.
+  Transcript other;
+  auto plain = Config();
+  plain.tools = registry_.Specs();
+  seen_left.reset();
+  provider_.Calls({Call("b", "wait", {{"x", "1"}})}).Text("done");
+  Turn turn(plain, other);
+  ASSERT_TRUE(turn.Start(TurnInput::User("go")).ok());
+  RunnerDeps deps;
+  deps.provider = &provider_;
+  deps.tools = &registry_;
+  EXPECT_EQ(RunTurn(turn, deps, {}).stop, StopReason::kCompleted);
+  EXPECT_FALSE(seen_left.has_value());
 }
 
 TEST_F(TurnTest, PromptTooLongCompactsPriorHistoryAndRetries) {

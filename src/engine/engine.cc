@@ -1106,6 +1106,7 @@ class EngineImpl final : public Engine {
     if (applied) opts = std::move(applied->options);
     AL_ASSIGN_OR_RETURN(opts.workspace, CanonicalWorkspace(opts.workspace));
     engine::WiringContext ctx = engine::MakeWiringContext(options_.env, data_dir());
+    ctx.hidden_paths = options_.sandbox_hidden;
     ctx.start_mcp_servers = false;
     AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(opts, ctx));
     const Tool* tool = tools.registry.Find(call.name);
@@ -1228,6 +1229,7 @@ Status SessionImpl::RebuildProvider() {
 Status SessionImpl::Init() {
   AL_RETURN_IF_ERROR(RebuildProvider());
   engine::WiringContext ctx = engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
+  ctx.hidden_paths = engine_.options().sandbox_hidden;
   // Only a session that can run turns (it holds the lock) starts servers.
   ctx.start_mcp_servers = lock_ != nullptr;
 

@@ -39,6 +39,12 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
   tool_opts.env_pass = spec.env_pass;
   tool_opts.env_set = spec.env_set;
   tool_opts.bash_default_timeout_ms = spec.bash_timeout_ms;
+  // What a sandboxed command never sees: the user's configuration and the
+  // data directory (the store, the trust record, a server's secrets).
+  for (const auto* dir : {&ctx.config_dir, &ctx.data_dir}) {
+    if (!dir->empty()) tool_opts.hidden_paths.push_back(dir->string());
+  }
+  for (const auto& p : ctx.hidden_paths) tool_opts.hidden_paths.push_back(p.string());
   RegisterBuiltinTools(out.registry, tool_opts);
   out.todo = std::make_shared<todo::TodoTool>();
   out.registry.Add(out.todo);
@@ -91,6 +97,7 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
                          : spec.sandbox;
     launch.network = spec.sandbox_network;
     launch.sandbox_fallback = spec.sandbox_fallback;
+    launch.hidden_paths = tool_opts.hidden_paths;
     launch.token_env = ctx.env;
     AL_ASSIGN_OR_RETURN(mcp::StartedServers started, mcp::StartServers(spec.mcp_servers, launch));
     for (auto& w : started.warnings) out.warnings.push_back(std::move(w));

@@ -34,6 +34,10 @@ struct WiringContext {
   EnvMap env;                        // HOME and the XDG directories
   std::filesystem::path data_dir;    // the engine's data directory (memory, proposals)
   std::filesystem::path config_dir;  // the user's configuration directory; empty: none
+  // Hidden in every sandbox (bash, MCP servers) besides `config_dir` and
+  // `data_dir`: EngineOptions::sandbox_hidden (a server's configuration, its
+  // agents' workspace roots).
+  std::vector<std::filesystem::path> hidden_paths;
   // Start the specification's MCP servers and offer their tools (a session
   // that runs turns); off, they are left out (permissions check).
   bool start_mcp_servers = false;

@@ -558,5 +558,37 @@ TEST(McpTool, RunsAndReportsAServerThatIsGone) {
   EXPECT_NE(gone->content.find("signal 9"), std::string::npos) << gone->content;
 }
 
+TEST(McpTool, TheTurnsWallTimeBudgetCancelsACallThatKeepsReportingProgress) {
+  // The server never answers and reports progress, which would keep the
+  // call alive up to its maximum of ten minutes.
+  ProgressFeeder feeder;
+  auto respond = Standard("2025-11-25", {Tool("slow")});
+  Harness h = Make([&](const Json& msg, FakeTransport& t) {
+    if (msg.value("method", "") == "tools/call") {
+      feeder.Start(t, msg["id"], std::chrono::steady_clock::now() + 10min, /*answer=*/false);
+      return;
+    }
+    respond(msg, t);
+  });
+  ASSERT_TRUE(h.client->Connect(5s).ok());
+  McpToolOptions o;
+  o.server = "fake";
+  o.timeout = 60s;
+  o.max_timeout = 600s;
+  McpTool tool(h.client, h.client->tools()[0], o);
+  ToolContext ctx;
+  ctx.deadline = std::chrono::steady_clock::now() + 300ms;
+  auto out = tool.Run({"c1", "mcp__fake__slow", Json::object()}, ctx);
+  feeder.Stop();
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->is_error);
+  EXPECT_NE(out->content.find("the turn's wall-time budget ran out"), std::string::npos)
+      << out->content;
+  EXPECT_EQ(out->details["budget_exhausted"], true);
+  // The server was told to stop the work.
+  auto cancelled = h.transport->WaitSent("notifications/cancelled");
+  ASSERT_TRUE(cancelled.has_value());
+}
+
 }  // namespace
 }  // namespace agentloop::mcp

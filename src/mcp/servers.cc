@@ -66,7 +66,8 @@ Result<std::unique_ptr<Transport>> MakeTransport(const McpServerSpec& spec,
       if (program.empty()) program = spec.command;
       std::vector<std::string> inner = {program};
       inner.insert(inner.end(), spec.args.begin(), spec.args.end());
-      o.argv = tools::SandboxedArgv(bwrap, ctx.sandbox, ctx.network, o.cwd, inner);
+      o.argv =
+          tools::SandboxedArgv(bwrap, ctx.sandbox, ctx.network, o.cwd, inner, ctx.hidden_paths);
       // Not --die-with-parent: its "parent" is the thread that spawned
       // bubblewrap (PR_SET_PDEATHSIG), and servers are started on threads
       // that end once the handshake is over. A server outlives nothing it

@@ -34,6 +34,8 @@ struct LaunchContext {
   SandboxMode sandbox = SandboxMode::kOff;
   bool network = false;
   SandboxFallback sandbox_fallback = SandboxFallback::kRefuse;
+  // Paths the sandbox hides, as bash's (BashToolOptions::hidden_paths).
+  std::vector<std::string> hidden_paths;
   size_t output_cap_chars = 30000;
   // Where `bearer_token_env_var` is looked up: the process's environment,
   // not `base_env` (a token is a secret, scrubbed from that one).

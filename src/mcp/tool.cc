@@ -1,5 +1,7 @@
 #include "mcp/tool.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include <openssl/sha.h>
@@ -167,7 +169,31 @@ Result<ToolOutput> McpTool::Run(const ToolCall& call, ToolContext& ctx) {
   opts.max_timeout = options_.max_timeout;
   opts.stop = ctx.stop;
   opts.progress = true;
+  // The turn's wall-time budget bounds the call whatever progress the
+  // server reports: at the deadline it is cancelled
+  // (notifications/cancelled) like a call that timed out.
+  bool budget_bound = false;
+  if (ctx.deadline) {
+    auto left = std::max(std::chrono::milliseconds(1),
+                         std::chrono::ceil<std::chrono::milliseconds>(
+                             *ctx.deadline - std::chrono::steady_clock::now()));
+    const auto hard =
+        opts.max_timeout.count() > 0 ? std::max(opts.max_timeout, opts.timeout) : opts.timeout;
+    if (opts.timeout.count() <= 0 || left < hard) {
+      budget_bound = true;
+      opts.max_timeout = left;
+      if (opts.timeout.count() <= 0 || opts.timeout > left) opts.timeout = left;
+    }
+  }
   Result<RpcReply> reply = client_->CallTool(tool_name_, call.input, opts);
+  if (!reply.ok() && budget_bound && reply.error().code() == Code::kDeadlineExceeded &&
+      std::chrono::steady_clock::now() >= *ctx.deadline) {
+    ToolOutput out = ToolOutput::Error(
+        "stopped: the turn's wall-time budget ran out while MCP server '" + options_.server +
+        "' ran the tool '" + tool_name_ + "'; the call was cancelled");
+    out.details = {{"server", options_.server}, {"tool", tool_name_}, {"budget_exhausted", true}};
+    return out;
+  }
   if (!reply.ok()) {
     // Timeouts, cancellation and a server that died are the model's to see;
     // the session goes on.

@@ -110,6 +110,11 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) cons
 
 std::optional<std::string> RulesPolicy::ProtectedReason(const ToolSpec& spec,
                                                         const CallSubject& subject) const {
+  if (subject.kind == RulePatternKind::kCommand) {
+    // Read as text first: a line the shell reader does not understand can
+    // still be allowed by a rule without a pattern (`bash`, `*`).
+    if (auto why = SelfRunReason(subject.command)) return why;
+  }
   if (subject.command_line) {
     return ProtectedCommandReason(*subject.command_line, options_.workspace,
                                   options_.protected_roots, options_.home);

@@ -68,6 +68,32 @@ std::optional<std::string> ProtectedPathReason(const fs::path& path, const fs::p
   return std::nullopt;
 }
 
+std::optional<std::string> SelfRunReason(std::string_view command) {
+  const bool proc_exe = [&] {
+    for (size_t at = command.find("/proc/"); at != std::string_view::npos;
+         at = command.find("/proc/", at + 1)) {
+      // The word up to a separator; quotes, escapes, expansions and globs
+      // inside it may spell `exe` in pieces (`e''xe`, `e\xe`, `ex?`).
+      const size_t end = command.find_first_of(" \t\n;&|<>()`", at);
+      std::string_view word = command.substr(at, end == std::string_view::npos ? end : end - at);
+      if (word.find("/exe") != std::string_view::npos ||
+          word.find_first_of("'\"\\$*?[{") != std::string_view::npos) {
+        return true;
+      }
+    }
+    return false;
+  }();
+  if (proc_exe) {
+    return "the command names a process's executable under /proc, which can be agentloop itself "
+           "(it can trust workspaces and approve pending calls): always asked";
+  }
+  if (command.find("PPID") != std::string_view::npos) {
+    return "the command names the parent process ($PPID), which can be agentloop itself (it can "
+           "trust workspaces and approve pending calls): always asked";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> ProtectedCommandReason(const CommandLine& line,
                                                   const fs::path& workspace,
                                                   const std::vector<fs::path>& roots,
@@ -76,7 +102,8 @@ std::optional<std::string> ProtectedCommandReason(const CommandLine& line,
     // agentloop itself can trust a workspace, approve a pending call or
     // accept a proposal: the agent must not do that on its own behalf.
     for (const std::string& program : cmd.programs) {
-      if (program == "agentloop") {
+      // `exe`: a process's executable reached from its /proc directory.
+      if (program == "agentloop" || program == "exe") {
         return "the command '" + cmd.text +
                "' runs agentloop itself, which can trust workspaces and approve pending calls: "
                "always asked";

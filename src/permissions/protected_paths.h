@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "permissions/shell_split.h"
@@ -39,6 +40,12 @@ std::optional<std::string> ProtectedLocation(const std::filesystem::path& abs,
 std::optional<std::string> ProtectedPathReason(const std::filesystem::path& path,
                                                const std::filesystem::path& workspace,
                                                const std::vector<std::filesystem::path>& roots);
+
+// Why a bash line, read as raw text (also one the shell reader does not
+// understand), may run the agentloop binary under another name: it names a
+// process's executable (`/proc/self/exe`, `/proc/$PPID/exe`, `/proc/*/exe`)
+// or the parent process (`$PPID`). nullopt when it does neither.
+std::optional<std::string> SelfRunReason(std::string_view command);
 
 // Why a bash line touches a protected path: a word of one of its commands
 // (`~` and `$HOME` expanded) names one, or it runs `agentloop` itself (which

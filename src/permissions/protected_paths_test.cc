@@ -117,6 +117,27 @@ TEST_F(ProtectedPathsTest, BashLinesNamingConfigurationAreAsked) {
   }
 }
 
+// The agentloop binary reached under another name (the process's own
+// executable, the parent's) is asked about under any rule, `*` included,
+// also in lines the shell reader does not understand.
+TEST_F(ProtectedPathsTest, AgentloopRunThroughProcIsAskedUnderAnyRule) {
+  RulesPolicy p = Policy({"*"});
+  const ToolSpec bash = Spec("bash", true);
+  for (const char* cmd :
+       {"/proc/$PPID/exe trust .", "/proc/self/exe trust .", "/proc/1234/exe approve p_1",
+        "\"/proc/$PPID/exe\" trust .", "cp /proc/self/exe x && ./x trust .",
+        "$(readlink /proc/$PPID/exe) trust .", "p=$PPID; /proc/$p/exe trust .",
+        "/proc/*/exe trust .", "/proc/self/ex? trust .", "/proc/self/e''xe trust .",
+        "cd /proc/self && ./exe trust ."}) {
+    PolicyVerdict v = p.Evaluate(bash, Json{{"command", cmd}});
+    EXPECT_EQ(v.decision, Decision::kAsk) << cmd << ": " << v.reason;
+    EXPECT_TRUE(v.always_ask) << cmd;
+  }
+  for (const char* cmd : {"cat /proc/cpuinfo", "ls /proc/self/fd", "git status"}) {
+    EXPECT_EQ(p.Evaluate(bash, Json{{"command", cmd}}).decision, Decision::kAllow) << cmd;
+  }
+}
+
 TEST_F(ProtectedPathsTest, ASessionApprovalDoesNotCoverAProtectedWrite) {
   auto inner = std::make_shared<RulesPolicy>(Policy({"*"}));
   auto approvals = std::make_shared<SessionApprovals>(ws_);

@@ -2,6 +2,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -93,6 +94,28 @@ TEST(BashToolTest, TimeoutKillsBackgroundChildren) {
   pid_t child = static_cast<pid_t>(std::atoi(out.content.c_str()));
   ASSERT_GT(child, 0);
   EXPECT_TRUE(ProcessTerminates(child));
+}
+
+TEST(BashToolTest, TheTurnsWallTimeBudgetStopsTheCommand) {
+  TempWorkspace t;
+  BashTool bash;
+  // The command's own timeout is long; the turn's budget ends it first.
+  t.ctx().deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  auto out = RunTool(bash, t.ctx(),
+                     Json{{"command", "sleep 600 & echo $!; sleep 600"}, {"timeout_ms", 600000}});
+  EXPECT_TRUE(out.is_error);
+  EXPECT_TRUE(Has(out.content, "the turn's wall-time budget ran out")) << out.content;
+  EXPECT_EQ(out.details["budget_exhausted"], true);
+  EXPECT_EQ(out.details["timed_out"], true);
+  pid_t child = static_cast<pid_t>(std::atoi(out.content.c_str()));
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(ProcessTerminates(child));
+
+  // A command that ends first is not touched by the budget.
+  t.ctx().deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  out = RunTool(bash, t.ctx(), Json{{"command", "echo quick"}});
+  EXPECT_FALSE(out.is_error);
+  EXPECT_EQ(out.details["budget_exhausted"], false);
 }
 
 TEST(BashToolTest, BackgroundChildDoesNotOutliveTheCommand) {
@@ -266,11 +289,13 @@ TEST(BashToolTest, SandboxModesWhenBubblewrapWorks) {
   std::filesystem::create_directory_symlink("real-agentloop", t.ws() / ".agentloop");
   out = RunTool(rw, t.ctx(),
                 Json{{"command",
-                      "for f in .git/config .git/hooks-pre-commit .agentloop/config.toml; do "
-                      "(echo x >> $f) 2>/dev/null && echo wrote-$f; done; echo checked"}});
+                      "for f in .git/config .git/hooks/pre-commit .agentloop/config.toml; do "
+                      "(echo x >> $f) 2>/dev/null && echo wrote-$f; done; echo x > .git/HEAD-x && "
+                      "echo checked"}});
   EXPECT_EQ(out.content, "checked\n");
   EXPECT_EQ(t.Slurp(".git/config"), "[core]\n");
-  EXPECT_FALSE(std::filesystem::exists(t.ws() / ".git/hooks-pre-commit"));
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / ".git/hooks/pre-commit"));
+  EXPECT_EQ(t.Slurp(".git/HEAD-x"), "x\n");  // the rest of .git is writable
   EXPECT_EQ(t.Slurp("real-agentloop/config.toml"), "");
   const std::string private_tmp = "/tmp/" + t.root().filename().string() + "_private";
   out = RunTool(rw, t.ctx(),
@@ -281,6 +306,116 @@ TEST(BashToolTest, SandboxModesWhenBubblewrapWorks) {
   EXPECT_TRUE(std::filesystem::exists(t.ws() / "made_rw"));
   EXPECT_FALSE(std::filesystem::exists(escaped));
   EXPECT_FALSE(std::filesystem::exists(private_tmp));  // /tmp in the sandbox is its own
+}
+
+// A line a permission rule allowed (ToolCall::confined) runs in the
+// workspace-write sandbox although none is configured; `git commit` works
+// there, while git's config and hooks, .agentloop and the hidden paths stay
+// out of reach. The same line approved by a person runs as configured.
+TEST(BashToolTest, RuleAllowedLineRunsInTheWorkspaceWriteSandbox) {
+  SKIP_WITHOUT_BUBBLEWRAP();
+  if (FindExecutable("git").empty()) GTEST_SKIP() << "git is not installed";
+  TempWorkspace t;
+  OutsideDir hidden;
+  t.Write(hidden.path() / "secret", "s3cret");
+  const std::string escaped = (t.outside() / "escaped").string();
+  BashToolOptions o;  // tools.sandbox = off
+  o.hidden_paths = {hidden.path().string()};
+  BashTool bash(o);
+  EXPECT_TRUE(bash.spec().confines_rule_allowed);
+  EXPECT_EQ(bash.spec().confinement_unavailable, "");
+  auto setup = RunTool(bash, t.ctx(), Json{{"command", "git init -q . && echo ok"}});
+  ASSERT_EQ(setup.content, "ok\n");
+  const std::string config_before = t.Slurp(".git/config");
+
+  const std::string line =
+      "echo hi > f && git add f && git -c user.name=t -c user.email=t@e commit -qm m && "
+      "echo committed; for f in .git/config .git/hooks/pre-commit .agentloop/config.toml " +
+      escaped + "; do (echo x >> $f) 2>/dev/null && echo wrote-$f; done; cat " +
+      (hidden.path() / "secret").string() + " 2>/dev/null || echo hidden";
+  ToolCall call{"c1", "bash", Json{{"command", line}}, /*confined=*/true};
+  auto r = bash.Run(call, t.ctx());
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->content, "committed\nhidden\n");
+  EXPECT_EQ(r->details["sandbox"], "workspace-write");
+  EXPECT_EQ(r->details["network"], false);
+  EXPECT_EQ(r->details["rule_allowed"], true);
+  EXPECT_EQ(t.Slurp(".git/config"), config_before);
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / ".git/hooks/pre-commit"));
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / ".agentloop/config.toml"));
+  EXPECT_FALSE(std::filesystem::exists(escaped));
+
+  // Approved by a person: as configured (off), so git's config is writable.
+  auto approved = RunTool(bash, t.ctx(), Json{{"command", "echo '# x' >> .git/config && echo w"}});
+  EXPECT_EQ(approved.content, "w\n");
+  EXPECT_EQ(approved.details["sandbox"], "off");
+}
+
+// A served session's layout: the agent's workspace root is hidden, so the
+// session's own workspace (inside it) stays visible and writable while its
+// neighbours (other sessions' workspaces) and the server's state are gone.
+TEST(BashToolTest, HiddenPathsAroundTheWorkspaceLeaveOnlyTheWorkspace) {
+  SKIP_WITHOUT_BUBBLEWRAP();
+  OutsideDir root;  // the agent's workspace root
+  const auto mine = root.path() / "pr-1";
+  const auto theirs = root.path() / "pr-2";
+  std::filesystem::create_directories(mine);
+  std::filesystem::create_directories(theirs);
+  {
+    std::ofstream(theirs / "prompt.txt") << "tenant A's file";
+    std::ofstream(mine / "own.txt") << "mine";
+  }
+  OutsideDir state;  // the server's data directory
+  { std::ofstream(state.path() / "token") << "secret"; }
+  ToolContext ctx;
+  ctx.workspace = std::filesystem::canonical(mine);
+  BashToolOptions o;
+  o.sandbox = SandboxMode::kWorkspaceWrite;
+  o.hidden_paths = {root.path().string(), state.path().string()};
+  BashTool bash(o);
+  auto out = RunTool(
+      bash, ctx,
+      Json{{"command", "cat own.txt; echo; touch made && echo made; cat " +
+                           (theirs / "prompt.txt").string() + " " +
+                           (state.path() / "token").string() + " 2>/dev/null || echo hidden; ls " +
+                           root.path().string() + "; touch ../pr-3 2>/dev/null || echo root-ro"}});
+  EXPECT_EQ(out.content, "mine\nmade\nhidden\npr-1\nroot-ro\n");
+  EXPECT_FALSE(std::filesystem::exists(root.path() / "pr-3"));
+  EXPECT_TRUE(std::filesystem::exists(mine / "made"));
+}
+
+// Where bubblewrap cannot run, the spec says why rule-allowed lines are
+// asked, and a confined call never runs unsandboxed.
+TEST(BashToolTest, RuleAllowedLineNeverRunsWithoutTheSandbox) {
+  TempWorkspace t;
+  BashToolOptions o;
+  o.bwrap_path = (t.root() / "no-such-bwrap").string();
+  BashTool bash(o);
+  EXPECT_FALSE(bash.spec().confines_rule_allowed);
+  EXPECT_TRUE(Has(bash.spec().confinement_unavailable, "bash sandbox cannot run here"))
+      << bash.spec().confinement_unavailable;
+  ToolCall call{"c1", "bash", Json{{"command", "touch ran"}}, /*confined=*/true};
+  auto r = bash.Run(call, t.ctx());
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->is_error);
+  EXPECT_TRUE(Has(r->content, "not run")) << r->content;
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "ran"));
+  // tools.sandbox_fallback = "warn": run unsandboxed, and said so.
+  o.fallback = SandboxFallback::kWarn;
+  BashTool warned(o);
+  EXPECT_EQ(warned.spec().confinement_unavailable, "");
+  r = warned.Run(call, t.ctx());
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->is_error) << r->content;
+  EXPECT_EQ(r->details["sandbox"], "off");
+  EXPECT_TRUE(r->details.contains("sandbox_unavailable"));
+  EXPECT_TRUE(std::filesystem::exists(t.ws() / "ran"));
+  // Without the default (an embedder's choice), nothing is confined.
+  o.fallback = SandboxFallback::kRefuse;
+  o.confine_rule_allowed = false;
+  BashTool plain(o);
+  EXPECT_FALSE(plain.spec().confines_rule_allowed);
+  EXPECT_EQ(plain.spec().confinement_unavailable, "");
 }
 
 // A listener on 127.0.0.1 that accepts connections into its backlog.

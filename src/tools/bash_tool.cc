@@ -1,9 +1,13 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "base/strings.h"
@@ -19,34 +23,107 @@ namespace agentloop::tools {
 // started (also one that left the process group with setsid or a double
 // fork) is killed by the kernel with the namespace's init.
 //
-// In workspace-write, the workspace's `.git` and `.agentloop` (what git and
-// agentloop run or obey: hooks, config, rules) stay read-only, so that a
-// command cannot plant code that runs later outside the sandbox.
+// In workspace-write, what git and agentloop run or obey stays read-only, so
+// that a command cannot plant code that runs later outside the sandbox:
+// `.git/config`, `.git/hooks` (an empty read-only directory when absent) and
+// `.git/modules` (submodules' config and hooks), `.agentloop` (also an empty
+// read-only directory when absent), `.mcp.json` and `AGENTS.md`. The rest of
+// `.git` stays writable, so `git commit` works.
+//
+// `hidden` paths (the user's configuration and data directories, the trust
+// store, a server's state) are replaced by an empty read-only directory (a
+// file by /dev/null): a path that contains the workspace before the
+// workspace is bound, any other after, so the workspace stays visible and a
+// hidden path inside it stays hidden.
 std::vector<std::string> SandboxedArgv(const std::string& bwrap, SandboxMode mode, bool network,
                                        const std::string& ws,
-                                       const std::vector<std::string>& program) {
+                                       const std::vector<std::string>& program,
+                                       const std::vector<std::string>& hidden) {
   std::vector<std::string> argv = {bwrap,  "--ro-bind", "/",     "/",       "--dev",
                                    "/dev", "--proc",    "/proc", "--tmpfs", "/tmp"};
   if (!network) argv.push_back("--unshare-net");
   for (const char* a : {"--unshare-pid", "--die-with-parent"}) argv.push_back(a);
+  const std::filesystem::path root(ws);
+  auto inside = [](const std::filesystem::path& p, const std::filesystem::path& dir) {
+    auto rel = p.lexically_relative(dir);
+    return !rel.empty() && *rel.begin() != "..";
+  };
+  auto hide = [&](const std::filesystem::path& p) {
+    std::error_code ec;
+    auto st = std::filesystem::status(p, ec);
+    if (ec || !std::filesystem::exists(st)) return;
+    if (std::filesystem::is_directory(st)) {
+      for (const char* a : {"--tmpfs", p.c_str(), "--remount-ro", p.c_str()}) argv.push_back(a);
+    } else {
+      for (const char* a : {"--ro-bind", "/dev/null", p.c_str()}) argv.push_back(a);
+    }
+  };
+  std::vector<std::filesystem::path> hide_after;
+  std::vector<std::filesystem::path> around;  // contain the workspace
+  for (const std::string& h : hidden) {
+    if (h.empty() || h.front() != '/') continue;
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::weakly_canonical(h, ec);
+    if (ec) continue;
+    if (inside(root, p)) {
+      // Contains the workspace: an empty tmpfs first, the workspace bound
+      // into it (its mount point made there), then made read-only.
+      if (!std::filesystem::is_directory(p, ec)) continue;
+      for (const char* a : {"--tmpfs", p.c_str()}) argv.push_back(a);
+      around.push_back(p);
+    } else {
+      hide_after.push_back(p);
+    }
+  }
   argv.push_back(mode == SandboxMode::kWorkspaceWrite ? "--bind" : "--ro-bind");
   argv.push_back(ws);
   argv.push_back(ws);
-  if (mode == SandboxMode::kWorkspaceWrite) {
-    const std::filesystem::path root(ws);
-    for (const char* name : {".git", ".agentloop"}) {
-      // Through a symlink: its target, when that is inside the workspace
-      // (outside it, everything is read-only already).
-      std::error_code ec;
-      std::filesystem::path target = std::filesystem::canonical(root / name, ec);
-      if (ec) continue;  // absent
-      auto rel = target.lexically_relative(root);
-      if (rel.empty() || *rel.begin() == "..") continue;
-      argv.push_back("--ro-bind");
-      argv.push_back(target.string());
-      argv.push_back(target.string());
-    }
+  for (const auto& p : around) {
+    for (const char* a : {"--remount-ro", p.c_str()}) argv.push_back(a);
   }
+  if (mode == SandboxMode::kWorkspaceWrite) {
+    // Through a symlink: its target, when that is inside the workspace
+    // (outside it, everything is read-only already).
+    auto in_workspace = [&](const std::filesystem::path& rel) -> std::optional<std::string> {
+      std::error_code ec;
+      std::filesystem::path target = std::filesystem::canonical(root / rel, ec);
+      if (ec || !inside(target, root)) return std::nullopt;
+      return target.string();
+    };
+    auto read_only = [&](const std::filesystem::path& rel) {
+      if (auto t = in_workspace(rel)) {
+        for (const std::string& a : {std::string("--ro-bind"), *t, *t}) argv.push_back(a);
+        return true;
+      }
+      return false;
+    };
+    // An absent directory is made an empty read-only one, so the command
+    // cannot create it either.
+    auto read_only_dir = [&](const std::filesystem::path& rel) {
+      if (read_only(rel)) return;
+      std::error_code ec;
+      if (std::filesystem::is_symlink(std::filesystem::symlink_status(root / rel, ec))) return;
+      auto parent = in_workspace(rel.parent_path().empty() ? "." : rel.parent_path());
+      if (!parent) return;
+      const std::string dir = (std::filesystem::path(*parent) / rel.filename()).string();
+      for (const std::string& a : {std::string("--tmpfs"), dir, std::string("--remount-ro"), dir}) {
+        argv.push_back(a);
+      }
+    };
+    std::error_code ec;
+    const bool git_dir = std::filesystem::is_directory(root / ".git", ec);
+    if (git_dir) {
+      read_only(".git/config");
+      read_only(".git/modules");
+      read_only_dir(".git/hooks");
+    } else {
+      read_only(".git");  // a `.git` file names the real git directory
+    }
+    read_only_dir(".agentloop");
+    read_only(".mcp.json");
+    read_only("AGENTS.md");
+  }
+  for (const auto& p : hide_after) hide(p);
   argv.push_back("--chdir");
   argv.push_back(ws);
   argv.insert(argv.end(), program.begin(), program.end());
@@ -56,8 +133,9 @@ std::vector<std::string> SandboxedArgv(const std::string& bwrap, SandboxMode mod
 namespace {
 
 std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode, bool network,
-                                     const std::string& ws, const std::string& command) {
-  return SandboxedArgv(bwrap, mode, network, ws, {"/bin/bash", "-c", command});
+                                     const std::string& ws, const std::string& command,
+                                     const std::vector<std::string>& hidden = {}) {
+  return SandboxedArgv(bwrap, mode, network, ws, {"/bin/bash", "-c", command}, hidden);
 }
 
 // Whether bubblewrap at `path` can build a sandbox here. Probed once per
@@ -112,12 +190,21 @@ BashTool::BashTool(BashToolOptions options)
 // instance with those options.
 std::shared_ptr<const ToolSpec> BashTool::SharedSpec(const BashToolOptions& options) {
   const int max_timeout_ms = options.max_timeout_ms;
-  const bool confined =
-      options.offer_in_read_only && SandboxUnavailableReason(options.bwrap_path).empty();
+  const std::string unavailable = options.offer_in_read_only || options.confine_rule_allowed
+                                      ? SandboxUnavailableReason(options.bwrap_path)
+                                      : std::string();
+  const bool confined = options.offer_in_read_only && unavailable.empty();
+  // Rule-allowed lines: confined, or (no sandbox here) why they are asked.
+  const bool confines_rule_allowed = options.confine_rule_allowed && unavailable.empty();
+  // tools.sandbox_fallback = "warn" is a person's choice to run commands
+  // unsandboxed where bubblewrap cannot run: rule-allowed lines too.
+  const std::string rule_unavailable =
+      options.confine_rule_allowed && options.fallback != SandboxFallback::kWarn ? unavailable : "";
   static std::mutex mu;
-  static auto* specs = new std::map<std::pair<int, bool>, std::shared_ptr<const ToolSpec>>();
+  static auto* specs =
+      new std::map<std::tuple<int, bool, bool, std::string>, std::shared_ptr<const ToolSpec>>();
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = (*specs)[{max_timeout_ms, confined}];
+  auto& slot = (*specs)[{max_timeout_ms, confined, confines_rule_allowed, rule_unavailable}];
   if (slot) return slot;
   ToolSpec s = BuiltinSpec(
       {.name = "bash",
@@ -148,6 +235,11 @@ std::shared_ptr<const ToolSpec> BashTool::SharedSpec(const BashToolOptions& opti
         " In a read-only command (plan, explain) commands run in a read-only sandbox without "
         "network: use them to inspect, not to change, the workspace.";
   }
+  s.confines_rule_allowed = confines_rule_allowed;
+  if (!rule_unavailable.empty()) {
+    s.confinement_unavailable = "the bash sandbox cannot run here: " + rule_unavailable +
+                                " (a person approving the exact line may run it unsandboxed)";
+  }
   slot = std::make_shared<const ToolSpec>(std::move(s));
   return slot;
 }
@@ -164,6 +256,18 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
   // network, whatever was configured, and never runs one without it.
   SandboxMode mode = ctx.read_only ? SandboxMode::kReadOnly : options_.sandbox;
   const bool network = options_.network && !ctx.read_only;
+  // A line a rule allowed runs at least in the workspace-write sandbox; it
+  // never runs without one (the turn asks about such lines where there is
+  // none).
+  const bool confine = call.confined && options_.confine_rule_allowed && !ctx.read_only;
+  if (confine) {
+    if (mode == SandboxMode::kOff) mode = SandboxMode::kWorkspaceWrite;
+    if (std::string why = SandboxUnavailableReason(options_.bwrap_path);
+        !why.empty() && options_.fallback != SandboxFallback::kWarn) {
+      return ToolOutput::Error("not run: a line a rule allows runs only in the bash sandbox, and " +
+                               why);
+    }
+  }
   if (ctx.read_only && !spec().confined_in_read_only) {
     return FailedPrecondition(
         "bash is not available in a read-only command here: it runs there only in a read-only "
@@ -197,11 +301,22 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
   env.set = options_.env_set;
   p.env = ChildEnvironment(options_.base_env ? *options_.base_env : CurrentEnvironment(), env);
   p.timeout = std::chrono::milliseconds(timeout_ms);
+  // The turn's wall-time budget ends the command too, when it comes first
+  // (at least a millisecond: a zero timeout would mean none).
+  bool budget_bound = false;
+  if (ctx.deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        *ctx.deadline - std::chrono::steady_clock::now());
+    if (left < p.timeout) {
+      p.timeout = std::max(left, std::chrono::milliseconds(1));
+      budget_bound = true;
+    }
+  }
   p.output_cap = options_.output_cap_chars;
   if (mode == SandboxMode::kOff) {
     p.argv = {"/bin/bash", "-c", command};
   } else {
-    p.argv = SandboxArgv(bwrap, mode, network, ws, command);
+    p.argv = SandboxArgv(bwrap, mode, network, ws, command, options_.hidden_paths);
   }
 
   auto run = RunProcess(p, ctx.stop);
@@ -224,6 +339,13 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
       out.is_error = true;
       break;
     case ProcessResult::Outcome::kTimedOut:
+      if (budget_bound) {
+        text += "[stopped after " + std::to_string(r.elapsed.count()) +
+                " ms: the turn's wall-time budget ran out; the command and all processes it "
+                "started were killed]\n";
+        out.is_error = true;
+        break;
+      }
       text += "[timed out after " + std::to_string(timeout_ms) +
               " ms; the command and all processes it started were killed. Use a longer "
               "timeout_ms (max " +
@@ -244,15 +366,18 @@ Result<ToolOutput> BashTool::Run(const ToolCall& call, ToolContext& ctx) {
             " bytes; only its beginning and end are shown]\n";
   }
   out.content = std::move(text);
-  out.details = Json{{"exit_code", r.exit_code},
-                     {"signal", r.signal},
-                     {"timed_out", r.outcome == ProcessResult::Outcome::kTimedOut},
-                     {"cancelled", r.outcome == ProcessResult::Outcome::kCancelled},
-                     {"output_bytes", r.total_output_bytes},
-                     {"truncated", r.output_truncated},
-                     {"duration_ms", r.elapsed.count()},
-                     {"sandbox", SandboxModeName(mode)}};
+  out.details =
+      Json{{"exit_code", r.exit_code},
+           {"signal", r.signal},
+           {"timed_out", r.outcome == ProcessResult::Outcome::kTimedOut},
+           {"budget_exhausted", budget_bound && r.outcome == ProcessResult::Outcome::kTimedOut},
+           {"cancelled", r.outcome == ProcessResult::Outcome::kCancelled},
+           {"output_bytes", r.total_output_bytes},
+           {"truncated", r.output_truncated},
+           {"duration_ms", r.elapsed.count()},
+           {"sandbox", SandboxModeName(mode)}};
   if (mode != SandboxMode::kOff) out.details["network"] = network;
+  if (confine) out.details["rule_allowed"] = true;
   if (!fallback_reason.empty()) out.details["sandbox_unavailable"] = fallback_reason;
   if (auto d = call.input.find("description"); d != call.input.end() && d->is_string()) {
     out.details["description"] = *d;

@@ -22,6 +22,8 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
   bash.default_timeout_ms = options.bash_default_timeout_ms;
   bash.max_timeout_ms = options.bash_max_timeout_ms;
   bash.output_cap_chars = options.output_cap_chars;
+  bash.confine_rule_allowed = options.confine_rule_allowed;
+  bash.hidden_paths = options.hidden_paths;
   return {
       std::make_shared<tools::ReadTool>(),
       std::make_shared<tools::WriteTool>(),

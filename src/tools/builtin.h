@@ -28,6 +28,11 @@ struct BuiltinToolOptions {
   // Offer bash in read-only commands, confined to a read-only sandbox (only
   // when bubblewrap works here).
   bool bash_in_read_only = false;
+  // Bash runs the lines permission rules allow in the workspace-write
+  // sandbox (BashToolOptions::confine_rule_allowed), hiding `hidden_paths`
+  // in every sandbox.
+  bool confine_rule_allowed = true;
+  std::vector<std::string> hidden_paths;
   // Kept in (despite looking like secrets) and added to bash's environment.
   std::vector<std::string> env_pass;
   std::map<std::string, std::string> env_set;

@@ -142,6 +142,15 @@ struct BashToolOptions {
   size_t output_cap_chars = 30000;
   // bubblewrap executable; empty: "bwrap" looked up in PATH.
   std::string bwrap_path;
+  // A call a permission rule allowed (ToolCall::confined) runs in the
+  // workspace-write sandbox (or the configured one, when stricter); where
+  // bubblewrap cannot run, the spec says so (ToolSpec::
+  // confinement_unavailable) and the turn asks about such calls instead.
+  bool confine_rule_allowed = true;
+  // Absolute paths hidden in every sandbox (an empty read-only directory,
+  // /dev/null for a file): the user's configuration and data directories,
+  // the trust store, a server's state.
+  std::vector<std::string> hidden_paths;
   // The environment: `base_env` (nullopt: this process's) without secrets
   // (IsSecretName, ToolContext::scrubbed_env), keeping `env_pass`, adding
   // `env_set` (env/process.h ChildEnvironment).
@@ -174,12 +183,14 @@ std::string SandboxUnavailableReason(const std::string& bwrap_path = "");
 // The bubblewrap command line (`bwrap` is its path) that runs `program`
 // (argv) in the workspace `ws` confined as bash's commands are: the whole
 // file system read-only, private /dev, /proc and /tmp, the workspace
-// writable in kWorkspaceWrite (its .git and .agentloop still read-only), no
-// network unless `network`, a PID namespace of its own. REQUIRES: mode is
-// not kOff.
+// writable in kWorkspaceWrite (what git and agentloop run or obey still
+// read-only: .git/config, .git/hooks, .git/modules, .agentloop, .mcp.json,
+// AGENTS.md), `hidden` paths replaced by empty read-only ones, no network
+// unless `network`, a PID namespace of its own. REQUIRES: mode is not kOff.
 std::vector<std::string> SandboxedArgv(const std::string& bwrap, SandboxMode mode, bool network,
                                        const std::string& ws,
-                                       const std::vector<std::string>& program);
+                                       const std::vector<std::string>& program,
+                                       const std::vector<std::string>& hidden = {});
 
 // Shared helpers (tool_util.cc).
 

@@ -89,6 +89,45 @@ class SandboxTest(CliTestCase):
         results = [e for e in events if e.get("type") == "tool_call_end"]
         self.assertTrue(any("write-denied" in str(e) for e in results), events)
 
+    def test_a_line_a_rule_allows_runs_in_the_sandbox_by_default(self):
+        why = bubblewrap_unavailable()
+        if why:
+            self.skipTest(why)
+        outside = os.path.join(self.tmp, "outside-marker")
+        os.makedirs(os.path.join(self.ws, ".git", "hooks"), exist_ok=True)
+        with open(os.path.join(self.ws, ".git", "config"), "w", encoding="utf-8") as f:
+            f.write("[core]\n")
+        secret = os.path.join(self.data, "planted")
+        script = self.write("rule.json", {"responses": [
+            {"tool_calls": [{"id": "c1", "name": "bash", "input": {
+                # Through variables, which the reader's protected-path guard does not see.
+                "command": "touch inside-marker; o=%s; touch $o; d=.gi; echo x >> ${d}t/config; "
+                           "touch ${d}t/hooks/pre-commit; s=%s; touch ${s}ta/planted; true"
+                           % (outside, self.data[:-2])}}]},
+            {"text": "done"}]})
+        # No --sandbox (tools.sandbox is off): the rule's allowance confines the line.
+        p = self.run_cli("run", "--provider", "script", "--script", script, "-C", self.ws,
+                         "--allow", "bash", "--output", "json", "go")
+        self.assert_code(p, 0)
+        self.assertTrue(os.path.exists(os.path.join(self.ws, "inside-marker")))
+        self.assertFalse(os.path.exists(outside))
+        self.assertFalse(os.path.exists(secret))
+        self.assertFalse(os.path.exists(os.path.join(self.ws, ".git", "hooks", "pre-commit")))
+        with open(os.path.join(self.ws, ".git", "config"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), "[core]\n")
+
+    def test_a_line_a_rule_allows_is_asked_where_bubblewrap_cannot_run(self):
+        script = self.write("rule.json", {"responses": [
+            {"tool_calls": [{"id": "c1", "name": "bash", "input": {"command": "touch ran"}}]},
+            {"text": "done"}]})
+        p = self.run_cli("run", "--provider", "script", "--script", script, "-C", self.ws,
+                         "--allow", "bash", "--output", "json", "go",
+                         env=self.broken_bwrap_env())
+        self.assertEqual(self.json_result(p)["status"], "pending_approval", p.stdout + p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "ran")))
+        self.assertIn("the bash sandbox cannot run here", p.stderr)
+        self.assertIn("No permissions to creating new namespace", p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
