@@ -94,9 +94,12 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(*s) : nullptr;
   }
+  // The PostgreSQL cluster of the test's schema: the shared one; a test that
+  // restarts or stops the server, or counts its connections, has its own.
+  virtual Result<PgTestCluster*> Cluster() { return PgTestCluster::Shared(); }
   void SetUp() override {
     if (!sqlite()) {
-      auto cluster = PgTestCluster::Shared();
+      auto cluster = Cluster();
       if (!cluster.ok()) GTEST_SKIP() << "no PostgreSQL cluster: " << cluster.error().ToString();
       auto url = (*cluster)->NewSchemaUrl();
       ASSERT_TRUE(url.ok()) << url.status().ToString();
