@@ -6,8 +6,12 @@ mutations of both) are run by real bash inside a bubblewrap sandbox: the root
 file system read-only, no network, a fresh working directory per line, `env -i`
 with PATH set to a directory of stub programs that log their name (wrappers
 such as env, timeout, xargs, find and bash log and then run the real program).
-The reader (al_shell_split_cli) must name every program bash ran, or call the
-line incomplete. A line where it does not is a differential: printed, exit 1.
+The reader (al_shell_split_cli) must name every program bash ran, call the
+line incomplete, or escalate one of its commands (an option that runs code or
+writes files: allow rules naming the program do not apply). A line where it
+does none of these is a differential: printed, exit 1. Interpreters and build
+tools (python3, perl, make, awk) run for real, so code they are handed on the
+line (`python3 - <<< ...`, `make --eval=...`) runs the stubs too.
 
   shell_differential.py --cli PATH [--corpus DIR] [--seed N] [--count N]
                         [--timeout SECONDS] [--save-failures DIR]
@@ -30,7 +34,7 @@ import tempfile
 # the real program, so what they run in turn is logged too.
 STUBS = ["ls", "rm", "git", "cat", "x", "y", "sed", "sort", "tee", "grep", "wc"]
 PASSTHROUGH = ["env", "timeout", "nice", "nohup", "stdbuf", "setsid", "xargs", "find",
-               "bash", "sh"]
+               "bash", "sh", "python3", "perl", "make", "awk"]
 
 WORDS = ["a", "b", "-l", "--x", "'q w'", "\"d e\"", "$'s\\tt'", "\\;", "{a,b}", "*", "?",
          "~", "$x", "${x}", "\"$x\"", "$1", "x=1", "{}", "[", "]", "!", "%", "+", "-", "--",
@@ -152,8 +156,11 @@ def mutate(rng, line, pool):
 
 def safe(line):
     # Defence in depth on top of the sandbox: no paths out of the working
-    # directory, and nothing that makes a function (recursion).
-    if "/" in line or "kill" in line or "function" in line:
+    # directory (standard input and /dev/null aside), and nothing that makes
+    # a function (recursion).
+    if "kill" in line or "function" in line:
+        return False
+    if "/" in line.replace("/dev/stdin", "").replace("/dev/null", ""):
         return False
     import re
     return re.search(r"[\w:.-]\s*\(\s*\)", line) is None
@@ -307,6 +314,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     complete = 0
+    escalated = 0
     ran_any = 0
     timeouts = 0
     failures = []
@@ -321,13 +329,16 @@ def main():
         if not verdict["complete"]:
             continue
         complete += 1
+        if verdict.get("escalated"):
+            escalated += 1
+            continue
         missing = ran - set(verdict["programs"])
         if missing:
             failures.append((line, sorted(missing), verdict["programs"]))
-    print("shell_differential: %d lines (%d from the corpus), %d ran a stub, %d complete, "
-          "%d incomplete, %d timed out, %d differentials" %
-          (len(lines), len(corpus), ran_any, complete, len(lines) - complete, timeouts,
-           len(failures)))
+    print("shell_differential: %d lines (%d from the corpus), %d ran a stub, %d complete "
+          "(%d of them escalated), %d incomplete, %d timed out, %d differentials" %
+          (len(lines), len(corpus), ran_any, complete, escalated, len(lines) - complete,
+           timeouts, len(failures)))
     for line, missing, named in failures[:20]:
         print("DIFFERENTIAL: %r: bash ran %s, the reader named %s" % (line, missing, named))
     if failures and args.save_failures:

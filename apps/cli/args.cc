@@ -59,6 +59,8 @@ enum class FlagId {
   kYolo,
   kAgent,
   kConfigFile,
+  kNoAuth,
+  kRotateCookieSecret,
 };
 
 enum class ValueCheck { kNone, kText, kPositiveInt, kChoice };
@@ -86,6 +88,11 @@ constexpr std::array kFlags = {
              kConfigured, "API endpoint (OpenAI-compatible servers, proxies)"},
     FlagSpec{"listen", 0, FlagId::kConfig, "server.listen", ValueCheck::kText, "", "HOST:PORT",
              Bit(Subcommand::kServe), "address the server listens on (default 127.0.0.1:7878)"},
+    FlagSpec{"no-auth", 0, FlagId::kNoAuth, "", ValueCheck::kNone, "", "", Bit(Subcommand::kServe),
+             "serve without authentication (loopback only; any local user or page may drive it)"},
+    FlagSpec{"rotate-cookie-secret", 0, FlagId::kRotateCookieSecret, "", ValueCheck::kNone, "", "",
+             Bit(Subcommand::kServe),
+             "sign the console's cookies with a new secret (signs out all)"},
     FlagSpec{"script", 0, FlagId::kConfig, "provider.script", ValueCheck::kText, "", "FILE",
              kConfigured, "script of the scripted provider (--provider script)"},
     FlagSpec{"command", 0, FlagId::kConfig, "command", ValueCheck::kChoice,
@@ -159,7 +166,8 @@ struct SubcommandSpec {
 constexpr std::array kSubcommands = {
     SubcommandSpec{Subcommand::kRun, "run", "run [FLAGS] PROMPT",
                    "run one turn (PROMPT - reads stdin)"},
-    SubcommandSpec{Subcommand::kChat, "chat", "chat [FLAGS]", "interactive session"},
+    SubcommandSpec{Subcommand::kChat, "chat", "chat [FLAGS] [PROMPT]",
+                   "interactive session, starting with PROMPT when given"},
     SubcommandSpec{Subcommand::kSessions, "sessions",
                    "sessions list [--all]|show ID|export ID|rm ID|prune --older-than AGE",
                    "stored sessions"},
@@ -187,8 +195,10 @@ constexpr std::array kSubcommands = {
                    "read a workspace's .agentloop/config.toml in full (as it is now)"},
     SubcommandSpec{Subcommand::kAgents, "agents", "agents list | agents show NAME",
                    "the agents of the config directory (docs/agents.md)"},
-    SubcommandSpec{Subcommand::kServe, "serve", "serve [--listen HOST:PORT] [--config FILE]",
-                   "serve the agents over HTTP (docs/server.md)"},
+    SubcommandSpec{
+        Subcommand::kServe, "serve",
+        "serve [--listen HOST:PORT] [--config FILE] [--no-auth] [--rotate-cookie-secret]",
+        "serve the agents over HTTP (docs/server.md)"},
     SubcommandSpec{Subcommand::kStore, "store", "store migrate",
                    "apply the PostgreSQL store's schema migrations (store.url)"},
     SubcommandSpec{Subcommand::kMcp, "mcp", "mcp list",
@@ -214,8 +224,39 @@ const FlagSpec* FindLong(std::string_view name) {
   return nullptr;
 }
 
+// Flags and subcommands of other coding agents (Claude Code, Codex) that
+// people type from habit, with agentloop's own.
+struct PeerName {
+  std::string_view theirs;
+  std::string_view ours;
+};
+constexpr std::array kPeerFlags = {
+    PeerName{"output-format", "--output text|json|stream-json"},
+    PeerName{"dangerously-skip-permissions", "--yolo"},
+    PeerName{"dangerously-bypass-approvals-and-sandbox", "--yolo"},
+    PeerName{"full-auto", "--yolo"},
+    PeerName{"permission-mode", "--command plan (read-only) or --allow/--deny rules"},
+    PeerName{"allowedTools", "--allow RULE"},
+    PeerName{"allowed-tools", "--allow RULE"},
+    PeerName{"disallowedTools", "--deny RULE"},
+    PeerName{"disallowed-tools", "--deny RULE"},
+    PeerName{"cd", "-C/--workspace DIR"},
+};
+constexpr std::array kPeerSubcommands = {
+    PeerName{"exec", "agentloop run PROMPT"},
+    PeerName{"e", "agentloop run PROMPT"},
+    PeerName{"continue", "agentloop -c (chat) or agentloop resume"},
+    PeerName{"login", "an API key in OPENAI_API_KEY or ANTHROPIC_API_KEY (docs/providers.md)"},
+};
+
 // "unknown flag '--modle' (did you mean --model?)"
 std::string UnknownFlag(std::string_view body) {
+  for (const PeerName& p : kPeerFlags) {
+    if (p.theirs == body) {
+      return "unknown flag '--" + std::string(body) + "' (agentloop's is " + std::string(p.ours) +
+             ")";
+    }
+  }
   std::vector<std::string_view> names;
   for (const FlagSpec& f : kFlags) names.push_back(f.name);
   names.emplace_back("print");
@@ -228,15 +269,30 @@ std::string UnknownFlag(std::string_view body) {
 }
 
 std::string UnknownSubcommand(std::string_view name) {
+  for (const PeerName& p : kPeerSubcommands) {
+    if (p.theirs == name) {
+      return "unknown subcommand '" + std::string(name) + "' (agentloop's is `" +
+             std::string(p.ours) + "`)";
+    }
+  }
   std::vector<std::string_view> names;
   for (const SubcommandSpec& s : kSubcommands) names.push_back(s.name);
   std::string msg = "unknown subcommand '" + std::string(name) + "'";
   if (std::string hint = ClosestMatch(name, names, 3); !hint.empty()) {
     msg += " (did you mean `agentloop " + hint + "`?)";
   } else {
-    msg += " (run `agentloop --help` for the list)";
+    msg += " (run `agentloop --help` for the list; `agentloop chat " + std::string(name) +
+           "` starts a chat with it as the prompt)";
   }
   return msg;
+}
+
+// Whether the first word of a command line that names no subcommand is a
+// prompt: it has more than one word. A single word is far more often a
+// mistyped subcommand than a prompt, and a chat started by a typo costs a
+// model call; `agentloop chat WORD` takes it as a prompt.
+bool IsBarePrompt(std::string_view word) {
+  return word.find_first_of(" \t\n") != std::string_view::npos;
 }
 
 const FlagSpec* FindShort(char c) {
@@ -345,6 +401,12 @@ Status Apply(const SeenFlag& seen, CliArgs& args) {
     case FlagId::kTree:
       args.tree = true;
       break;
+    case FlagId::kNoAuth:
+      args.no_auth = true;
+      break;
+    case FlagId::kRotateCookieSecret:
+      args.rotate_cookie_secret = true;
+      break;
     case FlagId::kAllWorkspaces:
       args.all = true;
       break;
@@ -377,7 +439,7 @@ Status CheckPositionals(CliArgs& args) {
       if (args.session && args.continue_latest) {
         return InvalidArgument("--session and --continue cannot be combined");
       }
-      return need(p.empty(), "chat [FLAGS] (a prompt is typed at the chat prompt)");
+      return Status::Ok();  // words given: the first prompt (RunChat)
     case Subcommand::kSessions: {
       if (p.empty()) {
         return InvalidArgument(
@@ -481,6 +543,8 @@ Result<std::string> CompletionScript(std::string_view shell) {
   for (const SubcommandSpec& s : kSubcommands) subs.emplace_back(s.name);
   std::vector<std::string> flags;
   for (const FlagSpec& f : kFlags) flags.push_back("--" + std::string(f.name));
+  // The shortcuts taken before a subcommand (ParseArgs).
+  flags.insert(flags.end(), {"--print", "--resume", "-p", "-r"});
   if (shell == "bash") {
     std::string out =
         "# agentloop completion for bash: eval \"$(agentloop completion bash)\"\n"
@@ -653,6 +717,7 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
   std::vector<SeenFlag> seen;
   bool flags_done = false;
   bool have_subcommand = false;
+  bool print_shortcut = false;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (!flags_done && a == "--") {
@@ -665,13 +730,22 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     if (is_flag && !have_subcommand &&
         (a == "-p" || a == "--print" || a == "-r" || a == "--resume")) {
       args.subcommand = a == "-p" || a == "--print" ? Subcommand::kRun : Subcommand::kResume;
+      print_shortcut = args.subcommand == Subcommand::kRun;
       have_subcommand = true;
       continue;
     }
     if (!is_flag) {
       if (!have_subcommand) {
         const SubcommandSpec* s = FindSubcommand(a);
-        if (s == nullptr) return InvalidArgument(UnknownSubcommand(a));
+        if (s == nullptr) {
+          // `agentloop "fix the test"` starts the chat with that prompt, as
+          // `claude "..."` and `codex "..."` do.
+          if (!IsBarePrompt(a)) return InvalidArgument(UnknownSubcommand(a));
+          args.subcommand = Subcommand::kChat;
+          have_subcommand = true;
+          args.positionals.push_back(a);
+          continue;
+        }
         args.subcommand = s->id;
         have_subcommand = true;
       } else {
@@ -721,6 +795,8 @@ Result<CliArgs> ParseArgs(const std::vector<std::string>& argv) {
     }
   }
   if (args.help || args.version) return args;
+  // `echo "prompt" | agentloop -p`: the prompt comes from standard input.
+  if (print_shortcut && args.positionals.empty()) args.positionals.emplace_back("-");
   // `agentloop` alone (flags allowed) is the chat, as `claude` and `codex`
   // are; `agentloop -c` continues the newest session of the workspace there.
   if (args.subcommand == Subcommand::kNone) args.subcommand = Subcommand::kChat;
@@ -740,7 +816,11 @@ std::string UsageText(Subcommand subcommand) {
   if (subcommand == Subcommand::kNone || subcommand == Subcommand::kHelp) {
     out +=
         "agentloop: a coding agent in your terminal\n\n"
-        "Usage: agentloop SUBCOMMAND [FLAGS] [ARGS]\n\nSubcommands:\n";
+        "Usage: agentloop SUBCOMMAND [FLAGS] [ARGS]\n"
+        "       agentloop [FLAGS] [PROMPT]      the chat (starting with PROMPT when given)\n"
+        "       agentloop -p, --print PROMPT    the same as `run PROMPT` (PROMPT - or none: "
+        "stdin)\n"
+        "       agentloop -r, --resume [ID]     the same as `resume ID`\n\nSubcommands:\n";
     for (const SubcommandSpec& s : kSubcommands) {
       std::string syn(s.synopsis);
       // A synopsis too long for the column gets the summary on the next line.

@@ -77,6 +77,8 @@ struct CliArgs {
   bool show_thinking = false;                           // --show-thinking
   bool all = false;                                     // sessions list|prune --all
   bool tree = false;                                    // sessions show --tree
+  bool no_auth = false;                                 // serve --no-auth
+  bool rotate_cookie_secret = false;                    // serve --rotate-cookie-secret
   std::optional<std::chrono::milliseconds> older_than;  // sessions prune --older-than
   bool help = false;
   bool version = false;

@@ -59,7 +59,6 @@ TEST(ArgsTest, UsageErrors) {
       {"run", "--max-tokens", "12abc", "x"},
       {"run", "--quiet=yes", "x"},
       {"run", "--session", "a", "--continue", "x"},
-      {"chat", "hello"},
       {"sessions"},
       {"sessions", "show"},
       {"sessions", "list", "extra"},
@@ -216,6 +215,53 @@ TEST(ArgsTest, ShortFormsPeopleKnowFromOtherAgents) {
   EXPECT_EQ(pick->subcommand, Subcommand::kResume);
   EXPECT_TRUE(pick->positionals.empty());
   EXPECT_TRUE(pick->all);
+}
+
+TEST(ArgsTest, APromptWithoutASubcommandStartsTheChatWithIt) {
+  auto bare = P({"fix the failing test"});
+  ASSERT_TRUE(bare.ok()) << bare.error().ToString();
+  EXPECT_EQ(bare->subcommand, Subcommand::kChat);
+  EXPECT_EQ(bare->positionals, std::vector<std::string>{"fix the failing test"});
+  auto flags_first = P({"-m", "gpt-4.1", "fix it", "now"});
+  ASSERT_TRUE(flags_first.ok()) << flags_first.error().ToString();
+  EXPECT_EQ(flags_first->subcommand, Subcommand::kChat);
+  EXPECT_EQ(flags_first->positionals, (std::vector<std::string>{"fix it", "now"}));
+  auto chat = P({"chat", "fix", "the", "test"});
+  ASSERT_TRUE(chat.ok()) << chat.error().ToString();
+  EXPECT_EQ(chat->subcommand, Subcommand::kChat);
+  EXPECT_EQ(chat->positionals, (std::vector<std::string>{"fix", "the", "test"}));
+  // A single unknown word stays an error (a typo must not start a chat),
+  // and says how to use it as a prompt.
+  auto word = P({"frobnicate"});
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.error().message().find("agentloop chat frobnicate"), std::string::npos)
+      << word.error().message();
+}
+
+TEST(ArgsTest, OtherAgentsFlagsAndCommandsPointToOurs) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"run", "--output-format", "json", "x"}, "agentloop's is --output"},
+      {{"run", "--dangerously-skip-permissions", "x"}, "agentloop's is --yolo"},
+      {{"exec", "fix it"}, "agentloop's is `agentloop run PROMPT`"},
+  };
+  for (const auto& [argv, want] : cases) {
+    auto a = P(argv);
+    ASSERT_FALSE(a.ok()) << argv[1];
+    EXPECT_NE(a.error().message().find(want), std::string::npos) << a.error().message();
+  }
+  // `echo "prompt" | agentloop -p`: the prompt is read from stdin.
+  auto print = P({"-p"});
+  ASSERT_TRUE(print.ok()) << print.error().ToString();
+  EXPECT_EQ(print->subcommand, Subcommand::kRun);
+  EXPECT_EQ(print->positionals, std::vector<std::string>{"-"});
+  // The shortcuts are in the help and the completions.
+  std::string help = UsageText(Subcommand::kNone);
+  EXPECT_NE(help.find("-p, --print PROMPT"), std::string::npos);
+  EXPECT_NE(help.find("-r, --resume"), std::string::npos);
+  auto bash = CompletionScript("bash");
+  ASSERT_TRUE(bash.ok());
+  EXPECT_NE(bash->find("--print"), std::string::npos);
+  EXPECT_NE(bash->find("--resume"), std::string::npos);
 }
 
 TEST(ArgsTest, YoloAllowsEverythingWithAWarning) {

@@ -218,13 +218,14 @@ void Status_(ChatState& st, const std::string& args) {
   std::ostream& o = st.env.err;
   o << "session   " << st.session->id() << "\nmodel     " << st.Model() << " ("
     << ProviderKindName(st.settings.session.provider) << ")\ncommand   "
-    << CommandKindName(st.settings.session.command) << "\nbudget    per turn: " << b.max_tool_calls
-    << " tool calls, " << GroupDigits(b.max_tokens) << " tokens, " << b.max_turns
-    << " model calls\nused      " << t.tool_calls << " tool calls, " << GroupDigits(t.tokens)
-    << " tokens (in " << GroupDigits(t.usage.input_tokens) << ", out "
+    << CommandKindName(st.settings.session.command)
+    << "\nbudget    per turn: " << Counted(b.max_tool_calls, "tool call") << ", "
+    << Counted(b.max_tokens, "token") << ", " << Counted(b.max_turns, "model call")
+    << "\nused      " << Counted(t.tool_calls, "tool call") << ", " << Counted(t.tokens, "token")
+    << " (in " << GroupDigits(t.usage.input_tokens) << ", out "
     << GroupDigits(t.usage.output_tokens) << ", cached " << GroupDigits(t.usage.cache_read_tokens)
-    << ", cache writes " << GroupDigits(t.usage.cache_write_tokens) << "), " << t.model_calls
-    << " model calls\n";
+    << ", cache writes " << GroupDigits(t.usage.cache_write_tokens) << "), "
+    << Counted(t.model_calls, "model call") << "\n";
   if (std::optional<double> cost = EstimateCostUsd(st.Model(), t.usage)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.4f", *cost);
@@ -662,6 +663,12 @@ int RunChat(const CommandEnv& e, CliSettings settings) {
     }
   }
   if (st.session->open_checkpoint()) AnswerPaused(st);
+  // `agentloop chat PROMPT` / `agentloop PROMPT`: the first turn's prompt.
+  if (!e.args.positionals.empty() && !st.exit) {
+    std::string first;
+    for (const std::string& w : e.args.positionals) first += (first.empty() ? "" : " ") + w;
+    RunChatTurn(st, first);
+  }
   while (!st.exit) {
     ReadResult r = ReadMessage(*reader, e.err);
     if (r.status == ReadStatus::kEof) break;

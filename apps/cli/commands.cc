@@ -240,13 +240,6 @@ Result<std::string> ReadPrompt(const CommandEnv& e, const std::vector<std::strin
   return prompt;
 }
 
-// Whether the newest turn of the session began and never ended (the process
-// died in it).
-bool LastTurnInterrupted(SessionStore& store, const std::string& session_id) {
-  Result<std::vector<StoredEvent>> events = store.Events(session_id, 0);
-  return events.ok() && UnfinishedTurn(*events) != nullptr;
-}
-
 // ---------------------------------------------------------------- run ----
 
 int CmdRun(const CommandEnv& e) {
@@ -360,14 +353,14 @@ int CmdResume(const CommandEnv& e) {
     session->reset();  // chat opens it again (and takes the lock)
     return RunChat(e, std::move(*s));
   }
-  if ((*session)->retryable()) {
+  // Opening the session ended a turn its previous process left unfinished
+  // (EndCutTurn); the engine says what continues (Session::Resume).
+  if (std::optional<ResumeKind> kind = (*session)->resumable()) {
     if (!e.args.quiet) {
-      e.err << "agentloop: "
-            << (!(*session)->history().empty() &&
-                        (*session)->history().back().role == Role::kAssistant
-                    ? "continuing the decided batch"
-                    : "retrying the failed turn")
-            << " of session " << (*session)->id() << "\n";
+      const char* what = *kind == ResumeKind::kDecidedBatch ? "continuing the decided batch"
+                         : *kind == ResumeKind::kRetry      ? "retrying the failed turn"
+                                                            : "continuing the interrupted turn";
+      e.err << "agentloop: " << what << " of session " << (*session)->id() << "\n";
     }
     TurnDriver driver(e, *s);
     for (const std::string& w : (*session)->load_warnings()) {
@@ -375,17 +368,10 @@ int CmdResume(const CommandEnv& e) {
     }
     driver.printer.BeginTurn();
     std::stop_token stop = Interrupts::Arm();
-    Result<TurnResult> result = (*session)->Retry(driver.callbacks, stop);
+    Result<TurnResult> result = (*session)->Resume(driver.callbacks, stop);
     Interrupts::Disarm();
     if (!result.ok()) return driver.printer.FinishWithError(result.error());
     return driver.printer.Finish((*session)->id(), *result, ModelFor(*s, session->get()));
-  }
-  bool interrupted = LastTurnInterrupted((*engine)->store(), (*session)->id());
-  if (interrupted) {
-    if (!e.args.quiet) {
-      e.err << "agentloop: continuing the interrupted turn of session " << (*session)->id() << "\n";
-    }
-    return RunTurn(e, *s, **session, std::string(kContinueInterruptedPrompt));
   }
   if (to_chat) {
     s->session.session_id = (*session)->id();
@@ -481,14 +467,24 @@ int CmdResolve(const CommandEnv& e) {
   std::stop_token stop = Interrupts::Arm();
   Result<ResolveReport> report = (*engine)->Resolve(id, res, s->session, driver.callbacks, stop);
   Interrupts::Disarm();
-  if (!report.ok()) return driver.printer.FinishWithError(report.error());
+  if (!report.ok()) {
+    if (report.error().code() == Code::kInvalidArgument && res.edited_arguments) {
+      return driver.printer.FinishWithError(
+          InvalidArgument("pending item " + id + ": " +
+                          DescribeDecisionOutcome(DecisionOutcome::kInvalidEdit, 0, {}) + ": " +
+                          report.error().message()));
+    }
+    return driver.printer.FinishWithError(report.error());
+  }
+  // The outcome in the words the server reports it with.
+  const std::string said =
+      DescribeDecisionOutcome(report->outcome, report->outstanding, report->earlier);
   if (report->already_resolved && !report->resumed) {
-    return driver.printer.FinishWithError(FailedPrecondition(
-        "pending item " + id + " is already resolved (or unknown); nothing changed"));
+    return driver.printer.FinishWithError(FailedPrecondition("pending item " + id + ": " + said));
   }
   if (report->already_resolved && s->output == OutputFormat::kText && !e.args.quiet) {
-    e.err << "pending item " << id
-          << " was already resolved by someone else; continuing the turn it completed\n";
+    e.err << "pending item " << id << ": " << said
+          << "; continuing the turn that decision completed\n";
   }
   std::string model = report->model.empty() ? s->session.model : report->model;
   if (report->resumed) return driver.printer.Finish(report->session_id, *report->resumed, model);
@@ -506,8 +502,7 @@ int CmdResolve(const CommandEnv& e) {
   }
   if (report->outstanding > 0) {
     if (s->output == OutputFormat::kText && !e.args.quiet) {
-      e.err << "resolved " << id << "; " << report->outstanding
-            << " more item(s) of this batch still wait\n";
+      e.err << "pending item " << id << ": " << said << "\n";
     }
     Result<std::vector<PendingRecord>> rest = (*engine)->ListPending(report->session_id);
     Checkpoint cp;
@@ -625,8 +620,8 @@ int ShowTree(const CommandEnv& e, OutputFormat fmt, SessionStore& store, const s
           << "  [" << n.value("status", std::string());
     if (n.contains("counters")) {
       const Json& c = n["counters"];
-      e.out << " · " << c.value("tool_calls", 0) << " tool calls · "
-            << GroupDigits(c.value("tokens", int64_t{0})) << " tokens";
+      e.out << " · " << Counted(c.value("tool_calls", int64_t{0}), "tool call") << " · "
+            << Counted(c.value("tokens", int64_t{0}), "token");
     }
     e.out << "]\n";
     for (const Json& child : n["children"]) print(child, indent + "  ");
@@ -856,8 +851,9 @@ int CmdSessions(const CommandEnv& e) {
         << FormatTime(i.updated_at_ms) << "\nevents    " << i.last_seq << "\n";
   if (snap->last_turn_end) {
     const LastTurnEnd& t = *snap->last_turn_end;
-    e.out << "last turn " << StopReasonName(t.stop) << " · " << t.counters.tool_calls
-          << " tool calls · " << GroupDigits(t.counters.tokens) << " tokens\n";
+    e.out << "last turn " << StopReasonName(t.stop) << " · "
+          << Counted(t.counters.tool_calls, "tool call") << " · "
+          << Counted(t.counters.tokens, "token") << "\n";
   }
   for (const LoadWarning& w : snap->warnings) e.out << "warning   " << w.message << "\n";
   PrintSettings(e.out, *settings);

@@ -71,6 +71,7 @@ int ExitCodeFor(StopReason stop) {
       return kExitBudget;
     case StopReason::kDenied:
     case StopReason::kToolRefused:
+    case StopReason::kRefused:
       return kExitDenied;
     case StopReason::kPendingApproval:
     case StopReason::kPendingQuestion:
@@ -79,6 +80,10 @@ int ExitCodeFor(StopReason stop) {
       return kExitInterrupted;
   }
   return kExitFailed;
+}
+
+std::string Counted(int64_t n, std::string_view noun) {
+  return GroupDigits(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
 }
 
 int ExitCodeFor(const Status& status) {
@@ -227,7 +232,8 @@ std::string RenderDiff(std::string_view diff, bool color, std::string_view inden
     out += "\n";
   }
   if (total > shown) {
-    out += std::string(indent) + "... " + std::to_string(total - shown) + " more diff lines\n";
+    out += std::string(indent) + "... " + std::to_string(total - shown) + " more diff " +
+           (total - shown == 1 ? "line" : "lines") + "\n";
   }
   return out;
 }
@@ -273,7 +279,8 @@ std::string RenderConversation(std::span<const Message> messages, const std::str
             out += "\n";
           }
           if (lines.size() > max_lines) {
-            out += paint(kDim, "  … " + std::to_string(lines.size() - max_lines) + " more lines") +
+            out += paint(kDim, "  … " + Counted(static_cast<int64_t>(lines.size() - max_lines),
+                                                "more line")) +
                    "\n";
           }
           break;
@@ -723,7 +730,8 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
       err_ << Paint("■ " + name, kRed) << result.reason.substr(name.size());
     } else {
       err_ << Paint("■ " + name, kRed);
-      if (!result.reason.empty()) err_ << ": " << result.reason;
+      // "■ aborted", not "■ aborted: aborted".
+      if (!result.reason.empty() && result.reason != name) err_ << ": " << result.reason;
     }
     err_ << "\n" << std::flush;
   }
@@ -732,9 +740,8 @@ int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,
     err_ << Paint("(the answer was cut off by the output-token limit)", kYellow) << "\n";
   }
   std::string line = std::string(StopReasonName(result.stop)) + " · " +
-                     std::to_string(result.counters.tool_calls) + " tool call" +
-                     (result.counters.tool_calls == 1 ? "" : "s") + " · " +
-                     GroupDigits(result.counters.tokens) + " tokens · " + FormatSeconds(elapsed);
+                     Counted(result.counters.tool_calls, "tool call") + " · " +
+                     Counted(result.counters.tokens, "token") + " · " + FormatSeconds(elapsed);
   if (std::optional<double> cost = EstimateCostUsd(model, result.counters.usage)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " · $%.4f", *cost);

@@ -7,7 +7,7 @@
 //   json         one object on stdout when the turn ends (TurnResultJson)
 //
 // Exit codes: 0 completed, 1 failed, 2 usage/configuration error,
-// 3 budget_exhausted or max_turns, 4 denied or tool_refused, 5 paused on a
+// 3 budget_exhausted or max_turns, 4 denied, tool_refused or refused, 5 paused on a
 // pending approval or question, 130 interrupted.
 //
 // Thread-safety: a TurnPrinter is driven by the thread that runs the turn
@@ -94,6 +94,10 @@ std::string DescribeToolCall(const std::string& tool, const Json& input, size_t 
 
 // "1,234"
 std::string GroupDigits(int64_t n);
+
+// "1 tool call", "3 tool calls", "12,000 tokens": n (digits grouped) and the
+// noun, with an "s" unless n is 1.
+std::string Counted(int64_t n, std::string_view noun);
 
 // A todo list (a todo result's details.tasks) as a checklist for a
 // terminal: "todo:" then one line per task, ☐ pending, ◐ in progress (with

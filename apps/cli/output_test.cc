@@ -22,6 +22,7 @@ TEST(ExitCodeTest, EveryStopReason) {
   EXPECT_EQ(ExitCodeFor(StopReason::kPendingApproval), 5);
   EXPECT_EQ(ExitCodeFor(StopReason::kPendingQuestion), 5);
   EXPECT_EQ(ExitCodeFor(StopReason::kAborted), 130);
+  EXPECT_EQ(ExitCodeFor(StopReason::kRefused), 4);
 }
 
 TEST(ExitCodeTest, Statuses) {
@@ -105,6 +106,12 @@ TEST(GroupDigitsTest, Groups) {
   EXPECT_EQ(GroupDigits(999), "999");
   EXPECT_EQ(GroupDigits(1000), "1,000");
   EXPECT_EQ(GroupDigits(1234567), "1,234,567");
+}
+
+TEST(CountedTest, OneHasNoS) {
+  EXPECT_EQ(Counted(1, "tool call"), "1 tool call");
+  EXPECT_EQ(Counted(0, "tool call"), "0 tool calls");
+  EXPECT_EQ(Counted(12000, "token"), "12,000 tokens");
 }
 
 TEST(PricingTest, LongestPrefixAndUnknown) {
@@ -227,6 +234,16 @@ TEST(TurnPrinterTest, StopLineDoesNotRepeatTheStopName) {
   EXPECT_NE(err.str().find("■ denied: bash"), std::string::npos) << err.str();
   EXPECT_EQ(err.str().find("denied: denied"), std::string::npos) << err.str();
   EXPECT_EQ(out.str(), "");  // the synthetic stop text is not the model's answer
+
+  std::ostringstream out2, err2;
+  TurnPrinter q(OutputFormat::kText, out2, err2, Style());
+  q.BeginTurn();
+  r.stop = StopReason::kAborted;
+  r.reason = "aborted";
+  r.counters.tool_calls = 1;
+  EXPECT_EQ(q.Finish("s1", r, ""), 130);
+  EXPECT_EQ(err2.str().find("aborted: aborted"), std::string::npos) << err2.str();
+  EXPECT_NE(err2.str().find("· 1 tool call ·"), std::string::npos) << err2.str();
 }
 
 TEST(TurnPrinterTest, ErrorsAreJsonInJsonModes) {

@@ -6,10 +6,14 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "agentloop/store.h"
+
 #include "commands.h"
 #include "config/config.h"
+#include "config/trust.h"
 #include "engine/agents.h"
 #include "engine/options_from_config.h"
+#include "server/secrets.h"
 #include "server/server.h"
 #include "settings.h"
 
@@ -42,6 +46,35 @@ Result<server::AgentSpec::Webhook> WebhookOf(const SessionOptions& o) {
   return w;
 }
 
+// The agent `a` (a root of workspaces) as tenant `tenant` sees it: its root
+// is the tenant's folder of a's root, made when create_workspace allows it.
+// That folder must be a real directory (a link would let one tenant's
+// folder be another's).
+Result<engine::AgentDefinition> TenantRoot(const engine::AgentDefinition& a,
+                                           const std::string& tenant) {
+  if (tenant.empty() || tenant == "." || tenant == ".." || tenant.find('/') != std::string::npos) {
+    return InvalidArgument("tenant '" + tenant + "' cannot name a folder");
+  }
+  engine::AgentDefinition own = a;
+  own.workspace = a.workspace / tenant;
+  std::error_code ec;
+  fs::file_status st = fs::symlink_status(own.workspace, ec);
+  if (!fs::exists(st) && a.create_workspace) {
+    fs::create_directory(own.workspace, ec);
+    st = fs::symlink_status(own.workspace, ec);
+  }
+  if (!fs::exists(st)) {
+    return InvalidArgument("agent '" + a.name + "': the folder of tenant '" + tenant + "', " +
+                           own.workspace.string() +
+                           ", does not exist (agent.create_workspace = true creates it)");
+  }
+  if (fs::is_symlink(st) || !fs::is_directory(st)) {
+    return FailedPrecondition("agent '" + a.name + "': " + own.workspace.string() +
+                              " must be a folder, not a link or a file");
+  }
+  return own;
+}
+
 }  // namespace
 
 int CmdServe(const CommandEnv& e) {
@@ -66,6 +99,37 @@ int CmdServe(const CommandEnv& e) {
     }
     so.tokens.push_back(std::move(*g));
   }
+  // Secrets live in the data directory, readable only by the user:
+  // the console's cookie key, and the token used when none is configured.
+  Result<fs::path> data_dir = DefaultDataDir(e.ctx.env);
+  if (!data_dir.ok()) return fail(data_dir.error());
+  const fs::path token_file = *data_dir / server::kServerTokenFile;
+  std::string generated_token;
+  if (e.args.no_auth) {
+    if (!so.tokens.empty()) {
+      return fail(InvalidArgument(
+          "--no-auth and server.tokens exclude each other: remove one (server.tokens from " +
+          c.server.tokens.front().origin.ToString() + ")"));
+    }
+    so.no_auth = true;
+  } else if (so.tokens.empty()) {
+    // No token configured: one generated and kept for the next start,
+    // for the tenant "default" with every scope.
+    Result<std::string> token = server::LoadOrCreateSecret(token_file);
+    if (!token.ok()) return fail(token.error().WithContext("the server's token"));
+    generated_token = *token;
+    so.tokens.push_back(
+        {Sha256Hex(generated_token), "default",
+         server::kScopeRead | server::kScopeWrite | server::kScopeApprove | server::kScopeAdmin});
+  }
+  const fs::path cookie_file = *data_dir / server::kCookieSecretFile;
+  Result<std::string> cookie_secret = e.args.rotate_cookie_secret
+                                          ? server::RotateSecret(cookie_file)
+                                          : server::LoadOrCreateSecret(cookie_file);
+  if (!cookie_secret.ok()) {
+    return fail(cookie_secret.error().WithContext("the console's cookie secret"));
+  }
+  so.cookie_secret = std::move(*cookie_secret);
   for (const auto& o : c.server.allowed_origins) so.allowed_origins.push_back(o.value);
   so.public_url = c.server.public_url.value;
   if (!so.public_url.empty() && so.public_url.rfind("http://", 0) != 0 &&
@@ -77,6 +141,7 @@ int CmdServe(const CommandEnv& e) {
   so.link_ttl = std::chrono::seconds(c.server.link_ttl_s.value);
   so.notify_retry = std::chrono::seconds(c.server.notify_retry_s.value);
   so.worker_threads = static_cast<int>(c.server.worker_threads.value);
+  so.max_queued_inputs = static_cast<int>(c.server.max_queued_inputs.value);
 
   Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
   if (!config_dir.ok()) return fail(config_dir.error());
@@ -110,12 +175,15 @@ int CmdServe(const CommandEnv& e) {
     spec.webhook = std::move(*hook);
     ForServing(spec.options);
     if (a.workspace_policy == engine::AgentWorkspacePolicy::kRoot) {
-      // A session may name its subdirectory of the agent's root.
-      spec.for_workspace = [a, args = &e.args, ctx = &e.ctx,
-                            mapping](const std::string& requested) -> Result<SessionOptions> {
+      // Each tenant has its folder of the agent's root; a session may name
+      // its subdirectory there.
+      spec.for_workspace = [a, args = &e.args, ctx = &e.ctx, mapping](
+                               const std::string& tenant,
+                               const std::string& requested) -> Result<SessionOptions> {
+        AL_ASSIGN_OR_RETURN(engine::AgentDefinition own, TenantRoot(a, tenant));
         AL_ASSIGN_OR_RETURN(
             engine::AgentSettings chosen,
-            engine::AgentSessionOptions(a, BaseSources(*args, *ctx), mapping, requested));
+            engine::AgentSessionOptions(own, BaseSources(*args, *ctx), mapping, requested));
         ForServing(chosen.session);
         return std::move(chosen.session);
       };
@@ -154,9 +222,23 @@ int CmdServe(const CommandEnv& e) {
   if (!srv.ok()) return fail(srv.error());
   std::string names;
   for (const auto& a : so.agents) names += (names.empty() ? "" : ", ") + a.name;
-  e.err << "agentloop: serving " << names << " on http://"
-        << so.listen.substr(0, so.listen.rfind(':')) << ":" << (*srv)->port()
-        << (so.tokens.empty() ? " (loopback only, no tokens)" : "") << "\n";
+  std::string host = so.listen.substr(0, so.listen.rfind(':'));
+  if (host.empty()) host = "127.0.0.1";
+  const std::string base = "http://" + host + ":" + std::to_string((*srv)->port());
+  e.err << "agentloop: serving " << names << " on " << base
+        << (so.no_auth ? " (loopback only, no authentication)" : "") << "\n";
+  if (so.no_auth) {
+    e.err << "agentloop: warning: --no-auth: every local user and every web page this "
+             "machine's browser opens may drive this server\n";
+  } else if (!generated_token.empty()) {
+    // Printed once per start, like Jupyter's: the console signs in with it.
+    e.err << "agentloop: token in " << token_file.string() << " (tenant \"default\", every "
+          << "scope); console: " << base << "/?token=" << generated_token << "\n";
+  }
+  if (e.args.rotate_cookie_secret) {
+    e.err << "agentloop: new console cookie secret in " << cookie_file.string()
+          << ": every console sign-in ended\n";
+  }
   e.err.flush();
   Status run = (*srv)->Run();
   if (!run.ok()) {

@@ -83,7 +83,7 @@ EOF
   done
   env -i PATH="$PATH" HOME="$d/home" AGENTLOOP_HOME="$d/home/data" OPENAI_API_KEY=bench \
     AGENTLOOP_STORE_SYNC="${STORE_SYNC:-full}" \
-    ${SERVE_WRAP:-} "$bin" serve --config "$d/config/config.toml" --listen 127.0.0.1:0 \
+    ${SERVE_WRAP:-} "$bin" serve --config "$d/config/config.toml" --listen 127.0.0.1:0 --no-auth \
     >"$d/serve.out" 2>"$d/serve.err" &
   local serve_pid=$!
   pids+=("$serve_pid")

@@ -333,13 +333,46 @@ struct SessionCallbacks {
   Approver* console_approver = nullptr;  // live approver for ApproverMode::kConsole/kAuto
 };
 
-// The message that continues a turn a dead process left unfinished (the
-// history already says, through the crash-recovery results, what was cut):
-// what `agentloop resume ID` and the server's {"continue": true} run when
-// the newest turn began and never ended.
+// The message that continues a turn a dead process left unfinished when
+// its history leaves the model nothing to answer (Session::Resume,
+// ResumeKind::kInterrupted; the history already says, through the
+// crash-recovery results, what was cut).
 inline constexpr std::string_view kContinueInterruptedPrompt =
     "The previous turn was interrupted before it finished (the agentloop process stopped). "
     "Continue the task from where it stopped.";
+
+// The start of the reason of the `turn_end` (stop `failed`) that ends a cut
+// turn: one that began and never ended because the process running it
+// stopped (EndCutTurn).
+inline constexpr std::string_view kCutTurnReason =
+    "the process running this turn stopped before the turn ended";
+
+// Ends the cut turn of a session that the caller has just taken over
+// (holding `lock`, `snapshot` loaded after the lock was taken, with crash
+// repair): when its newest turn began and never ended, appends that turn's
+// `turn_end` (stop `failed`, reason starting with kCutTurnReason, the
+// counters its turn_begin carried) through `lock` and updates `snapshot`
+// (last_seq, last_turn_end, unfinished_turn). Nothing when every turn
+// ended. The one place a takeover ends a cut turn: Engine::OpenSession
+// (every front end's open: a new input, a continuation, a queued input, a
+// decision, `agentloop resume`) and the server's takeover of an expired
+// lease. Errors: the store's (kLeaseLost when the lock was lost).
+Status EndCutTurn(SessionLock& lock, SessionSnapshot& snapshot, int64_t now_ms);
+
+// What Session::Resume continues.
+enum class ResumeKind {
+  // A paused batch whose every item is decided: its turn continues.
+  kDecidedBatch,
+  // The newest turn failed (a cut turn among them: it was ended `failed`
+  // when the session was taken over) and its history ends with what the
+  // model is to answer (the prompt or tool results): the same turn is
+  // retried (Session::Retry).
+  kRetry,
+  // The newest turn was cut and its history leaves the model nothing to
+  // answer: a new turn on kContinueInterruptedPrompt.
+  kInterrupted,
+};
+std::string_view ResumeKindName(ResumeKind kind);
 
 class Session {
  public:
@@ -371,6 +404,17 @@ class Session {
   // kFailedPrecondition when not retryable().
   virtual Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
 
+  // What Resume would continue now; nullopt when nothing (the newest turn
+  // completed, or a paused batch still waits for decisions).
+  virtual std::optional<ResumeKind> resumable() const = 0;
+  // Continues the session's newest turn, the one engine operation behind
+  // `agentloop resume ID` without a prompt and the server's
+  // {"continue": true}: a decided batch, a failed (or cut) turn retried,
+  // or an interrupted one continued with kContinueInterruptedPrompt (see
+  // ResumeKind). Errors: kFailedPrecondition when nothing is resumable
+  // (the message says why).
+  virtual Result<TurnResult> Resume(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
+
   // Run and Retry without a thread of their own: return at once; the turn's
   // steps (and every store call) run in executor.Post(id()), its tool calls
   // in executor.PostTool(id()), the model call asynchronously (see
@@ -389,6 +433,18 @@ class Session {
   // decided batch to continue; nothing runs then.
   virtual void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
                              std::stop_token stop) = 0;
+  // Resume without a thread of its own, as StartRun.
+  virtual void StartResume(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                           std::stop_token stop) = 0;
+  // Runs the session's queued input `input` (SessionStore::NextQueuedInput:
+  // left in the queue) as StartRun (or StartResume for a continuation) and
+  // takes it from the queue in the transaction that commits the turn's
+  // beginning (SessionLock::AppendTakingInput): an input whose process
+  // stops before that stays queued for the next holder. An input that
+  // cannot run (the turn cannot start: `done` gets the error) is taken
+  // from the queue all the same, so it is answered once.
+  virtual void StartQueued(const QueuedInput& input, TurnExecutor& executor,
+                           AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
 
   // The settings the session runs with: the pinned ones (overrides applied)
   // for a stored session, else the options it was opened with.
@@ -450,7 +506,39 @@ struct Resolution {
   bool continue_turn = true;
 };
 
+// What a decision about a pending item came to: one vocabulary that every
+// front end reports (the CLI's approve/deny/answer, the server's decision
+// routes, the seeds' routes, the links).
+enum class DecisionOutcome {
+  kRecorded,         // recorded; other items of the batch still wait
+  kResumed,          // recorded; the batch is decided and its turn continues
+  kAlreadyResolved,  // decided before, the same way: nothing changed
+  kConflict,         // decided before, differently: nothing changed
+  kCancelled,        // its batch was closed without it: nothing changed
+  kInvalidEdit,      // the edited arguments were refused (kInvalidArgument): it still waits
+};
+// "recorded", "resumed", "already_resolved", "conflict", "cancelled",
+// "invalid_edit".
+std::string_view DecisionOutcomeName(DecisionOutcome outcome);
+
+// What `resolution` comes to for an item no longer outstanding (`lookup`):
+// kCancelled for an item whose batch closed without it; kAlreadyResolved
+// when it was decided the same way (approve/answer vs deny); else kConflict.
+DecisionOutcome SettledOutcome(const PendingLookup& lookup, const Resolution& resolution);
+
+// The sentence the front ends print for an outcome: `outstanding` items
+// still wait (kRecorded); `earlier` is the decision recorded before
+// (kAlreadyResolved, kConflict): who made it and how ("already resolved
+// differently: denied by http:acme (too risky); nothing changed").
+std::string DescribeDecisionOutcome(DecisionOutcome outcome, int outstanding,
+                                    const std::optional<ApprovalDecision>& earlier);
+
 struct ResolveReport {
+  // What the decision came to (see DecisionOutcome; never kInvalidEdit:
+  // Resolve returns kInvalidArgument for a refused edit).
+  DecisionOutcome outcome = DecisionOutcome::kRecorded;
+  // kAlreadyResolved, kConflict: the decision recorded before this one.
+  std::optional<ApprovalDecision> earlier;
   // Someone else decided the item first (or the id is unknown): this
   // resolution changed nothing. `resumed` may still be set: a resolver
   // that holds the session continues a batch another process completed.

@@ -55,6 +55,16 @@ std::optional<EventType> ParseEventType(std::string_view name);
 // retries are display-only and are not stored; everything else is.
 bool ShouldPersist(EventType type);
 
+// Whether the engine commits a persisted event, with every event buffered
+// before it, when it is emitted (its "commit boundary"): step_begin (before
+// a model call), tool_call_begin (before a tool runs), subagent_started (the
+// stored log shows a child while it runs), pending (with the paused batch's
+// checkpoint and pending index, one transaction) and turn_end. Other
+// persisted events wait for the next boundary; an observer that has seen
+// one of them before its boundary has seen something the store does not
+// hold yet. docs/storage.md, "Durability".
+bool IsCommitBoundary(EventType type);
+
 struct Event {
   EventType type = EventType::kNotice;
   std::string session_id;

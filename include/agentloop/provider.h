@@ -103,6 +103,8 @@ enum class FinishReason {
   kStop,     // the model finished (end_turn / stop)
   kToolUse,  // the model asked for tools
   kLength,   // cut off by the output-token limit
+  kRefused,  // the model or the provider's filter refused (Anthropic stop_reason
+             // "refusal", OpenAI finish_reason / incomplete reason "content_filter")
 };
 std::string_view FinishReasonName(FinishReason reason);
 

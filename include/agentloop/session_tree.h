@@ -19,6 +19,10 @@ struct SessionTreeNode {
   std::optional<LastTurnEnd> last_turn_end;
   // The session waits on a person (a paused batch is open).
   bool paused = false;
+  // Its newest turn began and has not ended: it runs (a subagent's child
+  // while its caller's call waits on it), or its process stopped in it
+  // (until a takeover ends it).
+  bool running = false;
   std::vector<SessionTreeNode> children;  // oldest first
   // Children left out because the tree reached SessionTreeOptions::max_nodes.
   int omitted_children = 0;
@@ -43,9 +47,10 @@ Result<SessionTreeNode> LoadSessionTree(SessionStore& store, SessionSnapshot roo
 
 // {id, agent, title, model, command, parent_id, created_at_ms,
 // updated_at_ms, status, reason?, counters?, children, omitted_children?}:
-// status is "paused" while the session waits on a person, else its newest
-// turn's stop reason ("completed", "budget_exhausted", ...), "new" before
-// any turn ended; counters are that turn's.
+// status is "running" while its newest turn has begun and not ended,
+// "paused" while the session waits on a person, else its newest turn's stop
+// reason ("completed", "budget_exhausted", ...), "new" before any turn
+// began; counters are those of the newest turn that ended.
 Json SessionTreeJson(const SessionTreeNode& node);
 
 }  // namespace agentloop

@@ -154,6 +154,16 @@ struct SessionSnapshot {
   // The next turn starts at last_seq + 1.
   uint64_t last_seq = 0;
   std::optional<LastTurnEnd> last_turn_end;
+  // The newest turn began and has no `turn_end` after its latest
+  // `turn_begin`: the process running it stopped (or, for a session another
+  // process holds, it is running there). Engine::OpenSession ends such a
+  // turn before anything else runs (EndCutTurn in agentloop/engine.h).
+  struct BegunTurn {
+    std::string turn_id;
+    uint64_t begin_seq = 0;  // its latest turn_begin
+    TurnCounters counters;   // as that turn_begin carried them
+  };
+  std::optional<BegunTurn> unfinished_turn;
   std::optional<Checkpoint> open_checkpoint;
   // A paused batch whose every item is decided but whose turn has not
   // continued yet (see SessionStore::Resolve and ClaimDecided).
@@ -226,10 +236,18 @@ class SessionLock {
   // ClaimDecided on this lock's session, fenced. Errors: as the store's;
   // kLeaseLost (IsLeaseLost) when the lock was taken over.
   virtual Status Append(std::span<const Event> events) = 0;
-  virtual Status SaveCheckpoint(const Checkpoint& checkpoint) = 0;
+  virtual Status SaveCheckpoint(const Checkpoint& checkpoint,
+                                std::span<const Event> events = {}) = 0;
   virtual Status SetState(std::string_view key, const Json& value) = 0;
   virtual Status UpdateSettings(const Json& settings, std::span<const Event> events) = 0;
   virtual Result<std::optional<Checkpoint>> ClaimDecided() = 0;
+  // Append, and the removal of this session's queued input `input_id`
+  // (SessionStore::NextQueuedInput), in one transaction: the turn that runs
+  // a queued input takes it with its first commit. `events` may be empty
+  // (an input answered with an error before its turn began). Errors: as
+  // Append; kNotFound when the input is no longer queued (nothing is
+  // appended).
+  virtual Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) = 0;
 };
 
 // An outstanding pending item with where it lives.
@@ -467,11 +485,16 @@ class SessionStore {
 
   // --- durable pauses ---------------------------------------------------
 
-  // Stores a new open checkpoint and indexes each outstanding pending id.
-  // At most one checkpoint per session is open: an older open one is closed
+  // Stores a new open checkpoint and indexes each outstanding pending id,
+  // and appends `events` (as Append: the turn's events up to and including
+  // the `pending` event that announces the pause) in the same transaction:
+  // whoever reads the `pending` event finds the items it names. At most one
+  // checkpoint per session is open: an older open one is closed
   // (superseded). Errors: kInvalidArgument (no outstanding item, empty
-  // session id), kAlreadyExists (a pending id is already indexed), kNotFound.
-  virtual Status SaveCheckpoint(const Checkpoint& checkpoint) = 0;
+  // session id), kAlreadyExists (a pending id is already indexed, an
+  // event's seq is stored), kNotFound.
+  virtual Status SaveCheckpoint(const Checkpoint& checkpoint,
+                                std::span<const Event> events = {}) = 0;
   // The session's open checkpoint, if any.
   virtual Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) = 0;
   // Outstanding items, oldest first; all sessions when `session_id` is empty.
@@ -561,6 +584,13 @@ class SessionStore {
   // decided and not yet continued: its turn goes first). Errors: kLeaseLost
   // (IsLeaseLost) when the lock is not held by `owner_pid`; kNotFound.
   virtual Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
+                                                             int64_t owner_pid) = 0;
+  // The session's oldest queued input, under TakeQueuedInput's checks, left
+  // in the queue: the turn that runs it takes it in the transaction that
+  // commits the turn's beginning (SessionLock::AppendTakingInput), so an
+  // input whose process stops before that stays queued for the session's
+  // next holder (Session::StartQueued).
+  virtual Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
                                                              int64_t owner_pid) = 0;
   // The sessions with queued inputs, oldest input first (a server that
   // starts runs them).

@@ -255,6 +255,7 @@ enum class StopReason {
   kPendingQuestion,
   kAborted,
   kFailed,
+  kRefused,  // the model refused to answer (FinishReason::kRefused)
 };
 std::string_view StopReasonName(StopReason reason);  // "completed", "budget_exhausted", ...
 std::optional<StopReason> ParseStopReason(std::string_view name);

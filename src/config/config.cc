@@ -844,6 +844,7 @@ Config DefaultConfig() {
   c.server.link_ttl_s.value = 3 * 24 * 3600;
   c.server.notify_retry_s.value = 60;
   c.server.worker_threads.value = 2;
+  c.server.max_queued_inputs.value = 16;
   return c;
 }
 
@@ -1063,16 +1064,20 @@ std::vector<ConfigEntry> DescribeConfig(const Config& config) {
 
 std::string FormatConfig(const Config& config) {
   std::vector<ConfigEntry> entries = DescribeConfig(config);
+  // Origins line up in one column, which the short `key = value` lines set:
+  // a long value (an MCP server's table, a hook) is followed by its origin
+  // two spaces after it and pads no other line.
+  constexpr size_t kMaxColumn = 60;
   std::vector<std::string> lefts;
   size_t width = 0;
   for (const auto& e : entries) {
     lefts.push_back(e.key + " = " + RedactSecrets(DumpJson(e.value)));
-    width = std::max(width, lefts.back().size());
+    if (lefts.back().size() <= kMaxColumn) width = std::max(width, lefts.back().size());
   }
   std::string out;
   for (size_t i = 0; i < entries.size(); ++i) {
     out += lefts[i];
-    out.append(width - lefts[i].size() + 2, ' ');
+    out.append(lefts[i].size() < width ? width - lefts[i].size() + 2 : 2, ' ');
     out += "# " + entries[i].origin + "\n";
   }
   return out;

@@ -221,6 +221,8 @@ struct Config {
     Sourced<int64_t> notify_retry_s;
     // Threads of `agentloop serve` that run turn steps and store calls.
     Sourced<int64_t> worker_threads;
+    // Inputs that may wait in a session's queue (on_busy: "enqueue").
+    Sourced<int64_t> max_queued_inputs;
   } server;
 
   std::vector<Sourced<std::string>> skills_dirs;

@@ -333,6 +333,9 @@ std::vector<KeySpec> BuildKeys() {
   keys.push_back(IntKey(
       "server.worker_threads", 1, 256,
       [](Config & c) -> auto& { return c.server.worker_threads; }));
+  keys.push_back(IntKey(
+      "server.max_queued_inputs", 1, 10'000,
+      [](Config & c) -> auto& { return c.server.max_queued_inputs; }));
   keys.push_back(ListKey(
       "skills.dirs", [](Config & c) -> auto& { return c.skills_dirs; }));
   keys.push_back(ListKey(

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -411,6 +412,15 @@ TEST_F(ConfigTest, McpServersAreReadWithDefaultsAndReplacedByName) {
   EXPECT_FALSE(docs.enabled);
   EXPECT_TRUE(docs.required);
   EXPECT_THAT(c.warnings, Contains(HasSubstr("unknown key 'mcp_servers.github.when'")));
+  // `config show`: the servers' long lines pad no other line.
+  std::string shown = FormatConfig(c.config);
+  std::istringstream lines(shown);
+  size_t origin_column = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("mcp_servers", 0) == 0) continue;
+    origin_column = std::max(origin_column, line.find("  # "));
+  }
+  EXPECT_LE(origin_column, 62u) << shown;
 
   // A timeout over ten minutes is clamped; command and url exclude each other.
   WriteUser("[mcp_servers.x]\ncommand = \"x\"\nstartup_timeout_ms = 9999999\n");

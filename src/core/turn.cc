@@ -317,6 +317,16 @@ class Turn::Impl {
       }
       return;
     }
+    if (resp.finish == FinishReason::kRefused) {
+      // Nothing of a refused answer runs, and no hook may continue the turn.
+      AppendMessage(std::move(assistant));
+      uncounted_chars_ = 0;
+      if (has_tools) AnswerOpenCalls("not run: the model refused to answer");
+      if (!sink_error_.ok()) return;
+      FinishNow(StopReason::kRefused,
+                "the model refused to answer (stop reason reported by the provider)", text);
+      return;
+    }
     AppendMessage(std::move(assistant));
     uncounted_chars_ = 0;  // counted above (usage or response_chars)
     if (!has_tools) return Settle(text);

@@ -359,6 +359,24 @@ TEST_F(TurnTest, TruncatedResponseCompletesMarkedTruncated) {
   ExpectValidTranscript(transcript_);
 }
 
+TEST_F(TurnTest, ARefusedAnswerEndsTheTurnRefusedAndRunsNothing) {
+  ModelResponse resp;
+  resp.content.push_back(ContentBlock::Text("I can't help with that"));
+  resp.content.push_back(Call("a", "echo", {{"x", "1"}}));
+  resp.finish = FinishReason::kRefused;
+  provider_.Push(resp);
+  provider_.Text("never asked");
+  TurnResult r = Run(Config());
+  EXPECT_EQ(r.stop, StopReason::kRefused);
+  EXPECT_THAT(r.reason, HasSubstr("refused"));
+  EXPECT_EQ(r.final_text, "I can't help with that");
+  EXPECT_EQ(echo_->runs(), 0);
+  EXPECT_EQ(provider_.calls(), 1);
+  EXPECT_EQ(StopReasonName(StopReason::kRefused), "refused");
+  EXPECT_EQ(ParseStopReason("refused"), StopReason::kRefused);
+  ExpectValidTranscript(transcript_);
+}
+
 TEST_F(TurnTest, PlanModeHidesAndRefusesMutatingTools) {
   provider_.Calls({Call("a", "echo", {{"x", "1"}}), Call("b", "write", {{"x", "f"}})}).Text("no");
   TurnResult r = Run(Config(CommandKind::kPlan));

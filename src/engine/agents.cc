@@ -110,43 +110,64 @@ Result<fs::path> BelowRoot(const AgentDefinition& agent, std::string_view reques
                            " (sessions of this agent work in a subdirectory of " + root.string() +
                            ")");
   };
+  // Everything that can be judged from the text is, before anything on
+  // disk is looked at or made: a refused value creates nothing.
   if (req.find('\0') != std::string::npos) return refuse("contains a NUL character");
   const fs::path rel(req);
   if (rel.is_absolute()) return refuse("must be a relative path");
-  fs::path current = root;
+  std::vector<fs::path> parts;
   for (const fs::path& part : rel) {
     const std::string name = part.string();
     if (name.empty() || name == ".") continue;
     if (name == "..") return refuse("may not contain '..'");
-    current /= part;
+    if (name.size() > 255) return refuse("has a name longer than 255 bytes");
+    parts.push_back(part);
+  }
+  if (req.size() > 1024) return refuse("is longer than 1024 bytes");
+  // The part that exists is resolved and must stay a folder in the root.
+  fs::path current = root;
+  size_t i = 0;
+  for (; i < parts.size(); ++i) {
+    const fs::path next = current / parts[i];
     std::error_code ec;
-    const fs::file_status st = fs::symlink_status(current, ec);
-    if (fs::exists(st)) {
-      const fs::path canon = fs::canonical(current, ec);
-      if (ec) return refuse("leads to " + current.string() + ", which cannot be resolved");
-      if (!Inside(canon, root)) {
-        return refuse("leads outside the root (" + current.string() + " is a link to " +
-                      canon.string() + ")");
-      }
-      if (!fs::is_directory(canon, ec)) return refuse("names " + canon.string() + ", not a folder");
-      current = canon;
-      continue;
+    const fs::file_status st = fs::symlink_status(next, ec);
+    if (!fs::exists(st)) break;
+    const fs::path canon = fs::canonical(next, ec);
+    if (ec) return refuse("leads to " + next.string() + ", which cannot be resolved");
+    if (!Inside(canon, root)) {
+      return refuse("leads outside the root (" + next.string() + " is a link to " + canon.string() +
+                    ")");
     }
-    if (!agent.create_workspace) {
-      return refuse("does not exist (" + current.string() +
-                    "; agent.create_workspace = true creates it)");
-    }
-    // The parent is a real directory inside the root (checked above), so
-    // mkdir creates exactly this entry; a link raced in is refused by the
-    // final check.
-    if (::mkdir(current.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (!fs::is_directory(canon, ec)) return refuse("names " + canon.string() + ", not a folder");
+    current = canon;
+  }
+  if (i < parts.size() && !agent.create_workspace) {
+    return refuse("does not exist (" + (current / parts[i]).string() +
+                  "; agent.create_workspace = true creates it)");
+  }
+  // The rest is made, one folder below the other; on a failure the folders
+  // made here are removed again. The first parent is a real directory
+  // inside the root (checked above), so mkdir creates exactly this entry; a
+  // link raced in is refused by the final check.
+  std::vector<fs::path> made;
+  auto undo = [&made] {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+  };
+  for (; i < parts.size(); ++i) {
+    current /= parts[i];
+    if (::mkdir(current.c_str(), 0755) != 0) {
+      if (errno == EEXIST) continue;
+      const int err = errno;
+      undo();
       return FailedPrecondition("agent '" + agent.name + "': cannot create " + current.string() +
-                                ": " + std::strerror(errno));
+                                ": " + std::strerror(err));
     }
+    made.push_back(current);
   }
   std::error_code ec;
   fs::path canon = fs::canonical(current, ec);
   if (ec || !Inside(canon, root) || !fs::is_directory(canon, ec)) {
+    undo();
     return refuse("does not stay a folder inside the root");
   }
   return canon;

@@ -2,6 +2,8 @@
 // layers of an agent's session.
 #include "engine/agents.h"
 
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -207,6 +209,19 @@ TEST_F(AgentsTest, WorkspaceRootCreatesMissingDirectories) {
   ws = ResolveAgentWorkspace(def, "escape/new", root_ / "ws");
   ASSERT_FALSE(ws.ok());
   EXPECT_FALSE(fs::exists(root_ / "outside" / "new"));
+  // A refused value creates nothing, also where its first part was fine.
+  for (const std::string& bad : {std::string("fresh/../x"), std::string("fresh/more/..") + "/y",
+                                 "fresh/" + std::string(300, 'n'), std::string("fresh/a\0b", 9)}) {
+    EXPECT_FALSE(ResolveAgentWorkspace(def, bad, root_ / "ws").ok()) << bad;
+    EXPECT_FALSE(fs::exists(root / "fresh")) << bad;
+  }
+  std::string deep = "made";
+  for (int i = 0; i < 5; ++i) deep += "/" + std::string(250, 'z');
+  EXPECT_FALSE(ResolveAgentWorkspace(def, deep, root_ / "ws").ok());
+  EXPECT_FALSE(fs::exists(root / "made"));
+  std::ofstream(root / "team" / "file") << "x";
+  EXPECT_FALSE(ResolveAgentWorkspace(def, "team/file/sub", root_ / "ws").ok());
+  EXPECT_FALSE(fs::exists(root / "team" / "file" / "sub"));
 }
 
 TEST_F(AgentsTest, CallerWorkspace) {

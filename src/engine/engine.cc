@@ -6,9 +6,10 @@
 //
 // Persistence: StoreSink is the turn's event sink. It buffers the events the
 // store keeps and commits them at the step boundaries the durability
-// contract names: before a model call (step_begin), before a tool runs
-// (tool_call_begin), when a batch pauses (pending) and when the turn ends.
-// A failed commit fails the turn before its next step.
+// contract names (IsCommitBoundary): before a model call (step_begin),
+// before a tool runs (tool_call_begin), when a batch pauses (pending: with
+// its checkpoint and pending index, in one transaction) and when the turn
+// ends. A failed commit fails the turn before its next step.
 #include "agentloop/engine.h"
 
 #include <unistd.h>
@@ -93,62 +94,92 @@ class StoreSink final : public EventSink {
   StoreSink(SessionLock& lock, std::string session_id, EventSink* observer)
       : lock_(lock), session_id_(std::move(session_id)), observer_(observer) {}
 
+  // The queued input this turn runs: taken from the queue with the first
+  // commit (SessionLock::AppendTakingInput).
+  void TakeInputWithFirstCommit(std::string input_id) { take_input_ = std::move(input_id); }
+  // Takes the queued input now if no commit took it (the turn ended before
+  // its first commit, or failed to commit). Best effort: a store error
+  // leaves it queued.
+  void TakeInputIfUntaken() {
+    if (take_input_.empty()) return;
+    (void)lock_.AppendTakingInput({}, take_input_);
+    take_input_.clear();
+  }
+
   Status OnEvent(const Event& event) override {
     if (ShouldPersist(event.type)) {
       buffer_.push_back(event);
-      if (IsBoundary(event.type)) AL_RETURN_IF_ERROR(Flush());
+      if (event.type == EventType::kPending) {
+        // The pause is one commit: its events through the turn's end, its
+        // checkpoint and the index of its pending ids. Only once that has
+        // committed does anyone hear of it, so a decision sent the instant
+        // the `pending` event arrives finds every item it names, and its
+        // `decision` event is numbered after the paused turn's end.
+        Result<PendingData> pause = PendingData::FromJson(event.data);
+        if (!pause.ok()) return pause.error().WithContext("the pending event of the pause");
+        pause_ = std::move(pause->checkpoint);
+      }
+      // While a pause waits for its turn's end, nothing else commits.
+      if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
+        Status s = Flush();
+        if (!s.ok()) return s;
+      }
     }
-    // The front end sees every event at once, in seq order; a display
-    // failure (e.g. a closed pipe) never fails the turn.
-    if (observer_ != nullptr) (void)observer_->OnEvent(event);
+    if (observer_ == nullptr) return Status::Ok();
+    // The front end sees every event in seq order: at once, except those
+    // of a pause not yet stored, which it sees once the pause has
+    // committed. A display failure (e.g. a closed pipe) never fails the
+    // turn.
+    if (pause_) {
+      held_.push_back(event);
+      return Status::Ok();
+    }
+    for (const Event& e : held_) (void)observer_->OnEvent(e);
+    held_.clear();
+    (void)observer_->OnEvent(event);
     return Status::Ok();
   }
 
+  // Commits the buffered events (with the pause's checkpoint while it is
+  // not stored yet).
   Status Flush() {
-    if (buffer_.empty()) return Status::Ok();
-    Status s = lock_.Append(buffer_);
-    if (!s.ok()) return s.WithContext("saving session " + session_id_);
+    if (buffer_.empty() && !pause_) return Status::Ok();
+    if (!take_input_.empty()) {
+      // The turn's beginning and the taking of its input: one commit (a
+      // pause is never the first commit of a queued input's turn).
+      Status taken = lock_.AppendTakingInput(buffer_, take_input_);
+      if (!taken.ok()) return taken.WithContext("saving session " + session_id_);
+      take_input_.clear();
+      buffer_.clear();
+      if (!pause_) return Status::Ok();
+    }
+    Status s = pause_ ? lock_.SaveCheckpoint(*pause_, buffer_) : lock_.Append(buffer_);
+    if (!s.ok()) {
+      return s.WithContext(pause_ ? "saving the paused batch of session " + session_id_
+                                  : "saving session " + session_id_);
+    }
     buffer_.clear();
+    if (pause_) {
+      pause_.reset();
+      pause_saved_ = true;
+    }
     return Status::Ok();
   }
+
+  // The turn's pause (its checkpoint) is stored.
+  bool pause_saved() const { return pause_saved_; }
 
  private:
-  static bool IsBoundary(EventType t) {
-    switch (t) {
-      // subagent_started is committed as its child starts, so the stored
-      // log shows the child while it runs.
-      case EventType::kStepBegin:
-      case EventType::kToolCallBegin:
-      case EventType::kPending:
-      case EventType::kTurnEnd:
-      case EventType::kSubagentStarted:
-        return true;
-      // A decision is committed with the tool_call_begin (or pending) that
-      // follows it: one commit instead of two per step.
-      case EventType::kDecision:
-      case EventType::kTurnBegin:
-      case EventType::kStepEnd:
-      case EventType::kTextDelta:
-      case EventType::kThinkingDelta:
-      case EventType::kRetry:
-      case EventType::kMessage:
-      case EventType::kToolCallEnd:
-      case EventType::kBudgetCheck:
-      case EventType::kCompaction:
-      case EventType::kHookError:
-      case EventType::kNotice:
-      case EventType::kContinuation:
-      case EventType::kSettings:
-      case EventType::kSubagentCompleted:
-        return false;
-    }
-    return true;
-  }
-
   SessionLock& lock_;
   std::string session_id_;
   EventSink* observer_;
   std::vector<Event> buffer_;
+  // The checkpoint of a `pending` event in the buffer, not stored yet.
+  std::optional<Checkpoint> pause_;
+  // Events of that pause the observer has not seen yet.
+  std::vector<Event> held_;
+  std::string take_input_;
+  bool pause_saved_ = false;
 };
 
 // Remembers "allow for this session" answers in the session's cache, and
@@ -172,6 +203,36 @@ class RememberingApprover final : public Approver {
   Approver& inner_;
   std::shared_ptr<permissions::SessionApprovals> approvals_;
   std::function<void()> saved_;
+};
+
+// Tells an approver that notifies someone (the webhook) of a pause only once
+// the pause is stored: each ask is deferred at once and kept, and Deliver
+// hands them to the inner approver after the pause's commit, so a receiver
+// that decides from inside its handler finds the item.
+class AfterPauseApprover final : public Approver {
+ public:
+  explicit AfterPauseApprover(Approver& inner) : inner_(inner) {}
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override {
+    if (stop.stop_requested()) return ApprovalDecision::Deny("cancelled", "webhook");
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.push_back(request);
+    return ApprovalDecision::Defer("webhook");
+  }
+  // Notifies the inner approver of every ask kept (its answers are not
+  // needed: the pause is stored).
+  void Deliver(std::stop_token stop) {
+    std::vector<ApprovalRequest> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held.swap(held_);
+    }
+    for (const ApprovalRequest& r : held) (void)inner_.Decide(r, stop);
+  }
+
+ private:
+  Approver& inner_;
+  std::mutex mu_;
+  std::vector<ApprovalRequest> held_;  // Guarded by mu_.
 };
 
 // The scripted provider replays its script from the start. A session that
@@ -200,6 +261,8 @@ class ResumingScriptProvider final : public ModelProvider {
 struct TurnPlan {
   TurnInput input;
   std::optional<Checkpoint> resumed_from;
+  // The queued input the turn runs: taken with the turn's first commit.
+  std::string queued_input_id;
 };
 
 // Everything a running turn uses, set up before it starts and kept until it
@@ -214,6 +277,7 @@ struct ActiveTurn {
   StoreSink sink;
   permissions::DurableApprover durable;
   std::unique_ptr<Approver> webhook;
+  std::optional<AfterPauseApprover> after_pause;  // wraps `webhook`
   std::optional<RememberingApprover> remembering;
   std::unique_ptr<Turn> turn;
   RunnerDeps deps;
@@ -320,7 +384,7 @@ class SessionImpl final : public Session, public engine::SubagentHost {
                                 " has a paused batch; it cannot be compacted until the batch "
                                 "is resolved and continued");
     }
-    return RunTurnWith(TurnPlan{TurnInput::Compact(focus), std::nullopt}, callbacks, stop);
+    return RunTurnWith(TurnPlan{TurnInput::Compact(focus), std::nullopt, ""}, callbacks, stop);
   }
 
   std::vector<McpServerState> mcp_servers() const override {
@@ -358,6 +422,22 @@ class SessionImpl final : public Session, public engine::SubagentHost {
     return RunTurnWith(std::move(plan), callbacks, stop);
   }
 
+  std::optional<ResumeKind> resumable() const override {
+    if (open_checkpoint_) return std::nullopt;
+    if (batch_decided_) return ResumeKind::kDecidedBatch;
+    if (retryable()) return ResumeKind::kRetry;
+    if (last_turn_end_ && last_turn_end_->stop == StopReason::kFailed &&
+        last_turn_end_->reason.starts_with(kCutTurnReason)) {
+      return ResumeKind::kInterrupted;
+    }
+    return std::nullopt;
+  }
+
+  Result<TurnResult> Resume(const SessionCallbacks& callbacks, std::stop_token stop) override {
+    AL_ASSIGN_OR_RETURN(TurnPlan plan, PlanResume());
+    return RunTurnWith(std::move(plan), callbacks, stop);
+  }
+
   // The same preparations and checks as Run/Retry, in a step of the
   // executor (they read and write the store); the turn is then driven by
   // RunTurnAsync.
@@ -379,6 +459,25 @@ class SessionImpl final : public Session, public engine::SubagentHost {
     executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
       StartTurnWith(PlanContinue(), executor, std::move(callbacks), stop);
     });
+  }
+  void StartResume(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                   std::stop_token stop) override {
+    executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
+      StartTurnWith(PlanResume(), executor, std::move(callbacks), stop);
+    });
+  }
+  void StartQueued(const QueuedInput& input, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                   std::stop_token stop) override {
+    executor.Post(
+        info_.id, [this, input, &executor, callbacks = std::move(callbacks), stop]() mutable {
+          Result<TurnPlan> plan = input.continue_turn ? PlanResume() : PlanRun(input.input);
+          if (plan.ok()) plan->queued_input_id = input.id;
+          if (!plan.ok() && lock_) {
+            // Answered with the error: taken, so it is not run again.
+            (void)lock_->AppendTakingInput({}, input.id);
+          }
+          StartTurnWith(std::move(plan), executor, std::move(callbacks), stop);
+        });
   }
 
   const SessionOptions& options() const override { return options_; }
@@ -406,6 +505,9 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // The turn StartContinue runs: the decided batch, claimed. Errors:
   // kFailedPrecondition when the batch still waits or none is decided.
   Result<TurnPlan> PlanContinue();
+  // The turn Resume runs (see ResumeKind). Errors: kFailedPrecondition
+  // when nothing is resumable.
+  Result<TurnPlan> PlanResume();
   // Claims the decided batch: the turn that continues it; nullopt when
   // there is none.
   Result<std::optional<TurnPlan>> PlanDecided();
@@ -817,6 +919,9 @@ class EngineImpl final : public Engine {
       LoadOptions load;
       load.repair = lock != nullptr;  // the holder's tool calls may be running
       AL_ASSIGN_OR_RETURN(snap, store_->Load(info.id, load));
+      // Taken over: a turn its previous holder left unfinished ends first,
+      // whatever runs next.
+      if (lock) AL_RETURN_IF_ERROR(EndCutTurn(*lock, snap, NowMs()));
       info = snap.info;
     }
     auto session = std::make_unique<SessionImpl>(*this, std::move(options), info, std::move(lock),
@@ -968,6 +1073,11 @@ class EngineImpl final : public Engine {
   Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
                                 const SessionOptions& options, const SessionCallbacks& callbacks,
                                 std::stop_token stop) override;
+  // Resolve without the outcome's classification.
+  Result<ResolveReport> RecordAndContinue(const std::string& pending_id,
+                                          const Resolution& resolution,
+                                          const SessionOptions& options,
+                                          const SessionCallbacks& callbacks, std::stop_token stop);
 
   // Records `decision` about `rec` with its decision event in one store
   // transaction; `check`, when set, vets it there against the stored
@@ -1314,7 +1424,7 @@ Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
                               "continue it first with `agentloop resume " +
                               info_.id + "`");
   }
-  return TurnPlan{TurnInput::User(prompt), std::nullopt};
+  return TurnPlan{TurnInput::User(prompt), std::nullopt, ""};
 }
 
 Result<TurnPlan> SessionImpl::PlanContinue() {
@@ -1326,6 +1436,25 @@ Result<TurnPlan> SessionImpl::PlanContinue() {
   if (plan) return std::move(*plan);
   return FailedPrecondition("session " + info_.id +
                             " has no decided batch to continue (another process continued it)");
+}
+
+Result<TurnPlan> SessionImpl::PlanResume() {
+  AL_RETURN_IF_ERROR(RefreshPause());
+  if (open_checkpoint_) {
+    std::string ids;
+    for (const auto& p : open_checkpoint_->outstanding) ids += (ids.empty() ? "" : ", ") + p.id;
+    return FailedPrecondition("session " + info_.id + " is paused waiting for: " + ids +
+                              "; decide them first");
+  }
+  const std::optional<ResumeKind> kind = resumable();
+  if (!kind) {
+    return FailedPrecondition("session " + info_.id +
+                              " has no interrupted or failed turn to continue");
+  }
+  if (*kind == ResumeKind::kInterrupted) {
+    return TurnPlan{TurnInput::User(std::string(kContinueInterruptedPrompt)), std::nullopt, ""};
+  }
+  return PlanRetry();
 }
 
 Result<TurnPlan> SessionImpl::PlanRetry() {
@@ -1356,7 +1485,7 @@ Result<TurnPlan> SessionImpl::PlanRetry() {
   from.turn_id = last_turn_end_->turn_id;
   from.counters = last_turn_end_->counters;
   from.command = options_.command;
-  return TurnPlan{TurnInput::Retry(), std::move(from)};
+  return TurnPlan{TurnInput::Retry(), std::move(from), ""};
 }
 
 // Approvals of the batch given "for this session" allow the same access
@@ -1388,7 +1517,7 @@ Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   next_seq_ = std::max(next_seq_, now.last_seq + 1);
   RememberDecided(cp->decisions);
   Checkpoint from = *cp;
-  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from)});
+  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), ""});
 }
 
 Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, EventSink* observer,
@@ -1414,6 +1543,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   provider_->Warm();
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
   auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
+  if (!plan.queued_input_id.empty()) active->sink.TakeInputWithFirstCommit(plan.queued_input_id);
   TurnConfig cfg;
   cfg.session_id = info_.id;
   if (resumed_from) {
@@ -1506,7 +1636,8 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
       auto created = permissions::WebhookApprover::Create(std::move(w));
       if (!created.ok()) return created.error().WithContext("webhook approver");
       active->webhook = std::move(*created);
-      chosen = active->webhook.get();
+      active->after_pause.emplace(*active->webhook);
+      chosen = &*active->after_pause;
       break;
     }
     case ApproverMode::kNone:
@@ -1544,6 +1675,7 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
     current_turn_ = nullptr;
   }
   Status flushed = active.sink.Flush();
+  active.sink.TakeInputIfUntaken();
   if (!driven.ok()) {
     // The Turn itself failed (RunTurnAsync caught what it threw): what was
     // emitted is committed as far as it goes; the next turn numbers its
@@ -1567,9 +1699,17 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
   SaveTodoState();
   SaveReflectorState();
 
+  if (result.checkpoint && !active.sink.pause_saved()) {
+    // The pause's commit failed: nothing waits for a decision.
+    result.checkpoint.reset();
+    result.pending.clear();
+    result.stop = StopReason::kFailed;
+    result.reason = flushed.ok() ? "the paused batch was not stored" : flushed.ToString();
+  }
   if (result.checkpoint) {
-    Status s = lock_->SaveCheckpoint(*result.checkpoint);
-    if (!s.ok()) return s.WithContext("saving the paused batch");
+    // Stored by the sink with the `pending` event: now the webhook may
+    // tell of it.
+    if (active.after_pause) active.after_pause->Deliver({});
     open_checkpoint_ = result.checkpoint;
     bool woken = false;
     for (const PendingItem& p : result.checkpoint->outstanding) {
@@ -1610,9 +1750,15 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnPlan plan, const SessionCallback
 void SessionImpl::StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor,
                                 AsyncTurnCallbacks callbacks, std::stop_token stop) {
   if (!plan.ok()) return callbacks.done(plan.error());
+  const std::string queued_input_id = plan->queued_input_id;
   Result<std::unique_ptr<ActiveTurn>> prepared =
       PrepareTurn(std::move(*plan), callbacks.observer, callbacks.stream, nullptr);
-  if (!prepared.ok()) return callbacks.done(prepared.error());
+  if (!prepared.ok()) {
+    // A queued input whose turn cannot start is answered with the error
+    // once (taken), not run again.
+    if (!queued_input_id.empty() && lock_) (void)lock_->AppendTakingInput({}, queued_input_id);
+    return callbacks.done(prepared.error());
+  }
   // Owned by the completion until the turn has finished.
   auto active = std::shared_ptr<ActiveTurn>(std::move(*prepared));
   Turn& turn = *active->turn;
@@ -1699,6 +1845,34 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,
                                           const SessionCallbacks& callbacks, std::stop_token stop) {
+  AL_ASSIGN_OR_RETURN(ResolveReport report,
+                      RecordAndContinue(pending_id, resolution, options, callbacks, stop));
+  if (report.already_resolved) {
+    // What the item came to before this decision, and who decided it.
+    AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> before,
+                        resolution.tenant
+                            ? store_->ForTenant(*resolution.tenant)->LookupPending(pending_id)
+                            : store_->LookupPending(pending_id));
+    report.outcome = DecisionOutcome::kAlreadyResolved;
+    if (before && before->state != PendingLookup::State::kOutstanding) {
+      report.outcome = SettledOutcome(*before, resolution);
+      report.earlier = before->decision;
+      if (report.session_id.empty()) report.session_id = before->record.session_id;
+      if (report.turn_id.empty()) report.turn_id = before->record.turn_id;
+    }
+  } else if (report.outstanding > 0 && !report.resumed && !report.continues_later) {
+    report.outcome = DecisionOutcome::kRecorded;
+  } else {
+    report.outcome = DecisionOutcome::kResumed;
+  }
+  return report;
+}
+
+Result<ResolveReport> EngineImpl::RecordAndContinue(const std::string& pending_id,
+                                                    const Resolution& resolution,
+                                                    const SessionOptions& options,
+                                                    const SessionCallbacks& callbacks,
+                                                    std::stop_token stop) {
   AL_ASSIGN_OR_RETURN(std::optional<PendingRecord> rec,
                       resolution.tenant
                           ? store_->ForTenant(*resolution.tenant)->GetPending(pending_id)
@@ -1859,6 +2033,98 @@ Result<std::optional<TurnResult>> SessionImpl::ContinueDecided(const SessionCall
   if (!plan) return std::optional<TurnResult>();
   AL_ASSIGN_OR_RETURN(TurnResult r, RunTurnWith(std::move(*plan), callbacks, stop));
   return std::optional<TurnResult>(std::move(r));
+}
+
+std::string_view DecisionOutcomeName(DecisionOutcome outcome) {
+  switch (outcome) {
+    case DecisionOutcome::kRecorded:
+      return "recorded";
+    case DecisionOutcome::kResumed:
+      return "resumed";
+    case DecisionOutcome::kAlreadyResolved:
+      return "already_resolved";
+    case DecisionOutcome::kConflict:
+      return "conflict";
+    case DecisionOutcome::kCancelled:
+      return "cancelled";
+    case DecisionOutcome::kInvalidEdit:
+      return "invalid_edit";
+  }
+  return "recorded";
+}
+
+DecisionOutcome SettledOutcome(const PendingLookup& lookup, const Resolution& resolution) {
+  if (lookup.state == PendingLookup::State::kCancelled) return DecisionOutcome::kCancelled;
+  if (!lookup.decision) return DecisionOutcome::kConflict;
+  const bool denied = lookup.decision->kind == ApprovalDecision::Kind::kDeny;
+  return (resolution.kind == Resolution::Kind::kDeny) == denied ? DecisionOutcome::kAlreadyResolved
+                                                                : DecisionOutcome::kConflict;
+}
+
+std::string DescribeDecisionOutcome(DecisionOutcome outcome, int outstanding,
+                                    const std::optional<ApprovalDecision>& earlier) {
+  std::string how;
+  if (earlier) {
+    how = earlier->kind == ApprovalDecision::Kind::kDeny ? "denied"
+          : !earlier->answer.empty()                     ? "answered"
+                                                         : "approved";
+    how += " by " + (earlier->by.empty() ? std::string("someone") : earlier->by);
+    if (earlier->kind == ApprovalDecision::Kind::kDeny && !earlier->reason.empty()) {
+      how += " (" + earlier->reason + ")";
+    }
+  }
+  switch (outcome) {
+    case DecisionOutcome::kRecorded:
+      return "recorded; " + std::to_string(outstanding) + " more item(s) of its batch still wait";
+    case DecisionOutcome::kResumed:
+      return "recorded; its batch is decided and its turn continues";
+    case DecisionOutcome::kAlreadyResolved:
+      return how.empty() ? "already resolved (or unknown); nothing changed"
+                         : "already resolved the same way: " + how + "; nothing changed";
+    case DecisionOutcome::kConflict:
+      return "already resolved differently: " + (how.empty() ? std::string("by someone") : how) +
+             "; nothing changed";
+    case DecisionOutcome::kCancelled:
+      return "cancelled: its batch was closed without it (a sibling call was denied, or a newer "
+             "pause replaced it); nothing changed";
+    case DecisionOutcome::kInvalidEdit:
+      return "the edited arguments were refused; the item is still pending";
+  }
+  return "";
+}
+
+std::string_view ResumeKindName(ResumeKind kind) {
+  switch (kind) {
+    case ResumeKind::kDecidedBatch:
+      return "decided_batch";
+    case ResumeKind::kRetry:
+      return "retry";
+    case ResumeKind::kInterrupted:
+      return "interrupted";
+  }
+  return "retry";
+}
+
+Status EndCutTurn(SessionLock& lock, SessionSnapshot& snapshot, int64_t now_ms) {
+  if (!snapshot.unfinished_turn) return Status::Ok();
+  const SessionSnapshot::BegunTurn& cut = *snapshot.unfinished_turn;
+  TurnEndData end;
+  end.stop = StopReason::kFailed;
+  end.reason = std::string(kCutTurnReason) +
+               " (the session was taken over by another process; tool calls it left without "
+               "a result were answered as not known to have completed); continue or retry it";
+  end.counters = cut.counters;
+  Event e = MakeEvent(end, snapshot.info.id, cut.turn_id);
+  e.seq = snapshot.last_seq + 1;
+  e.ts = now_ms;
+  Status s = lock.Append({&e, 1});
+  if (!s.ok()) return s.WithContext("ending the cut turn " + cut.turn_id);
+  snapshot.last_turn_end =
+      LastTurnEnd{cut.turn_id, e.seq, end.stop, end.reason, "", false, end.counters};
+  snapshot.last_seq = e.seq;
+  snapshot.info.last_seq = e.seq;
+  snapshot.unfinished_turn.reset();
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(EngineOptions options) {

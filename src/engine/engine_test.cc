@@ -137,6 +137,115 @@ TEST_F(EngineTest, ReopenedSessionRemembersFilesAlreadyRead) {
   EXPECT_EQ(ReadFile(workspace_ / "notes.txt"), "new\n");
 }
 
+// Leaves in the store the start of a turn that never ends, as a process
+// killed while its model call was outstanding leaves it (turn_begin, the
+// user's message, step_begin); returns the turn's id.
+std::string WriteCutTurn(SessionStore& store, const std::string& sid, const std::string& prompt) {
+  Result<SessionInfo> info = store.GetSession(sid);
+  EXPECT_TRUE(info.ok());
+  uint64_t seq = info.ok() ? info->last_seq : 0;
+  const std::string turn = NewId("turn");
+  std::vector<Event> events;
+  auto add = [&](Event e) {
+    e.seq = ++seq;
+    e.ts = 1;
+    events.push_back(std::move(e));
+  };
+  TurnBeginData begin;
+  begin.input = "user";
+  add(MakeEvent(begin, sid, turn));
+  add(MakeEvent(MessageData{Message::User(prompt)}, sid, turn));
+  add(MakeEvent(StepBeginData{.step = 1, .max_output_tokens = 0, .messages = 1}, sid, turn));
+  EXPECT_TRUE(store.Append(sid, events).ok());
+  return turn;
+}
+
+// The turn_end events of `turn` and the seq of each turn_begin after the
+// cut turn's last event.
+struct CutLog {
+  std::vector<StoredEvent> ends;  // of the cut turn
+  std::vector<StoredEvent> begins_after;
+};
+CutLog ReadCutLog(SessionStore& store, const std::string& sid, const std::string& turn) {
+  CutLog out;
+  auto events = store.Events(sid, 0);
+  EXPECT_TRUE(events.ok());
+  if (!events.ok()) return out;
+  for (const StoredEvent& e : *events) {
+    if (e.type == "turn_end" && e.turn_id == turn) out.ends.push_back(e);
+    if (e.type == "turn_begin" && !out.ends.empty()) out.begins_after.push_back(e);
+  }
+  return out;
+}
+
+// Whoever takes a session over ends its cut turn first (failed, saying the
+// process stopped), whatever then runs: here a new input.
+TEST_F(EngineTest, ACutTurnEndsFailedBeforeANewTurnRuns) {
+  auto o = Options(R"({"responses": [{"text": "first"}, {"text": "after the cut"}]})");
+  std::string sid, cut;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    ASSERT_TRUE((*s)->Run("one", {}, {}).ok());
+    sid = (*s)->id();
+  }
+  cut = WriteCutTurn(engine_->store(), sid, "the cut one");
+  auto snap = engine_->store().Load(sid, LoadOptions{.repair = false});
+  ASSERT_TRUE(snap.ok());
+  ASSERT_TRUE(snap->unfinished_turn.has_value());
+  EXPECT_EQ(snap->unfinished_turn->turn_id, cut);
+
+  o.session_id = sid;
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  CutLog opened = ReadCutLog(engine_->store(), sid, cut);
+  ASSERT_EQ(opened.ends.size(), 1u);
+  Json end = Json::parse(opened.ends[0].json);
+  EXPECT_EQ(end["stop"], "failed");
+  EXPECT_THAT(end["reason"].get<std::string>(), HasSubstr(std::string(kCutTurnReason)));
+  auto r = (*s)->Run("two", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->final_text, "after the cut");
+  CutLog after = ReadCutLog(engine_->store(), sid, cut);
+  EXPECT_EQ(after.ends.size(), 1u);
+  ASSERT_EQ(after.begins_after.size(), 1u);
+  EXPECT_NE(after.begins_after[0].turn_id, cut);
+}
+
+// Resume (`agentloop resume ID`, the server's {"continue": true}, a queued
+// continuation) retries the cut turn once it has ended: the same turn id.
+TEST_F(EngineTest, ResumeRetriesACutTurnAfterEndingIt) {
+  auto o = Options(R"({"responses": [{"text": "first"}, {"text": "continued"}]})");
+  std::string sid;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Run("one", {}, {}).ok());
+    sid = (*s)->id();
+    EXPECT_EQ((*s)->resumable(), std::nullopt);
+  }
+  const std::string cut = WriteCutTurn(engine_->store(), sid, "the cut one");
+  o.session_id = sid;
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->resumable(), ResumeKind::kRetry);
+  auto r = (*s)->Resume({}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(r->final_text, "continued");
+  CutLog log = ReadCutLog(engine_->store(), sid, cut);
+  ASSERT_EQ(log.ends.size(), 2u);  // failed, then the retry's completed
+  EXPECT_EQ(Json::parse(log.ends[0].json)["stop"], "failed");
+  EXPECT_EQ(Json::parse(log.ends[1].json)["stop"], "completed");
+  ASSERT_EQ(log.begins_after.size(), 1u);
+  EXPECT_EQ(log.begins_after[0].turn_id, cut);
+  EXPECT_EQ(Json::parse(log.begins_after[0].json)["input"], "retry");
+  EXPECT_EQ((*s)->resumable(), std::nullopt);
+  auto nothing = (*s)->Resume({}, {});
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_EQ(nothing.error().code(), Code::kFailedPrecondition);
+}
+
 // store.sync reaches the connection of the store the engine opens.
 TEST_F(EngineTest, StoreSyncOptionSetsThePragmaOfTheOpenedStore) {
   auto pragma = [](Engine& e) -> int64_t {
@@ -248,6 +357,51 @@ TEST_F(EngineTest, AResolutionForATenantDecidesOnlyThatTenantsItems) {
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+}
+
+// A decision reports what it came to in the one vocabulary every front end
+// uses; a decision about an item someone else decided names who and how.
+TEST_F(EngineTest, ADecisionSaysWhatItCameToAndWhoDecidedFirst) {
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(Options(kWriteScript));
+    ASSERT_TRUE(s.ok());
+    auto r = (*s)->Run("create hello.txt", {}, {});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->pending.size(), 1u);
+    pending_id = r->pending[0].id;
+  }
+  Resolution deny;
+  deny.kind = Resolution::Kind::kDeny;
+  deny.reason = "not today";
+  deny.by = "alice";
+  deny.continue_turn = false;
+  auto first = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(first.ok()) << first.error().ToString();
+  EXPECT_EQ(first->outcome, DecisionOutcome::kResumed);
+
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  approve.by = "bob";
+  auto conflict = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(conflict.ok()) << conflict.error().ToString();
+  EXPECT_TRUE(conflict->already_resolved);
+  EXPECT_EQ(conflict->outcome, DecisionOutcome::kConflict);
+  ASSERT_TRUE(conflict->earlier.has_value());
+  EXPECT_EQ(conflict->earlier->by, "alice");
+  EXPECT_EQ(DecisionOutcomeName(conflict->outcome), "conflict");
+  EXPECT_EQ(DescribeDecisionOutcome(conflict->outcome, 0, conflict->earlier),
+            "already resolved differently: denied by alice (not today); nothing changed");
+
+  auto same = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->outcome, DecisionOutcome::kAlreadyResolved);
+  EXPECT_THAT(DescribeDecisionOutcome(same->outcome, 0, same->earlier),
+              HasSubstr("already resolved the same way: denied by alice"));
+  auto unknown = engine_->Resolve("apr_unknown", deny, Options(kWriteScript), {}, {});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->outcome, DecisionOutcome::kAlreadyResolved);
+  EXPECT_FALSE(unknown->earlier.has_value());
 }
 
 // Every stored event, from the turns and from the engine itself (the

@@ -1,8 +1,10 @@
 // The escalation tables: simple per-family option lists, plus checkers for
-// the families whose grammar needs more (git, sed, tar, awk, xxd, tee).
+// the families whose grammar needs more (git, sed, tar, awk, xxd, tee, uniq,
+// make, npm) and the interpreters' option grammars.
 #include "permissions/command_risk.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace agentloop::permissions {
 namespace {
@@ -22,6 +24,7 @@ struct OptionRisk {
   bool always = false;
   std::string_view why;
   std::vector<std::string_view> word_prefixes = {};  // `of=` for dd
+  std::vector<std::string_view> substrings = {};     // anywhere in a word: curl's `%output{`
 };
 
 const std::vector<OptionRisk>& Table() {
@@ -37,10 +40,27 @@ const std::vector<OptionRisk>& Table() {
       {{"curl"},
        "oODcK",
        {"output", "remote-name", "remote-name-all", "dump-header", "cookie-jar", "trace",
-        "trace-ascii", "stderr", "output-dir", "config", "libcurl", "etag-save", "hsts", "alt-svc"},
+        "trace-ascii", "stderr", "output-dir", "config", "libcurl", "etag-save", "hsts", "alt-svc",
+        "engine", "ntlm-wb", "ssl-sessions"},
        {},
        false,
-       "writes a file"},
+       "writes a file or loads code",
+       {},
+       {"%output{"}},
+      {{"zip"}, "T", {"test", "unzip-command"}, {}, false, "runs a test command"},
+      {{"split"}, "", {"filter"}, {}, false, "runs a shell command"},
+      {{"iconv", "shuf"}, "o", {"output"}, {}, false, "writes a file"},
+      {{"xmllint"}, "", {"output", "shell"}, {}, false, "writes a file or runs a shell"},
+      {{"pandoc"},
+       "oFL",
+       {"output", "filter", "lua-filter", "pdf-engine", "extract-media", "data-dir"},
+       {},
+       false,
+       "writes files or runs a filter program"},
+      {{"ack", "ack-grep"}, "", {"pager", "output"}, {}, false, "runs a pager or Perl code"},
+      {{"ag"}, "", {"pager"}, {}, false, "runs a pager program"},
+      {{"dc"}, "", {}, {}, true, "runs shell commands ('!')"},
+      {{"m4"}, "", {}, {}, true, "runs shell commands (syscmd, esyscmd)"},
       {{"wget"}, "", {}, {}, true, "writes files"},
       {{"rsync"}, "", {}, {}, true, "writes to its destination and may run a remote shell"},
       {{"sponge"}, "", {}, {}, true, "writes a file"},
@@ -52,29 +72,14 @@ const std::vector<OptionRisk>& Table() {
        true,
        "can run shell commands or write files"},
       {{"sqlite3"}, "", {}, {}, true, "writes databases and can run shell commands"},
-      {{"perl"}, "eEi", {}, {}, false, "runs code given on the command line or edits in place"},
-      {{"python", "python2", "python3"}, "c", {}, {}, false, "runs code given on the command line"},
-      {{"ruby"}, "ei", {}, {}, false, "runs code given on the command line or edits in place"},
-      {{"node", "nodejs"},
-       "ep",
-       {"eval", "print"},
+      // Without -c/-e they read commands, shell escapes included (`\!`),
+      // from standard input.
+      {{"psql", "mysql", "mariadb"},
+       "",
        {},
-       false,
-       "runs code given on the command line"},
-      {{"php"}, "r", {}, {}, false, "runs code given on the command line"},
-      {{"lua"}, "e", {}, {}, false, "runs code given on the command line"},
-      {{"psql"},
-       "cf",
-       {"command", "file", "output", "log-file"},
        {},
-       false,
-       "runs commands (including shell escapes) or writes a file"},
-      {{"mysql", "mariadb"},
-       "e",
-       {"execute", "tee", "pager"},
-       {},
-       false,
-       "runs commands (including shell escapes) or writes a file"},
+       true,
+       "runs commands (including shell escapes) from the line or standard input"},
       {{"rg"}, "", {"pre"}, {}, false, "runs a preprocessor program"},
       {{"fd", "fdfind"}, "xX", {"exec", "exec-batch"}, {}, false, "runs commands"},
       {{"yq"}, "i", {"inplace"}, {}, false, "edits files in place"},
@@ -83,7 +88,10 @@ const std::vector<OptionRisk>& Table() {
       {{"openssl"},
        "",
        {},
-       {"-out", "-keyout", "-engine", "-writerand", "-sess_out", "-keylogfile", "-signkey"},
+       {"-out",      "-keyout",   "-engine",        "-writerand", "-sess_out",  "-keylogfile",
+        "-signkey",  "-provider", "-provider-path", "-config",    "-outdir",    "-CAcreateserial",
+        "-CAserial", "-respout",  "-reqout",        "-certsout",  "-outpubkey", "-msgfile",
+        "rehash",    "c_rehash",  "s_server",       "engine"},
        false,
        "writes a file or loads code"},
       {{"tcpdump"}, "wzW", {}, {}, false, "writes a file or runs a program"},
@@ -112,13 +120,19 @@ bool ShortHas(std::string_view word, std::string_view letters) {
 std::string CheckTable(const OptionRisk& r, const Words& w) {
   std::string prog = w[0];
   if (r.always) return prog + ": " + std::string(r.why);
+  // Every word is read, past `--` too: an option taking a value may have
+  // taken `--` as its value (`sort -t -- -o f`), and a word after a real `--`
+  // that looks like an option only makes the check ask more.
   for (size_t i = 1; i < w.size(); ++i) {
     const std::string& a = w[i];
-    if (a == "--") break;
     bool prefixed = std::any_of(r.word_prefixes.begin(), r.word_prefixes.end(),
                                 [&](std::string_view p) { return a.starts_with(p); });
-    if (prefixed || ShortHas(a, r.short_letters) || LongMatches(a, r.long_names) ||
-        std::find(r.words.begin(), r.words.end(), a) != r.words.end()) {
+    bool inside = std::any_of(r.substrings.begin(), r.substrings.end(),
+                              [&](std::string_view p) { return a.find(p) != std::string::npos; });
+    // Single-dash long options (find, openssl) are also accepted with two.
+    std::string_view single = a.starts_with("--") ? std::string_view(a).substr(1) : a;
+    if (prefixed || inside || ShortHas(a, r.short_letters) || LongMatches(a, r.long_names) ||
+        std::find(r.words.begin(), r.words.end(), single) != r.words.end()) {
       return prog + ": '" + a + "' " + std::string(r.why);
     }
   }
@@ -191,9 +205,9 @@ std::string CheckGit(const Words& w) {
       }
     }
   }
+  // Read past `--`: an option value may be `--` (`git grep -e -- -O sh`).
   for (size_t k = i + 1; k < w.size(); ++k) {
     const std::string& a = w[k];
-    if (a == "--") break;
     if (LongMatches(a, kRiskyLong)) return "git: '" + a + "' writes a file or runs a program";
     if ((sub == "rebase" && ShortHas(a, "x")) || (sub == "archive" && ShortHas(a, "o")) ||
         (sub == "grep" && ShortHas(a, "O")) ||
@@ -450,7 +464,7 @@ std::string CheckTar(const Words& w) {
 }
 
 // awk: options -F, -v and the program text; a program that calls system(),
-// pipes or redirects escalates.
+// pipes, redirects or makes an indirect call escalates.
 std::string CheckAwk(const Words& w) {
   std::string program;
   bool have_program = false;
@@ -475,7 +489,8 @@ std::string CheckAwk(const Words& w) {
       have_program = true;
     }
   }
-  for (std::string_view bad : {"system", "|", ">", "@load", "@include", "getline"}) {
+  // `@` also covers gawk's indirect calls (`f = "system"; @f("id")`).
+  for (std::string_view bad : {"system", "|", ">", "@", "getline"}) {
     if (program.find(bad) != std::string::npos) {
       return w[0] + ": the program uses '" + std::string(bad) +
              "' (runs commands, reads or writes files)";
@@ -525,6 +540,359 @@ std::string CheckTee(const Words& w) {
   return "";
 }
 
+// A script operand that is standard input or another stream, not a file:
+// the program comes from the command line itself (a here-string, a pipe, a
+// process substitution).
+bool IsStreamScript(std::string_view s) {
+  return s == "-" || s.starts_with("/dev/") || s.starts_with("/proc/") || s.starts_with("<(") ||
+         s.starts_with(">(");
+}
+
+// An interpreter's option grammar (options come before the script operand;
+// what follows the script belongs to the script). Letters and long options
+// not listed escalate: the reader cannot know whether they take a value or
+// run code.
+struct InterpreterSpec {
+  std::string_view family;
+  std::string_view short_noarg;
+  std::string_view short_arg;          // a value: the rest of the cluster or the next word
+  std::string_view short_rest;         // an optional value attached to the letter
+  std::string_view short_digits;       // optional digits attached (`perl -0777 -l`)
+  std::string_view short_info;         // prints and exits: no program is read
+  std::string_view short_script;       // the value is the script (`php -f file`)
+  std::string_view short_code;         // the value is code or a module to run or preload
+  std::string_view short_risky_flags;  // edits in place, debugger, interactive (stdin)
+  std::vector<std::string_view> long_noarg;
+  std::vector<std::string_view> long_arg;
+  std::vector<std::string_view> long_info;
+  std::string_view why;
+};
+
+const std::vector<InterpreterSpec>& Interpreters() {
+  static const std::vector<InterpreterSpec> kSpecs = {
+      {"python",
+       "bBdEIOPqRsSuvx",
+       "WX",
+       "",
+       "",
+       "hV?",
+       "",
+       "cm",
+       "i",
+       {},
+       {"check-hash-based-pycs"},
+       {"help", "version", "help-env", "help-xoptions", "help-all"},
+       "runs code from the command line, a module, or standard input"},
+      {"perl",
+       "acnpsStTuUwWX",
+       "I",
+       "xDFV",
+       "0lC",
+       "hv",
+       "",
+       "eEMm",
+       "id",
+       {},
+       {},
+       {},
+       "runs code from the command line or a module, or edits in place"},
+      {"ruby",
+       "acdlnpsSvwyU",
+       "CEI",
+       "TxF",
+       "0WK",
+       "h",
+       "",
+       "er",
+       "i",
+       {"verbose", "yydebug", "jit", "yjit"},
+       {"encoding", "external-encoding", "internal-encoding", "enable", "disable"},
+       {"help", "version", "copyright"},
+       "runs code from the command line or a library, or edits in place"},
+      {"node",
+       "c",
+       "C",
+       "",
+       "",
+       "hv",
+       "",
+       "epr",
+       "i",
+       {"check", "enable-source-maps", "trace-warnings", "no-warnings", "no-deprecation",
+        "trace-deprecation", "throw-deprecation", "pending-deprecation", "preserve-symlinks",
+        "preserve-symlinks-main", "expose-gc", "abort-on-uncaught-exception",
+        "experimental-vm-modules", "trace-uncaught", "watch"},
+       {"max-old-space-size", "stack-size", "unhandled-rejections", "title", "disable-warning",
+        "test-reporter", "test-name-pattern", "stack-trace-limit", "max-semi-space-size",
+        "conditions"},
+       {"help", "version", "v8-options", "test"},
+       "runs code from the command line, preloads a module, or reads standard input"},
+      {"php",
+       "nqsleHw",
+       "t",
+       "",
+       "",
+       "vhim",
+       "f",
+       "rBREFcdzS",
+       "a",
+       {},
+       {},
+       {"version", "help", "info", "modules", "ini"},
+       "runs code from the command line or standard input, or loads settings or extensions"},
+      {"lua",
+       "EW",
+       "",
+       "",
+       "",
+       "v",
+       "",
+       "el",
+       "i",
+       {},
+       {},
+       {},
+       "runs code from the command line, a module, or standard input"},
+      // Tcl and R: a script operand, or code on the line or from standard
+      // input.
+      {"tclsh", "", "", "", "", "", "", "", "", {}, {}, {}, "runs code from standard input"},
+      {"Rscript",
+       "",
+       "",
+       "",
+       "",
+       "",
+       "",
+       "e",
+       "",
+       {"vanilla", "verbose", "no-environ", "no-site-file", "no-init-file", "restore", "save",
+        "no-save", "no-restore"},
+       {},
+       {"version", "help"},
+       "runs code from the command line or standard input"},
+  };
+  return kSpecs;
+}
+
+const InterpreterSpec* FindInterpreter(std::string_view family) {
+  for (const auto& s : Interpreters()) {
+    if (s.family == family) return &s;
+  }
+  return nullptr;
+}
+
+bool In(std::string_view letters, char c) { return letters.find(c) != std::string_view::npos; }
+
+bool Listed(const std::vector<std::string_view>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Escalates an interpreter that does not simply run a script file: code or
+// a module named on the line, preloaded code, editing in place, an option
+// not known, a stream as the script, or no script (standard input).
+// `through`: the last word the escalation depends on.
+std::string CheckInterpreter(const InterpreterSpec& sp, const Words& w, size_t* through) {
+  const std::string& prog = w[0];
+  const size_t end = w.size();  // the whole command, redirections included
+  std::string why;
+  size_t last = 0;
+  auto risk = [&](size_t at, const std::string& what) {
+    if (why.empty()) why = prog + ": " + what;
+    last = std::max(last, at);
+  };
+  auto done = [&] {
+    *through = last;
+    return why;
+  };
+  bool info = false;
+  bool code = false;  // the program is given by options: operands are its arguments
+  for (size_t k = 1; k < w.size(); ++k) {
+    const std::string& a = w[k];
+    if (a == "--" || a.size() < 2 || a[0] != '-') {
+      size_t s = a == "--" ? k + 1 : k;
+      if (code) return done();
+      if (s >= w.size()) break;
+      if (IsStreamScript(w[s])) {
+        risk(end,
+             "the script '" + w[s] + "' is a stream, not a file (" + std::string(sp.why) + ")");
+      }
+      return done();
+    }
+    if (a[1] == '-') {
+      size_t eq = a.find('=');
+      std::string_view name =
+          std::string_view(a).substr(2, eq == std::string::npos ? a.npos : eq - 2);
+      if (Listed(sp.long_info, name)) {
+        info = true;
+      } else if (eq == std::string::npos && Listed(sp.long_noarg, name)) {
+      } else if (Listed(sp.long_arg, name)) {
+        if (eq == std::string::npos) ++k;
+      } else {
+        // Unknown: it may run code (`--import`, `--eval`) or take the next
+        // word, which then cannot be read.
+        risk(end, "option '" + a + "' is not known to be harmless (" + std::string(sp.why) + ")");
+        return done();
+      }
+      continue;
+    }
+    for (size_t j = 1; j < a.size(); ++j) {
+      char ch = a[j];
+      if (In(sp.short_code, ch)) {
+        size_t at = k;
+        if (j + 1 == a.size() && k + 1 < w.size()) at = ++k;
+        risk(at, "'-" + std::string(1, ch) + "' " + std::string(sp.why));
+        code = true;
+        // `-c CODE` and `-m MODULE` end python's options.
+        if (sp.family == "python") return done();
+        break;
+      }
+      if (In(sp.short_risky_flags, ch)) {
+        risk(k, "'-" + std::string(1, ch) + "' " + std::string(sp.why));
+        if (sp.family == "perl") break;  // `-i.bak`, `-d:Module`
+        continue;
+      }
+      if (In(sp.short_info, ch)) {
+        info = true;
+        if (sp.family == "perl" && ch == 'V') break;  // `-V:name`
+        continue;
+      }
+      if (In(sp.short_noarg, ch)) continue;
+      if (In(sp.short_digits, ch)) {
+        // perl: `-0[octal]`, `-0xHEX`, `-l[octal]`, `-C[number or IOEioSDALa]`;
+        // ruby: `-0[octal]`, `-W[level]`, `-Kcode` (one letter). What
+        // follows is the next option (`-0e CODE`, `-lne CODE`).
+        std::string_view allowed = ch == 'C' ? "0123456789IOEioSDALa" : "01234567";
+        size_t most = std::string::npos;
+        if (ch == '0' && j + 1 < a.size() && a[j + 1] == 'x') {
+          ++j;
+          allowed = "0123456789abcdefABCDEF";
+        } else if (ch == 'W') {
+          if (j + 1 < a.size() && a[j + 1] == ':') break;  // `-W:category`
+          allowed = "0123456789";
+        } else if (ch == 'K') {
+          allowed = "eEnNsSuUaA";
+          most = 1;
+        }
+        for (size_t taken = 0; taken < most && j + 1 < a.size() && In(allowed, a[j + 1]); ++taken)
+          ++j;
+        continue;
+      }
+      if (In(sp.short_rest, ch)) break;
+      if (In(sp.short_arg, ch)) {
+        if (j + 1 == a.size()) ++k;
+        break;
+      }
+      if (In(sp.short_script, ch)) {
+        std::string file = j + 1 < a.size() ? a.substr(j + 1) : (k + 1 < w.size() ? w[k + 1] : "");
+        if (file.empty() || IsStreamScript(file)) {
+          risk(end,
+               "the script '" + file + "' is a stream, not a file (" + std::string(sp.why) + ")");
+        }
+        return done();
+      }
+      risk(end, "option '-" + std::string(1, ch) + "' is not known to be harmless (" +
+                    std::string(sp.why) + ")");
+      return done();
+    }
+  }
+  if (!code && !info) {
+    risk(end, "no script file: the program is read from standard input");
+  }
+  return done();
+}
+
+// make: `--eval`/`-E` evaluate text as makefile rules, a makefile read from
+// a stream (`-f -`, `-f /dev/stdin`) is code on the line, and a variable
+// given as an operand (`CC=...`, `SHELL=...`) replaces a program the
+// recipes run. Running the workspace's own makefile is what a rule naming
+// make allows.
+std::string CheckMake(const Words& w) {
+  static const std::vector<std::string_view> kLongArg = {
+      "directory", "include-dir", "old-file", "assume-old", "new-file", "assume-new", "what-if"};
+  auto stream_file = [&](const std::string& f) {
+    return IsStreamScript(f) ? "make: the makefile '" + f + "' is a stream (code on the line)"
+                             : std::string();
+  };
+  for (size_t k = 1; k < w.size(); ++k) {
+    const std::string& a = w[k];
+    if (a == "--") continue;
+    if (a.starts_with("--")) {
+      size_t eq = a.find('=');
+      if (LongMatches(a, {"eval"})) return "make: '" + a + "' evaluates text as makefile rules";
+      if (LongMatches(a, {"file", "makefile"})) {
+        std::string f =
+            eq != std::string::npos ? a.substr(eq + 1) : (k + 1 < w.size() ? w[++k] : "");
+        if (auto why = stream_file(f); !why.empty()) return why;
+      } else if (eq == std::string::npos && LongMatches(a, kLongArg)) {
+        ++k;
+      }
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      for (size_t j = 1; j < a.size(); ++j) {
+        char ch = a[j];
+        std::string value = j + 1 < a.size() ? a.substr(j + 1) : "";
+        if (ch == 'E') return "make: '-E' evaluates text as makefile rules";
+        if (ch == 'f') {
+          if (value.empty() && k + 1 < w.size()) value = w[++k];
+          if (auto why = stream_file(value); !why.empty()) return why;
+          break;
+        }
+        if (In("CIoW", ch)) {
+          if (value.empty()) ++k;
+          break;
+        }
+        if (In("jlO", ch)) break;  // optional value, attached or a number after
+        if (!In("bBdehikLnpqrRsStvw", ch)) {
+          return "make: option '-" + std::string(1, ch) + "' is not known to be harmless";
+        }
+      }
+      continue;
+    }
+    if (a.find('=') != std::string::npos) {
+      return "make: '" + a + "' sets a variable that recipes may run as a program";
+    }
+  }
+  return "";
+}
+
+// npm, npx, pnpm, yarn: configuration given on the line that makes scripts
+// run other programs or code (`--node-options`, `--script-shell`), or that
+// runs a command directly (`--call`, `-c`). Read to the end, past `--`.
+std::string CheckNpm(const Words& w) {
+  static const std::vector<std::string_view> kRisky = {
+      "node-options", "script-shell",  "shell",    "userconfig", "globalconfig",
+      "call",         "editor",        "browser",  "viewer",     "git",
+      "init-module",  "onload-script", "node-gyp", "package",    "npm-path"};
+  // After `--` the words are appended to the script's command: when that is
+  // an interpreter (`"test": "node --test"`), these run or preload code.
+  static const std::vector<std::string_view> kScriptCode = {
+      "eval", "print", "require", "import", "loader", "experimental-loader", "env-file"};
+  const bool npx = w[0] == "npx";
+  bool to_script = false;
+  for (size_t k = 1; k < w.size(); ++k) {
+    std::string a = w[k];
+    if (a == "--") {
+      to_script = true;
+      continue;
+    }
+    if (to_script && (LongMatches(a, kScriptCode) || ShortHas(a, "eprcmM"))) {
+      return w[0] + ": '" + a + "' is passed to the script's command, which may run it as code";
+    }
+    if (a.starts_with("--")) {
+      std::replace(a.begin(), a.end(), '_', '-');
+      std::string_view name = std::string_view(a).substr(2, a.find('=') - 2);
+      if (name == "global" || name.empty()) continue;
+      if (LongMatches(a, kRisky) && (npx || name.find("package") == std::string_view::npos)) {
+        return w[0] + ": '" + w[k] + "' makes scripts run other programs or code";
+      }
+    } else if (ShortHas(a, npx ? "cp" : "c")) {
+      return w[0] + ": '" + a + "' runs a command";
+    }
+  }
+  return "";
+}
+
 using Checker = std::string (*)(const Words&);
 
 Checker FindChecker(std::string_view p) {
@@ -536,6 +904,8 @@ Checker FindChecker(std::string_view p) {
   if (p == "xxd") return CheckXxd;
   if (p == "tee") return CheckTee;
   if (p == "uniq") return CheckUniq;
+  if (p == "make" || p == "gmake") return CheckMake;
+  if (p == "npm" || p == "npx" || p == "pnpm" || p == "yarn") return CheckNpm;
   return nullptr;
 }
 
@@ -548,21 +918,52 @@ const OptionRisk* FindTable(std::string_view p) {
 
 }  // namespace
 
+std::string RiskFamily(std::string_view program) {
+  // GNU tools installed with a `g` prefix (`gfind`, `gsort`, `gdd`).
+  static const std::vector<std::string_view> kGnu = {"find", "sort",  "dd",   "tee",   "split",
+                                                     "shuf", "iconv", "uniq", "sdiff", "xxd"};
+  if (program.size() > 1 && program[0] == 'g' &&
+      std::find(kGnu.begin(), kGnu.end(), program.substr(1)) != kGnu.end()) {
+    return std::string(program.substr(1));
+  }
+  static const std::vector<std::pair<std::string_view, std::string_view>> kFamilies = {
+      {"python", "python"}, {"pypy", "python"}, {"perl", "perl"},  {"ruby", "ruby"},
+      {"nodejs", "node"},   {"node", "node"},   {"php", "php"},    {"luajit", "lua"},
+      {"lua", "lua"},       {"tclsh", "tclsh"}, {"wish", "tclsh"}, {"Rscript", "Rscript"}};
+  for (const auto& [prefix, family] : kFamilies) {
+    if (!program.starts_with(prefix)) continue;
+    std::string_view rest = program.substr(prefix.size());
+    // `python3`, `python3.11`, `perl5.36.0`, `perl5.36-x86_64-linux-gnu`,
+    // `pypy3`: a rule `bash(python3*)` matches these names too.
+    if (rest.empty() || (rest[0] >= '0' && rest[0] <= '9') || rest[0] == '.' || rest[0] == '-' ||
+        rest[0] == '_')
+      return std::string(family);
+  }
+  return std::string(program);
+}
+
 bool HasRiskEntry(std::string_view program) {
-  return FindChecker(program) != nullptr || FindTable(program) != nullptr;
+  std::string family = RiskFamily(program);
+  return FindInterpreter(family) != nullptr || FindChecker(family) != nullptr ||
+         FindTable(family) != nullptr;
 }
 
 std::vector<std::string> RiskPrograms() {
-  std::vector<std::string> out = {"git", "sed",  "gsed", "tar",  "gtar", "bsdtar",
-                                  "awk", "gawk", "mawk", "nawk", "xxd",  "tee"};
+  std::vector<std::string> out = {"git",   "sed",  "gsed", "tar",  "gtar", "bsdtar", "awk",
+                                  "gawk",  "mawk", "nawk", "xxd",  "tee",  "uniq",   "make",
+                                  "gmake", "npm",  "npx",  "pnpm", "yarn"};
+  for (const auto& s : Interpreters()) out.emplace_back(s.family);
   for (const auto& r : Table()) {
     for (auto p : r.programs) out.emplace_back(p);
   }
   return out;
 }
 
-std::string EscalationReason(const std::vector<std::string>& words,
-                             const std::vector<bool>& exact) {
+std::string EscalationReason(const std::vector<std::string>& words, const std::vector<bool>& exact,
+                             size_t* through) {
+  size_t ignored = 0;
+  if (through == nullptr) through = &ignored;
+  *through = words.size();
   if (words.empty() || !HasRiskEntry(words[0])) return "";
   for (size_t i = 1; i < words.size() && i < exact.size(); ++i) {
     if (!exact[i]) {
@@ -570,8 +971,12 @@ std::string EscalationReason(const std::vector<std::string>& words,
              "' is not a literal word (it could expand to an option)";
     }
   }
-  if (Checker c = FindChecker(words[0])) return c(words);
-  return CheckTable(*FindTable(words[0]), words);
+  std::string family = RiskFamily(words[0]);
+  if (const InterpreterSpec* sp = FindInterpreter(family)) {
+    return CheckInterpreter(*sp, words, through);
+  }
+  if (Checker c = FindChecker(family)) return c(words);
+  return CheckTable(*FindTable(family), words);
 }
 
 }  // namespace agentloop::permissions

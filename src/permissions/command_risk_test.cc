@@ -7,11 +7,15 @@
 namespace agentloop::permissions {
 namespace {
 
-// The escalation of the first command of `line`, as the splitter computes it.
+// The first escalation among the commands of `line` (the command itself or
+// one it runs), as the splitter computes it.
 std::string Escalation(const char* line) {
   CommandLine got = SplitCommandLine(line);
   if (got.commands.empty()) return "<no command>";
-  return got.commands.back().escalation;
+  for (const auto& c : got.commands) {
+    if (!c.escalation.empty()) return c.escalation;
+  }
+  return "";
 }
 
 TEST(CommandRiskTest, EscalatingOptions) {

@@ -167,7 +167,8 @@ std::string_view CommandPatternPrefix(std::string_view pattern) {
 // written, names the program that wrappers run (by matching the inner command
 // too, or by spelling the wrapped program out literally, as
 // `bash(timeout 5 ls*)` does), and no option escalates the command (unless
-// the pattern is the exact command, without wildcards).
+// the pattern is the exact command, without wildcards, or its literal
+// beginning reaches past the words the escalation depends on).
 bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
   const Glob& g = *rule.command_glob;
   if (!g.Matches(c.text)) return false;
@@ -175,7 +176,12 @@ bool AllowMatchesCommand(const Rule& rule, const SimpleCommand& c) {
     std::string_view prefix = CommandPatternPrefix(*rule.pattern);
     if (prefix.size() < c.inner_program_end || !c.text.starts_with(prefix)) return false;
   }
-  if (!c.escalation.empty() && !(g.IsLiteral() && *rule.pattern == c.text)) return false;
+  if (!c.escalation.empty() && !(g.IsLiteral() && *rule.pattern == c.text)) {
+    // The pattern's literal beginning may spell out what escalates it
+    // (`bash(python3 -m pytest*)` names the module that runs).
+    std::string_view prefix = CommandPatternPrefix(*rule.pattern);
+    if (prefix.size() < c.escalation_end || !c.text.starts_with(prefix)) return false;
+  }
   return true;
 }
 
@@ -198,13 +204,18 @@ bool MatchesCommandPattern(const Rule& rule, const CallSubject& s) {
       return true;
   }
   // What could not be parsed is also tried whole, and from every word on
-  // (`env -S 'rm x'`, `watch rm x`: a program may hide anywhere).
-  if (!line.complete) {
-    for (const auto& c : line.commands) {
-      for (size_t k = 0; k < c.words.size(); ++k) {
-        std::string suffix;
-        for (size_t w = k; w < c.words.size(); ++w) suffix += (w > k ? " " : "") + c.words[w];
-        if (g.Matches(suffix) || g.Matches(c.words[k])) return true;
+  // (`env -S 'rm x'`, `watch rm x`: a program may hide anywhere); so is an
+  // escalated command, whose options may run one (`zip -TT 'rm x'`), also
+  // as the value of a `--option=value` word (`tar --to-command='rm x'`).
+  for (const auto& c : line.commands) {
+    if (line.complete && c.escalation.empty()) continue;
+    for (size_t k = 0; k < c.words.size(); ++k) {
+      std::string suffix;
+      for (size_t w = k; w < c.words.size(); ++w) suffix += (w > k ? " " : "") + c.words[w];
+      if (g.Matches(suffix) || g.Matches(c.words[k])) return true;
+      const std::string& word = c.words[k];
+      if (size_t eq = word.find('='); word.starts_with("-") && eq != std::string::npos) {
+        if (g.Matches(std::string_view(word).substr(eq + 1))) return true;
       }
     }
   }

@@ -4,6 +4,8 @@
 #include "permissions/shell_split.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <set>
 
 #include "permissions/command_risk.h"
@@ -71,7 +73,9 @@ bool IsReservedWord(std::string_view w) {
 
 // Variables that make bash or the dynamic loader run or find other code:
 // assigning them makes the reader's program names unreliable.
-bool IsSensitiveVariable(std::string_view name) {
+// `BASH_FUNC_name%%` (set through env) is a function bash imports from its
+// environment, replacing the command `name`.
+bool IsShellSensitiveVariable(std::string_view name) {
   static const std::set<std::string, std::less<>> kNames = {"PATH",
                                                             "BASH_ENV",
                                                             "ENV",
@@ -85,7 +89,82 @@ bool IsSensitiveVariable(std::string_view name) {
                                                             "BASH_LOADABLES_PATH",
                                                             "EXECIGNORE",
                                                             "CDPATH"};
+  return name.starts_with("BASH_FUNC_") || kNames.count(name) > 0;
+}
+
+// Variables that make a common program run other code (interpreters'
+// preloads and library paths, git's helpers and configuration, pagers,
+// editors, make's and npm's flags): assigning one for a command escalates
+// it, like an option would.
+bool IsProgramSensitiveVariable(std::string_view name) {
+  static const std::set<std::string, std::less<>> kNames = {"NODE_OPTIONS",
+                                                            "NODE_PATH",
+                                                            "PERL5OPT",
+                                                            "PERL5LIB",
+                                                            "PERLLIB",
+                                                            "PERL5DB",
+                                                            "PYTHONSTARTUP",
+                                                            "PYTHONPATH",
+                                                            "PYTHONHOME",
+                                                            "PYTHONINSPECT",
+                                                            "RUBYOPT",
+                                                            "RUBYLIB",
+                                                            "GIT_SSH",
+                                                            "GIT_SSH_COMMAND",
+                                                            "GIT_EXTERNAL_DIFF",
+                                                            "GIT_PAGER",
+                                                            "GIT_EDITOR",
+                                                            "GIT_SEQUENCE_EDITOR",
+                                                            "GIT_EXEC_PATH",
+                                                            "GIT_DIR",
+                                                            "GIT_WORK_TREE",
+                                                            "GIT_ASKPASS",
+                                                            "GIT_PROXY_COMMAND",
+                                                            "GIT_TEMPLATE_DIR",
+                                                            "GIT_CONFIG",
+                                                            "GIT_CONFIG_GLOBAL",
+                                                            "GIT_CONFIG_SYSTEM",
+                                                            "GIT_CONFIG_COUNT",
+                                                            "GIT_CONFIG_PARAMETERS",
+                                                            "PAGER",
+                                                            "MANPAGER",
+                                                            "EDITOR",
+                                                            "VISUAL",
+                                                            "LESSOPEN",
+                                                            "LESSCLOSE",
+                                                            "MAKEFLAGS",
+                                                            "MFLAGS",
+                                                            "SSH_ASKPASS",
+                                                            "BROWSER"};
+  if (name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_")) return true;
+  // npm reads its configuration (`node-options`, `script-shell`) from
+  // npm_config_* variables, in any case.
+  std::string lower;
+  for (char c : name.substr(0, 11)) lower.push_back(static_cast<char>(std::tolower(c)));
+  if (lower == "npm_config_") return true;
   return kNames.count(name) > 0;
+}
+
+bool IsSensitiveVariable(std::string_view name) {
+  return IsShellSensitiveVariable(name) || IsProgramSensitiveVariable(name);
+}
+
+// The name assigned by `name=value` or `name+=value`.
+std::string_view AssignedName(std::string_view assignment) {
+  std::string_view name = assignment.substr(0, assignment.find('='));
+  if (!name.empty() && name.back() == '+') name.remove_suffix(1);
+  return name;
+}
+
+// An assignment `name=value` that changes what commands run; a pager set to
+// a plain pager program (`GIT_PAGER=cat`) does not.
+bool IsSensitiveAssignment(std::string_view assignment) {
+  size_t eq = assignment.find('=');
+  std::string_view name = AssignedName(assignment);
+  if (!IsSensitiveVariable(name)) return false;
+  std::string_view value = eq == std::string_view::npos ? "" : assignment.substr(eq + 1);
+  bool pager = name == "PAGER" || name == "GIT_PAGER" || name == "MANPAGER";
+  return !(pager && (value.empty() || value == "cat" || value == "less" || value == "more"));
 }
 
 std::string Basename(const std::string& w) {
@@ -107,7 +186,26 @@ struct Heredoc {
   std::string delim;
   bool strip_tabs = false;
   bool expand = true;
+  bool script = false;  // standard input of a shell reading commands
 };
+
+// Where a command's standard input comes from, as its redirections say.
+struct StdinSource {
+  enum Kind { kInherited, kFile, kHereString, kHeredoc, kOther } kind = kInherited;
+  std::string word;    // the file or the here-string, as written
+  size_t heredoc = 0;  // index in the pending here-documents
+};
+
+// A path that is standard input itself.
+bool IsStdinPath(std::string_view p) {
+  return p == "/dev/stdin" || p == "/dev/fd/0" || p == "/proc/self/fd/0";
+}
+
+// A file operand that is a stream rather than a file the reader can name.
+bool IsStreamPath(std::string_view p) {
+  return p.starts_with("/dev/") || p.starts_with("/proc/") || p.starts_with("<(") ||
+         p.starts_with(">(");
+}
 
 enum class Pending {
   kNone,
@@ -215,19 +313,52 @@ bool Contains(const std::vector<std::string_view>& v, std::string_view x) {
 // model: a line using them is incomplete.
 bool IsOpaqueRunner(std::string_view p) {
   static const std::set<std::string, std::less<>> kRunners = {
-      "watch",        "flock",     "chroot",   "unshare",  "nsenter",  "strace",      "ltrace",
-      "gdb",          "valgrind",  "runuser",  "su",       "script",   "parallel",    "ssh",
-      "chrt",         "taskset",   "numactl",  "fakeroot", "firejail", "systemd-run", "pkexec",
-      "busybox",      "catchsegv", "unbuffer", "proot",    "cgexec",   "torsocks",    "proxychains",
-      "proxychains4", "sg",        "newgrp",   "coproc",   "sshpass",  "expect",      "nohup.sh",
-      "caffeinate",   "retry",     "entr",     "tmux",     "screen",   "dtach",       "faketime",
-      "ts",           "pv",        "setpriv",  "capsh",    "bwrap",    "sandbox-exec"};
+      "watch",        "flock",       "chroot",   "unshare",  "nsenter",     "strace",
+      "ltrace",       "gdb",         "valgrind", "runuser",  "su",          "script",
+      "parallel",     "ssh",         "chrt",     "taskset",  "numactl",     "fakeroot",
+      "firejail",     "systemd-run", "pkexec",   "busybox",  "toybox",      "catchsegv",
+      "unbuffer",     "proot",       "cgexec",   "torsocks", "proxychains", "proxychains4",
+      "sg",           "newgrp",      "coproc",   "sshpass",  "expect",      "nohup.sh",
+      "caffeinate",   "retry",       "entr",     "tmux",     "screen",      "dtach",
+      "faketime",     "ts",          "pv",       "setpriv",  "capsh",       "bwrap",
+      "sandbox-exec", "at",          "batch",    "crontab"};
   return kRunners.count(p) > 0;
 }
 
+// Options whose value is a command: long names (`--name=CMD`, `--name CMD`),
+// short letters (`-X CMD`, `-XCMD`) and one exact word (zip's `-TT CMD`).
+struct CommandOptions {
+  std::vector<std::string_view> long_names;
+  std::string_view short_letters;
+  std::string_view exact;
+};
+
+const CommandOptions* FindCommandOptions(std::string_view prog) {
+  static const CommandOptions kTar = {{"to-command", "use-compress-program", "checkpoint-action",
+                                       "info-script", "new-volume-script", "rsh-command"},
+                                      "IF",
+                                      ""};
+  static const CommandOptions kZip = {{"unzip-command"}, "", "-TT"};
+  static const CommandOptions kSort = {{"compress-program"}, "", ""};
+  static const CommandOptions kSplit = {{"filter"}, "", ""};
+  static const CommandOptions kRg = {{"pre"}, "", ""};
+  static const CommandOptions kSdiff = {{"diff-program"}, "", ""};
+  if (prog == "tar" || prog == "gtar" || prog == "bsdtar") return &kTar;
+  if (prog == "zip") return &kZip;
+  if (prog == "sort" || prog == "gsort") return &kSort;
+  if (prog == "split" || prog == "gsplit") return &kSplit;
+  if (prog == "rg") return &kRg;
+  if (prog == "sdiff" || prog == "gsdiff") return &kSdiff;
+  return nullptr;
+}
+
+// A shell, also under a versioned name (`zsh-5.9`, `ksh93`, `bash5.2`).
 bool IsShell(std::string_view p) {
   static const std::set<std::string, std::less<>> kShells = {
       "sh", "bash", "zsh", "dash", "ksh", "mksh", "yash", "rbash", "fish", "ash", "posh"};
+  while (!p.empty() && ((p.back() >= '0' && p.back() <= '9') || p.back() == '.'))
+    p.remove_suffix(1);
+  if (p.ends_with('-') || p.ends_with('_')) p.remove_suffix(1);
   return kShells.count(p) > 0;
 }
 
@@ -342,14 +473,27 @@ class Splitter {
     bool wrapped = false;
     bool via_xargs = false;
     bool wrapper_assignments = false;
+    std::string assignment_escalation;  // a variable that makes the program run other code
+    size_t assignment_through = 0;
     while (true) {
       while (k < n && (IsAssignment(words[pos[k]]) ||
                        (wrapper_assignments && exact[k] && uq[k].find('=') != std::string::npos &&
                         uq[k][0] != '-'))) {
         std::string_view name = std::string_view(uq[k]).substr(0, uq[k].find('='));
         if (name.find('[') != std::string_view::npos) Fail("an assignment to an array element");
-        if (IsSensitiveVariable(name)) {
-          Fail("an assignment to " + std::string(name) + ", which changes what commands run");
+        if (IsShellSensitiveVariable(AssignedName(uq[k]))) {
+          Fail("an assignment to " + std::string(AssignedName(uq[k])) +
+               ", which changes what commands run");
+        } else if (IsSensitiveAssignment(uq[k])) {
+          if (assignment_escalation.empty()) {
+            assignment_escalation = "an assignment to " + std::string(AssignedName(uq[k])) +
+                                    " makes the program run other code";
+          }
+          assignment_through = k;
+        }
+        if (name.starts_with("BASH_FUNC_")) {
+          // `() { body; }`: the function's commands, for deny rules.
+          SplitNested("f" + uq[k].substr(uq[k].find('=') + 1));
         }
         ++k;
       }
@@ -404,22 +548,125 @@ class Splitter {
                                  exact.end());
     if (!args.empty()) {
       args[0] = prog;
-      cmd.escalation = EscalationReason(args, args_exact);
+      size_t through = 0;
+      cmd.escalation = EscalationReason(args, args_exact, &through);
+      if (!cmd.escalation.empty() && k + through < n) {
+        size_t last = pos[k + through];
+        for (size_t w = 0; w < last; ++w) cmd.escalation_end += words[w].size() + 1;
+        cmd.escalation_end += words[last].size();
+      } else if (!cmd.escalation.empty()) {
+        cmd.escalation_end = cmd.text.size();
+      }
       if (via_xargs) {
         cmd.escalation =
             cmd.escalation.empty()
                 ? (HasRiskEntry(prog) ? "xargs: arguments of '" + prog + "' come from its input"
                                       : "")
                 : cmd.escalation;
+        cmd.escalation_end = cmd.text.size();
         if (IsShell(prog) || prog == "eval" || FindWrapper(prog) != nullptr ||
             IsOpaqueRunner(prog) || HasRiskEntry(prog)) {
           Fail("xargs runs '" + prog + "' with arguments from its input");
         }
       }
     }
+    if (!assignment_escalation.empty()) {
+      if (k >= n) {
+        Fail(assignment_escalation + " (for later commands)");
+      } else {
+        size_t end = 0;
+        for (size_t w = 0; w < pos[assignment_through]; ++w) end += words[w].size() + 1;
+        end += words[pos[assignment_through]].size();
+        if (cmd.escalation.empty()) cmd.escalation = assignment_escalation;
+        cmd.escalation_end = std::max(cmd.escalation_end, end);
+      }
+    }
     cmd.words = uq;
     out_->commands.push_back(cmd);
+    stdin_ = ReadStdinSource(words, redir);
     if (k < n) RunsOtherCommands(prog, uq, exact, k, words, pos);
+  }
+
+  // The last redirection of standard input among `words`; here-documents
+  // are counted from the end of the pending ones (this command's are the
+  // last registered).
+  StdinSource ReadStdinSource(const std::vector<std::string>& words,
+                              const std::vector<bool>& redir) {
+    StdinSource src;
+    auto op_kind = [](std::string_view op) {
+      size_t digits = 0;
+      while (digits < op.size() && op[digits] >= '0' && op[digits] <= '9') ++digits;
+      return op.substr(digits);
+    };
+    size_t docs = 0;
+    for (size_t w = 0; w < words.size(); ++w) {
+      if (redir[w] && (op_kind(words[w]) == "<<" || op_kind(words[w]) == "<<-")) ++docs;
+    }
+    size_t doc = 0;
+    for (size_t w = 0; w + 1 < words.size(); ++w) {
+      if (!redir[w]) continue;
+      const std::string& op = words[w];
+      size_t digits = 0;
+      while (digits < op.size() && op[digits] >= '0' && op[digits] <= '9') ++digits;
+      std::string_view kind = std::string_view(op).substr(digits);
+      std::string_view fd = std::string_view(op).substr(0, digits);
+      bool is_heredoc = kind == "<<" || kind == "<<-";
+      size_t this_doc = is_heredoc ? doc++ : 0;
+      if (kind.empty() || kind[0] != '<' || (!fd.empty() && fd != "0")) {
+        ++w;  // an output redirection and its target
+        continue;
+      }
+      const std::string& target = words[w + 1];
+      if (kind == "<<<") {
+        src = {StdinSource::kHereString, target, 0};
+      } else if (is_heredoc) {
+        if (heredocs_.size() >= docs) {
+          src = {StdinSource::kHeredoc, target, heredocs_.size() - docs + this_doc};
+        } else {
+          src = {StdinSource::kOther, target, 0};
+        }
+      } else if (kind == "<" || kind == "<>") {
+        src = {StdinSource::kFile, target, 0};
+      } else {
+        src = {StdinSource::kOther, target, 0};
+      }
+      ++w;
+    }
+    return src;
+  }
+
+  // A shell (or `source`) reads its commands from standard input: split
+  // them when they are a literal here-string or here-document, name the file
+  // they come from, refuse anything else (a pipe, the caller's input).
+  void CommandsFromStdin(const std::string& prog) {
+    switch (stdin_.kind) {
+      case StdinSource::kHereString: {
+        std::string script;
+        if (!UnquoteWordExact(stdin_.word, &script)) {
+          Fail("the commands '" + prog + "' reads from a here-string are not literal");
+          SplitNested(UnquoteWord(stdin_.word));
+        } else {
+          SplitNested(script);
+        }
+        break;
+      }
+      case StdinSource::kHeredoc:
+        heredocs_[stdin_.heredoc].script = true;
+        break;
+      case StdinSource::kFile: {
+        std::string file;
+        if (!UnquoteWordExact(stdin_.word, &file) || IsStreamPath(file)) {
+          Fail("'" + prog + "' reads commands from '" + stdin_.word + "'");
+        } else {
+          out_->commands.back().programs.push_back(Basename(file));
+        }
+        break;
+      }
+      case StdinSource::kInherited:
+      case StdinSource::kOther:
+        Fail("'" + prog + "' reads commands from standard input (a pipe or the caller's input)");
+        break;
+    }
   }
 
   // Parses a wrapper's options from uq[k]; leaves k at the first operand.
@@ -509,7 +756,49 @@ class Splitter {
       // The file is looked up in PATH when it has no '/'.
       if (k + 1 < n) {
         if (!exact[k + 1]) Fail("the file of '" + prog + "' is not literal");
-        out_->commands.back().programs.push_back(Basename(uq[k + 1]));
+        if (IsStdinPath(uq[k + 1])) {
+          CommandsFromStdin(prog);
+        } else if (IsStreamPath(uq[k + 1])) {
+          Fail("'" + prog + "' reads commands from the stream '" + uq[k + 1] + "'");
+        } else {
+          out_->commands.back().programs.push_back(Basename(uq[k + 1]));
+        }
+      }
+    } else if (prog == "mapfile" || prog == "readarray" || prog == "compgen" ||
+               prog == "complete") {
+      // `-C CALLBACK` is run as a command (with arguments from the input);
+      // `compgen -F` runs a function.
+      for (size_t a = k + 1; a < n; ++a) {
+        const std::string& w = uq[a];
+        if (w == "--") break;
+        if (w.size() < 2 || w[0] != '-') continue;
+        size_t c = w.find_first_of("CF");
+        bool callback = c != std::string::npos && (w[1 + 0] != '-');
+        if (!callback || (prog != "compgen" && prog != "complete" && w[c] == 'F')) continue;
+        std::string cb = c + 1 < w.size() ? w.substr(c + 1) : (a + 1 < n ? uq[a + 1] : "");
+        Fail("'" + prog + " -" + w[c] + "' runs a callback command");
+        SplitNested(cb);
+      }
+    } else if (prog == "fc") {
+      // Anything but listing runs commands from the history.
+      for (size_t a = k + 1; a < n; ++a) {
+        if (uq[a] != "-l" && uq[a] != "-n" && uq[a] != "-r" && uq[a] != "-ln" && uq[a] != "-nl" &&
+            uq[a] != "-lr" && uq[a] != "-rl") {
+          Fail("'fc' runs commands from the history");
+          break;
+        }
+      }
+      if (k + 1 >= n) Fail("'fc' runs commands from the history");
+    } else if (prog == "history") {
+      for (size_t a = k + 1; a < n; ++a) {
+        const std::string& w = uq[a];
+        if (w.size() > 1 && w[0] == '-' && w.find_first_of("srn") != std::string::npos) {
+          Fail("'history " + w + "' changes the history that 'fc' runs");
+          std::string entry;
+          for (size_t e = a + 1; e < n; ++e) entry += (e > a + 1 ? " " : "") + uq[e];
+          SplitNested(entry);
+          break;
+        }
       }
     } else if (prog == "trap") {
       size_t a = k + 1;
@@ -518,6 +807,36 @@ class Splitter {
       if (a + 1 < n && uq[a] != "-") {
         if (!exact[a]) Fail("the command of 'trap' is not literal");
         SplitNested(uq[a]);
+      }
+    } else if (const CommandOptions* opts = FindCommandOptions(prog)) {
+      // Options whose value is a command the program runs (through a shell
+      // or directly): split it, so the program it runs is named. The
+      // command is escalated by its options already (command_risk.h).
+      for (size_t a = k + 1; a < n; ++a) {
+        const std::string& w = uq[a];
+        std::optional<std::string> value;
+        if (w.starts_with("--")) {
+          size_t eq = w.find('=');
+          std::string_view name =
+              std::string_view(w).substr(2, eq == std::string::npos ? w.npos : eq - 2);
+          if (!Contains(opts->long_names, name)) continue;
+          if (eq != std::string::npos) {
+            value = w.substr(eq + 1);
+          } else if (a + 1 < n) {
+            value = uq[++a];
+          }
+        } else if (w.size() == 2 && w[0] == '-' && opts->short_letters.find(w[1]) != w.npos) {
+          if (a + 1 < n) value = uq[++a];
+        } else if (w.size() > 2 && w[0] == '-' && w[1] != '-' &&
+                   opts->short_letters.find(w[1]) != w.npos) {
+          value = w.substr(2);
+        } else if (w == opts->exact) {
+          if (a + 1 < n) value = uq[++a];
+        }
+        if (!value) continue;
+        // `--checkpoint-action=exec=CMD`
+        if (value->starts_with("exec=")) value = value->substr(5);
+        if (!value->empty()) SplitNested(*value);
       }
     } else if (prog == "find") {
       for (size_t a = k + 1; a < n; ++a) {
@@ -549,7 +868,7 @@ class Splitter {
         }
         std::string name = uq[a].substr(0, uq[a].find('='));
         if (name.find('[') != std::string::npos) Fail("an assignment to an array element");
-        if (uq[a].find('=') != std::string::npos && IsSensitiveVariable(name)) {
+        if (uq[a].find('=') != std::string::npos && IsSensitiveAssignment(uq[a])) {
           Fail("an assignment to " + name + ", which changes what commands run");
         }
       }
@@ -594,6 +913,7 @@ class Splitter {
     static const std::set<std::string, std::less<>> kLongArg = {"rcfile", "init-file"};
     size_t n = uq.size();
     bool command_mode = false;
+    bool read_stdin = false;
     while (a < n) {
       if (!exact[a]) {
         Fail("an argument of '" + prog + "' is not literal");
@@ -621,6 +941,8 @@ class Splitter {
         char ch = w[j];
         if (ch == 'c' && w[0] == '-') {
           command_mode = true;
+        } else if (ch == 's' && w[0] == '-') {
+          read_stdin = true;
         } else if (ch == 'o') {
           ++a;
           if (a >= n || !exact[a] || uq[a] == "history" || uq[a] == "histexpand") {
@@ -635,12 +957,19 @@ class Splitter {
       ++a;
     }
     if (!command_mode) {
+      // Commands from standard input: with `-s`, without a script operand,
+      // or with the script `/dev/stdin`.
+      if (read_stdin || a >= n || IsStdinPath(uq[a])) {
+        CommandsFromStdin(prog);
+        return;
+      }
       // A script file, looked up in PATH when it has no '/': it is the
       // program that runs.
-      if (a < n) {
-        if (!exact[a]) Fail("the script of '" + prog + "' is not literal");
-        out_->commands.back().programs.push_back(Basename(uq[a]));
+      if (!exact[a]) Fail("the script of '" + prog + "' is not literal");
+      if (IsStreamPath(uq[a])) {
+        Fail("the script of '" + prog + "' is the stream '" + uq[a] + "'");
       }
+      out_->commands.back().programs.push_back(Basename(uq[a]));
       return;
     }
     if (a >= n) {
@@ -1087,6 +1416,14 @@ class Splitter {
         Splitter nested(body, out_, depth_ + 1);
         nested.RunHeredocBody();
       }
+      if (h.script) {
+        // The body is the script of a shell; expanded first when the
+        // delimiter is unquoted.
+        if (h.expand && body.find_first_of("$`\\") != std::string::npos) {
+          Fail("a here-document fed to a shell holds expansions");
+        }
+        SplitNested(body);
+      }
       if (!found) {
         Fail("unterminated here-document '" + h.delim + "'");
         i_ = s_.size();
@@ -1101,6 +1438,7 @@ class Splitter {
   size_t i_ = 0;
   int nested_lists_ = 0;  // open `( ... )`, `$( ... )`, `<( ... )` lists
   std::vector<Heredoc> heredocs_;
+  StdinSource stdin_;  // of the command being analysed (set in Emit)
 };
 
 }  // namespace

@@ -22,7 +22,13 @@
 //  - wrappers, each with its own option grammar (see Unwrap in the .cc):
 //    env, command, builtin, exec, nohup, nice, timeout, stdbuf, setsid,
 //    ionice, time, sudo, doas, xargs; the scripts of `bash|sh|... -c`,
-//    `eval` and `trap`; the commands of `find -exec/-execdir/-ok/-okdir`.
+//    `eval` and `trap`; the commands of `find -exec/-execdir/-ok/-okdir`;
+//    the command values of `tar --to-command/--use-compress-program/-I/...`,
+//    `zip -TT/--unzip-command`, `sort --compress-program`, `split --filter`,
+//    `rg --pre`, `sdiff --diff-program` (those commands are escalated too);
+//    a shell or `source` reading its commands from standard input when that
+//    is a literal here-string or here-document (its text is split), or a
+//    file (`bash < script.sh`: the file is the program).
 // Refused (the line is incomplete; the commands found are still listed so
 // deny and ask rules can catch them): unterminated quotes or constructs,
 // arithmetic (`$((..))`, `((..))`, `$[..]`, `let`), parameter expansion with
@@ -31,7 +37,13 @@
 // name that is an expansion, a glob or a brace expansion, a wrapper option
 // it does not know, programs that run other programs with a grammar it does
 // not model (`watch`, `ssh`, `su`, ...), `alias`, `shopt`, `enable`,
-// assignments to array elements, and nesting deeper than 32 levels.
+// assignments to array elements, a shell or `source` reading commands from a
+// pipe, the caller's input or another stream (`echo x | sh`, `bash -s`,
+// `source <(..)`), callbacks (`mapfile -C`, `compgen -C/-F`), the history
+// (`fc`, `history -s/-r/-n`), exported functions (`env 'BASH_FUNC_x%%=..'`),
+// assignments to variables that make programs run other code (`PATH`,
+// `BASH_ENV`, `LD_PRELOAD`, `NODE_OPTIONS`, `PERL5OPT`, `GIT_SSH_COMMAND`,
+// ...), and nesting deeper than 32 levels.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -70,6 +82,10 @@ struct SimpleCommand {
   // Non-empty: why options of the (innermost) program make it write files or
   // run code (command_risk.h), e.g. "git: --output writes a file".
   std::string escalation;
+  // When escalated: the offset in `text` just past the last word the
+  // escalation depends on (`python3 -m pytest -x` -> past `pytest`). An allow
+  // rule whose literal beginning reaches it names what runs.
+  size_t escalation_end = 0;
 
   bool operator==(const SimpleCommand&) const = default;
 };

@@ -402,6 +402,34 @@ TEST(SplitTest, ShellOptionClustersFindTheScript) {
   }
 }
 
+// A shell reading its commands from a literal here-string or here-document
+// runs them: they are split; from a pipe or the caller's input they cannot
+// be read.
+TEST(SplitTest, CommandsFedToAShellOnStandardInput) {
+  auto programs = [](const char* line) {
+    std::vector<std::string> out;
+    for (const auto& c : SplitCommandLine(line).commands) {
+      out.insert(out.end(), c.programs.begin(), c.programs.end());
+    }
+    return out;
+  };
+  EXPECT_THAT(programs("bash <<< 'rm x'"), ElementsAreArray({"bash", "rm"}));
+  EXPECT_THAT(programs("sh -s -- a <<< 'rm x'"), ElementsAreArray({"sh", "rm"}));
+  EXPECT_THAT(programs("source /dev/stdin <<< 'ls; rm x'"),
+              ElementsAreArray({"source", "ls", "rm"}));
+  EXPECT_THAT(programs("bash <<'EOF'\nrm x\nEOF\nls"), ElementsAreArray({"bash", "rm", "ls"}));
+  EXPECT_THAT(programs("cat <<A; bash <<B\nx\nA\nrm y\nB"),
+              ElementsAreArray({"cat", "bash", "rm"}));
+  EXPECT_THAT(programs("bash < run.sh"), ElementsAreArray({"bash", "run.sh"}));
+  EXPECT_TRUE(SplitCommandLine("bash <<< 'rm x'").complete);
+  EXPECT_TRUE(SplitCommandLine("bash 2>&1 <<'EOF'\nrm x\nEOF").complete);
+  for (const char* line :
+       {"echo rm | sh", "bash", "bash -s", "bash <<< \"$x\"", "bash <<EOF\nrm $x\nEOF",
+        "source <(echo rm)", "bash <(echo rm)", "bash 0<&3", ". /dev/fd/3 3<<< rm"}) {
+    EXPECT_FALSE(SplitCommandLine(line).complete) << line;
+  }
+}
+
 TEST(SplitTest, UnquoteWordExact) {
   std::string v;
   EXPECT_TRUE(UnquoteWordExact("'a b'\"c\"\\d$'\\n'", &v));

@@ -133,7 +133,8 @@ Result<Budget> BudgetFromJson(const Json& j) {
 }
 
 Result<FinishReason> ParseFinish(const std::string& s) {
-  for (FinishReason f : {FinishReason::kStop, FinishReason::kToolUse, FinishReason::kLength}) {
+  for (FinishReason f : {FinishReason::kStop, FinishReason::kToolUse, FinishReason::kLength,
+                         FinishReason::kRefused}) {
     if (FinishReasonName(f) == s) return f;
   }
   return InvalidArgument("unknown finish '" + s + "'");

@@ -88,6 +88,36 @@ bool ShouldPersist(EventType type) {
   return true;
 }
 
+bool IsCommitBoundary(EventType type) {
+  switch (type) {
+    case EventType::kStepBegin:
+    case EventType::kToolCallBegin:
+    case EventType::kPending:
+    case EventType::kTurnEnd:
+    case EventType::kSubagentStarted:
+      return true;
+    // A decision is committed with the tool_call_begin (or pending) that
+    // follows it: one commit instead of two per step.
+    case EventType::kDecision:
+    case EventType::kTurnBegin:
+    case EventType::kStepEnd:
+    case EventType::kTextDelta:
+    case EventType::kThinkingDelta:
+    case EventType::kRetry:
+    case EventType::kMessage:
+    case EventType::kToolCallEnd:
+    case EventType::kBudgetCheck:
+    case EventType::kCompaction:
+    case EventType::kHookError:
+    case EventType::kNotice:
+    case EventType::kContinuation:
+    case EventType::kSettings:
+    case EventType::kSubagentCompleted:
+      return false;
+  }
+  return true;
+}
+
 Json Event::ToJson() const {
   Json j = Json::object();
   j["type"] = EventTypeName(type);

@@ -205,13 +205,17 @@ std::string_view StopReasonName(StopReason reason) {
       return "aborted";
     case StopReason::kFailed:
       return "failed";
+    case StopReason::kRefused:
+      return "refused";
   }
   return "failed";
 }
 
 std::optional<StopReason> ParseStopReason(std::string_view name) {
-  for (int i = 0; i <= static_cast<int>(StopReason::kFailed); ++i) {
-    auto r = static_cast<StopReason>(i);
+  for (StopReason r : {StopReason::kCompleted, StopReason::kBudgetExhausted, StopReason::kMaxTurns,
+                       StopReason::kToolRefused, StopReason::kDenied, StopReason::kPendingApproval,
+                       StopReason::kPendingQuestion, StopReason::kAborted, StopReason::kFailed,
+                       StopReason::kRefused}) {
     if (StopReasonName(r) == name) return r;
   }
   return std::nullopt;
@@ -269,6 +273,8 @@ std::string_view FinishReasonName(FinishReason reason) {
       return "tool_use";
     case FinishReason::kLength:
       return "length";
+    case FinishReason::kRefused:
+      return "refused";
   }
   return "stop";
 }

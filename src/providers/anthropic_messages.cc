@@ -119,6 +119,8 @@ class AnthropicDecoder : public StreamDecoder {
     }
     if (stop_reason_ == "max_tokens") {
       r.finish = FinishReason::kLength;
+    } else if (stop_reason_ == "refusal") {
+      r.finish = FinishReason::kRefused;
     } else if (stop_reason_ == "tool_use" || tools) {
       r.finish = tools ? FinishReason::kToolUse : FinishReason::kStop;
     } else {

@@ -114,6 +114,8 @@ class ChatDecoder : public StreamDecoder {
     }
     if (finish_ == "length") {
       r.finish = FinishReason::kLength;
+    } else if (finish_ == "content_filter") {
+      r.finish = FinishReason::kRefused;
     } else if (!calls_.empty()) {
       r.finish = FinishReason::kToolUse;  // also when a server says "stop" with tool calls
     } else {

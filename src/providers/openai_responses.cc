@@ -148,6 +148,8 @@ class ResponsesDecoder : public StreamDecoder {
     }
     if (incomplete_ && incomplete_reason_ == "max_output_tokens") {
       r.finish = FinishReason::kLength;
+    } else if (incomplete_ && incomplete_reason_ == "content_filter") {
+      r.finish = FinishReason::kRefused;
     } else {
       r.finish = tools ? FinishReason::kToolUse : FinishReason::kStop;
     }

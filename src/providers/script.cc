@@ -119,6 +119,8 @@ Result<ScriptItem> ParseScriptItem(const Json& item, size_t index) {
     r.finish = FinishReason::kToolUse;
   } else if (finish == "length") {
     r.finish = FinishReason::kLength;
+  } else if (finish == "refused") {
+    r.finish = FinishReason::kRefused;
   } else {
     return InvalidArgument(where + ": unknown finish \"" + finish + "\"");
   }

@@ -204,6 +204,20 @@ TEST_P(WireFormats, TextOnlyStopAndLength) {
   EXPECT_EQ(r->finish, FinishReason::kLength);
 }
 
+// A refusal (Anthropic "refusal", OpenAI "content_filter") is its own finish,
+// never a plain stop.
+TEST_P(WireFormats, ARefusalIsReportedAsRefused) {
+  auto f =
+      Make(GetParam(), Json::parse(R"([{"text": "I can't help with that", "finish": "refused"}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->finish, FinishReason::kRefused);
+}
+
 // Warm() opens the connection before any request; the first request uses it.
 TEST_P(WireFormats, WarmOpensTheConnectionTheFirstRequestUses) {
   auto f = Make(GetParam(), Json::parse(R"([{"text": "done"}])"));

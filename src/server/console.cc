@@ -128,14 +128,16 @@ const TokenGrant* BearerGrant(const Request& req, const std::vector<TokenGrant>&
   return nullptr;
 }
 
-Result<std::string> SignInCookie(const TokenGrant& grant, int64_t now_ms, bool secure) {
+Result<std::string> SignInCookie(const TokenGrant& grant, std::string_view key, int64_t now_ms,
+                                 bool secure) {
+  if (key.empty()) return InvalidArgument("the console's cookie key is empty");
   const int64_t lifetime_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(kCookieLifetime).count();
   char nonce[17];
   std::snprintf(nonce, sizeof nonce, "%016llx", static_cast<unsigned long long>(RandomU64()));
   std::string payload =
-      "v1." + GrantId(grant) + "." + std::to_string(now_ms + lifetime_ms) + "." + nonce;
-  AL_ASSIGN_OR_RETURN(std::string mac, permissions::SignPayload(grant.sha256, payload));
+      "v2." + GrantId(grant) + "." + std::to_string(now_ms + lifetime_ms) + "." + nonce;
+  AL_ASSIGN_OR_RETURN(std::string mac, permissions::SignPayload(key, payload));
   // "sha256=<hex>": the cookie carries the hex digits.
   std::string value = payload + "." + mac.substr(mac.find('=') + 1);
   std::string cookie =
@@ -150,15 +152,15 @@ std::string SignOutCookie() {
 }
 
 const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>& tokens,
-                              int64_t now_ms) {
-  std::optional<CookieSignIn> c = VerifyCookie(req, tokens, now_ms);
+                              std::string_view key, int64_t now_ms) {
+  std::optional<CookieSignIn> c = VerifyCookie(req, tokens, key, now_ms);
   return c ? c->grant : nullptr;
 }
 
 std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<TokenGrant>& tokens,
-                                         int64_t now_ms) {
+                                         std::string_view key, int64_t now_ms) {
   std::string_view value = CookieValue(req, kCookieName);
-  if (value.empty() || value.size() > 256) return std::nullopt;
+  if (key.empty() || value.empty() || value.size() > 256) return std::nullopt;
   std::vector<std::string_view> parts;
   for (std::string_view rest = value;;) {
     size_t dot = rest.find('.');
@@ -166,7 +168,7 @@ std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<T
     if (dot == std::string_view::npos) break;
     rest = rest.substr(dot + 1);
   }
-  if (parts.size() != 5 || parts[0] != "v1") return std::nullopt;
+  if (parts.size() != 5 || parts[0] != "v2") return std::nullopt;
   std::string_view expiry = parts[2];
   if (expiry.empty() || expiry.size() > 18 ||
       expiry.find_first_not_of("0123456789") != std::string_view::npos) {
@@ -178,7 +180,7 @@ std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<T
   std::string signature = "sha256=" + std::string(parts[4]);
   for (const auto& t : tokens) {
     if (!ConstantTimeEqual(GrantId(t), parts[1])) continue;
-    if (permissions::VerifySignature(t.sha256, payload, signature)) {
+    if (permissions::VerifySignature(key, payload, signature)) {
       return CookieSignIn{&t, std::string(parts[1]) + "." + std::string(parts[3]), expires_at_ms};
     }
   }

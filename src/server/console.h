@@ -49,15 +49,18 @@ std::vector<std::string> AssetPaths();
 const TokenGrant* BearerGrant(const Request& req, const std::vector<TokenGrant>& tokens);
 
 // The `Set-Cookie` value that signs `grant` in until `now_ms` plus
-// kCookieLifetime: `v1.<grant id>.<expiry ms>.<nonce>.<mac>`, where the
+// kCookieLifetime: `v2.<grant id>.<expiry ms>.<nonce>.<mac>`, where the
 // grant id is derived from the token's hash (it is not the hash) and the
-// mac is HMAC-SHA256 under the token's hash, which only the configuration
-// holds. The cookie is not stored: any server with the same token grants
+// mac is HMAC-SHA256 under `key`, the server's cookie secret
+// (ServerOptions::cookie_secret), which neither the configuration nor any
+// output holds: knowing a token's hash is not enough to make a cookie. The
+// cookie is not stored: any server with the same key and token grants
 // accepts it and a restart keeps it. Removing the token from the
-// configuration revokes every cookie of the token; signing out revokes one
-// (the server records its id, CookieSignIn::id, in the store). `secure` adds
-// the Secure attribute (HTTPS).
-Result<std::string> SignInCookie(const TokenGrant& grant, int64_t now_ms, bool secure);
+// configuration revokes every cookie of the token, a new key every cookie;
+// signing out revokes one (the server records its id, CookieSignIn::id, in
+// the store). `secure` adds the Secure attribute (HTTPS).
+Result<std::string> SignInCookie(const TokenGrant& grant, std::string_view key, int64_t now_ms,
+                                 bool secure);
 // The `Set-Cookie` value that clears the console's cookie.
 std::string SignOutCookie();
 
@@ -70,13 +73,14 @@ struct CookieSignIn {
   int64_t expires_at_ms = 0;
 };
 // The request's console cookie when it is well formed, unexpired at
-// `now_ms`, and signed for a configured token; otherwise nullopt. Whether
-// it was revoked (signed out) is the server's to check, by its id.
+// `now_ms`, and signed under `key` for a configured token; otherwise
+// nullopt. Whether it was revoked (signed out) is the server's to check, by
+// its id.
 std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<TokenGrant>& tokens,
-                                         int64_t now_ms);
+                                         std::string_view key, int64_t now_ms);
 // VerifyCookie's grant, or null.
 const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>& tokens,
-                              int64_t now_ms);
+                              std::string_view key, int64_t now_ms);
 
 // The change a pending `write` or `edit` call would make to the file in
 // `workspace` as it is now: {"path", "created", "diff"} where `diff` is a

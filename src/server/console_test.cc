@@ -61,34 +61,36 @@ TEST(ConsoleAssets, ThePageAndItsModulesWithTheirTypesAndTheCsp) {
                          {"/", "/console/app.mjs", "/console/sse.mjs", "/console/console.css"}));
 }
 
+constexpr std::string_view kKey = "0123456789abcdef0123456789abcdef";
+
 TEST(ConsoleCookie, SignedForItsTokenUntilItExpires) {
   std::vector<TokenGrant> tokens = {Grant("alpha", "a"), Grant("beta", "b")};
   const int64_t now = 1'700'000'000'000;
-  Result<std::string> c = SignInCookie(tokens[1], now, false);
+  Result<std::string> c = SignInCookie(tokens[1], kKey, now, false);
   ASSERT_TRUE(c.ok()) << c.error().message();
-  EXPECT_THAT(*c, StartsWith(std::string(kCookieName) + "=v1."));
+  EXPECT_THAT(*c, StartsWith(std::string(kCookieName) + "=v2."));
   EXPECT_THAT(*c, HasSubstr("HttpOnly"));
   EXPECT_THAT(*c, HasSubstr("SameSite=Strict"));
   EXPECT_THAT(*c, ::testing::Not(HasSubstr("Secure")));
   EXPECT_THAT(*c, ::testing::Not(HasSubstr(tokens[1].sha256)));
-  EXPECT_THAT(*SignInCookie(tokens[1], now, true), HasSubstr("; Secure"));
+  EXPECT_THAT(*SignInCookie(tokens[1], kKey, now, true), HasSubstr("; Secure"));
 
-  const TokenGrant* g = CookieGrant(WithCookie(*c), tokens, now + 1000);
+  const TokenGrant* g = CookieGrant(WithCookie(*c), tokens, kKey, now + 1000);
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->tenant, "b");
   // Expired.
-  EXPECT_EQ(CookieGrant(WithCookie(*c), tokens, now + 13LL * 3600 * 1000), nullptr);
+  EXPECT_EQ(CookieGrant(WithCookie(*c), tokens, kKey, now + 13LL * 3600 * 1000), nullptr);
   // The token is no longer configured.
-  EXPECT_EQ(CookieGrant(WithCookie(*c), {tokens[0]}, now), nullptr);
+  EXPECT_EQ(CookieGrant(WithCookie(*c), {tokens[0]}, kKey, now), nullptr);
   // A changed expiry breaks the signature.
   std::string longer = *c;
-  size_t dot = longer.find('.', longer.find("v1.") + 3);
+  size_t dot = longer.find('.', longer.find("v2.") + 3);
   longer.replace(dot + 1, 1, "9");
-  EXPECT_EQ(CookieGrant(WithCookie(longer), tokens, now), nullptr);
+  EXPECT_EQ(CookieGrant(WithCookie(longer), tokens, kKey, now), nullptr);
   // Malformed values.
-  for (std::string bad : {std::string(kCookieName) + "=", std::string(kCookieName) + "=v1.x",
-                          std::string(kCookieName) + "=v1.a.b.c.d.e"}) {
-    EXPECT_EQ(CookieGrant(WithCookie(bad), tokens, now), nullptr) << bad;
+  for (std::string bad : {std::string(kCookieName) + "=", std::string(kCookieName) + "=v2.x",
+                          std::string(kCookieName) + "=v2.a.b.c.d.e"}) {
+    EXPECT_EQ(CookieGrant(WithCookie(bad), tokens, kKey, now), nullptr) << bad;
   }
   EXPECT_THAT(SignOutCookie(), HasSubstr("Max-Age=0"));
 }
@@ -98,12 +100,12 @@ TEST(ConsoleCookie, SignedForItsTokenUntilItExpires) {
 TEST(ConsoleCookie, EachSignInHasItsOwnId) {
   std::vector<TokenGrant> tokens = {Grant("alpha", "a")};
   const int64_t now = 1'700'000'000'000;
-  Result<std::string> first = SignInCookie(tokens[0], now, false);
-  Result<std::string> second = SignInCookie(tokens[0], now, false);
+  Result<std::string> first = SignInCookie(tokens[0], kKey, now, false);
+  Result<std::string> second = SignInCookie(tokens[0], kKey, now, false);
   ASSERT_TRUE(first.ok() && second.ok());
-  std::optional<CookieSignIn> a = VerifyCookie(WithCookie(*first), tokens, now);
-  std::optional<CookieSignIn> again = VerifyCookie(WithCookie(*first), tokens, now + 5);
-  std::optional<CookieSignIn> b = VerifyCookie(WithCookie(*second), tokens, now);
+  std::optional<CookieSignIn> a = VerifyCookie(WithCookie(*first), tokens, kKey, now);
+  std::optional<CookieSignIn> again = VerifyCookie(WithCookie(*first), tokens, kKey, now + 5);
+  std::optional<CookieSignIn> b = VerifyCookie(WithCookie(*second), tokens, kKey, now);
   ASSERT_TRUE(a && again && b);
   EXPECT_EQ(a->grant, &tokens[0]);
   EXPECT_FALSE(a->id.empty());
@@ -189,6 +191,23 @@ TEST(ConsoleDiff, OnlyForWriteAndEdit) {
   EXPECT_EQ(d.error().code(), Code::kInvalidArgument);
   EXPECT_THAT(d.error().message(), HasSubstr("'bash'"));
   EXPECT_FALSE(PendingDiff(Call("write", {{"content", "x"}}), ws.path()).ok());
+}
+
+// What the configuration shows of a token (its SHA-256) cannot make a
+// cookie: one signed under the hash, or under another key, is refused.
+TEST(ConsoleCookie, ACookieSignedWithoutTheServersKeyIsRefused) {
+  std::vector<TokenGrant> tokens = {Grant("alpha", "admin")};
+  const int64_t now = 1'700'000'000'000;
+  Result<std::string> from_hash = SignInCookie(tokens[0], tokens[0].sha256, now, false);
+  Result<std::string> other_key = SignInCookie(tokens[0], std::string(64, 'f'), now, false);
+  ASSERT_TRUE(from_hash.ok() && other_key.ok());
+  EXPECT_EQ(CookieGrant(WithCookie(*from_hash), tokens, kKey, now), nullptr);
+  EXPECT_EQ(CookieGrant(WithCookie(*other_key), tokens, kKey, now), nullptr);
+  Result<std::string> real = SignInCookie(tokens[0], kKey, now, false);
+  ASSERT_TRUE(real.ok());
+  EXPECT_NE(CookieGrant(WithCookie(*real), tokens, kKey, now), nullptr);
+  EXPECT_FALSE(SignInCookie(tokens[0], "", now, false).ok());
+  EXPECT_EQ(CookieGrant(WithCookie(*real), tokens, "", now), nullptr);
 }
 
 }  // namespace

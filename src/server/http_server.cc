@@ -97,6 +97,95 @@ Response Problem(unsigned status, std::string_view code, std::string detail,
   return r;
 }
 
+namespace {
+
+// Where the head of the request in `buffered` ends (after its empty line),
+// or npos when it is not all there yet. Empty lines before the request line
+// are skipped, as RFC 9112 lets a server do.
+size_t HeadEnd(std::string_view buffered) {
+  size_t start = buffered.find_first_not_of("\r\n");
+  if (start == std::string_view::npos) return std::string_view::npos;
+  size_t crlf = buffered.find("\r\n\r\n", start);
+  size_t lf = buffered.find("\n\n", start);
+  if (crlf != std::string_view::npos && (lf == std::string_view::npos || crlf + 2 <= lf)) {
+    return crlf + 4;
+  }
+  return lf == std::string_view::npos ? lf : lf + 2;
+}
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string_view TrimOws(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+}  // namespace
+
+Status CheckRequestHead(std::string_view head) {
+  std::vector<std::string_view> lines;
+  for (size_t at = 0; at < head.size();) {
+    size_t nl = head.find('\n', at);
+    std::string_view line = head.substr(at, nl == std::string_view::npos ? nl : nl - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(line);
+    if (nl == std::string_view::npos) break;
+    at = nl + 1;
+  }
+  size_t i = 0;
+  while (i < lines.size() && lines[i].empty()) ++i;  // before the request line
+  if (i == lines.size()) return InvalidArgument("no request line");
+  const std::string_view request_line = lines[i++];
+  int hosts = 0;
+  bool content_length = false;
+  std::vector<std::string> codings;
+  bool transfer_encoding = false;
+  for (; i < lines.size() && !lines[i].empty(); ++i) {
+    std::string_view line = lines[i];
+    if (line.front() == ' ' || line.front() == '\t') {
+      return InvalidArgument("obsolete line folding (a field line starting with white space)");
+    }
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;  // the parser refuses it
+    std::string_view name = line.substr(0, colon);
+    if (!name.empty() && (name.back() == ' ' || name.back() == '\t')) {
+      return InvalidArgument("white space between a field name and its colon");
+    }
+    std::string_view value = TrimOws(line.substr(colon + 1));
+    if (IEquals(name, "host")) {
+      ++hosts;
+    } else if (IEquals(name, "content-length")) {
+      content_length = true;
+    } else if (IEquals(name, "transfer-encoding")) {
+      transfer_encoding = true;
+      while (true) {
+        size_t comma = value.find(',');
+        std::string_view c = TrimOws(value.substr(0, comma));
+        if (!c.empty()) codings.emplace_back(c);
+        if (comma == std::string_view::npos) break;
+        value = value.substr(comma + 1);
+      }
+    }
+  }
+  if (hosts > 1) return InvalidArgument("more than one Host field");
+  if (hosts == 0 && request_line.ends_with("HTTP/1.1")) {
+    return InvalidArgument("an HTTP/1.1 request without a Host field");
+  }
+  if (transfer_encoding && content_length) {
+    return InvalidArgument("Transfer-Encoding together with Content-Length");
+  }
+  if (transfer_encoding && (codings.size() != 1 || !IEquals(codings[0], "chunked"))) {
+    std::string list;
+    for (const auto& c : codings) list += (list.empty() ? "" : ", ") + c;
+    return InvalidArgument("unsupported Transfer-Encoding '" + list +
+                           "': only a single chunked is accepted");
+  }
+  return Status::Ok();
+}
+
 Result<tcp::endpoint> ParseListenAddress(std::string_view text) {
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos) {
@@ -151,6 +240,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->body_limit(limits_.max_body_bytes);
     parser_->header_limit(static_cast<std::uint32_t>(limits_.max_header_bytes));
     stream_.expires_after(limits_.io_timeout);
+    ReadHead();
+  }
+
+  // Reads until the buffer holds the whole head of the next request and
+  // checks it (CheckRequestHead); then the parser reads the request from
+  // the buffer on. A head over the limit goes to the parser, which refuses
+  // it.
+  void ReadHead() {
+    std::string_view buffered(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    const size_t end = HeadEnd(buffered);
+    if (end != std::string_view::npos) {
+      Status head = CheckRequestHead(buffered.substr(0, end));
+      if (!head.ok()) {
+        return Reply(Problem(400, "malformed_request", "malformed HTTP request: " + head.message()),
+                     false);
+      }
+      return ReadParsed();
+    }
+    if (buffered.size() > limits_.max_header_bytes) return ReadParsed();
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              // EOF between requests, a timeout, a reset:
+                              // nothing to answer.
+                              if (ec) return self->Shutdown();
+                              self->buffer_.commit(n);
+                              self->ReadHead();
+                            });
+  }
+
+  void ReadParsed() {
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });

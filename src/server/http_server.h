@@ -176,6 +176,15 @@ class HttpServer {
 Response Problem(unsigned status, std::string_view code, std::string detail,
                  std::string_view request_id = {});
 
+// What the server refuses in a request head (RFC 9112) beyond what its
+// parser refuses, so that no two readers of the same bytes (a proxy in
+// front, this server) can frame a request differently: Transfer-Encoding
+// together with Content-Length, any transfer coding but a single final
+// `chunked`, more than one Host (or none in HTTP/1.1), obsolete line
+// folding, white space before a field's colon. `head` is the request line
+// and fields, up to the empty line. kInvalidArgument saying which.
+Status CheckRequestHead(std::string_view head);
+
 // "127.0.0.1:7878", "[::1]:7878", "localhost:7878", ":7878" (loopback).
 Result<boost::asio::ip::tcp::endpoint> ParseListenAddress(std::string_view text);
 

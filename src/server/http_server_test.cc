@@ -69,6 +69,8 @@ TEST(ParseTokenGrant, NeedsAHashATenantAndKnownScopes) {
   EXPECT_EQ(ParseTokenGrant(hash + ":Acme Corp:read").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseTokenGrant(hash + ":acme:").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ParseTokenGrant(hash + ":acme").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ParseTokenGrant(hash + ":..:read").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ParseTokenGrant(hash + ":.:read").status().code(), Code::kInvalidArgument);
 }
 
 // The checked-in description and the route table agree, both ways.
@@ -88,6 +90,108 @@ TEST(OpenApi, DescribesExactlyTheRoutes) {
   for (const auto& r : RouteTable()) routed.insert(r);
   EXPECT_EQ(described, routed);
   EXPECT_GE(routed.size(), 25u);
+}
+
+// A server answering 200 with the body it read, on a thread of its own.
+class EchoServer {
+ public:
+  EchoServer()
+      : http_(io_, HttpLimits{}, [](std::shared_ptr<Exchange> ex) {
+          Response r;
+          r.content_type = "text/plain";
+          r.body = "got:" + ex->request().body;
+          ex->Send(std::move(r));
+        }) {
+    EXPECT_TRUE(http_.Listen(*ParseListenAddress("127.0.0.1:0")).ok());
+    loop_ = std::thread([this] { io_.run(); });
+  }
+  ~EchoServer() {
+    boost::asio::post(io_, [this] {
+      http_.StopAccepting();
+      io_.stop();
+    });
+    loop_.join();
+  }
+  // Everything the server writes back to `raw` until it closes.
+  std::string Send(const std::string& raw) {
+    namespace asio = boost::asio;
+    asio::io_context client_io;
+    asio::ip::tcp::socket sock(client_io);
+    sock.connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(http_.port())});
+    timeval tv{20, 0};
+    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    asio::write(sock, asio::buffer(raw));
+    std::string all;
+    boost::system::error_code ec;
+    asio::read(sock, asio::dynamic_buffer(all), ec);
+    return all;
+  }
+
+ private:
+  boost::asio::io_context io_{1};
+  HttpServer http_;
+  std::thread loop_;
+};
+
+// RFC 9112: what two readers could frame differently is refused with 400
+// and the connection closed, so nothing after it is read as a request.
+TEST(HttpServer, AmbiguousFramingIsRefused) {
+  EchoServer server;
+  const std::string smuggled = "GET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"te and cl",
+       "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+       "Connection: close\r\n\r\n0\r\n\r\n"},
+      {"cl and te",
+       "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"
+       "\r\n0\r\n\r\n"},
+      {"xchunked", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n" + smuggled},
+      {"chunked, identity",
+       "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n" + smuggled},
+      {"two codings in two fields",
+       "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+       "gzip\r\n\r\n" +
+           smuggled},
+      {"gzip", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" + smuggled},
+      {"two hosts", "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"},
+      {"no host", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"},
+      {"folding", "GET / HTTP/1.1\r\nHost: x\r\nX-A: one\r\n two\r\n\r\n"},
+      {"folding by tab", "GET / HTTP/1.1\r\nHost: x\r\nX-A: one\r\n\ttwo\r\n\r\n"},
+      {"space before colon", "GET / HTTP/1.1\r\nHost : x\r\n\r\n"},
+  };
+  for (const auto& [what, raw] : refused) {
+    std::string answer = server.Send(raw);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400 ", 0), 0u) << what << ": " << answer;
+    EXPECT_EQ(answer.find("HTTP/1.1 200"), std::string::npos) << what << ": " << answer;
+    EXPECT_NE(answer.find("malformed_request"), std::string::npos) << what;
+  }
+  // What is well framed is read.
+  std::string chunked = server.Send(
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n"
+      "5\r\nhello\r\n0\r\n\r\n");
+  EXPECT_EQ(chunked.rfind("HTTP/1.1 200 ", 0), 0u) << chunked;
+  EXPECT_NE(chunked.find("got:hello"), std::string::npos) << chunked;
+  std::string sized =
+      server.Send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi");
+  EXPECT_NE(sized.find("got:hi"), std::string::npos) << sized;
+  std::string old = server.Send("GET / HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(old.rfind("HTTP/1.1 200 ", 0), 0u) << old;
+  // Two requests in one write: both are answered, in order.
+  std::string two = server.Send(
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na"
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nConnection: close\r\n\r\nb");
+  EXPECT_NE(two.find("got:a"), std::string::npos) << two;
+  EXPECT_LT(two.find("got:a"), two.find("got:b")) << two;
+}
+
+TEST(CheckRequestHead, NamesWhatIsWrong) {
+  EXPECT_TRUE(CheckRequestHead("GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok());
+  EXPECT_TRUE(CheckRequestHead("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n").ok());
+  Status s = CheckRequestHead("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n");
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("xchunked"), std::string::npos);
+  EXPECT_NE(CheckRequestHead("GET / HTTP/1.1\r\nhost: a\r\nHOST: a\r\n").message().find("Host"),
+            std::string::npos);
 }
 
 // A stream closed right after a burst of pushes still delivers every frame

@@ -41,6 +41,7 @@
 #include "server/links.h"
 #include "server/notifier.h"
 #include "server/pugi.h"
+#include "server/secrets.h"
 #include "server/wakeup.h"
 #include "tools/builtin.h"
 
@@ -71,10 +72,11 @@ Result<TokenGrant> ParseTokenGrant(std::string_view spec) {
         "(`printf %s TOKEN | sha256sum`), never the token itself");
   }
   g.tenant = parts[1];
-  if (g.tenant.empty() || g.tenant.size() > 64 ||
+  // A tenant names its folder below an agent's root of workspaces.
+  if (g.tenant.empty() || g.tenant.size() > 64 || g.tenant == "." || g.tenant == ".." ||
       g.tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-.") != std::string::npos) {
     return InvalidArgument("token grant: tenant '" + g.tenant +
-                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.'");
+                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (not . or ..)");
   }
   for (std::string_view rest = parts[2]; !rest.empty();) {
     size_t c = rest.find(',');
@@ -121,9 +123,12 @@ struct TurnStart {
   // When another process holds the session, queue the input in the store
   // (answered 202 queued) instead of failing busy.
   bool enqueue_if_busy = false;
-  // Run the session's next queued input (SessionStore::TakeQueuedInput):
+  // Run the session's next queued input (SessionStore::NextQueuedInput):
   // nothing happens when none waits or another process holds the session.
   bool from_queue = false;
+  // `stream` is the seeds' stream route's: it carries loopengine's adapter
+  // events too (Subscriber::seeds).
+  bool seeds = false;
 };
 
 // A Prometheus histogram of durations in seconds.
@@ -204,6 +209,12 @@ Response FromStatus(const Status& s) {
       // The store or a dependency is down for now (a database restarting).
       Response r = Problem(503, "unavailable", s.message());
       r.headers.emplace_back("Retry-After", "1");
+      return r;
+    }
+    case Code::kResourceExhausted: {
+      // A session's queue of inputs is full until its turns take some.
+      Response r = Problem(429, "queue_full", s.message());
+      r.headers.emplace_back("Retry-After", "5");
       return r;
     }
     default:
@@ -306,6 +317,9 @@ struct Subscriber {
   std::shared_ptr<EventStream> stream;
   std::string tenant;
   bool multiplexed = false;  // frames name their session in the id
+  // The seeds' stream route: loopengine's adapter events (`approval:pending`,
+  // `question:pending`, `done`, `error`) go with the native ones.
+  bool seeds = false;
   // Per watched session: the highest seq sent, and whether a replay from
   // the store is under way (live frames wait in `held` meanwhile).
   struct Cursor {
@@ -342,6 +356,15 @@ struct Live {
   // closing: asked again once it is closed, so a client that starts its
   // next turn as soon as it sees the last one end is not told "busy".
   std::vector<std::function<void()>> after_close;
+  // A decided batch to continue as soon as the session is idle here
+  // (ContinueWhenIdle): its turn, when known, and who waits for the
+  // continued turn's outcome.
+  bool continue_decided = false;
+  std::string continue_turn_id;
+  std::vector<TurnFinish> continue_finish;
+  // The turn starting or running here continues a decided batch
+  // (StartDecided): a decision of that batch reported again waits for it.
+  bool continuing = false;
   // Durable frames observed since the last committed boundary (the store
   // has them only once the next boundary event is committed), and the text
   // of the step in flight.
@@ -351,6 +374,9 @@ struct Live {
   // The POST that started the turn, answered 202 once the turn's id is known.
   std::shared_ptr<Exchange> reply;
   bool closing = false;  // the finished turn's session is being closed
+  // The running turn's turn_end is out: the turn is finishing (its outcome
+  // and the close of its session follow).
+  bool finishing = false;
   // Told when the running (or starting) turn ends.
   std::vector<TurnFinish> finish;
   std::optional<std::chrono::steady_clock::time_point> step_started;
@@ -369,13 +395,6 @@ struct TurnRecord {
   Json result;  // TurnResultJson, or {error}
   std::vector<std::function<void()>> waiters;
 };
-
-// Event types that the store commits when it sees them (with everything
-// before them): see the engine's StoreSink.
-bool IsCommitBoundary(std::string_view type) {
-  return type == "step_begin" || type == "tool_call_begin" || type == "pending" ||
-         type == "turn_end";
-}
 
 class ServerImpl final : public Server {
  public:
@@ -419,10 +438,22 @@ class ServerImpl final : public Server {
     AL_ASSIGN_OR_RETURN(auto endpoint, ParseListenAddress(options_.listen));
     Status revoked = LoadRevokedCookies();
     if (!revoked.ok()) return revoked.WithContext("reading the revoked console sign-ins");
-    if (options_.tokens.empty() && !endpoint.address().is_loopback()) {
+    if (options_.tokens.empty() && !options_.no_auth) {
+      return InvalidArgument(
+          "no token to authenticate callers with: configure server.tokens (`agentloop serve` "
+          "generates one when none is configured), or serve without authentication (no_auth)");
+    }
+    if (options_.no_auth && !options_.tokens.empty()) {
+      return InvalidArgument("serving without authentication excludes server.tokens");
+    }
+    if (options_.no_auth && !endpoint.address().is_loopback()) {
       return InvalidArgument("refusing to listen on " + options_.listen +
-                             " without tokens: configure server.tokens, or listen on loopback "
-                             "(127.0.0.1)");
+                             " without authentication: listen on loopback (127.0.0.1), or "
+                             "authenticate callers with tokens");
+    }
+    cookie_key_ = options_.cookie_secret;
+    if (cookie_key_.empty()) {
+      AL_ASSIGN_OR_RETURN(cookie_key_, RandomSecret());
     }
     AL_RETURN_IF_ERROR(http_.Listen(endpoint));
     public_url_ = options_.public_url;
@@ -432,7 +463,39 @@ class ServerImpl final : public Server {
       public_url_ = "http://" + host + ":" + std::to_string(http_.port());
     }
     while (!public_url_.empty() && public_url_.back() == '/') public_url_.pop_back();
+    AllowHosts();
     return Status::Ok();
+  }
+
+  // The Host values this server answers to, in lower case: its listen
+  // address (unless unspecified, 0.0.0.0 or [::]), the loopback names with
+  // its port, and public_url's authority; a default port may be left out.
+  void AllowHosts() {
+    const std::string port = std::to_string(http_.port());
+    auto add = [this](const std::string& host, const std::string& p, std::string_view fallback) {
+      if (host.empty()) return;
+      hosts_.insert(ToLower(host) + ":" + p);
+      if (p == fallback) hosts_.insert(ToLower(host));
+    };
+    std::string listen_host = options_.listen.substr(0, options_.listen.rfind(':'));
+    if (listen_host != "0.0.0.0" && listen_host != "[::]") add(listen_host, port, "80");
+    for (const char* loopback : {"localhost", "127.0.0.1", "[::1]"}) add(loopback, port, "80");
+    const std::string_view url = options_.public_url;
+    const size_t scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return;
+    const std::string_view scheme = url.substr(0, scheme_end);
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    const std::string_view fallback = scheme == "https" ? "443" : "80";
+    const size_t colon = authority.rfind(':');
+    const bool has_port =
+        colon != std::string_view::npos && authority.find(']', colon) == std::string_view::npos;
+    if (has_port) {
+      add(std::string(authority.substr(0, colon)), std::string(authority.substr(colon + 1)),
+          fallback);
+    } else {
+      add(std::string(authority), std::string(fallback), fallback);
+    }
   }
 
   int port() const override { return http_.port(); }
@@ -522,19 +585,21 @@ class ServerImpl final : public Server {
 
   // The MCP servers a session runs its turns with: its agent's, which are
   // per process and not pinned with the session's settings. A session in a
-  // workspace it chose below the agent's root gets the agent's settings for
-  // that workspace (a trusted workspace's configuration may add servers).
-  // None for a session of an agent not served here. Off the io thread.
+  // workspace below the agent's root gets the agent's settings for that
+  // workspace (a trusted workspace's configuration may add servers), in
+  // its tenant's folder. None for a session of an agent not served here.
+  // Off the io thread.
   Result<std::vector<McpServerSpec>> McpServersOf(const SessionInfo& info) const {
     const AgentSpec* agent = FindAgent(info.agent);
     if (agent == nullptr) return std::vector<McpServerSpec>{};
     if (agent->for_workspace) {
       std::error_code ec;
       const std::filesystem::path root =
-          std::filesystem::weakly_canonical(agent->options.workspace, ec);
+          std::filesystem::weakly_canonical(agent->options.workspace / info.tenant, ec);
       const std::filesystem::path rel = info.workspace.lexically_relative(root);
-      if (!ec && !rel.empty() && rel != "." && *rel.begin() != "..") {
-        AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(rel.string()));
+      if (!ec && !rel.empty() && *rel.begin() != "..") {
+        AL_ASSIGN_OR_RETURN(SessionOptions chosen,
+                            agent->for_workspace(info.tenant, rel == "." ? "" : rel.string()));
         return std::move(chosen.mcp_servers);
       }
     }
@@ -556,14 +621,24 @@ class ServerImpl final : public Server {
   void Handle(std::shared_ptr<Exchange> ex) {
     const Request& req = ex->request();
     std::string request_id = NewId("req");
-    if (shutting_down_ && req.path != "/v1/health" && req.path != "/v1/ready") {
+    // Probes reveal nothing and must work without a token or a known Host
+    // (an orchestrator's probe names the address it dialled); a link's
+    // token is its own authority (it names one item and one action, signed).
+    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
+    if (shutting_down_ && !probe) {
       return ex->Send(Problem(503, "shutting_down", "the server is shutting down", request_id));
+    }
+    // A page that rebinds its own name to this address reaches the server
+    // under that name: only the names of the server are answered.
+    if (!probe && !hosts_.contains(ToLower(req.Header("Host")))) {
+      return ex->Send(Problem(421, "misdirected_request",
+                              "the Host '" + std::string(req.Header("Host")) +
+                                  "' is not a name of this server (set server.public_url to the "
+                                  "address its clients use)",
+                              request_id));
     }
     // The console's page and assets (console.h) hold nothing secret.
     if (auto asset = console::Asset(req)) return ex->Send(std::move(*asset));
-    // Probes reveal nothing and must work without a token; a link's token
-    // is its own authority (it names one item and one action, signed).
-    const bool probe = req.path == "/v1/health" || req.path == "/v1/ready";
     const bool link = StartsWith(req.path, "/v1/links/");
     std::optional<Principal> who = probe || link ? Principal{"", 0} : Authenticate(req);
     if (!who) {
@@ -620,7 +695,8 @@ class ServerImpl final : public Server {
         {http_verb::get, "/health", 0, &ServerImpl::Health},
         {http_verb::get, "/ready", 0, &ServerImpl::Ready},
         {http_verb::get, "/openapi.json", kScopeRead, &ServerImpl::OpenApi},
-        {http_verb::get, "/metrics", kScopeRead, &ServerImpl::Metrics},
+        // Counts over every tenant's sessions: the server's operator's.
+        {http_verb::get, "/metrics", kScopeAdmin, &ServerImpl::Metrics},
         {http_verb::get, "/agents", kScopeRead, &ServerImpl::Agents},
         {http_verb::get, "/agents/{name}", kScopeRead, &ServerImpl::Agent},
         {http_verb::post, "/sessions", kScopeWrite, &ServerImpl::CreateSession},
@@ -828,10 +904,17 @@ class ServerImpl final : public Server {
     SessionOptions o = agent->options;
     o.tenant = who.tenant;
     o.agent = agent->name;
-    o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
     Blocking(
-        [this, o, sid]() -> Result<SessionInfo> {
+        [this, o, sid, agent]() mutable -> Result<SessionInfo> {
           if (!sid.empty()) return StoreFor(o.tenant)->GetSession(sid);
+          // In the tenant's folder of a root of workspaces, as CreateSession.
+          if (agent->for_workspace) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(o.tenant, ""));
+            chosen.tenant = o.tenant;
+            chosen.agent = o.agent;
+            o = std::move(chosen);
+          }
+          o.mcp_servers.clear();  // started by the turn (OptionsForTurn)
           AL_ASSIGN_OR_RETURN(auto session, engine_.OpenSession(o));
           SessionInfo info = session->info();
           return info;
@@ -858,6 +941,7 @@ class ServerImpl final : public Server {
           start.after_seq = r->last_seq;
           if (stream) {
             start.stream = ex->OpenStream();
+            start.seeds = true;
             start.stream->Push(Frame("", "session", DumpJson({{"sessionId", id}})));
           } else {
             start.finish = [this, ex, id, name, after = r->last_seq](const std::string& turn_id,
@@ -974,8 +1058,8 @@ class ServerImpl final : public Server {
     };
     Resolve(
         ex, who, pid, kind, res,
-        [this, ex, durable](const DecisionOutcome& o) {
-          using K = DecisionOutcome::Kind;
+        [this, ex, durable](const Decided& o) {
+          using K = Decided::Kind;
           if (o.kind == K::kResumed) return;  // `finish` answers
           if (o.kind != K::kRecorded) {
             return ex->Send(JsonResponse(200, {{"alreadyResolved", true}}));
@@ -1174,7 +1258,7 @@ class ServerImpl final : public Server {
           Problem(400, "invalid_request", "sign in with the token in Authorization: Bearer TOKEN"));
     }
     Result<std::string> cookie = console::SignInCookie(
-        *g, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
+        *g, cookie_key_, ConsoleNowMs(), ex->request().Header("Origin").starts_with("https://"));
     if (!cookie.ok()) return ex->Send(FromStatus(cookie.error()));
     Response r = JsonResponse(200, ConsoleWho(who, true));
     r.headers.emplace_back("Set-Cookie", std::move(*cookie));
@@ -1193,8 +1277,9 @@ class ServerImpl final : public Server {
     r.status = 204;
     r.headers.emplace_back("Set-Cookie", console::SignOutCookie());
     std::optional<console::CookieSignIn> c =
-        who.console_cookie ? console::VerifyCookie(ex->request(), options_.tokens, ConsoleNowMs())
-                           : std::nullopt;
+        who.console_cookie
+            ? console::VerifyCookie(ex->request(), options_.tokens, cookie_key_, ConsoleNowMs())
+            : std::nullopt;
     if (!c) return ex->Send(std::move(r));
     revoked_cookies_.insert(c->id);
     Blocking([this, tenant = who.tenant,
@@ -1275,12 +1360,12 @@ class ServerImpl final : public Server {
   // --- auth -------------------------------------------------------------
 
   std::optional<Principal> Authenticate(const Request& req) const {
-    if (options_.tokens.empty()) return Principal{"default", kAllScopes};
+    if (options_.no_auth) return Principal{"default", kAllScopes};
     std::string_view auth = req.Header("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
     if (auth.empty()) {
       std::optional<console::CookieSignIn> c =
-          console::VerifyCookie(req, options_.tokens, ConsoleNowMs());
+          console::VerifyCookie(req, options_.tokens, cookie_key_, ConsoleNowMs());
       if (!c || revoked_cookies_.contains(c->id)) return std::nullopt;
       return Principal{c->grant->tenant, c->grant->scopes, true};
     }
@@ -1472,8 +1557,10 @@ class ServerImpl final : public Server {
     }
     Blocking(
         [this, o, workspace, agent]() mutable -> Result<SessionInfo> {
-          if (!workspace.empty()) {
-            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(workspace));
+          // A session of an agent with a root of workspaces works in its
+          // tenant's folder of the root, never in the root itself.
+          if (agent->for_workspace) {
+            AL_ASSIGN_OR_RETURN(SessionOptions chosen, agent->for_workspace(o.tenant, workspace));
             chosen.tenant = o.tenant;
             chosen.agent = o.agent;
             chosen.title = o.title;
@@ -1805,16 +1892,32 @@ class ServerImpl final : public Server {
   // or another sharing the store.
   void Enqueue(const std::shared_ptr<Exchange>& ex, const std::string& id, const std::string& input,
                bool continue_turn) {
-    Blocking([this, id, input,
-              continue_turn]() { return engine_.store().EnqueueInput(id, input, continue_turn); },
-             [this, ex, id](Result<int64_t> place) {
-               if (!place.ok()) return ex->Send(FromStatus(place.error()));
-               ex->Send(JsonResponse(202, QueuedReply(id, *place)));
-               Live& live = live_[id];
-               ++live.enqueued;
-               // The turn ended while the input was being stored.
-               if (!live.running()) StartNextQueued(id);
-             });
+    Blocking(
+        [this, id, input, continue_turn]() -> Result<int64_t> {
+          AL_RETURN_IF_ERROR(QueueHasRoom(id));
+          return engine_.store().EnqueueInput(id, input, continue_turn);
+        },
+        [this, ex, id](Result<int64_t> place) {
+          if (!place.ok()) return ex->Send(FromStatus(place.error()));
+          ex->Send(JsonResponse(202, QueuedReply(id, *place)));
+          Live& live = live_[id];
+          ++live.enqueued;
+          // The turn ended while the input was being stored.
+          if (!live.running()) StartNextQueued(id);
+        });
+  }
+
+  // kResourceExhausted when the session has max_queued_inputs waiting. The
+  // count is read before the input is queued: requests that race may each
+  // pass (at most one per store worker beyond the cap). Off the io thread.
+  Status QueueHasRoom(const std::string& id) {
+    AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> waiting, engine_.store().ListQueuedInputs(id));
+    if (static_cast<int64_t>(waiting.size()) >= options_.max_queued_inputs) {
+      return ResourceExhausted("session " + id + " has " + std::to_string(waiting.size()) +
+                               " inputs queued, the most it may have (server.max_queued_inputs); "
+                               "send this one after its turns took some");
+    }
+    return Status::Ok();
   }
 
   // What StartTurn's work on the pool found: the open session and what to
@@ -1826,7 +1929,8 @@ class ServerImpl final : public Server {
     std::optional<int64_t> queued;  // enqueued (this place) because another holds it
     bool nothing = false;           // from_queue: no input was taken
     bool nothing_to_continue = false;
-    bool decided = false;  // from_queue: a decided batch waits (it goes first)
+    bool decided = false;                     // from_queue: a decided batch waits (it goes first)
+    std::optional<QueuedInput> queued_input;  // from_queue: the input to run
   };
 
   // Off the io thread: opens the session (its lock) for `start` and decides
@@ -1844,17 +1948,6 @@ class ServerImpl final : public Server {
         out.nothing = true;
         return out;
       }
-      // A turn that a stopped process left unfinished is repaired and
-      // ended first, as a takeover does (a live holder keeps it: busy).
-      Result<std::vector<StoredEvent>> log = store.Events(id, 0);
-      if (log.ok() && UnfinishedTurn(*log) != nullptr) {
-        Result<bool> decided = TakeOverExpired(store, id, SystemNowMs());
-        if (!decided.ok() || *decided) {
-          out.nothing = true;
-          out.decided = decided.ok();
-          return out;
-        }
-      }
     }
     Result<SessionOptions> o = OptionsForTurn(id);
     if (!o.ok()) {
@@ -1865,7 +1958,9 @@ class ServerImpl final : public Server {
     if (!out.session.ok()) {
       if (enqueue_if_busy && out.session.error().code() == Code::kBusy) {
         // Another process runs a turn on it: its holder takes the input.
-        Result<int64_t> place = store.EnqueueInput(id, out.input, continue_turn);
+        Status room = QueueHasRoom(id);
+        Result<int64_t> place =
+            room.ok() ? store.EnqueueInput(id, out.input, continue_turn) : Result<int64_t>(room);
         if (place.ok()) {
           out.queued = *place;
         } else {
@@ -1876,35 +1971,54 @@ class ServerImpl final : public Server {
       if (from_queue) out.nothing = true;
       return out;
     }
+    if (from_queue && (*out.session)->resumable() == ResumeKind::kDecidedBatch) {
+      // A decided batch goes before the queue (the turn that continues it
+      // looks at the queue when it ends).
+      out.session = std::unique_ptr<Session>();  // closed here, on the pool
+      out.nothing = true;
+      out.decided = true;
+      return out;
+    }
     if (from_queue) {
-      Result<std::optional<QueuedInput>> taken =
-          store.TakeQueuedInput(id, static_cast<int64_t>(getpid()));
-      if (!taken.ok() || !taken->has_value()) {
-        if (!taken.ok()) {
-          std::fprintf(stderr, "agentloop serve: session %s: taking its queued input: %s\n",
-                       id.c_str(), taken.error().ToString().c_str());
+      // Left in the queue: the turn takes it with its first commit
+      // (Session::StartQueued), so a crash before that loses nothing.
+      Result<std::optional<QueuedInput>> next =
+          store.NextQueuedInput(id, static_cast<int64_t>(getpid()));
+      if (!next.ok() || !next->has_value()) {
+        if (!next.ok()) {
+          std::fprintf(stderr, "agentloop serve: session %s: its next queued input: %s\n",
+                       id.c_str(), next.error().ToString().c_str());
         }
         out.session = std::unique_ptr<Session>();  // closed here, on the pool
         out.nothing = true;
+        // Paused: a decision committed while the session was held here
+        // found it held and left the batch to its holder (on one machine
+        // nothing else wakes it); one committed after this release found
+        // it free and continued it itself.
+        out.decided = next.ok() && DecidedAfterRelease(id);
         return out;
       }
-      out.input = std::move((*taken)->input);
-      out.continue_turn = (*taken)->continue_turn;
+      out.input = (*next)->input;
+      out.continue_turn = (*next)->continue_turn;
+      out.queued_input = std::move(*next);
+      return out;
     }
-    if (out.continue_turn && !(*out.session)->retryable()) {
-      // As `agentloop resume ID` without a prompt: a turn a dead process
-      // left unfinished continues with a message saying so.
-      Result<std::vector<StoredEvent>> events = store.Events(id, 0);
-      if (events.ok() && UnfinishedTurn(*events) != nullptr) {
-        out.input = std::string(kContinueInterruptedPrompt);
-        out.continue_turn = false;
-      } else {
-        out.session =
-            FailedPrecondition("session " + id + " has no interrupted or failed turn to continue");
-        out.nothing_to_continue = true;
-      }
+    if (out.continue_turn && !(*out.session)->resumable()) {
+      // As `agentloop resume ID` without a prompt (Session::Resume).
+      out.session =
+          FailedPrecondition("session " + id + " has no interrupted or failed turn to continue");
+      out.nothing_to_continue = true;
     }
     return out;
+  }
+
+  // Off the io thread, after this server released the session's lock: its
+  // paused batch was decided meanwhile and waits for its holder.
+  bool DecidedAfterRelease(const std::string& id) {
+    Result<std::optional<Checkpoint>> open = engine_.store().OpenCheckpoint(id);
+    if (!open.ok() || open->has_value()) return false;
+    Result<std::vector<std::string>> decided = engine_.store().ListDecided();
+    return decided.ok() && std::find(decided->begin(), decided->end(), id) != decided->end();
   }
 
   // Opens the session on the pool and starts the turn (`input` empty and
@@ -1923,6 +2037,7 @@ class ServerImpl final : public Server {
       sub->tenant = starting.tenant;
       sub->cursors[id].last_seq = start.after_seq;
       sub->close_after_turn = "*";  // the first turn_end seen
+      sub->seeds = start.seeds;
       Attach(sub, id);
     }
     starting.reply = std::move(start.reply);
@@ -1943,6 +2058,8 @@ class ServerImpl final : public Server {
   void StartOpened(const std::string& id, const std::shared_ptr<Subscriber>& sub, uint64_t enqueued,
                    bool from_queue, Opened opened) {
     Live& live = live_[id];
+    // A continuation that does not start continues nothing.
+    const bool continuing = std::exchange(live.continuing, false);
     if (opened.queued) {
       live.starting = false;
       Json queued = QueuedReply(id, *opened.queued);
@@ -1957,8 +2074,7 @@ class ServerImpl final : public Server {
       live.starting = false;
       if (opened.decided) {
         // Its queued inputs run after the continued turn.
-        StartNextQueued(id, /*look=*/false);
-        return ContinueDecided(id);
+        return ContinueWhenIdle(id, "", {});
       }
       // An input queued here meanwhile may have missed the look.
       if (from_queue && live.enqueued != enqueued) return StartNextQueued(id);
@@ -1973,7 +2089,10 @@ class ServerImpl final : public Server {
                        : FromStatus(s);
       if (live.reply) live.reply->Settle(r);
       live.reply.reset();
-      if (sub) sub->stream->Close(Frame("", "error", r.body));
+      if (sub) {
+        sub->stream->Close(
+            Frame("", "error", sub->seeds ? DumpJson({{"error", s.message()}}) : r.body));
+      }
       Result<TurnResult> failed = s;
       for (auto& f : std::exchange(live.finish, {})) f(live.turn_id, failed);
       if (from_queue) {
@@ -1983,6 +2102,7 @@ class ServerImpl final : public Server {
       return StartNextQueued(id, /*look=*/from_queue);
     }
     std::shared_ptr<Session> session = std::move(*opened.session);
+    live.continuing = continuing;
     live.session = session;
     live.stop = std::make_shared<std::stop_source>();
     live.starting = false;
@@ -1997,8 +2117,10 @@ class ServerImpl final : public Server {
         OnTurnDone(id, *observer, std::move(r));
       });
     };
-    if (opened.continue_turn) {
-      session->StartRetry(executor_, std::move(cb), live.stop->get_token());
+    if (opened.queued_input) {
+      session->StartQueued(*opened.queued_input, executor_, std::move(cb), live.stop->get_token());
+    } else if (opened.continue_turn) {
+      session->StartResume(executor_, std::move(cb), live.stop->get_token());
     } else if (opened.input.empty()) {
       session->StartContinue(executor_, std::move(cb), live.stop->get_token());
     } else {
@@ -2082,6 +2204,7 @@ class ServerImpl final : public Server {
         live.reply.reset();
       }
     }
+    if (type == "turn_end" && live.session != nullptr) live.finishing = true;
     if (type == "text_delta") {
       live.partial_text += delta;
     } else if (type == "step_begin" || type == "message") {
@@ -2089,7 +2212,7 @@ class ServerImpl final : public Server {
     }
     if (seq != 0) {
       std::string frame = Frame(std::to_string(seq), type, json);
-      if (IsCommitBoundary(type)) {
+      if (std::optional<EventType> t = ParseEventType(type); t && IsCommitBoundary(*t)) {
         live.uncommitted.clear();
       } else {
         live.uncommitted.emplace_back(seq, frame);
@@ -2138,6 +2261,8 @@ class ServerImpl final : public Server {
     // Closing the session releases its lock (a store call, on the pool);
     // the session counts as running until then, so the next turn cannot
     // find it still locked.
+    live.continuing = false;
+    live.finishing = false;
     std::shared_ptr<Session> session = std::move(live.session);
     live.stop.reset();
     live.turn_id.clear();
@@ -2147,7 +2272,9 @@ class ServerImpl final : public Server {
     // Streams that followed only this turn end with it.
     for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(live.subscribers)) {
       if (!sub->close_after_turn.empty()) {
-        if (!r.ok()) {
+        if (!r.ok() && sub->seeds) {
+          sub->stream->Close(Frame("", "error", DumpJson({{"error", r.error().message()}})));
+        } else if (!r.ok()) {
           sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
         } else if (sub->replaying()) {
           sub->close_after_replay = true;
@@ -2156,13 +2283,18 @@ class ServerImpl final : public Server {
         }
       }
     }
+    const bool paused = r.ok() && r->checkpoint.has_value();
     Blocking(
-        [session]() mutable {
+        [this, id, session, paused]() mutable {
           session.reset();
-          return true;
+          // A decision that came while the session was still held here
+          // (from another process, which found it held) is this server's
+          // to continue.
+          return paused && DecidedAfterRelease(id);
         },
-        [this, id](bool) {
+        [this, id](bool decided) {
           live_[id].closing = false;
+          if (decided && !shutting_down_) return ContinueWhenIdle(id, "", {});
           StartNextQueued(id);
           if (shutting_down_) MaybeFinishShutdown();
         });
@@ -2186,7 +2318,10 @@ class ServerImpl final : public Server {
     Live& live = it->second;
     if (live.running()) return;
     auto again = std::exchange(live.after_close, {});
-    if (look && !shutting_down_) {
+    if (live.continue_decided && !shutting_down_) {
+      // A decided batch goes first; its turn looks at the queue when it ends.
+      StartDecided(id);
+    } else if (look && !shutting_down_) {
       TurnStart next;
       next.from_queue = true;
       StartTurn(id, std::string(), std::move(next));
@@ -2196,12 +2331,15 @@ class ServerImpl final : public Server {
     for (auto& fn : again) fn();
   }
 
-  // True when `live` has just finished a turn and is closing its session:
-  // `again` then runs once it is closed (or answers 503 if the server is
-  // shutting down by then).
+  // True when `live` has just finished a turn (its turn_end is out) and is
+  // closing its session, or looks at its queue: `again` then runs once that
+  // is over (or answers 503 if the server is shutting down by then), so a
+  // client that starts its next turn as soon as it sees the last one end is
+  // not told "busy".
   bool AskAgainAfterClose(Live& live, const std::shared_ptr<Exchange>& ex,
                           std::function<void()> again) {
-    if (!(live.closing || live.looking) || live.session != nullptr || live.starting) return false;
+    if (!(live.closing || live.looking || live.finishing) || live.starting) return false;
+    if (live.session != nullptr && !live.finishing) return false;
     live.after_close.push_back([this, ex, again = std::move(again)] {
       if (shutting_down_) return ex->Send(Problem(503, "shutting_down", "shutting down"));
       again();
@@ -2238,19 +2376,50 @@ class ServerImpl final : public Server {
       });
       return;
     }
-    // Not in memory: the turn's end from the store.
+    // Not in memory: the turn's state from the store. A turn that began
+    // and never ended there was cut (its process stopped) unless another
+    // process runs it now: a takeover ends it (EndCutTurn) and it reads as
+    // done, `failed`; while another process holds the session it is running.
     WithSession(ex, who, id, [this, ex, id, turn_id, tenant = who.tenant](SessionInfo) {
       Blocking(
           [this, id, turn_id, tenant]() -> Result<Json> {
-            AL_ASSIGN_OR_RETURN(auto events, StoreFor(tenant)->Events(id, 0));
+            auto store = StoreFor(tenant);
+            AL_ASSIGN_OR_RETURN(auto events, store->Events(id, 0));
             Json out;
+            bool begun = false;
+            bool cut = false;
             for (const auto& e : events) {
+              if (e.turn_id != turn_id) continue;
+              if (e.type == "turn_begin") {
+                begun = true;
+                cut = true;
+                out = {{"id", turn_id}, {"session_id", id}, {"status", "running"}};
+              }
+              if (e.type != "turn_end") continue;
+              Json j = Json::parse(e.json, nullptr, false);
+              if (j.is_discarded()) continue;
+              cut = false;
+              out = {{"id", turn_id}, {"session_id", id}, {"status", "done"}, {"result", j}};
+            }
+            if (!begun && out.is_null()) {
+              return NotFound("no turn " + turn_id + " in session " + id);
+            }
+            // Only the session's newest turn can be unfinished.
+            if (!cut || !UnfinishedTurn(events) || UnfinishedTurn(events)->turn_id != turn_id) {
+              return out;
+            }
+            Result<bool> taken = TakeOverExpired(engine_.store(), id, SystemNowMs());
+            if (!taken.ok()) {
+              if (taken.error().code() == Code::kBusy) return out;  // running elsewhere
+              return taken.error();
+            }
+            AL_ASSIGN_OR_RETURN(auto after, store->Events(id, 0));
+            for (const auto& e : after) {
               if (e.turn_id != turn_id || e.type != "turn_end") continue;
               Json j = Json::parse(e.json, nullptr, false);
               if (j.is_discarded()) continue;
               out = {{"id", turn_id}, {"session_id", id}, {"status", "done"}, {"result", j}};
             }
-            if (out.is_null()) return NotFound("no turn " + turn_id + " in session " + id);
             return out;
           },
           [ex](Result<Json> r) {
@@ -2557,7 +2726,56 @@ class ServerImpl final : public Server {
       frame = "id: " + id + "." + std::to_string(seq) + frame.substr(nl);
     }
     if (seq != 0) sub.cursors[id].last_seq = seq;
+    std::optional<std::pair<std::string, std::string>> native;
+    if (sub.seeds) native = FrameEvent(frame);
     sub.stream->Push(std::move(frame));
+    if (native) SendSeedEvents(sub, id, native->first, native->second);
+  }
+
+  // The event name and data of an SSE frame.
+  static std::optional<std::pair<std::string, std::string>> FrameEvent(const std::string& frame) {
+    size_t e = frame.rfind("event: ", 0) == 0 ? 0 : frame.find("\nevent: ");
+    size_t d = frame.find("\ndata: ");
+    if (e == std::string::npos || d == std::string::npos) return std::nullopt;
+    e += frame[e] == '\n' ? 8 : 7;
+    size_t e_end = frame.find('\n', e);
+    size_t d_end = frame.find('\n', d + 7);
+    return std::make_pair(frame.substr(e, e_end - e), frame.substr(d + 7, d_end - d - 7));
+  }
+
+  // loopengine's adapter events for a native event (SEMANTICS 4.11): each
+  // pending item as `approval:pending` or `question:pending`, and `done
+  // {text, stopReason?}` with the turn's end (the stream ends after it).
+  void SendSeedEvents(Subscriber& sub, const std::string& id, const std::string& type,
+                      const std::string& data) {
+    if (type != "pending" && type != "turn_end") return;
+    Json e = Json::parse(data, nullptr, false);
+    if (!e.is_object()) return;
+    if (type == "turn_end") {
+      Json done = {{"text", e.value("final_text", "")}};
+      const std::string stop = e.value("stop", "completed");
+      if (stop != "completed") done["stopReason"] = stop;
+      sub.stream->Push(Frame("", "done", DumpJson(done)));
+      return;
+    }
+    for (const Json& item : e.value("items", Json::array())) {
+      const bool question = item.value("kind", "") == "question";
+      Json j = {{"id", item.value("id", "")},
+                {"tool", item.value("tool", "")},
+                {"args", item.value("arguments", Json::object())},
+                {"reason", item.value("reason", "")},
+                {"sessionId", id},
+                {"requestedAt", e.value("ts", int64_t{0})}};
+      if (question) {
+        const Json& args = item.value("arguments", Json::object());
+        j["question"] = args.is_object() ? args.value("question", "") : "";
+        if (args.is_object() && args.contains("options")) j["options"] = args["options"];
+        j["answerUrl"] = "/pending-questions/" + j["id"].get<std::string>() + "/answer";
+      } else {
+        j["resolveUrl"] = "/pending-approvals/" + j["id"].get<std::string>() + "/resolve";
+      }
+      sub.stream->Push(Frame("", question ? "question:pending" : "approval:pending", DumpJson(j)));
+    }
   }
 
   void Publish(const std::string& id, uint64_t seq, const std::string& type,
@@ -2789,48 +3007,62 @@ class ServerImpl final : public Server {
     if (auto refused = ParseResolution(ex->request(), kind, "", kV1Fields, res)) {
       return ex->Send(std::move(*refused));
     }
-    Resolve(ex, who, pid, kind, res, [ex](const DecisionOutcome& o) {
+    Resolve(ex, who, pid, kind, res, [ex](const Decided& o) {
+      // `status` is the outcome's name (agentloop::DecisionOutcome) and
+      // `detail` the sentence the CLI prints for it.
+      const std::string status(DecisionOutcomeName(o.kind));
+      Json body = {{"status", status}, {"session_id", o.session_id}, {"detail", o.Detail()}};
+      if (o.earlier) {
+        body["decided_by"] = o.earlier->by;
+        body["decision"] = o.earlier->kind == ApprovalDecision::Kind::kDeny ? "deny"
+                           : o.earlier->answer.empty()                      ? "approve"
+                                                                            : "answer";
+      }
       switch (o.kind) {
-        case DecisionOutcome::Kind::kRecorded:
-          return ex->Send(
-              JsonResponse(200, {{"status", "recorded"},
-                                 {"session_id", o.session_id},
-                                 {"outstanding", o.outstanding},
-                                 {"pending_url", "/v1/sessions/" + o.session_id + "/pending"}}));
-        case DecisionOutcome::Kind::kResumed:
-          return ex->Send(JsonResponse(
-              200,
-              {{"status", "resumed"},
-               {"session_id", o.session_id},
-               {"turn_id", o.turn_id},
-               {"events_url", "/v1/sessions/" + o.session_id + "/events/stream"},
-               {"wait_url", "/v1/sessions/" + o.session_id + "/turns/" + o.turn_id + "/wait"}}));
-        case DecisionOutcome::Kind::kCancelled:
-          return ex->Send(
-              JsonResponse(200, {{"status", "cancelled"},
-                                 {"already_resolved", true},
-                                 {"session_id", o.session_id},
-                                 {"detail",
-                                  "its batch was closed without it (a sibling call was denied, "
-                                  "or a newer pause replaced it)"}}));
-        case DecisionOutcome::Kind::kConflict:
-          return ex->Send(Problem(409, "approval_already_resolved",
-                                  "this item was already decided differently"));
-        case DecisionOutcome::Kind::kAlreadyResolved:
-          return ex->Send(JsonResponse(200, {{"status", "already_resolved"},
-                                             {"already_resolved", true},
-                                             {"session_id", o.session_id},
-                                             {"turn_id", o.turn_id}}));
+        case Decided::Kind::kRecorded:
+          body["outstanding"] = o.outstanding;
+          body["pending_url"] = "/v1/sessions/" + o.session_id + "/pending";
+          return ex->Send(JsonResponse(200, body));
+        case Decided::Kind::kResumed:
+          body["turn_id"] = o.turn_id;
+          body["events_url"] = "/v1/sessions/" + o.session_id + "/events/stream";
+          body["wait_url"] = "/v1/sessions/" + o.session_id + "/turns/" + o.turn_id + "/wait";
+          return ex->Send(JsonResponse(200, body));
+        case Decided::Kind::kCancelled:
+          body["already_resolved"] = true;
+          return ex->Send(JsonResponse(200, body));
+        case Decided::Kind::kConflict:
+        case Decided::Kind::kInvalidEdit: {
+          Response r = Problem(409, "approval_already_resolved", o.Detail());
+          Json j = Json::parse(r.body, nullptr, false);
+          if (j.is_object()) {
+            j["outcome"] = status;
+            if (body.contains("decided_by")) j["decided_by"] = body["decided_by"];
+            if (body.contains("decision")) j["decision"] = body["decision"];
+            r.body = DumpJson(j);
+          }
+          return ex->Send(std::move(r));
+        }
+        case Decided::Kind::kAlreadyResolved:
+          body["already_resolved"] = true;
+          body["turn_id"] = o.turn_id;
+          return ex->Send(JsonResponse(200, body));
       }
     });
   }
 
-  struct DecisionOutcome {
-    enum class Kind { kRecorded, kResumed, kAlreadyResolved, kCancelled, kConflict };
+  // What a decision came to (agentloop::DecisionOutcome), with what the
+  // answer names.
+  struct Decided {
+    using Kind = agentloop::DecisionOutcome;
     Kind kind = Kind::kRecorded;
     std::string session_id;
     std::string turn_id;
     int outstanding = 0;  // kRecorded
+    // kAlreadyResolved, kConflict: the decision recorded before.
+    std::optional<ApprovalDecision> earlier;
+    // The words every front end reports it with.
+    std::string Detail() const { return DescribeDecisionOutcome(kind, outstanding, earlier); }
   };
 
   // Records `res` about the item `pid` (checked to be the caller's and of
@@ -2839,7 +3071,7 @@ class ServerImpl final : public Server {
   // completes the batch this server continues the turn (kResumed) and
   // `finish`, when set, gets the continued turn's outcome.
   void Resolve(const std::shared_ptr<Exchange>& ex, const Principal& who, const std::string& pid,
-               PendingKind kind, Resolution res, std::function<void(const DecisionOutcome&)> answer,
+               PendingKind kind, Resolution res, std::function<void(const Decided&)> answer,
                TurnFinish finish = {}, std::string by = {}) {
     res.continue_turn = false;
     res.by = by.empty() ? "http:" + who.tenant : std::move(by);
@@ -2867,15 +3099,17 @@ class ServerImpl final : public Server {
           [this, ex, who, res, sid, l, answer, finish](Result<Outcome> r) {
             if (!r.ok()) {
               if (r.error().code() == Code::kInvalidArgument) {
-                return ex->Send(Problem(400, "invalid_edited_args",
-                                        r.error().message() + " (the item is still pending)"));
+                return ex->Send(Problem(
+                    400, "invalid_edited_args",
+                    DescribeDecisionOutcome(agentloop::DecisionOutcome::kInvalidEdit, 0, {}) +
+                        ": " + r.error().message()));
               }
               return ex->Send(FromStatus(r.error()));
             }
             if (r->report.already_resolved) return answer(Settled(r->after ? *r->after : l, res));
             // The decision's event was written by the store: watchers get it.
             PublishStored(sid, r->seq_before);
-            DecisionOutcome o;
+            Decided o;
             o.session_id = sid;
             o.turn_id = l.record.turn_id;
             if (!r->report.continues_later) {
@@ -2885,7 +3119,7 @@ class ServerImpl final : public Server {
             // The batch is decided: this server continues the turn. For a
             // subagent's item that is the root's turn (the decision woke
             // the calls waiting on the subagent, up to the root).
-            o.kind = DecisionOutcome::Kind::kResumed;
+            o.kind = Decided::Kind::kResumed;
             const std::string rsid = r->report.session_id.empty() ? sid : r->report.session_id;
             const std::string rtid =
                 r->report.turn_id.empty() ? l.record.turn_id : r->report.turn_id;
@@ -2897,13 +3131,7 @@ class ServerImpl final : public Server {
             t.session_id = rsid;
             t.tenant = live.tenant;
             t.done = false;
-            if (finish) live.finish.push_back(finish);
-            if (!live.running()) {
-              StartTurn(rsid, "", TurnStart{});
-              live_[rsid].turn_id = rtid;
-            } else {
-              ContinueWhenIdle(rsid, rtid);
-            }
+            ContinueWhenIdle(rsid, rtid, finish);
             answer(o);
           });
     });
@@ -2912,20 +3140,12 @@ class ServerImpl final : public Server {
   // A decision about an item no longer outstanding: the same decision again
   // is answered as already made; a different one conflicts; an item whose
   // batch was closed without it says so.
-  static DecisionOutcome Settled(const PendingLookup& l, const Resolution& res) {
-    DecisionOutcome o;
+  static Decided Settled(const PendingLookup& l, const Resolution& res) {
+    Decided o;
     o.session_id = l.record.session_id;
     o.turn_id = l.record.turn_id;
-    if (l.state == PendingLookup::State::kCancelled) {
-      o.kind = DecisionOutcome::Kind::kCancelled;
-      return o;
-    }
-    bool same = l.decision.has_value();
-    if (same) {
-      bool denied = l.decision->kind == ApprovalDecision::Kind::kDeny;
-      same = (res.kind == Resolution::Kind::kDeny) == denied;
-    }
-    o.kind = same ? DecisionOutcome::Kind::kAlreadyResolved : DecisionOutcome::Kind::kConflict;
+    o.kind = SettledOutcome(l, res);
+    o.earlier = l.decision;
     return o;
   }
 
@@ -3006,10 +3226,7 @@ class ServerImpl final : public Server {
   // agent and nothing runs it here yet; a session another instance holds
   // stays with it (the open fails busy, quietly).
   void ContinueDecided(const std::string& id) {
-    WithServedSession(id, [this, id](Live& live) {
-      if (live.running()) return ContinueWhenIdle(id, "");
-      StartTurn(id, "", TurnStart{});
-    });
+    WithServedSession(id, [this, id](Live&) { ContinueWhenIdle(id, "", {}); });
   }
 
   // Calls `then` with the session's live state (its tenant set) on the io
@@ -3027,18 +3244,37 @@ class ServerImpl final : public Server {
              });
   }
 
-  // A decided batch of a session whose last turn is closing here, or whose
-  // queue is being looked at (a look leaves a decided batch alone):
-  // continued once that is over. A turn running here needs nothing: its
-  // session's batch was decided by or for it.
-  void ContinueWhenIdle(const std::string& id, const std::string& turn_id) {
+  // Continues the session's decided batch (`turn_id`, when known, is its
+  // turn) now if the session is idle here, else as soon as it is: a
+  // decision can complete the batch while the turn that paused is still
+  // finishing here (its `pending` event is out as soon as the pause is
+  // stored), while its session closes, or while its queue is looked at.
+  // `finish`, when set, is told the continued turn's outcome.
+  void ContinueWhenIdle(const std::string& id, const std::string& turn_id, TurnFinish finish) {
     Live& live = live_[id];
-    if (live.session != nullptr || live.starting) return;
-    live.after_close.push_back([this, id, turn_id] {
-      if (live_[id].running() || shutting_down_) return;
-      StartTurn(id, "", TurnStart{});
-      if (!turn_id.empty()) live_[id].turn_id = turn_id;
-    });
+    if (live.continuing && (turn_id.empty() || live.turn_id.empty() || live.turn_id == turn_id)) {
+      // Already being continued here (the decision was seen twice: by the
+      // server that recorded it and after the pausing turn's release).
+      if (finish) live.finish.push_back(std::move(finish));
+      return;
+    }
+    live.continue_decided = true;
+    if (!turn_id.empty()) live.continue_turn_id = turn_id;
+    if (finish) live.continue_finish.push_back(std::move(finish));
+    if (!live.running()) StartNextQueued(id);
+  }
+
+  // Starts the continuation ContinueWhenIdle asked for (the session is
+  // idle here).
+  void StartDecided(const std::string& id) {
+    Live& live = live_[id];
+    live.continue_decided = false;
+    for (auto& f : std::exchange(live.continue_finish, {})) live.finish.push_back(std::move(f));
+    const std::string turn_id = std::exchange(live.continue_turn_id, {});
+    StartTurn(id, "", TurnStart{});
+    Live& started = live_[id];
+    started.continuing = true;
+    if (!turn_id.empty()) started.turn_id = turn_id;
   }
 
   // Runs the session's queued inputs here if this server runs its agent and
@@ -3483,30 +3719,35 @@ class ServerImpl final : public Server {
       const PendingKind kind = l.record.item.kind;
       Resolve(
           ex, Principal{s.tenant, kScopeApprove}, l.record.item.id, kind, res,
-          [ex, claim, l, s](const DecisionOutcome& o) {
+          [ex, claim, l, s](const Decided& o) {
             LinkView done;
             done.agent = s.agent;
             done.session_id = s.id;
             done.tool = l.record.item.tool;
             switch (o.kind) {
-              case DecisionOutcome::Kind::kRecorded:
-              case DecisionOutcome::Kind::kResumed:
+              case Decided::Kind::kRecorded:
+              case Decided::Kind::kResumed:
                 done.heading = claim.action == "approve" ? "Approved"
                                : claim.action == "deny"  ? "Denied"
                                                          : "Answered";
-                done.message = o.kind == DecisionOutcome::Kind::kResumed
+                done.message = o.kind == Decided::Kind::kResumed
                                    ? "The turn continues."
                                    : "Recorded. " + std::to_string(o.outstanding) +
                                          " other call(s) of this turn still wait.";
                 break;
-              case DecisionOutcome::Kind::kAlreadyResolved:
-              case DecisionOutcome::Kind::kConflict:
+              case Decided::Kind::kAlreadyResolved:
+              case Decided::Kind::kConflict:
                 done.heading = "Already decided";
-                done.message = "Someone decided this item first. This link decides nothing more.";
+                done.message = "Someone decided this item first (" + o.Detail() +
+                               "). This link decides nothing more.";
                 break;
-              case DecisionOutcome::Kind::kCancelled:
+              case Decided::Kind::kCancelled:
                 done.heading = "No longer waiting";
                 done.message = "The call was withdrawn before this decision.";
+                break;
+              case Decided::Kind::kInvalidEdit:
+                done.heading = "Not decided";
+                done.message = o.Detail();
                 break;
             }
             ex->Send(LinkPage(done));
@@ -3570,7 +3811,9 @@ class ServerImpl final : public Server {
   Notifier notifier_;
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;
-  std::string public_url_;  // set by Listen
+  std::string public_url_;       // set by Listen
+  std::set<std::string> hosts_;  // the Host values answered (AllowHosts)
+  std::string cookie_key_;       // signs console cookies (ServerOptions::cookie_secret)
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
   bool shutting_down_ = false;

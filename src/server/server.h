@@ -6,14 +6,17 @@
 // only while a turn runs (its Session object is open and locked) or a client
 // watches it; a paused or idle session is only its rows in the store.
 //
-// Security: with no token configured the server serves only loopback
-// (Create refuses another listen address) and every caller is the tenant
-// "default" with every scope. With tokens, each request needs
-// `Authorization: Bearer <token>`; the token's SHA-256 names its tenant and
-// scopes, and a caller sees only its tenant's sessions and pending items.
-// A state-changing request that carries an Origin header must come from the
-// server's own origin or one configured as allowed (DNS rebinding). Nothing
-// a client sends widens a session's settings: turns run under the settings
+// Security (docs/security.md): a request is answered only when its `Host`
+// names this server (the listen address, a loopback name with the port, or
+// the authority of `public_url`); anything else gets 421 before routing
+// (DNS rebinding). Each request needs `Authorization: Bearer <token>` or the
+// console's cookie; the token's SHA-256 names its tenant and scopes, and a
+// caller sees only its tenant's sessions and pending items. Only with
+// `no_auth` (loopback only) is every caller the tenant "default" with every
+// scope. A state-changing request that carries an Origin header must come
+// from the server's own origin or one configured as allowed. Console cookies
+// are signed with `cookie_secret`, which only the server holds. Nothing a
+// client sends widens a session's settings: turns run under the settings
 // pinned to the session when it was created from its agent.
 #pragma once
 
@@ -56,11 +59,16 @@ struct AgentSpec {
   std::string name;
   std::string description;
   SessionOptions options;
-  // Set when a session may name its workspace (`workspace` when created):
-  // the options for that request, or kInvalidArgument saying why it is
-  // refused. Called off the I/O thread. Unset: a request naming a
-  // workspace is refused.
-  std::function<Result<SessionOptions>(const std::string& workspace)> for_workspace;
+  // Set for an agent with a root of workspaces (agent.workspace_root): the
+  // options of a session of `tenant` in `workspace`, a relative path in the
+  // tenant's own folder of the root (`<root>/<tenant>`; empty: that folder),
+  // or kInvalidArgument saying why it is refused. Whatever `workspace`
+  // holds, links included, the result stays in the tenant's folder: a
+  // tenant never names another tenant's directory. Every session of such an
+  // agent gets its workspace from it. Called off the I/O thread. Unset: a
+  // request naming a workspace is refused.
+  std::function<Result<SessionOptions>(const std::string& tenant, const std::string& workspace)>
+      for_workspace;
   // Where the agent's notifications go (approval.requested, question.asked,
   // turn.completed), signed with `secret`, which also keys the agent's
   // approve/deny links (server/links.h). Empty url: none are sent.
@@ -72,7 +80,16 @@ struct AgentSpec {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7878";
+  // At least one, unless `no_auth`.
   std::vector<TokenGrant> tokens;
+  // Serve without authentication: every caller is the tenant "default" with
+  // every scope. Only with no token and a loopback listen address.
+  bool no_auth = false;
+  // The key of the console's cookies (HMAC-SHA256): a secret that only the
+  // server holds, never derived from the configuration; servers that share
+  // a store share it so that a sign-in works on each. Empty: a random key
+  // for this process (sign-ins end when it stops).
+  std::string cookie_secret;
   // Origins (scheme://host[:port]) allowed on state-changing requests
   // besides the server's own.
   std::vector<std::string> allowed_origins;
@@ -98,6 +115,9 @@ struct ServerOptions {
   // on a shared store, another. Undelivered ones older than link_ttl are
   // dropped.
   std::chrono::milliseconds notify_retry{60'000};
+  // Inputs a session may have waiting (on_busy: "enqueue"); one more is
+  // refused with 429 and Retry-After.
+  int max_queued_inputs = 16;
   // Idempotency keys are remembered this long.
   std::chrono::milliseconds idempotency_ttl{24 * 3600 * 1000};
 };
@@ -111,8 +131,9 @@ std::string_view OpenApiSpec();
 class Server {
  public:
   // Checks the options and binds the listen address (port() is known after).
-  // Errors: kInvalidArgument (a non-loopback address without tokens, no
-  // agent, a bad address), kUnavailable (cannot bind).
+  // Errors: kInvalidArgument (no token without no_auth, no_auth with tokens
+  // or on a non-loopback address, no agent, a bad address), kUnavailable
+  // (cannot bind).
   // `io` is the one io_context of the process: the engine's HTTP client runs
   // on it too (EngineOptions::io_context) and Run() runs it; `engine` and `io`
   // must outlive the server.

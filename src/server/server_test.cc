@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "agentloop/event_data.h"
 #include "agentloop/json.h"
 
 #include "base/testing/files.h"
@@ -61,9 +62,12 @@ class Client {
 
   void Write(const std::string& method, const std::string& path, const std::string& body,
              const std::vector<std::pair<std::string, std::string>>& headers) {
-    std::string req = method + " " + path +
-                      " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
-                      "\r\nConnection: close\r\n";
+    // A Host among `headers` replaces the default.
+    bool host = false;
+    for (const auto& h : headers) host = host || h.first == "Host";
+    std::string req = method + " " + path + " HTTP/1.1\r\n" +
+                      (host ? "" : "Host: 127.0.0.1:" + std::to_string(port_) + "\r\n") +
+                      "Connection: close\r\n";
     for (const auto& [k, v] : headers) req += k + ": " + v + "\r\n";
     if (!body.empty() || method == "POST") {
       req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
@@ -196,6 +200,8 @@ class ServerTest : public ::testing::Test {
       engine_ = std::move(*e);
     }
     so.listen = "127.0.0.1:0";
+    // The tests without tokens opt out of authentication explicitly.
+    if (so.tokens.empty()) so.no_auth = true;
     if (so.agents.empty()) so.agents.push_back(Agent("coder", AgentOptions()));
     auto s = Server::Create(std::move(so), *engine_, io_);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
@@ -637,6 +643,8 @@ TEST_F(ServerTest, ARunningSubagentIsStreamedAndListedBeforeItEnds) {
   Json detail = Call("GET", "/v1/sessions/" + sid).json();
   ASSERT_EQ(detail["children"].size(), 1u) << detail.dump();
   EXPECT_EQ(detail["children"][0]["id"], child);
+  // Its turn has begun and not ended: running, not new.
+  EXPECT_EQ(detail["children"][0]["status"], "running") << detail.dump();
 
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
   EXPECT_EQ(Wait(sid, tid)["stop"], "aborted");
@@ -731,6 +739,33 @@ TEST_F(ServerTest, ABusySessionRefusesOrQueuesAndATurnCanBeCancelled) {
   EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 409u);
 }
 
+// A session's queue of inputs is bounded: past max_queued_inputs an input
+// is refused with 429 and Retry-After, and nothing more is stored.
+TEST_F(ServerTest, AFullQueueRefusesTheNextInputWithRetryAfter) {
+  StartModel(
+      Json::array({{{"text", "slow"}, {"delay_ms", 60000}}, {{"text", "q1"}}, {{"text", "q2"}}}));
+  ServerOptions so;
+  so.max_queued_inputs = 2;
+  StartServer(so);
+  std::string sid = NewSession();
+  Reply first = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "one"}});
+  ASSERT_EQ(first.status, 202u) << first.body;
+  std::string tid = first.json()["id"];
+  ASSERT_TRUE(model_->WaitForRequests(1, std::chrono::seconds(20)));
+  const Json enqueue = {{"input", std::string(1000, 'x')}, {"on_busy", "enqueue"}};
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns", enqueue).status, 202u);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns", enqueue).status, 202u);
+  Reply full = Call("POST", "/v1/sessions/" + sid + "/turns", enqueue);
+  EXPECT_EQ(full.status, 429u) << full.body;
+  EXPECT_EQ(full.json()["code"], "queue_full");
+  EXPECT_FALSE(full.headers["retry-after"].empty());
+  auto queued = engine_->store().ListQueuedInputs(sid);
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->size(), 2u);
+  EXPECT_EQ(Call("POST", "/v1/sessions/" + sid + "/turns/" + tid + "/cancel").status, 202u);
+  Wait(sid, tid);
+}
+
 // Queued inputs are kept by the store: a server stopped while the turn
 // before them ran starts them, in order, when it starts again.
 TEST_F(ServerTest, QueuedInputsSurviveARestart) {
@@ -802,6 +837,7 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
   so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite | kScopeApprove});
   so.tokens.push_back({Sha256Hex("tok-reader"), "acme", kScopeRead});
   so.tokens.push_back({Sha256Hex("tok-other"), "other", kScopeRead | kScopeWrite});
+  so.tokens.push_back({Sha256Hex("tok-ops"), "ops", kScopeAdmin});
   StartServer(so);
   auto as = [](const std::string& tok) {
     return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer " + tok}};
@@ -823,6 +859,12 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
       Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "x"}}, as("tok-other")).status,
       404u);
   EXPECT_EQ(Call("GET", "/v1/health").status, 200u);  // probes need no token
+  // The metrics count every tenant's sessions: the admin's only.
+  EXPECT_EQ(Call("GET", "/v1/metrics", nullptr, as("tok-acme")).status, 403u);
+  EXPECT_EQ(Call("GET", "/v1/metrics", nullptr, as("tok-other")).status, 403u);
+  Reply metrics = Call("GET", "/v1/metrics", nullptr, as("tok-ops"));
+  EXPECT_EQ(metrics.status, 200u);
+  EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_started_total"));
 }
 
 TEST_F(ServerTest, StateChangesFromAForeignOriginAreRefused) {
@@ -969,6 +1011,7 @@ TEST_F(ServerTest, SigningOutRevokesTheConsoleCookieAcrossARestart) {
   auto options = [] {
     ServerOptions so;
     so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite});
+    so.cookie_secret = std::string(64, 'c');
     return so;
   };
   StartServer(options());
@@ -998,6 +1041,75 @@ TEST_F(ServerTest, SigningOutRevokesTheConsoleCookieAcrossARestart) {
   StartServer(options());
   EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(cookie)).status, 401u);
   EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 200u);
+  StopServer();
+
+  // A new cookie secret ends every sign-in.
+  ServerOptions rotated = options();
+  rotated.cookie_secret = std::string(64, 'd');
+  StartServer(std::move(rotated));
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, with(kept)).status, 401u);
+}
+
+// A cookie made from what the configuration holds (the token's SHA-256, as
+// `server.tokens` stores it and `config show` prints it) is refused: the
+// server signs with a secret of its own.
+TEST_F(ServerTest, ACookieForgedFromTheTokensHashIsRefused) {
+  StartModel(Json::array());
+  ServerOptions so;
+  const TokenGrant admin{Sha256Hex("tok-admin"), "acme", kScopeAdmin};
+  so.tokens.push_back(admin);
+  StartServer(so);
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string grant_id = Sha256Hex("console:" + admin.sha256).substr(0, 16);
+  for (const char* version : {"v1", "v2"}) {
+    const std::string payload = std::string(version) + "." + grant_id + "." +
+                                std::to_string(now + 10LL * 365 * 24 * 3600 * 1000) +
+                                ".0123456789abcdef";
+    Result<std::string> mac = permissions::SignPayload(admin.sha256, payload);
+    ASSERT_TRUE(mac.ok());
+    const std::string forged =
+        "agentloop_console=" + payload + "." + mac->substr(mac->find('=') + 1);
+    Reply r = Call("GET", "/v1/sessions", nullptr, {{"Cookie", forged}});
+    EXPECT_EQ(r.status, 401u) << version << ": " << r.body;
+  }
+  // The real sign-in works.
+  Reply in = Call("POST", "/v1/console/session", nullptr,
+                  {{"Authorization", "Bearer tok-admin"},
+                   {"Origin", "http://127.0.0.1:" + std::to_string(port_)}});
+  ASSERT_EQ(in.status, 200u) << in.body;
+  const std::string cookie = in.headers["set-cookie"].substr(0, in.headers["set-cookie"].find(';'));
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Cookie", cookie}}).status, 200u);
+}
+
+// DNS rebinding: a page whose name now resolves to 127.0.0.1 sends its own
+// name as Host and a matching Origin. Only the server's names are answered,
+// before routing; the probes answer any Host.
+TEST_F(ServerTest, ARequestNamingAnotherHostIsRefusedBeforeRouting) {
+  StartModel(Json::array());
+  ServerOptions so;
+  so.public_url = "https://Agents.Example.com/";
+  StartServer(so);
+  const std::string port = std::to_string(port_);
+  const std::string evil = "rebind.attacker.example:" + port;
+  Reply made =
+      Call("POST", "/v1/sessions", Json::object(), {{"Host", evil}, {"Origin", "http://" + evil}});
+  EXPECT_EQ(made.status, 421u) << made.body;
+  EXPECT_EQ(made.json()["code"], "misdirected_request");
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", evil}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/", nullptr, {{"Host", evil}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", ""}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", "127.0.0.1:1"}}).status, 421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", "agents.example.com:8443"}}).status,
+            421u);
+  EXPECT_EQ(Call("GET", "/v1/sessions").json()["items"].size(), 0u);
+  for (const std::string& host :
+       {"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "[::1]:" + port,
+        std::string("agents.example.com"), std::string("agents.example.com:443")}) {
+    EXPECT_EQ(Call("GET", "/v1/sessions", nullptr, {{"Host", host}}).status, 200u) << host;
+  }
+  EXPECT_EQ(Call("GET", "/v1/health", nullptr, {{"Host", "10.0.0.7:" + port}}).status, 200u);
 }
 
 TEST_F(ServerTest, PatchRelabelsASession) {
@@ -1071,10 +1183,31 @@ TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   ASSERT_TRUE(e.ok());
   ServerOptions so;
   so.listen = "0.0.0.0:0";
+  so.no_auth = true;
   so.agents.push_back(Agent("coder", AgentOptions()));
   auto s = Server::Create(so, **e, io_);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.error().message(), HasSubstr("without tokens"));
+  EXPECT_THAT(s.error().message(), HasSubstr("without authentication"));
+}
+
+// No token does not mean no authentication: a server without tokens starts
+// only when told to serve without authentication.
+TEST_F(ServerTest, NoTokensWithoutNoAuthIsRefused) {
+  StartModel(Json::array());
+  EngineOptions eo;
+  eo.data_dir = tmp_.path() / "data";
+  auto e = Engine::Create(eo);
+  ASSERT_TRUE(e.ok());
+  ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.agents.push_back(Agent("coder", AgentOptions()));
+  auto s = Server::Create(so, **e, io_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), Code::kInvalidArgument);
+  EXPECT_THAT(s.error().message(), HasSubstr("no token"));
+  so.no_auth = true;
+  so.tokens.push_back({Sha256Hex("t"), "acme", kScopeRead});
+  EXPECT_FALSE(Server::Create(so, **e, io_).ok());
 }
 
 TEST_F(ServerTest, AShutdownKeepsAPausedSessionForTheNextServer) {
@@ -1157,9 +1290,19 @@ TEST_F(ServerTest, TheSeedsStreamRouteStartsWithTheSession) {
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->event, "session");
   EXPECT_FALSE(f->json()["sessionId"].get<std::string>().empty());
-  std::string last;
-  while (auto g = c.Next()) last = g->event;
-  EXPECT_EQ(last, "turn_end");
+  // loopengine's `done` comes exactly once, last, after the native turn_end.
+  std::vector<std::string> types;
+  Json done;
+  while (auto g = c.Next()) {
+    types.push_back(g->event);
+    if (g->event == "done") done = g->json();
+  }
+  ASSERT_GE(types.size(), 2u);
+  EXPECT_EQ(types[types.size() - 2], "turn_end");
+  EXPECT_EQ(types.back(), "done");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "done"), 1);
+  EXPECT_EQ(done["text"], "streamed");
+  EXPECT_FALSE(done.contains("stopReason"));
 }
 
 // Receives an agent's notifications on the server's io_context (made
@@ -1565,12 +1708,16 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   ServerOptions so;
   SessionOptions o = AgentOptions();
   AgentSpec a = Agent("rooted", o);
-  a.for_workspace = [o](const std::string& requested) -> Result<SessionOptions> {
+  a.for_workspace = [o](const std::string& tenant,
+                        const std::string& requested) -> Result<SessionOptions> {
     SessionOptions chosen = o;
-    chosen.workspace = o.workspace / requested;
+    chosen.workspace = o.workspace / tenant / requested;
     fs::create_directories(chosen.workspace);
-    chosen.mcp_servers = {FakeMcp()};
-    chosen.mcp_servers[0].name = "for_" + requested;
+    chosen.mcp_servers.clear();
+    if (!requested.empty()) {
+      chosen.mcp_servers = {FakeMcp()};
+      chosen.mcp_servers[0].name = "for_" + tenant + "_" + requested;
+    }
     return chosen;
   };
   so.agents.push_back(a);
@@ -1581,7 +1728,294 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
   Reply r = Call("GET", "/v1/sessions/" + sub + "/mcp");
   ASSERT_EQ(r.status, 200u) << r.body;
   ASSERT_EQ(r.json()["servers"].size(), 1u) << r.body;
-  EXPECT_EQ(r.json()["servers"][0]["name"], "for_sub");
+  EXPECT_EQ(r.json()["servers"][0]["name"], "for_default_sub");
+  // Every session of the agent works in its tenant's folder of the root.
+  EXPECT_EQ(Call("GET", "/v1/sessions/" + root).json()["workspace"],
+            fs::weakly_canonical(workspace_ / "default").string());
+}
+
+// The script items of one paused and approved turn: a write asked for
+// approval, then the answer after it ran. `tag` is in the turn's input and
+// picks the items out of the shared script, whichever session asks first.
+Json ApprovedTurnScript(const std::string& tag) {
+  return Json::array(
+      {{{"match", tag},
+        {"tool_calls",
+         Json::array({{{"id", "c" + tag},
+                       {"name", "write"},
+                       {"input", {{"file_path", tag + ".txt"}, {"content", "x"}}}}})}},
+       {{"match", tag}, {"text", "done " + tag}}});
+}
+
+// A client that decides an approval the instant its `pending` event arrives
+// finds it: the pause (event, checkpoint, pending index) is committed before
+// any stream shows it, and a decision that lands while the pausing turn is
+// still finishing continues the batch once it has. Sessions in parallel,
+// each watched on its own v1 stream or on the multiplexed one.
+TEST_F(ServerTest, AnApprovalDecidedTheInstantItsPendingEventArrivesIsFound) {
+  constexpr int kSessions = 4;
+  constexpr int kRounds = 30;
+  Json script = Json::array();
+  auto tag = [](int s, int r) { return "<s" + std::to_string(s) + "r" + std::to_string(r) + ">"; };
+  for (int r = 0; r < kRounds; ++r) {
+    for (int s = 0; s < kSessions; ++s) {
+      for (const Json& item : ApprovedTurnScript(tag(s, r))) script.push_back(item);
+    }
+  }
+  StartModel(script);
+  StartServer();
+  std::vector<std::string> sids;
+  for (int s = 0; s < kSessions; ++s) sids.push_back(NewSession());
+  std::vector<std::string> failures(kSessions);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSessions; ++s) {
+    threads.emplace_back([&, s] {
+      const std::string& sid = sids[s];
+      const bool multiplexed = s % 2 == 1;
+      Client stream(port_);
+      Reply head = stream.OpenStream(multiplexed ? "/v1/events/stream?sessions=" + sid
+                                                 : "/v1/sessions/" + sid + "/events/stream");
+      if (head.status != 200) {
+        failures[s] = "stream: HTTP " + std::to_string(head.status);
+        return;
+      }
+      for (int r = 0; r < kRounds && failures[s].empty(); ++r) {
+        const std::string t = tag(s, r);
+        Client poster(port_);
+        Reply started =
+            poster.Call("POST", "/v1/sessions/" + sid + "/turns", Json{{"input", t}}.dump());
+        if (started.status != 202) {
+          failures[s] = t + ": turn: " + started.body;
+          break;
+        }
+        bool decided = false;
+        for (;;) {
+          std::optional<Client::Frame> f = stream.Next();
+          if (!f) {
+            failures[s] = t + ": the stream ended or went quiet";
+            break;
+          }
+          Json e = f->json();
+          if (f->event == "pending" && !decided) {
+            const std::string aid = e["items"][0]["id"];
+            Client decider(port_);
+            Reply d = decider.Call("POST", "/v1/approvals/" + aid + "/decision",
+                                   Json{{"decision", "approve"}}.dump());
+            if (d.status != 200 || d.json().value("status", "") != "resumed") {
+              failures[s] = t + ": decision: HTTP " + std::to_string(d.status) + " " + d.body;
+              break;
+            }
+            decided = true;
+          } else if (f->event == "turn_end" && e.value("stop", "") != "pending_approval") {
+            if (!decided || e.value("final_text", "") != "done " + t) {
+              failures[s] = t + ": the turn ended " + e.dump();
+            }
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < kSessions; ++s) EXPECT_EQ(failures[s], "") << "session " << s;
+}
+
+// The same on the seeds' stream route: the approval is resolved as soon as
+// the stream shows it, and the resolve answers with the continued turn.
+TEST_F(ServerTest, TheSeedsStreamsPauseIsResolvedTheInstantItIsShown) {
+  constexpr int kRounds = 20;
+  Json script = Json::array();
+  for (int r = 0; r < kRounds; ++r) {
+    for (const Json& item : ApprovedTurnScript("<seed" + std::to_string(r) + ">")) {
+      script.push_back(item);
+    }
+  }
+  StartModel(script);
+  StartServer();
+  std::string sid;
+  for (int r = 0; r < kRounds; ++r) {
+    const std::string t = "<seed" + std::to_string(r) + ">";
+    Json body = {{"message", t}};
+    if (!sid.empty()) body["sessionId"] = sid;
+    Client c(port_);
+    Reply head = c.OpenStream("/agents/coder/messages/stream", {}, "POST", body.dump());
+    ASSERT_EQ(head.status, 200u) << t;
+    std::optional<Reply> resolved;
+    std::string announced, last;
+    while (auto f = c.Next()) {
+      last = f->event;
+      if (f->event == "session") sid = f->json()["sessionId"];
+      if (f->event == "approval:pending") announced = f->json()["id"];
+      if (f->event != "pending" || resolved) continue;
+      const std::string aid = f->json()["items"][0]["id"];
+      Client decider(port_);
+      resolved = decider.Call("POST", "/pending-approvals/" + aid + "/resolve",
+                              Json{{"decision", "approve"}}.dump());
+    }
+    ASSERT_TRUE(resolved.has_value()) << t << ": no pending event";
+    // loopengine's adapter events: the item as approval:pending, `done` last.
+    EXPECT_FALSE(announced.empty()) << t;
+    EXPECT_EQ(last, "done") << t;
+    ASSERT_EQ(resolved->status, 200u) << t << ": " << resolved->body;
+    EXPECT_EQ(resolved->json().value("text", ""), "done " + t) << resolved->body;
+  }
+}
+
+// An agent's webhook receiver that decides the approval from inside its
+// handler, before it answers the notification.
+TEST_F(ServerTest, AWebhookReceiverDecidesFromInsideItsHandler) {
+  constexpr int kRounds = 10;
+  Json script = Json::array();
+  for (int r = 0; r < kRounds; ++r) {
+    for (const Json& item : ApprovedTurnScript("<hook" + std::to_string(r) + ">")) {
+      script.push_back(item);
+    }
+  }
+  StartModel(script);
+  // The receiver runs on an io_context of its own: its handler blocks on a
+  // call to the server.
+  asio::io_context hook_io{1};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> outcomes;
+  HttpServer receiver(hook_io, HttpLimits{}, [&](std::shared_ptr<Exchange> ex) {
+    Json n = Json::parse(ex->request().body, nullptr, false);
+    std::string outcome = n.value("type", "");
+    if (outcome == "approval.requested") {
+      Client decider(port_);
+      Reply d = decider.Call("POST", "/v1/approvals/" + n.value("pending_id", "") + "/decision",
+                             Json{{"decision", "approve"}}.dump());
+      outcome += ": HTTP " + std::to_string(d.status) + " " + d.json().value("status", "");
+    }
+    Response r;
+    r.body = "{}";
+    ex->Send(std::move(r));
+    std::lock_guard<std::mutex> lock(mu);
+    outcomes.push_back(outcome);
+    cv.notify_all();
+  });
+  ASSERT_TRUE(receiver.Listen(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)).ok());
+  std::thread hook_thread([&] { hook_io.run(); });
+  ServerOptions so;
+  AgentSpec agent = Agent("coder", AgentOptions());
+  agent.webhook = {"http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook", "secret"};
+  so.agents.push_back(std::move(agent));
+  StartServer(std::move(so));
+  std::string sid = NewSession();
+  for (int r = 0; r < kRounds; ++r) {
+    const std::string t = "<hook" + std::to_string(r) + ">";
+    Reply started = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", t}});
+    ASSERT_EQ(started.status, 202u) << started.body;
+    // The turn pauses; the receiver's decision resumes it; it completes.
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] {
+      return outcomes.size() >= 2 * static_cast<size_t>(r + 1);
+    })) << t;
+    EXPECT_EQ(outcomes[2 * r], "approval.requested: HTTP 200 resumed") << t;
+    EXPECT_EQ(outcomes[2 * r + 1], "turn.completed") << t;
+  }
+  StopServer();
+  hook_io.stop();
+  hook_thread.join();
+}
+
+// Leaves in the store the start of a turn that never ends, as a server
+// killed while its model call was outstanding leaves it; returns its id.
+std::string WriteCutTurn(SessionStore& store, const std::string& sid) {
+  Result<SessionInfo> info = store.GetSession(sid);
+  EXPECT_TRUE(info.ok());
+  uint64_t seq = info.ok() ? info->last_seq : 0;
+  const std::string turn = "turn_cut_" + std::to_string(seq);
+  std::vector<Event> events;
+  auto add = [&](Event e) {
+    e.seq = ++seq;
+    e.ts = 1;
+    events.push_back(std::move(e));
+  };
+  add(MakeEvent(
+      TurnBeginData{.input = "user", .command = CommandKind::kCode, .budget = {}, .counters = {}},
+      sid, turn));
+  add(MakeEvent(MessageData{Message::User("cut " + turn)}, sid, turn));
+  add(MakeEvent(StepBeginData{.step = 1, .max_output_tokens = 0, .messages = 1}, sid, turn));
+  EXPECT_TRUE(store.Append(sid, events).ok());
+  return turn;
+}
+
+// A cut turn (its server killed mid-turn) ends `failed` before anything
+// else runs, on every path: a restarted server asked for its state, a
+// queued input, {"continue": true}; and its state reads 200.
+TEST_F(ServerTest, ACutTurnEndsFirstOnEveryPathAndItsStateIsReadable) {
+  StartModel(Json::array({{{"text", "first"}}, {{"text", "queued ran"}}, {{"text", "continued"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "one")["stop"], "completed");
+  StopServer();
+
+  // A restarted server answers the cut turn's state: ended failed.
+  const std::string cut1 = WriteCutTurn(engine_->store(), sid);
+  StartServer();
+  for (const std::string& path : {"/turns/" + cut1, "/turns/" + cut1 + "/wait?timeout_s=1"}) {
+    Reply state = Call("GET", "/v1/sessions/" + sid + path);
+    ASSERT_EQ(state.status, 200u) << path << " " << state.body;
+    EXPECT_EQ(state.json()["status"], "done") << state.body;
+    EXPECT_EQ(state.json()["result"]["stop"], "failed") << state.body;
+    EXPECT_THAT(state.json()["result"]["reason"].get<std::string>(),
+                HasSubstr(std::string(kCutTurnReason)));
+  }
+  StopServer();
+
+  // A queued input: the cut turn ends, then the input runs.
+  const uint64_t before = engine_->store().GetSession(sid)->last_seq;
+  const std::string cut2 = WriteCutTurn(engine_->store(), sid);
+  ASSERT_TRUE(engine_->store().EnqueueInput(sid, "queued", false).ok());
+  StartServer();
+  {
+    Client c(port_);
+    c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=" + std::to_string(before));
+    std::vector<std::string> seen;
+    while (auto f = c.Next()) {
+      Json e = f->json();
+      if (f->event == "turn_begin") seen.push_back("begin:" + e["turn_id"].get<std::string>());
+      if (f->event != "turn_end") continue;
+      seen.push_back("end:" + e["turn_id"].get<std::string>() + ":" + e["stop"].get<std::string>());
+      if (e["stop"] == "completed") {
+        EXPECT_EQ(e["final_text"], "queued ran");
+        break;
+      }
+    }
+    ASSERT_EQ(seen.size(), 4u) << ::testing::PrintToString(seen);
+    EXPECT_EQ(seen[0], "begin:" + cut2);
+    EXPECT_EQ(seen[1], "end:" + cut2 + ":failed");
+    EXPECT_NE(seen[2], "begin:" + cut2);
+  }
+  EXPECT_TRUE(engine_->store().ListQueuedInputs(sid)->empty());
+
+  // {"continue": true}: the cut turn ends, then is retried (its id).
+  // The queued turn's session closes after its end (bounded wait).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Call("GET", "/v1/sessions/" + sid).json()["status"] != "idle") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the session never went idle";
+    std::this_thread::yield();
+  }
+  const std::string cut3 = WriteCutTurn(engine_->store(), sid);
+  Reply cont = Call("POST", "/v1/sessions/" + sid + "/turns", {{"continue", true}});
+  ASSERT_EQ(cont.status, 202u) << cont.body;
+  EXPECT_EQ(cont.json()["id"], cut3);
+  Json done = Wait(sid, cut3);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "continued");
+  auto events = engine_->store().Events(sid, 0);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> of_cut3;
+  for (const auto& e : *events) {
+    if (e.turn_id != cut3 || (e.type != "turn_begin" && e.type != "turn_end")) continue;
+    Json j = Json::parse(e.json);
+    of_cut3.push_back(
+        e.type + ":" +
+        (e.type == "turn_end" ? j["stop"].get<std::string>() : j["input"].get<std::string>()));
+  }
+  EXPECT_EQ(of_cut3, (std::vector<std::string>{"turn_begin:user", "turn_end:failed",
+                                               "turn_begin:retry", "turn_end:completed"}));
 }
 
 }  // namespace

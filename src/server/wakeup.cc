@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <system_error>
 
-#include "agentloop/event_data.h"
+#include "agentloop/engine.h"
 
 namespace agentloop::server {
 
@@ -71,21 +71,9 @@ Result<bool> TakeOverExpired(SessionStore& store, const std::string& session_id,
   AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionLock> lock,
                       store.AcquireLock(session_id, static_cast<int64_t>(getpid())));
   AL_ASSIGN_OR_RETURN(SessionSnapshot snap, store.Load(session_id, LoadOptions{}));
-  AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> events, store.Events(session_id, 0));
-  // The turn that was running when its instance stopped.
-  const StoredEvent* begun = UnfinishedTurn(events);
-  if (begun != nullptr) {
-    TurnEndData end;
-    end.stop = StopReason::kFailed;
-    end.reason =
-        "the instance running this turn stopped (its lease expired without a heartbeat); the "
-        "session was taken over and its unfinished tool calls were answered as not known to "
-        "have completed: retry the turn to continue";
-    Event e = MakeEvent(end, session_id, begun->turn_id);
-    e.seq = snap.last_seq + 1;
-    e.ts = now_ms;
-    AL_RETURN_IF_ERROR(lock->Append({&e, 1}));
-  }
+  // The turn that was running when its instance stopped ends, as every
+  // takeover ends it.
+  AL_RETURN_IF_ERROR(EndCutTurn(*lock, snap, now_ms));
   return snap.decided_checkpoint.has_value();
 }
 

@@ -74,8 +74,8 @@ class WakeupPoller {
 // stopped mid-turn): takes the lease, loads the session with crash repair
 // (every tool call without a result gets an is_error result saying what is
 // known), and, when its newest turn has no `turn_end`, ends that turn
-// `failed` with a reason saying why, so watchers see it end. The turn is not
-// continued: the user may retry it. Returns whether the session has a
+// `failed` (EndCutTurn), so watchers see it end. The turn is not
+// continued: the user may continue it. Returns whether the session has a
 // decided batch waiting to be continued. Errors: kBusy when another holder
 // is live (nothing to take over); the store's.
 Result<bool> TakeOverExpired(SessionStore& store, const std::string& session_id, int64_t now_ms);

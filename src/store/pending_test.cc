@@ -37,6 +37,29 @@ class PendingTest : public StoreTest {
 };
 AL_STORE_CONFORMANCE(PendingTest);
 
+// A pause is one commit: the events that announce it (the `pending` event
+// among them), the checkpoint and its index; a refused checkpoint stores
+// none of the events.
+TEST_P(PendingTest, APauseCommitsItsEventsWithItsCheckpoint) {
+  std::string s = NewSession();
+  std::vector<Event> events = {MakeEvent(EventType::kDecision, 1, Json::object()),
+                               MakeEvent(EventType::kPending, 2, Json::object())};
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1"}), events).ok());
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 2u);
+  EXPECT_TRUE(store_->GetPending("p1")->has_value());
+  auto stored = store_->Events(s, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ((*stored)[1].type, "pending");
+
+  std::vector<Event> more = {MakeEvent(EventType::kPending, 3, Json::object())};
+  auto refused = store_->SaveCheckpoint(Batch(s, {"p1"}), more);  // p1 exists
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), Code::kAlreadyExists);
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 2u);
+  EXPECT_TRUE(store_->GetPending("p1")->has_value());
+}
+
 TEST_P(PendingTest, SaveListAndOpenCheckpoint) {
   std::string s1 = NewSession();
   std::string s2 = NewSession();

@@ -5,6 +5,8 @@
 
 #include <libpq-fe.h>
 
+#include "store/libpq_loader.h"
+
 namespace agentloop::store {
 
 PgRows::PgRows(pg_result* r) : r_(r, [](pg_result* p) { PQclear(p); }) {}
@@ -48,6 +50,7 @@ std::string Trim(std::string s) {
 }  // namespace
 
 Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url) {
+  AL_RETURN_IF_ERROR(LoadLibpq());
   PGconn* c = PQconnectdb(url.c_str());
   if (c == nullptr) return Unavailable("PostgreSQL: out of memory connecting");
   if (PQstatus(c) != CONNECTION_OK) {

@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "store/libpq_loader.h"
+
 namespace agentloop::store {
 namespace {
 
@@ -305,6 +307,7 @@ Result<std::string> PgTestCluster::NewSchemaUrl() {
 }
 
 Status PgExecForTest(const std::string& url, const std::string& sql) {
+  AL_RETURN_IF_ERROR(LoadLibpq());
   PGconn* conn = PQconnectdb(url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = PQerrorMessage(conn);
@@ -322,6 +325,7 @@ Status PgExecForTest(const std::string& url, const std::string& sql) {
 }
 
 Result<int64_t> PgQueryIntForTest(const std::string& url, const std::string& sql) {
+  AL_RETURN_IF_ERROR(LoadLibpq());
   PGconn* conn = PQconnectdb(url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = PQerrorMessage(conn);

@@ -80,12 +80,12 @@ class PgSessionLock final : public SessionLock {
   Status Append(std::span<const Event> events) override {
     return store_->FencedAppend(session_id_, events, fence_);
   }
-  Status SaveCheckpoint(const Checkpoint& checkpoint) override {
+  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
     if (checkpoint.session_id != session_id_) {
       return InvalidArgument("checkpoint of session " + checkpoint.session_id +
                              " saved through the lock of session " + session_id_);
     }
-    return store_->SaveCheckpointFenced(checkpoint, &fence_);
+    return store_->SaveCheckpointFenced(checkpoint, events, &fence_);
   }
   Status SetState(std::string_view key, const Json& value) override {
     return store_->SetStateFenced(session_id_, key, value, &fence_);
@@ -95,6 +95,9 @@ class PgSessionLock final : public SessionLock {
   }
   Result<std::optional<Checkpoint>> ClaimDecided() override {
     return store_->ClaimDecidedFenced(session_id_, &fence_);
+  }
+  Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
+    return store_->FencedAppendTakingInput(session_id_, events, input_id, fence_);
   }
 
  private:
@@ -717,6 +720,7 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string
   replay.messages.clear();
   snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
   snap.last_turn_end = replay.last_turn_end;
+  snap.unfinished_turn = replay.unfinished_turn;
   snap.warnings = replay.warnings;
   snap.context_mark = replay.context_mark;
   if (!options.repair) return snap;
@@ -881,11 +885,12 @@ Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpo
       .status();
 }
 
-Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint) {
-  return SaveCheckpointFenced(checkpoint, nullptr);
+Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
+  return SaveCheckpointFenced(checkpoint, events, nullptr);
 }
 
-Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint, const PgFence* fence) {
+Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint,
+                                           std::span<const Event> events, const PgFence* fence) {
   if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
   if (checkpoint.outstanding.empty()) {
     return InvalidArgument("checkpoint of session " + checkpoint.session_id +
@@ -896,14 +901,16 @@ Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint, const P
   }
   const int64_t now = Now();
   auto save = [&](bool again) {
-    return InTxn(
-        [&](PgConn& c) -> Status { return SaveCheckpointOn(c, checkpoint, fence, now, again); });
+    return InTxn([&](PgConn& c) -> Status {
+      return SaveCheckpointOn(c, checkpoint, events, fence, now, again);
+    });
   };
   return fence != nullptr ? RideOutOutage(save) : save(false);
 }
 
 Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
-                                       const PgFence* fence, int64_t now, bool again) {
+                                       std::span<const Event> events, const PgFence* fence,
+                                       int64_t now, bool again) {
   AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
                                        " lease_pid, lease_host FROM sessions"
                                        " WHERE id = $1 FOR UPDATE",
@@ -913,7 +920,8 @@ Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
   const std::string tenant = s.Text(0, 0);
   if (again) {
     // An earlier attempt that committed (its reply lost) left the batch's
-    // first item pending in an open checkpoint of this session.
+    // first item pending in an open checkpoint of this session, and its
+    // events stored (the same transaction).
     AL_ASSIGN_OR_RETURN(
         PgRows saved,
         c.Exec("SELECT 1 FROM pending_index p JOIN checkpoints k ON k.id = p.checkpoint_id"
@@ -951,7 +959,8 @@ Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
     }
     AL_RETURN_IF_ERROR(r.status());
   }
-  return Status::Ok();
+  if (events.empty()) return Status::Ok();
+  return AppendOn(c, checkpoint.session_id, events, now, fence);
 }
 
 Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
@@ -1348,6 +1357,60 @@ Result<std::optional<QueuedInput>> PostgresStore::TakeQueuedInput(std::string_vi
     AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
     return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
                                                   r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
+  });
+}
+
+Result<std::optional<QueuedInput>> PostgresStore::NextQueuedInput(std::string_view session_id,
+                                                                  int64_t owner_pid) {
+  return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+    if (!holder || holder->pid != owner_pid || holder->host != host_) {
+      return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
+                       " on " + host_ +
+                       " does not hold its lease and may not take its queued input");
+    }
+    AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
+                                              " AND state IN (0, 2) LIMIT 1",
+                                              {P(session_id)}));
+    if (!paused.empty()) return std::optional<QueuedInput>();
+    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
+                                         " FROM session_inputs WHERE session_id = $1"
+                                         " ORDER BY position LIMIT 1",
+                                         {P(session_id)}));
+    if (r.empty()) return std::optional<QueuedInput>();
+    return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
+                                                  r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
+  });
+}
+
+Status PostgresStore::FencedAppendTakingInput(std::string_view session_id,
+                                              std::span<const Event> events,
+                                              std::string_view input_id, const PgFence& fence) {
+  const int64_t now = Now();
+  return RideOutOutage([&](bool again) {
+    return InTxn([&](PgConn& c) -> Status {
+      // The session's row first (as Append and TakeQueuedInput lock it),
+      // then the input's.
+      AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, fence));
+      AL_ASSIGN_OR_RETURN(PgRows taken,
+                          c.Exec("DELETE FROM session_inputs WHERE id = $1 AND session_id = $2"
+                                 " RETURNING id",
+                                 {P(input_id), P(session_id)}));
+      if (taken.empty()) {
+        // An earlier attempt that committed (its reply lost) took it with
+        // the events: AppendOn finds them stored.
+        if (!again || events.empty()) {
+          return NotFound("queued input " + std::string(input_id) + " of session " +
+                          std::string(session_id) + " is no longer queued");
+        }
+      } else {
+        // The last input taken: no work left (a decided batch never waits
+        // while an input is taken).
+        AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
+      }
+      if (events.empty()) return Status::Ok();
+      return AppendOn(c, session_id, events, now, &fence, again);
+    });
   });
 }
 

@@ -82,7 +82,7 @@ class PostgresStore final : public SessionStore {
   Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
                                             int64_t owner_pid) override;
 
-  Status SaveCheckpoint(const Checkpoint& checkpoint) override;
+  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<PendingRecord>> ListPending(
       std::optional<std::string_view> session_id) override;
@@ -119,6 +119,8 @@ class PostgresStore final : public SessionStore {
   Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
   Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
                                                      int64_t owner_pid) override;
+  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
+                                                     int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
 
   Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) override;
@@ -144,9 +146,13 @@ class PostgresStore final : public SessionStore {
 
   // Used by the lease handle: the writes of its holder, refused
   // (LeaseLost) unless the session's lease is still `fence`.
+  // SessionLock::AppendTakingInput, fenced by `fence`.
+  Status FencedAppendTakingInput(std::string_view session_id, std::span<const Event> events,
+                                 std::string_view input_id, const PgFence& fence);
   Status FencedAppend(std::string_view session_id, std::span<const Event> events,
                       const PgFence& fence);
-  Status SaveCheckpointFenced(const Checkpoint& checkpoint, const PgFence* fence);
+  Status SaveCheckpointFenced(const Checkpoint& checkpoint, std::span<const Event> events,
+                              const PgFence* fence);
   Status SetStateFenced(std::string_view session_id, std::string_view key, const Json& value,
                         const PgFence* fence);
   Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
@@ -210,8 +216,8 @@ class PostgresStore final : public SessionStore {
   Status SetStateOnce(std::string_view session_id, std::string_view key, const Json& value,
                       const PgFence* fence);
   // Inside a transaction: SaveCheckpoint's work; `again` as for AppendOn.
-  Status SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint, const PgFence* fence,
-                          int64_t now, bool again);
+  Status SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint, std::span<const Event> events,
+                          const PgFence* fence, int64_t now, bool again);
   // `row`: tenant, title, last_seq, lease_token, lease_epoch, lease_pid,
   // lease_host of the session, read FOR UPDATE. LeaseLost unless the lease
   // is `fence`.

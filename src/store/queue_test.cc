@@ -38,6 +38,42 @@ class QueueTest : public StoreTest {
 };
 AL_STORE_CONFORMANCE(QueueTest);
 
+// The server's way: the next input is looked at and left queued; the turn
+// that runs it takes it in the transaction of its first commit, so a
+// process that stops before that commit leaves it for the next holder.
+TEST_P(QueueTest, AnInputLeftQueuedIsTakenWithTheTurnsFirstCommit) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->EnqueueInput(id, "first", false).ok());
+  ASSERT_TRUE(store_->EnqueueInput(id, "second", false).ok());
+  {
+    auto lock = store_->AcquireLock(id, getpid());
+    ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+    auto next = store_->NextQueuedInput(id, getpid());
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status().ToString();
+    EXPECT_EQ((*next)->input, "first");
+    // The holder stops before its turn's first commit: nothing is lost.
+  }
+  EXPECT_EQ(Inputs(id), (std::vector<std::string>{"first", "second"}));
+  auto lock = store_->AcquireLock(id, getpid());
+  ASSERT_TRUE(lock.ok());
+  auto next = store_->NextQueuedInput(id, getpid());
+  ASSERT_TRUE(next.ok() && next->has_value());
+  Event begin = MakeEvent(EventType::kTurnBegin, 1, Json::object());
+  ASSERT_TRUE((*lock)->AppendTakingInput({&begin, 1}, (*next)->id).ok());
+  EXPECT_EQ(Inputs(id), (std::vector<std::string>{"second"}));
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
+  // Taken once: a second take appends nothing.
+  Event again = MakeEvent(EventType::kTurnBegin, 2, Json::object());
+  auto twice = (*lock)->AppendTakingInput({&again, 1}, (*next)->id);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.code(), Code::kNotFound);
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
+  // Another process's look is refused.
+  auto not_ours = store_->NextQueuedInput(id, getppid());
+  ASSERT_FALSE(not_ours.ok());
+  EXPECT_TRUE(IsLeaseLost(not_ours.error()));
+}
+
 // Inputs queue behind each other, survive reopening the store, and come out
 // oldest first, each once; a continuation is kept as one.
 TEST_P(QueueTest, InputsAreTakenInOrderOnceAndSurviveAReopen) {

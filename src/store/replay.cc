@@ -122,6 +122,16 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
       out.ended.insert(StrField(j, "id"));
     } else if (row.type == "turn_end") {
       ReadTurnEnd(row, j, out);
+      out.unfinished_turn.reset();
+    } else if (row.type == "turn_begin") {
+      SessionSnapshot::BegunTurn begun;
+      begun.turn_id = row.turn_id;
+      begun.begin_seq = row.seq;
+      auto counters = j.find("counters");
+      if (counters != j.end() && counters->is_object()) {
+        begun.counters = TurnCountersFromJson(*counters);
+      }
+      out.unfinished_turn = std::move(begun);
     }
     // Other types do not change what Load returns; unknown types are
     // ignored (forward compatibility).

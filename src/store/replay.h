@@ -33,6 +33,8 @@ struct ReplayResult {
   // turn_id of the event that appended messages.back() (for the repair).
   std::string last_message_turn_id;
   std::optional<LastTurnEnd> last_turn_end;
+  // The newest turn_begin with no turn_end after it.
+  std::optional<SessionSnapshot::BegunTurn> unfinished_turn;
   std::vector<LoadWarning> warnings;
   uint64_t last_seq = 0;
   std::set<std::string> begun;  // tool_call_begin ids

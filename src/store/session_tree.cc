@@ -38,6 +38,7 @@ Status AddChildren(SessionStore& store, SessionTreeNode& node, int depth, int& l
     child.info = std::move(snap.info);
     child.last_turn_end = std::move(snap.last_turn_end);
     child.paused = snap.open_checkpoint.has_value();
+    child.running = snap.unfinished_turn.has_value();
     AL_RETURN_IF_ERROR(AddChildren(store, child, depth + 1, loaded, options));
     node.children.push_back(std::move(child));
   }
@@ -60,6 +61,7 @@ Result<SessionTreeNode> LoadSessionTree(SessionStore& store, SessionSnapshot roo
   node.info = std::move(root.info);
   node.last_turn_end = std::move(root.last_turn_end);
   node.paused = root.open_checkpoint.has_value();
+  node.running = root.unfinished_turn.has_value();
   int loaded = 1;
   AL_RETURN_IF_ERROR(AddChildren(store, node, 0, loaded, options));
   return node;
@@ -75,7 +77,9 @@ Json SessionTreeJson(const SessionTreeNode& node) {
             {"parent_id", i.parent_id},
             {"created_at_ms", i.created_at_ms},
             {"updated_at_ms", i.updated_at_ms}};
-  if (node.paused) {
+  if (node.running) {
+    j["status"] = "running";
+  } else if (node.paused) {
     j["status"] = "paused";
   } else if (node.last_turn_end) {
     j["status"] = std::string(StopReasonName(node.last_turn_end->stop));

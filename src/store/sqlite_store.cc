@@ -97,12 +97,12 @@ class SqliteSessionLock final : public SessionLock {
   Status Append(std::span<const Event> events) override {
     return store_->Append(session_id_, events);
   }
-  Status SaveCheckpoint(const Checkpoint& checkpoint) override {
+  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
     if (checkpoint.session_id != session_id_) {
       return InvalidArgument("checkpoint of session " + checkpoint.session_id +
                              " saved through the lock of session " + session_id_);
     }
-    return store_->SaveCheckpoint(checkpoint);
+    return store_->SaveCheckpoint(checkpoint, events);
   }
   Status SetState(std::string_view key, const Json& value) override {
     return store_->SetState(session_id_, key, value);
@@ -112,6 +112,9 @@ class SqliteSessionLock final : public SessionLock {
   }
   Result<std::optional<Checkpoint>> ClaimDecided() override {
     return store_->ClaimDecided(session_id_);
+  }
+  Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
+    return store_->AppendTakingInput(session_id_, events, input_id);
   }
 
  private:
@@ -561,6 +564,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(TenantFilter tenant, std::string_v
   replay.messages.clear();
   snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
   snap.last_turn_end = replay.last_turn_end;
+  snap.unfinished_turn = replay.unfinished_turn;
   snap.warnings = replay.warnings;
   snap.context_mark = replay.context_mark;
   if (!options.repair) return snap;
@@ -720,7 +724,7 @@ Status SqliteStore::CloseCheckpointLocked(const std::string& checkpoint_id) {
   return SetCheckpointStateLocked(checkpoint_id, CheckpointState::kClosed);
 }
 
-Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
+Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
   if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
   if (checkpoint.outstanding.empty()) {
     return InvalidArgument("checkpoint of session " + checkpoint.session_id +
@@ -765,6 +769,7 @@ Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint) {
     }
     AL_RETURN_IF_ERROR(s);
   }
+  if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(checkpoint.session_id, events, now));
   return txn.Commit();
 }
 
@@ -1229,7 +1234,35 @@ Result<std::vector<QueuedInput>> SqliteStore::ListQueuedInputs(std::string_view 
 Result<std::optional<QueuedInput>> SqliteStore::TakeQueuedInput(std::string_view session_id,
                                                                 int64_t owner_pid) {
   std::lock_guard lk(mu_);
+  return NextQueuedInputLocked(session_id, owner_pid, /*take=*/true);
+}
+
+Result<std::optional<QueuedInput>> SqliteStore::NextQueuedInput(std::string_view session_id,
+                                                                int64_t owner_pid) {
+  std::lock_guard lk(mu_);
+  return NextQueuedInputLocked(session_id, owner_pid, /*take=*/false);
+}
+
+Status SqliteStore::AppendTakingInput(std::string_view session_id, std::span<const Event> events,
+                                      std::string_view input_id) {
+  const int64_t now = Now();
+  std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_ASSIGN_OR_RETURN(Stmt del,
+                      db_->Prepare("DELETE FROM session_inputs WHERE id = ? AND session_id = ?"));
+  AL_RETURN_IF_ERROR(del.Bind(1, input_id).Bind(2, session_id).Run());
+  if (db_->Changes() == 0) {
+    return NotFound("queued input " + std::string(input_id) + " of session " +
+                    std::string(session_id) + " is no longer queued");
+  }
+  if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
+  return txn.Commit();
+}
+
+Result<std::optional<QueuedInput>> SqliteStore::NextQueuedInputLocked(std::string_view session_id,
+                                                                      int64_t owner_pid,
+                                                                      bool take) {
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/take));
   AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
   AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
   if (!holder || holder->pid != owner_pid || holder->host != host_) {
@@ -1245,6 +1278,7 @@ Result<std::optional<QueuedInput>> SqliteStore::TakeQueuedInput(std::string_view
   }
   AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> next, ListQueuedInputsLocked(session_id, 1));
   if (next.empty()) return std::optional<QueuedInput>();
+  if (!take) return std::optional<QueuedInput>(std::move(next[0]));
   AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM session_inputs WHERE id = ?"));
   AL_RETURN_IF_ERROR(del.Bind(1, next[0].id).Run());
   AL_RETURN_IF_ERROR(txn.Commit());

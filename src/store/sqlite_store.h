@@ -50,7 +50,7 @@ class SqliteStore final : public SessionStore {
   Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
                                             int64_t owner_pid) override;
 
-  Status SaveCheckpoint(const Checkpoint& checkpoint) override;
+  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<PendingRecord>> ListPending(
       std::optional<std::string_view> session_id) override;
@@ -87,7 +87,12 @@ class SqliteStore final : public SessionStore {
   Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
   Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
                                                      int64_t owner_pid) override;
+  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
+                                                     int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
+  // SessionLock::AppendTakingInput (unfenced, as Append).
+  Status AppendTakingInput(std::string_view session_id, std::span<const Event> events,
+                           std::string_view input_id);
 
   std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
   // The calls of the same name, matching only rows of `tenant` (nullopt:
@@ -151,6 +156,9 @@ class SqliteStore final : public SessionStore {
   // session of the list order unless it is that session.
   Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);
   // The session's first `limit` queued inputs (< 0: all), oldest first.
+  // TakeQueuedInput (`take`) or NextQueuedInput, with mu_ held.
+  Result<std::optional<QueuedInput>> NextQueuedInputLocked(std::string_view session_id,
+                                                           int64_t owner_pid, bool take);
   Result<std::vector<QueuedInput>> ListQueuedInputsLocked(std::string_view session_id,
                                                           int64_t limit);
   // One Load attempt; sets *raced when another writer appended during it.

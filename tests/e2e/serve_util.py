@@ -8,6 +8,7 @@ import os
 import re
 import select
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,12 +16,16 @@ import urllib.request
 from e2e_util import BIN, TIMEOUT, CliTestCase
 
 
-def start_serve_process(binary, env, cwd, port=0, timeout=TIMEOUT):
-    """Starts `binary serve` on 127.0.0.1:`port` (0: a free one) and returns
+def start_serve_process(binary, env, cwd, port=0, timeout=TIMEOUT, no_auth=True):
+    """Starts `binary serve` on 127.0.0.1:`port` (0: a free one), with
+    --no-auth when `no_auth` (then it must have no server.tokens), and returns
     (process, base URL, line) once it says where it listens, or (process,
     None, the last line it wrote) when it did not within `timeout` seconds.
     Its stderr stays a pipe the caller may read."""
-    p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % port],
+    args = [binary, "serve", "--listen", "127.0.0.1:%d" % port]
+    if no_auth:
+        args.append("--no-auth")
+    p = subprocess.Popen(args,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     deadline = time.monotonic() + timeout
@@ -38,12 +43,25 @@ def start_serve_process(binary, env, cwd, port=0, timeout=TIMEOUT):
     return p, None, line
 
 
+def next_stderr_line(proc, timeout=TIMEOUT):
+    """The next line `proc` (start_serve_process) writes to stderr, or None
+    when none came within `timeout` seconds. (The pipe's reader may hold the
+    line already, so the pipe itself is not polled.)"""
+    got = []
+    t = threading.Thread(target=lambda: got.append(proc.stderr.readline()), daemon=True)
+    t.start()
+    t.join(timeout)
+    return got[0] if got else None
+
+
 class ServeCase(CliTestCase):
     """Starts `agentloop serve` and calls it (no tests of its own)."""
 
     def setUp(self):
         super().setUp()
         self.procs = []
+        # Without configured tokens the servers serve with --no-auth.
+        self.serve_tokens = False
 
     def tearDown(self):
         for p in self.procs:
@@ -62,6 +80,7 @@ class ServeCase(CliTestCase):
             f.write('[agent]\ndescription = "writes files"\nworkspace = "%s"\n\n'
                     '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
                     'api_key_env = "WRITER_KEY"\n%s' % (self.ws, base_url, extra))
+        self.serve_tokens = bool(tokens)
         if tokens:
             cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
             with open(cfg, "w", encoding="utf-8") as f:
@@ -73,7 +92,8 @@ class ServeCase(CliTestCase):
         (process, base URL). Its stderr stays a pipe the test may read."""
         if env is None:
             env = self.env(WRITER_KEY="sk-test")
-        p, base, line = start_serve_process(BIN, env, self.tmp, port)
+        p, base, line = start_serve_process(BIN, env, self.tmp, port,
+                                            no_auth=not self.serve_tokens)
         self.procs.append(p)
         if base is None:
             self.fail("serve did not start: %r" % line)

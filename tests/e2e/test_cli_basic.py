@@ -100,6 +100,18 @@ class ExitCodeTest(CliTestCase):
         # The footer names documentation a user can open.
         self.assertRegex(h.stdout, r"Documentation: man agentloop, and /\S+/share/doc/agentloop/cli\.md")
 
+    def test_a_command_on_sqlite_loads_no_postgresql_client(self):
+        # libpq (and the Kerberos, LDAP and TLS libraries it pulls in) is
+        # opened only when a PostgreSQL URL is used.
+        env = dict(self.env(), LD_DEBUG="libs")
+        for args in (["--version"], ["run", "--provider", "script", "--script", DEMO_SCRIPT,
+                                     "-C", self.ws, "--allow", "*", "fix the bug"]):
+            p = self.run_cli(*args, env=env)
+            self.assert_code(p, 0)
+            self.assertIn("calling init", p.stderr, "LD_DEBUG=libs printed nothing")
+            self.assertNotIn("libpq", p.stderr, args)
+            self.assertNotIn("libkrb5", p.stderr, args)
+
     def test_usage_errors_exit_2(self):
         for args in (["run"], ["frobnicate"], ["run", "--bogus", "x"],
                      ["run", "--output", "xml", "x"], ["sessions", "show"],
@@ -162,6 +174,15 @@ class ExitCodeTest(CliTestCase):
         r = self.json_result(p)
         self.assertEqual(r["status"], "denied")
         self.assertIn(BUGGY_LINE, self.read_ws())
+
+    def test_a_refusal_exits_4_and_says_so(self):
+        s = self.write("refuse.json", [{"text": "I can't help with that", "finish": "refused"}])
+        p = self.script_run("--output", "json", script=s)
+        self.assert_code(p, 4)
+        self.assertEqual(self.json_result(p)["status"], "refused")
+        t = self.script_run(script=s)
+        self.assert_code(t, 4)
+        self.assertIn("refused to answer", t.stdout + t.stderr)
 
     def test_pending_exits_5_and_says_how_to_answer(self):
         p = self.script_run("--output", "json")

@@ -5,9 +5,10 @@ session replays the conversation and asks the pending items right there;
 import json
 import os
 import pty
+import shutil
 import subprocess
 
-from e2e_util import BIN, BUGGY_LINE, CliTestCase, DEMO_SCRIPT, TIMEOUT
+from e2e_util import BIN, BUGGY_LINE, CliTestCase, DEMO, DEMO_SCRIPT, TIMEOUT
 
 
 class ChatPausedTest(CliTestCase):
@@ -147,6 +148,20 @@ class ChatUndoPermissionsTest(CliTestCase):
         return sid, [b["text"] for e in self.export(sid) if e["type"] == "message"
                      and e["message"]["role"] == "user"
                      for b in e["message"]["content"] if b.get("type") == "text"]
+
+    def test_a_prompt_on_the_command_line_is_the_chats_first_turn(self):
+        # `agentloop "fix the bug"` and `agentloop chat fix the bug`, as with
+        # claude and codex: the chat starts with that prompt.
+        for argv in (["fix the bug"], ["chat", "fix", "the", "bug"]):
+            shutil.rmtree(self.ws)
+            shutil.copytree(DEMO, self.ws, ignore=shutil.ignore_patterns("__pycache__"))
+            c = self.run_cli(*argv, "--provider", "script", "--script", DEMO_SCRIPT, "-C", self.ws,
+                             "--yolo", stdin="")
+            self.assert_code(c, 0)
+            self.assert_fixed()
+            sid, texts = self.user_texts()
+            self.assertEqual(texts[0], "fix the bug", argv)
+            self.run_cli("sessions", "rm", sid)
 
     def test_undo_reverts_the_newest_change_first_and_tells_the_model(self):
         s = self.write("undo.json", [

@@ -170,6 +170,37 @@ class ShellReaderTest(CliTestCase):
         self.assertEqual(self.decision("git log --oneline", "--allow", "bash(git log*)"),
                          "allow")
 
+    def test_hidden_commands_are_asked_or_denied(self):
+        # One line of each class that runs a command the rule does not name.
+        asked = [("git grep -e -- -O'touch pwned;'", "bash(git grep*)"),
+                 ("find . -name -- -o -fprint pwned", "bash(find *)"),
+                 ("sort -T -- -o pwned a.txt", "bash(sort *)"),
+                 ("curl -s -H -- -o pwned https://example.com", "bash(curl *)"),
+                 ("python3 -m pip install evil", "bash(python3*)"),
+                 ("python3 - <<< 'open(\"pwned\", \"w\")'", "bash(python3*)"),
+                 ("python3.11 -c 'open(\"pwned\", \"w\")'", "bash(python3*)"),
+                 ("perl -M'strict; open F, \">pwned\"' /dev/null", "bash(perl*)"),
+                 ("node --import ./p.mjs app.js", "bash(node *)"),
+                 ("make --eval='x: ; touch pwned' x", "bash(make*)"),
+                 ("make -f /dev/stdin x <<< 'x: ; touch pwned'", "bash(make*)"),
+                 ("npm test --node-options='--require ./p.js'", "bash(npm test*)"),
+                 ("zip -q z.zip a.txt -T -TT 'touch pwned;'", "bash(zip *)"),
+                 ("echo 'touch pwned' | sh", "bash(echo *)"),
+                 ("mapfile -C 'touch pwned' -c 1 a <<< z", "bash(mapfile *)"),
+                 ("openssl enc -base64 -in -- -out pwned", "bash(openssl *)")]
+        for line, rule in asked:
+            self.assertEqual(self.decision(line, "--allow", rule), "ask", line)
+        for line in ["bash <<< 'rm -rf x'", "sh -s <<< 'rm -rf x'", "echo 'rm -rf x' | sh",
+                     "source /dev/stdin <<< 'rm -rf x'", "mapfile -C 'rm -rf x' -c 1 a <<< z",
+                     "history -s 'rm -rf x'; fc -s",
+                     "env 'BASH_FUNC_ls%%=() { rm -rf x; }' bash -c ls"]:
+            self.assertEqual(self.decision(line, "--allow", "*", "--deny", "bash(rm*)"), "deny",
+                             line)
+        for line, rule in [("git grep -n foo -- src", "bash(git grep*)"),
+                           ("python3 script.py", "bash(python3*)"),
+                           ("python3 -m pytest -x tests", "bash(python3 -m pytest*)")]:
+            self.assertEqual(self.decision(line, "--allow", rule), "allow", line)
+
 
 def bwrap_works():
     try:

@@ -88,7 +88,7 @@ class ConsoleCookieTest(ServeCase):
         # A changed byte, another name or a made-up cookie is no sign-in.
         name, value = cookie.split("=", 1)
         for bad in (value[:-1] + ("0" if value[-1] != "0" else "1"),
-                    value.replace("v1.", "v2.", 1), "v1.x.99999999999999.00.00", ""):
+                    value.replace("v2.", "v1.", 1), "v2.x.99999999999999.00.00", ""):
             status = self.call("GET", "/v1/sessions", headers={"Cookie": name + "=" + bad},
                                token="")[0]
             self.assertEqual(status, 401, bad)

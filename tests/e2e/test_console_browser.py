@@ -4,8 +4,10 @@ Each case saves screenshots of its states (console_util.BrowserCase.shot)."""
 
 import json
 import os
+import re
 import unittest
 
+import serve_util
 from console_util import BrowserCase
 from e2e_util import TIMEOUT
 
@@ -399,6 +401,29 @@ class ConsoleSignInTest(BrowserCase):
         d.find_element("id", "sign-out").click()
         self.wait(d, lambda d: d.find_element("id", "signin").is_displayed(), "the sign-in form")
         self.assertIsNone(d.get_cookie("agentloop_console"))
+
+
+class ConsoleGeneratedTokenTest(BrowserCase):
+    """No server.tokens: the address `agentloop serve` prints signs the page in."""
+
+    def test_the_printed_address_signs_in_and_leaves_the_address_bar(self):
+        self.agent({"responses": [{"text": "answered"}]})
+        self.serve_tokens = True  # neither tokens nor --no-auth: a generated token
+        proc = self.serve()
+        line = serve_util.next_stderr_line(proc)
+        m = re.search(r"console: (\S+/\?token=[0-9a-f]{64})", line)
+        self.assertTrue(m, line)
+        d = self.browser()
+        d.get(m.group(1))
+        self.wait_app(d)
+        self.assertEqual(d.execute_script("return location.search"), "")
+        self.assertTrue(d.get_cookie("agentloop_console")["httpOnly"])
+        d.refresh()
+        self.wait_app(d)
+        # Without the token the page asks for one.
+        d.delete_all_cookies()
+        self.open(d)
+        self.wait(d, lambda d: d.find_element("id", "signin").is_displayed(), "the sign-in form")
 
 
 if __name__ == "__main__":

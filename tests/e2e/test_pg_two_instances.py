@@ -127,7 +127,7 @@ class TwoInstancesTest(PgServeCase):
         self.assertEqual(end["type"], "turn_end")
         self.assertEqual(end["turn_id"], t["id"])
         self.assertEqual(end["stop"], "failed")
-        self.assertIn("lease expired", end["reason"])
+        self.assertIn("stopped before the turn ended", end["reason"])
         stored = self.stored_events(b, sid)
         self.assertEqual([e["seq"] for e in seen], [e["seq"] for e in stored])
         # A valid transcript: every tool call has its result, in order.

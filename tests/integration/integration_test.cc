@@ -3,6 +3,7 @@
 // format. Assertions cover the outcome on disk, the event stream and the
 // request bodies the server received.
 #include <fstream>
+#include <mutex>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -173,18 +174,31 @@ TEST(WebhookApprovalTest, SignedNotificationThenDurablePause) {
   TempDir tmp;
   fs::path ws = tmp.path() / "ws";
   fs::create_directories(ws);
-  // One server plays both the model (first item) and the webhook receiver
-  // (second item: a plain 200 answer).
-  auto server = FakeModelServer::Start(Json::parse(R"({"responses": [
-    {"tool_calls": [{"id": "w1", "name": "write", "input": {"file_path": "a.txt", "content": "x"}}]},
-    {"http_status": 200, "body": "ok"}
-  ]})"));
-  ASSERT_TRUE(server.ok());
   EngineOptions eo;
   eo.env = {{"HOME", (tmp.path() / "home").string()}};
   eo.data_dir = tmp.path() / "data";
   auto engine = Engine::Create(eo);
   ASSERT_TRUE(engine.ok());
+  // One server plays both the model (first item) and the webhook receiver
+  // (second item: a plain 200 answer). The receiver looks the item up from
+  // inside its handler, as one that decides at once would: the pause is
+  // stored before the webhook is told of it.
+  std::mutex mu;
+  std::string looked_up;
+  FakeModelServer::Options fo;
+  fo.on_request = [&](const agentloop::testing::RecordedHttpRequest& req) {
+    if (req.path != "/hook") return;
+    Json payload = Json::parse(req.body, nullptr, false);
+    auto found = (*engine)->store().GetPending(payload.value("pending_id", ""));
+    std::lock_guard<std::mutex> lock(mu);
+    looked_up = found.ok() && found->has_value() ? "found" : "missing";
+  };
+  auto server = FakeModelServer::Start(Json::parse(R"({"responses": [
+    {"tool_calls": [{"id": "w1", "name": "write", "input": {"file_path": "a.txt", "content": "x"}}]},
+    {"http_status": 200, "body": "ok"}
+  ]})"),
+                                       fo);
+  ASSERT_TRUE(server.ok());
   SessionOptions so;
   so.workspace = ws;
   so.provider = ProviderKind::kOpenAI;
@@ -219,6 +233,8 @@ TEST(WebhookApprovalTest, SignedNotificationThenDurablePause) {
   auto pending = (*engine)->ListPending(std::nullopt);
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(pending->size(), 1u);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(looked_up, "found");
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ std::vector<std::string> RenderChat(const ScriptItem& item) {
   }
   if (Truncate(item)) return ev;
   const char* fin = r.finish == FinishReason::kLength               ? "length"
+                    : r.finish == FinishReason::kRefused            ? "content_filter"
                     : (r.finish == FinishReason::kToolUse || tools) ? "tool_calls"
                                                                     : "stop";
   ev.push_back(Event("", chunk(Json::object(), fin)));
@@ -170,6 +171,7 @@ std::vector<std::string> RenderAnthropic(const ScriptItem& item) {
   }
   if (Truncate(item)) return ev;
   const char* stop = r.finish == FinishReason::kLength               ? "max_tokens"
+                     : r.finish == FinishReason::kRefused            ? "refusal"
                      : (r.finish == FinishReason::kToolUse || tools) ? "tool_use"
                                                                      : "end_turn";
   Json md{{"type", "message_delta"},
@@ -272,9 +274,10 @@ std::vector<std::string> RenderResponses(const ScriptItem& item) {
                      {"output_tokens", u.output_tokens},
                      {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
   }
-  if (r.finish == FinishReason::kLength) {
+  if (r.finish == FinishReason::kLength || r.finish == FinishReason::kRefused) {
     resp["status"] = "incomplete";
-    resp["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    resp["incomplete_details"] = {
+        {"reason", r.finish == FinishReason::kLength ? "max_output_tokens" : "content_filter"}};
     add("response.incomplete", Json{{"response", resp}});
   } else {
     add("response.completed", Json{{"response", resp}});

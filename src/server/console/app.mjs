@@ -82,10 +82,8 @@ function showSignIn(message) {
   $('token').focus();
 }
 
-async function signIn(ev) {
-  ev.preventDefault();
-  const token = $('token').value.trim();
-  $('signin-error').textContent = '';
+// Exchanges `token` for the console's cookie; returns what went wrong, or ''.
+async function exchangeToken(token) {
   let res;
   try {
     res = await fetch('/v1/console/session', {
@@ -94,15 +92,35 @@ async function signIn(ev) {
       headers: { Authorization: 'Bearer ' + token },
     });
   } catch (e) {
-    $('signin-error').textContent = 'cannot reach the server: ' + e.message;
-    return;
+    return 'cannot reach the server: ' + e.message;
   }
+  if (res.status !== 200) return res.status === 401 ? 'unknown token' : 'sign-in failed (HTTP ' + res.status + ')';
+  return '';
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const token = $('token').value.trim();
+  $('signin-error').textContent = '';
+  const failed = await exchangeToken(token);
   $('token').value = '';
-  if (res.status !== 200) {
-    $('signin-error').textContent = res.status === 401 ? 'unknown token' : 'sign-in failed (HTTP ' + res.status + ')';
+  if (failed) {
+    $('signin-error').textContent = failed;
     return;
   }
   await boot();
+}
+
+// The address `agentloop serve` prints, /?token=..., signs in with that
+// token once; the token leaves the address bar (and the history) first.
+async function signInFromAddress() {
+  const params = new URLSearchParams(location.search);
+  const token = params.get('token');
+  if (!token) return '';
+  params.delete('token');
+  const rest = params.toString();
+  history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+  return exchangeToken(token);
 }
 
 async function signOut() {
@@ -453,20 +471,6 @@ function sessionLabel(sid) {
   return s ? sessionName(s) + ' (' + s.agent + ')' : sid;
 }
 
-// A card appears with the turn's `pending` event, which the stream sends
-// as soon as the turn emits it; the item is in the store a moment later,
-// with the turn's checkpoint. Until then the server answers 404: ask again
-// a few times before showing that.
-async function untilStored(request) {
-  let r;
-  for (let attempt = 0; attempt < 8; attempt++) {
-    r = await request();
-    if (r.status !== 404) return r;
-    await new Promise((resolve) => setTimeout(resolve, 150 * (attempt + 1)));
-  }
-  return r;
-}
-
 let cardCount = 0;
 
 class ApprovalCard {
@@ -517,7 +521,7 @@ class ApprovalCard {
   }
 
   async loadDiff() {
-    const r = await untilStored(() => api('GET', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/diff'));
+    const r = await api('GET', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/diff');
     this.diffBox.textContent = '';
     if (r.status !== 200) {
       this.diffBox.appendChild(el('p', { class: 'note', text: 'no diff: ' + problemText(r) }));
@@ -571,7 +575,7 @@ class ApprovalCard {
     this.result.textContent = decision === 'approve' ? 'approving…' : 'denying…';
     let r;
     try {
-      r = await untilStored(() => api('POST', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/decision', body));
+      r = await api('POST', '/v1/approvals/' + encodeURIComponent(this.p.id) + '/decision', body);
     } catch (e) {
       r = { status: 0, json: { detail: 'cannot reach the server: ' + e.message } };
     }
@@ -638,7 +642,7 @@ class QuestionCard {
 
   async send(answer) {
     if (this.done || !String(answer).trim()) return;
-    const r = await untilStored(() => api('POST', '/v1/questions/' + encodeURIComponent(this.p.id) + '/answer', { answer: String(answer) }));
+    const r = await api('POST', '/v1/questions/' + encodeURIComponent(this.p.id) + '/answer', { answer: String(answer) });
     if (r.status === 200) {
       this.finish('answered: ' + answer);
       refreshSoon();
@@ -989,7 +993,10 @@ function init() {
     const id = decodeURIComponent(location.hash.slice(1));
     if (id && id !== state.selected) select(id);
   });
-  boot();
+  signInFromAddress().then(async (failed) => {
+    await boot();
+    if (failed) $('signin-error').textContent = failed;
+  });
 }
 
 init();
