@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-cmake --workflow --preset release >/dev/null
+# Only the command itself (the release preset also builds the benchmarks).
+cmake --preset release >/dev/null
+cmake --build --preset release --target agentloop >/dev/null
 work=$(mktemp -d /tmp/agentloop-demo.XXXXXX)
 cp -r examples/demo/. "$work/"
 export AGENTLOOP_HOME="$work/.agentloop-home"

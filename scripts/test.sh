@@ -1,19 +1,95 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds, and runs every test with the `ci` preset:
-# warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer, all unit,
-# integration and end-to-end tests; plus the format and layering checks. Then
-# the README's first command (scripts/demo.sh): the release build, linked
-# statically against Debian's archives (AL_STATIC_DEPS), must build and run.
-# Before the build, scripts/cross-arm64.sh compiles the tools module (and what
-# it builds on) for arm64 with the cross compiler: seconds, not a second build.
-# (One sanitized build instead of two keeps CI well inside its time limit on
-# two cores; `cmake --workflow --preset dev|asan|release` are for developers.)
+# The README's test command, what CI runs (.ci/run). Installs what is needed,
+# checks layering and formatting, compiles the tools module for arm64
+# (scripts/cross-arm64.sh), then builds twice, once per flavour:
+#  - `release` (optimised, static; scripts/demo.sh's build): the `agentloop`
+#    and fake model server that the end-to-end tests run (the `ci` preset's
+#    AL_E2E_BUILD_DIR points at it), with precompiled headers (AL_PCH);
+#  - `ci` (warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer,
+#    line tables only, precompiled headers, no benchmarks): the unit and
+#    integration tests, one CTest test per case.
+# Tests run in two groups: every label but e2e on as many jobs as cores, then
+# the e2e label, whose tests mostly wait on the processes they start, on
+# AL_E2E_JOBS (default three per core). Then the README's first command
+# (scripts/demo.sh) on the release build already made.
+#
+# At the end it lists the tests that skipped, with their reasons; with
+# AL_TEST_NO_SKIP=1 (.ci/run sets it: CI installs every dependency) a skip
+# fails the run. It prints the time of each stage and each label.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
-./scripts/check-layering.sh
-./scripts/cross-arm64.sh
-./scripts/format.sh --check || echo "format: differences found (see above); run scripts/format.sh"
-cmake --workflow --preset ci
-./scripts/demo.sh
+
+cores=$(nproc)
+e2e_jobs=${AL_E2E_JOBS:-$((3 * cores))}
+logs=build/ci/Testing/logs
+stage_names=()
+stage_secs=()
+failed=()
+t_all=$SECONDS
+
+breakdown() {
+  echo
+  echo "== time (s), $cores cores, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  local i
+  for i in "${!stage_names[@]}"; do
+    printf '  %-28s %6d\n' "${stage_names[$i]}" "${stage_secs[$i]}"
+  done
+  printf '  %-28s %6d\n' "total" $((SECONDS - t_all))
+  if [ -d "$logs" ]; then
+    local f
+    for f in "$logs"/*.summary; do
+      [ -e "$f" ] || continue
+      echo "== ctest $(basename "$f" .summary): sum of test times per label (s)"
+      sed -n '/^Label Time Summary:/,/^Total Test time/p' "$f" | sed '1d;s/^/  /'
+    done
+  fi
+}
+trap breakdown EXIT
+
+# stage NAME COMMAND...: runs COMMAND, records its time; a failure ends the run.
+stage() {
+  local name=$1 t=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  stage_names+=("$name")
+  stage_secs+=($((SECONDS - t)))
+}
+
+# tests NAME CTEST-ARGS...: one ctest run; its log is kept for the skip report.
+# A failure is recorded and the other groups still run.
+tests() {
+  local name=$1 t=$SECONDS rc=0
+  shift
+  echo "== tests: $name"
+  mkdir -p "$logs"
+  ctest --preset ci --no-tests=error "$@" 2>&1 | tee "$logs/$name.summary" || rc=$?
+  cp build/ci/Testing/Temporary/LastTest.log "$logs/$name.log" 2>/dev/null || true
+  stage_names+=("tests: $name")
+  stage_secs+=($((SECONDS - t)))
+  [ $rc -eq 0 ] || failed+=("$name")
+}
+
+stage "install" ./scripts/install-deps.sh
+stage "layering" ./scripts/check-layering.sh
+stage "format" ./scripts/format.sh --check
+stage "cross-arm64" ./scripts/cross-arm64.sh
+stage "build: release" sh -c 'cmake --preset release -DAL_PCH=ON >/dev/null &&
+  cmake --build --preset release --target agentloop agentloop-fake-server'
+stage "build: ci" sh -c 'cmake --preset ci >/dev/null && cmake --build --preset ci'
+rm -rf "$logs"
+tests "unit" -LE e2e -j "$cores"
+tests "e2e" -L e2e -j "$e2e_jobs"
+stage "demo" ./scripts/demo.sh
+
+skip_args=()
+[ "${AL_TEST_NO_SKIP:-}" = "1" ] && skip_args+=(--fail)
+skips_ok=1
+python3 scripts/test-skips.py "${skip_args[@]}" "$logs"/*.log || skips_ok=0
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "tests failed in: ${failed[*]}"
+  exit 1
+fi
+[ $skips_ok -eq 1 ] || exit 1
 echo "all tests passed"

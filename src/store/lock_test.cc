@@ -155,10 +155,8 @@ TEST_P(LockTest, HeartbeatThreadRefreshesTheLock) {
   ASSERT_EQ(HeartbeatOf(id), start);
   clock_ms_ += 1000;
   // Wait (bounded) for the background refresh to record the new time.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (HeartbeatOf(id) != start + 1000 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  EXPECT_TRUE(
+      WaitForClockReads([&] { return HeartbeatOf(id) == start + 1000; }, std::chrono::seconds(20)));
   EXPECT_EQ(HeartbeatOf(id), start + 1000);
   lock->reset();
   EXPECT_EQ(HeartbeatOf(id), -1);  // released
@@ -186,20 +184,16 @@ TEST_P(LockTest, OneHeartbeatThreadRefreshesEveryHeldLock) {
   EXPECT_EQ(ThreadCount(), before + 1);
   const int64_t start = clock_ms_.load();
   clock_ms_ += 1000;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while ((HeartbeatOf(a) != start + 1000 || HeartbeatOf(b) != start + 1000) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  EXPECT_TRUE(WaitForClockReads(
+      [&] { return HeartbeatOf(a) == start + 1000 && HeartbeatOf(b) == start + 1000; },
+      std::chrono::seconds(20)));
   EXPECT_EQ(HeartbeatOf(a), start + 1000);
   EXPECT_EQ(HeartbeatOf(b), start + 1000);
   // A released lock stays released: the heartbeat does not bring it back.
   la->reset();
   clock_ms_ += 1000;
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (HeartbeatOf(b) != start + 2000 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  EXPECT_TRUE(
+      WaitForClockReads([&] { return HeartbeatOf(b) == start + 2000; }, std::chrono::seconds(20)));
   EXPECT_EQ(HeartbeatOf(b), start + 2000);
   EXPECT_EQ(HeartbeatOf(a), -1);
   lb->reset();

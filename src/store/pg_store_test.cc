@@ -21,6 +21,15 @@ using ::testing::HasSubstr;
 class PgStoreTest : public StoreTest {};
 INSTANTIATE_TEST_SUITE_P(Postgres, PgStoreTest, ::testing::Values(Backend::kPostgres), BackendName);
 
+// Tests that restart or stop the server, or count its connections: on a
+// cluster of their own, not the one other test processes share.
+class PgRestartTest : public StoreTest {
+ protected:
+  Result<PgTestCluster*> Cluster() override { return PgTestCluster::Own(); }
+};
+INSTANTIATE_TEST_SUITE_P(Postgres, PgRestartTest, ::testing::Values(Backend::kPostgres),
+                         BackendName);
+
 // A fresh schema of the shared cluster (no store opened on it).
 class PgMigrationsTest : public ::testing::Test {
  protected:
@@ -198,8 +207,8 @@ TEST_P(PgStoreTest, EveryNewHolderGetsANewEpoch) {
 
 // The database restarts (every connection is cut): the next calls reconnect,
 // nothing committed is lost; while it is down calls fail kUnavailable.
-TEST_P(PgStoreTest, ReconnectsAfterTheDatabaseRestarts) {
-  auto cluster = PgTestCluster::Shared();
+TEST_P(PgRestartTest, ReconnectsAfterTheDatabaseRestarts) {
+  auto cluster = Cluster();
   ASSERT_TRUE(cluster.ok());
   std::string id = NewSession();
   ASSERT_TRUE(store_->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a"))}).ok());
@@ -224,8 +233,8 @@ TEST_P(PgStoreTest, ReconnectsAfterTheDatabaseRestarts) {
 // After a restart every pooled connection is dead, not only the first one
 // a call finds: the pool drops them all at the first, so a call after the
 // restart connects anew instead of failing on the next dead one.
-TEST_P(PgStoreTest, ARestartDropsEveryPooledConnection) {
-  auto cluster = PgTestCluster::Shared();
+TEST_P(PgRestartTest, ARestartDropsEveryPooledConnection) {
+  auto cluster = Cluster();
   ASSERT_TRUE(cluster.ok());
   std::string id = NewSession();
   const std::string others =
@@ -252,8 +261,8 @@ TEST_P(PgStoreTest, ARestartDropsEveryPooledConnection) {
 // A running turn's writes ride out a database restart: an append through
 // the lease made while the server is down waits for it and commits once it
 // is back (the lease, still this holder's, fences it as usual).
-TEST_P(PgStoreTest, ALeaseHoldersWriteWaitsOutAnOutage) {
-  auto cluster = PgTestCluster::Shared();
+TEST_P(PgRestartTest, ALeaseHoldersWriteWaitsOutAnOutage) {
+  auto cluster = Cluster();
   ASSERT_TRUE(cluster.ok());
   std::string id = NewSession();
   auto lock = store_->AcquireLock(id, getpid());
@@ -278,8 +287,8 @@ TEST_P(PgStoreTest, ALeaseHoldersWriteWaitsOutAnOutage) {
 
 // An outage longer than a lease is not waited out: the write fails
 // kUnavailable (the lease may have been taken over meanwhile).
-TEST_P(PgStoreTest, ALeaseHoldersWriteGivesUpAfterOneLeaseTtl) {
-  auto cluster = PgTestCluster::Shared();
+TEST_P(PgRestartTest, ALeaseHoldersWriteGivesUpAfterOneLeaseTtl) {
+  auto cluster = Cluster();
   ASSERT_TRUE(cluster.ok());
   std::unique_ptr<SessionStore> store = OpenStore({.lock_ttl = std::chrono::milliseconds(300)});
   ASSERT_NE(store, nullptr);

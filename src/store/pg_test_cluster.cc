@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -196,12 +197,35 @@ Status PgTestCluster::Stop() {
 }
 
 PgTestCluster::~PgTestCluster() {
+  if (!owned_) return;
   if (running_) (void)RunPgCtl({"-m", "immediate", "-w", "-t", "60", "stop"});
   std::error_code ec;
   if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
 }
 
 Result<PgTestCluster*> PgTestCluster::Shared() {
+  static std::once_flag once;
+  static std::unique_ptr<PgTestCluster> cluster;
+  static Status error;
+  std::call_once(once, [] {
+#ifdef AL_PG_TEST_CLUSTER_FILE
+    if (auto attached = Attach(AL_PG_TEST_CLUSTER_FILE); attached.ok()) {
+      cluster = std::move(*attached);
+      return;
+    }
+#endif
+    auto c = Start();
+    if (c.ok()) {
+      cluster = std::move(*c);
+    } else {
+      error = c.error();
+    }
+  });
+  if (!cluster) return error;
+  return cluster.get();
+}
+
+Result<PgTestCluster*> PgTestCluster::Own() {
   static std::once_flag once;
   static std::unique_ptr<PgTestCluster> cluster;
   static Status error;
@@ -217,12 +241,67 @@ Result<PgTestCluster*> PgTestCluster::Shared() {
   return cluster.get();
 }
 
+// The file: the port, the directory and the server programs' directory, one a line.
+Status PgTestCluster::Detach(const std::filesystem::path& file) {
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port_ << "\n" << dir_.string() << "\n" << bindir_.string() << "\n";
+    if (!out) return Internal("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) return Internal("rename " + tmp.string() + ": " + ec.message());
+  owned_ = false;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<PgTestCluster>> PgTestCluster::Attach(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::unique_ptr<PgTestCluster> c(new PgTestCluster());
+  std::string dir;
+  std::string bindir;
+  if (!(in >> c->port_) || !(in >> dir) || !(in >> bindir)) {
+    return Unavailable("no cluster described in " + file.string());
+  }
+  c->dir_ = dir;
+  c->bindir_ = bindir;
+  c->running_ = true;
+  c->owned_ = false;
+  AL_RETURN_IF_ERROR(PgExecForTest(c->AdminUrl(), "SELECT 1"));
+  return c;
+}
+
+Status PgTestCluster::StopDetached(const std::filesystem::path& file) {
+  auto c = Attach(file);
+  std::error_code ec;
+  if (!c.ok()) {
+    std::ifstream in(file);
+    int port = 0;
+    std::string dir;
+    // A server that no longer answers: its directory may still be there.
+    if (in >> port >> dir && dir.find("al_pg_") != std::string::npos) {
+      std::filesystem::remove_all(dir, ec);
+    }
+    std::filesystem::remove(file, ec);
+    return Status::Ok();
+  }
+  (*c)->owned_ = true;  // the destructor stops the server and deletes its directory
+  c->reset();
+  std::filesystem::remove(file, ec);
+  return Status::Ok();
+}
+
 std::string PgTestCluster::AdminUrl() const {
   return "postgresql://agentloop@127.0.0.1:" + std::to_string(port_) + "/postgres";
 }
 
 Result<std::string> PgTestCluster::NewSchemaUrl() {
-  std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(++schemas_);
+  // Unique across the processes that share a cluster: the pid, and the time
+  // (a pid can come back in a long run).
+  const auto ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::string schema = "t" + std::to_string(::getpid()) + "_" + std::to_string(ns) + "_" +
+                       std::to_string(++schemas_);
   AL_RETURN_IF_ERROR(PgExecForTest(AdminUrl(), "CREATE SCHEMA " + schema));
   return AdminUrl() + "?options=-csearch_path%3D" + schema;
 }

@@ -26,9 +26,27 @@ class PgTestCluster {
   // runs (benchmarks); off by default (tests: faster, and a crash of the
   // machine loses nothing that matters).
   static Result<std::unique_ptr<PgTestCluster>> Start(bool durable = false);
-  // The process-wide cluster, started on first call and stopped at exit; the
-  // error of that one attempt on every later call.
+  // The cluster the tests of this process share, each in schemas of its
+  // own: the one a CTest fixture started for the whole test run when the
+  // build defines AL_PG_TEST_CLUSTER_FILE and that file names a cluster that
+  // answers (Detach), else one this process starts on first call and stops
+  // at exit. The error of that one attempt on every later call. A test that
+  // restarts or stops the server, or counts its connections, uses Own().
   static Result<PgTestCluster*> Shared();
+  // A cluster only this process uses, started on first call and stopped at
+  // exit; the error of that one attempt on every later call.
+  static Result<PgTestCluster*> Own();
+
+  // Writes where this cluster is to `file` and gives the server up: it
+  // keeps running after this object dies, for Attach, until StopDetached.
+  Status Detach(const std::filesystem::path& file);
+  // The cluster `file` names, not owned (its destruction leaves the server
+  // running). Errors: kUnavailable when there is no such file or the server
+  // does not answer.
+  static Result<std::unique_ptr<PgTestCluster>> Attach(const std::filesystem::path& file);
+  // Stops the server `file` names and deletes its directory and `file`; OK
+  // when there is no such file.
+  static Status StopDetached(const std::filesystem::path& file);
 
   ~PgTestCluster();
   PgTestCluster(const PgTestCluster&) = delete;
@@ -58,6 +76,7 @@ class PgTestCluster {
   int schemas_ = 0;
   bool running_ = false;
   bool durable_ = false;
+  bool owned_ = true;  // false when attached: the destructor leaves it alone
 };
 
 // Runs one SQL string on `url` (no result). For test fixtures.

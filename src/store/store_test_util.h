@@ -7,9 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -68,7 +71,7 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   bool sqlite() const { return GetParam() == Backend::kSqlite; }
   SqliteStoreOptions Options() {
     SqliteStoreOptions o;
-    o.now_ms = [this] { return clock_ms_.load(); };
+    o.now_ms = [this] { return ReadClock(); };
     o.lock_heartbeat = false;
     return o;
   }
@@ -84,16 +87,19 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
       return s.ok() ? std::move(*s) : nullptr;
     }
     PostgresStoreOptions o;
-    o.now_ms = [this] { return clock_ms_.load(); };
+    o.now_ms = [this] { return ReadClock(); };
     o.lock_heartbeat = t.lock_heartbeat;
     o.lock_ttl = t.lock_ttl;
     auto s = OpenPostgresStore(pg_url_, o);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? std::move(*s) : nullptr;
   }
+  // The PostgreSQL cluster of the test's schema: the shared one; a test that
+  // restarts or stops the server, or counts its connections, has its own.
+  virtual Result<PgTestCluster*> Cluster() { return PgTestCluster::Shared(); }
   void SetUp() override {
     if (!sqlite()) {
-      auto cluster = PgTestCluster::Shared();
+      auto cluster = Cluster();
       if (!cluster.ok()) GTEST_SKIP() << "no PostgreSQL cluster: " << cluster.error().ToString();
       auto url = (*cluster)->NewSchemaUrl();
       ASSERT_TRUE(url.ok()) << url.status().ToString();
@@ -148,6 +154,35 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
                : QueryInt("SELECT lease_heartbeat_at_ms FROM sessions WHERE id = '" + id + "'");
   }
 
+  // The stores' clock: the test's time, and an event for WaitForClockReads.
+  int64_t ReadClock() {
+    {
+      std::lock_guard<std::mutex> l(clock_reads_mu_);
+      ++clock_reads_;
+    }
+    clock_reads_cv_.notify_all();
+    return clock_ms_.load();
+  }
+  // Waits until `done()` holds, or `timeout` passes (then returns done()).
+  // `done` is checked again each time a store reads the test's clock (the
+  // heartbeat thread does, once per refresh), so the waiting thread sleeps
+  // between checks instead of taking the CPU the heartbeat needs.
+  template <typename Done>
+  bool WaitForClockReads(Done done, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock<std::mutex> l(clock_reads_mu_);
+    for (;;) {
+      const uint64_t seen = clock_reads_;
+      l.unlock();
+      if (done()) return true;
+      l.lock();
+      if (!clock_reads_cv_.wait_until(l, deadline, [&] { return clock_reads_ != seen; })) {
+        l.unlock();
+        return done();
+      }
+    }
+  }
+
   std::string NewSession(std::string workspace = "/work/ws") {
     NewSessionParams p;
     p.workspace = workspace;
@@ -191,6 +226,9 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
 
   TempDir dir_;
   std::atomic<int64_t> clock_ms_{1'700'000'000'000};
+  std::mutex clock_reads_mu_;
+  std::condition_variable clock_reads_cv_;
+  uint64_t clock_reads_ = 0;
   std::string pg_url_;
   std::unique_ptr<SessionStore> store_;
 };

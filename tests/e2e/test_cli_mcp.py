@@ -14,8 +14,9 @@ from test_cli_serve import ServeCase
 
 FAKE_MCP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_mcp_server.py")
 # The pinned reference servers, installed by the mcp_npm_ci test into the
-# build tree beside tests/support (tests/mcp/CMakeLists.txt).
-NPM_DIR = os.path.join(os.path.dirname(os.path.dirname(
+# build tree that registers the tests (AGENTLOOP_MCP_NPM_DIR), by default the
+# one beside tests/support (tests/mcp/CMakeLists.txt).
+NPM_DIR = os.environ.get("AGENTLOOP_MCP_NPM_DIR") or os.path.join(os.path.dirname(os.path.dirname(
     os.environ.get("AGENTLOOP_FAKE_SERVER", "/nonexistent/x/y"))), "mcp", "npm")
 EVERYTHING = os.path.join(NPM_DIR, "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")

@@ -196,8 +196,10 @@ class ConsoleBrowserTest(BrowserCase):
         self.approval_card(b, root="#inbox")
         b.find_element("id", "open-inbox").click()
         self.approval_card(a).find_element("css selector", "button.approve").click()
+        # The same card element, not reloaded: the decision reaches the
+        # second tab through its event stream.
         self.wait(b, lambda d: "decided" in card_b.get_attribute("class"),
-                  "the second tab to see the decision", timeout=5)
+                  "the second tab to see the decision")
         self.assertIn("approved", card_b.find_element("css selector", "p.result").text)
         self.wait(b, lambda d: "wrote notes.txt" in self.assistant_texts(d),
                   "the second tab to see the answer")
