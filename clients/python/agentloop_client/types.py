@@ -17,7 +17,7 @@ else:  # pragma: no cover
     raise ImportError("agentloop_client needs Python 3.8 or later")
 
 StopReason = Literal["completed", "budget_exhausted", "max_turns", "tool_refused", "denied",
-                     "pending_approval", "pending_question", "aborted", "failed"]
+                     "pending_approval", "pending_question", "aborted", "failed", "refused"]
 
 ErrorCode = Literal[
     "not_found", "invalid_request", "invalid_cursor", "malformed_request", "unauthorized",
@@ -25,7 +25,7 @@ ErrorCode = Literal[
     "nothing_to_continue", "turn_not_running", "approval_already_resolved", "invalid_edited_args",
     "unsupported_scope", "wrong_kind", "method_not_allowed", "idempotency_key_reused",
     "idempotency_in_flight", "body_too_large", "headers_too_large", "shutting_down", "unavailable",
-    "internal"]
+    "internal", "misdirected_request", "queue_full"]
 
 
 class PendingItem(TypedDict, total=False):
@@ -373,6 +373,11 @@ class ApprovalDiff(TypedDict, total=False):
 
 class DecisionResult(TypedDict, total=False):
     status: Literal["recorded", "resumed", "already_resolved", "cancelled"]
+    detail: str  # the sentence the CLI prints for the outcome
+    decided_by: str  # who decided first, when someone did
+    decision: Literal["approve", "deny", "answer"]
+    already_resolved: bool
+    pending_url: str
     outstanding: int
     session_id: str
     turn_id: str

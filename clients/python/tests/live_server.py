@@ -90,7 +90,9 @@ class LiveServer:
 class CuttingProxy:
     """A TCP proxy to `target` that cuts the first connection whose answer
     is an event stream after `limit` bytes of that answer (in the middle of
-    a frame); every other byte passes."""
+    a frame); every other byte passes, but for the requests' Host header,
+    which names the target as a reverse proxy's would (the server refuses a
+    Host that is not one of its names)."""
 
     def __init__(self, target, limit):
         host, port = target.rsplit("//", 1)[1].split(":")
@@ -101,7 +103,8 @@ class CuttingProxy:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
-        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.port = self.sock.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -122,6 +125,9 @@ class CuttingProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                if not answers:
+                    data = re.sub(rb"(?im)^(host:[ \t]*)127\.0\.0\.1:%d\b" % self.port,
+                                  rb"\g<1>127.0.0.1:%d" % self.upstream[1], data)
                 if answers:
                     with self.lock:
                         if seen < 0 and self.cuts == 0 and b"text/event-stream" in data:

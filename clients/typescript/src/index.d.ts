@@ -8,7 +8,7 @@
 
 export type StopReason =
   | "completed" | "budget_exhausted" | "max_turns" | "tool_refused" | "denied"
-  | "pending_approval" | "pending_question" | "aborted" | "failed";
+  | "pending_approval" | "pending_question" | "aborted" | "failed" | "refused";
 
 export interface Usage {
   input_tokens: number;
@@ -427,11 +427,21 @@ export interface ApprovalDiff {
   note?: string;
 }
 
+/** What every decision answer carries: the sentence the CLI prints for the
+ * outcome, and who decided first when someone did. */
+interface DecisionCommon {
+  session_id: string;
+  detail: string;
+  decided_by?: string;
+  decision?: "approve" | "deny" | "answer";
+}
 export type DecisionResult =
-  | { status: "recorded"; outstanding: number }
-  | { status: "resumed"; session_id: string; turn_id: string; events_url: string; wait_url: string }
-  | { status: "already_resolved" }
-  | { status: "cancelled" };
+  | (DecisionCommon & { status: "recorded"; outstanding: number; pending_url: string })
+  | (DecisionCommon & {
+      status: "resumed"; turn_id: string; events_url: string; wait_url: string;
+    })
+  | (DecisionCommon & { status: "already_resolved"; already_resolved: true; turn_id: string })
+  | (DecisionCommon & { status: "cancelled"; already_resolved: true });
 
 export interface StoredEvents {
   items: ProtocolEvent[];
@@ -460,7 +470,8 @@ export type ErrorCode =
   | "session_paused" | "nothing_to_continue" | "turn_not_running"
   | "approval_already_resolved" | "invalid_edited_args" | "unsupported_scope" | "wrong_kind"
   | "method_not_allowed" | "idempotency_key_reused" | "idempotency_in_flight"
-  | "body_too_large" | "headers_too_large" | "shutting_down" | "unavailable" | "internal";
+  | "body_too_large" | "headers_too_large" | "shutting_down" | "unavailable" | "internal"
+  | "misdirected_request" | "queue_full";
 
 export interface Problem {
   type: string;

@@ -255,7 +255,8 @@ test("every field of the server's answers is declared in index.d.ts", live, asyn
   declared("ApprovalDiff", await client.getApprovalDiff(item.id));
   for (const a of (await client.listAgents()).items) declared("Agent", a);
   const r = await client.approve(item.id);
-  assert.deepEqual(Object.keys(r).sort(), ["events_url", "session_id", "status", "turn_id", "wait_url"]);
+  assert.deepEqual(Object.keys(r).sort(),
+                   ["detail", "events_url", "session_id", "status", "turn_id", "wait_url"]);
   await client.waitForTurn(created.id, t.id);
   declared("ApprovalItem", await client.getApproval(item.id));
   for (const e of (await client.listEvents(created.id, { after: 0 })).items) {

@@ -96,7 +96,11 @@ export async function cuttingProxy(target, limit) {
     sockets.add(down);
     sockets.add(up);
     let seen = -1;  // bytes of the stream answer passed so far
-    down.on("data", (d) => up.write(d));
+    // The requests' Host names the target, as a reverse proxy's would (the
+    // server refuses a Host that is not one of its names).
+    const ours = new RegExp(`^(host:[ \\t]*)127\\.0\\.0\\.1:${server.address().port}\\b`, "gim");
+    down.on("data", (d) => up.write(Buffer.from(
+      d.toString("latin1").replace(ours, (_, head) => `${head}127.0.0.1:${u.port}`), "latin1")));
     up.on("data", (d) => {
       if (seen < 0 && cut === 0 && d.toString("latin1").includes("text/event-stream")) seen = 0;
       if (seen >= 0 && cut === 0) {
