@@ -1332,21 +1332,26 @@ Result<std::vector<QueuedInput>> PostgresStore::ListQueuedInputs(std::string_vie
   });
 }
 
+Result<bool> PostgresStore::MayTakeQueuedInputOn(PgConn& c, std::string_view session_id,
+                                                 int64_t owner_pid) {
+  // The session's row lock: a takeover (AcquireLock) commits before this
+  // read (the holder differs: refused) or after this transaction.
+  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
+  if (!holder || holder->pid != owner_pid || holder->host != host_) {
+    return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
+                     " on " + host_ + " does not hold its lease and may not take its queued input");
+  }
+  AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
+                                            " AND state IN (0, 2) LIMIT 1",
+                                            {P(session_id)}));
+  return paused.empty();
+}
+
 Result<std::optional<QueuedInput>> PostgresStore::TakeQueuedInput(std::string_view session_id,
                                                                   int64_t owner_pid) {
   return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
-    // The session's row lock: a takeover (AcquireLock) commits before this
-    // read (the holder differs: refused) or after this transaction.
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
-    if (!holder || holder->pid != owner_pid || holder->host != host_) {
-      return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
-                       " on " + host_ +
-                       " does not hold its lease and may not take its queued input");
-    }
-    AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
-                                              " AND state IN (0, 2) LIMIT 1",
-                                              {P(session_id)}));
-    if (!paused.empty()) return std::optional<QueuedInput>();
+    AL_ASSIGN_OR_RETURN(bool may, MayTakeQueuedInputOn(c, session_id, owner_pid));
+    if (!may) return std::optional<QueuedInput>();
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("DELETE FROM session_inputs WHERE id = (SELECT id FROM"
                                          " session_inputs WHERE session_id = $1"
                                          " ORDER BY position LIMIT 1)"
@@ -1363,16 +1368,8 @@ Result<std::optional<QueuedInput>> PostgresStore::TakeQueuedInput(std::string_vi
 Result<std::optional<QueuedInput>> PostgresStore::NextQueuedInput(std::string_view session_id,
                                                                   int64_t owner_pid) {
   return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
-    if (!holder || holder->pid != owner_pid || holder->host != host_) {
-      return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
-                       " on " + host_ +
-                       " does not hold its lease and may not take its queued input");
-    }
-    AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
-                                              " AND state IN (0, 2) LIMIT 1",
-                                              {P(session_id)}));
-    if (!paused.empty()) return std::optional<QueuedInput>();
+    AL_ASSIGN_OR_RETURN(bool may, MayTakeQueuedInputOn(c, session_id, owner_pid));
+    if (!may) return std::optional<QueuedInput>();
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
                                          " FROM session_inputs WHERE session_id = $1"
                                          " ORDER BY position LIMIT 1",

@@ -236,6 +236,11 @@ class PostgresStore final : public SessionStore {
   };
   // Deletes the session's wake-up unless inputs are queued for it.
   Status DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id);
+  // Locks the session row (LiveHolderOn); whether the lease holder
+  // `owner_pid` on this host may take the session's next queued input now:
+  // false while a paused batch waits (undecided or decided, not yet
+  // continued). kLeaseLost when another process holds the lease or none does.
+  Result<bool> MayTakeQueuedInputOn(PgConn& c, std::string_view session_id, int64_t owner_pid);
   // Locks the session row; the live holder of its lease, if any. kNotFound.
   Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id,
                                              TenantFilter tenant = std::nullopt);
