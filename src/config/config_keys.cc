@@ -318,8 +318,10 @@ std::vector<KeySpec> BuildKeys() {
       [](Config & c) -> auto& { return c.compaction.summary_timeout_ms; }));
   keys.push_back(StringKey(
       "server.listen", [](Config & c) -> auto& { return c.server.listen; }));
-  keys.push_back(ListKey(
-      "server.tokens", [](Config & c) -> auto& { return c.server.tokens; }));
+  KeySpec tokens = ListKey(
+      "server.tokens", [](Config & c) -> auto& { return c.server.tokens; });
+  tokens.grants = true;
+  keys.push_back(std::move(tokens));
   keys.push_back(ListKey(
       "server.allowed_origins", [](Config & c) -> auto& { return c.server.allowed_origins; }));
   keys.push_back(StringKey(
@@ -523,7 +525,15 @@ Result<Json> Coerce(const KeySpec& key, const Json& raw, bool from_text,
           items = *parsed;
         } else {
           for (std::string_view part : Split(t, ',')) {
-            if (!Trim(part).empty()) items.push_back(std::string(Trim(part)));
+            part = Trim(part);
+            if (part.empty()) continue;
+            // "h1:acme:read,write,h2:beta:read": `write` is a scope of
+            // the grant before it.
+            if (key.grants && part.find(':') == std::string_view::npos && !items.empty()) {
+              items.back() = items.back().get<std::string>() + "," + std::string(part);
+              continue;
+            }
+            items.push_back(std::string(part));
           }
         }
       } else if (raw.is_string()) {

@@ -51,6 +51,10 @@ struct KeySpec {
   // kList, kMap: the strings are environment variable names (kMap: its keys),
   // checked to be [A-Za-z_][A-Za-z0-9_]*.
   bool env_names = false;
+  // kList of "<hash>:<tenant>:<scope>[,<scope>...]" grants (server.tokens):
+  // a comma-separated string is cut only before an item that has a ':', so
+  // the scopes' own commas stay with their grant.
+  bool grants = false;
   // "budget.max_tool_calls" and friends: set every command's value; not
   // shown by `config show` (the per-command keys are).
   bool all_commands = false;

@@ -924,6 +924,18 @@ TEST_F(ConfigTest, ServerWorkerThreadsHasADefaultARangeAndAnEnvironmentVariable)
             "env AGENTLOOP_SERVER_WORKER_THREADS");
 }
 
+TEST_F(ConfigTest, ServerTokensFromTheEnvironmentKeepTheirScopesCommas) {
+  const std::string h1(64, 'a'), h2(64, 'b');
+  env_["AGENTLOOP_SERVER_TOKENS"] = h1 + ":acme:read,write, " + h2 + ":beta:read,approve,admin";
+  LoadedConfig c = MustLoad();
+  ASSERT_EQ(c.config.server.tokens.size(), 2u);
+  EXPECT_EQ(c.config.server.tokens[0].value, h1 + ":acme:read,write");
+  EXPECT_EQ(c.config.server.tokens[1].value, h2 + ":beta:read,approve,admin");
+  // Other lists still split at every comma.
+  env_ = {{"AGENTLOOP_TOOLS_ENV_PASS", "A,B"}};
+  EXPECT_EQ(MustLoad().config.tools.env.pass.size(), 2u);
+}
+
 TEST_F(ConfigTest, SummaryTimeoutHasADefaultARangeAndAnEnvironmentVariable) {
   EXPECT_EQ(MustLoad().config.compaction.summary_timeout_ms.value, 60'000);
   env_["AGENTLOOP_COMPACTION_SUMMARY_TIMEOUT_MS"] = "300";
