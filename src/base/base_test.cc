@@ -182,6 +182,12 @@ TEST(StringsTest, ClosestMatchSuggestsOnlyCloseWords) {
   EXPECT_EQ(ClosestMatch("modle", words, 2), "");  // distance 2 is not below 2
 }
 
+TEST(StringsTest, HexEncodeIsTwoLowercaseDigitsPerByte) {
+  EXPECT_EQ(HexEncode(""), "");
+  EXPECT_EQ(HexEncode(std::string("\x00\x0f\xa0\xff", 4)), "000fa0ff");
+  EXPECT_EQ(HexEncode("ok"), "6f6b");
+}
+
 TEST(StringsTest, Base64RoundTripsBothAlphabets) {
   // RFC 4648's test vectors.
   EXPECT_EQ(Base64Encode(""), "");

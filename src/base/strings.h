@@ -57,6 +57,10 @@ size_t EditDistance(std::string_view a, std::string_view b);
 std::string ClosestMatch(std::string_view word, const std::vector<std::string_view>& candidates,
                          size_t below = 4);
 
+// Lowercase hexadecimal, two digits per byte ("\x0f\xa0" -> "0fa0"): the
+// form of digests, signatures and generated secrets.
+std::string HexEncode(std::string_view bytes);
+
 // Base64 (RFC 4648): the standard alphabet with '=' padding, or with `url`
 // the URL-safe alphabet ('-', '_') without padding.
 std::string Base64Encode(std::string_view in, bool url = false);

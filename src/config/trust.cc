@@ -15,6 +15,7 @@
 #include "agentloop/json.h"
 
 #include "base/ids.h"
+#include "base/strings.h"
 #include "config/config.h"
 
 namespace agentloop {
@@ -104,14 +105,7 @@ std::string Sha256Hex(std::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), len));
 }
 
 fs::path ProjectMcpJsonPath(const fs::path& workspace) { return workspace / ".mcp.json"; }

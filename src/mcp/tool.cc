@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 
 #include <openssl/sha.h>
 
+#include "base/strings.h"
 #include "protocol/image.h"
 #include "tools/tools.h"
 
@@ -18,13 +18,7 @@ constexpr size_t kHashChars = 10;
 std::string Sha1Hex(const std::string& s) {
   unsigned char digest[SHA_DIGEST_LENGTH];
   SHA1(reinterpret_cast<const unsigned char*>(s.data()), s.size(), digest);
-  std::string out;
-  char buf[3];
-  for (unsigned char b : digest) {
-    std::snprintf(buf, sizeof buf, "%02x", b);
-    out += buf;
-  }
-  return out;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
 }
 
 std::string Describe(const Json& block) {

@@ -10,6 +10,8 @@
 #include "agentloop/tool.h"
 #include "agentloop/types.h"
 
+#include "base/strings.h"
+
 namespace agentloop::permissions {
 namespace {
 
@@ -47,13 +49,8 @@ bool DefaultDelay(std::chrono::milliseconds d, std::stop_token stop) {
 
 Result<std::string> SignPayload(std::string_view secret, std::string_view body) {
   AL_ASSIGN_OR_RETURN(std::vector<unsigned char> mac, Hmac(secret, body));
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(kPrefix);
-  for (unsigned char b : mac) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xF]);
-  }
-  return out;
+  return std::string(kPrefix) +
+         HexEncode(std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
 }
 
 bool VerifySignature(std::string_view secret, std::string_view body, std::string_view header) {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "base/ids.h"
+#include "base/strings.h"
 
 namespace agentloop::server {
 namespace {
@@ -103,14 +104,7 @@ Result<std::string> RandomSecret() {
   if (RAND_bytes(bytes, sizeof bytes) != 1) {
     return Internal("the random generator failed to make a secret");
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 Result<std::string> LoadOrCreateSecret(const fs::path& path) {
