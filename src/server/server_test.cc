@@ -1734,17 +1734,17 @@ TEST_F(ServerTest, SessionMcpOfAChosenWorkspaceIsTheAgentsForThatWorkspace) {
             fs::weakly_canonical(workspace_ / "default").string());
 }
 
-// The script items of one paused and approved turn: a write asked for
-// approval, then the answer after it ran. `tag` is in the turn's input and
-// picks the items out of the shared script, whichever session asks first.
-Json ApprovedTurnScript(const std::string& tag) {
-  return Json::array(
-      {{{"match", tag},
-        {"tool_calls",
-         Json::array({{{"id", "c" + tag},
-                       {"name", "write"},
-                       {"input", {{"file_path", tag + ".txt"}, {"content", "x"}}}}})}},
-       {{"match", tag}, {"text", "done " + tag}}});
+// Appends to `script` the items of one paused and approved turn: a write
+// asked for approval, then the answer after it ran. `tag` is in the turn's
+// input and picks the items out of the shared script, whichever session
+// asks first.
+void AddApprovedTurn(Json& script, const std::string& tag) {
+  script.push_back({{"match", tag},
+                    {"tool_calls",
+                     Json::array({{{"id", "c" + tag},
+                                   {"name", "write"},
+                                   {"input", {{"file_path", tag + ".txt"}, {"content", "x"}}}}})}});
+  script.push_back({{"match", tag}, {"text", "done " + tag}});
 }
 
 // A client that decides an approval the instant its `pending` event arrives
@@ -1758,9 +1758,7 @@ TEST_F(ServerTest, AnApprovalDecidedTheInstantItsPendingEventArrivesIsFound) {
   Json script = Json::array();
   auto tag = [](int s, int r) { return "<s" + std::to_string(s) + "r" + std::to_string(r) + ">"; };
   for (int r = 0; r < kRounds; ++r) {
-    for (int s = 0; s < kSessions; ++s) {
-      for (const Json& item : ApprovedTurnScript(tag(s, r))) script.push_back(item);
-    }
+    for (int s = 0; s < kSessions; ++s) AddApprovedTurn(script, tag(s, r));
   }
   StartModel(script);
   StartServer();
@@ -1825,11 +1823,7 @@ TEST_F(ServerTest, AnApprovalDecidedTheInstantItsPendingEventArrivesIsFound) {
 TEST_F(ServerTest, TheSeedsStreamsPauseIsResolvedTheInstantItIsShown) {
   constexpr int kRounds = 20;
   Json script = Json::array();
-  for (int r = 0; r < kRounds; ++r) {
-    for (const Json& item : ApprovedTurnScript("<seed" + std::to_string(r) + ">")) {
-      script.push_back(item);
-    }
-  }
+  for (int r = 0; r < kRounds; ++r) AddApprovedTurn(script, "<seed" + std::to_string(r) + ">");
   StartModel(script);
   StartServer();
   std::string sid;
@@ -1866,11 +1860,7 @@ TEST_F(ServerTest, TheSeedsStreamsPauseIsResolvedTheInstantItIsShown) {
 TEST_F(ServerTest, AWebhookReceiverDecidesFromInsideItsHandler) {
   constexpr int kRounds = 10;
   Json script = Json::array();
-  for (int r = 0; r < kRounds; ++r) {
-    for (const Json& item : ApprovedTurnScript("<hook" + std::to_string(r) + ">")) {
-      script.push_back(item);
-    }
-  }
+  for (int r = 0; r < kRounds; ++r) AddApprovedTurn(script, "<hook" + std::to_string(r) + ">");
   StartModel(script);
   // The receiver runs on an io_context of its own: its handler blocks on a
   // call to the server.
