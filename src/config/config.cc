@@ -39,6 +39,9 @@ struct Layer {
   std::vector<Assignment> assignments;
   std::vector<HookConfig> hooks;
   std::vector<McpServerSpec> mcp_servers;
+  // [[notify]] tables as read, checked when the layer is applied (never for
+  // a workspace file, whose entries are ignored unread).
+  std::vector<std::pair<Json, ConfigOrigin>> notify;
 };
 
 ConfigOrigin FileOrigin(const std::filesystem::path& path, const toml::node& node) {
@@ -464,6 +467,13 @@ Status WalkTable(const toml::table& table, const std::string& prefix,
     const std::string where = path.string() + ":" + std::to_string(node.source().begin.line);
     if (name == "hooks") {
       AL_RETURN_IF_ERROR(ReadHooks(node, path, layer, warnings, mode.agent != nullptr));
+    } else if (name == "notify") {
+      const toml::array* arr = node.as_array();
+      if (arr == nullptr) {
+        return InvalidArgument(where + ": notify must be an array of tables ([[notify]])");
+      }
+      for (const toml::node& entry : *arr)
+        layer.notify.emplace_back(TomlToJson(entry), FileOrigin(path, entry));
     } else if (name == "mcp_servers") {
       AL_RETURN_IF_ERROR(ReadMcpServers(node, path, layer, warnings, mode.agent != nullptr));
     } else if (name == "agent" && mode.agent != nullptr) {
@@ -568,6 +578,7 @@ Result<Layer> FlagLayer(const std::vector<FlagOverride>& flags) {
 // How much of a layer is applied.
 struct LayerContext {
   bool allow_list_only = false;  // an untrusted workspace file
+  bool workspace_file = false;   // the workspace file, trusted or not
   std::filesystem::path workspace;
   std::vector<IgnoredSetting>* ignored = nullptr;
 };
@@ -688,6 +699,20 @@ Status ApplyLayer(Layer layer, const LayerContext& ctx, Config& config,
                            "') are not supported: agentloop runs no command hooks, so this "
                            "hook would never see or block a call; remove the entry (for "
                            "guarding calls use [permissions] deny/ask rules)");
+  }
+  for (auto& [entry, origin] : layer.notify) {
+    if (ctx.workspace_file) {
+      // Trusted or not: whoever wrote the repository must not choose where
+      // its sessions' approvals (and their links) are sent.
+      if (ctx.ignored != nullptr) {
+        ctx.ignored->push_back({"notify", std::move(entry), origin,
+                                "notifications carry links that decide approvals; configure "
+                                "them in the user file or an agent's agent.toml"});
+      }
+      continue;
+    }
+    AL_ASSIGN_OR_RETURN(NotifyConfig n, ParseNotifyEntry(entry, origin));
+    config.notify.push_back(std::move(n));
   }
   for (McpServerSpec& s : layer.mcp_servers) {
     if (ctx.allow_list_only) {
@@ -970,6 +995,7 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
       out.files.push_back(ws_file);
       LayerContext ctx;
       ctx.allow_list_only = out.workspace_trust != WorkspaceTrust::kTrusted;
+      ctx.workspace_file = true;
       ctx.workspace = sources.workspace;
       ctx.ignored = &out.ignored;
       const size_t ignored_before = out.ignored.size();
@@ -979,6 +1005,10 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
       if (ctx.allow_list_only &&
           (!of_file.empty() || out.workspace_trust == WorkspaceTrust::kChanged)) {
         out.warnings.push_back(IgnoredWarning(ws_file, out.workspace_trust, of_file));
+      } else if (!of_file.empty()) {
+        out.warnings.push_back(ws_file.string() +
+                               ": [[notify]] is never read from a workspace file, trusted or "
+                               "not (configure it in the user file or an agent's agent.toml)");
       }
     }
   }

@@ -108,6 +108,43 @@ struct HookConfig {
   ConfigOrigin origin;
 };
 
+// One [[notify]] entry (docs/notifications.md): a channel the server
+// sends an agent's notifications through. Read from the user's file and an
+// agent's agent.toml only, never from a workspace file (a repository must
+// not send its sessions' approvals elsewhere). Secrets are never values
+// here: each `*_env` names the variable that holds one. Checked when read
+// (ParseNotifyEntry): an unknown key or value is an error.
+struct NotifyConfig {
+  std::string channel;              // "webhook" | "email" | "slack"
+  std::vector<std::string> events;  // of NotifyEvents(); default: the two that need a person
+  // webhook
+  std::string url;
+  std::string secret_env;
+  // email
+  std::string smtp_url;  // smtp://host[:port] (STARTTLS) | smtps://host[:port]
+  std::string tls;       // "" (required) | "none" (smtp:// to a loopback host only)
+  std::string smtp_user;
+  std::string smtp_password_env;
+  std::string from;
+  std::vector<std::string> to;
+  std::string ca_file;     // PEM bundle the server's certificate is checked against
+  int64_t timeout_s = 60;  // one SMTP transfer, connection included
+  // slack
+  std::string bot_token_env;
+  std::string slack_channel;
+  std::string api_base_url;  // "": https://slack.com/api
+  std::string webhook_url;
+  std::string signing_secret_env;
+  ConfigOrigin origin;
+};
+
+// "approval.requested", "question.asked", "turn.completed".
+const std::vector<std::string>& NotifyEvents();
+
+// One [[notify]] table as JSON (TOML converted), read from `origin`.
+// Errors: kInvalidArgument naming the file, line and what is wrong.
+Result<NotifyConfig> ParseNotifyEntry(const Json& entry, const ConfigOrigin& origin);
+
 struct Config {
   struct Provider {
     Sourced<std::string>
@@ -232,6 +269,8 @@ struct Config {
   // table of the same NAME replaces the whole entry. Not from an untrusted
   // workspace file (a server is a process it would start).
   std::vector<McpServerSpec> mcp_servers;
+  // [[notify]] entries, accumulated in layer order (user file, agent file).
+  std::vector<NotifyConfig> notify;
 
   // The budget of `kind` as the engine uses it.
   Budget BudgetFor(CommandKind kind) const;

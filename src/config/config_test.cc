@@ -1049,5 +1049,124 @@ TEST_F(ConfigTest, AgentFileLayersAfterTheUserFileAndIsStrict) {
   EXPECT_EQ(ReadAgentFile(root_ / "nope.toml").status().code(), Code::kNotFound);
 }
 
+// [[notify]]: read from the user file and an agent's file (accumulating),
+// each entry checked strictly.
+TEST_F(ConfigTest, NotifyEntriesAccumulateFromUserAndAgentFiles) {
+  WriteUser(
+      "[[notify]]\nchannel = \"email\"\nsmtp_url = \"smtps://mail.example.com:465\"\n"
+      "smtp_user = \"bot\"\nsmtp_password_env = \"SMTP_PW\"\nfrom = \"agents@example.com\"\n"
+      "to = [\"a@example.com\", \"b@example.com\"]\n");
+  const std::filesystem::path agent = root_ / "agents" / "rev" / "agent.toml";
+  std::filesystem::create_directories(agent.parent_path());
+  Write(agent,
+        "[agent]\ndescription = \"reviews\"\n"
+        "[[notify]]\nchannel = \"slack\"\nbot_token_env = \"SLACK_TOKEN\"\n"
+        "slack_channel = \"C012\"\nsigning_secret_env = \"SLACK_SIGNING\"\n"
+        "events = [\"approval.requested\", \"turn.completed\"]\n"
+        "[[notify]]\nchannel = \"webhook\"\nurl = \"https://hooks.example.com/x\"\n"
+        "secret_env = \"HOOK_SECRET\"\n");
+  ConfigSources src = Sources();
+  src.agent_file = agent;
+  auto r = LoadConfig(src);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->config.notify.size(), 3u);
+  const NotifyConfig& mail = r->config.notify[0];
+  EXPECT_EQ(mail.channel, "email");
+  EXPECT_EQ(mail.to, (std::vector<std::string>{"a@example.com", "b@example.com"}));
+  EXPECT_EQ(mail.events, (std::vector<std::string>{"approval.requested", "question.asked"}));
+  EXPECT_EQ(mail.origin.source, user_file_.string());
+  EXPECT_EQ(r->config.notify[1].channel, "slack");
+  EXPECT_EQ(r->config.notify[1].events,
+            (std::vector<std::string>{"approval.requested", "turn.completed"}));
+  EXPECT_EQ(r->config.notify[1].origin.source, agent.string());
+  EXPECT_EQ(r->config.notify[2].url, "https://hooks.example.com/x");
+}
+
+TEST_F(ConfigTest, NotifyIsNeverReadFromAWorkspaceFileTrustedOrNot) {
+  const std::string text =
+      "[[notify]]\nchannel = \"webhook\"\nurl = \"https://evil.example.com/\"\n"
+      "secret_env = \"X\"\n";
+  WriteWorkspace(text);
+  LoadedConfig c = MustLoad();
+  EXPECT_TRUE(c.config.notify.empty());
+  ASSERT_EQ(c.ignored.size(), 1u);
+  EXPECT_EQ(c.ignored[0].key, "notify");
+  EXPECT_THAT(c.warnings, Contains(HasSubstr("notify")));
+  // A malformed entry there does not fail the load: it is never read.
+  WriteWorkspace("[[notify]]\nchannel = \"carrier-pigeon\"\n");
+  EXPECT_TRUE(MustLoad().config.notify.empty());
+
+  WriteWorkspace(text);
+  const std::filesystem::path store = TrustStorePath(root_ / "data");
+  ASSERT_TRUE(TrustWorkspace(store, workspace_, 1234).ok());
+  ConfigSources s = Sources();
+  s.trust_store = store;
+  auto t = LoadConfig(s);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->workspace_trust, WorkspaceTrust::kTrusted);
+  EXPECT_TRUE(t->config.notify.empty());
+  EXPECT_THAT(t->warnings, Contains(HasSubstr("[[notify]] is never read from a workspace file")));
+}
+
+TEST_F(ConfigTest, NotifyEntriesRefuseUnknownKeysAndBadValues) {
+  const std::string mail =
+      "[[notify]]\nchannel = \"email\"\nfrom = \"a@example.com\"\nto = [\"b@example.com\"]\n";
+  struct Case {
+    std::string toml, error;
+  };
+  const std::vector<Case> cases = {
+      {"[[notify]]\nchannel = \"pager\"\n", "channel must be one of webhook, email, slack"},
+      {"[[notify]]\nurl = \"https://x\"\n", "channel must be one of"},
+      {mail + "smtp_url = \"smtp://mail.example.com:587\"\nbot_token_env = \"X\"\n",
+       "unknown key 'bot_token_env' for channel 'email'"},
+      {mail + "smtp_url = \"smtp://mail.example.com:587\"\nevents = [\"turn.done\"]\n",
+       "unknown event 'turn.done'"},
+      {mail + "smtp_url = \"smtp://mail.example.com:587\"\nevents = []\n", "events is empty"},
+      {mail + "smtp_url = \"http://mail.example.com\"\n", "must start with smtp://"},
+      {mail + "smtp_url = \"smtp://u:pw@mail.example.com:587\"\n",
+       "must not carry a user or password"},
+      {mail + "smtp_url = \"smtp://mail.example.com:587\"\ntls = \"none\"\n",
+       "allowed only for smtp:// to a loopback"},
+      {mail + "smtp_url = \"smtps://127.0.0.1:465\"\ntls = \"none\"\n",
+       "allowed only for smtp:// to a loopback"},
+      {mail + "smtp_url = \"smtp://mail.example.com\"\ntls = \"opportunistic\"\n",
+       "tls must be \"none\" or left out"},
+      {mail + "smtp_url = \"smtp://mail.example.com\"\nsmtp_user = \"u\"\n",
+       "smtp_user needs smtp_password_env"},
+      {mail + "smtp_url = \"smtp://mail.example.com\"\nsmtp_user = \"u\"\n"
+              "smtp_password_env = \"hunter2 is the password\"\n",
+       "must name an environment variable"},
+      {"[[notify]]\nchannel = \"email\"\nsmtp_url = \"smtp://m.example.com\"\n"
+       "from = \"a@example.com\\r\\nBcc: x@evil.com\"\nto = [\"b@example.com\"]\n",
+       "from must be one line"},
+      {"[[notify]]\nchannel = \"email\"\nsmtp_url = \"smtp://m.example.com\"\n"
+       "from = \"a@example.com\"\nto = [\"b@example.com, c@evil.com\"]\n",
+       "is not one address"},
+      {"[[notify]]\nchannel = \"email\"\nsmtp_url = \"smtp://m.example.com\"\n"
+       "from = \"a@example.com\"\n",
+       "needs to = "},
+      {"[[notify]]\nchannel = \"slack\"\nslack_channel = \"C1\"\n", "needs either bot_token_env"},
+      {"[[notify]]\nchannel = \"slack\"\nbot_token_env = \"T\"\n", "needs slack_channel"},
+      {"[[notify]]\nchannel = \"slack\"\nwebhook_url = \"https://hooks.slack.com/x\"\n"
+       "slack_channel = \"C1\"\n",
+       "go with bot_token_env"},
+      {"[[notify]]\nchannel = \"slack\"\nbot_token_env = \"T\"\nslack_channel = \"C1\"\n"
+       "signing_secret = \"abc\"\n",
+       "unknown key 'signing_secret'"},
+      {"[[notify]]\nchannel = \"webhook\"\nurl = \"https://x.example.com\"\n", "needs secret_env"},
+      {"notify = 3\n", "notify must be an array of tables"},
+      {mail + "smtp_url = \"smtp://m.example.com\"\ntimeout_s = 0\n", "timeout_s expects"},
+  };
+  for (const Case& c : cases) {
+    WriteUser(c.toml);
+    auto r = LoadConfig(Sources());
+    ASSERT_FALSE(r.ok()) << c.toml;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.toml;
+    EXPECT_THAT(r.status().message(), HasSubstr(user_file_.string())) << c.toml;
+  }
+  WriteUser(mail + "smtp_url = \"smtp://127.0.0.1:2525\"\ntls = \"none\"\n");
+  EXPECT_EQ(MustLoad().config.notify.at(0).tls, "none");
+}
+
 }  // namespace
 }  // namespace agentloop
