@@ -46,6 +46,53 @@ Result<server::AgentSpec::Webhook> WebhookOf(const SessionOptions& o) {
   return w;
 }
 
+// The agent's [[notify]] channels (docs/notifications.md), with the secrets
+// their variables hold. Errors: kInvalidArgument naming an unset variable.
+Result<std::vector<server::NotifyChannel>> ChannelsOf(const Config& c, const EnvMap& env) {
+  std::vector<server::NotifyChannel> out;
+  for (size_t i = 0; i < c.notify.size(); ++i) {
+    const NotifyConfig& n = c.notify[i];
+    auto secret = [&](const std::string& var, const char* key) -> Result<std::string> {
+      if (var.empty()) return std::string();
+      std::string v = EnvValue(env, var);
+      if (v.empty()) {
+        return InvalidArgument(n.origin.ToString() + ": [[notify]] " + key + " names " + var +
+                               ", which is not set");
+      }
+      return v;
+    };
+    server::NotifyChannel ch;
+    ch.key = n.channel + std::to_string(i);
+    ch.kind = n.channel;
+    ch.events.insert(n.events.begin(), n.events.end());
+    if (n.channel == "webhook") {
+      ch.url = n.url;
+      AL_ASSIGN_OR_RETURN(ch.secret, secret(n.secret_env, "secret_env"));
+    } else if (n.channel == "email") {
+      ch.email.smtp_url = n.smtp_url;
+      ch.email.tls_none = n.tls == "none";
+      ch.email.user = n.smtp_user;
+      AL_ASSIGN_OR_RETURN(ch.email.password, secret(n.smtp_password_env, "smtp_password_env"));
+      ch.email.from = n.from;
+      ch.email.to = n.to;
+      ch.email.ca_file = n.ca_file;
+      ch.email.timeout = std::chrono::seconds(n.timeout_s);
+    } else {
+      AL_ASSIGN_OR_RETURN(ch.slack.bot_token, secret(n.bot_token_env, "bot_token_env"));
+      ch.slack.channel = n.slack_channel;
+      if (!n.api_base_url.empty()) ch.slack.api_base_url = n.api_base_url;
+      while (!ch.slack.api_base_url.empty() && ch.slack.api_base_url.back() == '/') {
+        ch.slack.api_base_url.pop_back();
+      }
+      ch.slack.webhook_url = n.webhook_url;
+      AL_ASSIGN_OR_RETURN(ch.slack.signing_secret,
+                          secret(n.signing_secret_env, "signing_secret_env"));
+    }
+    out.push_back(std::move(ch));
+  }
+  return out;
+}
+
 // The agent `a` (a root of workspaces) as tenant `tenant` sees it: its root
 // is the tenant's folder of a's root, made when create_workspace allows it.
 // That folder must be a real directory (a link would let one tenant's
@@ -182,6 +229,13 @@ int CmdServe(const CommandEnv& e) {
       continue;
     }
     spec.webhook = std::move(*hook);
+    Result<std::vector<server::NotifyChannel>> channels = ChannelsOf(s->loaded.config, e.ctx.env);
+    if (!channels.ok()) {
+      e.err << "agentloop: agent '" << a.name << "' is not served: " << channels.error().message()
+            << "\n";
+      continue;
+    }
+    spec.channels = std::move(*channels);
     ForServing(spec.options);
     if (a.workspace_policy == engine::AgentWorkspacePolicy::kRoot) {
       // Each tenant has its folder of the agent's root; a session may name
@@ -213,6 +267,10 @@ int CmdServe(const CommandEnv& e) {
     Result<server::AgentSpec::Webhook> hook = WebhookOf(spec.options);
     if (!hook.ok()) return fail(hook.error());
     spec.webhook = std::move(*hook);
+    Result<std::vector<server::NotifyChannel>> channels =
+        ChannelsOf(settings->loaded.config, e.ctx.env);
+    if (!channels.ok()) return fail(channels.error());
+    spec.channels = std::move(*channels);
     ForServing(spec.options);
     so.agents.push_back(std::move(spec));
   }

@@ -38,6 +38,10 @@ struct Notification {
   std::string body;   // JSON
   // X-Agentloop-Delivery; empty: a fresh id.
   std::string delivery_id;
+  // Set: each attempt calls it instead of POSTing (another channel: email,
+  // Slack); `url` then only names the channel in logs. It calls `done` on
+  // the io thread, as NotifierOptions::post does.
+  std::function<void(std::function<void(Status)> done)> deliver;
 };
 
 struct NotifierOptions {

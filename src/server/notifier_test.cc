@@ -49,7 +49,7 @@ TEST(NotifierTest, RetriesTransientFailuresAndSignsEveryAttempt) {
   asio::io_context io;
   Receiver rx(io, {Unavailable("connection refused"), Unavailable("HTTP 503")});
   Notifier n(io, rx.Options());
-  n.Send({"http://127.0.0.1:9/hook", "s3cret", "approval.requested", R"({"a":1})", ""});
+  n.Send({"http://127.0.0.1:9/hook", "s3cret", "approval.requested", R"({"a":1})", "", {}});
   EXPECT_EQ(n.in_flight(), 1u);
   io.run();
   ASSERT_EQ(rx.posted.size(), 3u);
@@ -78,7 +78,7 @@ TEST(NotifierTest, AGivenDeliveryIdIsKept) {
   NotifierOptions o = rx.Options();
   o.on_done = [&](const Notification& n, const Status&, int) { done_id = n.delivery_id; };
   Notifier n(io, o);
-  n.Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", "dlv_pnd_1"});
+  n.Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", "dlv_pnd_1", {}});
   io.run();
   ASSERT_EQ(rx.posted.size(), 2u);
   EXPECT_EQ(rx.posted[0].Header("X-Agentloop-Delivery"), "dlv_pnd_1");
@@ -90,7 +90,7 @@ TEST(NotifierTest, APermanentRefusalOrTheLastAttemptEndsTheDelivery) {
   asio::io_context io;
   Receiver rx(io, {FailedPrecondition("webhook answered HTTP 404")});
   Notifier n(io, rx.Options());
-  n.Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", ""});
+  n.Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", "", {}});
   io.run();
   ASSERT_EQ(rx.ended.size(), 1u);
   EXPECT_EQ(rx.ended[0].first.code(), Code::kFailedPrecondition);
@@ -101,7 +101,7 @@ TEST(NotifierTest, APermanentRefusalOrTheLastAttemptEndsTheDelivery) {
   NotifierOptions o = always.Options();
   o.max_attempts = 4;
   Notifier n2(io2, o);
-  n2.Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", ""});
+  n2.Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", "", {}});
   io2.run();
   EXPECT_EQ(always.posted.size(), 4u);
   ASSERT_EQ(always.ended.size(), 1u);
@@ -112,7 +112,7 @@ TEST(NotifierTest, AStoppedNotifierMakesNoFurtherAttempt) {
   asio::io_context io;
   Receiver rx(io, {Unavailable("down"), Unavailable("down")});
   auto n = std::make_unique<Notifier>(io, rx.Options());
-  n->Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", ""});
+  n->Send({"http://127.0.0.1:9/hook", "s3cret", "turn.completed", "{}", "", {}});
   n.reset();  // the first attempt's answer is still queued on io
   io.run();
   EXPECT_EQ(rx.posted.size(), 1u);

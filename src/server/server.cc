@@ -36,12 +36,15 @@
 #include "mcp/servers.h"
 #include "protocol/codec.h"
 #include "providers/http_client.h"
+#include "server/channels.h"
 #include "server/console.h"
 #include "server/inbox.h"
 #include "server/links.h"
 #include "server/notifier.h"
 #include "server/pugi.h"
+#include "server/render.h"
 #include "server/secrets.h"
+#include "server/slack.h"
 #include "server/wakeup.h"
 #include "tools/builtin.h"
 
@@ -408,6 +411,7 @@ class ServerImpl final : public Server {
         executor_(ExecutorOptions(options_)),
         blocking_(static_cast<size_t>(std::max(1, options_.worker_threads))),
         notifier_(io_, NotifierOptionsFor()),
+        channels_(io_),
         signals_(io_),
         drain_timer_(io_) {
     for (const AgentSpec& a : options_.agents) {
@@ -415,11 +419,19 @@ class ServerImpl final : public Server {
       Result<std::string> key = LinkKey(a.webhook.secret);
       if (key.ok()) link_keys_[a.name] = std::move(*key);
     }
+    for (const AgentSpec& a : options_.agents) {
+      for (const NotifyChannel& c : a.channels) {
+        if (c.kind == "slack" && !c.slack.signing_secret.empty()) {
+          slack_signers_.push_back({c.slack.signing_secret, a.name});
+        }
+      }
+    }
   }
 
   ~ServerImpl() override {
     StopSharedStore();
     notifier_.Stop();
+    channels_.Stop();
     // Run returned only after every turn ended: nothing of theirs is still
     // to come when the executor drains.
     executor_.Shutdown();
@@ -454,6 +466,12 @@ class ServerImpl final : public Server {
     cookie_key_ = options_.cookie_secret;
     if (cookie_key_.empty()) {
       AL_ASSIGN_OR_RETURN(cookie_key_, RandomSecret());
+    }
+    // An agent notified only through [[notify]] channels signs its links
+    // with a key of the server's own (shared by servers sharing a store).
+    for (const AgentSpec& a : options_.agents) {
+      if (a.channels.empty() || link_keys_.contains(a.name)) continue;
+      AL_ASSIGN_OR_RETURN(link_keys_[a.name], LinkKey("agent-links:" + a.name + ":" + cookie_key_));
     }
     AL_RETURN_IF_ERROR(http_.Listen(endpoint));
     public_url_ = options_.public_url;
@@ -639,7 +657,8 @@ class ServerImpl final : public Server {
     }
     // The console's page and assets (console.h) hold nothing secret.
     if (auto asset = console::Asset(req)) return ex->Send(std::move(*asset));
-    const bool link = StartsWith(req.path, "/v1/links/");
+    // Slack's interactions are signed by Slack (SlackInteraction checks it).
+    const bool link = StartsWith(req.path, "/v1/links/") || req.path == "/v1/slack/interactions";
     std::optional<Principal> who = probe || link ? Principal{"", 0} : Authenticate(req);
     if (!who) {
       Response r =
@@ -723,6 +742,7 @@ class ServerImpl final : public Server {
         {http_verb::post, "/questions/{id}/answer", kScopeApprove, &ServerImpl::AnswerQuestion},
         {http_verb::get, "/links/{token}", 0, &ServerImpl::LinkShow},
         {http_verb::post, "/links/{token}", 0, &ServerImpl::LinkDecide},
+        {http_verb::post, "/slack/interactions", 0, &ServerImpl::SlackInteraction},
         // The web console (console.h).
         {http_verb::post, "/console/session", 0, &ServerImpl::ConsoleSignIn},
         {http_verb::get, "/console/session", 0, &ServerImpl::ConsoleWhoAmI},
@@ -1329,24 +1349,29 @@ class ServerImpl final : public Server {
   }
   // GET /v1/approvals/{id}/diff: the change a pending write or edit would
   // make to the file as it is now.
+  // The change a pending write or edit would make (console::PendingDiff).
+  // The file as it is now is shown only to the extent the session may read
+  // it: a write proposed to a file its rules keep from the model (`deny
+  // read(.env)`) does not show that file. Pool thread.
+  Result<Json> ItemDiff(const SessionInfo& s, const PendingItem& item) const {
+    std::string withheld;
+    const Json& args = item.arguments;
+    if (args.is_object() && args.contains("file_path") && args["file_path"].is_string()) {
+      ToolCall read{"diff", "read", Json{{"file_path", args["file_path"]}}};
+      AL_ASSIGN_OR_RETURN(PolicyVerdict v, engine_.Evaluate(OptionsToOpen(s.id), read));
+      if (v.decision == Decision::kDeny) {
+        withheld = "the session may not read it (" + v.reason + ")";
+      }
+    }
+    return console::PendingDiff(item, s.workspace, withheld);
+  }
+
   void ApprovalDiff(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     WithPending(ex, who, p[0], PendingKind::kApproval, [this, ex](PendingLookup l) {
       Blocking(
           [this, l]() -> Result<Json> {
             AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(l.record.session_id));
-            // The file as it is now is shown only to the extent the session
-            // may read it: a write proposed to a file its rules keep from
-            // the model (`deny read(.env)`) does not show that file here.
-            std::string withheld;
-            const Json& args = l.record.item.arguments;
-            if (args.is_object() && args.contains("file_path") && args["file_path"].is_string()) {
-              ToolCall read{"diff", "read", Json{{"file_path", args["file_path"]}}};
-              AL_ASSIGN_OR_RETURN(PolicyVerdict v, engine_.Evaluate(OptionsToOpen(s.id), read));
-              if (v.decision == Decision::kDeny) {
-                withheld = "the session may not read it (" + v.reason + ")";
-              }
-            }
-            return console::PendingDiff(l.record.item, s.workspace, withheld);
+            return ItemDiff(s, l.record.item);
           },
           [ex](Result<Json> r) {
             if (!r.ok() && r.error().code() == Code::kPermissionDenied) {
@@ -3333,7 +3358,9 @@ class ServerImpl final : public Server {
   NotifierOptions NotifierOptionsFor() {
     NotifierOptions o;
     bool any = false;
-    for (const AgentSpec& a : options_.agents) any = any || !a.webhook.url.empty();
+    for (const AgentSpec& a : options_.agents) {
+      any = any || !a.webhook.url.empty() || !a.channels.empty();
+    }
     if (!any) return o;
     HttpClientOptions http_options;
     http_options.io_context = &io_;
@@ -3411,6 +3438,12 @@ class ServerImpl final : public Server {
       event = "approval.requested";
       b["links"] = {{"approve", link("approve")}, {"deny", link("deny")}, {"expires_at", expires}};
       b["decision_url"] = public_url_ + "/v1/approvals/" + item.id + "/decision";
+      // The change a write or edit would make, as the console shows it.
+      if (item.tool == "write" || item.tool == "edit") {
+        Result<SessionInfo> s = engine_.store().GetSession(sid);
+        Result<Json> diff = s.ok() ? ItemDiff(*s, item) : Result<Json>(s.error());
+        if (diff.ok()) b["diff"] = std::move(*diff);
+      }
     }
     b["type"] = event;
     return OutboxNotification{"dlv_" + item.id, sid, agent.name, std::move(event), DumpJson(b), 0};
@@ -3419,7 +3452,22 @@ class ServerImpl final : public Server {
   // Records each notification in the outbox (pool thread) and returns those
   // this server should deliver: the ones it added, and, when the store
   // failed, the ones it could not record (delivered from memory only).
-  std::vector<OutboxNotification> RecordNotifications(std::vector<OutboxNotification> all) {
+  std::vector<OutboxNotification> RecordNotifications(std::vector<OutboxNotification> notes) {
+    // One row per channel that takes the event (channels.h): the agent's
+    // webhook under the notification's own id, each [[notify]] channel
+    // under `<id>.<key>`.
+    std::vector<OutboxNotification> all;
+    for (OutboxNotification& n : notes) {
+      const AgentSpec* agent = FindAgent(n.agent);
+      if (agent == nullptr) continue;
+      for (const NotifyChannel& c : agent->channels) {
+        if (!c.events.contains(n.event)) continue;
+        OutboxNotification copy = n;
+        copy.id = ChannelDeliveryId(n.id, c.key);
+        all.push_back(std::move(copy));
+      }
+      if (!agent->webhook.url.empty()) all.push_back(std::move(n));
+    }
     std::vector<OutboxNotification> out;
     for (OutboxNotification& n : all) {
       Result<bool> added = engine_.store().AddNotification(n, options_.notify_retry);
@@ -3438,9 +3486,28 @@ class ServerImpl final : public Server {
     const AgentSpec* agent = FindAgent(n.agent);
     // An agent that lost its webhook: the notification stays in the outbox
     // until it ages out.
-    if (agent == nullptr || agent->webhook.url.empty()) return;
+    if (agent == nullptr) return;
+    const std::string key = ChannelKeyOf(n.id);
+    if (key.empty()) {
+      if (agent->webhook.url.empty()) return;
+      if (!delivering_.insert(n.id).second) return;
+      return notifier_.Send(
+          Notification{agent->webhook.url, agent->webhook.secret, n.event, n.body, n.id, {}});
+    }
+    auto c = std::find_if(agent->channels.begin(), agent->channels.end(),
+                          [&](const NotifyChannel& ch) { return ch.key == key; });
+    if (c == agent->channels.end()) return;
     if (!delivering_.insert(n.id).second) return;
-    notifier_.Send(Notification{agent->webhook.url, agent->webhook.secret, n.event, n.body, n.id});
+    if (c->kind == "webhook") {
+      return notifier_.Send(Notification{c->url, c->secret, n.event, n.body, n.id, {}});
+    }
+    // The channel lives in options_, as long as the server.
+    Notification out{c->Describe(), "", n.event, n.body, n.id, {}};
+    out.deliver = [this, ch = &*c,
+                   r = Rendered{n.event, n.body, n.id}](std::function<void(Status)> done) {
+      channels_.Send(*ch, r, std::move(done));
+    };
+    notifier_.Send(std::move(out));
   }
 
   // Tells the session's agent's webhook how the turn ended: one
@@ -3564,9 +3631,12 @@ class ServerImpl final : public Server {
   std::set<std::string> delivering_;  // delivery ids the notifier has in flight
 
   // Checks a link's token, finds its item, and calls `then` with the claim,
-  // the item and its session; answers a page itself when the link is bad.
+  // the item and its session; when the link is bad, `refused` gets the view
+  // saying why (unset: a page answers it).
   template <typename Then>
-  void WithLink(const std::shared_ptr<Exchange>& ex, const std::string& token, Then then) {
+  void WithLink(const std::shared_ptr<Exchange>& ex, const std::string& token, Then then,
+                std::function<void(const LinkView&)> refused = {}) {
+    if (!refused) refused = [ex](const LinkView& v) { ex->Send(LinkPage(v)); };
     LinkCheck check = CheckLinkToken(token, SystemNowMs() / 1000, [this](const std::string& agent) {
       auto it = link_keys_.find(agent);
       return it == link_keys_.end() ? std::nullopt : std::optional<std::string>(it->second);
@@ -3582,7 +3652,7 @@ class ServerImpl final : public Server {
         v.heading = "This link is not valid";
         v.message = "Check that the whole link was copied.";
       }
-      return ex->Send(LinkPage(v));
+      return refused(v);
     }
     struct Found {
       std::optional<PendingLookup> lookup;
@@ -3598,13 +3668,14 @@ class ServerImpl final : public Server {
           }
           return f;
         },
-        [ex, claim = std::move(*check.claim), then = std::move(then)](Result<Found> r) mutable {
+        [claim = std::move(*check.claim), then = std::move(then),
+         refused = std::move(refused)](Result<Found> r) mutable {
           LinkView v;
           if (!r.ok()) {
             v.status = 503;
             v.heading = "Try again";
             v.message = "The server could not read the item: " + r.error().message();
-            return ex->Send(LinkPage(v));
+            return refused(v);
           }
           const bool question = claim.action == "answer";
           if (!r->lookup || r->session.agent != claim.agent ||
@@ -3612,7 +3683,7 @@ class ServerImpl final : public Server {
             v.status = 404;
             v.heading = "Nothing to decide";
             v.message = "The item this link names does not exist (any more).";
-            return ex->Send(LinkPage(v));
+            return refused(v);
           }
           then(std::move(claim), std::move(*r->lookup), std::move(r->session));
         });
@@ -3716,44 +3787,127 @@ class ServerImpl final : public Server {
       } else {
         res.kind = Resolution::Kind::kApprove;
       }
-      const PendingKind kind = l.record.item.kind;
-      Resolve(
-          ex, Principal{s.tenant, kScopeApprove}, l.record.item.id, kind, res,
-          [ex, claim, l, s](const Decided& o) {
-            LinkView done;
-            done.agent = s.agent;
-            done.session_id = s.id;
-            done.tool = l.record.item.tool;
-            switch (o.kind) {
-              case Decided::Kind::kRecorded:
-              case Decided::Kind::kResumed:
-                done.heading = claim.action == "approve" ? "Approved"
-                               : claim.action == "deny"  ? "Denied"
-                                                         : "Answered";
-                done.message = o.kind == Decided::Kind::kResumed
-                                   ? "The turn continues."
-                                   : "Recorded. " + std::to_string(o.outstanding) +
-                                         " other call(s) of this turn still wait.";
-                break;
-              case Decided::Kind::kAlreadyResolved:
-              case Decided::Kind::kConflict:
-                done.heading = "Already decided";
-                done.message = "Someone decided this item first (" + o.Detail() +
-                               "). This link decides nothing more.";
-                break;
-              case Decided::Kind::kCancelled:
-                done.heading = "No longer waiting";
-                done.message = "The call was withdrawn before this decision.";
-                break;
-              case Decided::Kind::kInvalidEdit:
-                done.heading = "Not decided";
-                done.message = o.Detail();
-                break;
-            }
-            ex->Send(LinkPage(done));
-          },
-          {}, "link:" + claim.action);
+      DecideLink(ex, claim, l, s, std::move(res), "link:" + claim.action,
+                 [ex](const LinkView& done) { ex->Send(LinkPage(done)); });
     });
+  }
+
+  // Records the decision `res` a link (or a Slack button) carries about the
+  // outstanding item `l`, by `by`, and tells `reply` what happened.
+  void DecideLink(const std::shared_ptr<Exchange>& ex, const LinkClaim& claim,
+                  const PendingLookup& l, const SessionInfo& s, Resolution res, std::string by,
+                  std::function<void(const LinkView&)> reply) {
+    const PendingKind kind = l.record.item.kind;
+    Resolve(
+        ex, Principal{s.tenant, kScopeApprove}, l.record.item.id, kind, std::move(res),
+        [claim, l, s, reply = std::move(reply)](const Decided& o) {
+          LinkView done;
+          done.agent = s.agent;
+          done.session_id = s.id;
+          done.tool = l.record.item.tool;
+          switch (o.kind) {
+            case Decided::Kind::kRecorded:
+            case Decided::Kind::kResumed:
+              done.heading = claim.action == "approve" ? "Approved"
+                             : claim.action == "deny"  ? "Denied"
+                                                       : "Answered";
+              done.message = o.kind == Decided::Kind::kResumed
+                                 ? "The turn continues."
+                                 : "Recorded. " + std::to_string(o.outstanding) +
+                                       " other call(s) of this turn still wait.";
+              break;
+            case Decided::Kind::kAlreadyResolved:
+            case Decided::Kind::kConflict:
+              done.heading = "Already decided";
+              done.message = "Someone decided this item first (" + o.Detail() +
+                             "). This link decides nothing more.";
+              break;
+            case Decided::Kind::kCancelled:
+              done.heading = "No longer waiting";
+              done.message = "The call was withdrawn before this decision.";
+              break;
+            case Decided::Kind::kInvalidEdit:
+              done.heading = "Not decided";
+              done.message = o.Detail();
+              break;
+          }
+          reply(done);
+        },
+        {}, std::move(by));
+  }
+
+  // POST /v1/slack/interactions (docs/notifications.md): a click on the
+  // Approve or Deny button of a Slack notification, decided as its link
+  // would be (server/slack.h checks Slack's signature first, before
+  // anything of the request is read). Slack gets 200 once the decision is
+  // recorded; the message is then replaced through its response_url,
+  // saying who decided and how. Without a Slack channel that has a signing
+  // secret the route does not exist.
+  void SlackInteraction(const std::shared_ptr<Exchange>& ex, const Principal&, const Params&) {
+    if (slack_signers_.empty()) {
+      return ex->Send(Problem(404, "not_found", "no Slack channel with a signing secret"));
+    }
+    const Request& req = ex->request();
+    std::vector<std::string> secrets;
+    for (const auto& [secret, agent] : slack_signers_) secrets.push_back(secret);
+    Result<size_t> signer =
+        VerifySlackSignature(secrets, req.Header("X-Slack-Request-Timestamp"),
+                             req.Header("X-Slack-Signature"), req.body, SystemNowMs() / 1000);
+    if (!signer.ok()) return ex->Send(Problem(401, "unauthorized", signer.error().message()));
+    Result<SlackClick> click = ParseSlackInteraction(req.body);
+    if (!click.ok()) return ex->Send(Problem(400, "invalid_request", click.error().message()));
+    // A link button (the pages) also reports its click: nothing to decide.
+    if (click->action_id != "approve" && click->action_id != "deny") {
+      return ex->Send(Response{200, "text/plain", "", {}});
+    }
+    const std::string signed_for = slack_signers_[*signer].second;
+    auto reply = [this, ex, url = click->response_url, user = click->user](const LinkView& v) {
+      ex->Send(Response{200, "text/plain", "", {}});
+      if (url.empty() || !SlackResponseUrlAllowed(url)) return;
+      std::string heading = v.heading;
+      if (heading == "Approved" || heading == "Denied") heading += " by " + user;
+      std::string detail =
+          v.tool.empty() ? v.message : v.tool + " (agent " + v.agent + "): " + v.message;
+      if (v.heading == "Denied") detail += " No reason was given.";
+      channels_.PostJson(url, DumpJson(SlackReplacement(heading, detail)), [](Status s) {
+        if (!s.ok()) {
+          std::fprintf(stderr, "agentloop: Slack message not replaced: %s\n",
+                       RedactSecrets(s.message()).c_str());
+        }
+      });
+    };
+    WithLink(
+        ex, click->value,
+        [this, ex, reply, signed_for, action = click->action_id, user = click->user](
+            LinkClaim claim, PendingLookup l, SessionInfo s) {
+          if (claim.agent != signed_for || claim.action != action) {
+            LinkView v;
+            v.heading = "This button is not valid";
+            v.message = "It does not belong to this Slack app's notification.";
+            return reply(v);
+          }
+          if (l.state != PendingLookup::State::kOutstanding) return reply(ItemView(claim, l, s));
+          Resolution res;
+          res.kind = action == "approve" ? Resolution::Kind::kApprove : Resolution::Kind::kDeny;
+          DecideLink(ex, claim, l, s, std::move(res), "slack:" + user, reply);
+        },
+        reply);
+  }
+
+  // A response_url Slack gave: https, or the origin of a configured
+  // api_base_url (a Slack-compatible server, a test's stand-in).
+  bool SlackResponseUrlAllowed(const std::string& url) const {
+    if (StartsWith(url, "https://")) return true;
+    for (const AgentSpec& a : options_.agents) {
+      for (const NotifyChannel& c : a.channels) {
+        if (c.kind != "slack" || c.slack.api_base_url.empty()) continue;
+        const std::string& base = c.slack.api_base_url;
+        const size_t path = base.find('/', base.find("://") + 3);
+        const std::string origin = base.substr(0, path) + "/";
+        if (StartsWith(url, origin)) return true;
+      }
+    }
+    return false;
   }
 
   // --- shutdown -----------------------------------------------------------
@@ -3809,6 +3963,9 @@ class ServerImpl final : public Server {
   // call: kept off `blocking_`. More compactions than threads queue.
   asio::thread_pool compactions_{2};
   Notifier notifier_;
+  ChannelSender channels_;  // email and Slack (channels.h)
+  // Slack signing secrets with the agent each belongs to.
+  std::vector<std::pair<std::string, std::string>> slack_signers_;
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;
   std::string public_url_;       // set by Listen

@@ -33,6 +33,7 @@
 #include "agentloop/engine.h"
 #include "agentloop/status.h"
 
+#include "server/channels.h"
 #include "server/http_server.h"
 
 namespace agentloop::server {
@@ -76,6 +77,11 @@ struct AgentSpec {
     std::string url;
     std::string secret;
   } webhook;
+  // The agent's [[notify]] channels (channels.h, docs/notifications.md),
+  // each with a distinct key. Their links are signed with a key derived from
+  // `webhook.secret` when the agent has a webhook, else from the server's
+  // cookie_secret.
+  std::vector<NotifyChannel> channels;
 };
 
 struct ServerOptions {
