@@ -17,6 +17,9 @@ PKGS=(
   # has the non-blocking and LISTEN/NOTIFY API), and the server the tests start
   # as a throwaway cluster (initdb + pg_ctl from /usr/lib/postgresql/15/bin).
   libpq-dev postgresql-15
+  # Email notifications: libcurl (opened with dlopen by a server with an
+  # email channel), and the real SMTP server the tests send to.
+  libcurl4 python3-aiosmtpd
 )
 # The web console's JavaScript unit tests (node:test) and tests/mcp: the MCP
 # reference servers run on Node.js and npm installs them
