@@ -1,5 +1,6 @@
 #include "server/channels.h"
 
+#include <atomic>
 #include <mutex>
 
 #include <boost/asio/post.hpp>
@@ -35,7 +36,7 @@ std::string ChannelKeyOf(const std::string& delivery_id) {
 struct ChannelSender::Impl {
   explicit Impl(asio::io_context& i) : io(i) {}
   asio::io_context& io;
-  bool stopped = false;  // io thread
+  std::atomic<bool> stopped{false};  // also read by the SMTP thread
   std::shared_ptr<HttpClient> http;
   std::once_flag pool_once;
   std::unique_ptr<asio::thread_pool> smtp;  // one thread: SMTP transfers block
@@ -116,6 +117,7 @@ void ChannelSender::Send(const NotifyChannel& ch, const Rendered& n,
     m.from = ch.email.from;
     m.to = ch.email.to;
     m.timeout = ch.email.timeout;
+    m.cancel = &impl->stopped;
     const std::string domain = ch.email.from.substr(ch.email.from.find('@') + 1);
     m.message = BuildEmail(*view, EmailEnvelope{ch.email.from, ch.email.to, SystemNowMs() / 1000,
                                                 n.delivery_id + "@" + domain});

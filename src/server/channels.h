@@ -85,7 +85,9 @@ struct Rendered {
 class ChannelSender {
  public:
   explicit ChannelSender(boost::asio::io_context& io);
-  ~ChannelSender();  // waits for an SMTP transfer in progress (bounded by its timeout)
+  // Stops, and waits for an SMTP transfer in progress to notice (about a
+  // second).
+  ~ChannelSender();
   ChannelSender(const ChannelSender&) = delete;
   ChannelSender& operator=(const ChannelSender&) = delete;
 

@@ -172,6 +172,26 @@ TEST(ChannelsTest, SlackMessageEscapesMrkdwnAndCarriesTokens) {
   }
 }
 
+TEST(ChannelsTest, AQuestionShowsItsOptionsAndTheAnswerLink) {
+  const Json b = {
+      {"type", "question.asked"},
+      {"agent", "writer"},
+      {"tool", "ask_user"},
+      {"arguments", {{"question", "Which <b>branch</b>?"}, {"options", {"main", "<dev> & co"}}}},
+      {"links", {{"answer", "http://127.0.0.1:1/v1/links/TOKQ.mac"}}}};
+  auto v = ViewOf("question.asked", b.dump());
+  ASSERT_TRUE(v.ok());
+  const std::string m = BuildEmail(*v, EmailEnvelope{"a@example.com", {"b@example.com"}, 0, "x"});
+  EXPECT_THAT(m, HasSubstr("Subject: [agentloop] writer asks: Which <b>branch</b>?"));
+  const Json slack = SlackMessage(*v, true);
+  const std::string all = slack.dump();
+  EXPECT_THAT(all, HasSubstr("Which &lt;b&gt;branch&lt;/b&gt;?"));
+  EXPECT_THAT(all, HasSubstr("• &lt;dev&gt; &amp; co"));
+  EXPECT_THAT(all, HasSubstr("<http://127.0.0.1:1/v1/links/TOKQ.mac|Answer the question>"));
+  // A question is answered on its page: no buttons.
+  EXPECT_THAT(all, Not(HasSubstr("\"actions\"")));
+}
+
 TEST(ChannelsTest, SlackSignatureIsCheckedInFull) {
   const std::vector<std::string> secrets = {"other", "s3cret"};
   const std::string body = "payload=%7B%7D";

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <sys/socket.h>
+
 namespace agentloop::server {
 namespace {
 
@@ -31,8 +33,12 @@ constexpr int kOptTimeoutMs = 155;
 constexpr int kOptConnectTimeoutMs = 156;
 constexpr int kOptProtocolsStr = 10318;
 constexpr int kOptInfileSizeLarge = 30115;
+constexpr int kOptNoProgress = 43;
+constexpr int kOptXferInfoFunction = 20219;
+constexpr int kOptXferInfoData = 10057;
 constexpr long kUseSslAll = 3;               // CURLUSESSL_ALL
 constexpr int kInfoResponseCode = 0x200002;  // CURLINFO_RESPONSE_CODE
+constexpr int kInfoActiveSocket = 0x50002c;  // CURLINFO_ACTIVESOCKET
 constexpr size_t kErrorSize = 256;           // CURL_ERROR_SIZE
 
 struct Curl {
@@ -101,6 +107,13 @@ size_t ReadMessage(char* buf, size_t size, size_t n, void* user) {
   return take;
 }
 
+// Called by libcurl at least once a second while a transfer runs: a
+// non-zero answer aborts it.
+int Progress(void* user, int64_t, int64_t, int64_t, int64_t) {
+  const auto* cancel = static_cast<const std::atomic<bool>*>(user);
+  return cancel != nullptr && cancel->load() ? 1 : 0;
+}
+
 }  // namespace
 
 Status SendMail(const MailTransfer& m) {
@@ -133,12 +146,25 @@ Status SendMail(const MailTransfer& m) {
   c.easy_setopt(h, kOptTimeoutMs, static_cast<long>(m.timeout.count()));
   c.easy_setopt(h, kOptConnectTimeoutMs,
                 static_cast<long>(std::min<int64_t>(m.timeout.count(), 10'000)));
+  if (m.cancel != nullptr) {
+    c.easy_setopt(h, kOptNoProgress, 0L);
+    c.easy_setopt(h, kOptXferInfoFunction, &Progress);
+    c.easy_setopt(h, kOptXferInfoData, m.cancel);
+  }
   const CURLcode rc = c.easy_perform(h);
   long reply = 0;
   c.easy_getinfo(h, kInfoResponseCode, &reply);
+  // The cleanup says QUIT and waits for the answer (up to libcurl's server
+  // response timeout, two minutes): after a failure the relay may be the one
+  // stalling, so its connection is shut first and the wait ends at once.
+  int fd = -1;
+  if (rc != 0 && c.easy_getinfo(h, kInfoActiveSocket, &fd) == 0 && fd >= 0) {
+    ::shutdown(fd, SHUT_RDWR);
+  }
   c.easy_cleanup(h);
   c.slist_free_all(rcpt);
   if (rc == 0) return Status::Ok();
+  if (m.cancel != nullptr && m.cancel->load()) return Cancelled("the server is stopping");
   // libcurl's messages name the server's reply or the socket's failure,
   // never the credentials it was given.
   std::string why = error[0] != '\0' ? std::string(error) : std::string(c.easy_strerror(rc));

@@ -11,6 +11,7 @@
 // own handle. The library is loaded once per process (the first call).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -29,13 +30,16 @@ struct MailTransfer {
   std::vector<std::string> to;
   std::string message;  // RFC 5322, CRLF line ends
   std::chrono::milliseconds timeout{60'000};
+  // Set (any thread): the transfer is abandoned within about a second
+  // (kCancelled). May be null.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Sends `m`. Errors: kUnavailable for every failure of the transfer (the
 // relay unreachable, refusing, timing out, TLS or authentication failing),
 // naming the relay's last reply code and libcurl's reason, never a
 // credential; kUnavailable too when libcurl cannot be loaded (naming the
-// Debian package, libcurl4).
+// Debian package, libcurl4); kCancelled once `cancel` is set.
 Status SendMail(const MailTransfer& m);
 
 }  // namespace agentloop::server

@@ -8,7 +8,8 @@ Every message accepted is written as <out>/<n>.eml with its envelope in
 included). --refuse N answers the first N messages' DATA with 554 (nothing
 kept); --stall N holds the first N messages' DATA for --stall-s seconds and
 then refuses them (the client has timed out by then; nothing kept).
-Prints "PORT <n>" on stdout once listening; ends when stdin closes.
+Prints "PORT <n>" on stdout once listening, and "DATA <n>" as the n-th
+message reaches DATA; ends when stdin closes.
 
 Run by the tests with an interpreter that has aiosmtpd (the system's
 python3 on Debian)."""
@@ -20,6 +21,7 @@ import os
 import ssl
 import sys
 import threading
+import warnings
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, SMTP
@@ -36,6 +38,7 @@ class Handler:
         with self.lock:
             self.seen += 1
             n = self.seen
+        print("DATA %d" % n, flush=True)
         if n <= self.args.refuse:
             return "554 5.7.1 refused for now"
         if n <= self.args.refuse + self.args.stall:
@@ -85,6 +88,8 @@ class TlsController(Controller):
 
 
 def main():
+    # aiosmtpd's own use of a deprecated attribute during AUTH.
+    warnings.filterwarnings("ignore", message="Session.login_data")
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--cert", required=True)

@@ -234,6 +234,22 @@ class EmailTest(NotifyCase):
         err = self.stop_and_check_log(proc, [PASSWORD])
         self.assertEqual(len(self.of_event("approval.requested")), 1, err)
 
+    def test_a_stopping_server_abandons_a_stalled_transfer(self):
+        p_port = self.start_smtp("--stall", "1", "--stall-s", "3600")
+        smtp = self.helpers[-1]
+        proc = self.serve_with(self.notify_toml(p_port, "timeout_s = 600\n"),
+                               {"SMTP_PW": PASSWORD})
+        self.pause()
+        ready, _, _ = select.select([smtp.stdout], [], [], TIMEOUT)
+        self.assertTrue(ready, "no message reached the relay")
+        self.assertEqual(smtp.stdout.readline().strip(), "DATA 1")
+        # The relay holds the transfer (for an hour, the client's timeout is
+        # ten minutes): the server still stops.
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertNotIn(PASSWORD, err)
+
     def test_smtps_sends_over_tls_from_the_start(self):
         port = self.start_smtp("--implicit-tls")
         toml = self.notify_toml(port).replace("smtp://", "smtps://")
@@ -260,6 +276,43 @@ class EmailTest(NotifyCase):
         wait_for(lambda: self.of_event("approval.requested"), "the mail in plain text")
         self.stop_and_check_log(proc, [])
 
+    def test_one_notification_reaches_every_channel_once(self):
+        port = self.start_smtp()
+        slack = SlackStandIn()
+        self.addCleanup(slack.close)
+        toml = (self.notify_toml(port) +
+                '\n[[notify]]\nchannel = "slack"\n'
+                'webhook_url = "http://127.0.0.1:%d/services/T000/B000/XXXX"\n'
+                '\n[[notify]]\nchannel = "webhook"\nurl = "http://127.0.0.1:%d/agentloop"\n'
+                'secret_env = "HOOK_SECRET"\n' % (slack.port, slack.port))
+        proc = self.serve_with(toml, {"SMTP_PW": PASSWORD, "HOOK_SECRET": "hook-secret-77"})
+        sid, tid = self.pause()
+        wait_for(lambda: self.of_event("approval.requested"), "the mail")
+        wait_for(lambda: slack.webhook_posts, "the Slack message")
+        headers, raw = wait_for(lambda: slack.agentloop_posts, "the webhook")[0]
+        status, _, pending = self.http("GET", "/v1/sessions/%s/pending" % sid)
+        pid = pending["items"][0]["id"]
+        self.assertEqual(headers["X-Agentloop-Delivery"], "dlv_%s.webhook2" % pid)
+        self.assertEqual(headers["X-Agentloop-Signature"],
+                         "sha256=" + hmac.new(b"hook-secret-77", raw, hashlib.sha256).hexdigest())
+        body = json.loads(raw)
+        self.assertEqual(body["type"], "approval.requested")
+        self.assertIn("+" + HOSTILE, body["diff"]["diff"])
+        # Without a signing secret the Slack message carries links, no buttons.
+        self.assertNotIn('"actions"', json.dumps(slack.webhook_posts[0]))
+        self.assertIn("/v1/links/", json.dumps(slack.webhook_posts[0]))
+        status, _, r = self.http("POST", "/v1/approvals/%s/decision" % pid,
+                                 {"decision": "approve"})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(self.wait_turn(sid, tid)["stop"], "completed")
+        # turn.completed goes only to the email channel, which takes it.
+        wait_for(lambda: self.of_event("turn.completed"), "the turn.completed mail")
+        self.stop_and_check_log(proc, [PASSWORD, "hook-secret-77", "XXXX"])
+        self.assertEqual(len(self.of_event("approval.requested")), 1)
+        self.assertEqual(len(slack.webhook_posts), 1)
+        self.assertEqual(len(slack.agentloop_posts), 1)
+        self.assertEqual(slack.problems, [])
+
     def test_a_wrong_password_is_retried_and_never_logged(self):
         port = self.start_smtp()
         proc = self.serve_with(self.notify_toml(port), {"SMTP_PW": "wrong-" + PASSWORD})
@@ -282,6 +335,8 @@ class SlackStandIn:
     def __init__(self, fail_first=0):
         self.fail_first = fail_first
         self.posts = []        # accepted chat.postMessage bodies
+        self.webhook_posts = []  # bodies POSTed to the incoming webhook
+        self.agentloop_posts = []  # (headers, raw body) of agentloop webhooks
         self.replacements = []  # bodies POSTed to response URLs
         self.problems = []
         self.lock = threading.Lock()
@@ -307,6 +362,14 @@ class SlackStandIn:
                             outer.posts.append(body)
                             answer = {"ok": True, "channel": body.get("channel"),
                                       "ts": "1700000000.%06d" % len(outer.posts)}
+                    elif self.path == "/services/T000/B000/XXXX":
+                        body = json.loads(raw)
+                        if "channel" in body or not body.get("blocks"):
+                            outer.problems.append("incoming webhook body %r" % body)
+                        outer.webhook_posts.append(body)
+                        answer = "ok"
+                    elif self.path == "/agentloop":
+                        outer.agentloop_posts.append((dict(self.headers), raw))
                     elif self.path.startswith("/response/"):
                         body = json.loads(raw)
                         if not body.get("replace_original"):
@@ -314,7 +377,7 @@ class SlackStandIn:
                         outer.replacements.append(body)
                     else:
                         code = 404
-                data = json.dumps(answer).encode()
+                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
