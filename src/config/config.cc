@@ -1076,6 +1076,32 @@ std::vector<ConfigEntry> DescribeConfig(const Config& config) {
                         {"tools", h.tools}},
                    h.origin.ToString()});
   }
+  if (config.notify.empty()) out.push_back({"notify", Json::array(), "default"});
+  for (size_t i = 0; i < config.notify.size(); ++i) {
+    const NotifyConfig& n = config.notify[i];
+    // Only what is not secret: variables' names, and whether a Slack
+    // incoming webhook (a secret URL) is set.
+    Json v = {{"channel", n.channel}, {"events", n.events}};
+    auto add = [&](const char* key, const std::string& value) {
+      if (!value.empty()) v[key] = value;
+    };
+    add("url", n.url);
+    add("secret_env", n.secret_env);
+    add("smtp_url", n.smtp_url);
+    add("tls", n.tls);
+    add("smtp_user", n.smtp_user);
+    add("smtp_password_env", n.smtp_password_env);
+    add("from", n.from);
+    if (!n.to.empty()) v["to"] = n.to;
+    add("ca_file", n.ca_file);
+    if (n.channel == "email") v["timeout_s"] = n.timeout_s;
+    add("bot_token_env", n.bot_token_env);
+    add("slack_channel", n.slack_channel);
+    add("api_base_url", n.api_base_url);
+    if (!n.webhook_url.empty()) v["webhook_url"] = "***";
+    add("signing_secret_env", n.signing_secret_env);
+    out.push_back({"notify[" + std::to_string(i) + "]", std::move(v), n.origin.ToString()});
+  }
   if (config.mcp_servers.empty()) out.push_back({"mcp_servers", Json::object(), "default"});
   for (const McpServerSpec& s : config.mcp_servers) {
     Json env_names = Json::array();  // values may be secrets: names only
@@ -1145,6 +1171,7 @@ std::vector<std::string> ConfigKeys() {
   std::vector<std::string> out;
   for (const KeySpec& k : config::Keys()) out.push_back(k.name);
   out.push_back("hooks");
+  out.push_back("notify");
   out.push_back("mcp_servers");
   return out;
 }

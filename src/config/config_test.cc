@@ -1080,6 +1080,22 @@ TEST_F(ConfigTest, NotifyEntriesAccumulateFromUserAndAgentFiles) {
             (std::vector<std::string>{"approval.requested", "turn.completed"}));
   EXPECT_EQ(r->config.notify[1].origin.source, agent.string());
   EXPECT_EQ(r->config.notify[2].url, "https://hooks.example.com/x");
+  // `config show` names the variables, never a secret.
+  bool shown = false;
+  for (const ConfigEntry& e : DescribeConfig(r->config)) {
+    if (e.key != "notify[1]") continue;
+    shown = true;
+    EXPECT_EQ(e.value["channel"], "slack");
+    EXPECT_EQ(e.value["bot_token_env"], "SLACK_TOKEN");
+    EXPECT_EQ(e.origin, r->config.notify[1].origin.ToString());
+  }
+  EXPECT_TRUE(shown);
+  WriteUser(
+      "[[notify]]\nchannel = \"slack\"\n"
+      "webhook_url = \"https://hooks.slack.com/services/T0/B0/SECRETPART\"\n");
+  LoadedConfig hook = MustLoad();
+  EXPECT_THAT(FormatConfig(hook.config), Not(HasSubstr("SECRETPART")));
+  EXPECT_THAT(FormatConfig(hook.config), HasSubstr("notify[0]"));
 }
 
 TEST_F(ConfigTest, NotifyIsNeverReadFromAWorkspaceFileTrustedOrNot) {
