@@ -142,7 +142,7 @@ Status SendMail(const MailTransfer& m) {
   c.easy_setopt(h, kOptUpload, 1L);
   c.easy_setopt(h, kOptReadFunction, &ReadMessage);
   c.easy_setopt(h, kOptReadData, &reader);
-  c.easy_setopt(h, kOptInfileSizeLarge, static_cast<long long>(m.message.size()));
+  c.easy_setopt(h, kOptInfileSizeLarge, static_cast<int64_t>(m.message.size()));
   c.easy_setopt(h, kOptTimeoutMs, static_cast<long>(m.timeout.count()));
   c.easy_setopt(h, kOptConnectTimeoutMs,
                 static_cast<long>(std::min<int64_t>(m.timeout.count(), 10'000)));

@@ -279,7 +279,7 @@ std::string BuildEmail(const NotificationView& v, const EmailEnvelope& e) {
     field("Stop", v.stop);
     field("Reason", v.reason);
     block("Final text", v.final_text);
-    field("Session", v.session_url);
+    field("Session URL", v.session_url);
   }
   html += "</body></html>\n";
 
