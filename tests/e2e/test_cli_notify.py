@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.error
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -472,6 +473,12 @@ class SlackTest(NotifyCase):
         approve = buttons[0]["value"]
         deny = buttons[1]["value"]
         # Refused before anything else is read: unsigned, wrongly signed, stale.
+        req = urllib.request.Request(self.base + "/v1/slack/interactions", data=b"not a form",
+                                     method="POST")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=TIMEOUT)
+        self.assertEqual(e.exception.code, 401)
+        e.exception.close()
         self.assertEqual(self.click("approve", approve, sign=False), 401)
         self.assertEqual(self.click("approve", approve, secret="not-the-secret"), 401)
         self.assertEqual(self.click("approve", approve, ts=int(time.time()) - 301), 401)
