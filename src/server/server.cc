@@ -1347,8 +1347,6 @@ class ServerImpl final : public Server {
             {"tokens_required", !options_.tokens.empty()},
             {"cookie", cookie}};
   }
-  // GET /v1/approvals/{id}/diff: the change a pending write or edit would
-  // make to the file as it is now.
   // The change a pending write or edit would make (console::PendingDiff).
   // The file as it is now is shown only to the extent the session may read
   // it: a write proposed to a file its rules keep from the model (`deny
@@ -1366,6 +1364,8 @@ class ServerImpl final : public Server {
     return console::PendingDiff(item, s.workspace, withheld);
   }
 
+  // GET /v1/approvals/{id}/diff: the change a pending write or edit would
+  // make to the file as it is now.
   void ApprovalDiff(const std::shared_ptr<Exchange>& ex, const Principal& who, const Params& p) {
     WithPending(ex, who, p[0], PendingKind::kApproval, [this, ex](PendingLookup l) {
       Blocking(
@@ -3442,7 +3442,16 @@ class ServerImpl final : public Server {
       if (item.tool == "write" || item.tool == "edit") {
         Result<SessionInfo> s = engine_.store().GetSession(sid);
         Result<Json> diff = s.ok() ? ItemDiff(*s, item) : Result<Json>(s.error());
-        if (diff.ok()) b["diff"] = std::move(*diff);
+        if (diff.ok()) {
+          // Bounded: the body is stored in the outbox and sent on every channel.
+          constexpr size_t kMaxDiff = 64 << 10;
+          if (auto d = diff->find("diff"); d != diff->end() && d->is_string() &&
+                                           d->get_ref<const std::string&>().size() > kMaxDiff) {
+            *d = std::string(TruncateUtf8(d->get_ref<const std::string&>(), kMaxDiff));
+            (*diff)["truncated"] = true;
+          }
+          b["diff"] = std::move(*diff);
+        }
       }
     }
     b["type"] = event;

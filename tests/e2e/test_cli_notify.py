@@ -86,12 +86,12 @@ class NotifyCase(serve_util.ServeCase):
                     p.wait()
         super().tearDown()
 
-    def serve_with(self, notify_toml, env_extra):
+    def serve_with(self, notify_toml, env_extra, script=WRITE):
         cfg = os.path.join(self.home, ".config", "agentloop", "config.toml")
         os.makedirs(os.path.dirname(cfg), exist_ok=True)
         with open(cfg, "w", encoding="utf-8") as f:
             f.write("[server]\nnotify_retry_s = 1\n")
-        self.write_agent(self.server(WRITE).base_url, extra=notify_toml)
+        self.write_agent(self.server(script).base_url, extra=notify_toml)
         p, self.base = self.start_serve(env=self.env(WRITER_KEY="sk-test", **env_extra))
         return p
 
@@ -500,6 +500,21 @@ class SlackTest(NotifyCase):
         self.assertEqual(self.slack.problems, [])
         self.assertEqual(len(self.slack.posts), 1)
         self.stop_and_check_log(proc, [BOT_TOKEN, SIGNING])
+
+    def test_a_large_diff_is_cut_in_the_notification(self):
+        big = {"responses": [
+            {"tool_calls": [{"id": "c1", "name": "write",
+                             "input": {"file_path": "big.txt", "content": "abcdefghij\n" * 7000}}]},
+            {"text": "done"}]}
+        toml = ('\n[[notify]]\nchannel = "webhook"\nurl = "http://127.0.0.1:%d/agentloop"\n'
+                'secret_env = "HOOK_SECRET"\n' % self.slack.port)
+        proc = self.serve_with(toml, {"HOOK_SECRET": "hook-secret-77"}, script=big)
+        self.pause()
+        _, raw = wait_for(lambda: self.slack.agentloop_posts, "the webhook")[0]
+        diff = json.loads(raw)["diff"]
+        self.assertTrue(diff["truncated"])
+        self.assertLessEqual(len(diff["diff"].encode()), 64 << 10)
+        self.stop_and_check_log(proc, ["hook-secret-77"])
 
     def test_the_interactions_route_is_off_without_a_signing_secret(self):
         toml = ('\n[[notify]]\nchannel = "slack"\nbot_token_env = "SLACK_BOT"\n'
