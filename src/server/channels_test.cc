@@ -217,6 +217,23 @@ TEST(ChannelsTest, SlackSignatureIsCheckedInFull) {
   EXPECT_THAT(wrong.status().message(), Not(HasSubstr(sig)));
 }
 
+TEST(ChannelsTest, SlackResponseUrlsAndTheDecisionMessage) {
+  const std::vector<std::string> bases = {"http://127.0.0.1:8080/api"};
+  EXPECT_TRUE(SlackResponseUrlAllowed("https://hooks.slack.com/actions/T/1/x", bases));
+  EXPECT_TRUE(SlackResponseUrlAllowed("http://127.0.0.1:8080/response/1", bases));
+  EXPECT_FALSE(SlackResponseUrlAllowed("http://127.0.0.1:8081/response/1", bases));
+  EXPECT_FALSE(SlackResponseUrlAllowed("http://127.0.0.1:8080.evil.com/x", bases));
+  EXPECT_FALSE(SlackResponseUrlAllowed("http://hooks.slack.com/actions/T/1/x", {}));
+  const std::string m =
+      SlackDecisionMessage("Denied", "The turn continues.", "write", "writer", "<!here>").dump();
+  EXPECT_THAT(m, HasSubstr("Denied by &lt;!here&gt;"));
+  EXPECT_THAT(m, HasSubstr("No reason was given."));
+  EXPECT_THAT(m, HasSubstr("\"replace_original\":true"));
+  EXPECT_THAT(
+      SlackDecisionMessage("Already decided", "It was approved (by slack:a).", "", "", "b").dump(),
+      Not(HasSubstr(" by b")));
+}
+
 TEST(ChannelsTest, SlackInteractionPayloadIsParsed) {
   const Json p = {{"type", "block_actions"},
                   {"user", {{"id", "U1"}, {"username", "alice"}}},

@@ -424,6 +424,9 @@ class ServerImpl final : public Server {
         if (c.kind == "slack" && !c.slack.signing_secret.empty()) {
           slack_signers_.push_back({c.slack.signing_secret, a.name});
         }
+        if (c.kind == "slack" && !c.slack.api_base_url.empty()) {
+          slack_api_bases_.push_back(c.slack.api_base_url);
+        }
       }
     }
   }
@@ -3872,13 +3875,9 @@ class ServerImpl final : public Server {
     const std::string signed_for = slack_signers_[*signer].second;
     auto reply = [this, ex, url = click->response_url, user = click->user](const LinkView& v) {
       ex->Send(Response{200, "text/plain", "", {}});
-      if (url.empty() || !SlackResponseUrlAllowed(url)) return;
-      std::string heading = v.heading;
-      if (heading == "Approved" || heading == "Denied") heading += " by " + user;
-      std::string detail =
-          v.tool.empty() ? v.message : v.tool + " (agent " + v.agent + "): " + v.message;
-      if (v.heading == "Denied") detail += " No reason was given.";
-      channels_.PostJson(url, DumpJson(SlackReplacement(heading, detail)), [](Status s) {
+      if (url.empty() || !SlackResponseUrlAllowed(url, slack_api_bases_)) return;
+      Json replacement = SlackDecisionMessage(v.heading, v.message, v.tool, v.agent, user);
+      channels_.PostJson(url, DumpJson(replacement), [](Status s) {
         if (!s.ok()) {
           std::fprintf(stderr, "agentloop: Slack message not replaced: %s\n",
                        RedactSecrets(s.message()).c_str());
@@ -3901,22 +3900,6 @@ class ServerImpl final : public Server {
           DecideLink(ex, claim, l, s, std::move(res), "slack:" + user, reply);
         },
         reply);
-  }
-
-  // A response_url Slack gave: https, or the origin of a configured
-  // api_base_url (a Slack-compatible server, a test's stand-in).
-  bool SlackResponseUrlAllowed(const std::string& url) const {
-    if (StartsWith(url, "https://")) return true;
-    for (const AgentSpec& a : options_.agents) {
-      for (const NotifyChannel& c : a.channels) {
-        if (c.kind != "slack" || c.slack.api_base_url.empty()) continue;
-        const std::string& base = c.slack.api_base_url;
-        const size_t path = base.find('/', base.find("://") + 3);
-        const std::string origin = base.substr(0, path) + "/";
-        if (StartsWith(url, origin)) return true;
-      }
-    }
-    return false;
   }
 
   // --- shutdown -----------------------------------------------------------
@@ -3975,6 +3958,7 @@ class ServerImpl final : public Server {
   ChannelSender channels_;  // email and Slack (channels.h)
   // Slack signing secrets with the agent each belongs to.
   std::vector<std::pair<std::string, std::string>> slack_signers_;
+  std::vector<std::string> slack_api_bases_;  // Slack channels' api_base_url
   // Agents with a webhook: the key their links are signed with.
   std::map<std::string, std::string> link_keys_;
   std::string public_url_;       // set by Listen

@@ -11,6 +11,7 @@
 
 #include "base/strings.h"
 #include "server/http_server.h"
+#include "server/render.h"
 
 namespace agentloop::server {
 
@@ -78,6 +79,29 @@ Result<SlackClick> ParseSlackInteraction(std::string_view body) {
   c.action_id = s((*a)[0], "action_id");
   c.value = s((*a)[0], "value");
   return c;
+}
+
+bool SlackResponseUrlAllowed(std::string_view url, const std::vector<std::string>& api_base_urls) {
+  if (StartsWith(url, "https://")) return true;
+  for (const std::string& base : api_base_urls) {
+    const size_t scheme = base.find("://");
+    if (scheme == std::string::npos) continue;
+    const size_t path = base.find('/', scheme + 3);
+    if (StartsWith(url, base.substr(0, path) + "/")) return true;
+  }
+  return false;
+}
+
+Json SlackDecisionMessage(std::string_view heading, std::string_view message, std::string_view tool,
+                          std::string_view agent, std::string_view user) {
+  std::string h(heading);
+  const bool decided = heading == "Approved" || heading == "Denied";
+  if (decided) h += " by " + std::string(user);
+  std::string detail = tool.empty() ? std::string(message)
+                                    : std::string(tool) + " (agent " + std::string(agent) +
+                                          "): " + std::string(message);
+  if (heading == "Denied") detail += " No reason was given.";
+  return SlackReplacement(h, detail);
 }
 
 }  // namespace agentloop::server

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentloop/json.h"
 #include "agentloop/status.h"
 
 namespace agentloop::server {
@@ -38,5 +39,16 @@ struct SlackClick {
 // Parses a verified interaction body. Errors: kInvalidArgument for a body
 // that is not form-encoded with a JSON `payload` of type block_actions.
 Result<SlackClick> ParseSlackInteraction(std::string_view body);
+
+// Whether the server may POST to `url`, a response_url of a verified
+// interaction: https, or the origin of one of `api_base_urls` (a
+// Slack-compatible server, a test's stand-in).
+bool SlackResponseUrlAllowed(std::string_view url, const std::vector<std::string>& api_base_urls);
+
+// The message replacing a clicked one (render.h SlackReplacement): what a
+// link's page would say (`heading`, `message`) about `tool` of `agent`,
+// naming `user` when the click decided ("Approved by alice").
+Json SlackDecisionMessage(std::string_view heading, std::string_view message, std::string_view tool,
+                          std::string_view agent, std::string_view user);
 
 }  // namespace agentloop::server
