@@ -241,7 +241,7 @@ Result<Json> Agent::LoadSession(const Json& params) {
   AL_ASSIGN_OR_RETURN(std::shared_ptr<AcpSession> s, Attach(std::move(session)));
   // The conversation so far, then the answer (the protocol's order).
   s->mapper->Replay(s->session->history());
-  return Json(nullptr);
+  return Json::object();
 }
 
 Status Agent::Prompt(const Json& id, const Json& params) {

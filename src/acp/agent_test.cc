@@ -255,7 +255,7 @@ TEST_F(AgentTest, AllowAlwaysIsNotAskedAgainAndLoadReplays) {
     const Json& u = lines[i]["params"]["update"];
     if (u["sessionUpdate"] == "user_message_chunk") texts.push_back(u["content"]["text"]);
   }
-  EXPECT_TRUE(lines[answer_at]["result"].is_null()) << DumpJson(lines[answer_at]);
+  EXPECT_EQ(lines[answer_at]["result"], Json::object()) << DumpJson(lines[answer_at]);
   EXPECT_EQ(texts, (std::vector<std::string>{"write a", "again"}));
   loader.Shutdown();
   agent_ = std::make_unique<Agent>(
