@@ -1,0 +1,76 @@
+// The client side of test_cli_acp.py: the official ACP TypeScript SDK
+// (@agentclientprotocol/sdk, pinned in tests/acp/package-lock.json) runs
+// `agentloop acp` as a subprocess over its stdio, as an editor does, and
+// drives one conversation. Usage: node acp_client.mjs CONFIG.json, where
+// CONFIG holds {sdk: the SDK's entry file, command: [argv], env, cwd,
+// prompts: [text], answer: the permission option to pick ("" answers
+// `cancelled`), load: a session id to load instead of creating one}.
+// Prints one JSON object: what the agent sent (updates, permission
+// requests, each prompt's stop reason) and its exit code.
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { Readable, Writable } from "node:stream";
+import { pathToFileURL } from "node:url";
+
+const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const acp = await import(pathToFileURL(config.sdk).href);
+
+const child = spawn(config.command[0], config.command.slice(1), {
+  cwd: config.cwd,
+  env: config.env,
+  stdio: ["pipe", "pipe", "pipe"],
+});
+let stderr = "";
+child.stderr.on("data", (d) => (stderr += d));
+const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
+
+const record = { updates: [], permissions: [], stops: [], errors: [] };
+const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const app = acp
+  .client({ name: "agentloop-e2e" })
+  .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
+    record.permissions.push(params);
+    if (!config.answer) return { outcome: { outcome: "cancelled" } };
+    return { outcome: { outcome: "selected", optionId: config.answer } };
+  })
+  .onNotification(acp.methods.client.session.update, async ({ params }) => {
+    record.updates.push(params);
+  });
+
+try {
+  await app.connectWith(stream, async (ctx) => {
+    record.initialize = await ctx.request(acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false } },
+    });
+    let sessionId = config.load;
+    if (sessionId) {
+      record.load = await ctx.request(acp.methods.agent.session.load, {
+        sessionId,
+        cwd: config.cwd,
+        mcpServers: [],
+      });
+      record.updates_before_load_answer = record.updates.length;
+    } else {
+      const created = await ctx.request(acp.methods.agent.session.new, {
+        cwd: config.cwd,
+        mcpServers: [],
+      });
+      sessionId = created.sessionId;
+    }
+    record.sessionId = sessionId;
+    for (const text of config.prompts || []) {
+      const answer = await ctx.request(acp.methods.agent.session.prompt, {
+        sessionId,
+        prompt: [{ type: "text", text }],
+      });
+      record.stops.push(answer.stopReason);
+    }
+  });
+} catch (err) {
+  record.errors.push(String(err && err.stack ? err.stack : err));
+}
+child.stdin.end();
+record.exit_code = await exited;
+record.stderr = stderr;
+process.stdout.write(JSON.stringify(record) + "\n");

@@ -1,0 +1,126 @@
+"""`agentloop acp` driven by the official ACP client (docs/acp.md).
+
+The client is the pinned `@agentclientprotocol/sdk` (tests/acp, installed by
+the acp_npm_ci fixture into the build tree) running acp_client.mjs, which
+spawns `agentloop acp` as an editor would. The model is the fake model
+server replaying the demo's fix-the-bug script over the OpenAI wire format.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+from e2e_util import BIN, BUGGY_LINE, FIXED_LINE, TIMEOUT, CliTestCase, load_demo_script
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NPM_DIR = os.environ.get("AGENTLOOP_ACP_NPM_DIR", "")
+SDK = os.path.join(NPM_DIR, "node_modules", "@agentclientprotocol", "sdk", "dist", "v1", "stable",
+                   "acp.js")
+NODE = shutil.which("node")
+
+
+@unittest.skipUnless(NODE and os.path.exists(SDK),
+                     "node or the pinned ACP SDK (acp_npm_ci fixture) is not available")
+class AcpTest(CliTestCase):
+
+    def acp(self, server, answer="allow_once", prompts=("fix the bug",), load=None, extra=()):
+        config = {
+            "sdk": SDK,
+            "command": [BIN, "acp", "--provider", "openai", "--base-url", server.base_url,
+                        "--model", "gpt-4o", "--allow", "bash(python3 -B test_stats.py)",
+                        "--no-todo-loop", *extra],
+            "env": self.env(OPENAI_API_KEY="sk-test"),
+            "cwd": os.path.realpath(self.ws),
+            "prompts": list(prompts),
+            "answer": answer,
+        }
+        if load:
+            config["load"] = load
+        path = self.write("acp_config.json", config)
+        p = subprocess.run([NODE, os.path.join(HERE, "acp_client.mjs"), path],
+                           capture_output=True, text=True, timeout=TIMEOUT, cwd=self.tmp)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        record = json.loads(p.stdout)
+        self.assertEqual(record["errors"], [], record["stderr"])
+        self.assertEqual(record["exit_code"], 0, record["stderr"])
+        return record
+
+    def updates(self, record, kind):
+        return [u["update"] for u in record["updates"] if u["update"]["sessionUpdate"] == kind]
+
+    def test_fix_the_bug_with_an_approved_edit(self):
+        server = self.server(load_demo_script())
+        r = self.acp(server)
+        self.assertEqual(r["initialize"]["protocolVersion"], 1)
+        self.assertTrue(r["initialize"]["agentCapabilities"]["loadSession"])
+        # The edit is the one call the rules leave to the person: asked once,
+        # with the change as the protocol's diff content, answered allow_once.
+        self.assertEqual(len(r["permissions"]), 1, r["permissions"])
+        ask = r["permissions"][0]
+        self.assertEqual(ask["sessionId"], r["sessionId"])
+        self.assertEqual(ask["toolCall"]["kind"], "edit")
+        self.assertEqual([o["kind"] for o in ask["options"]],
+                         ["allow_once", "allow_always", "reject_once", "reject_always"])
+        diff = ask["toolCall"]["content"][0]
+        self.assertEqual(diff["type"], "diff")
+        self.assertEqual(diff["path"], os.path.join(os.path.realpath(self.ws), "stats.py"))
+        self.assertEqual(diff["oldText"], BUGGY_LINE)
+        self.assertEqual(diff["newText"], FIXED_LINE)
+        self.assertEqual(r["stops"], ["end_turn"])
+        self.assert_fixed()
+
+        # Every call was announced and ran.
+        calls = {u["toolCallId"]: u for u in self.updates(r, "tool_call")}
+        self.assertEqual(sorted(calls), ["call_edit", "call_read", "call_test1", "call_test2"])
+        self.assertEqual(calls["call_read"]["kind"], "read")
+        self.assertEqual(calls["call_test2"]["kind"], "execute")
+        final = {}
+        texts = {}
+        for u in self.updates(r, "tool_call_update"):
+            if "status" in u:
+                final[u["toolCallId"]] = u["status"]
+            for c in u.get("content") or []:
+                if c["type"] == "content":
+                    texts[u["toolCallId"]] = c["content"]["text"]
+                if c["type"] == "diff":
+                    self.assertEqual(u["toolCallId"], "call_edit")
+        # The first test run fails (the bug), the check after the edit passes.
+        self.assertEqual(final, {"call_read": "completed", "call_test1": "failed",
+                                 "call_edit": "completed", "call_test2": "completed"})
+        self.assertIn("all tests passed", texts["call_test2"])
+        said = "".join(u["content"]["text"] for u in self.updates(r, "agent_message_chunk"))
+        self.assertIn("Fixed the bug in `stats.py`", said)
+
+        # Another agent process loads the stored session: the conversation
+        # is replayed before the answer.
+        again = self.acp(server, prompts=(), load=r["sessionId"])
+        self.assertEqual(again["load"], {})
+        before = [u["update"] for u in again["updates"][:again["updates_before_load_answer"]]]
+        users = [u["content"]["text"] for u in before if u["sessionUpdate"] == "user_message_chunk"]
+        self.assertEqual(users, ["fix the bug"])
+        replayed = [u["toolCallId"] for u in before if u["sessionUpdate"] == "tool_call"]
+        self.assertEqual(replayed, ["call_read", "call_test1", "call_edit", "call_test2"])
+
+    def test_a_rejected_edit_leaves_the_file_unchanged(self):
+        server = self.server(load_demo_script())
+        before = self.read_ws()
+        r = self.acp(server, answer="reject_once")
+        self.assertEqual(len(r["permissions"]), 1)
+        self.assertEqual(r["stops"], ["end_turn"])
+        self.assertEqual(self.read_ws(), before)
+        failed = [u for u in self.updates(r, "tool_call_update")
+                  if u["toolCallId"] == "call_edit" and u.get("status") == "failed"]
+        self.assertEqual(len(failed), 1)
+
+    def test_a_cancelled_permission_request_denies_the_call(self):
+        server = self.server(load_demo_script())
+        before = self.read_ws()
+        r = self.acp(server, answer="")
+        self.assertEqual(r["stops"], ["end_turn"])
+        self.assertEqual(self.read_ws(), before)
+
+
+if __name__ == "__main__":
+    unittest.main()
