@@ -93,6 +93,7 @@ class AgentTest : public ::testing::Test {
       o.script_path = script_.string();
       o.todo_loop = false;
       o.reflector = false;
+      if (adjust_) adjust_(o);
       return o;
     };
     ao.load_session = [this](const std::string&, const fs::path& cwd) { return ao_new_(cwd); };
@@ -128,6 +129,7 @@ class AgentTest : public ::testing::Test {
   fs::path script_;
   std::unique_ptr<Engine> engine_;
   std::function<Result<SessionOptions>(const fs::path&)> ao_new_;
+  std::function<void(SessionOptions&)> adjust_;
   FakeClient client_;
   std::ostringstream log_;
   std::unique_ptr<Agent> agent_;
@@ -214,6 +216,59 @@ TEST_F(AgentTest, CancelEndsTheTurnCancelled) {
   Send(MakeNotification("session/cancel", Json{{"sessionId", sid}}));
   EXPECT_EQ(client_.Response(2)["result"]["stopReason"], "cancelled");
   EXPECT_FALSE(fs::exists(ws_ / "hello.txt"));
+}
+
+int CountRequests(FakeClient& client, std::string_view method) {
+  int n = 0;
+  for (const Json& j : client.Lines()) n += j.value("method", "") == method;
+  return n;
+}
+
+// The ACP approver is asked only where the engine's one decision point
+// says `ask`: a deny rule and plan mode stop the call before anyone is.
+TEST_F(AgentTest, DenyRulesAndPlanModeApplyWithoutAsking) {
+  adjust_ = [](SessionOptions& o) { o.deny.push_back({"write", "--deny"}); };
+  std::string sid = NewSession(1);
+  Prompt(2, sid, "create hello.txt");
+  EXPECT_EQ(client_.Response(2)["result"]["stopReason"], "end_turn");
+  EXPECT_FALSE(fs::exists(ws_ / "hello.txt"));
+
+  adjust_ = [](SessionOptions& o) { o.command = CommandKind::kPlan; };
+  sid = NewSession(3);
+  Prompt(4, sid, "create hello.txt");
+  EXPECT_EQ(client_.Response(4)["result"]["stopReason"], "end_turn");
+  EXPECT_FALSE(fs::exists(ws_ / "hello.txt"));
+  EXPECT_EQ(CountRequests(client_, "session/request_permission"), 0);
+  // Why each turn stopped was said before its answer.
+  std::vector<std::string> notes;
+  for (const Json& j : client_.Lines()) {
+    if (j.value("method", "") != "session/update") continue;
+    const Json& u = j["params"]["update"];
+    const std::string text = u["sessionUpdate"] == "agent_message_chunk"
+                                 ? u["content"]["text"].get<std::string>()
+                                 : std::string();
+    if (text.find("(agentloop: ") != std::string::npos) notes.push_back(text);
+  }
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_THAT(notes[0], HasSubstr("denied"));
+  EXPECT_THAT(notes[1], HasSubstr("PLAN_MODE_REFUSED"));
+}
+
+TEST_F(AgentTest, TheTodoListIsSentAsAPlan) {
+  WriteFile(script_, R"({"responses": [
+    {"tool_calls": [{"id": "t1", "name": "todo", "input": {"action": "create", "tasks": [{"subject": "read"}, {"subject": "fix"}]}}]},
+    {"text": "planned"}
+  ]})");
+  const std::string sid = NewSession(1);
+  Prompt(2, sid, "plan it");
+  EXPECT_EQ(client_.Response(2)["result"]["stopReason"], "end_turn");
+  Json plan = client_.WaitFor([](const Json& j) {
+    return j.value("method", "") == "session/update" &&
+           j["params"]["update"]["sessionUpdate"] == "plan";
+  });
+  EXPECT_EQ(plan["params"]["update"]["entries"],
+            Json::parse(R"([{"content": "read", "priority": "medium", "status": "pending"},
+                            {"content": "fix", "priority": "medium", "status": "pending"}])"));
 }
 
 TEST_F(AgentTest, AllowAlwaysIsNotAskedAgainAndLoadReplays) {
