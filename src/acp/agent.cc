@@ -1,5 +1,6 @@
 #include "acp/agent.h"
 
+#include <exception>
 #include <stop_token>
 #include <system_error>
 #include <utility>
@@ -78,7 +79,8 @@ Result<std::string> PromptText(const Json& params) {
       if (!r.is_object() || !r.contains("text") || !r["text"].is_string()) {
         return InvalidArgument("only text resources are supported in a prompt");
       }
-      const std::string uri = r.value("uri", std::string());
+      const std::string uri =
+          r.contains("uri") && r["uri"].is_string() ? r["uri"].get<std::string>() : std::string();
       add("<context uri=\"" + uri + "\">\n" + r["text"].get<std::string>() + "\n</context>");
     } else {
       return InvalidArgument("content blocks of type '" + type +
@@ -119,7 +121,13 @@ void Agent::HandleLine(std::string_view line) {
   const Incoming& m = *parsed.message;
   switch (m.kind) {
     case Incoming::Kind::kRequest:
-      HandleRequest(m);
+      // A handler's JSON library error (a value of an unexpected type it
+      // missed) is the request's failure, not the process's.
+      try {
+        HandleRequest(m);
+      } catch (const std::exception& e) {
+        conn_.Send(MakeError(m.id, kInternalError, std::string("internal error: ") + e.what()));
+      }
       break;
     case Incoming::Kind::kNotification:
       HandleNotification(m);
@@ -176,7 +184,14 @@ void Agent::HandleNotification(const Incoming& m) {
 }
 
 Json Agent::Initialize(const Json& params) {
-  (void)params;  // the one protocol version this agent speaks is answered
+  // The one protocol version this agent speaks is answered, whatever the
+  // client asked for.
+  auto flag = [](const Json& j, const char* key) {
+    auto it = j.is_object() ? j.find(key) : j.end();
+    return j.is_object() && it != j.end() ? *it : Json();
+  };
+  const Json fs = flag(flag(params, "clientCapabilities"), "fs");
+  client_fs_ = flag(fs, "readTextFile") == true && flag(fs, "writeTextFile") == true;
   return Json{{"protocolVersion", kProtocolVersion},
               {"agentCapabilities",
                Json{{"loadSession", true},
@@ -213,6 +228,17 @@ std::shared_ptr<Agent::AcpSession> Agent::Find(const std::string& id) {
   return it == sessions_.end() ? nullptr : it->second;
 }
 
+// The session's files through the client, when it offers them.
+std::shared_ptr<ClientFiles> Agent::ClientFilesFor(SessionOptions& options) {
+  if (!client_fs_) return nullptr;
+  auto files = std::make_shared<ClientFiles>(
+      [this](std::string_view method, Json params, std::stop_token stop) {
+        return conn_.Call(method, std::move(params), std::move(stop));
+      });
+  options.extensions.files = files;
+  return files;
+}
+
 Result<Json> Agent::NewSession(const Json& params) {
   AL_ASSIGN_OR_RETURN(fs::path cwd, CwdParam(params));
   AL_ASSIGN_OR_RETURN(SessionOptions options, options_.new_session(cwd));
@@ -220,7 +246,9 @@ Result<Json> Agent::NewSession(const Json& params) {
   options.continue_latest = false;
   // A person answers in the editor: the ACP approver is the live one.
   options.interactive = true;
+  std::shared_ptr<ClientFiles> files = ClientFilesFor(options);
   AL_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, engine_.OpenSession(options));
+  if (files) files->set_session(session->id());
   for (const std::string& w : session->load_warnings()) {
     std::lock_guard<std::mutex> lock(log_mu_);
     log_ << "agentloop acp: warning: " << w << "\n";
@@ -237,7 +265,9 @@ Result<Json> Agent::LoadSession(const Json& params) {
   options.session_id = id;
   options.continue_latest = false;
   options.interactive = true;
+  std::shared_ptr<ClientFiles> files = ClientFilesFor(options);
   AL_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, engine_.OpenSession(options));
+  if (files) files->set_session(session->id());
   AL_ASSIGN_OR_RETURN(std::shared_ptr<AcpSession> s, Attach(std::move(session)));
   // The conversation so far, then the answer (the protocol's order).
   s->mapper->Replay(s->session->history());

@@ -1,7 +1,8 @@
 // `agentloop acp`: agentloop as an Agent Client Protocol agent (docs/acp.md).
 // The editor runs the process and speaks JSON-RPC 2.0 over its stdio, one
 // message per line. Agent handles each line the front end reads:
-//   initialize          protocol version 1, loadSession, text prompts
+//   initialize          protocol version 1, loadSession, text prompts; the
+//                       client's fs capabilities (ClientFiles)
 //   authenticate        nothing to do (the provider's key comes from the
 //                       configuration)
 //   session/new         opens a new engine session whose workspace is `cwd`
@@ -32,6 +33,7 @@
 #include "agentloop/engine.h"
 
 #include "acp/approver.h"
+#include "acp/client_files.h"
 #include "acp/jsonrpc.h"
 #include "acp/updates.h"
 
@@ -75,6 +77,7 @@ class Agent {
   Status Prompt(const Json& id, const Json& params);
   void Cancel(const Json& params);
   Result<std::shared_ptr<AcpSession>> Attach(std::unique_ptr<Session> session);
+  std::shared_ptr<ClientFiles> ClientFilesFor(SessionOptions& options);
   std::shared_ptr<AcpSession> Find(const std::string& id);
 
   Engine& engine_;
@@ -82,7 +85,9 @@ class Agent {
   Connection conn_;
   std::ostream& log_;
   std::mutex log_mu_;
-  bool initialized_ = false;  // reader thread only
+  // The client offers fs/read_text_file and fs/write_text_file: sessions
+  // read and write files through it (ClientFiles). Reader thread only.
+  bool client_fs_ = false;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<AcpSession>> sessions_;  // Guarded by mu_.
 };

@@ -254,6 +254,47 @@ TEST_F(AgentTest, DenyRulesAndPlanModeApplyWithoutAsking) {
   EXPECT_THAT(notes[1], HasSubstr("PLAN_MODE_REFUSED"));
 }
 
+// A client that offers fs/* gets the session's reads and writes; the file
+// on disk is its to save.
+TEST_F(AgentTest, FilesGoThroughTheClientWhenItOffersThem) {
+  WriteFile(ws_ / "hello.txt", "on disk\n");
+  WriteFile(script_, R"({"responses": [
+    {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "hello.txt"}}]},
+    {"tool_calls": [{"id": "w1", "name": "write", "input": {"file_path": "hello.txt", "content": "hi\n"}}]},
+    {"text": "done"}
+  ]})");
+  Request(1, "initialize",
+          Json{{"protocolVersion", 1},
+               {"clientCapabilities",
+                Json{{"fs", Json{{"readTextFile", true}, {"writeTextFile", true}}}}}});
+  client_.Response(1);
+  const std::string sid = NewSession(2);
+  Prompt(3, sid, "rewrite hello.txt");
+  const std::string abs = (fs::canonical(ws_) / "hello.txt").string();
+  Json read = client_.Request("fs/read_text_file");
+  EXPECT_EQ(read["params"], (Json{{"sessionId", sid}, {"path", abs}}));
+  Send(MakeResult(read["id"], Json{{"content", "unsaved buffer\n"}}));
+  Answer(client_.Request("session/request_permission"), "allow_once");
+  // The write reads the buffer for its diff, then writes it.
+  Json again = client_.WaitFor([&](const Json& j) {
+    return j.value("method", "") == "fs/read_text_file" && j["id"] != read["id"];
+  });
+  Send(MakeResult(again["id"], Json{{"content", "unsaved buffer\n"}}));
+  Json write = client_.Request("fs/write_text_file");
+  EXPECT_EQ(write["params"], (Json{{"sessionId", sid}, {"path", abs}, {"content", "hi\n"}}));
+  Send(MakeResult(write["id"], nullptr));
+  EXPECT_EQ(client_.Response(3)["result"]["stopReason"], "end_turn");
+  EXPECT_EQ(ReadFile(ws_ / "hello.txt"), "on disk\n");
+  // The model saw the buffer, not the disk.
+  bool saw_buffer = false;
+  for (const Json& j : client_.Lines()) {
+    const std::string line = DumpJson(j);
+    saw_buffer = saw_buffer || (line.find("tool_call_update") != std::string::npos &&
+                                line.find("unsaved buffer") != std::string::npos);
+  }
+  EXPECT_TRUE(saw_buffer);
+}
+
 TEST_F(AgentTest, TheTodoListIsSentAsAPlan) {
   WriteFile(script_, R"({"responses": [
     {"tool_calls": [{"id": "t1", "name": "todo", "input": {"action": "create", "tasks": [{"subject": "read"}, {"subject": "fix"}]}}]},

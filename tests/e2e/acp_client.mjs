@@ -4,11 +4,12 @@
 // drives one conversation. Usage: node acp_client.mjs CONFIG.json, where
 // CONFIG holds {sdk: the SDK's entry file, command: [argv], env, cwd,
 // prompts: [text], answer: the permission option to pick ("" answers
-// `cancelled`), load: a session id to load instead of creating one}.
+// `cancelled`), load: a session id to load instead of creating one, fs:
+// offer fs/read_text_file and fs/write_text_file, served from the disk}.
 // Prints one JSON object: what the agent sent (updates, permission
 // requests, each prompt's stop reason) and its exit code.
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 
@@ -24,7 +25,7 @@ let stderr = "";
 child.stderr.on("data", (d) => (stderr += d));
 const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
 
-const record = { updates: [], permissions: [], stops: [], errors: [] };
+const record = { updates: [], permissions: [], stops: [], errors: [], fs: [] };
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 const app = acp
   .client({ name: "agentloop-e2e" })
@@ -35,13 +36,22 @@ const app = acp
   })
   .onNotification(acp.methods.client.session.update, async ({ params }) => {
     record.updates.push(params);
+  })
+  .onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
+    record.fs.push({ method: "read", path: params.path, sessionId: params.sessionId });
+    return { content: readFileSync(params.path, "utf8") };
+  })
+  .onRequest(acp.methods.client.fs.writeTextFile, async ({ params }) => {
+    record.fs.push({ method: "write", path: params.path, content: params.content });
+    writeFileSync(params.path, params.content);
+    return {};
   });
 
 try {
   await app.connectWith(stream, async (ctx) => {
     record.initialize = await ctx.request(acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false } },
+      clientCapabilities: { fs: { readTextFile: !!config.fs, writeTextFile: !!config.fs } },
     });
     let sessionId = config.load;
     if (sessionId) {

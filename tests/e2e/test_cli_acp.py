@@ -25,7 +25,8 @@ NODE = shutil.which("node")
                      "node or the pinned ACP SDK (acp_npm_ci fixture) is not available")
 class AcpTest(CliTestCase):
 
-    def acp(self, server, answer="allow_once", prompts=("fix the bug",), load=None, extra=()):
+    def acp(self, server, answer="allow_once", prompts=("fix the bug",), load=None, fs=False,
+            extra=()):
         config = {
             "sdk": SDK,
             "command": [BIN, "acp", "--provider", "openai", "--base-url", server.base_url,
@@ -35,6 +36,7 @@ class AcpTest(CliTestCase):
             "cwd": os.path.realpath(self.ws),
             "prompts": list(prompts),
             "answer": answer,
+            "fs": fs,
         }
         if load:
             config["load"] = load
@@ -102,6 +104,18 @@ class AcpTest(CliTestCase):
         self.assertEqual(users, ["fix the bug"])
         replayed = [u["toolCallId"] for u in before if u["sessionUpdate"] == "tool_call"]
         self.assertEqual(replayed, ["call_read", "call_test1", "call_edit", "call_test2"])
+
+    def test_files_go_through_the_editor_when_it_offers_fs(self):
+        server = self.server(load_demo_script())
+        r = self.acp(server, fs=True)
+        self.assertEqual(r["stops"], ["end_turn"])
+        stats = os.path.join(os.path.realpath(self.ws), "stats.py")
+        # The read, then the edit's read of the buffer and its write.
+        self.assertEqual([(c["method"], c["path"]) for c in r["fs"]],
+                         [("read", stats), ("read", stats), ("write", stats)])
+        self.assertEqual(r["fs"][0]["sessionId"], r["sessionId"])
+        self.assertIn(FIXED_LINE, r["fs"][2]["content"])
+        self.assert_fixed()  # the client saved it; the check ran on it
 
     def test_a_rejected_edit_leaves_the_file_unchanged(self):
         server = self.server(load_demo_script())
