@@ -4,7 +4,7 @@
 // drives one conversation. Usage: node acp_client.mjs CONFIG.json, where
 // CONFIG holds {sdk: the SDK's entry file, command: [argv], env, cwd,
 // prompts: [text], answer: the permission option to pick ("" answers
-// `cancelled`), load: a session id to load instead of creating one, fs:
+// `cancelled`, "cancel-turn" sends session/cancel first), load: a session id to load instead of creating one, fs:
 // offer fs/read_text_file and fs/write_text_file, served from the disk}.
 // Prints one JSON object: what the agent sent (updates, permission
 // requests, each prompt's stop reason) and its exit code.
@@ -29,8 +29,14 @@ const record = { updates: [], permissions: [], stops: [], errors: [], fs: [] };
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 const app = acp
   .client({ name: "agentloop-e2e" })
-  .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
+  .onRequest(acp.methods.client.session.requestPermission, async ({ params, agent }) => {
     record.permissions.push(params);
+    if (config.answer === "cancel-turn") {
+      // The person stops the turn while it asks: the protocol's order is
+      // session/cancel, then `cancelled` for every pending request.
+      await agent.notify(acp.methods.agent.session.cancel, { sessionId: params.sessionId });
+      return { outcome: { outcome: "cancelled" } };
+    }
     if (!config.answer) return { outcome: { outcome: "cancelled" } };
     return { outcome: { outcome: "selected", optionId: config.answer } };
   })
@@ -60,7 +66,6 @@ try {
         cwd: config.cwd,
         mcpServers: [],
       });
-      record.updates_before_load_answer = record.updates.length;
     } else {
       const created = await ctx.request(acp.methods.agent.session.new, {
         cwd: config.cwd,

@@ -96,10 +96,12 @@ class AcpTest(CliTestCase):
         self.assertIn("Fixed the bug in `stats.py`", said)
 
         # Another agent process loads the stored session: the conversation
-        # is replayed before the answer.
+        # is replayed (before the answer: the unit tests hold that order on
+        # the wire; the SDK may run a notification's handler after the
+        # answer's).
         again = self.acp(server, prompts=(), load=r["sessionId"])
         self.assertEqual(again["load"], {})
-        before = [u["update"] for u in again["updates"][:again["updates_before_load_answer"]]]
+        before = [u["update"] for u in again["updates"]]
         users = [u["content"]["text"] for u in before if u["sessionUpdate"] == "user_message_chunk"]
         self.assertEqual(users, ["fix the bug"])
         replayed = [u["toolCallId"] for u in before if u["sessionUpdate"] == "tool_call"]
@@ -127,6 +129,13 @@ class AcpTest(CliTestCase):
         failed = [u for u in self.updates(r, "tool_call_update")
                   if u["toolCallId"] == "call_edit" and u.get("status") == "failed"]
         self.assertEqual(len(failed), 1)
+
+    def test_session_cancel_ends_the_prompt_cancelled(self):
+        server = self.server(load_demo_script())
+        before = self.read_ws()
+        r = self.acp(server, answer="cancel-turn")
+        self.assertEqual(r["stops"], ["cancelled"])
+        self.assertEqual(self.read_ws(), before)
 
     def test_a_cancelled_permission_request_denies_the_call(self):
         server = self.server(load_demo_script())
