@@ -241,6 +241,13 @@ std::shared_ptr<ClientFiles> Agent::ClientFilesFor(SessionOptions& options) {
 
 Result<Json> Agent::NewSession(const Json& params) {
   AL_ASSIGN_OR_RETURN(fs::path cwd, CwdParam(params));
+  if (auto mcp = params.find("mcpServers");
+      mcp != params.end() && mcp->is_array() && !mcp->empty()) {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    log_ << "agentloop acp: warning: the " << mcp->size()
+         << " MCP server(s) of session/new are not started; configure them in agentloop's "
+            "configuration (docs/mcp.md)\n";
+  }
   AL_ASSIGN_OR_RETURN(SessionOptions options, options_.new_session(cwd));
   options.session_id.clear();
   options.continue_latest = false;
