@@ -209,6 +209,19 @@ TEST_F(AgentTest, ACancelledPermissionRequestDeniesTheCall) {
   EXPECT_FALSE(fs::exists(ws_ / "hello.txt"));
 }
 
+TEST_F(AgentTest, OnePromptAtATimePerSession) {
+  const std::string sid = NewSession(1);
+  Prompt(2, sid, "create hello.txt");
+  Json ask = client_.Request("session/request_permission");
+  Prompt(3, sid, "and another thing");
+  Json busy = client_.Response(3);
+  EXPECT_EQ(busy["error"]["code"], kInvalidParams);
+  EXPECT_THAT(busy["error"]["message"].get<std::string>(), HasSubstr("already running a prompt"));
+  Answer(ask, "allow_once");
+  EXPECT_EQ(client_.Response(2)["result"]["stopReason"], "end_turn");
+  EXPECT_EQ(ReadFile(ws_ / "hello.txt"), "hi\n");
+}
+
 TEST_F(AgentTest, CancelEndsTheTurnCancelled) {
   const std::string sid = NewSession(1);
   Prompt(2, sid, "create hello.txt");
