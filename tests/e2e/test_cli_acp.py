@@ -12,7 +12,8 @@ import shutil
 import subprocess
 import unittest
 
-from e2e_util import BIN, BUGGY_LINE, FIXED_LINE, TIMEOUT, CliTestCase, load_demo_script
+from e2e_util import (BIN, BUGGY_LINE, DEMO_SCRIPT, FIXED_LINE, TIMEOUT, CliTestCase,
+                      load_demo_script)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NPM_DIR = os.environ.get("AGENTLOOP_ACP_NPM_DIR", "")
@@ -143,6 +144,65 @@ class AcpTest(CliTestCase):
         r = self.acp(server, answer="")
         self.assertEqual(r["stops"], ["end_turn"])
         self.assertEqual(self.read_ws(), before)
+
+
+class AcpStdioTest(CliTestCase):
+    """The wire itself, without the SDK: every stdout line is a JSON-RPC
+    message, diagnostics go to stderr, bad input gets an error reply."""
+
+    def test_stdout_carries_only_protocol_messages(self):
+        proc = subprocess.Popen(
+            [BIN, "acp", "--provider", "script", "--script", DEMO_SCRIPT, "--yolo"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=self.env(), cwd=self.tmp)
+        ws = os.path.realpath(self.ws)
+        lines = []
+
+        def send(obj):
+            proc.stdin.write((obj if isinstance(obj, str) else json.dumps(obj)) + "\n")
+            proc.stdin.flush()
+
+        def until(pred):
+            while True:
+                line = proc.stdout.readline()
+                self.assertTrue(line, "agentloop acp closed stdout early")
+                msg = json.loads(line)  # every line is one JSON message
+                self.assertEqual(msg["jsonrpc"], "2.0", line)
+                lines.append(msg)
+                # --yolo: nothing is asked (a request would wait for ever).
+                self.assertNotEqual(msg.get("method"), "session/request_permission", line)
+                if pred(msg):
+                    return msg
+
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        until(lambda m: m.get("id") == 1)
+        send("{not json")
+        self.assertEqual(until(lambda m: "error" in m)["error"]["code"], -32700)
+        send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+              "params": {"cwd": "relative", "mcpServers": []}})
+        bad = until(lambda m: m.get("id") == 2)
+        self.assertEqual(bad["error"]["code"], -32602)
+        self.assertIn("absolute", bad["error"]["message"])
+        send({"jsonrpc": "2.0", "id": 3, "method": "session/new",
+              "params": {"cwd": ws, "mcpServers": []}})
+        sid = until(lambda m: m.get("id") == 3)["result"]["sessionId"]
+        send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt",
+              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "fix the bug"}]}})
+        done = until(lambda m: m.get("id") == 4)
+        self.assertEqual(done["result"]["stopReason"], "end_turn")
+        proc.stdin.close()
+        rest = proc.stdout.read()
+        err = proc.stderr.read()
+        self.assertEqual(proc.wait(timeout=TIMEOUT), 0, err)
+        self.assertEqual(rest, "")
+        proc.stdout.close()
+        proc.stderr.close()
+        # --yolo's warning went to stderr, not into the protocol stream.
+        self.assertIn("--yolo", err)
+        updates = [m for m in lines if m.get("method") == "session/update"]
+        self.assertTrue(updates)
+        self.assertTrue(all(m["params"]["sessionId"] == sid for m in updates))
+        self.assert_fixed()
 
 
 if __name__ == "__main__":
