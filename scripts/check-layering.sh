@@ -20,10 +20,11 @@ declare -A allowed=(
   [config]="base protocol config"
   [engine]="base protocol env permissions core providers tools mcp todo learning store config engine"
   [server]="base protocol env permissions core providers tools mcp todo learning store config engine server"
+  [acp]="base protocol permissions engine acp"
 )
 # apps/cli: the server, the engine and the public API, plus the internals
 # ARCHITECTURE.md lists for it, each with its reason ("What apps/cli uses").
-allowed_cli="base protocol config permissions learning tools todo mcp engine server"
+allowed_cli="base protocol config permissions learning tools todo mcp engine server acp"
 status=0
 for mod in "${!allowed[@]}"; do
   [ -d "src/$mod" ] || continue

@@ -32,7 +32,8 @@ constexpr Mask kAll = ~Mask{0};
 // Flags that shape the configuration are also accepted by `config show`
 // (to see their effect) and rules/command by `permissions check`.
 constexpr Mask kConfigured = kTurn | Bit(Subcommand::kConfig) | Bit(Subcommand::kAgents) |
-                             Bit(Subcommand::kServe) | Bit(Subcommand::kMcp);
+                             Bit(Subcommand::kServe) | Bit(Subcommand::kMcp) |
+                             Bit(Subcommand::kAcp);
 constexpr Mask kRules = kConfigured | Bit(Subcommand::kPermissions);
 constexpr Mask kOutput = kTurn | Bit(Subcommand::kSessions) | Bit(Subcommand::kConfig) |
                          Bit(Subcommand::kTrust) | Bit(Subcommand::kPending) |
@@ -203,6 +204,8 @@ constexpr std::array kSubcommands = {
                    "apply the PostgreSQL store's schema migrations (store.url)"},
     SubcommandSpec{Subcommand::kMcp, "mcp", "mcp list",
                    "start the configured MCP servers and list their state and tools"},
+    SubcommandSpec{Subcommand::kAcp, "acp", "acp [FLAGS]",
+                   "be an Agent Client Protocol agent on stdio, for editors (docs/acp.md)"},
     SubcommandSpec{Subcommand::kHelp, "help", "help [SUBCOMMAND]", "show help"},
     SubcommandSpec{Subcommand::kCompact, "compact", "compact ID [--focus TEXT]",
                    "summarise a session's older history to free context"},
@@ -500,6 +503,8 @@ Status CheckPositionals(CliArgs& args) {
       return need(p.size() == 1 && p[0] == "migrate", "store migrate");
     case Subcommand::kMcp:
       return need(p.size() == 1 && p[0] == "list", "mcp list");
+    case Subcommand::kAcp:
+      return need(p.empty(), "acp [FLAGS] (the editor sends the prompts)");
     case Subcommand::kHelp:
       if (p.size() > 1) return InvalidArgument("usage: agentloop help [SUBCOMMAND]");
       if (p.size() == 1 && FindSubcommand(p[0]) == nullptr) {

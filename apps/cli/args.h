@@ -46,6 +46,7 @@ enum class Subcommand {
   kServe,       // serve: the HTTP server
   kStore,       // store migrate: the session store's schema
   kMcp,         // mcp list
+  kAcp,         // acp: the Agent Client Protocol agent on stdio
 };
 
 std::string_view SubcommandName(Subcommand s);

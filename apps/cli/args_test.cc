@@ -132,6 +132,18 @@ TEST(ArgsTest, SubcommandsParse) {
   EXPECT_TRUE(cont->continue_latest);
 }
 
+TEST(ArgsTest, AcpTakesTheSessionFlagsOfChatAndNoPrompt) {
+  auto acp = P({"acp", "--provider", "openai", "--model", "m", "--allow", "bash(make)", "--deny",
+                "write", "--command", "plan", "--max-tool-calls", "5", "--sandbox", "off"});
+  ASSERT_TRUE(acp.ok()) << acp.error().message();
+  EXPECT_EQ(acp->subcommand, Subcommand::kAcp);
+  EXPECT_EQ(acp->FlagValue("provider.model"), "m");
+  EXPECT_EQ(acp->FlagValue("command"), "plan");
+  EXPECT_FALSE(P({"acp", "fix the bug"}).ok());       // the editor sends the prompts
+  EXPECT_FALSE(P({"acp", "--output", "json"}).ok());  // stdout is the protocol's
+  EXPECT_NE(UsageText(Subcommand::kNone).find("acp [FLAGS]"), std::string::npos);
+}
+
 TEST(ArgsTest, LaterFlagWins) {
   auto a = P({"run", "--model", "a", "--model=b", "x"});
   ASSERT_TRUE(a.ok());
@@ -318,8 +330,8 @@ TEST(CompletionTest, ScriptsAndManPageComeFromTheFlagTable) {
     Result<std::string> s = CompletionScript(shell);
     ASSERT_TRUE(s.ok()) << shell;
     // Every subcommand and every flag of the table appears.
-    for (const char* word : {"sessions", "approve", "completion", "show-thinking", "older-than",
-                             "max-tool-calls", "workspace"}) {
+    for (const char* word : {"sessions", "approve", "completion", "acp", "show-thinking",
+                             "older-than", "max-tool-calls", "workspace"}) {
       std::string w = word;
       if (std::string_view(shell) == "man") {  // roff writes a hyphen as \-
         w.clear();

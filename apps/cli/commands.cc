@@ -1235,6 +1235,8 @@ int RunCli(const std::vector<std::string>& argv, const CliContext& ctx, std::ist
       return CmdStore(e);
     case Subcommand::kMcp:
       return CmdMcp(e);
+    case Subcommand::kAcp:
+      return CmdAcp(e);
     case Subcommand::kNone:
     case Subcommand::kHelp:
       break;

@@ -80,6 +80,9 @@ int CmdMcp(const CommandEnv& e);
 // version and tools, or the reason it failed.
 std::string FormatMcpServers(const std::vector<McpServerState>& servers);
 
+// `agentloop acp`: the Agent Client Protocol agent on stdio (acp.cc).
+int CmdAcp(const CommandEnv& e);
+
 // The interactive mode (chat.cc).
 int RunChat(const CommandEnv& env, CliSettings settings);
 

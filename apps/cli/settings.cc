@@ -34,7 +34,8 @@ namespace {
 
 bool RunsTurns(Subcommand s) {
   return s == Subcommand::kRun || s == Subcommand::kChat || s == Subcommand::kResume ||
-         s == Subcommand::kApprove || s == Subcommand::kDeny || s == Subcommand::kAnswer;
+         s == Subcommand::kApprove || s == Subcommand::kDeny || s == Subcommand::kAnswer ||
+         s == Subcommand::kAcp;
 }
 
 // See LoadSettings.

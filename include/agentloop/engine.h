@@ -131,8 +131,14 @@ struct SessionExtensions {
   // Decides every `ask` in place of the approver `approver` names; it may
   // answer kDefer to pause the turn durably.
   std::shared_ptr<Approver> approver;
+  // Where the session's read, write and edit calls take and put a file's
+  // text, after their usual checks (ToolContext::files; an ACP client's
+  // fs/* methods). Not pinned: without it they use the file system.
+  std::shared_ptr<FileTextAccess> files;
 
-  bool empty() const { return tools.empty() && hooks.empty() && !provider_factory && !approver; }
+  bool empty() const {
+    return tools.empty() && hooks.empty() && !provider_factory && !approver && !files;
+  }
 };
 
 // Pinned settings: everything below that shapes a turn (workspace, provider,

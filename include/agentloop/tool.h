@@ -97,6 +97,24 @@ class ReadLedger {
   std::set<std::string> read_;  // Guarded by mu_.
 };
 
+// Where `read`, `write` and `edit` take a file's text from and put it, in
+// place of the file system: a front end whose person edits the files
+// elsewhere (an editor's unsaved buffers, over the Agent Client Protocol's
+// fs/* methods; docs/acp.md). The tools call it only after they resolved
+// and checked the path as always (workspace confinement, links, rules,
+// read-before-write): it changes where the text comes from and goes to,
+// never which files a call may touch. `abs` is the file's absolute path.
+// Thread-safe.
+class FileTextAccess {
+ public:
+  virtual ~FileTextAccess() = default;
+  // The file's text; kNotFound when there is none.
+  virtual Result<std::string> ReadText(const std::string& abs, std::stop_token stop) = 0;
+  // Replaces (or creates) the file's text.
+  virtual Status WriteText(const std::string& abs, const std::string& text,
+                           std::stop_token stop) = 0;
+};
+
 // How the permission rules restrict one file for one tool (see
 // ToolContext::path_rule).
 enum class PathRule { kNone, kAsk, kDeny };
@@ -150,6 +168,9 @@ struct ToolContext {
   // (reports from other threads of such a call wait until Run() returns).
   // Null: no turn listens (the tool runs outside a runner).
   std::function<void(EventType type, Json data)> report;
+  // read, write and edit take and put a file's text here instead of the
+  // file system (FileTextAccess); null: the file system.
+  std::shared_ptr<FileTextAccess> files;
 };
 
 // How the bash tool confines the commands it runs (docs/tools.md, "Sandbox").

@@ -567,6 +567,7 @@ class SessionImpl final : public Session, public engine::SubagentHost {
     // Skills may ship extra files the model reads with `read` (only folders
     // whose real location stays where it belongs).
     ctx.extra_read_roots = extra_read_roots_;
+    ctx.files = options_.extensions.files;
     if (rules_policy_) {
       ctx.path_rule = [policy = rules_policy_, registry = &registry_](std::string_view tool,
                                                                       const std::string& abs) {

@@ -344,6 +344,78 @@ TEST_F(EditToolTest, RequiresAPriorReadAndRejectsNoOps) {
   EXPECT_TRUE(out.is_error);
 }
 
+// A front end's copy of the files (an editor's buffers): what the tools
+// read and write through ToolContext::files.
+class BufferFiles final : public FileTextAccess {
+ public:
+  std::map<std::string, std::string> text;
+  std::vector<std::string> calls;
+  Result<std::string> ReadText(const std::string& abs, std::stop_token) override {
+    calls.push_back("read " + abs);
+    auto it = text.find(abs);
+    if (it == text.end()) return NotFound("no buffer for " + abs);
+    return it->second;
+  }
+  Status WriteText(const std::string& abs, const std::string& t, std::stop_token) override {
+    calls.push_back("write " + abs);
+    text[abs] = t;
+    return Status::Ok();
+  }
+};
+
+TEST(FileTextAccessTest, ReadWriteAndEditUseTheFrontEndsText) {
+  TempWorkspace t;
+  t.Write("f.txt", "on disk\n");
+  auto files = std::make_shared<BufferFiles>();
+  const std::string abs = (t.ws() / "f.txt").string();
+  files->text[abs] = "unsaved buffer\n";
+  t.ctx().files = files;
+
+  ReadTool read;
+  ToolOutput out = RunTool(read, t.ctx(), Json{{"file_path", "f.txt"}});
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_EQ(out.content, "     1\tunsaved buffer\n");
+
+  EditTool edit;
+  out = RunTool(edit, t.ctx(),
+                Json{{"file_path", "f.txt"}, {"old_string", "unsaved"}, {"new_string", "edited"}});
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_EQ(files->text[abs], "edited buffer\n");
+  EXPECT_NE(out.details["diff"].get<std::string>().find("+edited buffer"), std::string::npos);
+
+  WriteTool write;
+  out = RunTool(write, t.ctx(), Json{{"file_path", "new/g.txt"}, {"content", "fresh\n"}});
+  ASSERT_FALSE(out.is_error) << out.content;
+  EXPECT_EQ(files->text[(t.ws() / "new" / "g.txt").string()], "fresh\n");
+  // The files on disk are the front end's to save.
+  EXPECT_EQ(t.Slurp("f.txt"), "on disk\n");
+  EXPECT_FALSE(std::filesystem::exists(t.ws() / "new" / "g.txt"));
+}
+
+// The path is checked as always before the front end is asked: nothing
+// outside the workspace, nothing a deny rule covers, no write of an unread
+// file.
+TEST(FileTextAccessTest, ConfinementAndRulesComeFirst) {
+  TempWorkspace t;
+  t.Write(t.outside() / "secret.txt", "s\n");
+  t.Write("kept.txt", "k\n");
+  auto files = std::make_shared<BufferFiles>();
+  t.ctx().files = files;
+  t.ctx().path_rule = [](std::string_view, const std::string& abs) {
+    return abs.ends_with("kept.txt") ? PathRule::kDeny : PathRule::kNone;
+  };
+  ReadTool read;
+  WriteTool write;
+  EXPECT_TRUE(
+      RunTool(read, t.ctx(), Json{{"file_path", (t.outside() / "secret.txt").string()}}).is_error);
+  EXPECT_TRUE(
+      RunTool(write, t.ctx(), Json{{"file_path", "../outside/x.txt"}, {"content", "x"}}).is_error);
+  EXPECT_TRUE(RunTool(read, t.ctx(), Json{{"file_path", "kept.txt"}}).is_error);
+  t.ctx().path_rule = nullptr;
+  EXPECT_TRUE(RunTool(write, t.ctx(), Json{{"file_path", "kept.txt"}, {"content", "x"}}).is_error);
+  EXPECT_TRUE(files->calls.empty());
+}
+
 TEST(ToolSpecsTest, NamesArgumentsAndFlagsAreTheContract) {
   struct Expect {
     std::unique_ptr<Tool> tool;

@@ -74,7 +74,17 @@ Result<ToolOutput> ReadTool::Run(const ToolCall& call, ToolContext& ctx) {
   }
   FileReader file(kReadMapThreshold);
   std::string_view data;
-  if (!file.ReadFd(fd->Release(), &data)) {
+  // The front end's text of the file (ToolContext::files), once the path
+  // passed every check above.
+  std::string from_files;
+  if (ctx.files) {
+    Result<std::string> text = ctx.files->ReadText(rp.abs, ctx.stop);
+    if (!text.ok()) {
+      return ToolOutput::Error("Cannot read " + rp.display + ": " + text.error().message());
+    }
+    from_files = std::move(*text);
+    data = from_files;
+  } else if (!file.ReadFd(fd->Release(), &data)) {
     return ToolOutput::Error("Cannot read " + rp.display + ": " + file.error());
   }
   if (ctx.ledger) ctx.ledger->MarkRead(rp.abs);

@@ -152,6 +152,10 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
   std::optional<std::string> previous;
   if (!rp.exists) {
     previous.emplace();
+  } else if (ctx.files) {
+    if (auto loaded = ctx.files->ReadText(rp.abs, ctx.stop); loaded.ok()) {
+      previous = std::move(*loaded);
+    }
   } else if (auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name,
                                          O_RDONLY | O_NOCTTY | O_NONBLOCK);
              fd.ok()) {
@@ -159,7 +163,8 @@ Result<ToolOutput> WriteTool::Run(const ToolCall& call, ToolContext& ctx) {
       previous = std::move(*loaded);
     }
   }
-  Status s = WriteFileAtomicAt(parent->dir.get(), parent->name, content, rp.display);
+  Status s = ctx.files ? ctx.files->WriteText(rp.abs, content, ctx.stop)
+                       : WriteFileAtomicAt(parent->dir.get(), parent->name, content, rp.display);
   if (!s.ok()) return ToolOutput::Error("Cannot write " + rp.display + ": " + s.message());
   if (ctx.ledger) ctx.ledger->MarkRead(rp.abs);
   ToolOutput out = ToolOutput::Ok((rp.exists ? "Overwrote " : "Created ") + rp.display + " (" +
@@ -236,7 +241,10 @@ Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
     return ToolOutput::Error("Cannot edit " + rp.display + ": " + parent.error().message());
   auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name, O_RDONLY | O_NOCTTY | O_NONBLOCK);
   if (!fd.ok()) return ToolOutput::Error("Cannot read " + rp.display + ": " + fd.error().message());
-  auto loaded = ReadFdToString(fd->get(), rp.display, kMaxEditFileBytes);
+  // The front end's text of the file (ToolContext::files), once the path
+  // passed every check above.
+  auto loaded = ctx.files ? ctx.files->ReadText(rp.abs, ctx.stop)
+                          : ReadFdToString(fd->get(), rp.display, kMaxEditFileBytes);
   fd->Reset();
   if (!loaded.ok()) {
     return ToolOutput::Error("Cannot read " + rp.display + ": " + loaded.error().message());
@@ -295,7 +303,8 @@ Result<ToolOutput> EditTool::Run(const ToolCall& call, ToolContext& ctx) {
   }
   updated.append(text, prev, std::string::npos);
 
-  Status s = WriteFileAtomicAt(parent->dir.get(), parent->name, updated, rp.display);
+  Status s = ctx.files ? ctx.files->WriteText(rp.abs, updated, ctx.stop)
+                       : WriteFileAtomicAt(parent->dir.get(), parent->name, updated, rp.display);
   if (!s.ok()) return ToolOutput::Error("Cannot write " + rp.display + ": " + s.message());
 
   uint64_t start_line = CountNewlines(updated.data(), first_new_at) + 1;
