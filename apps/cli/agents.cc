@@ -11,7 +11,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int Error(const CommandEnv& e, bool json, const Status& s) {
+int AgentsError(const CommandEnv& e, bool json, const Status& s) {
   if (json) e.out << DumpJson(Json{{"error", s.message()}}) << "\n";
   e.err << "agentloop: " << s.message() << "\n";
   return s.code() == Code::kInvalidArgument || s.code() == Code::kNotFound ? kExitUsage
@@ -47,7 +47,7 @@ std::string WorkspaceText(const engine::AgentDefinition& a) {
 
 int List(const CommandEnv& e, bool json, const fs::path& config_dir) {
   Result<std::vector<engine::AgentDefinition>> agents = engine::LoadAgents(config_dir);
-  if (!agents.ok()) return Error(e, json, agents.error());
+  if (!agents.ok()) return AgentsError(e, json, agents.error());
   if (json) {
     Json arr = Json::array();
     for (const auto& a : *agents) arr.push_back(AgentJson(a));
@@ -72,14 +72,14 @@ int List(const CommandEnv& e, bool json, const fs::path& config_dir) {
 
 int Show(const CommandEnv& e, bool json, const fs::path& config_dir, const std::string& name) {
   Result<engine::AgentDefinition> agent = engine::LoadAgent(config_dir, name);
-  if (!agent.ok()) return Error(e, json, agent.error());
+  if (!agent.ok()) return AgentsError(e, json, agent.error());
   // The agent's own settings: the user file, the agent's file, the
   // environment and flags (a workspace's file joins only in a session).
   ConfigSources sources = BaseSources(e.args, e.ctx);
   sources.agent_file = agent->file;
   sources.agent_system_prompt = agent->system_prompt;
   Result<LoadedConfig> loaded = LoadConfig(sources);
-  if (!loaded.ok()) return Error(e, json, InvalidArgument(loaded.error().message()));
+  if (!loaded.ok()) return AgentsError(e, json, InvalidArgument(loaded.error().message()));
   for (const std::string& w : loaded->warnings) e.err << "agentloop: warning: " << w << "\n";
   if (json) {
     Json entries = Json::array();
@@ -110,7 +110,7 @@ int CmdAgents(const CommandEnv& e) {
   bool json = false;
   if (auto o = e.args.FlagValue("output")) json = *o != "text";
   Result<fs::path> config_dir = ConfigDirFor(e.args, e.ctx);
-  if (!config_dir.ok()) return Error(e, json, config_dir.error());
+  if (!config_dir.ok()) return AgentsError(e, json, config_dir.error());
   const auto& p = e.args.positionals;
   if (p[0] == "list") return List(e, json, *config_dir);
   return Show(e, json, *config_dir, p[1]);

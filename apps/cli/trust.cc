@@ -28,7 +28,7 @@ Json RecordJson(const TrustRecord& r) {
               {"trusted_at_ms", r.trusted_at_ms}};
 }
 
-int Error(const CommandEnv& e, bool json, const Status& s) {
+int TrustError(const CommandEnv& e, bool json, const Status& s) {
   if (json) e.out << DumpJson(Json{{"error", s.message()}}) << "\n";
   e.err << "agentloop: " << s.message() << "\n";
   return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailed;
@@ -41,12 +41,12 @@ int CmdTrust(const CommandEnv& e) {
   bool json = false;
   if (auto o = e.args.FlagValue("output")) json = *o != "text";
   Result<fs::path> data_dir = DefaultDataDir(e.ctx.env);
-  if (!data_dir.ok()) return Error(e, json, data_dir.error());
+  if (!data_dir.ok()) return TrustError(e, json, data_dir.error());
   const fs::path store = TrustStorePath(*data_dir);
 
   if (!p.empty() && p[0] == "list") {
     Result<std::vector<TrustRecord>> records = ReadTrustStore(store);
-    if (!records.ok()) return Error(e, json, records.error());
+    if (!records.ok()) return TrustError(e, json, records.error());
     if (json) {
       Json arr = Json::array();
       for (const TrustRecord& r : *records) arr.push_back(RecordJson(r));
@@ -71,7 +71,7 @@ int CmdTrust(const CommandEnv& e) {
 
   if (revoke) {
     Result<bool> removed = RevokeTrust(store, dir);
-    if (!removed.ok()) return Error(e, json, removed.error());
+    if (!removed.ok()) return TrustError(e, json, removed.error());
     if (json) {
       e.out << DumpJson(Json{{"workspace", dir.string()}, {"revoked", *removed}}) << "\n";
     } else {
@@ -87,7 +87,7 @@ int CmdTrust(const CommandEnv& e) {
   sources.workspace = dir;
   Result<LoadedConfig> before = LoadConfig(sources);
   Result<TrustRecord> rec = TrustWorkspace(store, dir, NowMs());
-  if (!rec.ok()) return Error(e, json, rec.error());
+  if (!rec.ok()) return TrustError(e, json, rec.error());
   // The files of the workspace its configuration names (the programs its
   // MCP servers run): part of what is trusted.
   auto text_of = [](const std::filesystem::path& file) -> std::optional<std::string> {

@@ -28,17 +28,9 @@ using testing::FnTool;
 using testing::ObjectSchema;
 using testing::ScriptedApprover;
 
-constexpr auto kTimeout = std::chrono::seconds(30);
+using testing::kTimeout;
 
-ToolSpec Spec(std::string name, bool mutates, bool parallel) {
-  ToolSpec s;
-  s.name = std::move(name);
-  s.description = "test tool";
-  s.input_schema = ObjectSchema({"x"});
-  s.mutates = mutates;
-  s.parallel_safe = parallel;
-  return s;
-}
+using testing::Spec;
 
 // An executor the test pumps on its own thread: nothing runs unless the
 // test says so, and what is queued can be inspected.

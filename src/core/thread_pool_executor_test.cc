@@ -13,7 +13,7 @@
 namespace agentloop {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(30);
+using testing::kTimeout;
 
 using testing::Gate;
 

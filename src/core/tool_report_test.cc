@@ -29,7 +29,7 @@ using testing::FnTool;
 using testing::Gate;
 using testing::ObjectSchema;
 
-constexpr auto kTimeout = std::chrono::seconds(30);
+using testing::kTimeout;
 
 ToolSpec Spec(std::string name, bool parallel) {
   ToolSpec s;

@@ -29,15 +29,7 @@ using ::testing::HasSubstr;
 using testing::ObjectSchema;
 using testing::ScriptedApprover;
 
-ToolSpec Spec(std::string name, bool mutates, bool parallel, std::vector<std::string> req = {"x"}) {
-  ToolSpec s;
-  s.name = std::move(name);
-  s.description = "test tool";
-  s.input_schema = ObjectSchema(std::move(req));
-  s.mutates = mutates;
-  s.parallel_safe = parallel;
-  return s;
-}
+using testing::Spec;
 
 // Every tool_use in an assistant message is answered by exactly one
 // tool_result, in order, in the next message.

@@ -30,7 +30,7 @@ class FixedTool final : public Tool {
   ToolSpec spec_;
 };
 
-class NamedHook final : public Hook {
+class AuditHook final : public Hook {
  public:
   std::string_view name() const override { return "audit"; }
 };
@@ -139,7 +139,7 @@ TEST_F(WiringTest, ExtraToolMayNotReplaceOneOfTheEngines) {
 }
 
 TEST_F(WiringTest, ExtraHooksRunAfterTheBuiltInOnes) {
-  auto audit = std::make_shared<NamedHook>();
+  auto audit = std::make_shared<AuditHook>();
   spec_.extensions.hooks.push_back(audit);
   auto tools = WireTools(spec_, ctx_);
   ASSERT_TRUE(tools.ok());

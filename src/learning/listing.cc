@@ -18,11 +18,7 @@ void Fill(UsageRow& row, const UsageMap& usage) {
   row.not_completed = it->second.not_completed;
 }
 
-std::string Pad(std::string s, size_t width) {
-  size_t n = CodePointCount(s);
-  if (n < width) s.append(width - n, ' ');
-  return s + " ";
-}
+std::string Pad(std::string s, size_t width) { return PadCodePoints(std::move(s), width) + " "; }
 
 std::string PadLeft(const std::string& s, size_t width) {
   return (s.size() < width ? std::string(width - s.size(), ' ') : "") + s + " ";

@@ -5,6 +5,7 @@
 #include <ctime>
 #include <system_error>
 
+#include "agentloop/events.h"
 #include "base/ids.h"
 #include "base/strings.h"
 #include "env/files.h"
@@ -14,17 +15,6 @@ namespace agentloop::learning {
 namespace fs = std::filesystem;
 namespace {
 
-int64_t SystemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string Pad(std::string s, size_t width) {
-  size_t n = CodePointCount(s);
-  if (n < width) s.append(width - n, ' ');
-  return s;
-}
 
 }  // namespace
 
@@ -184,10 +174,10 @@ std::string FormatTimeMs(int64_t ms) {
 std::string FormatProposals(const std::vector<ProposalRecord>& records) {
   if (records.empty()) return "No proposals.\n";
   std::string out =
-      Pad("ID", 23) + Pad("KIND", 8) + Pad("STATUS", 10) + Pad("CREATED", 18) + "TITLE\n";
+      PadCodePoints("ID", 23) + PadCodePoints("KIND", 8) + PadCodePoints("STATUS", 10) + PadCodePoints("CREATED", 18) + "TITLE\n";
   for (const auto& r : records) {
-    out += Pad(r.id, 23) + Pad(r.kind, 8) + Pad(r.status, 10) +
-           Pad(FormatTimeMs(r.created_ms), 18) + SanitizeInline(r.title, 80) + "\n";
+    out += PadCodePoints(r.id, 23) + PadCodePoints(r.kind, 8) + PadCodePoints(r.status, 10) +
+           PadCodePoints(FormatTimeMs(r.created_ms), 18) + SanitizeInline(r.title, 80) + "\n";
   }
   return out;
 }

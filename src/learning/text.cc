@@ -97,4 +97,10 @@ std::string Slugify(std::string_view text, size_t max_len) {
   return out.empty() ? "item" : out;
 }
 
+std::string PadCodePoints(std::string s, size_t width) {
+  size_t n = CodePointCount(s);
+  if (n < width) s.append(width - n, ' ');
+  return s;
+}
+
 }  // namespace agentloop::learning

@@ -14,6 +14,9 @@ namespace agentloop::learning {
 // Number of Unicode code points in `s` (invalid bytes count as one each).
 size_t CodePointCount(std::string_view s);
 
+// `s` followed by spaces up to `width` code points (a table column).
+std::string PadCodePoints(std::string s, size_t width);
+
 // The first `max` code points of `s` (never splits a sequence).
 std::string_view PrefixCodePoints(std::string_view s, size_t max);
 

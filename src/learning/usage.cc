@@ -11,6 +11,7 @@
 
 #include <sys/file.h>
 
+#include "agentloop/events.h"
 #include "agentloop/json.h"
 
 #include "env/files.h"
@@ -18,12 +19,6 @@
 namespace agentloop::learning {
 namespace fs = std::filesystem;
 namespace {
-
-int64_t SystemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // An exclusive flock on a directory, released on destruction. Bounded: the
 // usage hook runs on the turn's thread, so a holder that never lets go (a

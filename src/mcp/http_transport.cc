@@ -20,7 +20,7 @@ bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && strncasecmp(s.data(), prefix.data(), prefix.size()) == 0;
 }
 
-std::string Excerpt(std::string_view text) {
+std::string BodyExcerpt(std::string_view text) {
   std::string out(text.substr(0, kErrorBodyBytes));
   for (char& c : out) {
     if (static_cast<unsigned char>(c) < 0x20) c = ' ';
@@ -206,7 +206,7 @@ class PostReply final : public HttpStreamHandler, public SseHandler {
                    ? " (no bearer token is configured: bearer_token_env_var)"
                    : " (the bearer token was refused)";
       }
-      std::string body = Excerpt(body_);
+      std::string body = BodyExcerpt(body_);
       why = Unavailable(who + " answered HTTP " + std::to_string(status_) + hint +
                         (body.empty() ? "" : ": " + body));
     } else {

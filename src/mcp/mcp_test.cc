@@ -83,7 +83,7 @@ class FakeTransport final : public Transport {
   bool closed_ = false;
 };
 
-Json Tool(const std::string& name, bool read_only = false) {
+Json ToolJson(const std::string& name, bool read_only = false) {
   Json t = {{"name", name},
             {"description", "tool " + name},
             {"inputSchema", {{"type", "object"}, {"properties", Json::object()}}}};
@@ -133,7 +133,7 @@ Harness Make(FakeTransport::Respond respond) {
 }
 
 TEST(McpClient, HandshakeOffersLatestAcceptsOlderAndListsEveryPage) {
-  Harness h = Make(Standard("2025-06-18", {Tool("a"), Tool("b"), Tool("c")}));
+  Harness h = Make(Standard("2025-06-18", {ToolJson("a"), ToolJson("b"), ToolJson("c")}));
   ASSERT_TRUE(h.client->Connect(5s).ok());
   auto sent = h.transport->sent();
   ASSERT_GE(sent.size(), 4u);
@@ -187,7 +187,7 @@ TEST(McpClient, ARepeatedCursorEndsTheListWithAnError) {
     if (method == "initialize") {
       t.Reply(msg["id"], {{"protocolVersion", "2025-11-25"}});
     } else if (method == "tools/list") {
-      t.Reply(msg["id"], {{"tools", Json::array({Tool("x")})}, {"nextCursor", "same"}});
+      t.Reply(msg["id"], {{"tools", Json::array({ToolJson("x")})}, {"nextCursor", "same"}});
     }
   });
   Status s = h.client->Connect(5s);
@@ -196,7 +196,7 @@ TEST(McpClient, ARepeatedCursorEndsTheListWithAnError) {
 }
 
 TEST(McpClient, ListChangedListsAgain) {
-  std::vector<Json> tools = {Tool("a")};
+  std::vector<Json> tools = {ToolJson("a")};
   auto shared = std::make_shared<std::vector<Json>>(tools);
   auto std_respond = [shared](const Json& msg, FakeTransport& t) {
     Standard("2025-11-25", *shared)(msg, t);
@@ -204,7 +204,7 @@ TEST(McpClient, ListChangedListsAgain) {
   Harness h = Make(std_respond);
   ASSERT_TRUE(h.client->Connect(5s).ok());
   ASSERT_EQ(h.client->list_generation(), 1u);
-  shared->push_back(Tool("b"));
+  shared->push_back(ToolJson("b"));
   h.transport->Deliver({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
   ASSERT_TRUE(h.client->WaitForListGeneration(2, 10s));
   EXPECT_EQ(h.client->tools().size(), 2u);
@@ -525,7 +525,7 @@ TEST(McpResults, ErrorsStructuredContentAndCap) {
 }
 
 TEST(McpTool, HintsAreBelievedOnlyForTrustedServers) {
-  Harness h = Make(Standard("2025-11-25", {Tool("echo", /*read_only=*/true)}));
+  Harness h = Make(Standard("2025-11-25", {ToolJson("echo", /*read_only=*/true)}));
   ASSERT_TRUE(h.client->Connect(5s).ok());
   const ServerTool st = h.client->tools()[0];
   McpToolOptions untrusted;
@@ -541,7 +541,7 @@ TEST(McpTool, HintsAreBelievedOnlyForTrustedServers) {
 }
 
 TEST(McpTool, RunsAndReportsAServerThatIsGone) {
-  Harness h = Make(Standard("2025-11-25", {Tool("echo")}));
+  Harness h = Make(Standard("2025-11-25", {ToolJson("echo")}));
   ASSERT_TRUE(h.client->Connect(5s).ok());
   McpToolOptions o;
   o.server = "fake";
@@ -562,7 +562,7 @@ TEST(McpTool, TheTurnsWallTimeBudgetCancelsACallThatKeepsReportingProgress) {
   // The server never answers and reports progress, which would keep the
   // call alive up to its maximum of ten minutes.
   ProgressFeeder feeder;
-  auto respond = Standard("2025-11-25", {Tool("slow")});
+  auto respond = Standard("2025-11-25", {ToolJson("slow")});
   Harness h = Make([&](const Json& msg, FakeTransport& t) {
     if (msg.value("method", "") == "tools/call") {
       feeder.Start(t, msg["id"], std::chrono::steady_clock::now() + 10min, /*answer=*/false);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "permissions/test_specs.h"
+#include "protocol/testing/json.h"
 
 namespace agentloop::permissions {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 using ::testing::HasSubstr;
 using Kind = ApprovalDecision::Kind;
 
-Json J(std::string_view text) { return *ParseJson(text); }
+using ::agentloop::testing::J;
 
 ApprovalRequest BashRequest(std::string command) {
   ApprovalRequest r;

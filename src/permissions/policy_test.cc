@@ -9,13 +9,14 @@
 #include <gtest/gtest.h>
 
 #include "permissions/test_specs.h"
+#include "protocol/testing/json.h"
 
 namespace agentloop::permissions {
 namespace {
 
 using ::testing::HasSubstr;
 
-Json J(std::string_view text) { return *ParseJson(text); }
+using ::agentloop::testing::J;
 
 ToolSpec Spec(const std::string& name, bool mutates) { return TestSpec(name, mutates); }
 

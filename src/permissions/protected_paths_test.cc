@@ -8,6 +8,7 @@
 
 #include "permissions/policy.h"
 #include "permissions/test_specs.h"
+#include "protocol/testing/json.h"
 
 namespace agentloop::permissions {
 namespace {
@@ -16,7 +17,7 @@ using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
-Json J(std::string_view text) { return *ParseJson(text); }
+using ::agentloop::testing::J;
 
 ToolSpec Spec(const std::string& name, bool mutates) { return TestSpec(name, mutates); }
 

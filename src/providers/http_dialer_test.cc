@@ -1,4 +1,5 @@
 #include "providers/http_dialer.h"
+#include "providers/testing/url.h"
 
 #include <boost/asio/error.hpp>
 #include <gtest/gtest.h>
@@ -13,11 +14,7 @@ tcp::endpoint Ep(const char* ip, uint16_t port = 443) {
   return tcp::endpoint(asio::ip::make_address(ip), port);
 }
 
-HttpUrl Url(const char* s) {
-  Result<HttpUrl> u = ParseHttpUrl(s);
-  EXPECT_TRUE(u.ok()) << s;
-  return u.ok() ? *u : HttpUrl{};
-}
+using ::agentloop::testing::Url;
 
 TEST(HttpDialer, AddressesAlternateFamiliesStartingWithTheFirst) {
   std::vector<tcp::endpoint> in = {Ep("2001:db8::1"), Ep("2001:db8::2"), Ep("2001:db8::3"),

@@ -14,12 +14,10 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using boost::system::error_code;
 
-bool BadChar(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
-
 bool ValidHeaderName(std::string_view n) {
   if (n.empty()) return false;
   for (char c : n) {
-    if (BadChar(c) || c == ':' || static_cast<unsigned char>(c) >= 0x80) return false;
+    if (IsSpaceOrControl(c) || c == ':' || static_cast<unsigned char>(c) >= 0x80) return false;
   }
   return true;
 }

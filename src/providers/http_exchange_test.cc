@@ -1,4 +1,5 @@
 #include "providers/http_exchange.h"
+#include "providers/testing/url.h"
 
 #include <memory>
 #include <sstream>
@@ -15,11 +16,7 @@ namespace {
 namespace http = boost::beast::http;
 using State = HttpResponseReader::State;
 
-HttpUrl Url(const char* s) {
-  Result<HttpUrl> u = ParseHttpUrl(s);
-  EXPECT_TRUE(u.ok()) << s;
-  return u.ok() ? *u : HttpUrl{};
-}
+using ::agentloop::testing::Url;
 
 std::string Header(const HttpWireRequest& req, std::string_view name) {
   auto it = req.find(boost::beast::string_view(name.data(), name.size()));

@@ -14,7 +14,6 @@ std::string StripBrackets(std::string s) {
   return s;
 }
 
-bool BadChar(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
 
 // A proxy variable: the lower-case name, else the upper-case one; blank
 // counts as unset.
@@ -78,7 +77,7 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url, bool is_proxy) {
   }
   if (u.host.empty()) return InvalidArgument("bad URL: no host");
   for (char c : u.host) {
-    if (BadChar(c) || c == '/' || c == '\\') return InvalidArgument("bad URL: invalid host");
+    if (IsSpaceOrControl(c) || c == '/' || c == '\\') return InvalidArgument("bad URL: invalid host");
   }
   if (port.empty()) {
     u.port = u.https ? "443" : "80";
@@ -100,7 +99,7 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url, bool is_proxy) {
     u.target = std::string(rest);
   }
   for (char c : u.target) {
-    if (BadChar(c)) return InvalidArgument("bad URL: invalid character in the path");
+    if (IsSpaceOrControl(c)) return InvalidArgument("bad URL: invalid character in the path");
   }
   return u;
 }
@@ -207,5 +206,7 @@ EnvMap HttpProxyConfig::ProcessEnv() {
   }
   return env;
 }
+
+bool IsSpaceOrControl(char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; }
 
 }  // namespace agentloop

@@ -42,6 +42,10 @@ struct HttpUrl {
 // repeat the URL (it may carry keys).
 Result<HttpUrl> ParseHttpUrl(std::string_view url, bool is_proxy = false);
 
+// Whether `c` is a space or a control character, which no URL host or path
+// and no header name may hold.
+bool IsSpaceOrControl(char c);
+
 // "%41" -> "A"; malformed escapes stay as they are.
 std::string PercentDecode(std::string_view s);
 

@@ -1,4 +1,5 @@
 #include "providers/http_url.h"
+#include "providers/testing/url.h"
 
 #include <gtest/gtest.h>
 
@@ -86,11 +87,7 @@ TEST(HttpProxy, BlankIsNotConfiguredAndBadIsAnErrorNamingTheVariable) {
   EXPECT_EQ(m.find("secret"), std::string::npos) << m;
 }
 
-HttpUrl Url(const char* s) {
-  Result<HttpUrl> u = ParseHttpUrl(s);
-  EXPECT_TRUE(u.ok()) << s;
-  return u.ok() ? *u : HttpUrl{};
-}
+using ::agentloop::testing::Url;
 
 TEST(HttpProxyConfig, DirectRouteKeysByOrigin) {
   HttpProxyConfig config(std::nullopt, std::nullopt, std::nullopt, EnvMap{});

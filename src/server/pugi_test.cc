@@ -8,19 +8,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Json Request(Json tools = Json::array()) {
+Json PugiBody(Json tools = Json::array()) {
   return {{"personaSlug", "coder"},
           {"messages", Json::array({{{"role", "system"}, {"content", "be brief"}},
                                     {{"role", "user"}, {"content", "list files"}}})},
           {"tools", std::move(tools)}};
 }
 
-Json Tool(const std::string& name) {
+Json PugiTool(const std::string& name) {
   return {{"name", name}, {"description", "d"}, {"parameters", {{"type", "object"}}}};
 }
 
 TEST(PugiTest, ATranscriptWithToolCallsBecomesTheEnginesMessages) {
-  Json body = Request(Json::array({Tool("read")}));
+  Json body = PugiBody(Json::array({PugiTool("read")}));
   body["messages"].push_back(
       {{"role", "assistant"},
        {"content", ""},
@@ -44,39 +44,39 @@ TEST(PugiTest, ATranscriptWithToolCallsBecomesTheEnginesMessages) {
 
 TEST(PugiTest, TheSchemasCapsAreEnforced) {
   Json many = Json::array();
-  for (int i = 0; i < 65; ++i) many.push_back(Tool("t" + std::to_string(i)));
-  EXPECT_THAT(ParsePugiRequest(Request(many)).error().message(), HasSubstr("at most 64"));
+  for (int i = 0; i < 65; ++i) many.push_back(PugiTool("t" + std::to_string(i)));
+  EXPECT_THAT(ParsePugiRequest(PugiBody(many)).error().message(), HasSubstr("at most 64"));
   many.erase(many.begin());
-  EXPECT_TRUE(ParsePugiRequest(Request(many)).ok());
+  EXPECT_TRUE(ParsePugiRequest(PugiBody(many)).ok());
 
-  Json big = Request();
+  Json big = PugiBody();
   big["maxTokens"] = 200'001;
   EXPECT_THAT(ParsePugiRequest(big).error().message(), HasSubstr("maxTokens"));
   big["maxTokens"] = 200'000;
   EXPECT_TRUE(ParsePugiRequest(big).ok());
 
   auto refused = [](Json b) { return !ParsePugiRequest(b).ok(); };
-  Json j = Request();
+  Json j = PugiBody();
   j["personaSlug"] = std::string(129, 'a');
   EXPECT_TRUE(refused(j));
-  j = Request();
+  j = PugiBody();
   j["messages"] = Json::array();
   EXPECT_TRUE(refused(j));
-  j = Request();
+  j = PugiBody();
   j["temperature"] = 2.5;
   EXPECT_TRUE(refused(j));
-  j = Request();
+  j = PugiBody();
   j["command"] = "deploy";
   EXPECT_TRUE(refused(j));
-  j = Request();
+  j = PugiBody();
   j["model"] = "";
   EXPECT_TRUE(refused(j));
-  j = Request();
+  j = PugiBody();
   j["extra"] = 1;
   EXPECT_TRUE(refused(j));
-  j = Request(Json::array({Tool("read"), Tool("read")}));
+  j = PugiBody(Json::array({PugiTool("read"), PugiTool("read")}));
   EXPECT_TRUE(refused(j));
-  j = Request();
+  j = PugiBody();
   j["messages"].push_back(
       {{"role", "assistant"},
        {"content", ""},
@@ -86,10 +86,10 @@ TEST(PugiTest, TheSchemasCapsAreEnforced) {
 
 TEST(PugiTest, PlanModeRefusesAForgedToolList) {
   const std::set<std::string> read_only = {"glob", "grep", "ls", "read"};
-  Result<PugiCall> ok = ParsePugiRequest(Request(Json::array({Tool("read"), Tool("grep")})));
+  Result<PugiCall> ok = ParsePugiRequest(PugiBody(Json::array({PugiTool("read"), PugiTool("grep")})));
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(CheckPugiPlanTools(*ok, read_only).ok());
-  Result<PugiCall> forged = ParsePugiRequest(Request(Json::array({Tool("read"), Tool("bash")})));
+  Result<PugiCall> forged = ParsePugiRequest(PugiBody(Json::array({PugiTool("read"), PugiTool("bash")})));
   ASSERT_TRUE(forged.ok());
   Status s = CheckPugiPlanTools(*forged, read_only);
   EXPECT_EQ(s.code(), Code::kPermissionDenied);

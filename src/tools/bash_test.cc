@@ -15,6 +15,7 @@
 #include "env/process.h"
 #include "tools/test_util.h"
 #include "tools/tools.h"
+#include "base/testing/text.h"
 
 namespace agentloop::tools {
 namespace {
@@ -22,9 +23,7 @@ namespace {
 using testing::RunTool;
 using testing::TempWorkspace;
 
-bool Has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
+using ::agentloop::testing::Has;
 
 // Waits (on an event, not a timer loop) until `pid` has terminated. True
 // when it is gone or dead; false if it is still running after 10 s.

@@ -6,6 +6,7 @@
 #include "tools/builtin.h"
 #include "tools/test_util.h"
 #include "tools/tools.h"
+#include "base/testing/text.h"
 
 namespace agentloop::tools {
 namespace {
@@ -60,9 +61,7 @@ TEST(BuiltinSpecsTest, DeclareHowRulePatternsReadTheirCalls) {
 using testing::RunTool;
 using testing::TempWorkspace;
 
-bool Has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
+using ::agentloop::testing::Has;
 
 TEST(ReadToolTest, NumbersLinesLikeCatN) {
   TempWorkspace t;

@@ -11,6 +11,7 @@
 
 #include "tools/test_util.h"
 #include "tools/tools.h"
+#include "base/testing/text.h"
 
 namespace agentloop::tools {
 namespace {
@@ -18,9 +19,7 @@ namespace {
 using testing::RunTool;
 using testing::TempWorkspace;
 
-bool Has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
+using ::agentloop::testing::Has;
 
 // Entries below `dir`, directories included.
 size_t CountEntries(const std::filesystem::path& dir) {

@@ -107,6 +107,21 @@ inline Json ObjectSchema(std::vector<std::string> required_strings) {
   return Json{{"type", "object"}, {"properties", props}, {"required", req}};
 }
 
+// A test tool's spec: `name`, a schema requiring the string fields `req`.
+inline ToolSpec Spec(std::string name, bool mutates, bool parallel,
+                     std::vector<std::string> req = {"x"}) {
+  ToolSpec s;
+  s.name = std::move(name);
+  s.description = "test tool";
+  s.input_schema = ObjectSchema(std::move(req));
+  s.mutates = mutates;
+  s.parallel_safe = parallel;
+  return s;
+}
+
+// How long a test waits for an event it expects before failing.
+inline constexpr std::chrono::seconds kTimeout{30};
+
 // A tool whose behaviour is a function; counts its runs.
 class FnTool : public Tool {
  public:
