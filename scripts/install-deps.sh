@@ -17,6 +17,11 @@ PKGS=(
   # has the non-blocking and LISTEN/NOTIFY API), and the server the tests start
   # as a throwaway cluster (initdb + pg_ctl from /usr/lib/postgresql/15/bin).
   libpq-dev postgresql-15
+  # scripts/package.sh and its tests (tests/package): lintian checks the .deb,
+  # debootstrap makes the bare Debian root it is installed in, systemd-analyze
+  # rates the service's hardening and python3-seccomp applies its system-call
+  # filter to the tools.
+  lintian debootstrap systemd python3-seccomp
 )
 # The web console's JavaScript unit tests (node:test) and tests/mcp: the MCP
 # reference servers run on Node.js and npm installs them
