@@ -13,15 +13,19 @@
 #                           [--only tar,deb,npm]
 #   --binary PATH  package this agentloop instead of building the release
 #                  preset's build/release/apps/cli/agentloop
-#   --arch arm64   package an aarch64 binary (--binary, required: this script
-#                  does not cross-build it); the man page and completions come
-#                  from the host's release binary (the same on every
-#                  architecture)
+#   --arch arm64   cross-build agentloop for aarch64 (build/release-arm64,
+#                  g++-aarch64-linux-gnu against Debian 12's arm64 -dev
+#                  packages unpacked in ~/.cache/agentloop/arm64-sysroot:
+#                  nothing is installed on the host), or package --binary;
+#                  the man page and completions come from the host's release
+#                  binary (the same on every architecture)
 #   --only LIST    build only some of tar, deb, npm
-# Offline: npm pack reads only the staged directories.
+# Network: only deb.debian.org for --arch arm64's -dev packages (once);
+# npm pack reads only the staged directories.
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
+root=$PWD
 # abs PATH: PATH relative to the caller's directory, made absolute.
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$caller/$1" ;; esac; }
 
@@ -35,7 +39,7 @@ while [ $# -gt 0 ]; do
     --binary) binary=$(abs "$2"); shift 2 ;;
     --out) out=$(abs "$2"); shift 2 ;;
     --only) only=$2; shift 2 ;;
-    -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "package: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -62,6 +66,71 @@ build_release() {
   cmake --preset release >/dev/null
   cmake --build --preset release --target agentloop >/dev/null
 }
+# The arm64 -dev packages the cross build links (static archives and
+# headers) and the header-only ones it includes, from Debian 12's arm64
+# release: unpacked with dpkg-deb -x, so that nothing is installed on the host
+# (cmake/toolchain-aarch64-linux-gnu.cmake), into AL_ARM64_SYSROOT (default
+# ~/.cache/agentloop/arm64-sysroot: outside the source tree, whose paths the
+# installed CMake package may not name).
+arm64_sysroot_dir=${AL_ARM64_SYSROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/agentloop/arm64-sysroot}
+# libc6 is not linked against (the cross compiler brings its C library): it is
+# there for check_needed.
+ARM64_DEBS=(libsqlite3-dev libssl-dev libre2-dev libedit-dev libbsd-dev libmd-dev libncurses-dev
+  libtinfo6 libpq-dev nlohmann-json3-dev libboost1.74-dev libtomlplusplus-dev libc6)
+arm64_sysroot() {
+  local sysroot=$arm64_sysroot_dir apt_dir=$arm64_sysroot_dir.apt
+  [ -f "$sysroot/.complete" ] && return 0
+  rm -rf "$sysroot" "$apt_dir"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs" "$sysroot"
+  local apt_opts=(-q -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
+    -o APT::Architecture=arm64 -o APT::Architectures::=arm64 -o Debug::NoLocking=1
+    -o APT::Sandbox::User=root)
+  apt-get "${apt_opts[@]}" update >/dev/null
+  (cd "$apt_dir/debs" && apt-get "${apt_opts[@]}" download "${ARM64_DEBS[@]}" >/dev/null)
+  local d
+  for d in "$apt_dir"/debs/*.deb; do dpkg-deb -x "$d" "$sysroot"; done
+  rm -rf "$apt_dir"
+  touch "$sysroot/.complete"
+}
+cross_build_arm64() {
+  if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
+    echo "package: aarch64-linux-gnu-g++ not found (scripts/install-deps.sh installs g++-aarch64-linux-gnu)" >&2
+    exit 1
+  fi
+  local t=$SECONDS
+  arm64_sysroot
+  echo "== package: cross-building agentloop for aarch64 (build/release-arm64)"
+  cmake -S . -B build/release-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64-linux-gnu.cmake" \
+    -DAL_ARM64_SYSROOT="$arm64_sysroot_dir" \
+    -DAL_BUILD_TESTS=OFF -DAL_BUILD_BENCH=OFF -DAL_STATIC_DEPS=ON >/dev/null
+  cmake --build build/release-arm64 --target agentloop
+  echo "== package: the aarch64 build took $((SECONDS - t)) s"
+}
+
+# check_needed BINARY: BINARY is an aarch64 ELF, and each shared library it
+# needs (and its interpreter) is a file of Debian 12's arm64 packages, as
+# unpacked in the sysroot.
+check_needed() {
+  local sysroot=$arm64_sysroot_dir lib found missing=0
+  "${tool_prefix}readelf" -h "$1" | grep -q 'Machine:.*AArch64' ||
+    { echo "package: $1 is not an aarch64 ELF" >&2; exit 1; }
+  for lib in $("${tool_prefix}readelf" -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p') \
+    $("${tool_prefix}readelf" -l "$1" | sed -n 's|.*Requesting program interpreter: \(.*\)\]|\1|p'); do
+    found=""
+    for dir in lib/aarch64-linux-gnu usr/lib/aarch64-linux-gnu lib; do
+      [ -e "$sysroot/$dir/$(basename "$lib")" ] && found=$dir
+    done
+    if [ -n "$found" ]; then
+      echo "== package: needs $lib: /$found/$(basename "$lib") of Debian's arm64 packages"
+    else
+      echo "package: $1 needs $lib, which no unpacked arm64 package has" >&2
+      missing=1
+    fi
+  done
+  [ $missing -eq 0 ] || exit 1
+}
+
 if [ "$arch" = amd64 ]; then
   if [ -z "$binary" ]; then
     echo "== package: building the release preset (build/release)"
@@ -71,13 +140,12 @@ if [ "$arch" = amd64 ]; then
   host_binary=$binary
 else
   if [ -z "$binary" ]; then
-    echo "package: --arch arm64 needs --binary PATH (an aarch64 agentloop; no cross build here)" >&2
-    exit 2
+    cross_build_arm64
+    binary=build/release-arm64/apps/cli/agentloop
   fi
-  if ! "${tool_prefix}readelf" -h "$binary" 2>/dev/null | grep -q 'Machine:.*AArch64'; then
-    echo "package: $binary is not an aarch64 ELF" >&2
-    exit 1
-  fi
+  [ -f "$binary" ] || { echo "package: no binary at $binary" >&2; exit 1; }
+  arm64_sysroot
+  check_needed "$binary"
   if [ ! -x "$host_binary" ]; then
     echo "== package: building the host's release binary (man page, completions)"
     build_release
