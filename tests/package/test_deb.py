@@ -9,14 +9,16 @@ first run downloads it from deb.debian.org (about a minute)."""
 import os
 import re
 import shutil
+import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 import unittest
 import urllib.request
 
 from package_util import CACHE, HERE, VERSION, artifact, e2e_util
+
+import serve_util  # noqa: E402  (tests/e2e, on the path package_util set)
 
 DEB = artifact("agentloop_%s_amd64.deb" % VERSION)
 MIRROR = os.environ.get("AGENTLOOP_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -309,7 +311,6 @@ class ChrootInstallTest(e2e_util.CliTestCase):
 
 
 def free_port():
-    import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -318,7 +319,6 @@ def free_port():
 def token_line(proc):
     """The first stderr line of `agentloop serve` that says where its token
     is, or None."""
-    import serve_util
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         line = serve_util.next_stderr_line(proc, deadline - time.monotonic())

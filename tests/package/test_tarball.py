@@ -2,7 +2,6 @@
 binary in it running a turn of the demo script."""
 
 import hashlib
-import json
 import os
 import subprocess
 import tarfile
