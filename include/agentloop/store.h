@@ -430,8 +430,11 @@ class SessionStore {
 
   // Persists the events with ShouldPersist(type), in one transaction: all or
   // none, durable on OK. Each event's session_id must be empty or equal to
-  // `session_id` (it is stored as `session_id`). Errors: kNotFound (no such
-  // session), kAlreadyExists (a seq is already stored: another writer),
+  // `session_id` (it is stored as `session_id`). Seqs only grow: each
+  // event's seq is above every seq stored before it (and above the
+  // batch's previous event's), so a reader that has seen seq N never misses
+  // a lower one committed later. Errors: kNotFound (no such session),
+  // kAlreadyExists (a seq at or below the last stored one: another writer),
   // kInvalidArgument, kUnavailable (database busy beyond the busy timeout).
   virtual Status Append(std::string_view session_id, std::span<const Event> events) = 0;
   // Stored events with seq > after_seq, in seq order, as written (corrupt
@@ -515,6 +518,14 @@ class SessionStore {
   // event (their seq and session_id are set by the store). When no item is
   // left or fn returned kCloseBatch the checkpoint becomes *decided* and
   // all its index rows are removed: it waits for ClaimDecided.
+  // Errors: kDataLoss, nothing changed and `fn` not run, when the index
+  // names the item as outstanding in an open checkpoint that does not hold
+  // it. Only a corrupt checkpoint (or one rewritten outside the store) can
+  // disagree with its index, which both are written in one transaction:
+  // answering "already resolved" would tell the person their decision was
+  // recorded, or lost a race, when no decision of that item exists or ever
+  // can, and the paused turn would wait forever without anyone seeing why.
+  // (ListPending and LookupPending answer the same item kDataLoss.)
   virtual Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
                                          std::span<const Event> events = {}) = 0;
   // Takes the session's decided checkpoint to continue its turn: closes it

@@ -433,12 +433,17 @@ Status SqliteStore::Append(std::string_view session_id, std::span<const Event> e
 Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Event> events,
                                  int64_t now) {
   std::string old_title;
+  uint64_t last = 0;
   {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT title FROM sessions WHERE id = ?"));
+    // The session's highest stored seq: one seek on the events' key.
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT title, MAX(last_seq, COALESCE((SELECT"
+                                              " MAX(e.seq) FROM events e WHERE e.session_id ="
+                                              " sessions.id), 0)) FROM sessions WHERE id = ?"));
     st.Bind(1, session_id);
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) return SessionNotFound(session_id);
     old_title = st.Text(0);
+    last = static_cast<uint64_t>(st.Int(1));
   }
   AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
                                              " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
@@ -446,15 +451,7 @@ Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Ev
   bool any = false;
   for (const Event& e : events) {
     if (!ShouldPersist(e.type)) continue;
-    if (!e.session_id.empty() && e.session_id != session_id) {
-      return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
-                             e.session_id + ", not " + std::string(session_id));
-    }
-    if (e.ts <= 0) {
-      return InvalidArgument("event seq " + std::to_string(e.seq) + " (" +
-                             std::string(EventTypeName(e.type)) +
-                             ") has no ts: whoever numbers an event stamps its time");
-    }
+    AL_RETURN_IF_ERROR(CheckAppendable(e, session_id, &last));
     ins.Bind(1, session_id)
         .Bind(2, static_cast<int64_t>(e.seq))
         .Bind(3, EventTypeName(e.type))
@@ -914,32 +911,18 @@ Result<ResolveOutcome> SqliteStore::ResolveIn(TenantFilter tenant, std::string_v
   st.Bind(1, pending_id);
   if (tenant) st.Bind(2, *tenant);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  ResolveOutcome out;
   if (!row) {
-    out.already_resolved = true;
-    return out;  // rollback: nothing was written
+    ResolveOutcome none;
+    none.already_resolved = true;
+    return none;  // rollback: nothing was written
   }
-  out.checkpoint_id = st.Text(0);
-  AL_ASSIGN_OR_RETURN(out.checkpoint, ParseCheckpoint(st.Text(1), out.checkpoint_id));
-  auto& outstanding = out.checkpoint.outstanding;
-  auto item = std::find_if(outstanding.begin(), outstanding.end(),
-                           [&](const PendingItem& p) { return p.id == pending_id; });
-  if (item == outstanding.end()) {
-    out = ResolveOutcome{};
-    out.already_resolved = true;
-    return out;
-  }
-  out.item = *item;
-  Result<ResolveAction> action = Internal("resolver threw");
-  try {
-    action = fn(out.checkpoint, out.item);
-  } catch (const std::exception& e) {
-    action = Internal(std::string("resolver threw: ") + e.what());
-  } catch (...) {
-  }
-  if (!action.ok()) return action.error();  // rollback: the item stays pending
-  std::erase_if(outstanding, [&](const PendingItem& p) { return p.id == pending_id; });
-  out.closed = outstanding.empty() || *action == ResolveAction::kCloseBatch;
+  std::string checkpoint_id = st.Text(0);
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), checkpoint_id));
+  st.Reset();
+  // On any error the transaction rolls back: the item stays pending.
+  AL_ASSIGN_OR_RETURN(ResolveOutcome out,
+                      ApplyResolution(std::move(checkpoint_id), std::move(cp), pending_id, fn));
+  const auto& outstanding = out.checkpoint.outstanding;
 
   AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
                                             " WHERE id = ?"));
@@ -947,14 +930,9 @@ Result<ResolveOutcome> SqliteStore::ResolveIn(TenantFilter tenant, std::string_v
       up.Bind(1, DumpJson(ToJson(out.checkpoint))).Bind(2, Now()).Bind(3, out.checkpoint_id).Run());
   if (!events.empty()) {
     AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(out.checkpoint.session_id));
-    std::vector<Event> numbered(events.begin(), events.end());
-    uint64_t seq = info.last_seq;
-    for (Event& e : numbered) {
-      e.session_id = info.id;
-      e.seq = ++seq;
-      if (e.ts == 0) e.ts = Now();
-    }
-    AL_RETURN_IF_ERROR(AppendLocked(info.id, numbered, Now()));
+    const int64_t now = Now();
+    AL_RETURN_IF_ERROR(
+        AppendLocked(info.id, NumberAfter(events, info.id, info.last_seq, now), now));
   }
   if (out.closed) {
     AL_RETURN_IF_ERROR(SetCheckpointStateLocked(out.checkpoint_id, CheckpointState::kDecided));

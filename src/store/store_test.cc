@@ -576,6 +576,25 @@ TEST_P(StoreTest, AppendIsAtomicOnDuplicateSeq) {
   EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
 }
 
+// Seqs only grow: a seq below the last stored one is refused even where it
+// is a gap, so a reader that has seen seq N never misses a lower one.
+TEST_P(StoreTest, AppendRefusesASeqBelowTheLastStoredOne) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_
+                  ->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a")),
+                                                  MessageEvent(3, Message::Assistant("c"))})
+                  .ok());
+  Status s = store_->Append(id, std::vector<Event>{MessageEvent(2, Message::User("gap"))});
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("seq 2"));
+  // Within a batch as well: each event above the one before it.
+  Status unordered = store_->Append(id, std::vector<Event>{MessageEvent(5, Message::User("e")),
+                                                           MessageEvent(4, Message::User("d"))});
+  EXPECT_EQ(unordered.code(), Code::kAlreadyExists) << unordered.ToString();
+  EXPECT_EQ(store_->Events(id, 0)->size(), 2u);
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 3u);
+}
+
 TEST_P(StoreTest, AppendValidates) {
   EXPECT_EQ(store_->Append("nope", std::vector<Event>{MessageEvent(1, Message::User("a"))}).code(),
             Code::kNotFound);

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "agentloop/store.h"
 
@@ -32,6 +33,31 @@ std::string TitleFrom(const Event& e);
 // to. kDataLoss when the index and the checkpoint disagree.
 Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_id,
                                 const std::string& checkpoint_id);
+
+// One event of an Append batch (a persisted one: ShouldPersist), checked
+// before it is stored in session `session_id` whose highest stored seq (or
+// the batch's previous event's) is *last; advances *last. Seqs only grow:
+// a reader that has seen seq N never misses a lower one committed later, so
+// a seq at or below *last is refused as already stored even when that exact
+// seq is a gap. Errors: kInvalidArgument (an event of another session, an
+// event without ts), kAlreadyExists.
+Status CheckAppendable(const Event& e, std::string_view session_id, uint64_t* last);
+
+// The domain part of SessionStore::Resolve, the same on every store: run
+// inside the resolving transaction once it holds `checkpoint` (stored as
+// `checkpoint_id`), open, whose index row for `pending_id` is not resolved.
+// Finds the item, runs `fn` (an exception becomes kInternal), removes the
+// item from `outstanding` and says whether the batch is decided now. The
+// caller stores the outcome's checkpoint and rolls back on any error.
+// Errors: kDataLoss when the checkpoint does not hold the item the index
+// names (see Resolve's contract); `fn`'s error.
+Result<ResolveOutcome> ApplyResolution(std::string checkpoint_id, Checkpoint checkpoint,
+                                       std::string_view pending_id, const ResolveFn& fn);
+
+// The events of a decision, numbered after `last_seq` (the session's highest
+// stored seq) in session `session_id` and stamped `now` where unstamped.
+std::vector<Event> NumberAfter(std::span<const Event> events, const std::string& session_id,
+                               uint64_t last_seq, int64_t now);
 
 // Which tenant's rows a statement may match: one tenant's (a TenantStore's
 // calls), or every tenant's (nullopt: SessionStore's own calls).
