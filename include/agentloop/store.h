@@ -127,6 +127,28 @@ struct StoredEvent {
 // every turn ended.
 const StoredEvent* UnfinishedTurn(std::span<const StoredEvent> events);
 
+// Which stored events SessionStore::QueryEvents returns: a query the store
+// answers with an index, reading only the rows it returns (and, with
+// `types` or `turn_id`, the rows it passes over), never the whole log.
+struct EventQuery {
+  uint64_t after_seq = 0;          // only events with seq > after_seq
+  size_t limit = 0;                // at most this many (0: every match)
+  bool newest_first = false;       // in descending seq order (from the log's end)
+  std::string turn_id;             // only this turn's events (empty: every turn)
+  std::vector<std::string> types;  // only events of these types (empty: every type)
+};
+
+// The query whose answer says whether the session's newest turn is
+// unfinished: its newest turn_begin or turn_end. The newest turn is
+// unfinished (UnfinishedTurn) exactly when that event is a turn_begin.
+inline EventQuery NewestTurnBoundary() {
+  EventQuery q;
+  q.limit = 1;
+  q.newest_first = true;
+  q.types = {"turn_begin", "turn_end"};
+  return q;
+}
+
 // The newest `turn_end` event of a session.
 struct LastTurnEnd {
   std::string turn_id;
@@ -386,6 +408,8 @@ class TenantStore {
                                 std::optional<Json> metadata) = 0;
   virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
                                                   uint64_t after_seq) = 0;
+  virtual Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                                       const EventQuery& query) = 0;
   virtual Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) = 0;
   virtual Result<std::optional<Json>> GetSettings(std::string_view session_id) = 0;
   virtual Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) = 0;
@@ -441,6 +465,12 @@ class SessionStore {
   // rows included verbatim). Errors: kNotFound.
   virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
                                                   uint64_t after_seq) = 0;
+  // The stored events `query` selects, as Events returns them (a page of
+  // the log, a turn's boundaries, the newest turn_begin or turn_end). The
+  // reads of a server that grow with the log (an events page, whether the
+  // newest turn is unfinished) are these queries. Errors: kNotFound.
+  virtual Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                                       const EventQuery& query) = 0;
   // Rebuilds the session (see SessionSnapshot and docs/storage.md, "Load").
   // Errors: kNotFound; kDataLoss when a `message` or `compaction` row cannot
   // be parsed or applied (the history cannot be rebuilt faithfully; the

@@ -628,11 +628,18 @@ Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
 }
 
 Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_view session_id,
-                                                         uint64_t after_seq, TenantFilter tenant) {
+                                                         const EventQuery& query,
+                                                         TenantFilter tenant) {
+  const EventQuerySql q = BuildEventQuerySql(query, 3, "$");
+  std::vector<PgParam> params = {P(session_id), TenantParam(tenant), P(query.after_seq)};
+  if (q.has_turn) params.push_back(P(query.turn_id));
+  for (const std::string& type : query.types) params.push_back(P(type));
+  if (q.has_limit) params.push_back(P(static_cast<int64_t>(query.limit)));
   AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT seq, type, turn_id, json, created_at_ms"
-                                       " FROM session_events WHERE session_id = $1 AND seq > $2"
-                                       " AND ($3::text IS NULL OR tenant = $3) ORDER BY seq",
-                                       {P(session_id), P(after_seq), TenantParam(tenant)}));
+                                       " FROM session_events WHERE session_id = $1"
+                                       " AND ($2::text IS NULL OR tenant = $2)" +
+                                           q.where_order_limit,
+                                       params));
   std::vector<StoredEvent> out;
   out.reserve(static_cast<size_t>(r.size()));
   for (int i = 0; i < r.size(); ++i) {
@@ -650,8 +657,21 @@ Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_
 Result<std::vector<StoredEvent>> PostgresStore::EventsIn(TenantFilter tenant,
                                                          std::string_view session_id,
                                                          uint64_t after_seq) {
+  EventQuery query;
+  query.after_seq = after_seq;
+  return QueryEventsIn(tenant, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::QueryEvents(std::string_view session_id,
+                                                            const EventQuery& query) {
+  return QueryEventsIn(std::nullopt, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::QueryEventsIn(TenantFilter tenant,
+                                                              std::string_view session_id,
+                                                              const EventQuery& query) {
   return WithConn([&](PgConn& c) -> Result<std::vector<StoredEvent>> {
-    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, after_seq, tenant));
+    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, query, tenant));
     if (rows.empty()) {
       AL_RETURN_IF_ERROR(GetSessionOn(c, session_id, tenant).status());
     }
@@ -684,7 +704,7 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string
     AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
     auto read = [&]() -> Status {
       AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id, tenant));
-      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, 0, tenant));
+      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, EventQuery{}, tenant));
       AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointOn(c, session_id, 0));
       AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, CheckpointOn(c, session_id, 2));
       if (options.repair) {

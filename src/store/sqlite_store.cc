@@ -492,11 +492,16 @@ Status SqliteStore::BumpIfNotNewestLocked(std::string_view session_id, int64_t n
 }
 
 Result<std::vector<StoredEvent>> SqliteStore::EventsLocked(std::string_view session_id,
-                                                           uint64_t after_seq) {
+                                                           const EventQuery& query) {
+  const EventQuerySql q = BuildEventQuerySql(query, 2, "?");
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT seq, type, turn_id, json, created_at_ms"
-                                            " FROM events WHERE session_id = ? AND seq > ?"
-                                            " ORDER BY seq"));
-  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(after_seq));
+                                            " FROM events WHERE session_id = ?1" +
+                                            q.where_order_limit));
+  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(query.after_seq));
+  int n = 3;
+  if (q.has_turn) st.Bind(n++, query.turn_id);
+  for (const std::string& type : query.types) st.Bind(n++, type);
+  if (q.has_limit) st.Bind(n++, static_cast<int64_t>(query.limit));
   std::vector<StoredEvent> out;
   for (;;) {
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -515,10 +520,23 @@ Result<std::vector<StoredEvent>> SqliteStore::Events(std::string_view session_id
 Result<std::vector<StoredEvent>> SqliteStore::EventsIn(TenantFilter tenant,
                                                        std::string_view session_id,
                                                        uint64_t after_seq) {
+  EventQuery query;
+  query.after_seq = after_seq;
+  return QueryEventsIn(tenant, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::QueryEvents(std::string_view session_id,
+                                                          const EventQuery& query) {
+  return QueryEventsIn(std::nullopt, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::QueryEventsIn(TenantFilter tenant,
+                                                            std::string_view session_id,
+                                                            const EventQuery& query) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
   AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
-  return EventsLocked(session_id, after_seq);
+  return EventsLocked(session_id, query);
 }
 
 Result<SessionSnapshot> SqliteStore::Load(std::string_view session_id, const LoadOptions& options) {
@@ -546,7 +564,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(TenantFilter tenant, std::string_v
     // One read transaction: the session row, events and checkpoint agree.
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
     AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id, tenant));
-    AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, 0));
+    AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, EventQuery{}));
     AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, CheckpointState::kOpen));
     AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
                         CheckpointLocked(session_id, CheckpointState::kDecided));

@@ -43,6 +43,8 @@ class SqliteStore final : public SessionStore {
 
   Status Append(std::string_view session_id, std::span<const Event> events) override;
   Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
+  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                               const EventQuery& query) override;
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
 
   Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
@@ -103,6 +105,8 @@ class SqliteStore final : public SessionStore {
                           std::optional<std::string> title, std::optional<Json> metadata);
   Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
                                             uint64_t after_seq);
+  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
+                                                 const EventQuery& query);
   Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
@@ -140,7 +144,8 @@ class SqliteStore final : public SessionStore {
   // Append's work inside the caller's write transaction.
   Status AppendLocked(std::string_view session_id, std::span<const Event> events, int64_t now);
   Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
-  Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
+  Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id,
+                                                const EventQuery& query);
   // The states of a checkpoint row (column `closed`).
   enum class CheckpointState : int64_t { kOpen = 0, kClosed = 1, kDecided = 2 };
   // The session's newest checkpoint in `state`.

@@ -110,6 +110,30 @@ std::vector<Event> NumberAfter(std::span<const Event> events, const std::string&
   return numbered;
 }
 
+EventQuerySql BuildEventQuerySql(const EventQuery& q, int first, std::string_view prefix) {
+  EventQuerySql out;
+  int n = first;
+  auto next = [&] { return std::string(prefix) + std::to_string(n++); };
+  std::string& sql = out.where_order_limit;
+  sql = " AND seq > " + next();
+  if (!q.turn_id.empty()) {
+    out.has_turn = true;
+    sql += " AND turn_id = " + next();
+  }
+  if (!q.types.empty()) {
+    out.types = q.types.size();
+    sql += " AND type IN (";
+    for (size_t i = 0; i < q.types.size(); ++i) sql += (i ? ", " : "") + next();
+    sql += ")";
+  }
+  sql += q.newest_first ? " ORDER BY seq DESC" : " ORDER BY seq";
+  if (q.limit > 0) {
+    out.has_limit = true;
+    sql += " LIMIT " + next();
+  }
+  return out;
+}
+
 }  // namespace agentloop::store
 
 namespace agentloop {

@@ -59,6 +59,22 @@ Result<ResolveOutcome> ApplyResolution(std::string checkpoint_id, Checkpoint che
 std::vector<Event> NumberAfter(std::span<const Event> events, const std::string& session_id,
                                uint64_t last_seq, int64_t now);
 
+// The SQL of an EventQuery that follows "... FROM <events> WHERE
+// session_id = <first placeholder>": its conditions, order and limit, with
+// placeholders `prefix`N (SQLite "?", PostgreSQL "$") numbered from
+// `first`. The caller binds, in order: after_seq, the turn id (has_turn),
+// each type (`types` of them), the limit (has_limit). One query shape for
+// both stores.
+struct EventQuerySql {
+  std::string where_order_limit;
+  // In placeholder order: after_seq, then turn_id (if any), then the types,
+  // then the limit (if any).
+  bool has_turn = false;
+  size_t types = 0;
+  bool has_limit = false;
+};
+EventQuerySql BuildEventQuerySql(const EventQuery& q, int first, std::string_view prefix);
+
 // Which tenant's rows a statement may match: one tenant's (a TenantStore's
 // calls), or every tenant's (nullopt: SessionStore's own calls).
 using TenantFilter = std::optional<std::string_view>;
@@ -85,6 +101,10 @@ class ScopedStore final : public TenantStore {
   Result<std::vector<StoredEvent>> Events(std::string_view session_id,
                                           uint64_t after_seq) override {
     return store_.EventsIn(tenant_, session_id, after_seq);
+  }
+  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                               const EventQuery& query) override {
+    return store_.QueryEventsIn(tenant_, session_id, query);
   }
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override {
     return store_.LoadIn(tenant_, session_id, options);
