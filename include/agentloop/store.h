@@ -737,6 +737,14 @@ struct SqliteStoreOptions {
   bool lock_heartbeat = true;
   // Wall clock in Unix epoch milliseconds (tests inject one). Null: system.
   std::function<int64_t()> now_ms;
+  // Group commit (docs/storage.md, "Group commit"): the writes of turns and
+  // decisions that are ready at the same moment share one transaction and
+  // one fsync, at most this many (1: every write commits alone).
+  int group_commit_max = 64;
+  // How long the writer waits for more writes when fewer than
+  // group_commit_max are ready (0: it commits what is ready; writes queue
+  // anyway while a commit is on its way to the disk).
+  std::chrono::microseconds group_commit_window{0};
 };
 
 // Opens (creating if needed) the database at `db_path` and applies pending
