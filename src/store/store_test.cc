@@ -644,8 +644,9 @@ TEST_P(StoreTest, QueryEventsAnswersAsTheWholeLogWould) {
   EXPECT_EQ((*newest)[0].seq, UnfinishedTurn(*all)->seq);
   EXPECT_EQ((*newest)[0].type, "turn_begin");
   ASSERT_TRUE(
-      store_->Append(id, std::vector<Event>{MakeEvent(EventType::kTurnEnd, 6, Json::object(), "t2"),
-                                            MessageEvent(7, Message::User("c"), "t3")})
+      store_
+          ->Append(id, std::vector<Event>{MakeEvent(EventType::kTurnEnd, 6, Json::object(), "t2"),
+                                          MessageEvent(7, Message::User("c"), "t3")})
           .ok());
   newest = store_->QueryEvents(id, NewestTurnBoundary());
   ASSERT_TRUE(newest.ok());
