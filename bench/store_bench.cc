@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include <benchmark/benchmark.h>
@@ -19,12 +23,12 @@ namespace {
 
 class BenchDb {
  public:
-  BenchDb() {
+  explicit BenchDb(SqliteStoreOptions options = {}) {
     const char* base = std::getenv("AL_BENCH_DIR");
     std::filesystem::path root = base != nullptr ? base : std::filesystem::temp_directory_path();
     std::string tmpl = (root / "al_store_bench_XXXXXX").string();
     dir_ = mkdtemp(tmpl.data());
-    auto s = OpenSqliteStore(dir_ / "sessions.db", {});
+    auto s = OpenSqliteStore(dir_ / "sessions.db", std::move(options));
     if (!s.ok()) std::abort();
     store_ = std::move(*s);
   }
@@ -99,6 +103,50 @@ void BM_Load(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Load)->Arg(100)->Arg(1000)->UseRealTime();
+
+// SqliteStoreOptions from the environment: AL_BENCH_SYNC=normal for
+// store.sync = normal (default full), AL_BENCH_GROUP=N for at most N writes
+// per group commit (1: every write commits alone).
+SqliteStoreOptions EnvOptions() {
+  SqliteStoreOptions o;
+  if (const char* sync = std::getenv("AL_BENCH_SYNC"); sync && std::string(sync) == "normal") {
+    o.sync = StoreSync::kNormal;
+  }
+  if (const char* group = std::getenv("AL_BENCH_GROUP"); group != nullptr) {
+    o.group_commit_max = std::max(1, std::atoi(group));
+  }
+  return o;
+}
+
+// Many sessions committing at the same moment (the steps of many turns, and
+// decisions, in a server): each thread appends one event per call to its own
+// session of one shared store. Group commit shares a transaction, and with
+// FULL its fsync, between the writes that are ready together. Reports
+// appends per second over all threads.
+void BM_AppendConcurrent(benchmark::State& state) {
+  static std::mutex mu;
+  static std::unique_ptr<BenchDb> shared;
+  static int users = 0;
+  {
+    std::lock_guard l(mu);
+    if (users++ == 0) shared = std::make_unique<BenchDb>(EnvOptions());
+  }
+  std::string id;
+  {
+    std::lock_guard l(mu);
+    id = shared->NewSession();
+  }
+  uint64_t seq = 0;
+  for (auto _ : state) {
+    Event e = MessageEvent(++seq, 300);
+    if (!shared->store().Append(id, std::span<const Event>(&e, 1)).ok()) std::abort();
+  }
+  state.counters["appends/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  std::lock_guard l(mu);
+  if (--users == 0) shared.reset();
+}
+BENCHMARK(BM_AppendConcurrent)->Threads(1)->Threads(4)->Threads(16)->Threads(64)->UseRealTime();
 
 // A durable pause and its resolution: SaveCheckpoint + Resolve.
 void BM_PauseResolve(benchmark::State& state) {

@@ -26,6 +26,11 @@ PKGS=(
 # (a Node.js that brings its own npm needs no npm package).
 PKGS+=(nodejs)
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
+# scripts/package.sh and its tests (tests/package): lintian checks the .deb,
+# debootstrap makes the bare Debian root it is installed in, systemd-analyze
+# rates the service's hardening and python3-seccomp applies its system-call
+# filter to the tools.
+PKGS+=(lintian debootstrap systemd python3-seccomp)
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

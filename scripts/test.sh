@@ -8,7 +8,9 @@
 #  - `ci` (warnings as errors, AddressSanitizer + UndefinedBehaviorSanitizer,
 #    line tables only, precompiled headers, no benchmarks): the unit and
 #    integration tests, one CTest test per case.
-# Tests run in two groups: every label but e2e on as many jobs as cores, then
+# Tests run in two groups: every label but e2e on as many jobs as cores (the
+# `package` label among them: scripts/package.sh on the release binary, then
+# the tarball, the .deb in a bare Debian root and the npm packages), then
 # the e2e label, whose tests mostly wait on the processes they start, on
 # AL_E2E_JOBS (default three per core). Then the README's first command
 # (scripts/demo.sh) on the release build already made.

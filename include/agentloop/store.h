@@ -127,6 +127,28 @@ struct StoredEvent {
 // every turn ended.
 const StoredEvent* UnfinishedTurn(std::span<const StoredEvent> events);
 
+// Which stored events SessionStore::QueryEvents returns: a query the store
+// answers with an index, reading only the rows it returns (and, with
+// `types` or `turn_id`, the rows it passes over), never the whole log.
+struct EventQuery {
+  uint64_t after_seq = 0;          // only events with seq > after_seq
+  size_t limit = 0;                // at most this many (0: every match)
+  bool newest_first = false;       // in descending seq order (from the log's end)
+  std::string turn_id;             // only this turn's events (empty: every turn)
+  std::vector<std::string> types;  // only events of these types (empty: every type)
+};
+
+// The query whose answer says whether the session's newest turn is
+// unfinished: its newest turn_begin or turn_end. The newest turn is
+// unfinished (UnfinishedTurn) exactly when that event is a turn_begin.
+inline EventQuery NewestTurnBoundary() {
+  EventQuery q;
+  q.limit = 1;
+  q.newest_first = true;
+  q.types = {"turn_begin", "turn_end"};
+  return q;
+}
+
 // The newest `turn_end` event of a session.
 struct LastTurnEnd {
   std::string turn_id;
@@ -386,6 +408,8 @@ class TenantStore {
                                 std::optional<Json> metadata) = 0;
   virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
                                                   uint64_t after_seq) = 0;
+  virtual Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                                       const EventQuery& query) = 0;
   virtual Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) = 0;
   virtual Result<std::optional<Json>> GetSettings(std::string_view session_id) = 0;
   virtual Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) = 0;
@@ -430,14 +454,23 @@ class SessionStore {
 
   // Persists the events with ShouldPersist(type), in one transaction: all or
   // none, durable on OK. Each event's session_id must be empty or equal to
-  // `session_id` (it is stored as `session_id`). Errors: kNotFound (no such
-  // session), kAlreadyExists (a seq is already stored: another writer),
+  // `session_id` (it is stored as `session_id`). Seqs only grow: each
+  // event's seq is above every seq stored before it (and above the
+  // batch's previous event's), so a reader that has seen seq N never misses
+  // a lower one committed later. Errors: kNotFound (no such session),
+  // kAlreadyExists (a seq at or below the last stored one: another writer),
   // kInvalidArgument, kUnavailable (database busy beyond the busy timeout).
   virtual Status Append(std::string_view session_id, std::span<const Event> events) = 0;
   // Stored events with seq > after_seq, in seq order, as written (corrupt
   // rows included verbatim). Errors: kNotFound.
   virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
                                                   uint64_t after_seq) = 0;
+  // The stored events `query` selects, as Events returns them (a page of
+  // the log, a turn's boundaries, the newest turn_begin or turn_end). The
+  // reads of a server that grow with the log (an events page, whether the
+  // newest turn is unfinished) are these queries. Errors: kNotFound.
+  virtual Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                                       const EventQuery& query) = 0;
   // Rebuilds the session (see SessionSnapshot and docs/storage.md, "Load").
   // Errors: kNotFound; kDataLoss when a `message` or `compaction` row cannot
   // be parsed or applied (the history cannot be rebuilt faithfully; the
@@ -515,6 +548,14 @@ class SessionStore {
   // event (their seq and session_id are set by the store). When no item is
   // left or fn returned kCloseBatch the checkpoint becomes *decided* and
   // all its index rows are removed: it waits for ClaimDecided.
+  // Errors: kDataLoss, nothing changed and `fn` not run, when the index
+  // names the item as outstanding in an open checkpoint that does not hold
+  // it. Only a corrupt checkpoint (or one rewritten outside the store) can
+  // disagree with its index, which both are written in one transaction:
+  // answering "already resolved" would tell the person their decision was
+  // recorded, or lost a race, when no decision of that item exists or ever
+  // can, and the paused turn would wait forever without anyone seeing why.
+  // (ListPending and LookupPending answer the same item kDataLoss.)
   virtual Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
                                          std::span<const Event> events = {}) = 0;
   // Takes the session's decided checkpoint to continue its turn: closes it
@@ -696,6 +737,14 @@ struct SqliteStoreOptions {
   bool lock_heartbeat = true;
   // Wall clock in Unix epoch milliseconds (tests inject one). Null: system.
   std::function<int64_t()> now_ms;
+  // Group commit (docs/storage.md, "Group commit"): the writes of turns and
+  // decisions that are ready at the same moment share one transaction and
+  // one fsync, at most this many (1: every write commits alone).
+  int group_commit_max = 64;
+  // How long the writer waits for more writes when fewer than
+  // group_commit_max are ready (0: it commits what is ready; writes queue
+  // anyway while a commit is on its way to the disk).
+  std::chrono::microseconds group_commit_window{0};
 };
 
 // Opens (creating if needed) the database at `db_path` and applies pending

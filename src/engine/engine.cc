@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <mutex>
 
 #include "agentloop/budget_ledger.h"
@@ -97,6 +98,11 @@ class StoreSink final : public EventSink {
   // The queued input this turn runs: taken from the queue with the first
   // commit (SessionLock::AppendTakingInput).
   void TakeInputWithFirstCommit(std::string input_id) { take_input_ = std::move(input_id); }
+  // Writes the session's state the turn leaves (through the lock) just
+  // before the commit of its `turn_end`. A failure fails that commit: the
+  // end is not stored without its state (the sink fails, Flush returns the
+  // error, and the turn's result is `failed` with it as the reason).
+  void SaveStateBeforeEnd(std::function<Status()> save) { save_state_ = std::move(save); }
   // Takes the queued input now if no commit took it (the turn ended before
   // its first commit, or failed to commit). Best effort: a store error
   // leaves it queued.
@@ -119,6 +125,11 @@ class StoreSink final : public EventSink {
         if (!pause.ok()) return pause.error().WithContext("the pending event of the pause");
         pause_ = std::move(pause->checkpoint);
       }
+      if (event.type == EventType::kTurnEnd && save_state_ && state_error_.ok()) {
+        Status saved = save_state_();
+        if (!saved.ok()) state_error_ = std::move(saved);
+      }
+      if (!state_error_.ok()) return state_error_;
       // While a pause waits for its turn's end, nothing else commits.
       if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
         Status s = Flush();
@@ -143,6 +154,7 @@ class StoreSink final : public EventSink {
   // Commits the buffered events (with the pause's checkpoint while it is
   // not stored yet).
   Status Flush() {
+    if (!state_error_.ok()) return state_error_;
     if (buffer_.empty() && !pause_) return Status::Ok();
     if (!take_input_.empty()) {
       // The turn's beginning and the taking of its input: one commit (a
@@ -180,6 +192,8 @@ class StoreSink final : public EventSink {
   std::vector<Event> held_;
   std::string take_input_;
   bool pause_saved_ = false;
+  std::function<Status()> save_state_;
+  Status state_error_;  // of save_state_: the end is not committed
 };
 
 // Remembers "allow for this session" answers in the session's cache, and
@@ -352,7 +366,9 @@ class SessionImpl final : public Session, public engine::SubagentHost {
       // A one-shot run waits (bounded) for a reflection in flight, then keeps
       // an undelivered nudge with the session for its next run.
       reflector_->WaitForIdle(kReflectionDrain);
-      SaveReflectorState();
+      // Nobody is left to tell of a failure here: the nudge is then lost
+      // (the reflector's state of the last turn's end is stored).
+      (void)SaveReflectorState();
     }
     for (auto& h : hooks_) {
       try {
@@ -544,7 +560,9 @@ class SessionImpl final : public Session, public engine::SubagentHost {
     if (!todo_loop_) return "todo-loop: off for this session (--no-todo-loop)";
     std::string out =
         todo_loop_->TodoLoopCommand(info_.id, args, transcript_.messages(), options_.workspace);
-    SaveTodoState();
+    if (Status saved = SaveTodoState(); !saved.ok()) {
+      out += "\ntodo-loop: the change holds for this process only: " + saved.ToString();
+    }
     return out;
   }
 
@@ -619,28 +637,41 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // tools (a root session: all; a child: those its definition lists), and
   // applies a child's tool allow-list.
   void AddSubagentTools(const engine::WiringContext& ctx);
-  // Only the holder of the session writes its state: a resolver that opened
-  // it without the lock must not overwrite what the holder keeps.
-  void SaveTodoState() {
-    if (!todo_loop_ || !lock_) return;
-    (void)lock_->SetState(kTodoStateKey, todo_loop_->ExportState(info_.id));
+  // Only the holder of the session writes its state (through its lock): a
+  // resolver that opened it without the lock must not overwrite what the
+  // holder keeps. Without the lock these write nothing.
+  Status SaveTodoState() {
+    if (!todo_loop_ || !lock_) return Status::Ok();
+    return lock_->SetState(kTodoStateKey, todo_loop_->ExportState(info_.id))
+        .WithContext("saving the todo state of session " + info_.id);
   }
   SessionStore& engine_store();
 
   void RememberDecided(const std::vector<BatchDecision>& decisions);
-  // A store error loses the remembered accesses only beyond this open
-  // session.
-  void SaveApprovals() {
-    if (lock_) {
-      (void)lock_->SetState(kApprovalsStateKey, Json(approvals_->Keys()));
-    } else {
-      (void)engine_store().SetState(info_.id, kApprovalsStateKey, Json(approvals_->Keys()));
-    }
+  // The session's approvals changed ("allow for this session"): they are
+  // written with the state the turn leaves (SaveTurnState), through the
+  // lock, by the holder, which is who remembers them (a live decision in
+  // its turn, or a decided batch it claims).
+  void SaveApprovals() { approvals_changed_ = true; }
+
+  Status SaveReflectorState() {
+    if (!reflector_ || !lock_) return Status::Ok();
+    return lock_->SetState(kReflectorStateKey, reflector_->ExportState(info_.id))
+        .WithContext("saving the reflector state of session " + info_.id);
   }
 
-  void SaveReflectorState() {
-    if (!reflector_ || !lock_) return;
-    (void)lock_->SetState(kReflectorStateKey, reflector_->ExportState(info_.id));
+  // What a turn leaves besides its events: the todo loop's and the
+  // reflector's state and changed approvals, written just before the
+  // commit of its end (StoreSink::SaveStateBeforeEnd).
+  Status SaveTurnState() {
+    AL_RETURN_IF_ERROR(SaveTodoState());
+    AL_RETURN_IF_ERROR(SaveReflectorState());
+    if (approvals_changed_ && lock_) {
+      AL_RETURN_IF_ERROR(lock_->SetState(kApprovalsStateKey, Json(approvals_->Keys()))
+                             .WithContext("saving the approvals of session " + info_.id));
+      approvals_changed_ = false;
+    }
+    return Status::Ok();
   }
 
   // First: destroyed after everything else the session holds.
@@ -674,6 +705,8 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   std::shared_ptr<ReadLedger> ledger_ = std::make_shared<ReadLedger>();
   std::shared_ptr<BudgetLedger> ledger_node_;
   std::shared_ptr<permissions::SessionApprovals> approvals_;
+  // approvals_ changed since they were last written (SaveApprovals).
+  std::atomic<bool> approvals_changed_{false};
   std::shared_ptr<const PermissionPolicy> policy_;
   std::vector<std::shared_ptr<Hook>> hooks_;
   std::shared_ptr<todo::TodoLoopHook> todo_loop_;
@@ -1547,6 +1580,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
   auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
   if (!plan.queued_input_id.empty()) active->sink.TakeInputWithFirstCommit(plan.queued_input_id);
+  active->sink.SaveStateBeforeEnd([this] { return SaveTurnState(); });
   TurnConfig cfg;
   cfg.session_id = info_.id;
   if (resumed_from) {
@@ -1698,9 +1732,6 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
                                result.final_text,
                                result.truncated,
                                result.counters};
-
-  SaveTodoState();
-  SaveReflectorState();
 
   if (result.checkpoint && !active.sink.pause_saved()) {
     // The pause's commit failed: nothing waits for a decision.

@@ -21,6 +21,7 @@
 #include "engine/system_prompt.h"
 #include "engine/wiring.h"
 #include "fake_model_server.h"
+#include "store/sqlite_db.h"
 #include "store/sqlite_store.h"
 #include "tools/builtin.h"
 
@@ -1379,6 +1380,67 @@ class AllowingApprover final : public Approver {
   }
   std::vector<std::string> asked;
 };
+
+// Makes every write of the session state `key` to the engine's SQLite store
+// fail, as a full disk would.
+void FailStateWrites(const fs::path& db_path, const std::string& key) {
+  auto db = store::Db::Open(db_path, 1000);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  for (const char* when : {"INSERT", "UPDATE"}) {
+    std::string sql = std::string("CREATE TRIGGER fail_state_") + when + " BEFORE " + when +
+                      " ON session_state WHEN NEW.key = '" + key +
+                      "' BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END";
+    ASSERT_TRUE((*db)->Exec(sql).ok()) << sql;
+  }
+}
+
+// The state a turn leaves is written through the lock before its end is
+// committed: a store error writing it fails the turn, with the error as
+// the reason, and the end is not stored without it.
+TEST_F(EngineTest, AFailedStateWriteFailsTheTurnWithTheStoreError) {
+  auto o = Options(R"({"responses": [{"text": "done"}]})");
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  FailStateWrites(tmp_.path() / "data" / "sessions.db", "todo_loop");
+  CollectEvents ev;
+  SessionCallbacks cb;
+  cb.observer = &ev;
+  auto r = (*s)->Run("hello", cb, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kFailed);
+  EXPECT_THAT(r->reason, HasSubstr("saving the todo state of session"));
+  EXPECT_THAT(r->reason, HasSubstr("database or disk is full"));
+  for (const Event& e : ev.events) EXPECT_NE(e.type, EventType::kTurnEnd);
+  auto stored = engine_->store().Events((*s)->id(), 0);
+  ASSERT_TRUE(stored.ok());
+  for (const StoredEvent& e : *stored) EXPECT_NE(e.type, "turn_end");
+}
+
+// An access allowed "for this session" during a turn is written with the
+// turn's state, through the lock; a failure to write it reaches the turn's
+// result instead of being dropped.
+TEST_F(EngineTest, AFailedWriteOfRememberedApprovalsFailsTheTurn) {
+  class RememberingAllow final : public Approver {
+   public:
+    ApprovalDecision Decide(const ApprovalRequest&, std::stop_token) override {
+      ApprovalDecision d = ApprovalDecision::Allow("test");
+      d.remember_for_session = true;
+      return d;
+    }
+  };
+  auto o = Options(kWriteScript);
+  o.todo_loop = false;
+  o.extensions.approver = std::make_shared<RememberingAllow>();
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  FailStateWrites(tmp_.path() / "data" / "sessions.db", "session_approvals");
+  auto r = (*s)->Run("create hello.txt", {}, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+  EXPECT_EQ(r->stop, StopReason::kFailed);
+  EXPECT_THAT(r->reason, HasSubstr("saving the approvals of session"));
+  EXPECT_THAT(r->reason, HasSubstr("database or disk is full"));
+}
 
 TEST_F(EngineTest, ApproverExtensionDecidesEveryAsk) {
   auto o = Options(kWriteScript);  // durable approver mode: would pause

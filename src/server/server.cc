@@ -2412,7 +2412,10 @@ class ServerImpl final : public Server {
       Blocking(
           [this, id, turn_id, tenant]() -> Result<Json> {
             auto store = StoreFor(tenant);
-            AL_ASSIGN_OR_RETURN(auto events, store->Events(id, 0));
+            EventQuery bounds;
+            bounds.turn_id = turn_id;
+            bounds.types = {"turn_begin", "turn_end"};
+            AL_ASSIGN_OR_RETURN(auto events, store->QueryEvents(id, bounds));
             Json out;
             bool begun = false;
             bool cut = false;
@@ -2432,8 +2435,10 @@ class ServerImpl final : public Server {
             if (!begun && out.is_null()) {
               return NotFound("no turn " + turn_id + " in session " + id);
             }
+            if (!cut) return out;
             // Only the session's newest turn can be unfinished.
-            if (!cut || !UnfinishedTurn(events) || UnfinishedTurn(events)->turn_id != turn_id) {
+            AL_ASSIGN_OR_RETURN(auto newest, store->QueryEvents(id, NewestTurnBoundary()));
+            if (newest.empty() || newest[0].type != "turn_begin" || newest[0].turn_id != turn_id) {
               return out;
             }
             Result<bool> taken = TakeOverExpired(engine_.store(), id, SystemNowMs());
@@ -2441,7 +2446,7 @@ class ServerImpl final : public Server {
               if (taken.error().code() == Code::kBusy) return out;  // running elsewhere
               return taken.error();
             }
-            AL_ASSIGN_OR_RETURN(auto after, store->Events(id, 0));
+            AL_ASSIGN_OR_RETURN(auto after, store->QueryEvents(id, bounds));
             for (const auto& e : after) {
               if (e.turn_id != turn_id || e.type != "turn_end") continue;
               Json j = Json::parse(e.json, nullptr, false);
@@ -2546,7 +2551,11 @@ class ServerImpl final : public Server {
     Result<int> limit = LimitParam(ex->request());
     if (!limit.ok()) return ex->Send(Problem(400, "invalid_request", limit.error().message()));
     WithSession(ex, who, id, [this, ex, id, who, after = *after, limit = *limit](SessionInfo) {
-      Blocking([this, id, after, t = who.tenant]() { return StoreFor(t)->Events(id, after); },
+      // One more than the page: whether a next page exists, read with it.
+      EventQuery page;
+      page.after_seq = after;
+      page.limit = static_cast<size_t>(limit) + 1;
+      Blocking([this, id, page, t = who.tenant]() { return StoreFor(t)->QueryEvents(id, page); },
                [ex, limit](Result<std::vector<StoredEvent>> r) {
                  if (!r.ok()) return ex->Send(FromStatus(r.error()));
                  std::string items = "[";

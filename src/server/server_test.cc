@@ -354,6 +354,38 @@ TEST_F(ServerTest, SessionsAreCreatedListedPagedAndDeleted) {
   EXPECT_EQ(Call("GET", "/v1/sessions?limit=2&cursor=" + ids[0]).json()["code"], "invalid_cursor");
 }
 
+// The events page is a query of at most `limit` events (and one more, to
+// say whether a next page exists): pages follow each other through
+// next_after without a gap, and the last one says null.
+TEST_F(ServerTest, EventsArePagedThroughNextAfter) {
+  StartModel(Json::array({{{"text", "hello there"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "say hello")["stop"], "completed");
+  const uint64_t last = engine_->store().GetSession(sid)->last_seq;
+  ASSERT_GE(last, 3u);
+  std::vector<uint64_t> seen;
+  std::string after = "0";
+  for (int page = 0; page < 100 && after != "null"; ++page) {
+    Reply r = Call("GET", "/v1/sessions/" + sid + "/events?limit=2&after=" + after);
+    ASSERT_EQ(r.status, 200u) << r.body;
+    const Json body = r.json();
+    const Json& items = body["items"];
+    ASSERT_LE(items.size(), 2u);
+    for (const Json& e : items) seen.push_back(e["seq"].get<uint64_t>());
+    const Json& next = body["next_after"];
+    if (next.is_null()) {
+      after = "null";
+    } else {
+      ASSERT_EQ(items.size(), 2u);
+      EXPECT_EQ(next.get<uint64_t>(), seen.back());
+      after = std::to_string(next.get<uint64_t>());
+    }
+  }
+  ASSERT_EQ(seen.size(), last);
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
+}
+
 TEST_F(ServerTest, ATurnRunsAndItsEventsReplayGapFree) {
   StartModel(Json::array({{{"text", "hello there"}}}));
   StartServer();

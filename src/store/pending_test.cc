@@ -155,6 +155,35 @@ TEST_P(PendingTest, AlreadyResolvedAndUnknownChangeNothing) {
   EXPECT_EQ((*store_->OpenCheckpoint(s))->results_so_far.size(), 2u);
 }
 
+// An item the pending index names as outstanding but its open checkpoint
+// does not hold is a corrupt checkpoint: kDataLoss on every call that reads
+// it (never "already resolved"), and the resolution changes nothing.
+TEST_P(PendingTest, AnIndexedItemMissingFromItsCheckpointIsDataLoss) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2"})).ok());
+  ExecSql("UPDATE checkpoints SET json = replace(json, '\"p2\"', '\"px\"')");
+  int calls = 0;
+  ResolveFn counting = [&](Checkpoint&, const PendingItem&) -> Result<ResolveAction> {
+    ++calls;
+    return ResolveAction::kResolved;
+  };
+  std::vector<Event> decision = {MakeEvent(EventType::kDecision, 0, Json::object())};
+  decision[0].ts = 0;
+  auto resolved = store_->Resolve("p2", counting, decision);
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_EQ(resolved.status().code(), Code::kDataLoss) << resolved.status().ToString();
+  EXPECT_THAT(resolved.status().message(), HasSubstr("p2"));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 0u);
+  EXPECT_EQ(store_->LookupPending("p2").status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->ListPending(s).status().code(), Code::kDataLoss);
+  // The rest of the batch is untouched: its other item is still decided.
+  auto other = store_->Resolve("p1", counting);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_FALSE(other->already_resolved);
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_P(PendingTest, DenyClosesTheWholeBatch) {
   std::string s = NewSession();
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2", "p3"})).ok());

@@ -603,23 +603,7 @@ Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
   size_t rows = 0;
   for (const Event& e : events) {
     if (!ShouldPersist(e.type)) continue;
-    if (!e.session_id.empty() && e.session_id != session_id) {
-      return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
-                             e.session_id + ", not " + std::string(session_id));
-    }
-    if (e.ts <= 0) {
-      return InvalidArgument("event seq " + std::to_string(e.seq) + " (" +
-                             std::string(EventTypeName(e.type)) +
-                             ") has no ts: whoever numbers an event stamps its time");
-    }
-    // Seqs only grow: a reader that has seen seq N never misses a lower one
-    // committed later.
-    if (e.seq <= last) {
-      return AlreadyExists("session " + std::string(session_id) + ": event seq " +
-                           std::to_string(e.seq) + " is already stored (the last stored seq is " +
-                           std::to_string(last) + ")");
-    }
-    last = e.seq;
+    AL_RETURN_IF_ERROR(CheckAppendable(e, session_id, &last));
     const size_t base = params.size();
     params.push_back(P(e.seq));
     params.push_back(P(EventTypeName(e.type)));
@@ -644,11 +628,18 @@ Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
 }
 
 Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_view session_id,
-                                                         uint64_t after_seq, TenantFilter tenant) {
+                                                         const EventQuery& query,
+                                                         TenantFilter tenant) {
+  const EventQuerySql q = BuildEventQuerySql(query, 3, "$");
+  std::vector<PgParam> params = {P(session_id), TenantParam(tenant), P(query.after_seq)};
+  if (q.has_turn) params.push_back(P(query.turn_id));
+  for (const std::string& type : query.types) params.push_back(P(type));
+  if (q.has_limit) params.push_back(P(static_cast<int64_t>(query.limit)));
   AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT seq, type, turn_id, json, created_at_ms"
-                                       " FROM session_events WHERE session_id = $1 AND seq > $2"
-                                       " AND ($3::text IS NULL OR tenant = $3) ORDER BY seq",
-                                       {P(session_id), P(after_seq), TenantParam(tenant)}));
+                                       " FROM session_events WHERE session_id = $1"
+                                       " AND ($2::text IS NULL OR tenant = $2)" +
+                                           q.where_order_limit,
+                                       params));
   std::vector<StoredEvent> out;
   out.reserve(static_cast<size_t>(r.size()));
   for (int i = 0; i < r.size(); ++i) {
@@ -666,8 +657,21 @@ Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_
 Result<std::vector<StoredEvent>> PostgresStore::EventsIn(TenantFilter tenant,
                                                          std::string_view session_id,
                                                          uint64_t after_seq) {
+  EventQuery query;
+  query.after_seq = after_seq;
+  return QueryEventsIn(tenant, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::QueryEvents(std::string_view session_id,
+                                                            const EventQuery& query) {
+  return QueryEventsIn(std::nullopt, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> PostgresStore::QueryEventsIn(TenantFilter tenant,
+                                                              std::string_view session_id,
+                                                              const EventQuery& query) {
   return WithConn([&](PgConn& c) -> Result<std::vector<StoredEvent>> {
-    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, after_seq, tenant));
+    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, query, tenant));
     if (rows.empty()) {
       AL_RETURN_IF_ERROR(GetSessionOn(c, session_id, tenant).status());
     }
@@ -700,7 +704,7 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string
     AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
     auto read = [&]() -> Status {
       AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id, tenant));
-      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, 0, tenant));
+      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, EventQuery{}, tenant));
       AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointOn(c, session_id, 0));
       AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, CheckpointOn(c, session_id, 2));
       if (options.repair) {
@@ -1134,25 +1138,12 @@ Result<ResolveOutcome> PostgresStore::ResolveIn(TenantFilter tenant, std::string
       out.already_resolved = true;
       return out;
     }
-    AL_ASSIGN_OR_RETURN(out.checkpoint, ParseCheckpoint(cp.Text(0, 0), out.checkpoint_id));
-    auto& outstanding = out.checkpoint.outstanding;
-    auto item = std::find_if(outstanding.begin(), outstanding.end(),
-                             [&](const PendingItem& p) { return p.id == pending_id; });
-    if (item == outstanding.end()) {
-      return DataLoss("pending id " + std::string(pending_id) +
-                      " is indexed but not in checkpoint " + out.checkpoint_id);
-    }
-    out.item = *item;
-    Result<ResolveAction> action = Internal("resolver threw");
-    try {
-      action = fn(out.checkpoint, out.item);
-    } catch (const std::exception& e) {
-      action = Internal(std::string("resolver threw: ") + e.what());
-    } catch (...) {
-    }
-    if (!action.ok()) return action.error();  // rollback: the item stays pending
-    std::erase_if(outstanding, [&](const PendingItem& p) { return p.id == pending_id; });
-    out.closed = outstanding.empty() || *action == ResolveAction::kCloseBatch;
+    AL_ASSIGN_OR_RETURN(Checkpoint stored, ParseCheckpoint(cp.Text(0, 0), out.checkpoint_id));
+    // On any error the transaction rolls back: the item stays pending.
+    std::string checkpoint_id = std::move(out.checkpoint_id);
+    AL_ASSIGN_OR_RETURN(
+        out, ApplyResolution(std::move(checkpoint_id), std::move(stored), pending_id, fn));
+    const auto& outstanding = out.checkpoint.outstanding;
     AL_RETURN_IF_ERROR(c.Exec("UPDATE checkpoints SET json = $2, updated_at_ms = $3 WHERE id = $1",
                               {P(out.checkpoint_id), P(DumpJson(ToJson(out.checkpoint))), P(Now())})
                            .status());
@@ -1160,15 +1151,11 @@ Result<ResolveOutcome> PostgresStore::ResolveIn(TenantFilter tenant, std::string
       AL_ASSIGN_OR_RETURN(PgRows last, c.Exec("SELECT last_seq FROM sessions WHERE id = $1",
                                               {P(out.checkpoint.session_id)}));
       if (last.empty()) return SessionNotFound(out.checkpoint.session_id);
-      std::vector<Event> numbered(events.begin(), events.end());
-      uint64_t seq = static_cast<uint64_t>(last.Int(0, 0));
       const int64_t now = Now();
-      for (Event& e : numbered) {
-        e.session_id = out.checkpoint.session_id;
-        e.seq = ++seq;
-        if (e.ts == 0) e.ts = now;
-      }
-      AL_RETURN_IF_ERROR(AppendOn(c, out.checkpoint.session_id, numbered, now));
+      AL_RETURN_IF_ERROR(AppendOn(c, out.checkpoint.session_id,
+                                  NumberAfter(events, out.checkpoint.session_id,
+                                              static_cast<uint64_t>(last.Int(0, 0)), now),
+                                  now));
     }
     if (out.closed) {
       AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, out.checkpoint_id, 2));

@@ -75,6 +75,8 @@ class PostgresStore final : public SessionStore {
 
   Status Append(std::string_view session_id, std::span<const Event> events) override;
   Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
+  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                               const EventQuery& query) override;
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
 
   Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
@@ -136,6 +138,8 @@ class PostgresStore final : public SessionStore {
                           std::optional<std::string> title, std::optional<Json> metadata);
   Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
                                             uint64_t after_seq);
+  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
+                                                 const EventQuery& query);
   Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
@@ -225,7 +229,8 @@ class PostgresStore final : public SessionStore {
   // Locks the session row and checks `fence`. kNotFound, LeaseLost.
   Status CheckFenceOn(PgConn& c, std::string_view session_id, const PgFence& fence);
   Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
-                                            uint64_t after_seq, TenantFilter tenant = std::nullopt);
+                                            const EventQuery& query,
+                                            TenantFilter tenant = std::nullopt);
   Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id, int state);
   Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state);
 

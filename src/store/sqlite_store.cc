@@ -209,6 +209,128 @@ int64_t SqliteStore::Now() const {
       .count();
 }
 
+// --- group commit -------------------------------------------------------------
+
+Status SqliteStore::Write(Lane lane, const std::function<Status()>& work) {
+  QueuedWrite w{&work, Status::Ok(), false};
+  std::unique_lock ql(q_mu_);
+  (lane == Lane::kDecision ? decision_lane_ : step_lane_).push_back(&w);
+  q_cv_.notify_all();  // a writer in its window, WaitForQueuedWrites
+  while (!w.done && writing_) q_cv_.wait(ql);
+  if (w.done) return w.result;
+  // No writer is active: this caller is it until its own write is answered.
+  writing_ = true;
+  const size_t max = static_cast<size_t>(std::max(1, options_.group_commit_max));
+  while (!w.done) {
+    if (options_.group_commit_window.count() > 0) {
+      q_cv_.wait_for(ql, options_.group_commit_window,
+                     [&] { return decision_lane_.size() + step_lane_.size() >= max; });
+    }
+    // Decisions first: they never wait behind the queued steps of turns.
+    std::vector<QueuedWrite*> batch;
+    size_t decisions = 0;
+    for (auto* lane_q : {&decision_lane_, &step_lane_}) {
+      while (batch.size() < max && !lane_q->empty()) {
+        batch.push_back(lane_q->front());
+        lane_q->pop_front();
+      }
+      if (lane_q == &decision_lane_) decisions = batch.size();
+    }
+    std::function<void(size_t, size_t)> hook = before_batch_;
+    ql.unlock();
+    if (hook) hook(decisions, batch.size() - decisions);
+    {
+      std::lock_guard lk(mu_);
+      CommitBatchLocked(batch);
+    }
+    ql.lock();
+    ++stats_.batches;
+    stats_.writes += batch.size();
+    stats_.largest = std::max(stats_.largest, batch.size());
+    for (QueuedWrite* q : batch) q->done = true;
+    q_cv_.notify_all();
+  }
+  writing_ = false;
+  // A caller still queued becomes the next writer.
+  q_cv_.notify_all();
+  return w.result;
+}
+
+Status SqliteStore::CommitAloneLocked(const std::function<Status()>& work) {
+  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  AL_RETURN_IF_ERROR(work());
+  return txn.Commit();
+}
+
+void SqliteStore::CommitBatchLocked(std::span<QueuedWrite* const> batch) {
+  if (batch.size() == 1) {
+    batch[0]->result = CommitAloneLocked(*batch[0]->work);
+    return;
+  }
+  Result<Txn> txn = Txn::Begin(*db_, /*immediate=*/true);
+  if (!txn.ok()) {
+    // The database's write lock was not to be had (another process held
+    // it beyond the busy timeout): every write of the batch is told.
+    for (QueuedWrite* q : batch) q->result = txn.error();
+    return;
+  }
+  // Whether each write ran and failed by itself (its savepoint rolled back).
+  std::vector<bool> failed(batch.size(), false);
+  bool whole_failed = false;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    QueuedWrite* q = batch[i];
+    Status s = db_->Exec("SAVEPOINT w");
+    if (s.ok()) s = (*q->work)();
+    if (s.ok()) s = db_->Exec("RELEASE w");
+    q->result = s;
+    if (s.ok()) continue;
+    failed[i] = true;
+    if (sqlite3_get_autocommit(db_->raw()) != 0) {
+      // The error ended the whole transaction (SQLite rolls back on some,
+      // e.g. a full disk): the writes before this one were undone too.
+      whole_failed = true;
+      break;
+    }
+    if (!db_->Exec("ROLLBACK TO w").ok() || !db_->Exec("RELEASE w").ok()) {
+      whole_failed = true;
+      break;
+    }
+  }
+  Status committed = whole_failed ? Status::Ok() : txn->Commit();
+  if (!whole_failed && committed.ok()) return;
+  if (whole_failed) {
+    // Ends what is left of the transaction (a no-op once SQLite ended it).
+    Txn dropped = std::move(*txn);
+  }
+  // The batch as a whole failed: each write that did not fail by itself
+  // runs again alone (its callback too: everything it did was rolled
+  // back), so one bad write never fails the others.
+  uint64_t reruns = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (failed[i]) continue;
+    batch[i]->result = CommitAloneLocked(*batch[i]->work);
+    ++reruns;
+  }
+  std::lock_guard ql(q_mu_);
+  stats_.reruns += reruns;
+}
+
+SqliteStore::GroupCommitStats SqliteStore::group_commit_stats() {
+  std::lock_guard ql(q_mu_);
+  return stats_;
+}
+
+void SqliteStore::SetBeforeBatchForTest(std::function<void(size_t, size_t)> hook) {
+  std::lock_guard ql(q_mu_);
+  before_batch_ = std::move(hook);
+}
+
+bool SqliteStore::WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeout) {
+  std::unique_lock ql(q_mu_);
+  return q_cv_.wait_for(ql, timeout,
+                        [&] { return decision_lane_.size() + step_lane_.size() >= n; });
+}
+
 // --- sessions ---------------------------------------------------------------
 
 SessionInfo SqliteStore::NewSessionInfo(const NewSessionParams& params) const {
@@ -269,13 +391,11 @@ Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSes
                                                                     int64_t owner_pid) {
   SessionInfo s = NewSessionInfo(params);
   std::string token = NewId("lock");
-  {
-    std::lock_guard lk(mu_);
-    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  Status written = Write(Lane::kStep, [&]() -> Status {
     AL_RETURN_IF_ERROR(InsertSessionLocked(s, params.settings));
-    AL_RETURN_IF_ERROR(InsertLockLocked(s.id, token, owner_pid));
-    AL_RETURN_IF_ERROR(txn.Commit());
-  }
+    return InsertLockLocked(s.id, token, owner_pid);
+  });
+  if (!written.ok()) return written;
   std::unique_ptr<SessionLock> lock(new SqliteSessionLock(this, s.id, std::move(token)));
   return LockedSession{std::move(s), std::move(lock)};
 }
@@ -424,21 +544,23 @@ Status SqliteStore::RemoveSessionIn(TenantFilter tenant, std::string_view sessio
 
 Status SqliteStore::Append(std::string_view session_id, std::span<const Event> events) {
   const int64_t now = Now();
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
-  return txn.Commit();
+  return Write(Lane::kStep, [&] { return AppendLocked(session_id, events, now); });
 }
 
 Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Event> events,
                                  int64_t now) {
   std::string old_title;
+  uint64_t last = 0;
   {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT title FROM sessions WHERE id = ?"));
+    // The session's highest stored seq: one seek on the events' key.
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT title, MAX(last_seq, COALESCE((SELECT"
+                                              " MAX(e.seq) FROM events e WHERE e.session_id ="
+                                              " sessions.id), 0)) FROM sessions WHERE id = ?"));
     st.Bind(1, session_id);
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) return SessionNotFound(session_id);
     old_title = st.Text(0);
+    last = static_cast<uint64_t>(st.Int(1));
   }
   AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
                                              " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
@@ -446,15 +568,7 @@ Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Ev
   bool any = false;
   for (const Event& e : events) {
     if (!ShouldPersist(e.type)) continue;
-    if (!e.session_id.empty() && e.session_id != session_id) {
-      return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
-                             e.session_id + ", not " + std::string(session_id));
-    }
-    if (e.ts <= 0) {
-      return InvalidArgument("event seq " + std::to_string(e.seq) + " (" +
-                             std::string(EventTypeName(e.type)) +
-                             ") has no ts: whoever numbers an event stamps its time");
-    }
+    AL_RETURN_IF_ERROR(CheckAppendable(e, session_id, &last));
     ins.Bind(1, session_id)
         .Bind(2, static_cast<int64_t>(e.seq))
         .Bind(3, EventTypeName(e.type))
@@ -495,11 +609,16 @@ Status SqliteStore::BumpIfNotNewestLocked(std::string_view session_id, int64_t n
 }
 
 Result<std::vector<StoredEvent>> SqliteStore::EventsLocked(std::string_view session_id,
-                                                           uint64_t after_seq) {
+                                                           const EventQuery& query) {
+  const EventQuerySql q = BuildEventQuerySql(query, 2, "?");
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT seq, type, turn_id, json, created_at_ms"
-                                            " FROM events WHERE session_id = ? AND seq > ?"
-                                            " ORDER BY seq"));
-  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(after_seq));
+                                            " FROM events WHERE session_id = ?1" +
+                                            q.where_order_limit));
+  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(query.after_seq));
+  int n = 3;
+  if (q.has_turn) st.Bind(n++, query.turn_id);
+  for (const std::string& type : query.types) st.Bind(n++, type);
+  if (q.has_limit) st.Bind(n++, static_cast<int64_t>(query.limit));
   std::vector<StoredEvent> out;
   for (;;) {
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -518,10 +637,23 @@ Result<std::vector<StoredEvent>> SqliteStore::Events(std::string_view session_id
 Result<std::vector<StoredEvent>> SqliteStore::EventsIn(TenantFilter tenant,
                                                        std::string_view session_id,
                                                        uint64_t after_seq) {
+  EventQuery query;
+  query.after_seq = after_seq;
+  return QueryEventsIn(tenant, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::QueryEvents(std::string_view session_id,
+                                                          const EventQuery& query) {
+  return QueryEventsIn(std::nullopt, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> SqliteStore::QueryEventsIn(TenantFilter tenant,
+                                                            std::string_view session_id,
+                                                            const EventQuery& query) {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
   AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
-  return EventsLocked(session_id, after_seq);
+  return EventsLocked(session_id, query);
 }
 
 Result<SessionSnapshot> SqliteStore::Load(std::string_view session_id, const LoadOptions& options) {
@@ -549,7 +681,7 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(TenantFilter tenant, std::string_v
     // One read transaction: the session row, events and checkpoint agree.
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
     AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id, tenant));
-    AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, 0));
+    AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, EventQuery{}));
     AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, CheckpointState::kOpen));
     AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
                         CheckpointLocked(session_id, CheckpointState::kDecided));
@@ -635,9 +767,7 @@ Result<std::optional<SqliteStore::LockHolder>> SqliteStore::LiveHolderLocked(
 Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view session_id,
                                                               int64_t owner_pid) {
   std::string token = NewId("lock");
-  {
-    std::lock_guard lk(mu_);
-    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
+  Status written = Write(Lane::kStep, [&]() -> Status {
     AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
     AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
     if (holder) {
@@ -646,9 +776,9 @@ Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view s
                   ")");
     }
     // Absent, or left by a dead or silent holder: take it over.
-    AL_RETURN_IF_ERROR(InsertLockLocked(session_id, token, owner_pid));
-    AL_RETURN_IF_ERROR(txn.Commit());
-  }
+    return InsertLockLocked(session_id, token, owner_pid);
+  });
+  if (!written.ok()) return written;
   return std::unique_ptr<SessionLock>(
       new SqliteSessionLock(this, std::string(session_id), std::move(token)));
 }
@@ -702,10 +832,12 @@ Status SqliteStore::RefreshLocks(const std::vector<std::pair<std::string, std::s
 }
 
 void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(mu_);
-  auto st = db_->Prepare("DELETE FROM session_locks WHERE session_id = ? AND token = ?");
   // A failed release leaves a row that expires (dead pid or TTL).
-  if (st.ok()) (void)st->Bind(1, session_id).Bind(2, token).Run();
+  (void)Write(Lane::kStep, [&]() -> Status {
+    AL_ASSIGN_OR_RETURN(
+        Stmt st, db_->Prepare("DELETE FROM session_locks WHERE session_id = ? AND token = ?"));
+    return st.Bind(1, session_id).Bind(2, token).Run();
+  });
 }
 
 // --- durable pauses -----------------------------------------------------------
@@ -731,46 +863,46 @@ Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const
                            " has no outstanding item");
   }
   const int64_t now = Now();
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(checkpoint.session_id).status());
-  {
-    // Open or decided (a batch nobody continued): superseded by the new one.
-    AL_ASSIGN_OR_RETURN(Stmt open, db_->Prepare("SELECT id FROM checkpoints"
-                                                " WHERE session_id = ? AND closed IN (0, 2)"));
-    open.Bind(1, checkpoint.session_id);
-    std::vector<std::string> superseded;
-    for (;;) {
-      AL_ASSIGN_OR_RETURN(bool row, open.Step());
-      if (!row) break;
-      superseded.push_back(open.Text(0));
+  return Write(Lane::kStep, [&]() -> Status {
+    AL_RETURN_IF_ERROR(GetSessionLocked(checkpoint.session_id).status());
+    {
+      // Open or decided (a batch nobody continued): superseded by the new one.
+      AL_ASSIGN_OR_RETURN(Stmt open, db_->Prepare("SELECT id FROM checkpoints"
+                                                  " WHERE session_id = ? AND closed IN (0, 2)"));
+      open.Bind(1, checkpoint.session_id);
+      std::vector<std::string> superseded;
+      for (;;) {
+        AL_ASSIGN_OR_RETURN(bool row, open.Step());
+        if (!row) break;
+        superseded.push_back(open.Text(0));
+      }
+      for (const auto& id : superseded) AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
     }
-    for (const auto& id : superseded) AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
-  }
-  const std::string id = NewId("ckpt");
-  AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO checkpoints (id, session_id, turn_id,"
-                                             " json, closed, created_at_ms, updated_at_ms)"
-                                             " VALUES (?, ?, ?, ?, 0, ?, ?)"));
-  AL_RETURN_IF_ERROR(ins.Bind(1, id)
-                         .Bind(2, checkpoint.session_id)
-                         .Bind(3, checkpoint.turn_id)
-                         .Bind(4, DumpJson(ToJson(checkpoint)))
-                         .Bind(5, now)
-                         .Bind(6, now)
-                         .Run());
-  for (const PendingItem& item : checkpoint.outstanding) {
-    if (item.id.empty()) return InvalidArgument("pending item without an id");
-    AL_ASSIGN_OR_RETURN(Stmt idx, db_->Prepare("INSERT INTO pending_index (pending_id,"
-                                               " checkpoint_id, session_id, created_at_ms)"
-                                               " VALUES (?, ?, ?, ?)"));
-    Status s = idx.Bind(1, item.id).Bind(2, id).Bind(3, checkpoint.session_id).Bind(4, now).Run();
-    if (s.code() == Code::kAlreadyExists) {
-      return AlreadyExists("pending id " + item.id + " already exists");
+    const std::string id = NewId("ckpt");
+    AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO checkpoints (id, session_id, turn_id,"
+                                               " json, closed, created_at_ms, updated_at_ms)"
+                                               " VALUES (?, ?, ?, ?, 0, ?, ?)"));
+    AL_RETURN_IF_ERROR(ins.Bind(1, id)
+                           .Bind(2, checkpoint.session_id)
+                           .Bind(3, checkpoint.turn_id)
+                           .Bind(4, DumpJson(ToJson(checkpoint)))
+                           .Bind(5, now)
+                           .Bind(6, now)
+                           .Run());
+    for (const PendingItem& item : checkpoint.outstanding) {
+      if (item.id.empty()) return InvalidArgument("pending item without an id");
+      AL_ASSIGN_OR_RETURN(Stmt idx, db_->Prepare("INSERT INTO pending_index (pending_id,"
+                                                 " checkpoint_id, session_id, created_at_ms)"
+                                                 " VALUES (?, ?, ?, ?)"));
+      Status s = idx.Bind(1, item.id).Bind(2, id).Bind(3, checkpoint.session_id).Bind(4, now).Run();
+      if (s.code() == Code::kAlreadyExists) {
+        return AlreadyExists("pending id " + item.id + " already exists");
+      }
+      AL_RETURN_IF_ERROR(s);
     }
-    AL_RETURN_IF_ERROR(s);
-  }
-  if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(checkpoint.session_id, events, now));
-  return txn.Commit();
+    if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(checkpoint.session_id, events, now));
+    return Status::Ok();
+  });
 }
 
 Result<std::optional<Checkpoint>> SqliteStore::CheckpointLocked(std::string_view session_id,
@@ -880,20 +1012,25 @@ Result<std::vector<std::string>> SqliteStore::ListDecided() {
 }
 
 Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
-                                            " WHERE session_id = ? AND closed = 2"
-                                            " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
-  st.Bind(1, session_id);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<Checkpoint>();
-  const std::string id = st.Text(0);
-  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), id));
-  st.Reset();
-  AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return std::optional<Checkpoint>(std::move(cp));
+  std::optional<Checkpoint> claimed;
+  // The decision's lane: the claim is how a decided batch's turn resumes.
+  Status written = Write(Lane::kDecision, [&]() -> Status {
+    claimed.reset();
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
+                                              " WHERE session_id = ? AND closed = 2"
+                                              " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
+    st.Bind(1, session_id);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return Status::Ok();
+    const std::string id = st.Text(0);
+    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), id));
+    st.Reset();
+    AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
+    claimed = std::move(cp);
+    return Status::Ok();
+  });
+  if (!written.ok()) return written;
+  return claimed;
 }
 
 Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
@@ -903,101 +1040,91 @@ Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const R
 
 Result<ResolveOutcome> SqliteStore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
                                               const ResolveFn& fn, std::span<const Event> events) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db_->Prepare(std::string("SELECT c.id, c.json FROM pending_index p"
-                                               " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                               " WHERE p.pending_id = ?1 AND c.closed = 0"
-                                               " AND p.resolved = 0") +
-                                   (tenant ? kOfTenant : "")));
-  st.Bind(1, pending_id);
-  if (tenant) st.Bind(2, *tenant);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  ResolveOutcome out;
-  if (!row) {
-    out.already_resolved = true;
-    return out;  // rollback: nothing was written
-  }
-  out.checkpoint_id = st.Text(0);
-  AL_ASSIGN_OR_RETURN(out.checkpoint, ParseCheckpoint(st.Text(1), out.checkpoint_id));
-  auto& outstanding = out.checkpoint.outstanding;
-  auto item = std::find_if(outstanding.begin(), outstanding.end(),
-                           [&](const PendingItem& p) { return p.id == pending_id; });
-  if (item == outstanding.end()) {
-    out = ResolveOutcome{};
-    out.already_resolved = true;
-    return out;
-  }
-  out.item = *item;
-  Result<ResolveAction> action = Internal("resolver threw");
-  try {
-    action = fn(out.checkpoint, out.item);
-  } catch (const std::exception& e) {
-    action = Internal(std::string("resolver threw: ") + e.what());
-  } catch (...) {
-  }
-  if (!action.ok()) return action.error();  // rollback: the item stays pending
-  std::erase_if(outstanding, [&](const PendingItem& p) { return p.id == pending_id; });
-  out.closed = outstanding.empty() || *action == ResolveAction::kCloseBatch;
-
-  AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
-                                            " WHERE id = ?"));
-  AL_RETURN_IF_ERROR(
-      up.Bind(1, DumpJson(ToJson(out.checkpoint))).Bind(2, Now()).Bind(3, out.checkpoint_id).Run());
-  if (!events.empty()) {
-    AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(out.checkpoint.session_id));
-    std::vector<Event> numbered(events.begin(), events.end());
-    uint64_t seq = info.last_seq;
-    for (Event& e : numbered) {
-      e.session_id = info.id;
-      e.seq = ++seq;
-      if (e.ts == 0) e.ts = Now();
+  auto resolve = [&]() -> Result<ResolveOutcome> {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_->Prepare(std::string("SELECT c.id, c.json FROM pending_index p"
+                                                 " JOIN checkpoints c ON c.id = p.checkpoint_id"
+                                                 " WHERE p.pending_id = ?1 AND c.closed = 0"
+                                                 " AND p.resolved = 0") +
+                                     (tenant ? kOfTenant : "")));
+    st.Bind(1, pending_id);
+    if (tenant) st.Bind(2, *tenant);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) {
+      ResolveOutcome none;
+      none.already_resolved = true;
+      return none;  // nothing was written
     }
-    AL_RETURN_IF_ERROR(AppendLocked(info.id, numbered, Now()));
-  }
-  if (out.closed) {
-    AL_RETURN_IF_ERROR(SetCheckpointStateLocked(out.checkpoint_id, CheckpointState::kDecided));
-  } else {
-    // Mark the index rows of every item no longer outstanding (this one,
-    // and any the callback removed) resolved.
-    AL_ASSIGN_OR_RETURN(Stmt ids, db_->Prepare("SELECT pending_id FROM pending_index"
-                                               " WHERE checkpoint_id = ? AND resolved = 0"));
-    ids.Bind(1, out.checkpoint_id);
-    std::vector<std::string> gone;
-    for (;;) {
-      AL_ASSIGN_OR_RETURN(bool r, ids.Step());
-      if (!r) break;
-      std::string id = ids.Text(0);
-      if (std::none_of(outstanding.begin(), outstanding.end(),
-                       [&](const PendingItem& p) { return p.id == id; })) {
-        gone.push_back(std::move(id));
+    std::string checkpoint_id = st.Text(0);
+    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), checkpoint_id));
+    st.Reset();
+    // On any error the transaction rolls back: the item stays pending.
+    AL_ASSIGN_OR_RETURN(ResolveOutcome out,
+                        ApplyResolution(std::move(checkpoint_id), std::move(cp), pending_id, fn));
+    const auto& outstanding = out.checkpoint.outstanding;
+
+    AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
+                                              " WHERE id = ?"));
+    AL_RETURN_IF_ERROR(up.Bind(1, DumpJson(ToJson(out.checkpoint)))
+                           .Bind(2, Now())
+                           .Bind(3, out.checkpoint_id)
+                           .Run());
+    if (!events.empty()) {
+      AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(out.checkpoint.session_id));
+      const int64_t now = Now();
+      AL_RETURN_IF_ERROR(
+          AppendLocked(info.id, NumberAfter(events, info.id, info.last_seq, now), now));
+    }
+    if (out.closed) {
+      AL_RETURN_IF_ERROR(SetCheckpointStateLocked(out.checkpoint_id, CheckpointState::kDecided));
+    } else {
+      // Mark the index rows of every item no longer outstanding (this one,
+      // and any the callback removed) resolved.
+      AL_ASSIGN_OR_RETURN(Stmt ids, db_->Prepare("SELECT pending_id FROM pending_index"
+                                                 " WHERE checkpoint_id = ? AND resolved = 0"));
+      ids.Bind(1, out.checkpoint_id);
+      std::vector<std::string> gone;
+      for (;;) {
+        AL_ASSIGN_OR_RETURN(bool r, ids.Step());
+        if (!r) break;
+        std::string id = ids.Text(0);
+        if (std::none_of(outstanding.begin(), outstanding.end(),
+                         [&](const PendingItem& p) { return p.id == id; })) {
+          gone.push_back(std::move(id));
+        }
+      }
+      for (const auto& id : gone) {
+        AL_ASSIGN_OR_RETURN(Stmt done, db_->Prepare("UPDATE pending_index SET resolved = 1"
+                                                    " WHERE pending_id = ?"));
+        AL_RETURN_IF_ERROR(done.Bind(1, id).Run());
       }
     }
-    for (const auto& id : gone) {
-      AL_ASSIGN_OR_RETURN(Stmt done, db_->Prepare("UPDATE pending_index SET resolved = 1"
-                                                  " WHERE pending_id = ?"));
-      AL_RETURN_IF_ERROR(done.Bind(1, id).Run());
-    }
-  }
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return out;
+    return out;
+  };
+  ResolveOutcome result;
+  // Its own lane: a decision never waits behind the queued steps of turns.
+  Status written = Write(Lane::kDecision, [&]() -> Status {
+    AL_ASSIGN_OR_RETURN(result, resolve());
+    return Status::Ok();
+  });
+  if (!written.ok()) return written;
+  return result;
 }
 
 // --- state ----------------------------------------------------------------------
 
 Status SqliteStore::SetState(std::string_view session_id, std::string_view key, const Json& value) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO session_state (session_id, key, json,"
-                                            " updated_at_ms) VALUES (?, ?, ?, ?)"
-                                            " ON CONFLICT (session_id, key) DO UPDATE SET"
-                                            " json = excluded.json,"
-                                            " updated_at_ms = excluded.updated_at_ms"));
-  AL_RETURN_IF_ERROR(
-      st.Bind(1, session_id).Bind(2, key).Bind(3, DumpJson(value)).Bind(4, Now()).Run());
-  return txn.Commit();
+  return Write(Lane::kStep, [&]() -> Status {
+    AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO session_state (session_id, key, json,"
+                                              " updated_at_ms) VALUES (?, ?, ?, ?)"
+                                              " ON CONFLICT (session_id, key) DO UPDATE SET"
+                                              " json = excluded.json,"
+                                              " updated_at_ms = excluded.updated_at_ms"));
+    AL_RETURN_IF_ERROR(
+        st.Bind(1, session_id).Bind(2, key).Bind(3, DumpJson(value)).Bind(4, Now()).Run());
+    return Status::Ok();
+  });
 }
 
 Result<std::optional<Json>> SqliteStore::GetState(std::string_view session_id,
@@ -1246,17 +1373,17 @@ Result<std::optional<QueuedInput>> SqliteStore::NextQueuedInput(std::string_view
 Status SqliteStore::AppendTakingInput(std::string_view session_id, std::span<const Event> events,
                                       std::string_view input_id) {
   const int64_t now = Now();
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(Stmt del,
-                      db_->Prepare("DELETE FROM session_inputs WHERE id = ? AND session_id = ?"));
-  AL_RETURN_IF_ERROR(del.Bind(1, input_id).Bind(2, session_id).Run());
-  if (db_->Changes() == 0) {
-    return NotFound("queued input " + std::string(input_id) + " of session " +
-                    std::string(session_id) + " is no longer queued");
-  }
-  if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
-  return txn.Commit();
+  return Write(Lane::kStep, [&]() -> Status {
+    AL_ASSIGN_OR_RETURN(Stmt del,
+                        db_->Prepare("DELETE FROM session_inputs WHERE id = ? AND session_id = ?"));
+    AL_RETURN_IF_ERROR(del.Bind(1, input_id).Bind(2, session_id).Run());
+    if (db_->Changes() == 0) {
+      return NotFound("queued input " + std::string(input_id) + " of session " +
+                      std::string(session_id) + " is no longer queued");
+    }
+    if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
+    return Status::Ok();
+  });
 }
 
 Result<std::optional<QueuedInput>> SqliteStore::NextQueuedInputLocked(std::string_view session_id,
@@ -1323,13 +1450,13 @@ Status SqliteStore::UpdateSettings(std::string_view session_id, const Json& sett
                                    std::span<const Event> events) {
   if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
   const int64_t now = Now();
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET settings = ? WHERE id = ?"));
-  AL_RETURN_IF_ERROR(st.Bind(1, DumpJson(settings)).Bind(2, session_id).Run());
-  AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
-  return txn.Commit();
+  return Write(Lane::kStep, [&]() -> Status {
+    AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
+    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET settings = ? WHERE id = ?"));
+    AL_RETURN_IF_ERROR(st.Bind(1, DumpJson(settings)).Bind(2, session_id).Run());
+    AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
+    return Status::Ok();
+  });
 }
 
 }  // namespace agentloop::store

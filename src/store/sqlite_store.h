@@ -3,16 +3,34 @@
 //
 // One connection per store, guarded by a mutex; cross-process exclusion is
 // done with BEGIN IMMEDIATE transactions (the database write lock) and the
-// session_locks table. Locks held through SqliteSessionLock refresh their
-// heartbeat when options.lock_heartbeat is set: ONE background thread per
-// store refreshes every lock the store holds (started with the first lock),
-// so a server holding many sessions does not hold a thread per session.
+// session_locks table.
+//
+// Group commit: the writes of running turns and decisions (Append,
+// SaveCheckpoint, SetState, UpdateSettings, AppendTakingInput, Resolve,
+// ClaimDecided, AcquireLock, the release of a lock) are queued, and one
+// writer at a time (the first caller that finds no writer active; no thread
+// of its own) drains what is ready, up to options.group_commit_max, into ONE
+// BEGIN IMMEDIATE ... COMMIT, each write in a savepoint of its own, and
+// answers every caller of the batch once the COMMIT (and with kFull its
+// fsync) has returned: a caller is told its write is committed only when it
+// is durable, as before, but many sessions share one fsync. Decisions have a
+// lane of their own, drained first, so they never wait behind queued turn
+// steps. A write that fails rolls back to its savepoint and fails alone; when
+// the batch as a whole fails (the COMMIT, or an error that ended the whole
+// transaction), every write that had not failed by itself runs again in a
+// transaction of its own, so each caller gets its own write's answer. Locks held through
+// SqliteSessionLock refresh their heartbeat when options.lock_heartbeat is set: ONE background
+// thread per store refreshes every lock the store holds (started with the first lock), so a server
+// holding many sessions does not hold a thread per session.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,6 +61,8 @@ class SqliteStore final : public SessionStore {
 
   Status Append(std::string_view session_id, std::span<const Event> events) override;
   Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
+  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                               const EventQuery& query) override;
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
 
   Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
@@ -103,6 +123,8 @@ class SqliteStore final : public SessionStore {
                           std::optional<std::string> title, std::optional<Json> metadata);
   Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
                                             uint64_t after_seq);
+  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
+                                                 const EventQuery& query);
   Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
@@ -121,6 +143,22 @@ class SqliteStore final : public SessionStore {
   // PRAGMA synchronous in effect on the store's connection (1 NORMAL, 2 FULL).
   Result<int64_t> Synchronous();
 
+  // What group commit has done so far (tests, benchmarks).
+  struct GroupCommitStats {
+    uint64_t batches = 0;  // write transactions committed or failed by the writer
+    uint64_t writes = 0;   // writes answered through them
+    size_t largest = 0;    // most writes in one batch
+    uint64_t reruns = 0;   // writes run again alone after their batch failed
+  };
+  GroupCommitStats group_commit_stats();
+  // Test seams: `hook` runs in the writer before each batch, outside every
+  // lock of the store, with the batch's number of decisions and of other
+  // writes (a test holds a batch there while others queue);
+  // WaitForQueuedWrites waits until at least `n` writes wait in the queue,
+  // or `timeout` passed (then false).
+  void SetBeforeBatchForTest(std::function<void(size_t, size_t)> hook);
+  bool WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeout);
+
  private:
   SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options);
 
@@ -132,6 +170,24 @@ class SqliteStore final : public SessionStore {
   };
 
   int64_t Now() const;
+
+  // Group commit (see the file comment).
+  enum class Lane { kDecision, kStep };
+  struct QueuedWrite {
+    const std::function<Status()>* work;
+    Status result;
+    bool done = false;
+  };
+  // Runs `work` (which REQUIRES mu_ held and a write transaction open, and
+  // makes no transaction of its own) in a batch of the group commit; its
+  // answer once the batch's commit is durable. REQUIRES: mu_ not held.
+  Status Write(Lane lane, const std::function<Status()>& work);
+  // The writer's part: commits `batch` and sets each write's result.
+  // REQUIRES: mu_ held.
+  void CommitBatchLocked(std::span<QueuedWrite* const> batch);
+  // One write in a transaction of its own. REQUIRES: mu_ held.
+  Status CommitAloneLocked(const std::function<Status()>& work);
+
   // The *Locked helpers REQUIRE mu_ held.
   Result<SessionInfo> GetSessionLocked(std::string_view session_id,
                                        TenantFilter tenant = std::nullopt);
@@ -140,7 +196,8 @@ class SqliteStore final : public SessionStore {
   // Append's work inside the caller's write transaction.
   Status AppendLocked(std::string_view session_id, std::span<const Event> events, int64_t now);
   Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
-  Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id, uint64_t after_seq);
+  Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id,
+                                                const EventQuery& query);
   // The states of a checkpoint row (column `closed`).
   enum class CheckpointState : int64_t { kOpen = 0, kClosed = 1, kDecided = 2 };
   // The session's newest checkpoint in `state`.
@@ -173,6 +230,16 @@ class SqliteStore final : public SessionStore {
 
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.
+
+  // The group commit's queue. Lock order: q_mu_ is never held while taking
+  // mu_ (the writer takes its batch out, then commits it).
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<QueuedWrite*> decision_lane_;            // guarded by q_mu_
+  std::deque<QueuedWrite*> step_lane_;                // guarded by q_mu_
+  bool writing_ = false;                              // a writer is active; guarded by q_mu_
+  GroupCommitStats stats_;                            // guarded by q_mu_
+  std::function<void(size_t, size_t)> before_batch_;  // guarded by q_mu_
   SqliteStoreOptions options_;
   std::string host_;
 

@@ -576,6 +576,88 @@ TEST_P(StoreTest, AppendIsAtomicOnDuplicateSeq) {
   EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
 }
 
+// Seqs only grow: a seq below the last stored one is refused even where it
+// is a gap, so a reader that has seen seq N never misses a lower one.
+TEST_P(StoreTest, AppendRefusesASeqBelowTheLastStoredOne) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_
+                  ->Append(id, std::vector<Event>{MessageEvent(1, Message::User("a")),
+                                                  MessageEvent(3, Message::Assistant("c"))})
+                  .ok());
+  Status s = store_->Append(id, std::vector<Event>{MessageEvent(2, Message::User("gap"))});
+  EXPECT_EQ(s.code(), Code::kAlreadyExists) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("seq 2"));
+  // Within a batch as well: each event above the one before it.
+  Status unordered = store_->Append(id, std::vector<Event>{MessageEvent(5, Message::User("e")),
+                                                           MessageEvent(4, Message::User("d"))});
+  EXPECT_EQ(unordered.code(), Code::kAlreadyExists) << unordered.ToString();
+  EXPECT_EQ(store_->Events(id, 0)->size(), 2u);
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 3u);
+}
+
+// The reads that grow with the log are queries: a page of the log, one
+// turn's boundaries, the newest turn_begin or turn_end (whether the newest
+// turn is unfinished), each answering what reading the log and cutting it
+// would.
+TEST_P(StoreTest, QueryEventsAnswersAsTheWholeLogWould) {
+  std::string id = NewSession();
+  std::vector<Event> log = {MakeEvent(EventType::kTurnBegin, 1, Json::object(), "t1"),
+                            MessageEvent(2, Message::User("a"), "t1"),
+                            MakeEvent(EventType::kTurnEnd, 3, Json::object(), "t1"),
+                            MakeEvent(EventType::kTurnBegin, 4, Json::object(), "t2"),
+                            MessageEvent(5, Message::User("b"), "t2")};
+  ASSERT_TRUE(store_->Append(id, log).ok());
+  auto all = store_->Events(id, 0);
+  ASSERT_TRUE(all.ok());
+  auto seqs = [](const Result<std::vector<StoredEvent>>& r) {
+    std::vector<uint64_t> out;
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) {
+      for (const StoredEvent& e : *r) out.push_back(e.seq);
+    }
+    return out;
+  };
+
+  EventQuery page;
+  page.after_seq = 1;
+  page.limit = 2;
+  EXPECT_EQ(seqs(store_->QueryEvents(id, page)), (std::vector<uint64_t>{2, 3}));
+  page.after_seq = 3;
+  page.limit = 10;
+  auto tail = store_->QueryEvents(id, page);
+  EXPECT_EQ(seqs(tail), (std::vector<uint64_t>{4, 5}));
+  ASSERT_EQ(tail->size(), 2u);
+  EXPECT_EQ((*tail)[0].json, (*all)[3].json);
+  EXPECT_EQ((*tail)[0].type, "turn_begin");
+  EXPECT_EQ((*tail)[0].turn_id, "t2");
+
+  EventQuery bounds;
+  bounds.turn_id = "t1";
+  bounds.types = {"turn_begin", "turn_end"};
+  EXPECT_EQ(seqs(store_->QueryEvents(id, bounds)), (std::vector<uint64_t>{1, 3}));
+
+  // The newest turn began and never ended: as UnfinishedTurn of the log.
+  auto newest = store_->QueryEvents(id, NewestTurnBoundary());
+  ASSERT_TRUE(newest.ok());
+  ASSERT_EQ(newest->size(), 1u);
+  ASSERT_NE(UnfinishedTurn(*all), nullptr);
+  EXPECT_EQ((*newest)[0].seq, UnfinishedTurn(*all)->seq);
+  EXPECT_EQ((*newest)[0].type, "turn_begin");
+  ASSERT_TRUE(
+      store_
+          ->Append(id, std::vector<Event>{MakeEvent(EventType::kTurnEnd, 6, Json::object(), "t2"),
+                                          MessageEvent(7, Message::User("c"), "t3")})
+          .ok());
+  newest = store_->QueryEvents(id, NewestTurnBoundary());
+  ASSERT_TRUE(newest.ok());
+  ASSERT_EQ(newest->size(), 1u);
+  EXPECT_EQ((*newest)[0].type, "turn_end");  // every turn ended
+  EXPECT_EQ(UnfinishedTurn(*store_->Events(id, 0)), nullptr);
+
+  EXPECT_EQ(store_->QueryEvents("nope", page).status().code(), Code::kNotFound);
+  EXPECT_TRUE(store_->QueryEvents(NewSession(), NewestTurnBoundary())->empty());
+}
+
 TEST_P(StoreTest, AppendValidates) {
   EXPECT_EQ(store_->Append("nope", std::vector<Event>{MessageEvent(1, Message::User("a"))}).code(),
             Code::kNotFound);

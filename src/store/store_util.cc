@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <exception>
 #include <system_error>
 
 #include "protocol/codec.h"
@@ -55,6 +56,82 @@ Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_i
   }
   return DataLoss("pending id " + std::string(pending_id) + " is indexed but not in checkpoint " +
                   checkpoint_id);
+}
+
+Status CheckAppendable(const Event& e, std::string_view session_id, uint64_t* last) {
+  if (!e.session_id.empty() && e.session_id != session_id) {
+    return InvalidArgument("event seq " + std::to_string(e.seq) + " belongs to session " +
+                           e.session_id + ", not " + std::string(session_id));
+  }
+  if (e.ts <= 0) {
+    return InvalidArgument("event seq " + std::to_string(e.seq) + " (" +
+                           std::string(EventTypeName(e.type)) +
+                           ") has no ts: whoever numbers an event stamps its time");
+  }
+  if (e.seq <= *last) {
+    return AlreadyExists("session " + std::string(session_id) + ": event seq " +
+                         std::to_string(e.seq) + " is already stored (the last stored seq is " +
+                         std::to_string(*last) + ")");
+  }
+  *last = e.seq;
+  return Status::Ok();
+}
+
+Result<ResolveOutcome> ApplyResolution(std::string checkpoint_id, Checkpoint checkpoint,
+                                       std::string_view pending_id, const ResolveFn& fn) {
+  ResolveOutcome out;
+  out.checkpoint_id = std::move(checkpoint_id);
+  out.checkpoint = std::move(checkpoint);
+  // The index says the item waits in this open checkpoint; a checkpoint
+  // without it is corrupt (kDataLoss), never "already resolved".
+  AL_ASSIGN_OR_RETURN(out.item, IndexedItem(out.checkpoint, pending_id, out.checkpoint_id));
+  Result<ResolveAction> action = Internal("resolver threw");
+  try {
+    action = fn(out.checkpoint, out.item);
+  } catch (const std::exception& e) {
+    action = Internal(std::string("resolver threw: ") + e.what());
+  } catch (...) {
+  }
+  if (!action.ok()) return action.error();
+  auto& outstanding = out.checkpoint.outstanding;
+  std::erase_if(outstanding, [&](const PendingItem& p) { return p.id == pending_id; });
+  out.closed = outstanding.empty() || *action == ResolveAction::kCloseBatch;
+  return out;
+}
+
+std::vector<Event> NumberAfter(std::span<const Event> events, const std::string& session_id,
+                               uint64_t last_seq, int64_t now) {
+  std::vector<Event> numbered(events.begin(), events.end());
+  for (Event& e : numbered) {
+    e.session_id = session_id;
+    e.seq = ++last_seq;
+    if (e.ts == 0) e.ts = now;
+  }
+  return numbered;
+}
+
+EventQuerySql BuildEventQuerySql(const EventQuery& q, int first, std::string_view prefix) {
+  EventQuerySql out;
+  int n = first;
+  auto next = [&] { return std::string(prefix) + std::to_string(n++); };
+  std::string& sql = out.where_order_limit;
+  sql = " AND seq > " + next();
+  if (!q.turn_id.empty()) {
+    out.has_turn = true;
+    sql += " AND turn_id = " + next();
+  }
+  if (!q.types.empty()) {
+    out.types = q.types.size();
+    sql += " AND type IN (";
+    for (size_t i = 0; i < q.types.size(); ++i) sql += (i ? ", " : "") + next();
+    sql += ")";
+  }
+  sql += q.newest_first ? " ORDER BY seq DESC" : " ORDER BY seq";
+  if (q.limit > 0) {
+    out.has_limit = true;
+    sql += " LIMIT " + next();
+  }
+  return out;
 }
 
 }  // namespace agentloop::store

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "agentloop/store.h"
 
@@ -32,6 +33,47 @@ std::string TitleFrom(const Event& e);
 // to. kDataLoss when the index and the checkpoint disagree.
 Result<PendingItem> IndexedItem(const Checkpoint& cp, std::string_view pending_id,
                                 const std::string& checkpoint_id);
+
+// One event of an Append batch (a persisted one: ShouldPersist), checked
+// before it is stored in session `session_id` whose highest stored seq (or
+// the batch's previous event's) is *last; advances *last. Seqs only grow:
+// a reader that has seen seq N never misses a lower one committed later, so
+// a seq at or below *last is refused as already stored even when that exact
+// seq is a gap. Errors: kInvalidArgument (an event of another session, an
+// event without ts), kAlreadyExists.
+Status CheckAppendable(const Event& e, std::string_view session_id, uint64_t* last);
+
+// The domain part of SessionStore::Resolve, the same on every store: run
+// inside the resolving transaction once it holds `checkpoint` (stored as
+// `checkpoint_id`), open, whose index row for `pending_id` is not resolved.
+// Finds the item, runs `fn` (an exception becomes kInternal), removes the
+// item from `outstanding` and says whether the batch is decided now. The
+// caller stores the outcome's checkpoint and rolls back on any error.
+// Errors: kDataLoss when the checkpoint does not hold the item the index
+// names (see Resolve's contract); `fn`'s error.
+Result<ResolveOutcome> ApplyResolution(std::string checkpoint_id, Checkpoint checkpoint,
+                                       std::string_view pending_id, const ResolveFn& fn);
+
+// The events of a decision, numbered after `last_seq` (the session's highest
+// stored seq) in session `session_id` and stamped `now` where unstamped.
+std::vector<Event> NumberAfter(std::span<const Event> events, const std::string& session_id,
+                               uint64_t last_seq, int64_t now);
+
+// The SQL of an EventQuery that follows "... FROM <events> WHERE
+// session_id = <first placeholder>": its conditions, order and limit, with
+// placeholders `prefix`N (SQLite "?", PostgreSQL "$") numbered from
+// `first`. The caller binds, in order: after_seq, the turn id (has_turn),
+// each type (`types` of them), the limit (has_limit). One query shape for
+// both stores.
+struct EventQuerySql {
+  std::string where_order_limit;
+  // In placeholder order: after_seq, then turn_id (if any), then the types,
+  // then the limit (if any).
+  bool has_turn = false;
+  size_t types = 0;
+  bool has_limit = false;
+};
+EventQuerySql BuildEventQuerySql(const EventQuery& q, int first, std::string_view prefix);
 
 // Which tenant's rows a statement may match: one tenant's (a TenantStore's
 // calls), or every tenant's (nullopt: SessionStore's own calls).
@@ -59,6 +101,10 @@ class ScopedStore final : public TenantStore {
   Result<std::vector<StoredEvent>> Events(std::string_view session_id,
                                           uint64_t after_seq) override {
     return store_.EventsIn(tenant_, session_id, after_seq);
+  }
+  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                               const EventQuery& query) override {
+    return store_.QueryEventsIn(tenant_, session_id, query);
   }
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override {
     return store_.LoadIn(tenant_, session_id, options);

@@ -43,6 +43,10 @@ struct ByIdCase {
 const ByIdCase kByIdCases[] = {
     {"GetSession", [](TenantStore& t, const Victims& v) { return Found(t.GetSession(v.session)); }},
     {"Events", [](TenantStore& t, const Victims& v) { return Found(t.Events(v.session, 0)); }},
+    {"QueryEvents",
+     [](TenantStore& t, const Victims& v) {
+       return Found(t.QueryEvents(v.session, NewestTurnBoundary()));
+     }},
     {"LoadWithRepair",
      [](TenantStore& t, const Victims& v) { return Found(t.Load(v.broken, LoadOptions{})); }},
     {"GetSettings",
