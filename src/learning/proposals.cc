@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "agentloop/events.h"
+
 #include "base/ids.h"
 #include "base/strings.h"
 #include "env/files.h"
@@ -13,10 +14,7 @@
 
 namespace agentloop::learning {
 namespace fs = std::filesystem;
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 Json ProposalRecord::ToJson() const {
   return Json{{"id", id},           {"kind", kind},
@@ -173,8 +171,8 @@ std::string FormatTimeMs(int64_t ms) {
 
 std::string FormatProposals(const std::vector<ProposalRecord>& records) {
   if (records.empty()) return "No proposals.\n";
-  std::string out =
-      PadCodePoints("ID", 23) + PadCodePoints("KIND", 8) + PadCodePoints("STATUS", 10) + PadCodePoints("CREATED", 18) + "TITLE\n";
+  std::string out = PadCodePoints("ID", 23) + PadCodePoints("KIND", 8) +
+                    PadCodePoints("STATUS", 10) + PadCodePoints("CREATED", 18) + "TITLE\n";
   for (const auto& r : records) {
     out += PadCodePoints(r.id, 23) + PadCodePoints(r.kind, 8) + PadCodePoints(r.status, 10) +
            PadCodePoints(FormatTimeMs(r.created_ms), 18) + SanitizeInline(r.title, 80) + "\n";

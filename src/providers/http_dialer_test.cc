@@ -1,8 +1,9 @@
 #include "providers/http_dialer.h"
-#include "providers/testing/url.h"
 
 #include <boost/asio/error.hpp>
 #include <gtest/gtest.h>
+
+#include "providers/testing/url.h"
 
 namespace agentloop {
 namespace {

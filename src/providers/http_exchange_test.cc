@@ -1,5 +1,4 @@
 #include "providers/http_exchange.h"
-#include "providers/testing/url.h"
 
 #include <memory>
 #include <sstream>
@@ -9,6 +8,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/write.hpp>
 #include <gtest/gtest.h>
+
+#include "providers/testing/url.h"
 
 namespace agentloop {
 namespace {

@@ -14,7 +14,6 @@ std::string StripBrackets(std::string s) {
   return s;
 }
 
-
 // A proxy variable: the lower-case name, else the upper-case one; blank
 // counts as unset.
 std::string ProxyVariable(const EnvMap& env, const std::string& lower, const std::string& upper) {
@@ -77,7 +76,8 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url, bool is_proxy) {
   }
   if (u.host.empty()) return InvalidArgument("bad URL: no host");
   for (char c : u.host) {
-    if (IsSpaceOrControl(c) || c == '/' || c == '\\') return InvalidArgument("bad URL: invalid host");
+    if (IsSpaceOrControl(c) || c == '/' || c == '\\')
+      return InvalidArgument("bad URL: invalid host");
   }
   if (port.empty()) {
     u.port = u.https ? "443" : "80";

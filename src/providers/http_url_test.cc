@@ -1,7 +1,8 @@
 #include "providers/http_url.h"
-#include "providers/testing/url.h"
 
 #include <gtest/gtest.h>
+
+#include "providers/testing/url.h"
 
 namespace agentloop {
 namespace {

@@ -86,10 +86,12 @@ TEST(PugiTest, TheSchemasCapsAreEnforced) {
 
 TEST(PugiTest, PlanModeRefusesAForgedToolList) {
   const std::set<std::string> read_only = {"glob", "grep", "ls", "read"};
-  Result<PugiCall> ok = ParsePugiRequest(PugiBody(Json::array({PugiTool("read"), PugiTool("grep")})));
+  Result<PugiCall> ok =
+      ParsePugiRequest(PugiBody(Json::array({PugiTool("read"), PugiTool("grep")})));
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(CheckPugiPlanTools(*ok, read_only).ok());
-  Result<PugiCall> forged = ParsePugiRequest(PugiBody(Json::array({PugiTool("read"), PugiTool("bash")})));
+  Result<PugiCall> forged =
+      ParsePugiRequest(PugiBody(Json::array({PugiTool("read"), PugiTool("bash")})));
   ASSERT_TRUE(forged.ok());
   Status s = CheckPugiPlanTools(*forged, read_only);
   EXPECT_EQ(s.code(), Code::kPermissionDenied);

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "base/testing/text.h"
 #include "env/process.h"
 #include "tools/test_util.h"
 #include "tools/tools.h"
-#include "base/testing/text.h"
 
 namespace agentloop::tools {
 namespace {

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "base/testing/text.h"
 #include "tools/builtin.h"
 #include "tools/test_util.h"
 #include "tools/tools.h"
-#include "base/testing/text.h"
 
 namespace agentloop::tools {
 namespace {

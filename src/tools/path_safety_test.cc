@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include "base/testing/text.h"
 #include "tools/test_util.h"
 #include "tools/tools.h"
-#include "base/testing/text.h"
 
 namespace agentloop::tools {
 namespace {
