@@ -75,10 +75,21 @@ tests() {
 stage "install" ./scripts/install-deps.sh
 stage "layering" ./scripts/check-layering.sh
 stage "format" ./scripts/format.sh --check
+# The package tests' bare Debian root (debootstrap) is a download, not a
+# compile: it is made beside the builds, and the tests wait for it.
+mkdir -p build/ci/package/cache
+(cd tests/package && AGENTLOOP_PACKAGE_CACHE="$PWD/../../build/ci/package/cache" \
+  python3 -B -c 'import test_deb; test_deb.debian_root_tarball()') >build/debian-root.log 2>&1 &
+root_pid=$!
 stage "cross-arm64" ./scripts/cross-arm64.sh
 stage "build: release" sh -c 'cmake --preset release -DAL_PCH=ON >/dev/null &&
   cmake --build --preset release --target agentloop agentloop-fake-server'
 stage "build: ci" sh -c 'cmake --preset ci >/dev/null && cmake --build --preset ci'
+# A failed download is reported here and tried again by the test that needs it.
+wait_root() {
+  wait "$root_pid" || { echo "debian root: not made (the package test tries again):"; tail -20 build/debian-root.log; }
+}
+stage "debian root (beside builds)" wait_root
 rm -rf "$logs"
 tests "unit" -LE e2e -j "$cores"
 tests "e2e" -L e2e -j "$e2e_jobs"
