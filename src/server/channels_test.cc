@@ -164,7 +164,8 @@ TEST(ChannelsTest, SlackMessageEscapesMrkdwnAndCarriesTokens) {
   b["arguments"]["content"] = std::string(5000, '<');
   auto big = ViewOf("approval.requested", b.dump());
   ASSERT_TRUE(big.ok());
-  for (const Json& block : SlackMessage(*big, true)["blocks"]) {
+  const Json message = SlackMessage(*big, true);
+  for (const Json& block : message["blocks"]) {
     if (block["type"] != "section") continue;
     const std::string t = block["text"]["text"].get<std::string>();
     EXPECT_LE(t.size(), 3000u);
