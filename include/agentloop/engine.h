@@ -295,6 +295,10 @@ struct EngineOptions {
   // Connections the PostgreSQL store opens at most
   // (PostgresStoreOptions::pool_size); 0: its default.
   int store_connections = 0;
+  // How long a PostgreSQL store call waits for a free pooled connection
+  // (PostgresStoreOptions::pool_timeout; config key store.pool_timeout_ms);
+  // 0: the lease TTL.
+  std::chrono::milliseconds store_pool_timeout{0};
   // The bound on the side request that writes a compaction summary, retries
   // included (config key compaction.summary_timeout_ms): past it, or when
   // the request fails, the turn uses the truncating summary and says so in

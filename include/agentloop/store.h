@@ -765,8 +765,15 @@ Result<std::unique_ptr<SessionStore>> OpenDefaultStore(const EnvMap& env,
 bool IsPostgresUrl(std::string_view url);
 
 struct PostgresStoreOptions {
-  // Connections the store opens at most; a call waits for a free one.
+  // Connections the store opens at most; a call waits for a free one, for
+  // at most pool_timeout.
   int pool_size = 4;
+  // How long a call waits for a free connection while all pool_size are in
+  // use (a slow or stuck statement, a database that stopped answering);
+  // past it the call fails kUnavailable instead of blocking its thread.
+  // 0: lock_ttl (the heartbeat that keeps this process's leases needs a
+  // connection too, so past one TTL without one its leases lapse anyway).
+  std::chrono::milliseconds pool_timeout{0};
   // A lease whose heartbeat is older than this is taken over.
   std::chrono::milliseconds lock_ttl{30000};
   // Refresh held leases from a background thread every lock_ttl / 3.

@@ -870,6 +870,7 @@ Config DefaultConfig() {
   c.subagents.max_spawns.value = 20;
   c.store.sync.value = "full";
   c.store.lease_ttl_ms.value = 30'000;
+  c.store.pool_timeout_ms.value = 0;
   c.compaction.summary_timeout_ms.value = 60'000;
   c.server.listen.value = "127.0.0.1:7878";
   c.server.link_ttl_s.value = 3 * 24 * 3600;

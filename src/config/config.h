@@ -235,6 +235,10 @@ struct Config {
     // has not renewed its lease for this long is taken over by another
     // (docs/storage.md, "Leases and fencing"). Not from the workspace file.
     Sourced<int64_t> lease_ttl_ms;
+    // How long a PostgreSQL store call waits for a free pooled connection
+    // before failing unavailable (503 from the server); 0: the lease TTL
+    // (docs/storage.md, "PostgreSQL"). Not from the workspace file.
+    Sourced<int64_t> pool_timeout_ms;
   } store;
 
   struct Compaction {

@@ -314,6 +314,9 @@ std::vector<KeySpec> BuildKeys() {
       "store.lease_ttl_ms", 1000, 600'000,
       [](Config & c) -> auto& { return c.store.lease_ttl_ms; }));
   keys.push_back(IntKey(
+      "store.pool_timeout_ms", 0, 600'000,
+      [](Config & c) -> auto& { return c.store.pool_timeout_ms; }));
+  keys.push_back(IntKey(
       "compaction.summary_timeout_ms", 100, 600'000,
       [](Config & c) -> auto& { return c.compaction.summary_timeout_ms; }));
   keys.push_back(StringKey(

@@ -805,6 +805,7 @@ class EngineImpl final : public Engine {
       PostgresStoreOptions pg_options;
       pg_options.lock_ttl = options_.store_lease_ttl;
       if (options_.store_connections > 0) pg_options.pool_size = options_.store_connections;
+      pg_options.pool_timeout = options_.store_pool_timeout;
       AL_ASSIGN_OR_RETURN(auto pg, OpenPostgresStore(options_.store_url, std::move(pg_options)));
       store_ = std::move(pg);
       return Status::Ok();

@@ -37,6 +37,7 @@ EngineOptions EngineOptionsFromConfig(const Config& config, const EnvMap& env) {
   o.store_sync = config.store.sync.value == "normal" ? StoreSync::kNormal : StoreSync::kFull;
   o.store_url = config.store.url.value;
   o.store_lease_ttl = std::chrono::milliseconds(config.store.lease_ttl_ms.value);
+  o.store_pool_timeout = std::chrono::milliseconds(config.store.pool_timeout_ms.value);
   o.summary_timeout = std::chrono::milliseconds(config.compaction.summary_timeout_ms.value);
   return o;
 }

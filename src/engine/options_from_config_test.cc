@@ -138,5 +138,13 @@ TEST_F(OptionsFromConfigTest, InteractiveAndEngineOptions) {
   EXPECT_EQ(EngineOptionsFromConfig(c, ctx_.env).store_sync, StoreSync::kNormal);
 }
 
+// store.pool_timeout_ms reaches the PostgreSQL store's options; 0 (the
+// default) leaves the choice, the lease TTL, to the store.
+TEST_F(OptionsFromConfigTest, StorePoolTimeout) {
+  EXPECT_EQ(EngineOptionsFromConfig(Load(), ctx_.env).store_pool_timeout.count(), 0);
+  Config c = Load({{"store.pool_timeout_ms", "2500", "--pool-timeout"}});
+  EXPECT_EQ(EngineOptionsFromConfig(c, ctx_.env).store_pool_timeout.count(), 2500);
+}
+
 }  // namespace
 }  // namespace agentloop::engine

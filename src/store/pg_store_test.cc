@@ -14,6 +14,22 @@
 #include "store/store_test_util.h"
 
 namespace agentloop::store {
+
+// The pool's internals, for the tests that hold its connections.
+class PgPoolTestPeer {
+ public:
+  static Result<std::unique_ptr<PgConn>> Checkout(PostgresStore& s) { return s.Checkout(); }
+  static void Return(PostgresStore& s, std::unique_ptr<PgConn> c) { s.Return(std::move(c)); }
+  static size_t Idle(PostgresStore& s) {
+    std::lock_guard lk(s.pool_mu_);
+    return s.idle_.size();
+  }
+  static int Open(PostgresStore& s) {
+    std::lock_guard lk(s.pool_mu_);
+    return s.open_;
+  }
+};
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -301,6 +317,79 @@ TEST_P(PgRestartTest, ALeaseHoldersWriteGivesUpAfterOneLeaseTtl) {
   ASSERT_TRUE(start.ok()) << start.ToString();
   EXPECT_EQ(down.code(), Code::kUnavailable) << down.ToString();
   EXPECT_EQ(store_->Events(id, 0)->size(), 0u);
+}
+
+// A store of one pooled connection on the test's schema, waiting at most
+// `pool_timeout` for it.
+std::unique_ptr<PostgresStore> OnePooledConnection(const std::string& url,
+                                                   std::chrono::milliseconds pool_timeout) {
+  PostgresStoreOptions o;
+  o.pool_size = 1;
+  o.pool_timeout = pool_timeout;
+  o.lock_heartbeat = false;
+  auto s = PostgresStore::Open(url, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// With every connection held (a stuck statement), a call does not wait
+// forever: it fails kUnavailable (503 with Retry-After from the server)
+// naming the pool and the wait, and works again once one is free.
+TEST_P(PgStoreTest, ACallFailsUnavailableWhenNoConnectionFreesUpInTime) {
+  std::string id = NewSession();
+  auto store = OnePooledConnection(pg_url(), std::chrono::milliseconds(50));
+  ASSERT_NE(store, nullptr);
+  auto held = PgPoolTestPeer::Checkout(*store);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+
+  auto waited = store->GetSession(id);
+  ASSERT_FALSE(waited.ok());
+  EXPECT_EQ(waited.status().code(), Code::kUnavailable) << waited.status().ToString();
+  EXPECT_THAT(waited.status().message(), HasSubstr("no free connection"));
+  EXPECT_THAT(waited.status().message(), HasSubstr("all 1 stayed in use for 50 ms"));
+  EXPECT_THAT(waited.status().message(), HasSubstr("store.pool_timeout_ms"));
+
+  PgPoolTestPeer::Return(*store, std::move(*held));
+  auto got = store->GetSession(id);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->id, id);
+}
+
+// A connection that comes back broken is closed, not kept idle, and a call
+// waiting for a connection is woken by its closing and connects anew.
+TEST_P(PgStoreTest, ABrokenConnectionIsClosedAndWakesAWaiter) {
+  std::string id = NewSession();
+  // Long enough that only the wake-up, never the timeout, ends the wait.
+  auto store = OnePooledConnection(pg_url(), std::chrono::minutes(5));
+  ASSERT_NE(store, nullptr);
+  auto held = PgPoolTestPeer::Checkout(*store);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_FALSE((*held)->Exec("SELECT pg_terminate_backend(pg_backend_pid())").ok());
+  ASSERT_FALSE((*held)->healthy());
+
+  std::promise<Result<SessionInfo>> waited;
+  std::thread waiter([&] { waited.set_value(store->GetSession(id)); });
+  PgPoolTestPeer::Return(*store, std::move(*held));
+  waiter.join();
+  auto got = waited.get_future().get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->id, id);
+  // Only the waiter's new connection is in the pool.
+  EXPECT_EQ(PgPoolTestPeer::Open(*store), 1);
+  EXPECT_EQ(PgPoolTestPeer::Idle(*store), 1u);
+}
+
+// The same without a waiter: the broken connection is not put back idle.
+TEST_P(PgStoreTest, ABrokenConnectionIsNotPutBackIdle) {
+  auto store = OnePooledConnection(pg_url(), std::chrono::minutes(5));
+  ASSERT_NE(store, nullptr);
+  auto held = PgPoolTestPeer::Checkout(*store);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_FALSE((*held)->Exec("SELECT pg_terminate_backend(pg_backend_pid())").ok());
+  ASSERT_FALSE((*held)->healthy());
+  PgPoolTestPeer::Return(*store, std::move(*held));
+  EXPECT_EQ(PgPoolTestPeer::Idle(*store), 0u);
+  EXPECT_EQ(PgPoolTestPeer::Open(*store), 0);
 }
 
 }  // namespace

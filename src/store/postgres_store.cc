@@ -174,6 +174,9 @@ Result<int> ApplyPgMigrations(PgConn& c, std::span<const PgMigration> migrations
 PostgresStore::PostgresStore(std::string url, PostgresStoreOptions options)
     : url_(std::move(url)), options_(std::move(options)), host_(HostName()) {
   if (options_.pool_size < 1) options_.pool_size = 1;
+  if (options_.pool_timeout <= std::chrono::milliseconds::zero()) {
+    options_.pool_timeout = options_.lock_ttl;
+  }
 }
 
 PostgresStore::~PostgresStore() {
@@ -189,7 +192,15 @@ Result<std::unique_ptr<PgConn>> PostgresStore::Checkout() {
   uint64_t generation = 0;
   {
     std::unique_lock lk(pool_mu_);
-    pool_cv_.wait(lk, [&] { return !idle_.empty() || open_ < options_.pool_size; });
+    // Bounded: with every connection held by a stuck statement, a caller
+    // (a server worker thread) gets an error to answer with, not a hang.
+    if (!pool_cv_.wait_for(lk, options_.pool_timeout,
+                           [&] { return !idle_.empty() || open_ < options_.pool_size; })) {
+      return Unavailable("no free connection in the PostgreSQL store's pool: all " +
+                         std::to_string(options_.pool_size) + " stayed in use for " +
+                         std::to_string(options_.pool_timeout.count()) +
+                         " ms (store.pool_timeout_ms); try again later");
+    }
     if (!idle_.empty()) {
       std::unique_ptr<PgConn> c = std::move(idle_.front());
       idle_.pop_front();

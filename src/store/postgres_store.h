@@ -180,7 +180,11 @@ class PostgresStore final : public SessionStore {
   // before it stale: the idle ones are closed at once and the ones in use
   // when they come back, so after a server restart the next calls connect
   // anew instead of each finding another dead pooled connection.
+  // Checkout waits at most options_.pool_timeout for a free connection,
+  // then fails kUnavailable naming the pool size and the wait. Return wakes
+  // the waiters whether the connection goes back idle or is closed.
   class Lease;
+  friend class PgPoolTestPeer;  // pg_store_test.cc holds connections directly
   Result<std::unique_ptr<PgConn>> Checkout();
   void Return(std::unique_ptr<PgConn> conn);
 
