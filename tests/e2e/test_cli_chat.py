@@ -127,6 +127,10 @@ class ResumePickerTest(CliTestCase):
         self.assert_code(first, 5)
         newest = self.json_result(second)["session_id"]
         oldest = self.json_result(first)["session_id"]
+        # A bare chat leaves a session with no turn: the picker leaves it out.
+        bare = self.run_cli("chat", "--provider", "script", "--script", DEMO_SCRIPT, "-C",
+                            self.ws, stdin="/exit\n")
+        self.assert_code(bare, 0)
         master, slave = pty.openpty()
         try:
             proc = subprocess.Popen(
@@ -148,6 +152,7 @@ class ResumePickerTest(CliTestCase):
                 os.close(slave)
         self.assertEqual(proc.returncode, 0, out + err)
         self.assertIn("1) ", err)
+        self.assertNotIn("(untitled)", err)
         self.assertIn(newest[:8], err)
         self.assertIn("› first task", err)  # the picked session's conversation
         decided = [e for e in self.export(oldest) if e["type"] == "decision" and e["by"] == "cli"]
