@@ -1614,10 +1614,21 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
         ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
     cfg.context_window = limits.context_window;
     cfg.max_output_tokens = limits.max_output_tokens;
-    // Said once per session object for a model the table does not know.
+    // Said once per session for a model the table does not know: not again
+    // by this object, nor by another process (an approval, a resume) whose
+    // log already holds the same notice.
     if (!limits.known && IsRemoteProvider(options_.provider) &&
         warned_limits_for_ != options_.model) {
-      cfg.start_notice = UnknownModelNotice(options_.model, limits);
+      std::string notice = UnknownModelNotice(options_.model, limits);
+      EventQuery notices;
+      notices.types = {std::string(EventTypeName(EventType::kNotice))};
+      AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> said,
+                          engine_.store().QueryEvents(info_.id, notices));
+      const bool already = std::any_of(said.begin(), said.end(), [&](const StoredEvent& e) {
+        Result<Json> j = ParseJson(e.json);
+        return j.ok() && j->is_object() && j->value("text", std::string()) == notice;
+      });
+      if (!already) cfg.start_notice = std::move(notice);
       warned_limits_for_ = options_.model;
     }
   }
