@@ -266,15 +266,72 @@ int CmdRun(const CommandEnv& e) {
 
 // ------------------------------------------------------------- resume ----
 
+// What `sessions list` and the resume picker tell of a session, from the
+// newest turn boundary of its log (one indexed query, not a load).
+struct ListedSession {
+  SessionInfo info;
+  // "running" (its newest turn began and has not ended: running, or its
+  // process stopped mid-turn), "awaiting_approval", "awaiting_answer",
+  // "failed", or "idle"; "" for a session with no turn.
+  std::string status;
+};
+
+Result<ListedSession> DescribeListedSession(SessionStore& store, SessionInfo info) {
+  ListedSession out{std::move(info), ""};
+  AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> boundary,
+                      store.QueryEvents(out.info.id, NewestTurnBoundary()));
+  if (boundary.empty()) return out;
+  if (boundary[0].type == "turn_begin") {
+    out.status = "running";
+    return out;
+  }
+  Result<Json> end = ParseJson(boundary[0].json);
+  const std::string stop =
+      end.ok() && end->is_object() ? end->value("stop", std::string()) : std::string();
+  if (stop == StopReasonName(StopReason::kPendingApproval)) {
+    out.status = "awaiting_approval";
+  } else if (stop == StopReasonName(StopReason::kPendingQuestion)) {
+    out.status = "awaiting_answer";
+  } else if (stop == StopReasonName(StopReason::kFailed)) {
+    out.status = "failed";
+  } else {
+    out.status = "idle";
+  }
+  return out;
+}
+
+// The sessions worth listing, newest first, at most `limit` (<= 0: all): a
+// session with no turn (a bare `chat`, or one left by `/clear`) and a
+// subagent's child (listed under its parent by `sessions show --tree`) are
+// left out unless `everything`.
+Result<std::vector<ListedSession>> ListTopSessions(SessionStore& store,
+                                                   std::optional<std::filesystem::path> workspace,
+                                                   int limit, bool everything) {
+  SessionListOptions opts;
+  opts.limit = 0;
+  opts.workspace = std::move(workspace);
+  AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> infos, store.ListSessions(opts));
+  std::vector<ListedSession> out;
+  for (SessionInfo& info : infos) {
+    if (limit > 0 && out.size() >= static_cast<size_t>(limit)) break;
+    if (!everything && !info.parent_id.empty()) continue;
+    AL_ASSIGN_OR_RETURN(ListedSession listed, DescribeListedSession(store, std::move(info)));
+    if (!everything && listed.status.empty()) continue;
+    out.push_back(std::move(listed));
+  }
+  return out;
+}
+
 // `resume` without an id on a terminal: the newest sessions of the
 // workspace (of every workspace with --all), numbered, and the person picks
 // one (Enter: the newest). nullopt when there is none or nothing was picked.
 Result<std::optional<std::string>> PickSession(const CommandEnv& e, SessionStore& store,
                                                const CliSettings& s) {
-  SessionListOptions opts;
-  opts.limit = 10;
-  if (!e.args.all) opts.workspace = s.workspace;
-  AL_ASSIGN_OR_RETURN(std::vector<SessionInfo> list, store.ListSessions(opts));
+  AL_ASSIGN_OR_RETURN(
+      std::vector<ListedSession> listed,
+      ListTopSessions(store, e.args.all ? std::nullopt : std::optional(s.workspace), 10, false));
+  std::vector<SessionInfo> list;
+  for (ListedSession& l : listed) list.push_back(std::move(l.info));
   if (list.empty()) {
     e.err << (e.args.all ? std::string("no sessions to resume\n")
                          : "no sessions in " + s.workspace.string() +
@@ -725,14 +782,16 @@ int CmdSessions(const CommandEnv& e) {
   const std::string& verb = e.args.positionals[0];
 
   if (verb == "list") {
-    SessionListOptions opts;
-    opts.limit = 0;
-    if (!e.args.all) opts.workspace = s->workspace;
-    Result<std::vector<SessionInfo>> list = store.ListSessions(opts);
+    Result<std::vector<ListedSession>> list = ListTopSessions(
+        store, e.args.all ? std::nullopt : std::optional(s->workspace), 0, e.args.all);
     if (!list.ok()) return Fail(e, fmt, list.error());
     if (fmt != OutputFormat::kText) {
       Json arr = Json::array();
-      for (const SessionInfo& i : *list) arr.push_back(SessionInfoJson(i));
+      for (const ListedSession& l : *list) {
+        Json j = SessionInfoJson(l.info);
+        j["status"] = l.status.empty() ? Json(nullptr) : Json(l.status);
+        arr.push_back(std::move(j));
+      }
       e.out << DumpJson(arr) << "\n";
       return kExitOk;
     }
@@ -743,19 +802,24 @@ int CmdSessions(const CommandEnv& e) {
       return kExitOk;
     }
     size_t model_width = 5;
-    for (const SessionInfo& i : *list) {
+    for (const ListedSession& l : *list) {
+      const SessionInfo& i = l.info;
       model_width = std::max(model_width, (i.model.empty() ? i.provider : i.model).size());
     }
     auto pad = [](std::string v, size_t w) {
       return v.size() < w ? v + std::string(w - v.size(), ' ') : v;
     };
-    e.out << pad("ID", (*list)[0].id.size()) << "  " << pad("UPDATED", 16) << "  "
-          << pad("COMMAND", 7) << "  " << pad("MODEL", model_width) << "  "
-          << (e.args.all ? "WORKSPACE  " : "") << "TITLE\n";
-    for (const SessionInfo& i : *list) {
-      e.out << i.id << "  " << pad(FormatTime(i.updated_at_ms), 16) << "  " << pad(i.command, 7)
+    const size_t status_width = 17;  // "awaiting_approval"
+    e.out << pad("ID", (*list)[0].info.id.size()) << "  " << pad("UPDATED", 16) << "  "
+          << pad("STATUS", status_width) << "  " << pad("COMMAND", 7) << "  "
+          << pad("MODEL", model_width) << "  " << (e.args.all ? "WORKSPACE  " : "") << "TITLE\n";
+    for (const ListedSession& l : *list) {
+      const SessionInfo& i = l.info;
+      e.out << i.id << "  " << pad(FormatTime(i.updated_at_ms), 16) << "  "
+            << pad(l.status.empty() ? "-" : l.status, status_width) << "  " << pad(i.command, 7)
             << "  " << pad(i.model.empty() ? i.provider : i.model, model_width) << "  "
-            << (e.args.all ? i.workspace.string() + "  " : "") << i.title << "\n";
+            << (e.args.all ? i.workspace.string() + "  " : "")
+            << (i.title.empty() ? "(untitled)" : i.title) << "\n";
     }
     return kExitOk;
   }

@@ -572,7 +572,11 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   }
 
   Budget budget() const override { return EffectiveBudget(); }
-  TurnCounters totals() const override { return totals_; }
+  TurnCounters totals() const override {
+    TurnCounters t = settled_totals_;
+    AddCounters(t, latest_turn_counters_);
+    return t;
+  }
 
   ToolContext MakeToolContext() const {
     ToolContext ctx;
@@ -716,7 +720,19 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   std::vector<mcp::ServerStatus> mcp_servers_;
   std::shared_ptr<const permissions::RulesPolicy> rules_policy_;
   std::string system_prompt_;
-  TurnCounters totals_;
+  static void AddCounters(TurnCounters& into, const TurnCounters& c) {
+    into.tool_calls += c.tool_calls;
+    into.tokens += c.tokens;
+    into.model_calls += c.model_calls;
+    into.usage += c.usage;
+  }
+  // totals(): the turns before the latest one run here, plus the latest
+  // turn's counters. A resumed turn reports the counters of the whole turn
+  // (those it started from included), so they replace what was counted for
+  // it rather than add to it.
+  TurnCounters settled_totals_;
+  std::string latest_turn_id_;
+  TurnCounters latest_turn_counters_;
   std::mutex notes_mu_;
   Turn* current_turn_ = nullptr;  // Guarded by notes_mu_; set while a turn runs.
 };
@@ -1599,10 +1615,21 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
         ResolveModelLimits(options_.model, options_.context_window, options_.max_output_tokens);
     cfg.context_window = limits.context_window;
     cfg.max_output_tokens = limits.max_output_tokens;
-    // Said once per session object for a model the table does not know.
+    // Said once per session for a model the table does not know: not again
+    // by this object, nor by another process (an approval, a resume) whose
+    // log already holds the same notice.
     if (!limits.known && IsRemoteProvider(options_.provider) &&
         warned_limits_for_ != options_.model) {
-      cfg.start_notice = UnknownModelNotice(options_.model, limits);
+      std::string notice = UnknownModelNotice(options_.model, limits);
+      EventQuery notices;
+      notices.types = {std::string(EventTypeName(EventType::kNotice))};
+      AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> said,
+                          engine_.store().QueryEvents(info_.id, notices));
+      const bool already = std::any_of(said.begin(), said.end(), [&](const StoredEvent& e) {
+        Result<Json> j = ParseJson(e.json);
+        return j.ok() && j->is_object() && j->value("text", std::string()) == notice;
+      });
+      if (!already) cfg.start_notice = std::move(notice);
       warned_limits_for_ = options_.model;
     }
   }
@@ -1762,10 +1789,12 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
     // A person decides the subagents' items, not the calls waiting on them.
     AL_ASSIGN_OR_RETURN(result.pending, engine_.PendingOfTree(info_.id, result.pending));
   }
-  totals_.tool_calls += result.counters.tool_calls;
-  totals_.tokens += result.counters.tokens;
-  totals_.model_calls += result.counters.model_calls;
-  totals_.usage += result.counters.usage;
+  const std::string& finished_turn = active.turn->config().turn_id;
+  if (finished_turn != latest_turn_id_) {
+    AddCounters(settled_totals_, latest_turn_counters_);
+    latest_turn_id_ = finished_turn;
+  }
+  latest_turn_counters_ = result.counters;
   if (!flushed.ok() && result.stop != StopReason::kFailed) {
     result.stop = StopReason::kFailed;
     result.reason = flushed.ToString();

@@ -250,11 +250,36 @@ class SessionsTest(CliTestCase):
         self.assertEqual(json.loads(gone.stdout), {"removed": [sid]})
         self.assert_code(self.run_cli("sessions", "show", sid), 2)
 
+    def test_list_tells_each_sessions_status_and_leaves_out_empty_ones(self):
+        done = self.run_demo()
+        paused = self.json_result(self.script_run("--output", "json"))["session_id"]
+        q = self.write("q.json", [{"tool_calls": [{"id": "q1", "name": "ask_user",
+                                                   "input": {"question": "Which?"}}]}])
+        asking = self.json_result(self.script_run("--output", "json", script=q))["session_id"]
+        # A bare chat leaves a session with no turn: not listed, --all shows it.
+        bare = self.run_cli("chat", "--provider", "script", "--script", q, "-C", self.ws,
+                            stdin="/exit\n")
+        self.assert_code(bare, 0)
+        listed = json.loads(self.run_cli("sessions", "list", "-C", self.ws, "--output",
+                                         "json").stdout)
+        status = {x["id"]: x["status"] for x in listed}
+        self.assertEqual(status, {done: "idle", paused: "awaiting_approval",
+                                  asking: "awaiting_answer"})
+        every = json.loads(self.run_cli("sessions", "list", "--all", "--output", "json").stdout)
+        self.assertEqual(len(every), 4)
+        self.assertEqual([x["status"] for x in every if x["id"] not in status], [None])
+        text = self.run_cli("sessions", "list", "-C", self.ws)
+        self.assert_code(text, 0)
+        row = [line for line in text.stdout.splitlines() if line.startswith(paused)][0]
+        self.assertRegex(row, r"^\S+ +\S+ \S+ +awaiting_approval +code ")
+        self.assertNotIn("(untitled)", text.stdout)
+        self.assertIn("(untitled)", self.run_cli("sessions", "list", "--all").stdout)
+
     def test_list_show_export_rm(self):
         sid = self.run_demo()
         ls = self.run_cli("sessions", "list", "-C", self.ws)
         self.assert_code(ls, 0)
-        self.assertRegex(ls.stdout.splitlines()[0], r"^ID +UPDATED +COMMAND +MODEL +TITLE$")
+        self.assertRegex(ls.stdout.splitlines()[0], r"^ID +UPDATED +STATUS +COMMAND +MODEL +TITLE$")
         self.assertIn(sid, ls.stdout)
         self.assertIn("fix the bug", ls.stdout)
         # Another workspace (the current directory) lists none of them; --all does.

@@ -5,6 +5,7 @@ session replays the conversation and asks the pending items right there;
 import json
 import os
 import pty
+import re
 import shutil
 import subprocess
 
@@ -40,6 +41,25 @@ class ChatPausedTest(CliTestCase):
         self.assertEqual(self.pending(), [])
         decisions = [e for e in self.export(sid) if e["type"] == "decision" and e["by"] == "cli"]
         self.assertEqual(len(decisions), 3)
+
+    def test_status_counts_a_resumed_turn_once(self):
+        r = self.paused_run()
+        sid = r["session_id"]
+        # Three pauses, each resumed in this process: the turn's counters
+        # are counted once, as its final turn_end carries them.
+        c = self.chat(sid, "y\ny\ny\n/status\n/cost\n/exit\n")
+        self.assert_code(c, 0)
+        ends = [e for e in self.export(sid) if e["type"] == "turn_end"]
+        final = ends[-1]["counters"]
+        self.assertGreater(final["tool_calls"], 1)
+        used = re.search(r"used +(\d+) tool calls?, ([\d,]+) tokens?", c.stderr)
+        self.assertIsNotNone(used, c.stderr)
+        self.assertEqual(int(used.group(1)), final["tool_calls"], c.stderr)
+        self.assertEqual(int(used.group(2).replace(",", "")), final["tokens"], c.stderr)
+        cost = re.search(r"([\d,]+) tokens \(in .*?\) in (\d+) model calls", c.stderr)
+        self.assertIsNotNone(cost, c.stderr)
+        self.assertEqual(int(cost.group(1).replace(",", "")), final["tokens"], c.stderr)
+        self.assertEqual(int(cost.group(2)), final["model_calls"], c.stderr)
 
     def test_end_of_input_at_the_prompt_leaves_the_item_pending(self):
         r = self.paused_run()
@@ -107,6 +127,10 @@ class ResumePickerTest(CliTestCase):
         self.assert_code(first, 5)
         newest = self.json_result(second)["session_id"]
         oldest = self.json_result(first)["session_id"]
+        # A bare chat leaves a session with no turn: the picker leaves it out.
+        bare = self.run_cli("chat", "--provider", "script", "--script", DEMO_SCRIPT, "-C",
+                            self.ws, stdin="/exit\n")
+        self.assert_code(bare, 0)
         master, slave = pty.openpty()
         try:
             proc = subprocess.Popen(
@@ -128,6 +152,7 @@ class ResumePickerTest(CliTestCase):
                 os.close(slave)
         self.assertEqual(proc.returncode, 0, out + err)
         self.assertIn("1) ", err)
+        self.assertNotIn("(untitled)", err)
         self.assertIn(newest[:8], err)
         self.assertIn("› first task", err)  # the picked session's conversation
         decided = [e for e in self.export(oldest) if e["type"] == "decision" and e["by"] == "cli"]

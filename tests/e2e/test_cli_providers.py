@@ -37,6 +37,36 @@ class ProviderFormatsTest(CliTestCase):
         # The last request carries the result of the second test run.
         self.assertIn("all tests passed", json.dumps(requests[-1]["body"]))
 
+    def test_an_unknown_models_window_notice_is_said_once_per_session(self):
+        script = load_demo_script()
+        script["responses"].append({"text": "Nothing more to do."})
+        server = self.server(script)
+        flags = ["--provider", "openai", "--base-url", server.base_url, "--model",
+                 "my-local-model", "--output", "json"]
+        env = self.env(OPENAI_API_KEY="sk-test")
+        p = self.run_cli("run", *flags, "-C", self.ws, "fix the bug", env=env)
+        r = self.json_result(p)
+        sid = r["session_id"]
+        # Three pauses, each approved by another process: each opens the
+        # session again and continues its turn.
+        for _ in range(5):
+            if p.returncode == 0:
+                break
+            self.assert_code(p, 5)
+            p = self.run_cli("approve", r["pending"][0]["id"], *flags, env=env)
+            r = self.json_result(p)
+        self.assertEqual(r["status"], "completed")
+        # A later turn of the same session, in another process.
+        p = self.run_cli("run", *flags, "-C", self.ws, "--session", sid, "and again", env=env)
+        self.assert_code(p, 0)
+        self.assertEqual(self.json_result(p)["final_text"], "Nothing more to do.")
+        notices = [e for e in self.export(sid) if e["type"] == "notice"
+                   and "not in the built-in table" in e.get("text", "")]
+        self.assertEqual(len(notices), 1, notices)
+        # Never a part of what the model is sent.
+        for req in server.requests():
+            self.assertNotIn("not in the built-in table", json.dumps(req["body"]))
+
     def test_openai_chat(self):
         self.check_provider("openai")
 

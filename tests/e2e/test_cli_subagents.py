@@ -106,6 +106,13 @@ class SubagentTest(CliTestCase):
         text = self.run_cli("sessions", "show", sid, "--tree")
         self.assert_code(text, 0)
         self.assertIn("  " + child, text.stdout)
+        # The child belongs under its parent: `sessions list` shows the root
+        # only, --all shows the child too.
+        listed = json.loads(self.run_cli("sessions", "list", "-C", self.ws, "--output",
+                                         "json").stdout)
+        self.assertEqual([x["id"] for x in listed], [sid])
+        every = json.loads(self.run_cli("sessions", "list", "--all", "--output", "json").stdout)
+        self.assertEqual(sorted(x["id"] for x in every), sorted([sid, child]))
 
     def test_child_that_exhausts_its_share_reports_it_and_the_parent_continues(self):
         self.define("reviewer", "REVIEWER-AGENT", "max_tool_calls: 1\n")
