@@ -146,6 +146,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     shutting_down_ = true;
     std::vector<std::shared_ptr<Transfer>> running(active_.begin(), active_.end());
     for (auto& t : running) Abort(t, Cancelled("http client shut down"));
+    // A transfer still unfinished is now held only by its pending handlers,
+    // which end it when they run. If its io_context is stopped and destroyed
+    // instead, they are destroyed unrun, and with them the transfer: the set
+    // must not keep it (and through it this core) alive.
+    active_.clear();
     pool_.CloseAll();
     std::vector<std::shared_ptr<Waiter>> waiting(waiters_.begin(), waiters_.end());
     for (auto& w : waiting) CancelWaiter(w);

@@ -1431,5 +1431,37 @@ TEST(HttpClient, LoopbackAndNoProxyBypassTheProxy) {
   EXPECT_FALSE(HttpProxyBypassed("api.openai.com", ""));
 }
 
+// A client on the caller's io_context, destroyed on that thread while a
+// transfer still waits for its answer, after which the io_context stops and
+// is destroyed without running again (a server's shutdown): nothing of the
+// transfer is left behind (its handler, held by the transfer, is freed).
+TEST(HttpClient, DestroyedMidTransferWithItsLoopEndedLeavesNothingBehind) {
+  std::weak_ptr<Buffer> handler_alive;
+  {
+    auto io = std::make_unique<boost::asio::io_context>();
+    boost::asio::ip::tcp::acceptor acceptor(*io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    boost::asio::ip::tcp::socket held(*io);  // accepts, never answers
+    bool accepted = false;
+    acceptor.async_accept(held, [&](boost::system::error_code ec) { accepted = !ec; });
+    HttpClientOptions o;
+    o.io_context = io.get();
+    std::shared_ptr<HttpClient> client = HttpClient::Create(std::move(o));
+    HttpRequest req;
+    req.url = "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "/";
+    req.connect_timeout = std::chrono::milliseconds(30000);
+    req.idle_timeout = std::chrono::milliseconds(30000);
+    auto handler = std::make_shared<Buffer>();
+    handler_alive = handler;
+    client->Start(std::move(req), std::move(handler), [](Status) {});
+    while (!accepted) ASSERT_GT(io->run_one(), 0u);
+    boost::asio::post(*io, [&] {
+      client.reset();
+      io->stop();
+    });
+    io->run();
+  }
+  EXPECT_TRUE(handler_alive.expired());
+}
+
 }  // namespace
 }  // namespace agentloop
