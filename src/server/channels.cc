@@ -60,6 +60,12 @@ ChannelSender::~ChannelSender() {
 
 void ChannelSender::Stop() { impl_->stopped = true; }
 
+void ChannelSender::AbortTransfers() {
+  Stop();
+  // Destroyed on the io thread, the client aborts its transfers at once.
+  impl_->http.reset();
+}
+
 namespace {
 
 // Collects a response's status and (bounded) body.

@@ -97,6 +97,9 @@ class ChannelSender {
   void PostJson(const std::string& url, const std::string& json, std::function<void(Status)> done);
   // Ends: later callbacks are dropped.
   void Stop();
+  // Stops and shuts the HTTP client down (io thread): transfers still
+  // running end now, so none outlives the server.
+  void AbortTransfers();
 
  private:
   struct Impl;

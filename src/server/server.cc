@@ -3376,9 +3376,14 @@ class ServerImpl final : public Server {
     if (!any) return o;
     HttpClientOptions http_options;
     http_options.io_context = &io_;
-    std::shared_ptr<HttpClient> http = HttpClient::Create(std::move(http_options));
-    o.post = [http](const std::string& url, const permissions::HttpHeaders& headers,
-                    const std::string& body, std::function<void(Status)> done) {
+    notify_http_ = HttpClient::Create(std::move(http_options));
+    // Weak: a transfer's callback holds the notifier's options, which must
+    // not keep the client (and so the transfer) alive.
+    o.post = [weak = std::weak_ptr<HttpClient>(notify_http_)](
+                 const std::string& url, const permissions::HttpHeaders& headers,
+                 const std::string& body, std::function<void(Status)> done) {
+      std::shared_ptr<HttpClient> http = weak.lock();
+      if (!http) return done(Cancelled("the server is shutting down"));
       struct StatusOnly final : HttpStreamHandler {
         long status = 0;
         Status OnHead(long s, const HttpHeaders&) override {
@@ -3945,6 +3950,12 @@ class ServerImpl final : public Server {
     if (!subscribers_.empty()) return;  // their final frames are being written
     if (stop_posted_) return;
     stop_posted_ = true;
+    // Deliveries still running are abandoned (the outbox keeps them for the
+    // next start); their HTTP clients end here, on the io thread, so no
+    // transfer is left behind holding what it would have called.
+    notifier_.Stop();
+    notify_http_.reset();
+    channels_.AbortTransfers();
     asio::post(blocking_, [&io = io_, finished = finished_] {
       asio::post(io, [&io, finished] {
         finished->store(true);
@@ -3963,6 +3974,9 @@ class ServerImpl final : public Server {
   // Compactions (POST /v1/sessions/{id}/compact), each a blocking model
   // call: kept off `blocking_`. More compactions than threads queue.
   asio::thread_pool compactions_{2};
+  // The webhooks' HTTP client (NotifierOptionsFor; null without webhooks).
+  // Declared before notifier_, whose options make it.
+  std::shared_ptr<HttpClient> notify_http_;
   Notifier notifier_;
   ChannelSender channels_;  // email and Slack (channels.h)
   // Slack signing secrets with the agent each belongs to.
