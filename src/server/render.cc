@@ -194,33 +194,6 @@ std::string HeaderValue(std::string_view text, size_t name_len) {
   return out;
 }
 
-std::string HtmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
-
 std::string BuildEmail(const NotificationView& v, const EmailEnvelope& e) {
   // --- text ---
   std::string text = Heading(v) + ".\n\n";

@@ -52,7 +52,6 @@ std::string EmailSubject(const NotificationView& v);
 // folded so no line exceeds 78 characters. `name_len`: the header name's
 // length with ": ", for the first line.
 std::string HeaderValue(std::string_view text, size_t name_len);
-std::string HtmlEscape(std::string_view text);
 // The whole message (CRLF line ends): Date, From, To, Subject,
 // Message-ID, MIME-Version, Auto-Submitted, and a multipart/alternative
 // body of a text/plain and a text/html part (UTF-8, base64).
