@@ -15,6 +15,7 @@
 #include "engine/options_from_config.h"
 #include "server/secrets.h"
 #include "server/server.h"
+#include "server/tool_isolation.h"
 #include "settings.h"
 
 namespace agentloop::cli {
@@ -274,6 +275,8 @@ int CmdServe(const CommandEnv& e) {
     ForServing(spec.options);
     so.agents.push_back(std::move(spec));
   }
+  // Several tenants: their tools must not run where they can read each other.
+  if (Status isolated = server::CheckToolIsolation(so); !isolated.ok()) return fail(isolated);
 
   // One io_context for the server and every model stream (run by Run on
   // this thread); declared before the engine, which must not outlive it.

@@ -142,6 +142,7 @@ Result<CliSettings> LoadSettings(const CliArgs& args, const CliContext& ctx) {
     AL_ASSIGN_OR_RETURN(s.session, engine::SessionOptionsFromConfig(s.loaded.config, s.workspace,
                                                                     MappingContextFor(ctx),
                                                                     &s.provider_configured));
+    s.session.subagents.workspace_trusted = s.loaded.workspace_trusted;
   }
   s.output = s.loaded.config.output.value;
   if (args.session) s.session.session_id = *args.session;

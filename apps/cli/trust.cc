@@ -34,6 +34,41 @@ int TrustError(const CommandEnv& e, bool json, const Status& s) {
   return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailed;
 }
 
+// The workspace's MCP servers none of whose words (program, arguments)
+// names a file of the workspace: they run a program from elsewhere
+// (`npx -y pkg`, an absolute path), whose content trust does not pin.
+// "NAME: command args" each.
+std::vector<std::string> ProgramsNotCovered(const fs::path& dir, const ConfigSources& trusted) {
+  std::vector<std::string> out;
+  Result<LoadedConfig> after = LoadConfig(trusted);
+  if (!after.ok()) return out;
+  const std::string config_file = WorkspaceConfigPath(dir).string();
+  const std::string mcp_file = ProjectMcpJsonPath(dir).string();
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) return out;
+  auto in_workspace = [&](const std::string& word) {
+    fs::path p(word);
+    if (p.is_relative()) p = root / p;
+    std::error_code e2;
+    const fs::path real = fs::canonical(p, e2);
+    if (e2 || !fs::is_regular_file(real, e2)) return false;
+    const fs::path rel = real.lexically_relative(root);
+    return !rel.empty() && *rel.begin() != "..";
+  };
+  for (const McpServerSpec& m : after->config.mcp_servers) {
+    const bool of_workspace = m.source.starts_with(config_file) || m.source.starts_with(mcp_file);
+    if (!of_workspace || m.command.empty()) continue;
+    bool covered = in_workspace(m.command);
+    for (const std::string& a : m.args) covered = covered || in_workspace(a);
+    if (covered) continue;
+    std::string line = m.name + ": " + m.command;
+    for (const std::string& a : m.args) line += " " + a;
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
 }  // namespace
 
 int CmdTrust(const CommandEnv& e) {
@@ -99,9 +134,13 @@ int CmdTrust(const CommandEnv& e) {
   };
   const std::vector<std::string> covered =
       NamedWorkspaceFiles(dir, text_of(WorkspaceConfigPath(dir)), text_of(ProjectMcpJsonPath(dir)));
+  ConfigSources trusted = sources;
+  trusted.trust_store = store;
+  const std::vector<std::string> not_covered = ProgramsNotCovered(dir, trusted);
   if (json) {
     Json j = RecordJson(*rec);
     j["covered_files"] = covered;
+    j["programs_not_covered"] = not_covered;
     Json keys = Json::array();
     if (before.ok()) {
       for (const IgnoredSetting& i : before->ignored) keys.push_back(i.key);
@@ -122,6 +161,11 @@ int CmdTrust(const CommandEnv& e) {
     e.err << "the trust also covers these files it names (a change to one makes it untrusted "
              "again); what they load in turn is not covered:\n";
     for (const std::string& f : covered) e.err << "  " << f << "\n";
+  }
+  if (!not_covered.empty()) {
+    e.err << "not covered: these MCP servers run a program from outside the workspace, whose "
+             "content can change without ending the trust:\n";
+    for (const std::string& f : not_covered) e.err << "  " << f << "\n";
   }
   if (before.ok() && !before->ignored.empty()) {
     e.err << "now applied:\n";

@@ -255,6 +255,12 @@ struct SessionOptions {
     // The server agent whose `subagents/` folder holds the tree's
     // definitions (a root session: its own `agent`).
     std::string home_agent;
+    // The person trusted the workspace (`agentloop trust`, unchanged since):
+    // a definition in `<workspace>/.agentloop/agents` is used as written.
+    // Otherwise, like a repository's system prompt file, its body is not
+    // the child's system prompt: the child gets it as data before its task.
+    // Read on every open (not pinned); a child inherits it.
+    bool workspace_trusted = false;
   } subagents;
 
   // MCP servers whose tools the session offers (docs/mcp.md). Started when

@@ -146,6 +146,12 @@ struct ToolSpec {
   // call instead of running it, unless the policy proved it read-only
   // (PolicyVerdict::read_only).
   std::string confinement_unavailable = {};
+  // Every call changes what later sessions are told or allowed (the
+  // learning tools' memories and skills, read into every later session's
+  // system prompt): the permission policy asks a person about each call,
+  // whatever the rules say (also under `*`), and an approval "for this
+  // session" does not carry over, as for a write to a protected path.
+  bool always_ask = false;
 
   // What the permission rules see of a call. Permissions read these, never
   // the tool's name, so a tool of an embedder gets path rules

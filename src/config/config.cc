@@ -959,6 +959,10 @@ Result<LoadedConfig> LoadConfig(const ConfigSources& sources) {
                                     : WorkspaceTrust::kChanged;
         }
       }
+      out.workspace_trusted = out.workspace_trust == WorkspaceTrust::kTrusted;
+    } else if (sources.trust_store) {
+      Result<std::optional<TrustRecord>> rec = FindTrust(*sources.trust_store, sources.workspace);
+      out.workspace_trusted = rec.ok() && *rec && !(*rec)->config_sha256;
     }
     if (mcp_text) {
       // Before the workspace's own file: a [mcp_servers.NAME] there replaces

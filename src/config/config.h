@@ -348,6 +348,11 @@ struct LoadedConfig {
   std::vector<std::string> warnings;
   std::vector<std::filesystem::path> files;  // the files that existed and were read
   WorkspaceTrust workspace_trust = WorkspaceTrust::kNoFile;
+  // The person trusted the workspace as it is now: kTrusted, or a trust
+  // recorded while it had neither file, and it still has neither. What else
+  // the workspace defines for the engine (its subagents) is used as written
+  // only then.
+  bool workspace_trusted = false;
   // WorkspaceTrustHash of the workspace file and .mcp.json as read; empty
   // without either.
   std::string workspace_sha256;

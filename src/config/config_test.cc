@@ -612,6 +612,39 @@ TEST_F(ConfigTest, TrustedWorkspaceIsReadInFullUntilItChanges) {
   EXPECT_FALSE(*revoked);
 }
 
+// workspace_trusted: the person trusted the workspace as it is now, also
+// one without a config file; never one that changed or was never trusted.
+TEST_F(ConfigTest, WorkspaceTrustedOnlyWhileTheTrustHolds) {
+  ConfigSources s = Sources();
+  s.trust_store = TrustStorePath(root_ / "data");
+  WriteWorkspace("[provider]\nmodel = \"m\"\n");
+  auto c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->workspace_trusted);
+  ASSERT_TRUE(TrustWorkspace(*s.trust_store, workspace_, 1).ok());
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->workspace_trusted);
+  WriteWorkspace("[provider]\nmodel = \"n\"\n");
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->workspace_trusted);
+  // Neither file: trusted only with a record made while it had none.
+  std::filesystem::remove(WorkspaceConfigPath(workspace_));
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->workspace_trusted);
+  ASSERT_TRUE(TrustWorkspace(*s.trust_store, workspace_, 2).ok());
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->workspace_trust, WorkspaceTrust::kNoFile);
+  EXPECT_TRUE(c->workspace_trusted);
+  s.trust_store.reset();
+  c = LoadConfig(s);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->workspace_trusted);
+}
+
 TEST_F(ConfigTest, TrustWithoutAConfigFileDoesNotCoverOneAddedLater) {
   std::filesystem::remove(WorkspaceConfigPath(workspace_));
   const std::filesystem::path store = TrustStorePath(root_ / "data");

@@ -305,6 +305,7 @@ Result<AgentSettings> AgentSessionOptions(const AgentDefinition& agent, ConfigSo
   mctx.prompt_roots.push_back(agent.dir);
   AL_ASSIGN_OR_RETURN(out.session, SessionOptionsFromConfig(out.loaded.config, out.workspace, mctx,
                                                             &out.provider_configured));
+  out.session.subagents.workspace_trusted = out.loaded.workspace_trusted;
   return out;
 }
 

@@ -1340,6 +1340,10 @@ void SessionImpl::AddSubagentTools(const engine::WiringContext& ctx) {
   engine::SubagentCatalog catalog = engine::LoadSubagents(
       ctx.config_dir, child ? sa.home_agent : info_.agent, options_.workspace);
   for (std::string& w : catalog.warnings) warnings_.push_back(std::move(w));
+  if (!child) {
+    std::string w = engine::UntrustedSubagentsWarning(catalog, sa.workspace_trusted);
+    if (!w.empty()) warnings_.push_back(std::move(w));
+  }
   auto offered = [&](const std::string& name) {
     if (!child) return true;
     if (!sa.tools) return false;
@@ -1403,8 +1407,11 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   child.overrides = SettingsOverrides{};
   child.metadata = nullptr;
   child.title = req.prompt.substr(0, req.prompt.find('\n'));
-  child.system_prompt = def.system_prompt;
-  child.system_prompt_source = def.file.string();
+  const bool trusted = options_.subagents.workspace_trusted;
+  if (engine::SubagentBodyIsSystemPrompt(def, trusted)) {
+    child.system_prompt = def.system_prompt;
+    child.system_prompt_source = def.file.string();
+  }
   if (!def.model.empty()) child.model = def.model;
   // Plan mode passes on: a read-only caller's child is read-only too.
   child.command =
@@ -1445,7 +1452,8 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   engine::SubagentRun run;
   run.session_id = session->id();
   if (req.on_started) req.on_started(run.session_id);
-  AL_ASSIGN_OR_RETURN(run.result, session->Run(req.prompt, SessionCallbacks{}, stop));
+  AL_ASSIGN_OR_RETURN(run.result, session->Run(engine::SubagentTask(def, trusted, req.prompt),
+                                               SessionCallbacks{}, stop));
   return run;
 }
 

@@ -155,4 +155,19 @@ std::optional<std::vector<std::string>> ChildTools(
 // running `parent_command`.
 bool SubagentIsReadOnly(const SubagentDefinition& def, CommandKind parent_command);
 
+// Whether the definition's body is its child's system prompt: always, but
+// for a definition of the workspace (`.agentloop/agents`) that the person
+// has not trusted (SessionOptions::Subagents::workspace_trusted), which is
+// untrusted like the workspace's system prompt file.
+bool SubagentBodyIsSystemPrompt(const SubagentDefinition& def, bool workspace_trusted);
+
+// The first message of a child of `def`: `task`, after the definition's body
+// as data when that body is not the child's system prompt.
+std::string SubagentTask(const SubagentDefinition& def, bool workspace_trusted,
+                         std::string_view task);
+
+// The warning a session gives once when the untrusted workspace defines
+// subagents (their bodies used as data); empty when none is untrusted.
+std::string UntrustedSubagentsWarning(const SubagentCatalog& catalog, bool workspace_trusted);
+
 }  // namespace agentloop::engine

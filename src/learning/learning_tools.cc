@@ -103,6 +103,7 @@ class MemorySaveTool : public LearningTool {
                           {"properties", props},
                           {"required", {"name", "type", "description", "body"}}};
     s.mutates = true;
+    s.always_ask = true;  // later sessions read what it writes
     s.parallel_safe = false;
     return s;
   }
@@ -236,6 +237,7 @@ class MemoryDeleteTool : public LearningTool {
     props["scope"] = ScopeSchema("Which scope to delete from");
     s.input_schema = Json{{"type", "object"}, {"properties", props}, {"required", {"name"}}};
     s.mutates = true;
+    s.always_ask = true;  // later sessions read what it writes
     s.parallel_safe = false;
     return s;
   }
@@ -339,6 +341,7 @@ class SynthesizeSkillTool : public LearningTool {
     s.input_schema = Json{
         {"type", "object"}, {"properties", props}, {"required", {"name", "description", "body"}}};
     s.mutates = true;
+    s.always_ask = true;  // later sessions read what it writes
     s.parallel_safe = false;
     return s;
   }

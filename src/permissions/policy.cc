@@ -110,6 +110,11 @@ PolicyVerdict RulesPolicy::Evaluate(const ToolSpec& spec, const Json& args) cons
 
 std::optional<std::string> RulesPolicy::ProtectedReason(const ToolSpec& spec,
                                                         const CallSubject& subject) const {
+  if (spec.always_ask) {
+    return "'" + spec.name +
+           "' changes the memories or skills later sessions are given, which could widen what "
+           "the agent does in them: always asked";
+  }
   if (subject.kind == RulePatternKind::kCommand) {
     // Read as text first: a line the shell reader does not understand can
     // still be allowed by a rule without a pattern (`bash`, `*`).

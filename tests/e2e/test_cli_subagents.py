@@ -56,6 +56,53 @@ class SubagentTest(CliTestCase):
                     out.append(b)
         return out
 
+    def first_user_text(self, sid):
+        for e in self.export(sid):
+            if e["type"] == "message" and e["message"]["role"] == "user":
+                return "".join(b.get("text", "") for b in e["message"]["content"])
+        return ""
+
+    def workspace_definition(self):
+        d = os.path.join(self.ws, ".agentloop", "agents")
+        os.makedirs(d)
+        with open(os.path.join(d, "scout.md"), "w", encoding="utf-8") as f:
+            f.write(definition("scout", "SCOUT-AGENT", "tools: [read]\n"))
+
+    def test_an_untrusted_workspaces_definition_is_data_not_the_childs_system_prompt(self):
+        self.workspace_definition()
+        # The child's system prompt is the caller's (the built-in one), not
+        # the definition's body: otherwise no item matches its request.
+        p = self.run_script([
+            {"match": "agent__scout",
+             "tool_calls": [{"id": "c1", "name": "agent__scout", "input": {"task": "look"}}]},
+            {"match": ROOT, "text": "looked"},
+            {"match": "agent__scout", "text": "done"},
+        ])
+        self.assert_code(p, 0)
+        self.assertEqual(p.stderr.count("the workspace is not trusted"), 1, p.stderr)
+        self.assertIn("scout", p.stderr)
+        r = self.json_result(p)
+        child = self.events(r["session_id"], "subagent_started")[0]["child_session_id"]
+        text = self.first_user_text(child)
+        self.assertIn("<untrusted-definition>", text)
+        self.assertIn("You are SCOUT-AGENT", text)
+        self.assertTrue(text.endswith("look"), text)
+
+    def test_a_trusted_workspaces_definition_is_the_childs_system_prompt(self):
+        self.workspace_definition()
+        self.assert_code(self.run_cli("trust", self.ws), 0)
+        p = self.run_script([
+            {"match": "agent__scout",
+             "tool_calls": [{"id": "c1", "name": "agent__scout", "input": {"task": "look"}}]},
+            {"match": "SCOUT-AGENT", "text": "looked"},
+            {"match": "agent__scout", "text": "done"},
+        ])
+        self.assert_code(p, 0)
+        self.assertNotIn("not trusted", p.stderr)
+        r = self.json_result(p)
+        child = self.events(r["session_id"], "subagent_started")[0]["child_session_id"]
+        self.assertNotIn("untrusted-definition", self.first_user_text(child))
+
     def test_child_answers_and_its_usage_is_charged_to_the_parent(self):
         self.define("reviewer", "REVIEWER-AGENT", "tools: [read, grep]\n")
         p = self.run_script([

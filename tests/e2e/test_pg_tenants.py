@@ -12,6 +12,8 @@ from e2e_util import TIMEOUT
 from pg_cluster import PgServeCase
 
 ACME, OTHER = "tok-acme", "tok-other"
+# Two tenants: the agent's tools must run in a sandbox (docs/security.md).
+SANDBOXED = '\n[tools]\nsandbox = "workspace-write"\n'
 
 
 def grant(token, tenant):
@@ -40,7 +42,8 @@ class TenantsTest(PgServeCase):
                              "input": {"file_path": "mine.txt", "content": "acme\n"}}]},
             {"text": "wrote mine.txt"},
         ]})
-        self.write_agent(model.base_url, tokens=[grant(ACME, "acme"), grant(OTHER, "other")])
+        self.write_agent(model.base_url, tokens=[grant(ACME, "acme"), grant(OTHER, "other")],
+                         extra=SANDBOXED)
         _, a = self.serve_pg()
         _, b = self.serve_pg()
         status, s = self.call_as(a, ACME, "POST", "/v1/sessions", {"agent": "writer"})
