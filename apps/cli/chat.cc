@@ -178,7 +178,10 @@ struct ChatState {
         engine(std::move(eng)),
         printer(settings.output, e.out, e.err, ChatStyle(e, settings)),
         approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
-        console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {}
+        console(
+            e.in, e.err, e.ctx.stdin_tty, approvals,
+            ConsoleOptions(e.ctx, engine.get(), &settings.session, StyleFor(e.args, e.ctx).color)) {
+  }
 
   std::string Model() const {
     if (!settings.session.model.empty()) return settings.session.model;

@@ -75,7 +75,7 @@ std::string FormatReplacement(const Json& args, bool color, size_t max_lines) {
   size_t shown = 0, total = 0;
   for (std::string_view line : Split(diff, '\n')) {
     if (line.empty() || line.starts_with("--- ") || line.starts_with("+++ ") ||
-        line.starts_with("@@ ")) {
+        line.starts_with("@@ ") || line.starts_with("\\ ")) {
       continue;
     }
     if (++total > max_lines) continue;
@@ -163,10 +163,15 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
        << (is_terminal_ ? kBold : "") << "Permission needed: " << tool
        << (is_terminal_ ? kReset : "") << "\n";
   if (!request.reason.empty()) out_ << "reason: " << request.reason << "\n";
-  std::string replacement = FormatReplacement(request.call.input, is_terminal_);
-  out_ << "arguments:\n"
-       << (replacement.empty() ? FormatArguments(request.call.input, options_.max_value_chars)
-                               : replacement);
+  std::string described = options_.describe ? options_.describe(request) : std::string();
+  if (!described.empty()) {
+    out_ << described;
+  } else {
+    std::string replacement = FormatReplacement(request.call.input, is_terminal_);
+    out_ << "arguments:\n"
+         << (replacement.empty() ? FormatArguments(request.call.input, options_.max_value_chars)
+                                 : replacement);
+  }
   int invalid = 0;
   while (true) {
     out_ << "Allow? [y] once, [a] for this session, [n] deny, [e] edit arguments: ";

@@ -44,7 +44,8 @@ std::string PickOption(std::string answer, const std::vector<std::string>& optio
 // The arguments of an edit-like call (string `old_string` and `new_string`)
 // for a person: the other arguments as FormatArguments shows them, then the
 // replacement as removed and added lines (coloured with `color`, at most
-// `max_lines` of them). Empty when `args` is not such a call.
+// `max_lines` of them). The strings are fragments, not files: a missing
+// final newline is not marked. Empty when `args` is not such a call.
 std::string FormatReplacement(const Json& args, bool color, size_t max_lines = 80);
 
 // The reason of the console's denial when its input ended before an answer
@@ -60,6 +61,10 @@ class ConsoleApprover final : public Approver {
     // returns the edited text, or an error saying why it could not; unset:
     // `e` reads one line of JSON instead.
     std::function<Result<std::string>(const std::string&)> edit_text;
+    // What the call would do, shown in place of its arguments (the CLI
+    // shows the change a write or edit would make to the file as a diff);
+    // unset, or an empty answer: the arguments are shown.
+    std::function<std::string(const ApprovalRequest&)> describe;
   };
 
   // `in`/`out` must outlive the approver. `approvals` (may be null) records
@@ -80,7 +85,8 @@ class ConsoleApprover final : public Approver {
   //   e  edit the arguments: in the editor (Options::edit_text), else as one
   //      line of JSON; the result must be an object that satisfies the
   //      tool's schema; errors re-prompt, an empty line goes back
-  // An edit-like call's old_string/new_string are shown as the lines they
+  // What Options::describe says of the call comes first; without it, an
+  // edit-like call's old_string/new_string are shown as the lines they
   // remove and add (FormatReplacement).
   // Questions (kind kQuestion): prints the question and numbered options and
   // reads an answer line (a number picks an option); returns kAllow with

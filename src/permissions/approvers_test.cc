@@ -165,6 +165,28 @@ TEST(ConsoleApproverTest, AnEditIsShownAsTheLinesItRemovesAndAdds) {
   EXPECT_EQ(FormatReplacement(Json{{"command", "ls"}}, false), "");
 }
 
+// old_string and new_string are fragments of a file: their lack of a final
+// newline says nothing about the file.
+TEST(ConsoleApproverTest, AReplacementHasNoNoNewlineMarker) {
+  std::string shown = FormatReplacement(
+      Json{{"file_path", "f.cc"}, {"old_string", "return 1;"}, {"new_string", "return 2;"}}, false);
+  EXPECT_EQ(shown, "  file_path: f.cc\n  replaces:\n    -return 1;\n    +return 2;\n");
+}
+
+TEST(ConsoleApproverTest, WhatDescribeSaysReplacesTheArguments) {
+  Console c("y\n");
+  ConsoleApprover::Options o;
+  o.describe = [](const ApprovalRequest& r) -> std::string {
+    return r.call.name == "bash" ? "" : "  file: a.txt (new file, 1 line)\n";
+  };
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, c.approvals, o);
+  ApprovalRequest w = BashRequest("x");
+  w.call = ToolCall{"call_w", "write", Json{{"file_path", "a.txt"}, {"content", "hi\n"}}};
+  EXPECT_EQ(a.Decide(w, {}).kind, Kind::kAllow);
+  EXPECT_THAT(c.out.str(), HasSubstr("  file: a.txt (new file, 1 line)\n"));
+  EXPECT_THAT(c.out.str(), ::testing::Not(HasSubstr("content: hi")));
+}
+
 TEST(ConsoleApproverTest, EditEmptyLineGoesBack) {
   Console c("e\n\ny\n");
   ConsoleApprover a = c.Approver();

@@ -1,0 +1,185 @@
+"""End-to-end: the approval prompt on a terminal (a pseudo-terminal that is
+the process's controlling terminal). A write or edit is shown as the change
+it would make to the file, as `pending` and the server show it."""
+
+import fcntl
+import json
+import os
+import pty
+import select
+import subprocess
+import termios
+
+from e2e_util import BIN, CliTestCase, TIMEOUT
+
+NOTES = "".join("line %d\n" % i for i in range(1, 9))
+
+
+class Terminal:
+    """agentloop with stdin, stdout and stderr on a pseudo-terminal that is
+    its controlling terminal (a new session), so a Ctrl-C typed while the
+    terminal is in its normal mode is a SIGINT, as for a person."""
+
+    def __init__(self, argv, env, cwd):
+        self.master, slave = pty.openpty()
+
+        def controlling_terminal():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                     cwd=cwd, start_new_session=True,
+                                     preexec_fn=controlling_terminal)
+        os.close(slave)
+        self.text = ""
+        self.pos = 0  # what expect() has consumed
+
+    def _read(self, timeout):
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            data = b""
+        if not data:
+            return None
+        self.text += data.decode("utf-8", "replace")
+        return True
+
+    def expect(self, needle):
+        """Waits until `needle` appears after what was consumed; returns the
+        text up to and including it."""
+        while True:
+            at = self.text.find(needle, self.pos)
+            if at >= 0:
+                seen = self.text[self.pos:at + len(needle)]
+                self.pos = at + len(needle)
+                return seen
+            got = self._read(TIMEOUT)
+            if not got:
+                raise AssertionError("%r never appeared (%s); the terminal showed:\n%s" %
+                                     (needle, "timeout" if got is False else "end of output",
+                                      self.text))
+
+    def send(self, data):
+        os.write(self.master, data)
+
+    def finish(self):
+        """Reads to the end of output; returns the exit code."""
+        while self._read(TIMEOUT):
+            pass
+        try:
+            return self.proc.wait(timeout=TIMEOUT)
+        finally:
+            os.close(self.master)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        try:
+            os.close(self.master)
+        except OSError:
+            pass
+
+
+class PromptCase(CliTestCase):
+
+    def setUp(self):
+        super().setUp()
+        with open(os.path.join(self.ws, "notes.txt"), "w") as f:
+            f.write(NOTES)
+        self.terminals = []
+
+    def tearDown(self):
+        for t in self.terminals:
+            t.close()
+        super().tearDown()
+
+    def script(self, items):
+        return self.write("script.json", items)
+
+    def terminal(self, *args):
+        t = Terminal([BIN] + list(args), self.env(TERM="dumb"), self.tmp)
+        self.terminals.append(t)
+        return t
+
+    def chat(self, script, *extra):
+        return self.terminal("chat", "--provider", "script", "--script", script, "-C", self.ws,
+                             *extra)
+
+    def notes(self):
+        with open(os.path.join(self.ws, "notes.txt")) as f:
+            return f.read()
+
+    def decisions(self, sid=None):
+        if sid is None:
+            sid = json.loads(self.run_cli("sessions", "list", "-C", self.ws, "--output",
+                                          "json").stdout)[0]["id"]
+        return [e for e in self.export(sid)
+                if e["type"] == "decision" and e["decision"] in ("approve", "deny")]
+
+
+
+class PromptTest(PromptCase):
+
+    READ = {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "notes.txt"}}]}
+    WRITE_THEN_EDIT = [
+        READ,
+        {"tool_calls": [{"id": "w1", "name": "write",
+                         "input": {"file_path": "notes.txt",
+                                   "content": "line 1\nline 2\nline THREE\n"}}]},
+        {"tool_calls": [{"id": "e1", "name": "edit",
+                         "input": {"file_path": "stats.py", "old_string": "def mean",
+                                   "new_string": "def average"}}]},
+        {"text": "Both done."},
+    ]
+
+    def test_the_prompt_shows_the_change_a_write_or_edit_would_make(self):
+        t = self.chat(self.script(self.WRITE_THEN_EDIT), "go")
+        shown = t.expect("Allow?")
+        self.assertIn("Permission needed: write", shown)
+        self.assertIn("file: notes.txt  replaces the whole file (8 lines) with 3 lines", shown)
+        self.assertIn("--- a/notes.txt", shown)
+        self.assertIn("-line 3", shown)
+        self.assertIn("+line THREE", shown)
+        self.assertIn(" line 2", shown)  # a context line
+        self.assertNotIn("content:", shown)
+        t.send(b"y\r")
+        shown = t.expect("Allow?")
+        self.assertIn("Permission needed: edit", shown)
+        self.assertIn("file: stats.py", shown)
+        self.assertIn("--- a/stats.py", shown)
+        self.assertIn("-def mean", shown)
+        self.assertIn("+def average", shown)
+        self.assertNotIn("No newline at end of file", shown)
+        t.send(b"y\r")
+        t.expect("Both done.")
+        t.expect("\u203a ")
+        t.send(b"/exit\r")
+        self.assertEqual(t.finish(), 0, t.text)
+        self.assertEqual(self.notes(), "line 1\nline 2\nline THREE\n")
+
+    def paused(self, *extra, script=None):
+        p = self.run_cli("run", "--provider", "script", "--script",
+                         self.script(script or self.WRITE_THEN_EDIT), "-C", self.ws,
+                         "--output", "json", *extra, "go")
+        self.assert_code(p, 5)
+        return json.loads(p.stdout)["session_id"]
+
+    def test_pending_shows_the_change_of_a_paused_write(self):
+        listed = self.run_cli("pending", "--session", self.paused()).stdout
+        self.assertIn("file: notes.txt  replaces the whole file (8 lines) with 3 lines", listed)
+        self.assertIn("+line THREE", listed)
+        self.assertIn("agentloop approve", listed)
+        # A file the session may not read is not shown.
+        listed = self.run_cli("pending", "--session",
+                              self.paused("--deny", "read(notes.txt)",
+                                          script=self.WRITE_THEN_EDIT[1:])).stdout
+        self.assertIn("is not shown: the session may not read it", listed)
+        self.assertNotIn("line 8", listed)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
