@@ -22,6 +22,7 @@
 #include "engine/change_preview.h"
 #include "engine/wiring.h"
 #include "interrupt.h"
+#include "key_prompt.h"
 #include "learning/listing.h"
 #include "learning/memory_store.h"
 #include "learning/paths.h"
@@ -1081,6 +1082,10 @@ permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx, Engi
     };
   }
   if (!ctx.stdin_tty) return o;
+  // Key by key, so that Ctrl-C and Esc cancel the prompt.
+  o.read_line = [](std::ostream& out, std::string_view prompt, const std::stop_token& stop) {
+    return ReadKeysLine(STDIN_FILENO, out, prompt, stop);
+  };
   for (const char* name : {"VISUAL", "EDITOR"}) {
     auto it = ctx.env.find(name);
     if (it == ctx.env.end() || Trim(it->second).empty()) continue;

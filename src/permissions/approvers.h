@@ -51,6 +51,19 @@ std::string FormatReplacement(const Json& args, bool color, size_t max_lines = 8
 // The reason of the console's denial when its input ended before an answer
 // (nothing was decided by a person).
 inline constexpr std::string_view kConsoleInputClosed = "no answer: console input closed";
+// The reason of the console's denial when the person cancelled the prompt
+// (Ctrl-C or Esc at a terminal): nothing was answered, and a durable item
+// asked again stays pending.
+inline constexpr std::string_view kConsoleCancelled =
+    "the user cancelled the approval prompt (Ctrl-C or Esc) without answering";
+
+// One answer line read at the console's prompt (ConsoleApprover::Options::
+// read_line).
+struct ConsoleRead {
+  enum class Kind { kLine, kEnd, kCancelled };
+  Kind kind = Kind::kEnd;  // kEnd: end of input, or the stop was requested
+  std::string line;        // kLine: without its line end
+};
 
 class ConsoleApprover final : public Approver {
  public:
@@ -65,6 +78,13 @@ class ConsoleApprover final : public Approver {
     // shows the change a write or edit would make to the file as a diff);
     // unset, or an empty answer: the arguments are shown.
     std::function<std::string(const ApprovalRequest&)> describe;
+    // Shows `prompt` on `out` (the approver's) and reads one answer line (a
+    // terminal's key reader, which can tell a cancelled prompt); it must
+    // return kEnd soon after `stop` is requested. Unset: the prompt is
+    // written to `out` and a line is read from `in`.
+    std::function<ConsoleRead(std::ostream& out, std::string_view prompt,
+                              const std::stop_token& stop)>
+        read_line;
   };
 
   // `in`/`out` must outlive the approver. `approvals` (may be null) records
@@ -91,13 +111,15 @@ class ConsoleApprover final : public Approver {
   // Questions (kind kQuestion): prints the question and numbered options and
   // reads an answer line (a number picks an option); returns kAllow with
   // `answer`.
-  // Blocks on `in`. End of input, or `stop` requested before or after a read,
-  // gives kDeny. by = "console".
+  // Blocks on `in` (or Options::read_line). End of input, or `stop`
+  // requested before or after a read, gives kDeny; so does a cancelled
+  // prompt, with the reason kConsoleCancelled. by = "console".
   ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override;
 
  private:
-  // Reads one line; nullopt at end of input or when stopped.
-  std::optional<std::string> ReadLine(const std::stop_token& stop);
+  // Shows `prompt` and reads one line; kEnd at end of input or when
+  // stopped.
+  ConsoleRead ReadLine(std::string_view prompt, const std::stop_token& stop);
   ApprovalDecision DecideApproval(const ApprovalRequest& request, const std::stop_token& stop);
   ApprovalDecision DecideQuestion(const ApprovalRequest& request, const std::stop_token& stop);
 

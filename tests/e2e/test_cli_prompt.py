@@ -1,6 +1,8 @@
 """End-to-end: the approval prompt on a terminal (a pseudo-terminal that is
 the process's controlling terminal). A write or edit is shown as the change
-it would make to the file, as `pending` and the server show it."""
+it would make to the file, as `pending` and the server show it; Ctrl-C or
+Esc at a live prompt denies the call and returns to the chat's input; at a
+paused item's prompt they leave it pending."""
 
 import fcntl
 import json
@@ -178,6 +180,62 @@ class PromptTest(PromptCase):
                                           script=self.WRITE_THEN_EDIT[1:])).stdout
         self.assertIn("is not shown: the session may not read it", listed)
         self.assertNotIn("line 8", listed)
+
+    def cancel_at_live_prompt(self, key):
+        t = self.chat(self.script([
+            self.READ,
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "notes.txt", "content": "gone\n"}}]},
+            {"text": "Second answer."}]), "go")
+        t.expect("Allow?")
+        t.send(key)
+        # Back at the chat's input, which still works.
+        t.expect("\u203a ")
+        t.send(b"hello\r")
+        t.expect("Second answer.")
+        t.expect("\u203a ")
+        t.send(b"/exit\r")
+        self.assertEqual(t.finish(), 0, t.text)
+        self.assertEqual(self.notes(), NOTES)
+        [d] = self.decisions()
+        self.assertEqual(d["decision"], "deny")
+        self.assertIn("cancelled the approval prompt", d["reason"])
+
+    def test_ctrl_c_at_a_live_prompt_denies_and_returns_to_the_input(self):
+        self.cancel_at_live_prompt(b"\x03")
+
+    def test_esc_at_a_live_prompt_denies_and_returns_to_the_input(self):
+        self.cancel_at_live_prompt(b"\x1b")
+
+    def test_an_arrow_key_at_the_prompt_is_ignored(self):
+        t = self.chat(self.script([
+            self.READ,
+            {"tool_calls": [{"id": "w1", "name": "write",
+                             "input": {"file_path": "notes.txt", "content": "kept\n"}}]},
+            {"text": "Wrote it."}]), "go")
+        t.expect("Allow?")
+        t.send(b"\x1b[Ay\r")
+        t.expect("Wrote it.")
+        t.expect("\u203a ")
+        t.send(b"/exit\r")
+        self.assertEqual(t.finish(), 0, t.text)
+        self.assertEqual(self.notes(), "kept\n")
+
+    def test_ctrl_c_at_a_paused_items_prompt_leaves_it_pending(self):
+        sid = self.paused()
+        t = self.terminal("chat", "--session", sid, "--provider", "script", "--script",
+                          self.script(self.WRITE_THEN_EDIT), "-C", self.ws)
+        shown = t.expect("Allow?")
+        self.assertIn("replaces the whole file (8 lines)", shown)
+        t.send(b"\x03")
+        t.expect("left pending")
+        t.expect("\u203a ")
+        t.send(b"/exit\r")
+        self.assertEqual(t.finish(), 0, t.text)
+        self.assertEqual(self.notes(), NOTES)
+        self.assertEqual(self.decisions(sid), [])
+        pending = json.loads(self.run_cli("pending", "--output", "json").stdout)
+        self.assertEqual([i["tool"] for i in pending], ["write"])
 
 
 if __name__ == "__main__":
