@@ -2,7 +2,8 @@
 the process's controlling terminal). A write or edit is shown as the change
 it would make to the file, as `pending` and the server show it; Ctrl-C or
 Esc at a live prompt denies the call and returns to the chat's input; at a
-paused item's prompt they leave it pending."""
+paused item's prompt they leave it pending. A subagent's child asks the same
+person inline and its tool calls are shown under the call that started it."""
 
 import fcntl
 import json
@@ -236,6 +237,57 @@ class PromptTest(PromptCase):
         self.assertEqual(self.decisions(sid), [])
         pending = json.loads(self.run_cli("pending", "--output", "json").stdout)
         self.assertEqual([i["tool"] for i in pending], ["write"])
+
+
+ROOT = "You are agentloop, a careful"  # in the root session's built-in prompt only
+
+
+class SubagentPromptTest(PromptCase):
+    """A subagent's child on a terminal: its tool calls are shown under the
+    call that started it, and its asks are put to the person at once."""
+
+    def define_writer(self):
+        agents = os.path.join(self.home, ".config", "agentloop", "agents")
+        os.makedirs(agents)
+        with open(os.path.join(agents, "writer.md"), "w", encoding="utf-8") as f:
+            f.write("---\ndescription: writer helps the caller\ntools: [read, write]\n---\n"
+                    "You are WRITER-AGENT. Do what you are asked.\n")
+        return self.write("script.json", {"responses": [
+            {"match": ROOT, "tool_calls": [
+                {"id": "c1", "name": "agent__writer", "input": {"task": "write child.txt"}}]},
+            {"match": "WRITER-AGENT", "tool_calls": [
+                {"id": "w1", "name": "write",
+                 "input": {"file_path": "child.txt", "content": "hello\n"}}]},
+            {"match": "WRITER-AGENT", "text": "wrote child.txt"},
+            {"match": ROOT, "text": "The writer is done."}]})
+
+    def test_a_childs_approval_is_asked_inline_and_its_calls_shown(self):
+        script = self.define_writer()
+        t = self.terminal("run", "--provider", "script", "--script", script, "-C", self.ws,
+                          "--allow", "agent__writer", "delegate")
+        shown = t.expect("Allow?")
+        self.assertIn("\u2192 agent__writer", shown)
+        self.assertIn("Permission needed: write", shown)
+        self.assertIn("reason: subagent root/writer asks: ", shown)
+        self.assertIn("file: child.txt  (new file, 1 line)", shown)
+        t.send(b"y\r")
+        shown = t.expect("The writer is done.")
+        self.assertIn("\n    \u2192 write  child.txt", shown)  # the child's call, indented
+        self.assertEqual(t.finish(), 0, t.text)
+        with open(os.path.join(self.ws, "child.txt")) as f:
+            self.assertEqual(f.read(), "hello\n")
+        self.assertEqual(json.loads(self.run_cli("pending", "--output", "json").stdout), [])
+
+    def test_a_childs_approval_cancelled_denies_the_childs_call(self):
+        script = self.define_writer()
+        t = self.terminal("run", "--provider", "script", "--script", script, "-C", self.ws,
+                          "--allow", "agent__writer", "delegate")
+        t.expect("Allow?")
+        t.send(b"\x1b")
+        t.expect("The writer is done.")
+        self.assertEqual(t.finish(), 0, t.text)
+        self.assertFalse(os.path.exists(os.path.join(self.ws, "child.txt")))
+        self.assertIn("    \u2717 denied write", t.text)
 
 
 if __name__ == "__main__":
