@@ -178,7 +178,10 @@ struct ChatState {
         engine(std::move(eng)),
         printer(settings.output, e.out, e.err, ChatStyle(e, settings)),
         approvals(std::make_shared<permissions::SessionApprovals>(settings.workspace)),
-        console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {}
+        console(
+            e.in, e.err, e.ctx.stdin_tty, approvals,
+            ConsoleOptions(e.ctx, engine.get(), &settings.session, StyleFor(e.args, e.ctx).color)) {
+  }
 
   std::string Model() const {
     if (!settings.session.model.empty()) return settings.session.model;
@@ -489,11 +492,13 @@ SessionCallbacks TurnCallbacks(ChatState& st) {
   return cb;
 }
 
-// The answer the console approver gives when its input ended or it was
-// interrupted before the person answered: nothing was decided.
+// The answer the console approver gives when its input ended, it was
+// interrupted, or the person cancelled the prompt (Ctrl-C, Esc) before
+// answering: nothing was decided.
 bool Unanswered(const ApprovalDecision& d, const std::stop_token& stop) {
   return d.kind == ApprovalDecision::Kind::kDeny &&
-         (stop.stop_requested() || d.reason == permissions::kConsoleInputClosed);
+         (stop.stop_requested() || d.reason == permissions::kConsoleInputClosed ||
+          d.reason == permissions::kConsoleCancelled);
 }
 
 // Asks the person about one outstanding item with the console's prompt

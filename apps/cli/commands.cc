@@ -19,8 +19,10 @@
 
 #include "base/strings.h"
 #include "config/config.h"
+#include "engine/change_preview.h"
 #include "engine/wiring.h"
 #include "interrupt.h"
+#include "key_prompt.h"
 #include "learning/listing.h"
 #include "learning/memory_store.h"
 #include "learning/paths.h"
@@ -32,6 +34,7 @@
 #include "protocol/codec.h"
 #include "protocol/session_settings.h"
 #include "tools/builtin.h"
+#include "tools/change_preview.h"
 
 #ifndef AL_VERSION
 #define AL_VERSION "0.0.0"
@@ -180,10 +183,11 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
 
 // Everything a turn-running command needs around Session::Run / Resolve.
 struct TurnDriver {
-  TurnDriver(const CommandEnv& e, const CliSettings& s)
+  TurnDriver(const CommandEnv& e, const CliSettings& s, Engine& engine)
       : printer(s.output, e.out, e.err, TurnStyle(e, s)),
         approvals(std::make_shared<permissions::SessionApprovals>(s.workspace)),
-        console(e.in, e.err, e.ctx.stdin_tty, approvals, ConsoleOptions(e.ctx)) {
+        console(e.in, e.err, e.ctx.stdin_tty, approvals,
+                ConsoleOptions(e.ctx, &engine, &s.session, StyleFor(e.args, e.ctx).color)) {
     callbacks.observer = &printer;
     callbacks.stream = &printer;
     if (s.session.interactive) callbacks.console_approver = &console;
@@ -209,9 +213,9 @@ TurnResult PausedResult(const Checkpoint& cp) {
   return r;
 }
 
-int RunTurn(const CommandEnv& e, const CliSettings& s, Session& session,
+int RunTurn(const CommandEnv& e, const CliSettings& s, Engine& engine, Session& session,
             const std::string& prompt) {
-  TurnDriver driver(e, s);
+  TurnDriver driver(e, s, engine);
   for (const std::string& w : session.load_warnings()) e.err << "agentloop: warning: " << w << "\n";
   if (std::optional<Checkpoint> cp = session.open_checkpoint()) {
     if (!prompt.empty()) {
@@ -261,7 +265,7 @@ int CmdRun(const CommandEnv& e) {
   if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
-  return RunTurn(e, *s, **session, *prompt);
+  return RunTurn(e, *s, **engine, **session, *prompt);
 }
 
 // ------------------------------------------------------------- resume ----
@@ -398,13 +402,13 @@ int CmdResume(const CommandEnv& e) {
   if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
-  if (prompt) return RunTurn(e, *s, **session, *prompt);
+  if (prompt) return RunTurn(e, *s, **engine, **session, *prompt);
 
   // No prompt: continue a turn the process died in, retry one that failed,
   // show a pause (on a terminal: ask it in the chat), or (on a terminal)
   // open the chat.
   const bool to_chat = e.ctx.stdin_tty && s->output == OutputFormat::kText;
-  if ((*session)->open_checkpoint() && !to_chat) return RunTurn(e, *s, **session, "");
+  if ((*session)->open_checkpoint() && !to_chat) return RunTurn(e, *s, **engine, **session, "");
   if ((*session)->open_checkpoint()) {
     s->session.session_id = (*session)->id();
     session->reset();  // chat opens it again (and takes the lock)
@@ -419,7 +423,7 @@ int CmdResume(const CommandEnv& e) {
                                                             : "continuing the interrupted turn";
       e.err << "agentloop: " << what << " of session " << (*session)->id() << "\n";
     }
-    TurnDriver driver(e, *s);
+    TurnDriver driver(e, *s, **engine);
     for (const std::string& w : (*session)->load_warnings()) {
       e.err << "agentloop: warning: " << w << "\n";
     }
@@ -454,7 +458,7 @@ int CmdCompact(const CommandEnv& e) {
   if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
   if (!session.ok()) return Fail(e, s->output, session.error());
-  TurnDriver driver(e, *s);
+  TurnDriver driver(e, *s, **engine);
   driver.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
   Result<TurnResult> result = (*session)->Compact(e.args.focus, driver.callbacks, stop);
@@ -519,7 +523,7 @@ int CmdResolve(const CommandEnv& e) {
       e.err << verb << " " << DescribeToolCall(record->item.tool, args) << "\n";
     }
   }
-  TurnDriver driver(e, *s);
+  TurnDriver driver(e, *s, **engine);
   driver.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
   Result<ResolveReport> report = (*engine)->Resolve(id, res, s->session, driver.callbacks, stop);
@@ -630,7 +634,12 @@ int CmdPending(const CommandEnv& e) {
     e.out << "  " << Age(r.created_at_ms) << "\n";
     if (!r.item.reason.empty()) e.out << "  reason: " << r.item.reason << "\n";
     if (r.item.kind == PendingKind::kApproval) {
-      std::istringstream lines(permissions::FormatArguments(r.item.arguments));
+      // A write or edit: the change it would make to the file as it is now.
+      std::string shown =
+          DescribeChange(**engine, s->session, r.session_id, r.item.tool, r.item.arguments,
+                         StyleFor(e.args, e.ctx).color && e.ctx.stdout_tty);
+      if (shown.empty()) shown = permissions::FormatArguments(r.item.arguments);
+      std::istringstream lines(shown);
       for (std::string line; std::getline(lines, line);) e.out << "    " << line << "\n";
     } else {
       std::vector<std::string> options = permissions::QuestionOptions(r.item.arguments);
@@ -1038,9 +1047,45 @@ Style TurnStyle(const CommandEnv& e, const CliSettings& settings) {
   return st;
 }
 
-permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx) {
+std::string DescribeChange(Engine& engine, const SessionOptions& base,
+                           const std::string& session_id, const std::string& tool, const Json& args,
+                           bool color, size_t max_lines) {
+  if (!tools::HasChangePreview(tool)) return "";
+  Result<SessionInfo> info = engine.store().GetSession(session_id);
+  if (!info.ok()) return "";
+  SessionOptions o = base;
+  o.session_id = session_id;
+  o.continue_latest = false;
+  tools::ChangePreviewOptions bounded;
+  bounded.max_diff_bytes = 64 << 10;
+  Result<tools::ChangePreview> p =
+      engine::PreviewCallChange(engine, o, info->workspace, tool, args, bounded);
+  if (!p.ok()) return "";
+  std::string out = "  file: " + SanitizeUtf8(p->path);
+  if (std::string summary = p->Summary(); !summary.empty()) out += "  " + summary;
+  out += "\n";
+  if (p->note.empty()) return out + RenderDiff(p->diff, color, "    ", max_lines);
+  // No diff: the note says why, and the call's own arguments follow (what
+  // the model proposes, never the file's current text).
+  out += "  note: " + SanitizeUtf8(p->note) + "\n";
+  std::string replacement = permissions::FormatReplacement(args, color);
+  return out + "arguments:\n" +
+         (replacement.empty() ? permissions::FormatArguments(args) : replacement);
+}
+
+permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx, Engine* engine,
+                                                     const SessionOptions* base, bool color) {
   permissions::ConsoleApprover::Options o;
+  if (engine != nullptr && base != nullptr) {
+    o.describe = [engine, base, color](const ApprovalRequest& r) {
+      return DescribeChange(*engine, *base, r.session_id, r.call.name, r.call.input, color);
+    };
+  }
   if (!ctx.stdin_tty) return o;
+  // Key by key, so that Ctrl-C and Esc cancel the prompt.
+  o.read_line = [](std::ostream& out, std::string_view prompt, const std::stop_token& stop) {
+    return ReadKeysLine(STDIN_FILENO, out, prompt, stop);
+  };
   for (const char* name : {"VISUAL", "EDITOR"}) {
     auto it = ctx.env.find(name);
     if (it == ctx.env.end() || Trim(it->second).empty()) continue;

@@ -40,8 +40,25 @@ Style StyleFor(const CliArgs& args, const CliContext& ctx);
 Style TurnStyle(const CommandEnv& e, const CliSettings& settings);
 
 // How the console approver of `ctx` asks: on a terminal with $VISUAL or
-// $EDITOR set, `e` opens the arguments in that editor.
-permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx);
+// $EDITOR set, `e` opens the arguments in that editor. With `engine`, a
+// write or edit is shown as the change it would make (DescribeChange),
+// under the rules of the sessions opened with `*base` (both must outlive
+// the approver).
+permissions::ConsoleApprover::Options ConsoleOptions(const CliContext& ctx,
+                                                     Engine* engine = nullptr,
+                                                     const SessionOptions* base = nullptr,
+                                                     bool color = false);
+
+// The change a write or edit call of session `session_id` would make, for
+// the person deciding (engine::PreviewCallChange, with the session's read
+// rules: `base` as for OpenSession): `  file: PATH  SUMMARY`, then the
+// unified diff (at most `max_lines` lines), or a note saying why there is
+// none followed by the call's arguments. Empty for another tool, or when no
+// preview can be made (a path outside the workspace): the arguments are
+// shown as usual then.
+std::string DescribeChange(Engine& engine, const SessionOptions& base,
+                           const std::string& session_id, const std::string& tool, const Json& args,
+                           bool color, size_t max_lines = 120);
 
 // Runs `editor` (a shell command line, e.g. "code -w") on a temporary file
 // holding `text` and returns the file's text after the editor exits; an error

@@ -359,6 +359,54 @@ void TurnPrinter::BeginTurn() {
   todo_loop_.reset();
   changes_ = Json::array();
   unstarted_.clear();
+  root_session_.clear();
+}
+
+void TurnPrinter::OnChildEvent(const Event& event) {
+  if (format_ != OutputFormat::kText || style_.quiet) return;
+  const Json& d = event.data;
+  constexpr std::string_view kPad = "    ";
+  switch (event.type) {
+    case EventType::kStepBegin:
+      StartSpinner("subagent working");
+      break;
+    case EventType::kStepEnd:
+      StopSpinner();  // before the child's prompts, if it asks
+      break;
+    case EventType::kToolCallBegin: {
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      std::string tool = d.value("tool", std::string());
+      Json input = d.contains("input") ? d["input"] : Json::object();
+      err_ << kPad << Paint("→ ", kCyan) << DescribeToolCall(tool, input) << "\n" << std::flush;
+      StartSpinner("subagent running " + tool);
+      break;
+    }
+    case EventType::kToolCallEnd: {
+      StopSpinner();
+      bool is_error = d.value("is_error", false);
+      std::string summary = OneLine(d.value("summary", std::string()));
+      if (is_error || !summary.empty()) {
+        err_ << kPad << "  " << (is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
+             << Paint(Cut(summary, 160), kDim) << "\n";
+      }
+      if (auto diff = d.find("diff"); diff != d.end() && diff->is_string()) {
+        err_ << RenderDiff(diff->get<std::string>(), style_.color, "        ");
+      }
+      err_ << std::flush;
+      break;
+    }
+    case EventType::kDecision:
+      if (d.value("decision", std::string()) == "deny") {
+        StopSpinner();
+        err_ << kPad << Paint("✗ denied ", kRed) << d.value("tool", std::string()) << ": "
+             << d.value("reason", std::string()) << "\n"
+             << std::flush;
+      }
+      break;
+    default:
+      break;
+  }
 }
 
 void TurnPrinter::StartSpinner(std::string label) {
@@ -454,6 +502,15 @@ void TurnPrinter::OnThinkingDelta(std::string_view text) {
 }
 
 Status TurnPrinter::OnEvent(const Event& event) {
+  // A subagent's child reports to the same printer while its caller's call
+  // runs: its tool calls are shown under that call, nothing else of it.
+  if (root_session_.empty() && event.type == EventType::kTurnBegin) {
+    root_session_ = event.session_id;
+  }
+  if (!root_session_.empty() && event.session_id != root_session_) {
+    OnChildEvent(event);
+    return Status::Ok();
+  }
   std::optional<ContinuationData> continuation;
   if (event.type == EventType::kContinuation) {
     if (auto c = ContinuationData::FromJson(event.data); c.ok()) continuation = std::move(*c);

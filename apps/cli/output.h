@@ -150,6 +150,9 @@ class TurnPrinter final : public EventSink, public StreamSink {
   const std::optional<TodoLoopInfo>& todo_loop() const { return todo_loop_; }
 
  private:
+  // An event of a subagent's child session (text: its tool calls, their
+  // results and denials, indented under the call that started it).
+  void OnChildEvent(const Event& event);
   void StartSpinner(std::string label);
   void StopSpinner();
   void SpinnerLoop();
@@ -165,6 +168,9 @@ class TurnPrinter final : public EventSink, public StreamSink {
   const Style style_;
 
   std::chrono::steady_clock::time_point started_;
+  // The session of the turn's first turn_begin: events of other sessions
+  // after it are a subagent's child's (OnChildEvent).
+  std::string root_session_;
   bool streamed_text_ = false;
   bool at_line_start_ = true;
   bool saw_delta_events_ = false;

@@ -157,6 +157,49 @@ TEST(TurnPrinterTest, StreamJsonWritesOneObjectPerEvent) {
   EXPECT_EQ(p.Finish("s1", r, ""), 0);
 }
 
+// A subagent's child reports to its caller's printer: its tool calls are
+// shown indented under the call that started it, nothing else of it; in
+// stream-json the child's events are left out (they are in its own log).
+TEST(TurnPrinterTest, AChildsToolCallsAreIndentedUnderItsCaller) {
+  auto child = [](EventType t, Json data) {
+    Event e = Ev(t, std::move(data));
+    e.session_id = "child";
+    return e;
+  };
+  std::ostringstream out, err;
+  TurnPrinter p(OutputFormat::kText, out, err, Style());
+  p.BeginTurn();
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kTurnBegin, Json::object())).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin, Json{{"id", "c1"},
+                                                           {"tool", "agent__writer"},
+                                                           {"input", {{"task", "write it"}}}}))
+                  .ok());
+  ASSERT_TRUE(p.OnEvent(child(EventType::kTurnBegin, Json::object())).ok());
+  ASSERT_TRUE(p.OnEvent(child(EventType::kToolCallBegin,
+                              Json{{"id", "w1"},
+                                   {"tool", "write"},
+                                   {"input", {{"file_path", "a.txt"}, {"content", "x\n"}}}}))
+                  .ok());
+  ASSERT_TRUE(p.OnEvent(child(EventType::kToolCallEnd, Json{{"id", "w1"},
+                                                            {"summary", "Created a.txt"},
+                                                            {"diff", "--- /dev/null\n+x\n"}}))
+                  .ok());
+  ASSERT_TRUE(
+      p.OnEvent(child(EventType::kNotice, Json{{"level", "info"}, {"text", "CHILD"}})).ok());
+  EXPECT_NE(err.str().find(
+                "\n    → write  a.txt\n      ✓ Created a.txt\n        --- /dev/null\n        +x\n"),
+            std::string::npos)
+      << err.str();
+  EXPECT_EQ(err.str().find("CHILD"), std::string::npos) << err.str();
+
+  std::ostringstream json_out, json_err;
+  TurnPrinter stream(OutputFormat::kStreamJson, json_out, json_err, Style());
+  stream.BeginTurn();
+  ASSERT_TRUE(stream.OnEvent(Ev(EventType::kTurnBegin, Json::object())).ok());
+  ASSERT_TRUE(stream.OnEvent(child(EventType::kToolCallBegin, Json{{"id", "w1"}})).ok());
+  EXPECT_EQ(json_out.str().find("child"), std::string::npos) << json_out.str();
+}
+
 TEST(TurnPrinterTest, TextStreamsToStdoutAndSummarisesOnStderr) {
   std::ostringstream out, err;
   TurnPrinter p(OutputFormat::kText, out, err, Style());

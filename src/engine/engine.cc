@@ -219,6 +219,25 @@ class RememberingApprover final : public Approver {
   std::function<void()> saved_;
 };
 
+// Puts a subagent's asks to the person at the terminal of its caller's turn
+// (the caller's console approver), saying which subagent asks.
+class SubagentAsker final : public Approver {
+ public:
+  SubagentAsker(Approver& console, std::string path) : console_(console), path_(std::move(path)) {}
+  ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override {
+    ApprovalRequest named = request;
+    named.reason =
+        "subagent " + path_ + " asks" + (request.reason.empty() ? "" : ": ") + request.reason;
+    return console_.Decide(named, std::move(stop));
+  }
+  // The console approver asked (a child's child asks the same person).
+  Approver& console() const { return console_; }
+
+ private:
+  Approver& console_;
+  std::string path_;
+};
+
 // Tells an approver that notifies someone (the webhook) of a pause only once
 // the pause is stored: each ask is deferred at once and kept, and Deliver
 // hands them to the inner approver after the pause's commit, so a receiver
@@ -735,6 +754,12 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   TurnCounters latest_turn_counters_;
   std::mutex notes_mu_;
   Turn* current_turn_ = nullptr;  // Guarded by notes_mu_; set while a turn runs.
+  // While a turn asks a person at a terminal (its approver is the console
+  // approver of SessionCallbacks): that approver, and the turn's observer.
+  // A subagent's child asks the same person and reports its events to the
+  // same observer. Guarded by notes_mu_.
+  Approver* live_console_ = nullptr;
+  EventSink* live_observer_ = nullptr;
 };
 
 namespace {
@@ -1371,9 +1396,19 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
                                                      std::stop_token stop) {
   const engine::SubagentDefinition& def = *req.definition;
   std::string turn_id;
+  // A person at the terminal of this turn: the child asks them (a prompt
+  // naming the subagent) instead of pausing, and its events go to the
+  // turn's observer, which shows its tool calls under this call (not for a
+  // child that may run beside others: the observer is driven by one thread).
+  std::shared_ptr<Approver> asker;
+  SessionCallbacks shown;
   {
     std::lock_guard<std::mutex> lock(notes_mu_);
     if (current_turn_ != nullptr) turn_id = current_turn_->config().turn_id;
+    if (live_console_ != nullptr) {
+      asker = std::make_shared<SubagentAsker>(*live_console_, req.path);
+      if (!def.parallel) shown.observer = live_observer_;
+    }
   }
   // The call runs again after a durable pause: it continues its child.
   AL_ASSIGN_OR_RETURN(std::optional<std::string> started,
@@ -1385,6 +1420,7 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
     reopen.interactive = false;
     reopen.overrides = SettingsOverrides{};
     reopen.mcp_servers.clear();
+    if (asker) reopen.extensions.approver = asker;
     AL_ASSIGN_OR_RETURN(std::unique_ptr<SessionImpl> session, engine_.OpenChild(std::move(reopen)));
     session->set_ledger_node(req.ledger);
     AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, session->PlanDecided());
@@ -1396,8 +1432,7 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
     run.session_id = session->id();
     run.continued = true;
     if (plan->resumed_from) run.spent_before = plan->resumed_from->counters;
-    AL_ASSIGN_OR_RETURN(run.result,
-                        session->RunTurnWith(std::move(*plan), SessionCallbacks{}, stop));
+    AL_ASSIGN_OR_RETURN(run.result, session->RunTurnWith(std::move(*plan), shown, stop));
     return run;
   }
   SessionOptions child = options_;
@@ -1427,11 +1462,13 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   // The definition only adds ask and deny rules: the caller's rules narrowed.
   for (const std::string& r : def.ask) child.ask.push_back({r, def.file.string()});
   for (const std::string& r : def.deny) child.deny.push_back({r, def.file.string()});
-  // A child never asks on the terminal (children may run side by side): an
-  // ask pauses it durably.
+  // A child's pinned approver never asks on a terminal: an ask pauses it
+  // durably, unless a person is at the terminal of this turn now (`asker`,
+  // not pinned: a process that continues the child later pauses it).
   if (child.approver == ApproverMode::kConsole || child.approver == ApproverMode::kAuto) {
     child.approver = ApproverMode::kDurable;
   }
+  if (asker) child.extensions.approver = asker;
   child.reflector = false;
   child.mcp_servers.clear();
   // A tree belongs to one tenant and is listed under its root's agent.
@@ -1452,8 +1489,8 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   engine::SubagentRun run;
   run.session_id = session->id();
   if (req.on_started) req.on_started(run.session_id);
-  AL_ASSIGN_OR_RETURN(run.result, session->Run(engine::SubagentTask(def, trusted, req.prompt),
-                                               SessionCallbacks{}, stop));
+  AL_ASSIGN_OR_RETURN(run.result,
+                      session->Run(engine::SubagentTask(def, trusted, req.prompt), shown, stop));
   return run;
 }
 
@@ -1718,6 +1755,14 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
       break;
   }
   if (options_.extensions.approver) chosen = options_.extensions.approver.get();
+  // The console this turn asks on: the driver's, or, for a subagent's child
+  // asking the person at its caller's terminal, that one.
+  Approver* live_console = nullptr;
+  if (chosen != nullptr && chosen == console_approver) {
+    live_console = chosen;
+  } else if (auto* asker = dynamic_cast<SubagentAsker*>(chosen)) {
+    live_console = &asker->console();
+  }
   if (chosen != nullptr) {
     // A store error loses the remembering only beyond this open session.
     active->remembering.emplace(*chosen, approvals_, [this] { SaveApprovals(); });
@@ -1739,6 +1784,8 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   // Hooks' notices go to this turn while it runs.
   std::lock_guard<std::mutex> lock(notes_mu_);
   current_turn_ = active->turn.get();
+  live_console_ = live_console;
+  live_observer_ = live_console != nullptr ? observer : nullptr;
   return active;
 }
 
@@ -1746,6 +1793,8 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
   {
     std::lock_guard<std::mutex> lock(notes_mu_);
     current_turn_ = nullptr;
+    live_console_ = nullptr;
+    live_observer_ = nullptr;
   }
   Status flushed = active.sink.Flush();
   active.sink.TakeInputIfUntaken();

@@ -52,6 +52,14 @@ ApprovalDecision Stopped(const std::stop_token& stop) {
   return ApprovalDecision::Deny(std::string(kConsoleInputClosed), "console");
 }
 
+// The denial for a read that gave no line.
+ApprovalDecision Unread(const ConsoleRead& r, const std::stop_token& stop) {
+  if (r.kind == ConsoleRead::Kind::kCancelled && !stop.stop_requested()) {
+    return ApprovalDecision::Deny(std::string(kConsoleCancelled), "console");
+  }
+  return Stopped(stop);
+}
+
 }  // namespace
 
 std::string FormatReplacement(const Json& args, bool color, size_t max_lines) {
@@ -75,7 +83,7 @@ std::string FormatReplacement(const Json& args, bool color, size_t max_lines) {
   size_t shown = 0, total = 0;
   for (std::string_view line : Split(diff, '\n')) {
     if (line.empty() || line.starts_with("--- ") || line.starts_with("+++ ") ||
-        line.starts_with("@@ ")) {
+        line.starts_with("@@ ") || line.starts_with("\\ ")) {
       continue;
     }
     if (++total > max_lines) continue;
@@ -138,15 +146,23 @@ ConsoleApprover::ConsoleApprover(std::istream& in, std::ostream& out, bool is_te
       approvals_(std::move(approvals)),
       options_(options) {}
 
-std::optional<std::string> ConsoleApprover::ReadLine(const std::stop_token& stop) {
+ConsoleRead ConsoleApprover::ReadLine(std::string_view prompt, const std::stop_token& stop) {
+  using Kind = ConsoleRead::Kind;
+  if (stop.stop_requested()) return {Kind::kEnd, ""};
+  if (options_.read_line) {
+    out_.flush();
+    ConsoleRead r = options_.read_line(out_, prompt, stop);
+    if (stop.stop_requested()) return {Kind::kEnd, ""};
+    return r;
+  }
+  out_ << prompt;
   out_.flush();
-  if (stop.stop_requested()) return std::nullopt;
   std::string line;
-  if (!std::getline(in_, line)) return std::nullopt;
-  if (stop.stop_requested()) return std::nullopt;
+  if (!std::getline(in_, line)) return {Kind::kEnd, ""};
+  if (stop.stop_requested()) return {Kind::kEnd, ""};
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (!is_terminal_) out_ << line << "\n";
-  return line;
+  return {Kind::kLine, std::move(line)};
 }
 
 ApprovalDecision ConsoleApprover::Decide(const ApprovalRequest& request, std::stop_token stop) {
@@ -163,16 +179,21 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
        << (is_terminal_ ? kBold : "") << "Permission needed: " << tool
        << (is_terminal_ ? kReset : "") << "\n";
   if (!request.reason.empty()) out_ << "reason: " << request.reason << "\n";
-  std::string replacement = FormatReplacement(request.call.input, is_terminal_);
-  out_ << "arguments:\n"
-       << (replacement.empty() ? FormatArguments(request.call.input, options_.max_value_chars)
-                               : replacement);
+  std::string described = options_.describe ? options_.describe(request) : std::string();
+  if (!described.empty()) {
+    out_ << described;
+  } else {
+    std::string replacement = FormatReplacement(request.call.input, is_terminal_);
+    out_ << "arguments:\n"
+         << (replacement.empty() ? FormatArguments(request.call.input, options_.max_value_chars)
+                                 : replacement);
+  }
   int invalid = 0;
   while (true) {
-    out_ << "Allow? [y] once, [a] for this session, [n] deny, [e] edit arguments: ";
-    std::optional<std::string> line = ReadLine(stop);
-    if (!line) return Stopped(stop);
-    std::string answer = ToLower(Trim(*line));
+    ConsoleRead line =
+        ReadLine("Allow? [y] once, [a] for this session, [n] deny, [e] edit arguments: ", stop);
+    if (line.kind != ConsoleRead::Kind::kLine) return Unread(line, stop);
+    std::string answer = ToLower(Trim(line.line));
     if (answer == "y" || answer == "yes") return ApprovalDecision::Allow("console");
     if (answer == "a" || answer == "always") {
       if (approvals_) approvals_->Remember(request.spec, request.call.input);
@@ -181,10 +202,12 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
       return d;
     }
     if (answer == "n" || answer == "no") {
-      out_ << "Reason (optional, Enter to skip): ";
-      std::optional<std::string> why = ReadLine(stop);
-      if (!why && stop.stop_requested()) return Stopped(stop);
-      std::string reason = why ? std::string(Trim(*why)) : "";
+      ConsoleRead why = ReadLine("Reason (optional, Enter to skip): ", stop);
+      if (why.kind != ConsoleRead::Kind::kLine &&
+          (stop.stop_requested() || why.kind == ConsoleRead::Kind::kCancelled)) {
+        return Unread(why, stop);
+      }
+      std::string reason(Trim(why.line));
       if (reason.empty()) reason = "denied at the console";
       return ApprovalDecision::Deny(reason, "console");
     }
@@ -209,11 +232,10 @@ ApprovalDecision ConsoleApprover::DecideApproval(const ApprovalRequest& request,
     if (answer == "e" || answer == "edit") {
       out_ << "current arguments: " << DumpJson(request.call.input) << "\n";
       while (true) {
-        out_ << "New arguments as one line of JSON (empty line: back): ";
-        std::optional<std::string> text = ReadLine(stop);
-        if (!text) return Stopped(stop);
-        if (Trim(*text).empty()) break;
-        if (std::optional<Json> edited = CheckEdited(*text, request.spec, out_)) {
+        ConsoleRead text = ReadLine("New arguments as one line of JSON (empty line: back): ", stop);
+        if (text.kind != ConsoleRead::Kind::kLine) return Unread(text, stop);
+        if (Trim(text.line).empty()) break;
+        if (std::optional<Json> edited = CheckEdited(text.line, request.spec, out_)) {
           ApprovalDecision d = ApprovalDecision::Allow("console");
           d.edited_input = std::move(*edited);
           return d;
@@ -249,10 +271,9 @@ ApprovalDecision ConsoleApprover::DecideQuestion(const ApprovalRequest& request,
   }
   int invalid = 0;
   while (true) {
-    out_ << "> ";
-    std::optional<std::string> line = ReadLine(stop);
-    if (!line) return Stopped(stop);
-    std::string answer(Trim(*line));
+    ConsoleRead line = ReadLine("> ", stop);
+    if (line.kind != ConsoleRead::Kind::kLine) return Unread(line, stop);
+    std::string answer(Trim(line.line));
     if (answer.empty()) {
       if (++invalid >= options_.max_invalid_answers) {
         return ApprovalDecision::Deny("no answer given at the console", "console");

@@ -44,12 +44,26 @@ std::string PickOption(std::string answer, const std::vector<std::string>& optio
 // The arguments of an edit-like call (string `old_string` and `new_string`)
 // for a person: the other arguments as FormatArguments shows them, then the
 // replacement as removed and added lines (coloured with `color`, at most
-// `max_lines` of them). Empty when `args` is not such a call.
+// `max_lines` of them). The strings are fragments, not files: a missing
+// final newline is not marked. Empty when `args` is not such a call.
 std::string FormatReplacement(const Json& args, bool color, size_t max_lines = 80);
 
 // The reason of the console's denial when its input ended before an answer
 // (nothing was decided by a person).
 inline constexpr std::string_view kConsoleInputClosed = "no answer: console input closed";
+// The reason of the console's denial when the person cancelled the prompt
+// (Ctrl-C or Esc at a terminal): nothing was answered, and a durable item
+// asked again stays pending.
+inline constexpr std::string_view kConsoleCancelled =
+    "the user cancelled the approval prompt (Ctrl-C or Esc) without answering";
+
+// One answer line read at the console's prompt (ConsoleApprover::Options::
+// read_line).
+struct ConsoleRead {
+  enum class Kind { kLine, kEnd, kCancelled };
+  Kind kind = Kind::kEnd;  // kEnd: end of input, or the stop was requested
+  std::string line;        // kLine: without its line end
+};
 
 class ConsoleApprover final : public Approver {
  public:
@@ -60,6 +74,17 @@ class ConsoleApprover final : public Approver {
     // returns the edited text, or an error saying why it could not; unset:
     // `e` reads one line of JSON instead.
     std::function<Result<std::string>(const std::string&)> edit_text;
+    // What the call would do, shown in place of its arguments (the CLI
+    // shows the change a write or edit would make to the file as a diff);
+    // unset, or an empty answer: the arguments are shown.
+    std::function<std::string(const ApprovalRequest&)> describe;
+    // Shows `prompt` on `out` (the approver's) and reads one answer line (a
+    // terminal's key reader, which can tell a cancelled prompt); it must
+    // return kEnd soon after `stop` is requested. Unset: the prompt is
+    // written to `out` and a line is read from `in`.
+    std::function<ConsoleRead(std::ostream& out, std::string_view prompt,
+                              const std::stop_token& stop)>
+        read_line;
   };
 
   // `in`/`out` must outlive the approver. `approvals` (may be null) records
@@ -80,18 +105,21 @@ class ConsoleApprover final : public Approver {
   //   e  edit the arguments: in the editor (Options::edit_text), else as one
   //      line of JSON; the result must be an object that satisfies the
   //      tool's schema; errors re-prompt, an empty line goes back
-  // An edit-like call's old_string/new_string are shown as the lines they
+  // What Options::describe says of the call comes first; without it, an
+  // edit-like call's old_string/new_string are shown as the lines they
   // remove and add (FormatReplacement).
   // Questions (kind kQuestion): prints the question and numbered options and
   // reads an answer line (a number picks an option); returns kAllow with
   // `answer`.
-  // Blocks on `in`. End of input, or `stop` requested before or after a read,
-  // gives kDeny. by = "console".
+  // Blocks on `in` (or Options::read_line). End of input, or `stop`
+  // requested before or after a read, gives kDeny; so does a cancelled
+  // prompt, with the reason kConsoleCancelled. by = "console".
   ApprovalDecision Decide(const ApprovalRequest& request, std::stop_token stop) override;
 
  private:
-  // Reads one line; nullopt at end of input or when stopped.
-  std::optional<std::string> ReadLine(const std::stop_token& stop);
+  // Shows `prompt` and reads one line; kEnd at end of input or when
+  // stopped.
+  ConsoleRead ReadLine(std::string_view prompt, const std::stop_token& stop);
   ApprovalDecision DecideApproval(const ApprovalRequest& request, const std::stop_token& stop);
   ApprovalDecision DecideQuestion(const ApprovalRequest& request, const std::stop_token& stop);
 

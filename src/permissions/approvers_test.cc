@@ -165,6 +165,54 @@ TEST(ConsoleApproverTest, AnEditIsShownAsTheLinesItRemovesAndAdds) {
   EXPECT_EQ(FormatReplacement(Json{{"command", "ls"}}, false), "");
 }
 
+// old_string and new_string are fragments of a file: their lack of a final
+// newline says nothing about the file.
+TEST(ConsoleApproverTest, AReplacementHasNoNoNewlineMarker) {
+  std::string shown = FormatReplacement(
+      Json{{"file_path", "f.cc"}, {"old_string", "return 1;"}, {"new_string", "return 2;"}}, false);
+  EXPECT_EQ(shown, "  file_path: f.cc\n  replaces:\n    -return 1;\n    +return 2;\n");
+}
+
+// A terminal's key reader that says the prompt was cancelled (Ctrl-C, Esc):
+// a denial with kConsoleCancelled, for approvals and questions alike.
+TEST(ConsoleApproverTest, ACancelledPromptDenies) {
+  Console c("");
+  ConsoleApprover::Options o;
+  std::vector<std::string> prompts;
+  o.read_line = [&](std::ostream& out, std::string_view prompt, const std::stop_token&) {
+    out << prompt;
+    prompts.emplace_back(prompt);
+    return ConsoleRead{ConsoleRead::Kind::kCancelled, ""};
+  };
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/true, c.approvals, o);
+  ApprovalDecision d = a.Decide(BashRequest("make test"), {});
+  EXPECT_EQ(d.kind, Kind::kDeny);
+  EXPECT_EQ(d.reason, kConsoleCancelled);
+  ApprovalRequest q = BashRequest("x");
+  q.kind = PendingKind::kQuestion;
+  q.call = ToolCall{"call_q", "ask_user", Json{{"question", "which?"}}};
+  ApprovalDecision dq = a.Decide(q, {});
+  EXPECT_EQ(dq.kind, Kind::kDeny);
+  EXPECT_EQ(dq.reason, kConsoleCancelled);
+  ASSERT_EQ(prompts.size(), 2u);
+  EXPECT_THAT(prompts[0], HasSubstr("Allow?"));
+  EXPECT_EQ(prompts[1], "> ");
+}
+
+TEST(ConsoleApproverTest, WhatDescribeSaysReplacesTheArguments) {
+  Console c("y\n");
+  ConsoleApprover::Options o;
+  o.describe = [](const ApprovalRequest& r) -> std::string {
+    return r.call.name == "bash" ? "" : "  file: a.txt (new file, 1 line)\n";
+  };
+  ConsoleApprover a(c.in, c.out, /*is_terminal=*/false, c.approvals, o);
+  ApprovalRequest w = BashRequest("x");
+  w.call = ToolCall{"call_w", "write", Json{{"file_path", "a.txt"}, {"content", "hi\n"}}};
+  EXPECT_EQ(a.Decide(w, {}).kind, Kind::kAllow);
+  EXPECT_THAT(c.out.str(), HasSubstr("  file: a.txt (new file, 1 line)\n"));
+  EXPECT_THAT(c.out.str(), ::testing::Not(HasSubstr("content: hi")));
+}
+
 TEST(ConsoleApproverTest, EditEmptyLineGoesBack) {
   Console c("e\n\ny\n");
   ConsoleApprover a = c.Approver();

@@ -1,21 +1,13 @@
 #include "server/console.h"
 
-#include <fcntl.h>
 #include <string.h>
-
-#include <system_error>
 
 #include <openssl/crypto.h>
 
-#include "agentloop/tool.h"
-
-#include "base/diff.h"
 #include "base/ids.h"
 #include "base/strings.h"
 #include "config/trust.h"
-#include "env/files.h"
 #include "permissions/webhook.h"
-#include "tools/paths.h"
 
 namespace agentloop::server::console {
 namespace {
@@ -30,9 +22,6 @@ struct EmbeddedAsset {
 constexpr EmbeddedAsset kAssets[] = {
 #include "server_console_assets.inc"
 };
-
-// Files larger than this are not read for a diff.
-constexpr size_t kMaxDiffedBytes = 8u << 20;
 
 void SecurityHeaders(Response& r) {
   r.headers.emplace_back("Content-Security-Policy", std::string(kContentSecurityPolicy));
@@ -62,32 +51,6 @@ std::string GrantId(const TokenGrant& g) { return Sha256Hex("console:" + g.sha25
 
 bool ConstantTimeEqual(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
-std::string StringField(const Json& args, const char* key) {
-  auto it = args.find(key);
-  return it != args.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-size_t CountOccurrences(std::string_view hay, std::string_view needle, size_t stop_at) {
-  size_t n = 0;
-  for (size_t pos = hay.find(needle); pos != std::string_view::npos && n < stop_at;
-       pos = hay.find(needle, pos + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
-std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t prev = 0;
-  for (size_t pos = text.find(from); pos != std::string_view::npos;
-       pos = text.find(from, pos + from.size())) {
-    out.append(text.substr(prev, pos - prev)).append(to);
-    prev = pos + from.size();
-  }
-  out.append(text.substr(prev));
-  return out;
 }
 
 }  // namespace
@@ -185,79 +148,6 @@ std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<T
     }
   }
   return std::nullopt;
-}
-
-Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace,
-                         const std::string& withheld) {
-  if (item.kind != PendingKind::kApproval || (item.tool != "write" && item.tool != "edit")) {
-    return InvalidArgument(
-        "a diff is shown for a pending write or edit; " + item.id + " is " +
-        (item.kind == PendingKind::kQuestion ? "a question" : "a call of '" + item.tool + "'"));
-  }
-  const Json& args = item.arguments;
-  if (!args.is_object() || !args.contains("file_path") || !args["file_path"].is_string()) {
-    return InvalidArgument("the call's arguments have no file_path string");
-  }
-  std::error_code ec;
-  ToolContext ctx;
-  ctx.workspace = std::filesystem::canonical(workspace, ec);
-  if (ec) {
-    return FailedPrecondition("the session's workspace " + workspace.string() +
-                              " cannot be opened: " + ec.message());
-  }
-  AL_ASSIGN_OR_RETURN(
-      tools::ResolvedPath rp,
-      tools::ResolvePath(ctx, args["file_path"].get<std::string>(), tools::Access::kWrite));
-  Json out = {{"path", rp.display}, {"created", !rp.exists}, {"diff", ""}};
-  if (!withheld.empty()) {
-    out["note"] = "the content of " + rp.display + " is not shown: " + withheld;
-    return out;
-  }
-  if (rp.is_dir) {
-    out["note"] = rp.display + " is a directory";
-    return out;
-  }
-  std::string before;
-  if (rp.exists) {
-    auto parent = tools::OpenParent(ctx, rp, tools::Access::kRead, false);
-    if (!parent.ok()) return parent.error();
-    auto fd = OpenEntryNoFollow(parent->dir.get(), parent->name, O_RDONLY | O_NOCTTY | O_NONBLOCK);
-    if (!fd.ok()) return fd.error();
-    auto loaded = ReadFdToString(fd->get(), rp.display, kMaxDiffedBytes);
-    if (!loaded.ok()) {
-      out["note"] = "the file cannot be diffed: " + loaded.error().message();
-      return out;
-    }
-    before = std::move(*loaded);
-  }
-  std::string after;
-  if (item.tool == "write") {
-    after = StringField(args, "content");
-  } else {
-    const std::string old_string = StringField(args, "old_string");
-    const std::string new_string = StringField(args, "new_string");
-    const bool replace_all = args.value("replace_all", false) == true;
-    size_t hits = old_string.empty() ? 0 : CountOccurrences(before, old_string, 2);
-    if (!rp.exists || hits == 0) {
-      out["note"] = "old_string is not in " + rp.display + " as it is now";
-      return out;
-    }
-    if (hits > 1 && !replace_all) {
-      out["note"] = "old_string occurs more than once in " + rp.display +
-                    " (the edit fails unless replace_all is set)";
-      return out;
-    }
-    after = ReplaceAll(before, old_string, new_string);
-  }
-  if (after.size() > kMaxDiffedBytes) {
-    out["note"] = "the new text is too large to diff";
-    return out;
-  }
-  UnifiedDiffOptions o;
-  o.max_bytes = 256 * 1024;
-  out["diff"] = SanitizeUtf8(UnifiedDiff(before, after, rp.exists ? "a/" + rp.display : "/dev/null",
-                                         "b/" + rp.display, o));
-  return out;
 }
 
 }  // namespace agentloop::server::console

@@ -1,8 +1,8 @@
 // The web console of `agentloop serve` (docs/console.md): its page and
 // assets, compiled into the binary from src/server/console/ and served at
 // `/` and `/console/...`; the sign-in that exchanges a bearer token for an
-// HttpOnly, SameSite=Strict cookie; and the unified diff of a pending write
-// or edit, computed from the file as it is now.
+// HttpOnly, SameSite=Strict cookie. (The diff of a pending write or edit
+// is engine::PreviewPendingChange.)
 //
 // Thread-safety: free functions without shared state.
 #pragma once
@@ -81,20 +81,5 @@ std::optional<CookieSignIn> VerifyCookie(const Request& req, const std::vector<T
 // VerifyCookie's grant, or null.
 const TokenGrant* CookieGrant(const Request& req, const std::vector<TokenGrant>& tokens,
                               std::string_view key, int64_t now_ms);
-
-// The change a pending `write` or `edit` call would make to the file in
-// `workspace` as it is now: {"path", "created", "diff"} where `diff` is a
-// unified diff (empty when nothing would change), or with "note" instead of
-// a diff when none can be made (an edit whose old_string is not found, or
-// found more than once without replace_all; a file too large to diff).
-// The path is resolved as the tools resolve it: inside the workspace,
-// symbolic links resolved and confined, never followed on the way.
-// `withheld`, when not empty, says why the file's current content must not
-// be shown (the session may not read it): nothing of the file is read and
-// the answer has that "note" instead of a diff.
-// Errors: kInvalidArgument for another tool or arguments of the wrong shape,
-// kPermissionDenied for a path outside the workspace.
-Result<Json> PendingDiff(const PendingItem& item, const std::filesystem::path& workspace,
-                         const std::string& withheld = {});
 
 }  // namespace agentloop::server::console

@@ -1,18 +1,15 @@
-// The console's server side without a server: its assets, the sign-in
-// cookie (signed, expiring, bound to a configured token) and the diff of a
-// pending write or edit (confined to the workspace).
+// The console's server side without a server: its assets and the sign-in
+// cookie (signed, expiring, bound to a configured token).
 #include "server/console.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "base/testing/files.h"
 #include "config/trust.h"
 
 namespace agentloop::server::console {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -123,74 +120,6 @@ TEST(ConsoleCookie, BearerGrantFindsTheTokensGrant) {
   ASSERT_NE(BearerGrant(r, tokens), nullptr);
   r.headers.set("Authorization", "Bearer alphax");
   EXPECT_EQ(BearerGrant(r, tokens), nullptr);
-}
-
-PendingItem Call(const std::string& tool, Json args) {
-  PendingItem p;
-  p.id = "apr_1";
-  p.tool = tool;
-  p.arguments = std::move(args);
-  return p;
-}
-
-TEST(ConsoleDiff, WriteAndEditAgainstTheFileAsItIs) {
-  testing::TempDir ws("al_console");
-  testing::WriteFile(ws.path() / "a.txt", "one\ntwo\nthree\n");
-  Result<Json> w = PendingDiff(
-      Call("write", {{"file_path", "a.txt"}, {"content", "one\n2\nthree\n"}}), ws.path());
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  EXPECT_EQ((*w)["path"], "a.txt");
-  EXPECT_EQ((*w)["created"], false);
-  EXPECT_EQ((*w)["diff"], "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n");
-  Result<Json> created =
-      PendingDiff(Call("write", {{"file_path", "new/b.txt"}, {"content", "x\n"}}), ws.path());
-  ASSERT_TRUE(created.ok());
-  EXPECT_EQ((*created)["created"], true);
-  EXPECT_THAT((*created)["diff"].get<std::string>(),
-              StartsWith("--- /dev/null\n+++ b/new/b.txt\n"));
-
-  Result<Json> e = PendingDiff(
-      Call("edit", {{"file_path", "a.txt"}, {"old_string", "three"}, {"new_string", "3"}}),
-      ws.path());
-  ASSERT_TRUE(e.ok());
-  EXPECT_THAT((*e)["diff"].get<std::string>(), HasSubstr("-three\n+3\n"));
-  testing::WriteFile(ws.path() / "twice.txt", "x\nx\n");
-  Result<Json> twice = PendingDiff(
-      Call("edit", {{"file_path", "twice.txt"}, {"old_string", "x"}, {"new_string", "y"}}),
-      ws.path());
-  ASSERT_TRUE(twice.ok());
-  EXPECT_EQ((*twice)["diff"], "");
-  EXPECT_THAT((*twice)["note"].get<std::string>(), HasSubstr("more than once"));
-  Result<Json> all = PendingDiff(Call("edit", {{"file_path", "twice.txt"},
-                                               {"old_string", "x"},
-                                               {"new_string", "y"},
-                                               {"replace_all", true}}),
-                                 ws.path());
-  ASSERT_TRUE(all.ok());
-  EXPECT_THAT((*all)["diff"].get<std::string>(), HasSubstr("+y\n+y\n"));
-}
-
-TEST(ConsoleDiff, NothingOutsideTheWorkspaceIsRead) {
-  testing::TempDir root("al_console");
-  fs::create_directories(root.path() / "ws");
-  testing::WriteFile(root.path() / "secret.txt", "top secret\n");
-  fs::create_symlink(root.path() / "secret.txt", root.path() / "ws" / "link.txt");
-  for (std::string path : {std::string("../secret.txt"), (root.path() / "secret.txt").string(),
-                           std::string("link.txt")}) {
-    Result<Json> d =
-        PendingDiff(Call("write", {{"file_path", path}, {"content", "x"}}), root.path() / "ws");
-    ASSERT_FALSE(d.ok()) << path << ": " << d->dump();
-    EXPECT_EQ(d.error().code(), Code::kPermissionDenied) << path;
-  }
-}
-
-TEST(ConsoleDiff, OnlyForWriteAndEdit) {
-  testing::TempDir ws("al_console");
-  Result<Json> d = PendingDiff(Call("bash", {{"command", "ls"}}), ws.path());
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.error().code(), Code::kInvalidArgument);
-  EXPECT_THAT(d.error().message(), HasSubstr("'bash'"));
-  EXPECT_FALSE(PendingDiff(Call("write", {{"content", "x"}}), ws.path()).ok());
 }
 
 // What the configuration shows of a token (its SHA-256) cannot make a

@@ -33,6 +33,7 @@
 #include "base/ids.h"
 #include "base/strings.h"
 #include "config/trust.h"
+#include "engine/change_preview.h"
 #include "mcp/servers.h"
 #include "protocol/codec.h"
 #include "providers/http_client.h"
@@ -1350,21 +1351,14 @@ class ServerImpl final : public Server {
             {"tokens_required", !options_.tokens.empty()},
             {"cookie", cookie}};
   }
-  // The change a pending write or edit would make (console::PendingDiff).
-  // The file as it is now is shown only to the extent the session may read
-  // it: a write proposed to a file its rules keep from the model (`deny
-  // read(.env)`) does not show that file. Pool thread.
+  // The change a pending write or edit would make, shown only to the extent
+  // the session may read the file (engine::PreviewPendingChange). Pool
+  // thread.
   Result<Json> ItemDiff(const SessionInfo& s, const PendingItem& item) const {
-    std::string withheld;
-    const Json& args = item.arguments;
-    if (args.is_object() && args.contains("file_path") && args["file_path"].is_string()) {
-      ToolCall read{"diff", "read", Json{{"file_path", args["file_path"]}}};
-      AL_ASSIGN_OR_RETURN(PolicyVerdict v, engine_.Evaluate(OptionsToOpen(s.id), read));
-      if (v.decision == Decision::kDeny) {
-        withheld = "the session may not read it (" + v.reason + ")";
-      }
-    }
-    return console::PendingDiff(item, s.workspace, withheld);
+    AL_ASSIGN_OR_RETURN(
+        tools::ChangePreview p,
+        engine::PreviewPendingChange(engine_, OptionsToOpen(s.id), s.workspace, item));
+    return p.ToJson();
   }
 
   // GET /v1/approvals/{id}/diff: the change a pending write or edit would
