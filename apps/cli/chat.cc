@@ -786,8 +786,14 @@ int RunChat(const CommandEnv& e, CliSettings settings) {
   if (!settings.session.session_id.empty()) {
     FillFromStoredSession(**engine, settings.session.session_id, settings, e.args);
   } else if (settings.session.continue_latest) {
-    Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(settings.workspace);
-    if (newest.ok()) FillFromStoredSession(**engine, newest->id, settings, e.args);
+    Result<std::string> newest = NewestToContinue((*engine)->store(), settings.workspace);
+    if (!newest.ok()) {
+      e.err << "agentloop: " << newest.error().message() << "\n";
+      return ExitCodeFor(newest.error());
+    }
+    FillFromStoredSession(**engine, *newest, settings, e.args);
+    settings.session.session_id = *newest;
+    settings.session.continue_latest = false;
   }
   if (!settings.provider_configured) {
     e.err << HowToConfigureProvider();

@@ -273,8 +273,11 @@ int CmdRun(const CommandEnv& e) {
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   if (e.args.session) FillFromStoredSession(**engine, *e.args.session, *s, e.args);
   if (e.args.continue_latest) {
-    Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(s->workspace);
-    if (newest.ok()) FillFromStoredSession(**engine, newest->id, *s, e.args);
+    Result<std::string> newest = NewestToContinue((*engine)->store(), s->workspace);
+    if (!newest.ok()) return Fail(e, s->output, newest.error());
+    FillFromStoredSession(**engine, *newest, *s, e.args);
+    s->session.session_id = *newest;
+    s->session.continue_latest = false;
   }
   if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
@@ -1036,6 +1039,16 @@ int CmdPermissions(const CommandEnv& e) {
 }
 
 }  // namespace
+
+Result<std::string> NewestToContinue(SessionStore& store, const std::filesystem::path& workspace) {
+  AL_ASSIGN_OR_RETURN(std::vector<ListedSession> listed,
+                      ListTopSessions(store, workspace, 1, false));
+  if (listed.empty()) {
+    return NotFound("no session with a turn in " + workspace.string() +
+                    " to continue (`agentloop chat` starts one)");
+  }
+  return listed[0].info.id;
+}
 
 Style TurnStyle(const CommandEnv& e, const CliSettings& settings) {
   Style st = StyleFor(e.args, e.ctx);

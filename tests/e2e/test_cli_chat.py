@@ -329,3 +329,29 @@ class ChatBudgetTest(CliTestCase):
         self.assertEqual(code, 0, out + shown)
         self.assertIn("budget per turn: 5 tool calls, 200,000 tokens", shown)
 
+
+class ContinueTest(CliTestCase):
+
+    def test_continue_passes_over_empty_sessions_or_says_there_is_none(self):
+        s = self.write("hello.json", [{"text": "hello"}, {"text": "again"}])
+        chat = ["chat", "--provider", "script", "--script", s, "-C", self.ws]
+        bare = self.run_cli(*chat, stdin="/exit\n")
+        self.assert_code(bare, 0)
+        none = self.run_cli("-c", "--provider", "script", "--script", s, "-C", self.ws,
+                            stdin="/exit\n")
+        self.assert_code(none, 2)
+        self.assertIn("no session with a turn in", none.stderr)
+        run = self.run_cli("run", "-c", "--provider", "script", "--script", s, "-C", self.ws,
+                           "go on")
+        self.assert_code(run, 2)
+        self.assertIn("no session with a turn in", run.stderr)
+        # A session with a turn, then a newer empty one: -c takes the first.
+        first = self.run_cli(*chat, stdin="hi\n/exit\n")
+        self.assert_code(first, 0)
+        sid = re.search(r"session ([0-9a-f-]{36})", first.stderr).group(1)
+        self.assert_code(self.run_cli(*chat, stdin="/exit\n"), 0)
+        again = self.run_cli("-c", "--provider", "script", "--script", s, "-C", self.ws,
+                             stdin="/exit\n")
+        self.assert_code(again, 0)
+        self.assertIn("session " + sid, again.stderr)
+        self.assertIn("› hi", again.stderr)
