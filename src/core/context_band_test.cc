@@ -324,6 +324,42 @@ TEST_F(ContextBandTest, WithoutCacheFiguresACallIsChargedWhatItAdded) {
   EXPECT_EQ(ends.back().data.value("tokens", int64_t{0}), r.counters.tokens);
 }
 
+// A retried turn (the same turn, its counters carried) takes its previous
+// request to be the history before its last answer: its first request is
+// charged what was appended since, not its whole input again.
+TEST_F(ContextBandTest, WithoutCacheFiguresARetriedTurnCountsFromItsPreviousRequest) {
+  testing::FakeProvider p;
+  ModelResponse call;
+  call.content.push_back(Call("a", "big", {{"x", "1"}}));
+  call.finish = FinishReason::kToolUse;
+  call.has_usage = true;
+  call.usage.input_tokens = 4000;
+  call.usage.output_tokens = 10;
+  p.Push(call).Push(Unavailable("the server went away"));
+  TurnResult first = Run(Config(0), p);
+  ASSERT_EQ(first.stop, StopReason::kFailed);
+  ASSERT_EQ(first.counters.tokens, 4010);
+  ModelResponse answer;
+  answer.content.push_back(ContentBlock::Text("done"));
+  answer.has_usage = true;
+  answer.usage.input_tokens = 6100;  // the whole prompt again
+  answer.usage.output_tokens = 10;
+  p.Push(answer);
+  TurnConfig cfg = Config(0);
+  cfg.counters = first.counters;
+  Turn turn(std::move(cfg), transcript_);
+  ASSERT_TRUE(turn.Start(TurnInput::Retry()).ok());
+  RunnerDeps deps;
+  deps.provider = &p;
+  deps.tools = &registry_;
+  TurnResult r = RunTurn(turn, deps, {});
+  ASSERT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  auto msgs = transcript_.messages();
+  ASSERT_GE(msgs.size(), 3u);  // prompt, call, result, ...
+  const int64_t added = Transcript::MessageChars(msgs[1]) + Transcript::MessageChars(msgs[2]);
+  EXPECT_EQ(r.counters.tokens, 4010 + 10 + (added + 3) / 4);
+}
+
 // Fifty small reads against such a server fit the default token budget.
 TEST_F(ContextBandTest, FiftySmallReadsWithoutCacheFiguresFitTheDefaultTokenBudget) {
   testing::FakeProvider p;
