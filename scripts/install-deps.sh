@@ -20,6 +20,7 @@ PKGS=(
   # Email notifications: libcurl (opened with dlopen by a server with an
   # email channel), and the real SMTP server the tests send to.
   libcurl4 python3-aiosmtpd
+  curl jq  # README's `agentloop serve` example, which tests/e2e/test_docs_examples.py runs
 )
 # The web console's JavaScript unit tests (node:test) and tests/mcp: the MCP
 # reference servers run on Node.js and npm installs them

@@ -864,7 +864,8 @@ std::string UsageText(Subcommand subcommand) {
         "3 budget exhausted or max turns, 4 denied or refused, 5 waiting for an\n"
         "approval or answer, 130 interrupted.\n"
         "Documentation: man agentloop, and " AL_DOC_DIR
-        "/cli.md\n(installed with agentloop; docs/cli.md in the source tree).\n";
+        "/cli.md\n(installed with agentloop; docs/cli.md in the source tree).\n"
+        "Not installed: agentloop completion man | man -l -\n";
   }
   return out;
 }

@@ -167,6 +167,12 @@ struct ChatState {
   std::shared_ptr<permissions::SessionApprovals> approvals;
   permissions::ConsoleApprover console;
   bool exit = false;
+  // Where the chat reads the person's lines (the budget question reads its
+  // answer there too).
+  LineReader* reader = nullptr;
+  // The session's budgets when the chat first opened it: the step by which
+  // the budget question raises one.
+  std::optional<Budget> first_budget;
   // Changes /undo reverted (tool_use ids), and what the model is told with
   // the next message about them.
   std::set<std::string> undone;
@@ -193,6 +199,7 @@ struct ChatState {
     Result<std::unique_ptr<Session>> s = engine->OpenSession(settings.session);
     if (!s.ok()) return s.error();
     session = std::move(*s);
+    if (!first_budget) first_budget = session->budget();
     // Later opens (after /clear) start fresh unless told otherwise.
     settings.session.continue_latest = false;
     settings.session.session_id = session->id();
@@ -390,6 +397,93 @@ void PermissionsCmd(ChatState& st, const std::string& args) {
     << "  /permissions allow|ask|deny RULE adds a rule to this session\n";
 }
 
+// The budgets /budget names, as a person types them.
+struct BudgetName {
+  std::string_view name;
+  std::string_view field;  // SettingsOverrides' field, for sources
+  std::string_view unit;   // Counted's noun
+};
+constexpr BudgetName kBudgetNames[] = {{"tool_calls", "max_tool_calls", "tool call"},
+                                       {"tokens", "max_tokens", "token"},
+                                       {"model_calls", "max_turns", "model call"}};
+
+int64_t BudgetValue(const Budget& b, std::string_view name) {
+  if (name == "tool_calls") return b.max_tool_calls;
+  if (name == "tokens") return b.max_tokens;
+  return b.max_turns;
+}
+
+// Sets the session's budget `name` to `value` as the person's decision
+// (SettingsOverrides::person_budgets, only with a person at the terminal:
+// from a pipe a larger value is refused like a flag's) and opens the
+// session again with it (checked, pinned and recorded in the `settings`
+// event with `source`). On a refusal the session stays as it was.
+Status SetBudget(ChatState& st, std::string_view name, int64_t value, const std::string& source) {
+  SettingsOverrides& ov = st.settings.session.overrides;
+  const SettingsOverrides before = ov;
+  const BudgetName* which = nullptr;
+  for (const BudgetName& n : kBudgetNames) {
+    if (n.name == name) which = &n;
+  }
+  if (which == nullptr) return InvalidArgument("unknown budget " + std::string(name));
+  if (name == "tool_calls") {
+    ov.max_tool_calls = static_cast<int>(value);
+  } else if (name == "tokens") {
+    ov.max_tokens = value;
+  } else {
+    ov.max_turns = static_cast<int>(value);
+  }
+  ov.person_budgets = st.settings.session.interactive;
+  ov.sources[std::string(which->field)] =
+      source + (st.settings.session.interactive ? " (the person at the terminal)" : "");
+  if (Status s = st.Open(); !s.ok()) {
+    ov = before;
+    if (Status again = st.Open(); !again.ok()) {
+      st.env.err << "agentloop: " << again.message() << "\n";
+      st.exit = true;
+    }
+    return s;
+  }
+  return Status::Ok();
+}
+
+std::string BudgetLine(const Budget& b) {
+  std::string line = Counted(b.max_tool_calls, "tool call") + ", " +
+                     Counted(b.max_tokens, "token") + ", " + Counted(b.max_turns, "model call");
+  if (b.max_wall_time) line += ", " + std::to_string(b.max_wall_time->count()) + " ms";
+  return line;
+}
+
+// `/budget`: the session's budgets per turn. `/budget NAME N` sets one
+// (tool_calls, tokens, model_calls).
+void BudgetCmd(ChatState& st, const std::string& args) {
+  std::ostream& o = st.env.err;
+  if (args.empty()) {
+    o << "budget per turn: " << BudgetLine(st.session->budget()) << "\n"
+      << "  /budget tool_calls|tokens|model_calls N sets one for this session's turns\n";
+    return;
+  }
+  size_t sp = args.find_first_of(" \t");
+  const std::string name = args.substr(0, sp);
+  const std::string number =
+      sp == std::string::npos ? "" : std::string(Trim(std::string_view(args).substr(sp)));
+  bool known = false;
+  for (const BudgetName& n : kBudgetNames) known = known || n.name == name;
+  int64_t value = 0;
+  bool numeric = !number.empty() && number.size() <= 12 &&
+                 number.find_first_not_of("0123456789") == std::string::npos;
+  if (numeric) value = std::stoll(number);
+  if (!known || !numeric || value <= 0) {
+    o << "usage: /budget [tool_calls|tokens|model_calls N]   e.g. /budget tool_calls 40\n";
+    return;
+  }
+  if (Status s = SetBudget(st, name, value, "/budget"); !s.ok()) {
+    o << "agentloop: " << s.message() << "\n";
+    return;
+  }
+  o << "budget per turn: " << BudgetLine(st.session->budget()) << "\n";
+}
+
 void CostCmd(ChatState& st, const std::string& args) {
   (void)args;
   const TurnCounters t = st.session->totals();
@@ -437,6 +531,7 @@ const std::vector<SlashCommand>& SlashCommands() {
       {"diff", "", "the session's changes to files (write and edit), as diffs", DiffCmd},
       {"undo", "", "revert the newest file change agentloop made (write, edit)", UndoCmd},
       {"cost", "", "tokens and estimated cost of this chat's turns", CostCmd},
+      {"budget", "[tool_calls|tokens|model_calls N]", "the budgets per turn; set one", BudgetCmd},
       {"permissions", "[allow|ask|deny RULE]", "the session's rules; add one", PermissionsCmd},
       {"mcp", "", "the session's MCP servers: state, version, tools",
        [](ChatState& st, const std::string&) {
@@ -595,6 +690,60 @@ bool AnswerPaused(ChatState& st) {
   return true;
 }
 
+// A turn that ran out of its tool-call or token budget while a person is at
+// the terminal: asks whether to go on with that budget raised by its size
+// when the chat opened. Yes raises it (the person's decision, recorded in
+// the `settings` event) and continues the same turn (Session::Retry, its
+// counters carried), asking again if it runs out again; anything else
+// leaves the turn as it ended.
+void OfferMoreBudget(ChatState& st, TurnResult r) {
+  while (r.stop == StopReason::kBudgetExhausted && st.settings.session.interactive &&
+         st.reader != nullptr && st.first_budget && !st.exit) {
+    std::string_view name;
+    if (r.reason.starts_with("tool call budget")) {
+      name = "tool_calls";
+    } else if (r.reason.starts_with("token budget")) {
+      name = "tokens";
+    } else {
+      return;
+    }
+    const int64_t limit = BudgetValue(st.session->budget(), name);
+    const int64_t step = BudgetValue(*st.first_budget, name);
+    const std::string_view unit = name == "tool_calls" ? "tool call" : "token";
+    ReadResult answer = st.reader->Read("budget reached (" + Counted(limit, unit) +
+                                        "): continue with " + GroupDigits(step) + " more? [y/N] ");
+    if (answer.status != ReadStatus::kLine) {
+      st.env.err << "\n";
+      return;
+    }
+    const std::string_view said = Trim(answer.line);
+    if (said != "y" && said != "Y" && said != "yes") return;
+    if (Status s = SetBudget(st, name, limit + step, "the budget question"); !s.ok()) {
+      st.env.err << "agentloop: " << s.message() << "\n";
+      return;
+    }
+    if (!st.session->retryable()) {
+      st.env.err << "budget per turn: " << BudgetLine(st.session->budget())
+                 << "; the turn has nothing left to answer: send a message to go on\n";
+      return;
+    }
+    st.printer.BeginTurn();
+    std::stop_token stop = Interrupts::Arm();
+    Result<TurnResult> next = st.session->Retry(TurnCallbacks(st), stop);
+    Interrupts::Disarm();
+    if (!next.ok()) {
+      st.printer.FinishWithError(next.error());
+      return;
+    }
+    st.printer.Finish(st.session->id(), *next, st.Model());
+    if (st.session->open_checkpoint()) {
+      AnswerPaused(st);
+      return;
+    }
+    r = std::move(*next);
+  }
+}
+
 void RunChatTurn(ChatState& st, const std::string& prompt) {
   if (st.session->open_checkpoint()) {
     st.env.err << "the session is paused; answer first:\n";
@@ -613,7 +762,11 @@ void RunChatTurn(ChatState& st, const std::string& prompt) {
     return;
   }
   st.printer.Finish(st.session->id(), *r, st.Model());
-  if (st.session->open_checkpoint()) AnswerPaused(st);
+  if (st.session->open_checkpoint()) {
+    AnswerPaused(st);
+    return;
+  }
+  OfferMoreBudget(st, std::move(*r));
 }
 
 std::string HistoryFile(const CliContext& ctx) {
@@ -638,8 +791,14 @@ int RunChat(const CommandEnv& e, CliSettings settings) {
   if (!settings.session.session_id.empty()) {
     FillFromStoredSession(**engine, settings.session.session_id, settings, e.args);
   } else if (settings.session.continue_latest) {
-    Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(settings.workspace);
-    if (newest.ok()) FillFromStoredSession(**engine, newest->id, settings, e.args);
+    Result<std::string> newest = NewestToContinue((*engine)->store(), settings.workspace);
+    if (!newest.ok()) {
+      e.err << "agentloop: " << newest.error().message() << "\n";
+      return ExitCodeFor(newest.error());
+    }
+    FillFromStoredSession(**engine, *newest, settings, e.args);
+    settings.session.session_id = *newest;
+    settings.session.continue_latest = false;
   }
   if (!settings.provider_configured) {
     e.err << HowToConfigureProvider();
@@ -656,6 +815,7 @@ int RunChat(const CommandEnv& e, CliSettings settings) {
   } else {
     reader = std::make_unique<StreamLineReader>(e.in);
   }
+  st.reader = reader.get();
   if (!e.args.quiet) {
     e.err << "agentloop chat · session " << st.session->id() << " · " << st.Model() << " · "
           << st.settings.workspace.string() << "\n/help for commands, /exit to leave\n";

@@ -119,7 +119,11 @@ std::string ModelFor(const CliSettings& s, const Session* session) {
 
 // What the command line (and only the command line: a configuration file or
 // the environment never changes a stored session) asks to change in a stored
-// session's pinned settings.
+// session's pinned settings. With a person at the terminal (standard input
+// and error are terminals; a tool's command has neither), a larger budget
+// and an allow rule (`--yolo` among them) are that person's decision about
+// their own session: applied and recorded as theirs, where another process
+// is refused.
 SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
   const Config& c = s.loaded.config;
   SettingsOverrides o;
@@ -152,12 +156,26 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
   if (s.session.max_wall_time) {
     take(b.max_wall_time_ms.origin, "max_wall_time_ms", s.session.max_wall_time, o.max_wall_time);
   }
+  const bool person = s.session.interactive;
+  const std::string by_person = " (the person at the terminal)";
+  if (person) {
+    o.person_budgets = true;
+    for (const char* field : {"max_tool_calls", "max_tokens", "max_turns", "max_wall_time_ms"}) {
+      if (auto it = o.sources.find(field); it != o.sources.end()) it->second += by_person;
+    }
+  }
   auto rules = [&](const std::vector<Sourced<std::string>>& in, std::vector<SourcedRule>& out) {
     for (const Sourced<std::string>& r : in) {
       if (flag(r.origin)) out.push_back({r.value, r.origin.source});
     }
   };
-  rules(c.permissions.allow, o.allow);
+  if (person) {
+    for (const Sourced<std::string>& r : c.permissions.allow) {
+      if (flag(r.origin)) o.person_allow.push_back({r.value, r.origin.source + by_person});
+    }
+  } else {
+    rules(c.permissions.allow, o.allow);
+  }
   rules(c.permissions.ask, o.ask);
   rules(c.permissions.deny, o.deny);
   const ConfigOrigin& by_default = c.permissions.default_decision.origin;
@@ -259,8 +277,11 @@ int CmdRun(const CommandEnv& e) {
   if (!engine.ok()) return Fail(e, s->output, engine.error());
   if (e.args.session) FillFromStoredSession(**engine, *e.args.session, *s, e.args);
   if (e.args.continue_latest) {
-    Result<SessionInfo> newest = (*engine)->store().NewestInWorkspace(s->workspace);
-    if (newest.ok()) FillFromStoredSession(**engine, newest->id, *s, e.args);
+    Result<std::string> newest = NewestToContinue((*engine)->store(), s->workspace);
+    if (!newest.ok()) return Fail(e, s->output, newest.error());
+    FillFromStoredSession(**engine, *newest, *s, e.args);
+    s->session.session_id = *newest;
+    s->session.continue_latest = false;
   }
   if (!s->provider_configured) return NoProvider(e, s->output);
   Result<std::unique_ptr<Session>> session = (*engine)->OpenSession(s->session);
@@ -1027,6 +1048,16 @@ int CmdPermissions(const CommandEnv& e) {
 }
 
 }  // namespace
+
+Result<std::string> NewestToContinue(SessionStore& store, const std::filesystem::path& workspace) {
+  AL_ASSIGN_OR_RETURN(std::vector<ListedSession> listed,
+                      ListTopSessions(store, workspace, 1, false));
+  if (listed.empty()) {
+    return NotFound("no session with a turn in " + workspace.string() +
+                    " to continue (`agentloop chat` starts one)");
+  }
+  return listed[0].info.id;
+}
 
 Style TurnStyle(const CommandEnv& e, const CliSettings& settings) {
   Style st = StyleFor(e.args, e.ctx);

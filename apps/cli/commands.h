@@ -72,6 +72,12 @@ Result<std::string> EditInEditor(const std::string& editor, const std::string& t
 Result<std::unique_ptr<Engine>> MakeEngine(const CliContext& ctx, const CliSettings& settings,
                                            bool preconnect = false);
 
+// The session `-c`/`--continue` continues: the newest session of
+// `workspace` that has a turn and is not a subagent's child (as the resume
+// picker lists them; a bare chat's empty session is passed over). Errors:
+// kNotFound saying there is none; the store's.
+Result<std::string> NewestToContinue(SessionStore& store, const std::filesystem::path& workspace);
+
 // Fills what the flags and files left unset (provider, model, command) from
 // the stored session `session_id` (id or prefix), and sets
 // settings.session.overrides to what the flags of `args` ask to change in the

@@ -256,8 +256,9 @@ int CmdServe(const CommandEnv& e) {
   }
   if (so.agents.empty()) {
     if (!settings->provider_configured) {
-      e.err << "agentloop: no agent to serve: define one in " << engine::AgentsDir(*config_dir)
-            << "/NAME/agent.toml (docs/agents.md), or configure a provider to serve this "
+      e.err << "agentloop: no agent to serve: define one in "
+            << (engine::AgentsDir(*config_dir) / "NAME" / "agent.toml").string()
+            << " (docs/agents.md), or configure a provider to serve this "
                "directory as the agent \"default\"\n";
       return kExitUsage;
     }

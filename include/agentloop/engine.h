@@ -67,7 +67,8 @@ struct SourcedRule {
 // pinned value. Narrowing changes (more ask/deny rules, smaller budgets, a
 // stricter default or sandbox, a read-only command, switches turned off, no
 // approver) and explicit provider changes (provider, model, base URL, API
-// key variable, script) are applied and recorded; a change that widens (an
+// key variable, script) are applied and recorded, and so are the person's
+// own widenings (person_allow, person_budgets); a change that widens (an
 // allow rule, a larger budget, a looser default or sandbox, another
 // workspace, ...) makes OpenSession fail with kInvalidArgument naming each.
 struct SettingsOverrides {
@@ -87,6 +88,15 @@ struct SettingsOverrides {
   // front end fills it only from what a person typed, never from a file, an
   // agent definition or the environment.
   std::vector<SourcedRule> person_allow;
+  // The budgets above (max_tool_calls, max_tokens, max_turns,
+  // max_wall_time) were set by the person at the session's own terminal
+  // (the CLI's flags when a person is at the terminal, chat's /budget and
+  // its budget question): their decision, so a budget larger than the
+  // pinned one is applied and recorded in the `settings` event with its
+  // source, instead of refused. A front end sets it only for what a person
+  // typed at their terminal, never for a file, an agent's API client or
+  // another process.
+  bool person_budgets = false;
   std::optional<Decision> default_mutating, default_read_only;
   std::optional<SandboxMode> sandbox;
   std::optional<bool> sandbox_network;
@@ -387,9 +397,10 @@ enum class ResumeKind {
   // A paused batch whose every item is decided: its turn continues.
   kDecidedBatch,
   // The newest turn failed (a cut turn among them: it was ended `failed`
-  // when the session was taken over) and its history ends with what the
-  // model is to answer (the prompt or tool results): the same turn is
-  // retried (Session::Retry).
+  // when the session was taken over), or ran out of a budget of tool calls,
+  // tokens or model calls that has been raised since, and its history ends
+  // with what the model is to answer (the prompt or tool results): the same
+  // turn is retried (Session::Retry), its counters carried.
   kRetry,
   // The newest turn was cut and its history leaves the model nothing to
   // answer: a new turn on kContinueInterruptedPrompt.
@@ -418,9 +429,9 @@ class Session {
 
   // Whether Retry() would run: the paused batch is decided but its turn has
   // not continued (the resolver could not take the session), or the newest
-  // turn failed (the provider was unreachable, say), nothing is paused, and
-  // the history ends with the prompt or the tool results the model is to
-  // answer.
+  // turn failed (the provider was unreachable, say) or ran out of a budget
+  // raised since (ResumeKind::kRetry), nothing is paused, and the history
+  // ends with the prompt or the tool results the model is to answer.
   virtual bool retryable() const = 0;
   // Continues the decided batch, or the failed newest turn from its last
   // committed step: the same turn id and counters, no new message. Errors:

@@ -113,7 +113,13 @@ struct ModelResponse {
   FinishReason finish = FinishReason::kStop;
   Usage usage;
   bool has_usage = false;  // false when the provider reported none
-  std::string model;       // the model that answered, when reported
+  // The provider reported cache figures (cached input read or written, zero
+  // included), so `usage.input_tokens` is the input it did not read from a
+  // cache. False for a server that reports only its prompt's total (a local
+  // OpenAI-compatible server): the token budget then estimates what each
+  // request of a turn added (docs/protocol.md, "Budgets").
+  bool has_cache_usage = false;
+  std::string model;  // the model that answered, when reported
 };
 
 // Receives deltas while a response streams in, one call at a time: on the

@@ -276,6 +276,7 @@ TEST_F(ContextBandTest, TokenBudgetCountsOnlyNewTokens) {
   ModelResponse resp;
   resp.content.push_back(ContentBlock::Text("ok"));
   resp.has_usage = true;
+  resp.has_cache_usage = true;
   resp.usage.input_tokens = 100;        // not cached
   resp.usage.cache_read_tokens = 9000;  // read from the cache: free for the budget
   resp.usage.cache_write_tokens = 50;
@@ -284,6 +285,115 @@ TEST_F(ContextBandTest, TokenBudgetCountsOnlyNewTokens) {
   TurnResult r = Run(Config(0), p);
   EXPECT_EQ(r.counters.tokens, 157);
   EXPECT_EQ(r.counters.usage.cache_read_tokens, 9000);
+}
+
+// A server that reports no cache figures repeats the whole context in each
+// call's input: after the turn's first request (charged in full), a call is
+// charged its output and chars / 4 of the messages appended since the
+// previous request, not the input it reports.
+TEST_F(ContextBandTest, WithoutCacheFiguresACallIsChargedWhatItAdded) {
+  testing::FakeProvider p;
+  auto step = [](std::vector<ContentBlock> content, int64_t input) {
+    ModelResponse r;
+    r.content = std::move(content);
+    r.finish =
+        r.content.back().type == BlockType::kToolUse ? FinishReason::kToolUse : FinishReason::kStop;
+    r.has_usage = true;
+    r.usage.input_tokens = input;  // the whole prompt, every call
+    r.usage.output_tokens = 10;
+    return r;
+  };
+  p.Push(step({Call("a", "big", {{"x", "1"}})}, 4000));
+  p.Push(step({Call("b", "big", {{"x", "2"}})}, 6100));
+  p.Push(step({ContentBlock::Text("done")}, 8200));
+  TurnResult r = Run(Config(0), p);
+  ASSERT_EQ(r.stop, StopReason::kCompleted);
+  auto msgs = transcript_.messages();
+  ASSERT_EQ(msgs.size(), 6u);  // prompt, call, result, call, result, answer
+  auto quarter = [](int64_t c) { return (c + 3) / 4; };
+  const int64_t second =
+      10 + quarter(Transcript::MessageChars(msgs[1]) + Transcript::MessageChars(msgs[2]));
+  const int64_t third =
+      10 + quarter(Transcript::MessageChars(msgs[3]) + Transcript::MessageChars(msgs[4]));
+  EXPECT_EQ(r.counters.tokens, 4010 + second + third);
+  // What the provider reported stays in the usage (cost is estimated from it).
+  EXPECT_EQ(r.counters.usage.input_tokens, 4000 + 6100 + 8200);
+  // Every step_end carries the same running figure.
+  auto ends = sink_.OfType(EventType::kStepEnd);
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_EQ(ends.back().data.value("tokens", int64_t{0}), r.counters.tokens);
+}
+
+// A retried turn (the same turn, its counters carried) takes its previous
+// request to be the history before its last answer: its first request is
+// charged what was appended since, not its whole input again.
+TEST_F(ContextBandTest, WithoutCacheFiguresARetriedTurnCountsFromItsPreviousRequest) {
+  testing::FakeProvider p;
+  ModelResponse call;
+  call.content.push_back(Call("a", "big", {{"x", "1"}}));
+  call.finish = FinishReason::kToolUse;
+  call.has_usage = true;
+  call.usage.input_tokens = 4000;
+  call.usage.output_tokens = 10;
+  p.Push(call).Push(Unavailable("the server went away"));
+  TurnResult first = Run(Config(0), p);
+  ASSERT_EQ(first.stop, StopReason::kFailed);
+  ASSERT_EQ(first.counters.tokens, 4010);
+  ModelResponse answer;
+  answer.content.push_back(ContentBlock::Text("done"));
+  answer.has_usage = true;
+  answer.usage.input_tokens = 6100;  // the whole prompt again
+  answer.usage.output_tokens = 10;
+  p.Push(answer);
+  TurnConfig cfg = Config(0);
+  cfg.counters = first.counters;
+  Turn turn(std::move(cfg), transcript_);
+  ASSERT_TRUE(turn.Start(TurnInput::Retry()).ok());
+  RunnerDeps deps;
+  deps.provider = &p;
+  deps.tools = &registry_;
+  TurnResult r = RunTurn(turn, deps, {});
+  ASSERT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  auto msgs = transcript_.messages();
+  ASSERT_GE(msgs.size(), 3u);  // prompt, call, result, ...
+  const int64_t added = Transcript::MessageChars(msgs[1]) + Transcript::MessageChars(msgs[2]);
+  EXPECT_EQ(r.counters.tokens, 4010 + 10 + (added + 3) / 4);
+}
+
+// Fifty small reads against such a server fit the default token budget.
+TEST_F(ContextBandTest, FiftySmallReadsWithoutCacheFiguresFitTheDefaultTokenBudget) {
+  testing::FakeProvider p;
+  int64_t input = 4200;
+  for (int i = 0; i < 50; ++i) {
+    ModelResponse r;
+    r.content.push_back(Call("r" + std::to_string(i), "small", {{"x", std::to_string(i)}}));
+    r.finish = FinishReason::kToolUse;
+    r.has_usage = true;
+    r.usage.input_tokens = input;
+    r.usage.output_tokens = 30;
+    input += 80;
+    p.Push(r);
+  }
+  ModelResponse last;
+  last.content.push_back(ContentBlock::Text("read them all"));
+  last.has_usage = true;
+  last.usage.input_tokens = input;
+  last.usage.output_tokens = 30;
+  p.Push(last);
+  ToolSpec s;
+  s.name = "small";
+  s.description = "reads a small file";
+  s.input_schema = ObjectSchema({"x"});
+  registry_.Add(std::make_shared<FnTool>(s, [](const ToolCall&, ToolContext&) {
+    return Result<ToolOutput>(ToolOutput::Ok(std::string(200, 'y')));
+  }));
+  TurnConfig cfg = Config(0);
+  cfg.tools = registry_.Specs();
+  cfg.budget.max_tokens = Budget{}.max_tokens;  // the default, 50 000
+  TurnResult r = Run(cfg, p);
+  EXPECT_EQ(r.stop, StopReason::kCompleted) << r.reason;
+  EXPECT_EQ(r.counters.tool_calls, 50);
+  EXPECT_LT(r.counters.tokens, 20'000);
 }
 
 TEST_F(ContextBandTest, ContextIsMeasuredFromReportedInputPlusAppendedChars) {

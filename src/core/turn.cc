@@ -77,7 +77,8 @@ constexpr int64_t kMinOutputTokens = 256;
 
 int64_t CeilQuarter(int64_t chars) { return chars <= 0 ? 0 : (chars + 3) / 4; }
 
-// Tokens a call costs against the token budget: its output and the input
+// Tokens a call costs against the token budget when the provider reports
+// cache figures (and for a turn's first request): its output and the input
 // the provider did not read from its cache.
 int64_t NewTokens(const Usage& u) {
   return u.input_tokens + u.cache_write_tokens + u.output_tokens;
@@ -215,6 +216,11 @@ class Turn::Impl {
       return InvalidArgument(
           "retry: the history does not end with a prompt or tool results to answer");
     }
+    if ((input.decided || input.is_retry) && counters_.model_calls > 0) {
+      // A continued turn's previous request is the history before its last
+      // answer.
+      answered_chars_ = PreviousRequestChars();
+    }
     start_time_ = cfg_.clock();
     Emit([&] {
       return TurnBeginData{.input = input.is_retry  ? "retry"
@@ -271,7 +277,7 @@ class Turn::Impl {
       }
     }
     if (resp.has_usage && resp.usage.Total() > 0) {
-      AddTokens(NewTokens(resp.usage));
+      AddTokens(ChargedTokens(resp));
       counters_.usage += resp.usage;
       // The context as the provider counted it; what is appended from now
       // on is estimated on top (ContextTokens).
@@ -285,6 +291,7 @@ class Turn::Impl {
       // the response), so the cap still trips.
       AddTokens(CeilQuarter(uncounted_chars_ + response_chars));
     }
+    answered_chars_ = request_chars_;
     Message assistant;
     assistant.role = Role::kAssistant;
     assistant.content = std::move(resp.content);
@@ -445,6 +452,22 @@ class Turn::Impl {
     Emit([&] { return retry; });
   }
 
+  // What an answered model call costs against the token budget: its output
+  // plus the input new since the turn's previous request. With cache
+  // figures, the input the provider did not read from its cache; without
+  // them (a server that reports only the prompt's total, which repeats the
+  // whole context every call), chars / 4 of the messages appended since the
+  // previous request and of the request's tail (sent after the history, so
+  // never a prefix a server could reuse). The turn's first request, and the
+  // first after a compaction, count their whole input.
+  int64_t ChargedTokens(const ModelResponse& resp) const {
+    const Usage& u = resp.usage;
+    if (resp.has_cache_usage || !answered_chars_ || request_chars_ < *answered_chars_) {
+      return NewTokens(u);
+    }
+    return u.output_tokens + CeilQuarter(request_chars_ - *answered_chars_ + request_tail_chars_);
+  }
+
   // The estimated tokens of the next request: the input the provider
   // reported for the last one (in this turn or one before) plus chars / 4
   // of what was appended since and of a change of the system text and
@@ -496,6 +519,18 @@ class Turn::Impl {
             numbered ? seq_++ : 0, make().ToJson(), cfg_.now_ms()};
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
+  }
+
+  // The history's characters before its last assistant message: what the
+  // request that message answered carried (none without one).
+  std::optional<int64_t> PreviousRequestChars() const {
+    int64_t chars = tr_.chars();
+    const auto msgs = tr_.messages();
+    for (size_t i = msgs.size(); i > 0; --i) {
+      chars -= Transcript::MessageChars(msgs[i - 1]);
+      if (msgs[i - 1].role == Role::kAssistant) return chars;
+    }
+    return std::nullopt;
   }
 
   void AppendMessage(Message m) {
@@ -765,6 +800,9 @@ class Turn::Impl {
                            .max_output_tokens = req.max_output_tokens,
                            .messages = static_cast<int64_t>(req.message_count())};
     });
+    request_chars_ = tr_.chars();
+    request_tail_chars_ = 0;
+    for (const Message& m : req.tail) request_tail_chars_ += Transcript::MessageChars(m);
     phase_ = Phase::kAwaitModel;
     return turn_action::CallModel{std::move(req)};
   }
@@ -914,6 +952,8 @@ class Turn::Impl {
   // Keeps the turn's indices and the context measurement true after the
   // first `r.dropped` messages were replaced.
   void AfterCompaction(const CompactionResult& r, int64_t tokens_before, int64_t chars_before) {
+    // The next request is new from its start: it counts its whole input.
+    answered_chars_.reset();
     const size_t inserted = (r.summary ? 1 : 0) + r.kept.size();
     auto shift = [&](size_t i) -> std::optional<size_t> {
       if (i >= r.dropped) return i - r.dropped + inserted;
@@ -1560,6 +1600,13 @@ class Turn::Impl {
   // Characters appended since the token budget last charged a call (the
   // chars/4 fallback when a provider reports no usage).
   int64_t uncounted_chars_ = 0;
+  // The history's characters when the request in flight was built, and its
+  // tail's; the history's characters of the turn's previous answered
+  // request (none before the turn's first request and after a compaction).
+  // ChargedTokens reads them.
+  int64_t request_chars_ = 0;
+  int64_t request_tail_chars_ = 0;
+  std::optional<int64_t> answered_chars_;
   // The compaction a summary side request is running for.
   std::optional<CompactionPlan> pending_plan_;
   std::string pending_trigger_ = "threshold";

@@ -442,14 +442,29 @@ class SessionImpl final : public Session, public engine::SubagentHost {
     return c;
   }
 
-  // A retry continues a decided batch, or the newest turn when it failed and
-  // its history ends with what the model is to answer (the prompt or
-  // committed tool results).
+  // A retry continues a decided batch, or the newest turn when its history
+  // ends with what the model is to answer (the prompt or committed tool
+  // results) and it failed, or ran out of a budget that has been raised
+  // since (the person widened it: SettingsOverrides::person_budgets).
   bool retryable() const override {
     if (open_checkpoint_) return false;
     if (batch_decided_) return true;
-    return last_turn_end_ && last_turn_end_->stop == StopReason::kFailed && !transcript_.empty() &&
-           transcript_.back().role == Role::kUser;
+    if (!last_turn_end_ || transcript_.empty() || transcript_.back().role != Role::kUser) {
+      return false;
+    }
+    if (last_turn_end_->stop == StopReason::kFailed) return true;
+    return last_turn_end_->stop == StopReason::kBudgetExhausted &&
+           BudgetRaisedOver(*last_turn_end_);
+  }
+
+  // The budgets now leave room for what `end`'s turn spent: every count
+  // below its limit. (A turn out of wall time is not continued: its
+  // elapsed time is not a count the turn carries.)
+  bool BudgetRaisedOver(const LastTurnEnd& end) const {
+    const Budget b = EffectiveBudget();
+    if (end.reason.starts_with("wall time budget")) return false;
+    return end.counters.tool_calls < b.max_tool_calls && end.counters.tokens < b.max_tokens &&
+           end.counters.model_calls < b.max_turns;
   }
 
   Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override {

@@ -78,7 +78,7 @@ class Applier {
           static_cast<int64_t>(before.max_turns));
     if (o_.max_wall_time) {
       const int64_t asked = o_.max_wall_time->count();
-      if (before.max_wall_time && asked > before.max_wall_time->count()) {
+      if (before.max_wall_time && asked > before.max_wall_time->count() && !o_.person_budgets) {
         Widen(Source("budget.max_wall_time_ms", "budget.max_wall_time_ms") + " " +
               std::to_string(asked) + " is larger than the pinned " +
               std::to_string(before.max_wall_time->count()));
@@ -218,7 +218,7 @@ class Applier {
              std::optional<T>& field, int64_t pinned) {
     if (!asked) return;
     const auto v = static_cast<int64_t>(*asked);
-    if (v > pinned) {
+    if (v > pinned && !o_.person_budgets) {
       std::string field_name = key.substr(key.rfind('.') + 1);
       Widen(Source(field_name, flag) + " " + std::to_string(v) + " is larger than the pinned " +
             std::to_string(pinned));

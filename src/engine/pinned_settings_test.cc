@@ -141,6 +141,33 @@ TEST(PinnedSettingsTest, LargerBudgetsAreRefused) {
   EXPECT_THAT(Refusal(tokens), HasSubstr("is larger than the pinned"));
 }
 
+// The person at the session's own terminal raises its budgets: applied and
+// recorded with where the value came from.
+TEST(PinnedSettingsTest, LargerBudgetsThePersonSetsAreAppliedAndRecorded) {
+  SettingsOverrides o;
+  o.person_budgets = true;
+  o.max_tool_calls = 40;
+  o.max_tokens = 200'000;
+  o.max_wall_time = std::chrono::milliseconds(1000);  // none pinned: a narrowing
+  o.sources["max_tool_calls"] = "--max-tool-calls (at the terminal)";
+  o.sources["max_tokens"] = "/budget";
+  Result<AppliedSettings> r = ApplyOverrides(Pinned(), o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->options.max_tool_calls, 40);
+  EXPECT_EQ(r->options.max_tokens, 200'000);
+  EXPECT_EQ(EffectiveBudget(r->options).max_tool_calls, 40);
+  ASSERT_EQ(r->changes.size(), 3u);
+  EXPECT_EQ(r->changes[0].key, "budget.max_tool_calls");
+  EXPECT_EQ(r->changes[0].from, Json(10));
+  EXPECT_EQ(r->changes[0].to, Json(40));
+  EXPECT_EQ(r->changes[0].source, "--max-tool-calls (at the terminal)");
+  EXPECT_EQ(r->changes[1].key, "budget.max_tokens");
+  EXPECT_EQ(r->changes[1].source, "/budget");
+  // Only budgets: the same overrides' allow rule is still refused.
+  o.allow.push_back({"bash(*)", "--allow"});
+  EXPECT_THAT(Refusal(o), HasSubstr("bash(*) is not among the pinned allow rules"));
+}
+
 TEST(PinnedSettingsTest, LooserDefaultsSandboxAndSwitchesAreRefused) {
   SettingsOverrides def;
   def.default_mutating = Decision::kAllow;

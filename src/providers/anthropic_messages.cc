@@ -128,6 +128,7 @@ class AnthropicDecoder : public StreamDecoder {
     }
     r.usage = usage_;
     r.has_usage = has_usage_;
+    r.has_cache_usage = has_cache_usage_;
     r.model = model_;
     return r;
   }
@@ -139,9 +140,11 @@ class AnthropicDecoder : public StreamDecoder {
     if (u.contains("output_tokens")) usage_.output_tokens = wire::Int(u, "output_tokens");
     if (u.contains("cache_read_input_tokens")) {
       usage_.cache_read_tokens = wire::Int(u, "cache_read_input_tokens");
+      has_cache_usage_ = true;
     }
     if (u.contains("cache_creation_input_tokens")) {
       usage_.cache_write_tokens = wire::Int(u, "cache_creation_input_tokens");
+      has_cache_usage_ = true;
     }
   }
 
@@ -156,6 +159,7 @@ class AnthropicDecoder : public StreamDecoder {
   std::string stop_reason_, model_;
   Usage usage_;
   bool has_usage_ = false;
+  bool has_cache_usage_ = false;
 };
 
 class AnthropicFormat : public WireFormat {

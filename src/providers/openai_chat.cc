@@ -37,8 +37,11 @@ class ChatDecoder : public StreamDecoder {
       has_usage_ = true;
       int64_t prompt = wire::Int(*u, "prompt_tokens");
       int64_t cached = 0;
-      if (const Json* d = wire::Obj(*u, "prompt_tokens_details"))
+      if (const Json* d = wire::Obj(*u, "prompt_tokens_details");
+          d && d->contains("cached_tokens")) {
         cached = wire::Int(*d, "cached_tokens");
+        has_cache_usage_ = true;
+      }
       usage_.cache_read_tokens = cached;
       usage_.input_tokens = prompt - cached;
       usage_.output_tokens = wire::Int(*u, "completion_tokens");
@@ -123,6 +126,7 @@ class ChatDecoder : public StreamDecoder {
     }
     r.usage = usage_;
     r.has_usage = has_usage_;
+    r.has_cache_usage = has_cache_usage_;
     r.model = model_;
     return r;
   }
@@ -138,6 +142,7 @@ class ChatDecoder : public StreamDecoder {
   std::map<int64_t, Call> calls_;
   Usage usage_;
   bool has_usage_ = false;
+  bool has_cache_usage_ = false;
 };
 
 class ChatFormat : public WireFormat {

@@ -70,8 +70,11 @@ class ResponsesDecoder : public StreamDecoder {
       if (const Json* u = wire::Obj(*r, "usage")) {
         has_usage_ = true;
         int64_t cached = 0;
-        if (const Json* d = wire::Obj(*u, "input_tokens_details"))
+        if (const Json* d = wire::Obj(*u, "input_tokens_details");
+            d && d->contains("cached_tokens")) {
           cached = wire::Int(*d, "cached_tokens");
+          has_cache_usage_ = true;
+        }
         usage_.cache_read_tokens = cached;
         usage_.input_tokens = wire::Int(*u, "input_tokens") - cached;
         usage_.output_tokens = wire::Int(*u, "output_tokens");
@@ -155,6 +158,7 @@ class ResponsesDecoder : public StreamDecoder {
     }
     r.usage = usage_;
     r.has_usage = has_usage_;
+    r.has_cache_usage = has_cache_usage_;
     r.model = model_;
     return r;
   }
@@ -171,6 +175,7 @@ class ResponsesDecoder : public StreamDecoder {
   std::string incomplete_reason_, model_;
   Usage usage_;
   bool has_usage_ = false;
+  bool has_cache_usage_ = false;
 };
 
 Json InputMessage(const char* role, const char* part_type, const std::string& text) {

@@ -134,6 +134,9 @@ Result<ScriptItem> ParseScriptItem(const Json& item, size_t index) {
     AL_ASSIGN_OR_RETURN(r.usage.cache_write_tokens, OptInt(*it, "cache_write_tokens", uw));
     AL_ASSIGN_OR_RETURN(r.usage.reasoning_tokens, OptInt(*it, "reasoning_tokens", uw));
     r.has_usage = true;
+    // Cache figures reported (zero included) only when the item names one:
+    // an item without them stands for a server that reports none.
+    r.has_cache_usage = it->contains("cache_read_tokens") || it->contains("cache_write_tokens");
   }
   AL_ASSIGN_OR_RETURN(r.model, OptStr(item, "model", where));
   return out;

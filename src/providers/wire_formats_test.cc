@@ -172,6 +172,7 @@ TEST_P(WireFormats, StreamsAndSendsExactRequest) {
   EXPECT_EQ(r->usage.input_tokens, 100);
   EXPECT_EQ(r->usage.output_tokens, 20);
   EXPECT_EQ(r->usage.cache_read_tokens, 30);
+  EXPECT_TRUE(r->has_cache_usage);
   EXPECT_EQ(r->model, "fake-model");
 
   auto reqs = f->server->requests();
@@ -185,6 +186,25 @@ TEST_P(WireFormats, StreamsAndSendsExactRequest) {
     EXPECT_EQ(FindHeader(reqs[0].headers, "authorization"), std::string("Bearer ") + kKey);
   }
   ExpectGolden(kind + "_request.json", reqs[0].body);
+}
+
+// A server that reports only its prompt's total (no cache figures): the
+// whole prompt is uncached input, and the response says no cache figures
+// came, so the token budget estimates what the request added.
+TEST_P(WireFormats, UsageWithoutCacheFigures) {
+  auto f = Make(GetParam(), Json::parse(R"([{"text": "done",
+      "usage": {"input_tokens": 4200, "output_tokens": 9}}])"));
+  std::vector<Message> h{Message::User("hi")};
+  ModelRequest req;
+  req.history = h;
+  Sink sink;
+  auto r = f->provider->Complete(req, sink, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r->has_usage);
+  EXPECT_FALSE(r->has_cache_usage);
+  EXPECT_EQ(r->usage.input_tokens, 4200);
+  EXPECT_EQ(r->usage.output_tokens, 9);
+  EXPECT_EQ(r->usage.cache_read_tokens, 0);
 }
 
 TEST_P(WireFormats, TextOnlyStopAndLength) {

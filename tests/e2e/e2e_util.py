@@ -12,10 +12,12 @@ AGENTLOOP_EXAMPLES (the examples/ directory).
 
 import json
 import os
+import pty
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import unittest
 
 BIN = os.environ.get("AGENTLOOP_BIN", "agentloop")
@@ -172,3 +174,46 @@ class CliTestCase(unittest.TestCase):
 
 def interrupt(proc):
     proc.send_signal(signal.SIGINT)
+
+
+def run_on_terminal(args, typed, env, cwd, stdout_too=False):
+    """Runs agentloop as a person at a terminal would: standard input and
+    standard error on a pseudo-terminal, standard output piped (or on the
+    terminal too with `stdout_too`: libedit shows its prompts only then).
+    `typed` (str) is typed ahead. Returns (exit code, stdout, what the
+    terminal showed)."""
+    master, slave = pty.openpty()
+    shown = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: every holder of the terminal closed it
+                return
+            if not data:
+                return
+            shown.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    try:
+        proc = subprocess.Popen([BIN] + list(args), stdin=slave,
+                                stdout=slave if stdout_too else subprocess.PIPE, stderr=slave,
+                                env=env, cwd=cwd)
+        os.close(slave)
+        slave = None
+        reader.start()
+        if typed:
+            os.write(master, typed.encode())
+        try:
+            out, _ = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        reader.join(TIMEOUT)
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    return proc.returncode, (out or b"").decode("utf-8", "replace"), b"".join(shown).decode(
+        "utf-8", "replace")

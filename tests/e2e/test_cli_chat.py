@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from e2e_util import BIN, BUGGY_LINE, CliTestCase, DEMO, DEMO_SCRIPT, TIMEOUT
+from e2e_util import BIN, BUGGY_LINE, CliTestCase, DEMO, DEMO_SCRIPT, TIMEOUT, run_on_terminal
 
 
 class ChatPausedTest(CliTestCase):
@@ -258,3 +258,100 @@ class ChatUndoPermissionsTest(CliTestCase):
 if __name__ == "__main__":
     import unittest
     unittest.main()
+
+
+def bash_call(call_id, command):
+    return {"tool_calls": [{"id": call_id, "name": "bash", "input": {"command": command}}]}
+
+
+class ChatBudgetTest(CliTestCase):
+
+    def script(self):
+        return self.write("budget.json", [
+            bash_call("c1", "echo 1 >> log.txt"), bash_call("c2", "echo 2 >> log.txt"),
+            bash_call("c3", "echo 3 >> log.txt"), bash_call("c4", "echo 3 >> log.txt"),
+            {"text": "Logged three."}])
+
+    def settings_changes(self, sid):
+        return [(c["key"], c["from"], c["to"], c["source"]) for e in self.export(sid)
+                if e["type"] == "settings" for c in e["changes"]]
+
+    def newest_session(self):
+        return json.loads(self.run_cli("sessions", "list", "-C", self.ws, "--output",
+                                       "json").stdout)[0]["id"]
+
+    def test_a_turn_out_of_budget_asks_to_continue_and_yes_continues_it(self):
+        code, out, shown = run_on_terminal(
+            ["chat", "--provider", "script", "--script", self.script(), "-C", self.ws,
+             "--yolo", "--max-tool-calls", "2"],
+            "log three lines\ny\n/budget\n/exit\n", self.env(), self.tmp, stdout_too=True)
+        self.assertEqual(code, 0, out + shown)
+        self.assertIn("budget reached (2 tool calls): continue with 2 more? [y/N]", out + shown)
+        self.assertIn("Logged three.", out + shown)
+        self.assertIn("budget per turn: 4 tool calls", shown)  # /budget
+        with open(os.path.join(self.ws, "log.txt")) as f:
+            self.assertEqual(f.read().split(), ["1", "2", "3"])
+        sid = self.newest_session()
+        self.assertEqual(self.settings_changes(sid),
+                         [("budget.max_tool_calls", 2, 4,
+                           "the budget question (the person at the terminal)")])
+        # The same turn went on: one turn id, its counters carried.
+        ends = [e for e in self.export(sid) if e["type"] == "turn_end"]
+        self.assertEqual(len({e["turn_id"] for e in ends}), 1)
+        self.assertEqual(ends[-1]["counters"]["tool_calls"], 3)
+
+    def test_no_leaves_the_turn_as_it_ended(self):
+        code, out, shown = run_on_terminal(
+            ["chat", "--provider", "script", "--script", self.script(), "-C", self.ws,
+             "--yolo", "--max-tool-calls", "2"],
+            "log three lines\nn\n/exit\n", self.env(), self.tmp, stdout_too=True)
+        self.assertEqual(code, 0, out + shown)
+        self.assertIn("continue with 2 more? [y/N]", out + shown)
+        self.assertNotIn("Logged three.", out + shown)
+        self.assertEqual(self.settings_changes(self.newest_session()), [])
+
+    def test_budget_command_shows_and_sets_and_a_pipe_cannot_raise(self):
+        s = self.write("hello.json", [{"text": "hello"}, {"text": "again"}])
+        c = self.run_cli("chat", "--provider", "script", "--script", s, "-C", self.ws,
+                         stdin="hi\n/budget\n/budget tool_calls 40\n/budget tool_calls 5\n"
+                               "/budget tokens\n/budget\nagain\n/exit\n")
+        self.assert_code(c, 0)
+        self.assertIn("budget per turn: 20 tool calls, 50,000 tokens, 25 model calls", c.stderr)
+        self.assertIn("/budget 40 is larger than the pinned 20", c.stderr)
+        self.assertIn("budget per turn: 5 tool calls", c.stderr)
+        self.assertIn("usage: /budget [tool_calls|tokens|model_calls N]", c.stderr)
+        self.assertEqual(self.settings_changes(self.newest_session()),
+                         [("budget.max_tool_calls", 20, 5, "/budget")])
+        # At the terminal a larger value is the person's decision.
+        code, out, shown = run_on_terminal(
+            ["chat", "--provider", "script", "--script", s, "-C", self.ws, "-c"],
+            "/budget tokens 200000\n/exit\n", self.env(), self.tmp)
+        self.assertEqual(code, 0, out + shown)
+        self.assertIn("budget per turn: 5 tool calls, 200,000 tokens", shown)
+
+
+class ContinueTest(CliTestCase):
+
+    def test_continue_passes_over_empty_sessions_or_says_there_is_none(self):
+        s = self.write("hello.json", [{"text": "hello"}, {"text": "again"}])
+        chat = ["chat", "--provider", "script", "--script", s, "-C", self.ws]
+        bare = self.run_cli(*chat, stdin="/exit\n")
+        self.assert_code(bare, 0)
+        none = self.run_cli("-c", "--provider", "script", "--script", s, "-C", self.ws,
+                            stdin="/exit\n")
+        self.assert_code(none, 2)
+        self.assertIn("no session with a turn in", none.stderr)
+        run = self.run_cli("run", "-c", "--provider", "script", "--script", s, "-C", self.ws,
+                           "go on")
+        self.assert_code(run, 2)
+        self.assertIn("no session with a turn in", run.stderr)
+        # A session with a turn, then a newer empty one: -c takes the first.
+        first = self.run_cli(*chat, stdin="hi\n/exit\n")
+        self.assert_code(first, 0)
+        sid = re.search(r"session ([0-9a-f-]{36})", first.stderr).group(1)
+        self.assert_code(self.run_cli(*chat, stdin="/exit\n"), 0)
+        again = self.run_cli("-c", "--provider", "script", "--script", s, "-C", self.ws,
+                             stdin="/exit\n")
+        self.assert_code(again, 0)
+        self.assertIn("session " + sid, again.stderr)
+        self.assertIn("› hi", again.stderr)

@@ -8,7 +8,7 @@ import os
 import sqlite3
 import unittest
 
-from e2e_util import CliTestCase
+from e2e_util import CliTestCase, run_on_terminal
 
 
 def bash(call_id, command):
@@ -119,6 +119,52 @@ class PinnedSettingsTest(CliTestCase):
         self.assert_code(chat, 2)
         self.assertIn("--allow * is not among the pinned allow rules", chat.stderr)
         self.assertEqual(len(server.requests()), 1)
+
+    def settings_changes(self, sid):
+        return [(c["key"], c["from"], c["to"], c["source"]) for e in self.export(sid)
+                if e["type"] == "settings" for c in e["changes"]]
+
+    def test_the_person_at_the_terminal_raises_a_budget_and_resume_continues_the_turn(self):
+        server, r = self.start([bash("c1", "echo 1 >> log.txt"), bash("c2", "echo 2 >> log.txt"),
+                                bash("c3", "echo 3 >> log.txt"), bash("c4", "echo 3 >> log.txt"),
+                                {"text": "all three"}],
+                               "--yolo", "--max-tool-calls", "2", code=3)
+        self.assertEqual(r["reason"], "tool call budget exhausted (2 >= 2)")
+        sid = r["session_id"]
+        # Through a pipe (a script, an agent's command): refused, nothing runs.
+        piped = self.elsewhere_cli("resume", sid, "--max-tool-calls", "4")
+        self.assert_code(piped, 2)
+        self.assertIn("--max-tool-calls 4 is larger than the pinned 2", piped.stderr)
+        self.assertEqual(len(server.requests()), 3)
+        # From the person's own terminal: raised, recorded as theirs, and the
+        # turn that ran out continues with its counters.
+        code, out, shown = run_on_terminal(["resume", sid, "--max-tool-calls", "4", "--output",
+                                            "json"], "", self.env(), self.elsewhere)
+        self.assertEqual(code, 0, out + shown)
+        done = json.loads(out)
+        self.assertEqual(done["final_text"], "all three")
+        self.assertEqual(done["tool_calls"], 3)  # the turn's count, carried
+        with open(self.ws_file("log.txt")) as f:
+            self.assertEqual(f.read().split(), ["1", "2", "3"])
+        self.assertEqual(self.settings_changes(sid),
+                         [("budget.max_tool_calls", 2, 4,
+                           "--max-tool-calls (the person at the terminal)")])
+
+    def test_the_person_at_the_terminal_may_resume_with_yolo(self):
+        server, r = self.start([{"text": "hello"}, bash("c1", "echo yes > out.txt"),
+                                {"text": "done"}], code=0)
+        sid = r["session_id"]
+        piped = self.elsewhere_cli("resume", sid, "--yolo", "go on")
+        self.assert_code(piped, 2)
+        self.assertIn("--yolo * is not among the pinned allow rules", piped.stderr)
+        code, out, shown = run_on_terminal(["resume", sid, "--yolo", "go on"], "", self.env(),
+                                           self.elsewhere)
+        self.assertEqual(code, 0, out + shown)
+        self.assertIn("--yolo: every tool call runs without asking", shown)
+        with open(self.ws_file("out.txt")) as f:
+            self.assertEqual(f.read().strip(), "yes")
+        self.assertEqual(self.settings_changes(sid),
+                         [("permissions.allow", None, "*", "--yolo (the person at the terminal)")])
 
     def test_resume_from_another_directory_runs_tools_in_the_sessions_workspace(self):
         server, r = self.start([{"text": "hello"}, bash("c1", "pwd > where.txt"),

@@ -2,6 +2,7 @@
 fake model server (agentloop-fake-server on 127.0.0.1)."""
 
 import json
+import os
 import unittest
 
 from e2e_util import CliTestCase, load_demo_script
@@ -36,6 +37,34 @@ class ProviderFormatsTest(CliTestCase):
             self.assertEqual(req["body"]["model"], "test-model")
         # The last request carries the result of the second test run.
         self.assertIn("all tests passed", json.dumps(requests[-1]["body"]))
+
+    def test_fifty_small_reads_without_cache_figures_fit_the_default_token_budget(self):
+        # A local OpenAI-compatible server reports only each prompt's total
+        # (about 4.2k tokens, growing): the token budget counts what each
+        # call adds, so fifty reads fit the default 50 000 tokens instead of
+        # stopping after about eleven.
+        for i in range(50):
+            with open(os.path.join(self.ws, "f%02d.txt" % i), "w", encoding="utf-8") as f:
+                f.write("line %d\n" % i)
+        items = [{"tool_calls": [{"id": "r%d" % i, "name": "read",
+                                  "input": {"file_path": "f%02d.txt" % i}}],
+                  "usage": {"input_tokens": 4200 + 80 * i, "output_tokens": 30}}
+                 for i in range(50)]
+        items.append({"text": "Read all fifty.",
+                      "usage": {"input_tokens": 8200, "output_tokens": 10}})
+        server = self.server({"responses": items})
+        p = self.run_cli("run", "--provider", "openai", "--base-url", server.base_url, "--model",
+                         "local-model", "-C", self.ws, "--yolo", "--max-tool-calls", "60",
+                         "--max-turns", "60", "--output", "json", "read every file",
+                         env=self.env(OPENAI_API_KEY="sk-test"))
+        self.assert_code(p, 0)
+        r = self.json_result(p)
+        self.assertEqual(r["status"], "completed", r["reason"])
+        self.assertEqual(r["tool_calls"], 50)
+        self.assertLess(r["tokens"], 50000)
+        self.assertEqual(r["usage"]["input_tokens"], sum(4200 + 80 * i for i in range(50)) + 8200)
+        # Every request carried the usage the server reported without cache figures.
+        self.assertEqual(len(server.requests()), 51)
 
     def test_an_unknown_models_window_notice_is_said_once_per_session(self):
         script = load_demo_script()

@@ -7,16 +7,29 @@ An example line may show alternatives (`list | show ID`), optional parts
 (`[--args JSON]`) and placeholders (ID, FILE, "..."); each alternative is run
 on its own, optional parts are left out, and placeholders are replaced by a
 real session id, pending id, proposal id or file of this test's own
-workspace."""
+workspace.
+
+Every shell block (```sh, bash, shell, console) is one of three kinds, said
+by an HTML comment on the line before its fence:
+- `<!-- example: run -->`: the whole block runs in bash from the source tree
+  (DocsBlocksTest), its paths under /tmp and its port moved into the test's
+  own directory and a free port;
+- `<!-- example: illustrative (why) -->`: shown, not run (it installs,
+  builds, or needs a real model or a service);
+- no comment: every command line is `agentloop ...` (run above) or `export
+  VAR=...` (the environment the test gives).
+A block of none of these kinds fails the test."""
 
 import glob
 import json
 import os
 import re
 import shlex
+import socket
+import subprocess
 import unittest
 
-from e2e_util import CliTestCase, DEMO_SCRIPT
+from e2e_util import BIN, CliTestCase, DEMO_SCRIPT, TIMEOUT
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 USAGE_MARKERS = ("unknown flag", "unknown subcommand", "usage:", "is not accepted by",
@@ -49,6 +62,54 @@ def example_commands():
                     text = text[:-1] + " " + lines[i].strip()
                 out.append((os.path.relpath(path, ROOT), start + 1, text))
             i += 1
+    return out
+
+
+SHELL_FENCE = re.compile(r"^```(sh|bash|shell|console)\s*$")
+MARKER = re.compile(r"^<!--\s*example:\s*(run|illustrative)\b.*-->\s*$")
+
+
+def shell_blocks():
+    """(file, line number of the fence, kind, lines) of each shell block;
+    kind is "run", "illustrative" or None (no marker)."""
+    files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs",
+                                                                             "*.md")))
+    out = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("```"):
+                start = i
+                is_shell = SHELL_FENCE.match(lines[i]) is not None
+                i += 1
+                body = []
+                while i < len(lines) and not lines[i].startswith("```"):
+                    body.append(lines[i])
+                    i += 1
+                if is_shell:
+                    m = MARKER.match(lines[start - 1]) if start > 0 else None
+                    out.append((os.path.relpath(path, ROOT), start + 1,
+                                m.group(1) if m else None, body))
+            i += 1
+    return out
+
+
+def command_lines(body):
+    """The block's commands: comments and blank lines dropped, continued lines joined."""
+    out = []
+    pending = ""
+    for line in body:
+        text = line.strip()
+        if not pending and (not text or text.startswith("#")):
+            continue
+        pending += text
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        out.append(pending)
+        pending = ""
     return out
 
 
@@ -160,6 +221,69 @@ class DocsExamplesTest(CliTestCase):
                         self.assertNotIn(marker, err, p.stderr)
                     self.assertNotEqual(p.returncode, 2, p.stderr)
         self.assertGreater(ran, 10)
+
+
+class DocsBlocksTest(CliTestCase):
+
+    def test_every_shell_block_is_run_or_marked_illustrative(self):
+        blocks = shell_blocks()
+        self.assertGreater(len(blocks), 5)
+        for path, lineno, kind, body in blocks:
+            if kind is not None:
+                continue
+            for cmd in command_lines(body):
+                with self.subTest(block="%s:%d" % (path, lineno), line=cmd):
+                    self.assertTrue(
+                        cmd.startswith("agentloop ") or cmd.startswith("export "),
+                        "%s:%d: a shell block whose lines are not all `agentloop ...` needs "
+                        "<!-- example: run --> (and must pass here) or <!-- example: "
+                        "illustrative (why) --> on the line before its fence" % (path, lineno))
+
+    def test_the_agent_toml_example_loads_as_copied(self):
+        with open(os.path.join(ROOT, "docs", "agents.md"), encoding="utf-8") as f:
+            text = f.read()
+        section = text[text.index("## agent.toml"):]
+        example = section[section.index("```toml\n") + 8:]
+        example = example[:example.index("```")]
+        example = example.replace("/srv/agentloop/reviews", os.path.join(self.tmp, "reviews"))
+        d = os.path.join(self.home, ".config", "agentloop", "agents", "example")
+        os.makedirs(d)
+        with open(os.path.join(d, "agent.toml"), "w", encoding="utf-8") as f:
+            f.write(example)
+        p = self.run_cli("agents", "show", "example", env=self.env(ANTHROPIC_API_KEY="sk-ant-x"))
+        self.assert_code(p, 0)
+        self.assertNotIn("unknown key", p.stderr)
+        self.assertIn("plan", p.stdout)
+
+    def free_port(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def test_the_blocks_marked_run_run_as_pasted(self):
+        blocks = [b for b in shell_blocks() if b[2] == "run"]
+        self.assertGreaterEqual(len(blocks), 2)  # README's serve, docs/cli.md's demo
+        for path, lineno, _, body in blocks:
+            text = "\n".join(body)
+            # The test's own directory, a free port, and only 127.0.0.1.
+            text = text.replace("/tmp/", self.tmp + "/")
+            text = text.replace("7878", str(self.free_port()))
+            text = text.replace("localhost:", "127.0.0.1:")
+            env = self.env()
+            del env["AGENTLOOP_HOME"]  # the default data directory, as a reader has it
+            env["PATH"] = os.path.dirname(os.path.abspath(BIN)) + os.pathsep + env["PATH"]
+            # A server the block starts never outlives it.
+            script = "set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + text
+            with self.subTest(block="%s:%d" % (path, lineno)):
+                p = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env,
+                                   capture_output=True, text=True, timeout=TIMEOUT * 2,
+                                   start_new_session=True)
+                self.assertEqual(p.returncode, 0, "%s:%d\nstdout:\n%s\nstderr:\n%s" %
+                                 (path, lineno, p.stdout, p.stderr))
+                if "serve" in text:
+                    self.assertIn('"stop":"completed"', p.stdout.replace(" ", ""))
+                    with open(os.path.join(self.tmp, "agentloop-hello", "hello.txt")) as f:
+                        self.assertEqual(f.read(), "hello\n")
 
 
 if __name__ == "__main__":

@@ -102,17 +102,18 @@ std::vector<std::string> RenderChat(const ScriptItem& item) {
   ev.push_back(Event("", chunk(Json::object(), fin)));
   if (r.has_usage) {
     const Usage& u = r.usage;
-    ev.push_back(Event(
-        "", Json{{"id", "chatcmpl-1"},
-                 {"object", "chat.completion.chunk"},
-                 {"model", Model(item)},
-                 {"choices", Json::array()},
-                 {"usage",
-                  {{"prompt_tokens", u.input_tokens + u.cache_read_tokens},
-                   {"completion_tokens", u.output_tokens},
-                   {"total_tokens", u.input_tokens + u.cache_read_tokens + u.output_tokens},
-                   {"prompt_tokens_details", {{"cached_tokens", u.cache_read_tokens}}},
-                   {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}}}}));
+    Json usage{{"prompt_tokens", u.input_tokens + u.cache_read_tokens},
+               {"completion_tokens", u.output_tokens},
+               {"total_tokens", u.input_tokens + u.cache_read_tokens + u.output_tokens},
+               {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+    // Cache figures only when the script gives them (a local server reports none).
+    if (r.has_cache_usage)
+      usage["prompt_tokens_details"] = {{"cached_tokens", u.cache_read_tokens}};
+    ev.push_back(Event("", Json{{"id", "chatcmpl-1"},
+                                {"object", "chat.completion.chunk"},
+                                {"model", Model(item)},
+                                {"choices", Json::array()},
+                                {"usage", usage}}));
   }
   ev.push_back("data: [DONE]\n\n");
   return ev;
@@ -124,10 +125,11 @@ std::vector<std::string> RenderAnthropic(const ScriptItem& item) {
   Json msg{{"id", "msg_1"},        {"type", "message"},        {"role", "assistant"},
            {"model", Model(item)}, {"content", Json::array()}, {"stop_reason", nullptr}};
   if (r.has_usage) {
-    msg["usage"] = {{"input_tokens", r.usage.input_tokens},
-                    {"output_tokens", 1},
-                    {"cache_read_input_tokens", r.usage.cache_read_tokens},
-                    {"cache_creation_input_tokens", r.usage.cache_write_tokens}};
+    msg["usage"] = {{"input_tokens", r.usage.input_tokens}, {"output_tokens", 1}};
+    if (r.has_cache_usage) {
+      msg["usage"]["cache_read_input_tokens"] = r.usage.cache_read_tokens;
+      msg["usage"]["cache_creation_input_tokens"] = r.usage.cache_write_tokens;
+    }
   }
   ev.push_back(Event("message_start", Json{{"type", "message_start"}, {"message", msg}}));
   ev.push_back(Event("ping", Json{{"type", "ping"}}));
@@ -270,9 +272,11 @@ std::vector<std::string> RenderResponses(const ScriptItem& item) {
   if (r.has_usage) {
     const Usage& u = r.usage;
     resp["usage"] = {{"input_tokens", u.input_tokens + u.cache_read_tokens},
-                     {"input_tokens_details", {{"cached_tokens", u.cache_read_tokens}}},
                      {"output_tokens", u.output_tokens},
                      {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
+    if (r.has_cache_usage) {
+      resp["usage"]["input_tokens_details"] = {{"cached_tokens", u.cache_read_tokens}};
+    }
   }
   if (r.finish == FinishReason::kLength || r.finish == FinishReason::kRefused) {
     resp["status"] = "incomplete";

@@ -42,6 +42,7 @@ class FakeProvider : public ModelProvider {
     r.finish = FinishReason::kStop;
     r.usage.output_tokens = tokens;
     r.has_usage = tokens > 0;
+    r.has_cache_usage = r.has_usage;  // nothing cached: the budget counts its usage
     return Push(std::move(r));
   }
   FakeProvider& Calls(std::vector<ContentBlock> calls, int64_t tokens = 10) {
@@ -50,6 +51,7 @@ class FakeProvider : public ModelProvider {
     r.finish = FinishReason::kToolUse;
     r.usage.output_tokens = tokens;
     r.has_usage = tokens > 0;
+    r.has_cache_usage = r.has_usage;
     return Push(std::move(r));
   }
   // When the queue is empty, this generator answers (e.g. "always call a tool").
