@@ -32,18 +32,35 @@ Json ServerImpl::SessionJson(const SessionInfo& s, std::string_view status) cons
           {"events_url", "/v1/sessions/" + s.id + "/events/stream"}};
 }
 
+const AgentSpec* ServerImpl::DefaultAgent() const {
+  if (options_.agents.size() == 1) return &options_.agents.front();
+  for (const AgentSpec& a : options_.agents) {
+    if (a.is_default) return &a;
+  }
+  return nullptr;
+}
+
 void ServerImpl::CreateSession(const std::shared_ptr<Exchange>& ex, const Principal& who,
                                const Params&) {
   Result<Json> body = ParseBody(ex->request());
   if (!body.ok()) return ex->Send(Problem(400, "invalid_request", body.error().message()));
   Status keys = OnlyKeys(*body, {"agent", "title", "metadata", "workspace"});
   if (!keys.ok()) return ex->Send(Problem(400, "invalid_request", keys.message()));
-  std::string agent_name = options_.agents.front().name;
+  std::string agent_name;
   if (body->contains("agent")) {
     if (!(*body)["agent"].is_string()) {
       return ex->Send(Problem(400, "invalid_request", "agent must be a string"));
     }
     agent_name = (*body)["agent"].get<std::string>();
+  } else if (const AgentSpec* chosen = DefaultAgent()) {
+    agent_name = chosen->name;
+  } else {
+    std::string names;
+    for (const AgentSpec& a : options_.agents) names += (names.empty() ? "" : ", ") + a.name;
+    return ex->Send(Problem(400, "invalid_request",
+                            "this server serves several agents (" + names +
+                                "): name one in `agent`, or mark one `default = true` in the "
+                                "[agent] table of its agent.toml"));
   }
   const AgentSpec* agent = FindAgent(agent_name);
   if (agent == nullptr) {

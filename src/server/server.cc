@@ -680,6 +680,15 @@ Result<std::unique_ptr<Server>> Server::Create(ServerOptions options, Engine& en
   if (options.agents.empty()) {
     return InvalidArgument("the server has no agent to serve (define one under agents/)");
   }
+  std::string defaults;
+  for (const AgentSpec& a : options.agents) {
+    if (!a.is_default) continue;
+    if (!defaults.empty()) {
+      return InvalidArgument("agents '" + defaults + "' and '" + a.name +
+                             "' are both marked default (agent.default = true): keep one");
+    }
+    defaults = a.name;
+  }
   auto s = std::make_unique<ServerImpl>(std::move(options), engine, io);
   AL_RETURN_IF_ERROR(s->Listen());
   return std::unique_ptr<Server>(std::move(s));

@@ -85,6 +85,9 @@ class ServerImpl final : public Server {
   }
   std::unique_ptr<TenantStore> StoreFor(const std::string& tenant) { return ctx_.StoreFor(tenant); }
   const AgentSpec* FindAgent(const std::string& name) const { return ctx_.FindAgent(name); }
+  // The agent a new session that names none gets: the only one, or the one
+  // marked default; null when the server serves several and none is.
+  const AgentSpec* DefaultAgent() const;
   static SessionOptions OptionsToOpen(const std::string& id) {
     return ServerContext::OptionsToOpen(id);
   }

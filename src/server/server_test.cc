@@ -323,6 +323,42 @@ TEST_F(ServerTest, HealthReadyAgentsAndUnknownRoutes) {
             "invalid_request");
 }
 
+// With several agents, a session that names none gets the one marked
+// default; with none marked, the request is refused naming them.
+TEST_F(ServerTest, ASessionNamingNoAgentNeedsADefaultAmongSeveral) {
+  StartModel(Json::array());
+  ServerOptions so;
+  so.agents.push_back(Agent("coder", AgentOptions()));
+  so.agents.push_back(Agent("reviewer", AgentOptions()));
+  StartServer(std::move(so));
+  Reply refused = Call("POST", "/v1/sessions", Json::object());
+  ASSERT_EQ(refused.status, 400u) << refused.body;
+  EXPECT_EQ(refused.json()["code"], "invalid_request");
+  EXPECT_THAT(refused.json()["detail"].get<std::string>(), HasSubstr("coder, reviewer"));
+  EXPECT_EQ(Call("POST", "/v1/sessions", {{"agent", "reviewer"}}).status, 201u);
+  StopServer();
+
+  ServerOptions with_default;
+  with_default.agents.push_back(Agent("coder", AgentOptions()));
+  with_default.agents.push_back(Agent("reviewer", AgentOptions()));
+  with_default.agents.back().is_default = true;
+  StartServer(std::move(with_default));
+  Reply made = Call("POST", "/v1/sessions", Json::object());
+  ASSERT_EQ(made.status, 201u) << made.body;
+  EXPECT_EQ(made.json()["agent"], "reviewer");
+  StopServer();
+
+  ServerOptions two;
+  two.listen = "127.0.0.1:0";
+  two.no_auth = true;
+  two.agents.push_back(Agent("coder", AgentOptions()));
+  two.agents.push_back(Agent("reviewer", AgentOptions()));
+  for (AgentSpec& a : two.agents) a.is_default = true;
+  auto s = Server::Create(std::move(two), *engine_, io_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("both marked default"));
+}
+
 TEST_F(ServerTest, SessionsAreCreatedListedPagedAndDeleted) {
   StartModel(Json::array());
   StartServer();
