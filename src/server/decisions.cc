@@ -137,6 +137,11 @@ void ServerImpl::Resolve(const std::shared_ptr<Exchange>& ex, const Principal& w
             }
             return ex->Send(FromStatus(r.error()));
           }
+          if (r->report.outcome == agentloop::DecisionOutcome::kInvalidEdit) {
+            return ex->Send(Problem(
+                400, "invalid_edited_args",
+                DescribeDecisionOutcome(r->report.outcome, 0, {}) + ": " + r->report.refused));
+          }
           if (r->report.already_resolved) return answer(Settled(r->after ? *r->after : l, res));
           // The decision's event was written by the store: watchers get it.
           hub_.PublishStored(sid, r->seq_before);

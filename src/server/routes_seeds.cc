@@ -220,11 +220,18 @@ void ServerImpl::CompatResolve(const std::shared_ptr<Exchange>& ex, const Princi
       [this, ex, durable](const Decided& o) {
         using K = Decided::Kind;
         if (o.kind == K::kResumed) return;  // `finish` answers
+        // `outcome` and `detail` name the outcome as the /v1 routes and the
+        // CLI do (agentloop::DecisionOutcome).
+        Json said = {{"outcome", std::string(DecisionOutcomeName(o.kind))}, {"detail", o.Detail()}};
         if (o.kind != K::kRecorded) {
-          return ex->Send(JsonResponse(200, {{"alreadyResolved", true}}));
+          said["alreadyResolved"] = true;
+          if (o.earlier) said["decidedBy"] = o.earlier->by;
+          return ex->Send(JsonResponse(200, said));
         }
         if (durable) {
-          return ex->Send(JsonResponse(200, {{"resolved", true}, {"outstanding", o.outstanding}}));
+          said["resolved"] = true;
+          said["outstanding"] = o.outstanding;
+          return ex->Send(JsonResponse(200, said));
         }
         // The live routes answer with the next item that waits.
         Blocking([this, sid = o.session_id]() { return engine_.ListPending(sid); },

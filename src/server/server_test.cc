@@ -728,6 +728,14 @@ TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {
                    {{"decision", "approve"}, {"edited_args", {{"content", "no path"}}}});
   EXPECT_EQ(bad.status, 400u) << bad.body;
   EXPECT_EQ(bad.json()["code"], "invalid_edited_args");
+  const std::string refused = DescribeDecisionOutcome(DecisionOutcome::kInvalidEdit, 0, {});
+  EXPECT_THAT(bad.json()["detail"].get<std::string>(), HasSubstr(refused));
+  // The seeds' resolve route says it in the same words.
+  Reply seeds = Call("POST", "/pending-approvals/" + aid + "/resolve",
+                     {{"decision", "approve"}, {"editedArgs", {{"content", "no path"}}}});
+  EXPECT_EQ(seeds.status, 400u) << seeds.body;
+  EXPECT_EQ(seeds.json()["code"], "invalid_edited_args");
+  EXPECT_THAT(seeds.json()["detail"].get<std::string>(), HasSubstr(refused));
   EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
   EXPECT_EQ(Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "maybe"}}).status,
             400u);
@@ -1343,6 +1351,15 @@ TEST_F(ServerTest, TheSeedsRoutesPauseResolveAndContinue) {
   Reply again = Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "approve"}});
   EXPECT_EQ(again.status, 200u);
   EXPECT_EQ(again.json()["alreadyResolved"], true);
+  // In the words the /v1 routes and the CLI use.
+  EXPECT_EQ(again.json()["outcome"], "already_resolved");
+  EXPECT_THAT(again.json()["detail"].get<std::string>(),
+              HasSubstr("already resolved the same way: approved by http:default"));
+  Reply differently =
+      Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "deny"}});
+  EXPECT_EQ(differently.json()["outcome"], "conflict");
+  EXPECT_THAT(differently.json()["detail"].get<std::string>(),
+              HasSubstr("already resolved differently"));
   EXPECT_EQ(Call("POST", "/agents/nobody/messages", {{"message", "x"}}).status, 404u);
   EXPECT_EQ(Call("POST", "/agents/coder/messages", Json::object()).status, 400u);
 }
