@@ -549,14 +549,11 @@ int CmdResolve(const CommandEnv& e) {
   std::stop_token stop = Interrupts::Arm();
   Result<ResolveReport> report = (*engine)->Resolve(id, res, s->session, driver.callbacks, stop);
   Interrupts::Disarm();
-  if (!report.ok()) {
-    if (report.error().code() == Code::kInvalidArgument && res.edited_arguments) {
-      return driver.printer.FinishWithError(
-          InvalidArgument("pending item " + id + ": " +
-                          DescribeDecisionOutcome(DecisionOutcome::kInvalidEdit, 0, {}) + ": " +
-                          report.error().message()));
-    }
-    return driver.printer.FinishWithError(report.error());
+  if (!report.ok()) return driver.printer.FinishWithError(report.error());
+  if (report->outcome == DecisionOutcome::kInvalidEdit) {
+    return driver.printer.FinishWithError(
+        InvalidArgument("pending item " + id + ": " +
+                        DescribeDecisionOutcome(report->outcome, 0, {}) + ": " + report->refused));
   }
   // The outcome in the words the server reports it with.
   const std::string said =

@@ -222,6 +222,7 @@ int CmdServe(const CommandEnv& e) {
     server::AgentSpec spec;
     spec.name = a.name;
     spec.description = a.description;
+    spec.is_default = a.is_default;
     spec.options = std::move(s->session);
     Result<server::AgentSpec::Webhook> hook = WebhookOf(spec.options);
     if (!hook.ok()) {

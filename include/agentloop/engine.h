@@ -549,7 +549,7 @@ enum class DecisionOutcome {
   kAlreadyResolved,  // decided before, the same way: nothing changed
   kConflict,         // decided before, differently: nothing changed
   kCancelled,        // its batch was closed without it: nothing changed
-  kInvalidEdit,      // the edited arguments were refused (kInvalidArgument): it still waits
+  kInvalidEdit,      // the edited arguments were refused: nothing recorded, it still waits
 };
 // "recorded", "resumed", "already_resolved", "conflict", "cancelled",
 // "invalid_edit".
@@ -568,9 +568,11 @@ std::string DescribeDecisionOutcome(DecisionOutcome outcome, int outstanding,
                                     const std::optional<ApprovalDecision>& earlier);
 
 struct ResolveReport {
-  // What the decision came to (see DecisionOutcome; never kInvalidEdit:
-  // Resolve returns kInvalidArgument for a refused edit).
+  // What the decision came to (see DecisionOutcome).
   DecisionOutcome outcome = DecisionOutcome::kRecorded;
+  // kInvalidEdit: why the edited arguments were refused (the tool's
+  // validation, or a rule that denies the edited call).
+  std::string refused;
   // kAlreadyResolved, kConflict: the decision recorded before this one.
   std::optional<ApprovalDecision> earlier;
   // Someone else decided the item first (or the id is unknown): this

@@ -403,7 +403,7 @@ struct FileMode {
 
 // The keys of the [agent] table.
 constexpr std::string_view kAgentKeys[] = {"description", "workspace", "workspace_root",
-                                           "create_workspace"};
+                                           "create_workspace", "default"};
 
 Status ReadAgentTable(const toml::node& node, const std::filesystem::path& path,
                       AgentSection& agent) {
@@ -418,6 +418,12 @@ Status ReadAgentTable(const toml::node& node, const std::filesystem::path& path,
       const auto* b = v.as_boolean();
       if (b == nullptr) return InvalidArgument(at + ": agent.create_workspace expects a boolean");
       agent.create_workspace = {b->get(), origin};
+      continue;
+    }
+    if (key == "default") {
+      const auto* b = v.as_boolean();
+      if (b == nullptr) return InvalidArgument(at + ": agent.default expects a boolean");
+      agent.is_default = {b->get(), origin};
       continue;
     }
     Sourced<std::string>* field = key == "description"      ? &agent.description

@@ -304,6 +304,9 @@ struct AgentSection {
   Sourced<std::string> workspace_root;
   // Under workspace_root: a missing subdirectory is created.
   Sourced<bool> create_workspace;
+  // agent.default: the agent a server's new session gets when its request
+  // names none and the server serves several.
+  Sourced<bool> is_default;
 };
 
 struct ConfigSources {

@@ -1032,6 +1032,19 @@ TEST_F(ConfigTest, EveryKeyHasAnEnvName) {
 // An agent's file is a layer between the user file and the workspace file,
 // read in full (its allow rules and provider apply), strictly (an unknown
 // key is an error), with its [agent] table kept apart.
+// agent.default marks the agent a server's session gets when none is named.
+TEST_F(ConfigTest, AgentDefaultIsABoolean) {
+  const std::filesystem::path agent = root_ / "agents" / "main" / "agent.toml";
+  std::filesystem::create_directories(agent.parent_path());
+  Write(agent, "[agent]\ndefault = true\n");
+  auto r = ReadAgentFile(agent);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->agent.is_default.value);
+  Write(agent, "[agent]\ndefault = \"yes\"\n");
+  EXPECT_THAT(ReadAgentFile(agent).status().message(),
+              HasSubstr(":2: agent.default expects a boolean"));
+}
+
 TEST_F(ConfigTest, AgentFileLayersAfterTheUserFileAndIsStrict) {
   WriteUser("[provider]\nmodel = \"user\"\nbase_url = \"http://127.0.0.1:1\"\n");
   const std::filesystem::path agent = root_ / "agents" / "rev" / "agent.toml";

@@ -70,6 +70,7 @@ void ReadDefinition(AgentDefinition& def) {
   def.warnings.insert(def.warnings.end(), file->warnings.begin(), file->warnings.end());
   const AgentSection& a = file->agent;
   def.description = a.description.value;
+  def.is_default = a.is_default.value;
   if (!a.workspace.value.empty()) {
     def.workspace_policy = AgentWorkspacePolicy::kFixed;
     def.workspace = fs::path(a.workspace.value).lexically_normal();

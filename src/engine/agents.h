@@ -54,6 +54,8 @@ struct AgentDefinition {
   AgentWorkspacePolicy workspace_policy = AgentWorkspacePolicy::kCaller;
   std::filesystem::path workspace;  // kFixed: the directory; kRoot: the root
   bool create_workspace = false;    // kRoot: missing subdirectories are created
+  // agent.default: a server's new session that names no agent gets this one.
+  bool is_default = false;
   // Why the agent cannot run, each naming the file and line; empty: it can.
   std::vector<std::string> problems;
   // Notes that do not stop it (a clamped number, an unsupported folder).

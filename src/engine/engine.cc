@@ -1981,8 +1981,18 @@ Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,
                                           const SessionCallbacks& callbacks, std::stop_token stop) {
-  AL_ASSIGN_OR_RETURN(ResolveReport report,
-                      RecordAndContinue(pending_id, resolution, options, callbacks, stop));
+  Result<ResolveReport> recorded =
+      RecordAndContinue(pending_id, resolution, options, callbacks, stop);
+  if (!recorded.ok() && recorded.error().code() == Code::kInvalidArgument &&
+      resolution.edited_arguments) {
+    // Edited arguments the call refuses: an outcome, not a failure; the
+    // item still waits for a decision.
+    ResolveReport refused;
+    refused.outcome = DecisionOutcome::kInvalidEdit;
+    refused.refused = recorded.error().message();
+    return refused;
+  }
+  AL_ASSIGN_OR_RETURN(ResolveReport report, std::move(recorded));
   if (report.already_resolved) {
     // What the item came to before this decision, and who decided it.
     AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> before,

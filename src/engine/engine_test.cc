@@ -476,8 +476,10 @@ TEST_F(EngineTest, InvalidEditLeavesItemPendingThenValidEditRuns) {
   Resolution bad;
   bad.edited_arguments = Json{{"file_path", 5}};
   auto rep = engine_->Resolve(pending_id, bad, Options(kWriteScript), {}, {});
-  ASSERT_FALSE(rep.ok());
-  EXPECT_EQ(rep.error().code(), Code::kInvalidArgument);
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_EQ(rep->outcome, DecisionOutcome::kInvalidEdit);
+  EXPECT_EQ(DecisionOutcomeName(rep->outcome), "invalid_edit");
+  EXPECT_FALSE(rep->refused.empty());
   EXPECT_EQ(engine_->ListPending(std::nullopt)->size(), 1u);
 
   Resolution good;
@@ -667,9 +669,9 @@ TEST_F(DecisionPathTest, AnEditIntoADeniedCallIsRefusedAndTheItemStaysPending) {
   Resolution edit = Approve();
   edit.edited_arguments = Json{{"file_path", "secret.txt"}, {"content", "x"}};
   auto rep = engine_->Resolve(p.pending[0], edit, o, {}, {});
-  ASSERT_FALSE(rep.ok());
-  EXPECT_EQ(rep.error().code(), Code::kInvalidArgument);
-  EXPECT_THAT(rep.error().message(), HasSubstr("denied"));
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_EQ(rep->outcome, DecisionOutcome::kInvalidEdit);
+  EXPECT_THAT(rep->refused, HasSubstr("denied"));
   EXPECT_FALSE(fs::exists(workspace_ / "secret.txt"));
   auto still = engine_->FindPending(p.pending[0]);
   ASSERT_TRUE(still.ok());

@@ -59,6 +59,9 @@ Result<TokenGrant> ParseTokenGrant(std::string_view spec);
 struct AgentSpec {
   std::string name;
   std::string description;
+  // `POST /v1/sessions` without an agent gets this one when the server
+  // serves several (at most one is the default; a lone agent needs none).
+  bool is_default = false;
   SessionOptions options;
   // Set for an agent with a root of workspaces (agent.workspace_root): the
   // options of a session of `tenant` in `workspace`, a relative path in the
@@ -100,7 +103,8 @@ struct ServerOptions {
   // besides the server's own.
   std::vector<std::string> allowed_origins;
   HttpLimits limits;
-  // At least one. A session names one when created (default: the first).
+  // At least one. A session names one when created; a request that names
+  // none gets the only agent, or the one marked `is_default`, else 400.
   std::vector<AgentSpec> agents;
   // Threads for store calls and turn steps.
   int worker_threads = 2;
@@ -138,7 +142,8 @@ class Server {
  public:
   // Checks the options and binds the listen address (port() is known after).
   // Errors: kInvalidArgument (no token without no_auth, no_auth with tokens
-  // or on a non-loopback address, no agent, a bad address), kUnavailable
+  // or on a non-loopback address, no agent, two default agents, a bad
+  // address), kUnavailable
   // (cannot bind).
   // `io` is the one io_context of the process: the engine's HTTP client runs
   // on it too (EngineOptions::io_context) and Run() runs it; `engine` and `io`

@@ -323,6 +323,42 @@ TEST_F(ServerTest, HealthReadyAgentsAndUnknownRoutes) {
             "invalid_request");
 }
 
+// With several agents, a session that names none gets the one marked
+// default; with none marked, the request is refused naming them.
+TEST_F(ServerTest, ASessionNamingNoAgentNeedsADefaultAmongSeveral) {
+  StartModel(Json::array());
+  ServerOptions so;
+  so.agents.push_back(Agent("coder", AgentOptions()));
+  so.agents.push_back(Agent("reviewer", AgentOptions()));
+  StartServer(std::move(so));
+  Reply refused = Call("POST", "/v1/sessions", Json::object());
+  ASSERT_EQ(refused.status, 400u) << refused.body;
+  EXPECT_EQ(refused.json()["code"], "invalid_request");
+  EXPECT_THAT(refused.json()["detail"].get<std::string>(), HasSubstr("coder, reviewer"));
+  EXPECT_EQ(Call("POST", "/v1/sessions", {{"agent", "reviewer"}}).status, 201u);
+  StopServer();
+
+  ServerOptions with_default;
+  with_default.agents.push_back(Agent("coder", AgentOptions()));
+  with_default.agents.push_back(Agent("reviewer", AgentOptions()));
+  with_default.agents.back().is_default = true;
+  StartServer(std::move(with_default));
+  Reply made = Call("POST", "/v1/sessions", Json::object());
+  ASSERT_EQ(made.status, 201u) << made.body;
+  EXPECT_EQ(made.json()["agent"], "reviewer");
+  StopServer();
+
+  ServerOptions two;
+  two.listen = "127.0.0.1:0";
+  two.no_auth = true;
+  two.agents.push_back(Agent("coder", AgentOptions()));
+  two.agents.push_back(Agent("reviewer", AgentOptions()));
+  for (AgentSpec& a : two.agents) a.is_default = true;
+  auto s = Server::Create(std::move(two), *engine_, io_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("both marked default"));
+}
+
 TEST_F(ServerTest, SessionsAreCreatedListedPagedAndDeleted) {
   StartModel(Json::array());
   StartServer();
@@ -692,6 +728,14 @@ TEST_F(ServerTest, BadEditedArgumentsLeaveTheApprovalPending) {
                    {{"decision", "approve"}, {"edited_args", {{"content", "no path"}}}});
   EXPECT_EQ(bad.status, 400u) << bad.body;
   EXPECT_EQ(bad.json()["code"], "invalid_edited_args");
+  const std::string refused = DescribeDecisionOutcome(DecisionOutcome::kInvalidEdit, 0, {});
+  EXPECT_THAT(bad.json()["detail"].get<std::string>(), HasSubstr(refused));
+  // The seeds' resolve route says it in the same words.
+  Reply seeds = Call("POST", "/pending-approvals/" + aid + "/resolve",
+                     {{"decision", "approve"}, {"editedArgs", {{"content", "no path"}}}});
+  EXPECT_EQ(seeds.status, 400u) << seeds.body;
+  EXPECT_EQ(seeds.json()["code"], "invalid_edited_args");
+  EXPECT_THAT(seeds.json()["detail"].get<std::string>(), HasSubstr(refused));
   EXPECT_EQ(Call("GET", "/v1/approvals/" + aid).json()["state"], "pending");
   EXPECT_EQ(Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "maybe"}}).status,
             400u);
@@ -1307,6 +1351,15 @@ TEST_F(ServerTest, TheSeedsRoutesPauseResolveAndContinue) {
   Reply again = Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "approve"}});
   EXPECT_EQ(again.status, 200u);
   EXPECT_EQ(again.json()["alreadyResolved"], true);
+  // In the words the /v1 routes and the CLI use.
+  EXPECT_EQ(again.json()["outcome"], "already_resolved");
+  EXPECT_THAT(again.json()["detail"].get<std::string>(),
+              HasSubstr("already resolved the same way: approved by http:default"));
+  Reply differently =
+      Call("POST", "/pending-approvals/" + aid + "/resolve", {{"decision", "deny"}});
+  EXPECT_EQ(differently.json()["outcome"], "conflict");
+  EXPECT_THAT(differently.json()["detail"].get<std::string>(),
+              HasSubstr("already resolved differently"));
   EXPECT_EQ(Call("POST", "/agents/nobody/messages", {{"message", "x"}}).status, 404u);
   EXPECT_EQ(Call("POST", "/agents/coder/messages", Json::object()).status, 400u);
 }
