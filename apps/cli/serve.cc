@@ -8,6 +8,7 @@
 
 #include "agentloop/store.h"
 
+#include "base/strings.h"
 #include "commands.h"
 #include "config/config.h"
 #include "config/trust.h"
@@ -100,9 +101,7 @@ Result<std::vector<server::NotifyChannel>> ChannelsOf(const Config& c, const Env
 // folder be another's).
 Result<engine::AgentDefinition> TenantRoot(const engine::AgentDefinition& a,
                                            const std::string& tenant) {
-  if (tenant.empty() || tenant == "." || tenant == ".." || tenant.find('/') != std::string::npos) {
-    return InvalidArgument("tenant '" + tenant + "' cannot name a folder");
-  }
+  if (Status named = ValidateTenantName(tenant); !named.ok()) return named;
   engine::AgentDefinition own = a;
   own.workspace = a.workspace / tenant;
   std::error_code ec;
@@ -286,6 +285,9 @@ int CmdServe(const CommandEnv& e) {
   EngineOptions eo = engine::EngineOptionsFromConfig(settings->loaded.config, e.ctx.env);
   eo.io_context = &io;
   eo.sandbox_hidden = std::move(hidden);
+  // Several tenants: what one's sessions remember (user-scope memories and
+  // skills) stays that tenant's. One tenant keeps the user's own scope.
+  eo.tenant_user_scopes = server::ServedTenants(so).size() > 1;
   // Every step thread and every request thread may wait on the store at
   // once, besides the lease heartbeat and the wake-up poller.
   eo.store_connections = 2 * so.worker_threads + 2;

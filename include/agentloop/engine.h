@@ -296,6 +296,14 @@ struct EngineOptions {
   // session's own workspace inside one stays visible, its neighbours do
   // not).
   std::vector<std::filesystem::path> sandbox_hidden;
+  // Each session's user scope of memories and skills is its tenant's
+  // (SessionInfo::tenant): <data_dir>/tenants/<tenant>/memory and
+  // .../skills, read and written by that tenant's sessions only; a session
+  // without a tenant has no user scope. A server with several tenants sets
+  // it (docs/learning.md, "Tenants"); off (the CLI, a server with one
+  // tenant), every session shares the user's <data_dir>/memory and
+  // <config_dir>/skills.
+  bool tenant_user_scopes = false;
   // Use this store instead of opening <data_dir>/sessions.db.
   std::shared_ptr<SessionStore> store;
   // Durability of the commits of the store opened at <data_dir>/sessions.db

@@ -284,4 +284,14 @@ std::string HtmlEscape(std::string_view in) {
   return out;
 }
 
+Status ValidateTenantName(std::string_view tenant) {
+  if (tenant.empty() || tenant.size() > 64 || tenant == "." || tenant == ".." ||
+      tenant.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-.") !=
+          std::string_view::npos) {
+    return InvalidArgument("tenant '" + std::string(TruncateUtf8(tenant, 80)) +
+                           "' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (not . or ..)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace agentloop

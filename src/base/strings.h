@@ -76,4 +76,11 @@ std::string HtmlEscape(std::string_view in);
 // bearer tokens) in text destined for logs and errors.
 std::string RedactSecrets(std::string_view text);
 
+// A tenant's name (a server's token grant) also names folders: its folder of
+// an agent's root of workspaces and its learning folders in the data
+// directory. OK for 1-64 characters of a-z, 0-9, '_', '-' and '.', other
+// than "." and "..", so a name never leaves its parent folder; otherwise
+// kInvalidArgument saying so.
+Status ValidateTenantName(std::string_view tenant);
+
 }  // namespace agentloop

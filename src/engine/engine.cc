@@ -1198,6 +1198,7 @@ class EngineImpl final : public Engine {
     AL_ASSIGN_OR_RETURN(opts.workspace, CanonicalWorkspace(opts.workspace));
     engine::WiringContext ctx = engine::MakeWiringContext(options_.env, data_dir());
     ctx.hidden_paths = options_.sandbox_hidden;
+    if (options_.tenant_user_scopes) ctx.user_scope_tenant = info.tenant;
     ctx.start_mcp_servers = false;
     AL_ASSIGN_OR_RETURN(engine::WiredTools tools, engine::WireTools(opts, ctx));
     const Tool* tool = tools.registry.Find(call.name);
@@ -1321,6 +1322,9 @@ Status SessionImpl::Init() {
   AL_RETURN_IF_ERROR(RebuildProvider());
   engine::WiringContext ctx = engine::MakeWiringContext(engine_.options().env, engine_.data_dir());
   ctx.hidden_paths = engine_.options().sandbox_hidden;
+  // The tenant of the stored row, not of the caller's options: a reopened
+  // session keeps the scope it was created in.
+  if (engine_.options().tenant_user_scopes) ctx.user_scope_tenant = info_.tenant;
   // Only a session that can run turns (it holds the lock) starts servers.
   ctx.start_mcp_servers = lock_ != nullptr;
 

@@ -53,6 +53,9 @@ Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ct
   // hooks).
   learning::LearningDirs dirs =
       learning::MakeLearningDirs(ctx.data_dir, ctx.config_dir, spec.workspace);
+  if (ctx.user_scope_tenant) {
+    AL_RETURN_IF_ERROR(learning::UseTenantUserScope(dirs, ctx.data_dir, *ctx.user_scope_tenant));
+  }
   std::vector<std::string> dropped_dirs;
   learning::ConfineWorkspaceDirs(dirs, spec.workspace, &dropped_dirs);
   for (auto& d : dropped_dirs) out.warnings.push_back("learning: " + d);

@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct WiringContext {
   // `data_dir`: EngineOptions::sandbox_hidden (a server's configuration, its
   // agents' workspace roots).
   std::vector<std::filesystem::path> hidden_paths;
+  // Set: the learning tools' and the prompt's user scope is this tenant's
+  // (learning::UseTenantUserScope; EngineOptions::tenant_user_scopes), ""
+  // none at all. Unset: the user's own.
+  std::optional<std::string> user_scope_tenant;
   // Start the specification's MCP servers and offer their tools (a session
   // that runs turns); off, they are left out (permissions check).
   bool start_mcp_servers = false;
@@ -61,7 +66,8 @@ struct WiredTools {
 };
 
 // Errors: kInvalidArgument for an extra tool that is null or has the name of
-// a tool the engine already offers; kFailedPrecondition for a required MCP
+// a tool the engine already offers, or a `user_scope_tenant` that cannot
+// name a folder; kFailedPrecondition for a required MCP
 // server that did not start.
 Result<WiredTools> WireTools(const SessionOptions& spec, const WiringContext& ctx);
 

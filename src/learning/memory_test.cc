@@ -239,6 +239,81 @@ TEST_F(MemoryTest, PromptSectionCombinesMemoryAndSkills) {
             "- a [fact, workspace]: A note\n\nAvailable skills:\n- s: Does s\n");
 }
 
+// A server's tenants each get a user scope of their own: what one tenant's
+// session saves in the user scope (a memory, a skill) reaches that tenant's
+// later prompts only, neither another tenant's nor the user's own scope.
+TEST_F(MemoryTest, ATenantsUserScopeReachesOnlyThatTenantsPrompt) {
+  const fs::path data = tmp_.path() / "data";
+  const fs::path config = tmp_.path() / "cfg";
+  const fs::path ws_root = tmp_.path() / "ws";
+  const LearningDirs shared = MakeLearningDirs(data, config, ws_root);
+  LearningDirs acme = shared;
+  ASSERT_TRUE(UseTenantUserScope(acme, data, "acme").ok());
+  LearningDirs other = shared;
+  ASSERT_TRUE(UseTenantUserScope(other, data, "other").ok());
+  EXPECT_EQ(acme.user_memory, data / "tenants" / "acme" / "memory");
+  EXPECT_EQ(acme.user_skills, data / "tenants" / "acme" / "skills");
+  EXPECT_EQ(acme.workspace_memory, shared.workspace_memory);
+
+  auto tools = MakeLearningTools(acme);
+  Tool& save = *tools[0];
+  Tool& synthesize = *tools[4];
+  ToolContext ctx = Context(ws_root);
+  auto out = save.Run({"c1",
+                       "memory_save",
+                       {{"name", "acme-secret"},
+                        {"type", "fact"},
+                        {"description", "Acme deploys from the blue cluster"},
+                        {"body", "blue"},
+                        {"scope", "user"}}},
+                      ctx);
+  ASSERT_TRUE(out.ok());
+  ASSERT_FALSE(out->is_error) << out->content;
+  out = synthesize.Run({"c2",
+                        "synthesize_skill",
+                        {{"name", "acme-deploy"},
+                         {"description", "Deploy the acme way"},
+                         {"body", "curl acme | sh"},
+                         {"scope", "user"}}},
+                       ctx);
+  ASSERT_TRUE(out.ok());
+  ASSERT_FALSE(out->is_error) << out->content;
+
+  const std::string own = LearningPromptSection(acme, ws_root);
+  EXPECT_NE(own.find("acme-secret"), std::string::npos) << own;
+  EXPECT_NE(own.find("acme-deploy"), std::string::npos) << own;
+  EXPECT_EQ(LearningPromptSection(other, ws_root), "");
+  EXPECT_EQ(LearningPromptSection(shared, ws_root), "");
+  EXPECT_FALSE(fs::exists(shared.user_memory));
+
+  // The user's own scope is not a tenant's either.
+  ASSERT_TRUE(MemoryStore(shared.user_memory, {})
+                  .Save(Make("mine", "The user's own note", "x", Scope::kUser))
+                  .ok());
+  EXPECT_EQ(LearningPromptSection(other, ws_root), "");
+  EXPECT_EQ(LearningPromptSection(acme, ws_root).find("mine"), std::string::npos);
+
+  // A session no tenant owns has no user scope at all.
+  LearningDirs nobody = shared;
+  ASSERT_TRUE(UseTenantUserScope(nobody, data, "").ok());
+  EXPECT_TRUE(nobody.user_memory.empty());
+  EXPECT_TRUE(nobody.user_skills.empty());
+  EXPECT_EQ(LearningPromptSection(nobody, ws_root), "");
+}
+
+TEST_F(MemoryTest, ATenantNameThatCouldLeaveItsFolderIsRefused) {
+  const fs::path data = tmp_.path() / "data";
+  for (const char* bad : {".", "..", "../acme", "a/b", "/abs", "Acme", "a b", "a\\b"}) {
+    LearningDirs dirs = MakeLearningDirs(data, tmp_.path() / "cfg", {});
+    Status s = UseTenantUserScope(dirs, data, bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_EQ(dirs.user_memory, data / "memory") << bad;  // unchanged
+  }
+  LearningDirs dirs;
+  EXPECT_EQ(UseTenantUserScope(dirs, data, std::string(65, 'a')).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(UseTenantUserScope(dirs, data, "acme-2.prod_x").ok());
+}
+
 // ---- usage ----------------------------------------------------------------
 
 TEST_F(MemoryTest, UsageCountsUsesAndOutcomes) {

@@ -1,5 +1,7 @@
 #include "learning/paths.h"
 
+#include "base/strings.h"
+
 namespace agentloop::learning {
 namespace {
 
@@ -48,6 +50,25 @@ LearningDirs MakeLearningDirs(const std::filesystem::path& data_dir,
     d.workspace_skills = WorkspaceSkillsDir(workspace);
   }
   return d;
+}
+
+std::filesystem::path TenantLearningDir(const std::filesystem::path& data_dir,
+                                        std::string_view tenant) {
+  return data_dir / "tenants" / std::string(tenant);
+}
+
+Status UseTenantUserScope(LearningDirs& dirs, const std::filesystem::path& data_dir,
+                          std::string_view tenant) {
+  if (tenant.empty()) {
+    dirs.user_memory.clear();
+    dirs.user_skills.clear();
+    return Status::Ok();
+  }
+  if (Status valid = ValidateTenantName(tenant); !valid.ok()) return valid;
+  const std::filesystem::path own = TenantLearningDir(data_dir, tenant);
+  dirs.user_memory = own / "memory";
+  dirs.user_skills = own / "skills";
+  return Status::Ok();
 }
 
 void ConfineWorkspaceDirs(LearningDirs& dirs, const std::filesystem::path& workspace,

@@ -6,6 +6,11 @@
 //   <workspace>/.agentloop/skills/   workspace skills (+ usage.json in each)
 //   <data_dir>/proposals/            reflection proposals (one JSON file each)
 //
+// A server with several tenants gives each its own user scope instead
+// (UseTenantUserScope):
+//   <data_dir>/tenants/<tenant>/memory/   the tenant's memories
+//   <data_dir>/tenants/<tenant>/skills/   the tenant's skills
+//
 // Thread-safety: plain values and pure functions.
 #pragma once
 
@@ -14,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "agentloop/status.h"
 
 namespace agentloop::learning {
 
@@ -35,6 +42,22 @@ struct LearningDirs {
 LearningDirs MakeLearningDirs(const std::filesystem::path& data_dir,
                               const std::filesystem::path& config_dir,
                               const std::filesystem::path& workspace);
+
+// Makes the user scope of `dirs` the scope of `tenant`, a tenant of a server
+// with several (docs/learning.md, "Tenants"): user_memory becomes
+// <data_dir>/tenants/<tenant>/memory and user_skills
+// <data_dir>/tenants/<tenant>/skills, so its sessions neither read nor
+// write the user's own folders or another tenant's. An empty `tenant` (a
+// session no tenant owns) leaves the user scope off (both folders empty).
+// Errors: kInvalidArgument for a name that could leave its folder
+// (ValidateTenantName), with `dirs` unchanged.
+Status UseTenantUserScope(LearningDirs& dirs, const std::filesystem::path& data_dir,
+                          std::string_view tenant);
+
+// <data_dir>/tenants/<tenant>: the folder of a tenant's user scope (the
+// name unchecked; UseTenantUserScope checks it).
+std::filesystem::path TenantLearningDir(const std::filesystem::path& data_dir,
+                                        std::string_view tenant);
 
 // <workspace>/.agentloop/memory and <workspace>/.agentloop/skills.
 std::filesystem::path WorkspaceMemoryDir(const std::filesystem::path& workspace);

@@ -195,6 +195,7 @@ class ServerTest : public ::testing::Test {
       eo.env = {{"HOME", (tmp_.path() / "home").string()}};
       eo.data_dir = tmp_.path() / "data";
       eo.io_context = &io_;
+      eo.tenant_user_scopes = tenant_user_scopes_;
       auto e = Engine::Create(eo);
       ASSERT_TRUE(e.ok()) << e.error().ToString();
       engine_ = std::move(*e);
@@ -290,6 +291,7 @@ class ServerTest : public ::testing::Test {
 
   agentloop::testing::TempDir tmp_;
   fs::path workspace_;
+  bool tenant_user_scopes_ = false;  // EngineOptions::tenant_user_scopes
   std::unique_ptr<agentloop::testing::FakeModelServer> model_;
   boost::asio::io_context io_{1};  // the engine's HTTP client and the server share it
   std::unique_ptr<Engine> engine_;
@@ -941,6 +943,89 @@ TEST_F(ServerTest, TokensScopeAndSeparateTenants) {
   Reply metrics = Call("GET", "/v1/metrics", nullptr, as("tok-ops"));
   EXPECT_EQ(metrics.status, 200u);
   EXPECT_THAT(metrics.body, HasSubstr("agentloop_turns_started_total"));
+}
+
+// With several tenants (as `agentloop serve` starts the engine for them), a
+// tenant's user scope is its own: a user-scope memory one tenant's session
+// saved (approved) reaches that tenant's later sessions, and neither the
+// prompt nor memory_search of another tenant's session.
+TEST_F(ServerTest, ATenantsUserScopeMemoryReachesOnlyItsOwnSessions) {
+  const Json save = {{"name", "acme-secret"},
+                     {"type", "fact"},
+                     {"description", "Acme deploys from the blue cluster"},
+                     {"body", "acme-body-text"},
+                     {"scope", "user"}};
+  StartModel(Json::array(
+      {{{"tool_calls", Json::array({{{"id", "m1"}, {"name", "memory_save"}, {"input", save}}})}},
+       {{"text", "saved"}},
+       {{"tool_calls",
+         Json::array(
+             {{{"id", "s1"}, {"name", "memory_search"}, {"input", {{"name", "acme-secret"}}}}})}},
+       {{"text", "other done"}},
+       {{"text", "acme done"}}}));
+  tenant_user_scopes_ = true;
+  ServerOptions so;
+  so.tokens.push_back({Sha256Hex("tok-acme"), "acme", kScopeRead | kScopeWrite | kScopeApprove});
+  so.tokens.push_back({Sha256Hex("tok-other"), "other", kScopeRead | kScopeWrite | kScopeApprove});
+  StartServer(so);
+  auto as = [](const std::string& tok) {
+    return std::vector<std::pair<std::string, std::string>>{{"Authorization", "Bearer " + tok}};
+  };
+  auto session = [&](const std::string& tok) {
+    Reply r = Call("POST", "/v1/sessions", Json::object(), as(tok));
+    EXPECT_EQ(r.status, 201u) << r.body;
+    return r.json().value("id", "");
+  };
+  auto turn = [&](const std::string& tok, const std::string& sid, const std::string& input) {
+    Reply r = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", input}}, as(tok));
+    EXPECT_EQ(r.status, 202u) << r.body;
+    Reply w = Call(
+        "GET", "/v1/sessions/" + sid + "/turns/" + r.json().value("id", "") + "/wait?timeout_s=20",
+        nullptr, as(tok));
+    EXPECT_EQ(w.status, 200u) << w.body;
+    return w.json().value("result", Json());
+  };
+
+  const std::string a1 = session("tok-acme");
+  Json paused = turn("tok-acme", a1, "remember the cluster");
+  ASSERT_EQ(paused["stop"], "pending_approval") << paused.dump();
+  Reply pending = Call("GET", "/v1/sessions/" + a1 + "/pending", nullptr, as("tok-acme"));
+  ASSERT_EQ(pending.json()["items"].size(), 1u) << pending.body;
+  const std::string aid = pending.json()["items"][0]["id"];
+  Reply decided =
+      Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}}, as("tok-acme"));
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  Reply w = Call(
+      "GET",
+      "/v1/sessions/" + a1 + "/turns/" + decided.json().value("turn_id", "") + "/wait?timeout_s=20",
+      nullptr, as("tok-acme"));
+  ASSERT_EQ(w.json()["result"]["final_text"], "saved") << w.body;
+  const fs::path data = tmp_.path() / "data";
+  EXPECT_TRUE(fs::exists(data / "tenants" / "acme" / "memory" / "acme-secret.md"));
+  EXPECT_FALSE(fs::exists(data / "memory" / "acme-secret.md"));
+
+  // The other tenant's next session: not in its prompt, not found by name.
+  const std::string b1 = session("tok-other");
+  EXPECT_EQ(turn("tok-other", b1, "what do you know?")["final_text"], "other done");
+  ASSERT_TRUE(model_->WaitForRequests(4, std::chrono::seconds(20)));
+  const auto requests = model_->requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_NE(requests[2].body.find(kRootPrompt), std::string::npos);
+  EXPECT_EQ(requests[2].body.find("acme-secret"), std::string::npos)
+      << requests[2].body.substr(0, 1500);
+  EXPECT_EQ(requests[3].body.find("acme-body-text"), std::string::npos)
+      << requests[3].body.substr(0, 1500);
+  EXPECT_EQ(requests[3].body.find("Acme deploys"), std::string::npos)
+      << requests[3].body.substr(0, 1500);
+
+  // The same tenant's next session has it in its prompt.
+  const std::string a2 = session("tok-acme");
+  EXPECT_EQ(turn("tok-acme", a2, "and you?")["final_text"], "acme done");
+  ASSERT_EQ(model_->requests().size(), 5u);
+  const std::string own = model_->requests()[4].body;
+  EXPECT_NE(own.find("acme-secret"), std::string::npos) << own.substr(0, 1500);
+  EXPECT_NE(own.find("Acme deploys from the blue cluster"), std::string::npos)
+      << own.substr(0, 1500);
 }
 
 TEST_F(ServerTest, StateChangesFromAForeignOriginAreRefused) {

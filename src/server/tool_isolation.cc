@@ -38,10 +38,15 @@ std::string JoinQuoted(const std::set<std::string>& names) {
 
 }  // namespace
 
-Status CheckToolIsolation(const ServerOptions& options) {
+std::set<std::string> ServedTenants(const ServerOptions& options) {
   std::set<std::string> tenants;
   if (options.no_auth) tenants.insert("default");
   for (const TokenGrant& g : options.tokens) tenants.insert(g.tenant);
+  return tenants;
+}
+
+Status CheckToolIsolation(const ServerOptions& options) {
+  const std::set<std::string> tenants = ServedTenants(options);
   if (tenants.size() < 2) return Status::Ok();
   std::string agents;
   for (const AgentSpec& a : options.agents) {

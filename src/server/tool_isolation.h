@@ -13,11 +13,19 @@
 // Thread-safety: a pure function.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "agentloop/status.h"
 
 #include "server/server.h"
 
 namespace agentloop::server {
+
+// The tenants `options` serves: its tokens' tenants ("default" with
+// `no_auth`). With two or more, `agentloop serve` also gives each its own
+// user scope of memories and skills (EngineOptions::tenant_user_scopes).
+std::set<std::string> ServedTenants(const ServerOptions& options);
 
 // OK when `options` serves one tenant (one tenant name among its tokens, or
 // `no_auth`), or when no agent runs a local process outside a sandbox.

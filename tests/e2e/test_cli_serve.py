@@ -318,5 +318,87 @@ class TenantWorkspaceTest(ServeCase):
         self.assertNotIn("serving", p.stderr)
 
 
+class TenantMemoryTest(ServeCase):
+    """User-scope memories on a server with two tenants and with one
+    (docs/learning.md, "Tenants")."""
+
+    SAVE = {"responses": [
+        {"tool_calls": [{"id": "m1", "name": "memory_save", "input": {
+            "name": "acme-note", "type": "fact", "description": "Acme deploys from blue",
+            "body": "acme-body", "scope": "user"}}]},
+        {"text": "saved"},
+        {"text": "other answers"},
+        {"text": "acme answers"},
+    ]}
+
+    def shared_note(self):
+        """A memory of the user scope the server's user had before."""
+        d = os.path.join(self.data, "memory")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "shared-note.md"), "w", encoding="utf-8") as f:
+            f.write('---\nname: shared-note\ntype: fact\ndescription: "From before"\n---\n'
+                    "old\n")
+
+    def turn(self, token, sid, text):
+        status, t = self.call("POST", "/v1/sessions/%s/turns" % sid, {"input": text}, token)
+        self.assertEqual(status, 202, t)
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (sid, t["id"]), token=token)
+        self.assertEqual(status, 200, w)
+        return w["result"]
+
+    def session(self, token):
+        status, s = self.call("POST", "/v1/sessions", {"agent": "writer"}, token)
+        self.assertEqual(status, 201, s)
+        return s["id"]
+
+    @staticmethod
+    def system(request):
+        return request["body"]["messages"][0]["content"]
+
+    def test_each_of_two_tenants_remembers_apart_and_neither_reads_the_users_scope(self):
+        tokens = {"acme": "tok-acme-mem", "other": "tok-other-mem"}
+        grants = [hashlib.sha256(t.encode()).hexdigest() + ":%s:read,write,approve" % tenant
+                  for tenant, t in tokens.items()]
+        model = self.server(self.SAVE)
+        self.write_agent(model.base_url, grants,
+                         extra='\n[tools]\nsandbox = "workspace-write"\n')
+        self.shared_note()
+        self.serve()
+        a1 = self.session(tokens["acme"])
+        self.assertEqual(self.turn(tokens["acme"], a1, "remember")["stop"], "pending_approval")
+        status, pending = self.call("GET", "/v1/sessions/%s/pending" % a1, token=tokens["acme"])
+        self.assertEqual(len(pending["items"]), 1, pending)
+        status, r = self.call("POST", "/v1/approvals/%s/decision" % pending["items"][0]["id"],
+                              {"decision": "approve"}, tokens["acme"])
+        self.assertEqual(status, 200, r)
+        status, w = self.call("GET", "/v1/sessions/%s/turns/%s/wait?timeout_s=30"
+                              % (a1, r["turn_id"]), token=tokens["acme"])
+        self.assertEqual(w["result"]["final_text"], "saved", w)
+        self.assertTrue(os.path.exists(
+            os.path.join(self.data, "tenants", "acme", "memory", "acme-note.md")))
+        self.assertFalse(os.path.exists(os.path.join(self.data, "memory", "acme-note.md")))
+
+        b1 = self.session(tokens["other"])
+        self.assertEqual(self.turn(tokens["other"], b1, "hi")["final_text"], "other answers")
+        a2 = self.session(tokens["acme"])
+        self.assertEqual(self.turn(tokens["acme"], a2, "hi")["final_text"], "acme answers")
+        requests = model.requests()
+        self.assertEqual(len(requests), 4)
+        self.assertNotIn("acme-note", self.system(requests[2]))
+        self.assertIn("acme-note", self.system(requests[3]))
+        for r in requests:
+            self.assertNotIn("shared-note", self.system(r))
+
+    def test_one_tenant_keeps_the_users_scope(self):
+        model = self.server({"responses": [{"text": "hello"}]})
+        self.write_agent(model.base_url)
+        self.shared_note()
+        self.serve()
+        sid = self.session(None)
+        self.assertEqual(self.turn(None, sid, "hi")["final_text"], "hello")
+        self.assertIn("shared-note", self.system(model.requests()[0]))
+
+
 if __name__ == "__main__":
     unittest.main()
