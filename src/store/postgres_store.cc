@@ -172,7 +172,10 @@ Result<int> ApplyPgMigrations(PgConn& c, std::span<const PgMigration> migrations
 // --- the pool -----------------------------------------------------------------
 
 PostgresStore::PostgresStore(std::string url, PostgresStoreOptions options)
-    : url_(std::move(url)), options_(std::move(options)), host_(HostName()) {
+    : StoreCore(static_cast<StoreBackend&>(*this)),
+      url_(std::move(url)),
+      options_(std::move(options)),
+      host_(HostName()) {
   if (options_.pool_size < 1) options_.pool_size = 1;
   if (options_.pool_timeout <= std::chrono::milliseconds::zero()) {
     options_.pool_timeout = options_.lock_ttl;
@@ -326,6 +329,156 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& ur
   }
   store->Return(std::move(c));
   return store;
+}
+
+// --- transactions (StoreBackend) ----------------------------------------------
+
+// The statements of a transaction on one pooled connection. Made by Run,
+// used only inside the work it runs.
+class PgTxn final : public StoreTxn {
+ public:
+  PgTxn(PostgresStore& store, PgConn& conn) : s_(store), c_(conn) {}
+
+  Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {
+    return s_.GetSessionOn(c_, session_id, tenant);
+  }
+  Result<uint64_t> LastSeq(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c_.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return static_cast<uint64_t>(r.Int(0, 0));
+  }
+  Status CheckFence(std::string_view session_id, const LockFence& fence) override {
+    return s_.CheckFenceOn(c_, session_id, fence);
+  }
+  Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
+                const LockFence* fence) override {
+    return s_.AppendOn(c_, session_id, events, now, fence);
+  }
+
+  Result<std::vector<IndexRow>> IndexRows(const IndexFilter& filter) override {
+    std::string sql =
+        "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json,"
+        " p.resolved, c.state FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id";
+    std::vector<PgParam> params;
+    if (filter.pending_id) {
+      sql += " WHERE p.pending_id = $1";
+      params.push_back(P(*filter.pending_id));
+    } else {
+      sql += " WHERE c.state = 0 AND NOT p.resolved AND ($1::text IS NULL OR p.session_id = $1)";
+      params.push_back(filter.session_id ? P(*filter.session_id) : PgParam());
+    }
+    sql += " AND ($2::text IS NULL OR p.tenant = $2) ORDER BY p.created_at_ms, p.ord";
+    params.push_back(filter.tenant ? P(*filter.tenant) : PgParam());
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec(sql, params));
+    std::vector<IndexRow> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(IndexRow{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Int(i, 3), r.Text(i, 4),
+                             r.Text(i, 5), r.Text(i, 6) == "t",
+                             static_cast<CheckpointState>(r.Int(i, 7))});
+    }
+    return out;
+  }
+  Result<std::optional<StoredCheckpoint>> ClaimIndexedItem(std::string_view pending_id,
+                                                           TenantFilter tenant) override {
+    const auto none = std::optional<StoredCheckpoint>();
+    AL_ASSIGN_OR_RETURN(PgRows where, c_.Exec("SELECT checkpoint_id FROM pending_index"
+                                              " WHERE pending_id = $1 AND NOT resolved"
+                                              " AND ($2::text IS NULL OR tenant = $2)",
+                                              {P(pending_id), tenant ? P(*tenant) : PgParam()}));
+    if (where.empty()) return none;
+    StoredCheckpoint cp{where.Text(0, 0), {}};
+    // The checkpoint's row lock serialises every decision of the batch (and
+    // a superseding SaveCheckpoint): taken before any pending row.
+    AL_ASSIGN_OR_RETURN(PgRows row, c_.Exec("SELECT json, state FROM checkpoints WHERE id = $1"
+                                            " FOR UPDATE",
+                                            {P(cp.id)}));
+    if (row.empty() || row.Int(0, 1) != static_cast<int>(CheckpointState::kOpen)) return none;
+    // The one conditional update: of all concurrent deciders of this item
+    // exactly one changes the row (the others wait for the checkpoint lock,
+    // then find it resolved).
+    AL_ASSIGN_OR_RETURN(PgRows won, c_.Exec("UPDATE pending_index SET resolved = true"
+                                            " WHERE pending_id = $1 AND NOT resolved",
+                                            {P(pending_id)}));
+    if (won.affected() == 0) return none;
+    cp.json = row.Text(0, 0);
+    return std::optional<StoredCheckpoint>(std::move(cp));
+  }
+  Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                          int64_t now) override {
+    return c_
+        .Exec("UPDATE checkpoints SET json = $2, updated_at_ms = $3 WHERE id = $1",
+              {P(id), P(DumpJson(ToJson(checkpoint))), P(now)})
+        .status();
+  }
+  Status SetCheckpointState(const std::string& id, CheckpointState state, int64_t now) override {
+    return s_.SetCheckpointStateOn(c_, id, state, now);
+  }
+  Status SettleIndexRowsExcept(const std::string& id,
+                               std::span<const PendingItem> outstanding) override {
+    // The ids kept, as a text[] literal.
+    std::string keep = "{";
+    for (size_t i = 0; i < outstanding.size(); ++i) {
+      if (i > 0) keep += ",";
+      keep += "\"";
+      for (char ch : outstanding[i].id) {
+        if (ch == '"' || ch == '\\') keep += '\\';
+        keep += ch;
+      }
+      keep += "\"";
+    }
+    keep += "}";
+    return c_
+        .Exec(
+            "UPDATE pending_index SET resolved = true WHERE checkpoint_id = $1 AND NOT resolved"
+            " AND NOT (pending_id = ANY ($2::text[]))",
+            {P(id), P(keep)})
+        .status();
+  }
+  Result<std::optional<StoredCheckpoint>> TakeDecidedCheckpoint(
+      std::string_view session_id) override {
+    // SKIP LOCKED: a taker that finds the row taken by another is not the
+    // one that gets it (the other closes it).
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id, json FROM checkpoints"
+                                          " WHERE session_id = $1 AND state = 2"
+                                          " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1"
+                                          " FOR UPDATE SKIP LOCKED",
+                                          {P(session_id)}));
+    if (r.empty()) return std::optional<StoredCheckpoint>();
+    return std::optional<StoredCheckpoint>(StoredCheckpoint{r.Text(0, 0), r.Text(0, 1)});
+  }
+
+  Status LeaveWakeup(std::string_view session_id, int64_t due_at_ms, int64_t now,
+                     bool earliest) override {
+    AL_RETURN_IF_ERROR(
+        c_.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
+                " SELECT id, tenant, $2, $3 FROM sessions WHERE id = $1"
+                " ON CONFLICT (session_id) DO UPDATE SET not_before_ms = CASE WHEN $4"
+                " THEN LEAST(session_wakeups.not_before_ms, excluded.not_before_ms)"
+                " ELSE excluded.not_before_ms END",
+                {P(session_id), P(due_at_ms), P(now), P(earliest ? "true" : "false")})
+            .status());
+    // NOTIFY is delivered only if this transaction commits.
+    return c_.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)", {P(session_id)})
+        .status();
+  }
+  Status DropWakeupUnlessQueued(std::string_view session_id) override {
+    return s_.DropWakeupUnlessQueuedOn(c_, session_id);
+  }
+
+ private:
+  PostgresStore& s_;
+  PgConn& c_;
+};
+
+Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) {
+  auto run = [&](PgConn& c) {
+    PgTxn t(*this, c);
+    return work(t);
+  };
+  if (kind == TxnKind::kRead) return WithConn(run);
+  return InTxn(run);
 }
 
 // --- sessions -------------------------------------------------------------------
@@ -716,10 +869,12 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string
     auto read = [&]() -> Status {
       AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id, tenant));
       AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, EventQuery{}, tenant));
-      AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointOn(c, session_id, 0));
-      AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, CheckpointOn(c, session_id, 2));
+      AL_ASSIGN_OR_RETURN(snap.open_checkpoint,
+                          CheckpointOn(c, session_id, CheckpointState::kOpen));
+      AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
+                          CheckpointOn(c, session_id, CheckpointState::kDecided));
       if (options.repair) {
-        AL_ASSIGN_OR_RETURN(last_closed, CheckpointOn(c, session_id, 1));
+        AL_ASSIGN_OR_RETURN(last_closed, CheckpointOn(c, session_id, CheckpointState::kClosed));
       }
       return Status::Ok();
     };
@@ -889,14 +1044,15 @@ void PostgresStore::HeartbeatLoop() {
 
 // --- durable pauses -----------------------------------------------------------
 
-Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state) {
+Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id,
+                                           CheckpointState state, int64_t now) {
   AL_RETURN_IF_ERROR(c.Exec("UPDATE pending_index SET resolved = true"
                             " WHERE checkpoint_id = $1 AND NOT resolved",
                             {P(checkpoint_id)})
                          .status());
   return c
       .Exec("UPDATE checkpoints SET state = $2, updated_at_ms = $3 WHERE id = $1",
-            {P(checkpoint_id), P(state), P(Now())})
+            {P(checkpoint_id), P(static_cast<int>(state)), P(now)})
       .status();
 }
 
@@ -950,7 +1106,7 @@ Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
                                           " AND state IN (0, 2) ORDER BY id FOR UPDATE",
                                           {P(checkpoint.session_id)}));
   for (int i = 0; i < open.size(); ++i) {
-    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
+    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), CheckpointState::kClosed, now));
   }
   if (open.size() > 0) {
     // A superseded decided batch needs nobody any more (queued inputs still
@@ -980,97 +1136,18 @@ Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
 
 Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
                                                               std::string_view session_id,
-                                                              int state) {
+                                                              CheckpointState state) {
   AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
                                        " WHERE session_id = $1 AND state = $2"
                                        " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1",
-                                       {P(session_id), P(state)}));
+                                       {P(session_id), P(static_cast<int>(state))}));
   if (r.empty()) return std::optional<Checkpoint>();
   AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), r.Text(0, 0)));
   return std::optional<Checkpoint>(std::move(cp));
 }
 
 Result<std::optional<Checkpoint>> PostgresStore::OpenCheckpoint(std::string_view session_id) {
-  return WithConn([&](PgConn& c) { return CheckpointOn(c, session_id, 0); });
-}
-
-Result<std::vector<PendingRecord>> PostgresStore::ListPending(
-    std::optional<std::string_view> session_id) {
-  std::string sql =
-      "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json"
-      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id"
-      " WHERE c.state = 0 AND NOT p.resolved";
-  std::vector<PgParam> params;
-  if (session_id) {
-    sql += " AND p.session_id = $1";
-    params.push_back(P(*session_id));
-  }
-  sql += " ORDER BY p.created_at_ms, p.ord";
-  return WithConn([&](PgConn& c) -> Result<std::vector<PendingRecord>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec(sql, params));
-    std::map<std::string, Checkpoint> parsed;
-    std::vector<PendingRecord> out;
-    for (int i = 0; i < r.size(); ++i) {
-      PendingRecord rec;
-      std::string pending_id = r.Text(i, 0);
-      rec.session_id = r.Text(i, 1);
-      rec.checkpoint_id = r.Text(i, 2);
-      rec.created_at_ms = r.Int(i, 3);
-      rec.turn_id = r.Text(i, 4);
-      auto it = parsed.find(rec.checkpoint_id);
-      if (it == parsed.end()) {
-        AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(i, 5), rec.checkpoint_id));
-        it = parsed.emplace(rec.checkpoint_id, std::move(cp)).first;
-      }
-      AL_ASSIGN_OR_RETURN(rec.item, IndexedItem(it->second, pending_id, rec.checkpoint_id));
-      out.push_back(std::move(rec));
-    }
-    return out;
-  });
-}
-
-Result<std::optional<PendingRecord>> PostgresStore::GetPending(std::string_view pending_id) {
-  AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found, LookupPending(pending_id));
-  if (!found || found->state != PendingLookup::State::kOutstanding) {
-    return std::optional<PendingRecord>();
-  }
-  return std::optional<PendingRecord>(std::move(found->record));
-}
-
-Result<std::optional<PendingLookup>> PostgresStore::LookupPending(std::string_view pending_id) {
-  return LookupPendingIn(std::nullopt, pending_id);
-}
-
-Result<std::optional<PendingLookup>> PostgresStore::LookupPendingIn(TenantFilter tenant,
-                                                                    std::string_view pending_id) {
-  return WithConn([&](PgConn& c) -> Result<std::optional<PendingLookup>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
-                                         " c.turn_id, c.json, p.resolved, c.state"
-                                         " FROM pending_index p"
-                                         " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                         " WHERE p.pending_id = $1"
-                                         " AND ($2::text IS NULL OR p.tenant = $2)",
-                                         {P(pending_id), TenantParam(tenant)}));
-    if (r.empty()) return std::optional<PendingLookup>();
-    PendingLookup out;
-    PendingRecord& rec = out.record;
-    rec.session_id = r.Text(0, 0);
-    rec.checkpoint_id = r.Text(0, 1);
-    rec.created_at_ms = r.Int(0, 2);
-    rec.turn_id = r.Text(0, 3);
-    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 4), rec.checkpoint_id));
-    const bool outstanding = r.Text(0, 5) == "f" && r.Int(0, 6) == 0;
-    for (const BatchDecision& d : cp.decisions) {
-      if (d.item.id != pending_id) continue;
-      out.state = PendingLookup::State::kDecided;
-      rec.item = d.item;
-      out.decision = d.decision;
-      return std::optional<PendingLookup>(std::move(out));
-    }
-    AL_ASSIGN_OR_RETURN(rec.item, IndexedItem(cp, pending_id, rec.checkpoint_id));
-    out.state = outstanding ? PendingLookup::State::kOutstanding : PendingLookup::State::kCancelled;
-    return std::optional<PendingLookup>(std::move(out));
-  });
+  return WithConn([&](PgConn& c) { return CheckpointOn(c, session_id, CheckpointState::kOpen); });
 }
 
 Result<std::vector<std::string>> PostgresStore::ListDecided() {
@@ -1079,128 +1156,6 @@ Result<std::vector<std::string>> PostgresStore::ListDecided() {
                                          " ORDER BY updated_at_ms, ord"));
     std::vector<std::string> out;
     for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
-    return out;
-  });
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::ClaimDecided(std::string_view session_id) {
-  return ClaimDecidedFenced(session_id, nullptr);
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::ClaimDecidedFenced(std::string_view session_id,
-                                                                    const PgFence* fence) {
-  return InTxn([&](PgConn& c) -> Result<std::optional<Checkpoint>> {
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
-    // Whoever claims, the session's wake-up is answered (and a stale one
-    // whose batch is gone is dropped), unless inputs wait after the turn.
-    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
-    // SKIP LOCKED: a claimer that finds the row taken by another is not the
-    // one that gets it (the other closes it).
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
-                                         " WHERE session_id = $1 AND state = 2"
-                                         " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1"
-                                         " FOR UPDATE SKIP LOCKED",
-                                         {P(session_id)}));
-    if (r.empty()) return std::optional<Checkpoint>();
-    const std::string id = r.Text(0, 0);
-    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), id));
-    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, id, 1));
-    return std::optional<Checkpoint>(std::move(cp));
-  });
-}
-
-Result<ResolveOutcome> PostgresStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                              std::span<const Event> events) {
-  return ResolveIn(std::nullopt, pending_id, fn, events);
-}
-
-Result<ResolveOutcome> PostgresStore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                                const ResolveFn& fn,
-                                                std::span<const Event> events) {
-  return InTxn([&](PgConn& c) -> Result<ResolveOutcome> {
-    ResolveOutcome out;
-    AL_ASSIGN_OR_RETURN(PgRows where, c.Exec("SELECT checkpoint_id FROM pending_index"
-                                             " WHERE pending_id = $1 AND NOT resolved"
-                                             " AND ($2::text IS NULL OR tenant = $2)",
-                                             {P(pending_id), TenantParam(tenant)}));
-    if (where.empty()) {
-      out.already_resolved = true;
-      return out;
-    }
-    out.checkpoint_id = where.Text(0, 0);
-    // The checkpoint's row lock serialises every decision of the batch (and
-    // a superseding SaveCheckpoint): taken before any pending row.
-    AL_ASSIGN_OR_RETURN(PgRows cp, c.Exec("SELECT json, state FROM checkpoints WHERE id = $1"
-                                          " FOR UPDATE",
-                                          {P(out.checkpoint_id)}));
-    if (cp.empty() || cp.Int(0, 1) != 0) {
-      out = ResolveOutcome{};
-      out.already_resolved = true;
-      return out;
-    }
-    // The one conditional update: of all concurrent deciders of this item
-    // exactly one changes the row (the others wait for the checkpoint lock,
-    // then find it resolved).
-    AL_ASSIGN_OR_RETURN(PgRows won, c.Exec("UPDATE pending_index SET resolved = true"
-                                           " WHERE pending_id = $1 AND NOT resolved",
-                                           {P(pending_id)}));
-    if (won.affected() == 0) {
-      out = ResolveOutcome{};
-      out.already_resolved = true;
-      return out;
-    }
-    AL_ASSIGN_OR_RETURN(Checkpoint stored, ParseCheckpoint(cp.Text(0, 0), out.checkpoint_id));
-    // On any error the transaction rolls back: the item stays pending.
-    std::string checkpoint_id = std::move(out.checkpoint_id);
-    AL_ASSIGN_OR_RETURN(
-        out, ApplyResolution(std::move(checkpoint_id), std::move(stored), pending_id, fn));
-    const auto& outstanding = out.checkpoint.outstanding;
-    AL_RETURN_IF_ERROR(c.Exec("UPDATE checkpoints SET json = $2, updated_at_ms = $3 WHERE id = $1",
-                              {P(out.checkpoint_id), P(DumpJson(ToJson(out.checkpoint))), P(Now())})
-                           .status());
-    if (!events.empty()) {
-      AL_ASSIGN_OR_RETURN(PgRows last, c.Exec("SELECT last_seq FROM sessions WHERE id = $1",
-                                              {P(out.checkpoint.session_id)}));
-      if (last.empty()) return SessionNotFound(out.checkpoint.session_id);
-      const int64_t now = Now();
-      AL_RETURN_IF_ERROR(AppendOn(c, out.checkpoint.session_id,
-                                  NumberAfter(events, out.checkpoint.session_id,
-                                              static_cast<uint64_t>(last.Int(0, 0)), now),
-                                  now));
-    }
-    if (out.closed) {
-      AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, out.checkpoint_id, 2));
-      // The session has work: a wake-up, announced at commit (NOTIFY is
-      // delivered only if this transaction commits).
-      const int64_t now = Now();
-      AL_RETURN_IF_ERROR(
-          c.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
-                 " SELECT id, tenant, $2, $3 FROM sessions WHERE id = $1"
-                 " ON CONFLICT (session_id) DO UPDATE SET not_before_ms = excluded.not_before_ms",
-                 {P(out.checkpoint.session_id), P(now + options_.wakeup_grace.count()), P(now)})
-              .status());
-      AL_RETURN_IF_ERROR(c.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)",
-                                {P(out.checkpoint.session_id)})
-                             .status());
-    } else {
-      // Items the callback removed from `outstanding` are settled too.
-      std::string keep = "{";
-      for (size_t i = 0; i < outstanding.size(); ++i) {
-        if (i > 0) keep += ",";
-        keep += "\"";
-        for (char ch : outstanding[i].id) {
-          if (ch == '"' || ch == '\\') keep += '\\';
-          keep += ch;
-        }
-        keep += "\"";
-      }
-      keep += "}";
-      AL_RETURN_IF_ERROR(c.Exec("UPDATE pending_index SET resolved = true"
-                                " WHERE checkpoint_id = $1 AND NOT resolved"
-                                " AND NOT (pending_id = ANY ($2::text[]))",
-                                {P(out.checkpoint_id), P(keep)})
-                             .status());
-    }
     return out;
   });
 }

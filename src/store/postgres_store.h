@@ -27,6 +27,7 @@
 #include "agentloop/store.h"
 
 #include "store/pg_conn.h"
+#include "store/store_core.h"
 #include "store/store_util.h"
 
 namespace agentloop::store {
@@ -51,14 +52,10 @@ Result<int> PgSchemaVersion(PgConn& conn);
 Result<int> ApplyPgMigrations(PgConn& conn, std::span<const PgMigration> migrations,
                               int64_t now_ms);
 
-// What fences the writes of a lease's holder: the lease's token and epoch
-// as they were when it was taken (see SessionLock).
-struct PgFence {
-  std::string token;
-  int64_t epoch = 0;
-};
+// What fences the writes of a lease's holder (see SessionLock).
+using PgFence = LockFence;
 
-class PostgresStore final : public SessionStore {
+class PostgresStore final : private StoreBackend, public StoreCore {
  public:
   static Result<std::unique_ptr<PostgresStore>> Open(const std::string& url,
                                                      PostgresStoreOptions options);
@@ -86,14 +83,7 @@ class PostgresStore final : public SessionStore {
 
   Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
-  Result<std::vector<PendingRecord>> ListPending(
-      std::optional<std::string_view> session_id) override;
-  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
-  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
   Result<std::vector<std::string>> ListDecided() override;
-  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                 std::span<const Event> events = {}) override;
-  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
 
   Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
   Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
@@ -143,10 +133,6 @@ class PostgresStore final : public SessionStore {
   Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
-  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
-                                                       std::string_view pending_id);
-  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                   const ResolveFn& fn, std::span<const Event> events);
 
   // Used by the lease handle: the writes of its holder, refused
   // (LeaseLost) unless the session's lease is still `fence`.
@@ -161,8 +147,6 @@ class PostgresStore final : public SessionStore {
                         const PgFence* fence);
   Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
                               std::span<const Event> events, const PgFence* fence);
-  Result<std::optional<Checkpoint>> ClaimDecidedFenced(std::string_view session_id,
-                                                       const PgFence* fence);
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
   void StartHeartbeat(const std::string& session_id, const std::string& token);
@@ -173,7 +157,13 @@ class PostgresStore final : public SessionStore {
   Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
 
  private:
+  friend class PgTxn;  // the statements of a transaction (StoreTxn)
   PostgresStore(std::string url, PostgresStoreOptions options);
+
+  // StoreBackend: a read on a pooled connection (each statement its own
+  // snapshot); a write (kWrite, kDecision) in InTxn.
+  Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) override;
+  std::chrono::milliseconds wakeup_grace() const override { return options_.wakeup_grace; }
 
   // A pooled connection, returned to the pool when it dies (dropped if it
   // is broken). A connection found broken makes every connection opened
@@ -208,7 +198,7 @@ class PostgresStore final : public SessionStore {
   template <class F>
   auto RideOutOutage(F&& attempt) -> decltype(attempt(false));
 
-  int64_t Now() const;
+  int64_t Now() const override;
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
   Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                        const std::string* lock_token, int64_t owner_pid);
@@ -235,8 +225,10 @@ class PostgresStore final : public SessionStore {
   Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
                                             const EventQuery& query,
                                             TenantFilter tenant = std::nullopt);
-  Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id, int state);
-  Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state);
+  Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id,
+                                                 CheckpointState state);
+  Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, CheckpointState state,
+                              int64_t now);
 
   struct Holder {
     int64_t pid = 0;

@@ -141,7 +141,10 @@ bool ProcessAlive(int64_t pid) {
 }
 
 SqliteStore::SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options)
-    : db_(std::move(db)), options_(std::move(options)), host_(HostName()) {}
+    : StoreCore(static_cast<StoreBackend&>(*this)),
+      db_(std::move(db)),
+      options_(std::move(options)),
+      host_(HostName()) {}
 
 SqliteStore::~SqliteStore() {
   {
@@ -329,6 +332,138 @@ bool SqliteStore::WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeou
   std::unique_lock ql(q_mu_);
   return q_cv_.wait_for(ql, timeout,
                         [&] { return decision_lane_.size() + step_lane_.size() >= n; });
+}
+
+// --- transactions (StoreBackend) ----------------------------------------------
+
+// The statements of a transaction on the store's connection. Made by Run,
+// used only inside the work it runs (mu_ held, the transaction open).
+class SqliteTxn final : public StoreTxn {
+ public:
+  explicit SqliteTxn(SqliteStore& store) : s_(store), db_(*store.db_) {}
+
+  Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {
+    return s_.GetSessionLocked(session_id, tenant);
+  }
+  Result<uint64_t> LastSeq(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(SessionInfo info, s_.GetSessionLocked(session_id));
+    return info.last_seq;
+  }
+  Status CheckFence(std::string_view, const LockFence&) override { return Status::Ok(); }
+  Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
+                const LockFence*) override {
+    return s_.AppendLocked(session_id, events, now);
+  }
+
+  Result<std::vector<IndexRow>> IndexRows(const IndexFilter& filter) override {
+    std::string sql =
+        "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json,"
+        " p.resolved, c.closed FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id";
+    if (filter.pending_id) {
+      sql += " WHERE p.pending_id = ?1";
+    } else {
+      sql += " WHERE c.closed = 0 AND p.resolved = 0";
+      if (filter.session_id) sql += " AND p.session_id = ?1";
+    }
+    if (filter.tenant) sql += kOfTenant;
+    sql += " ORDER BY p.created_at_ms, p.rowid";
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare(sql));
+    if (filter.pending_id) st.Bind(1, *filter.pending_id);
+    if (!filter.pending_id && filter.session_id) st.Bind(1, *filter.session_id);
+    if (filter.tenant) st.Bind(2, *filter.tenant);
+    std::vector<IndexRow> out;
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(IndexRow{st.Text(0), st.Text(1), st.Text(2), st.Int(3), st.Text(4), st.Text(5),
+                             st.Int(6) != 0, static_cast<CheckpointState>(st.Int(7))});
+    }
+    return out;
+  }
+  Result<std::optional<StoredCheckpoint>> ClaimIndexedItem(std::string_view pending_id,
+                                                           TenantFilter tenant) override {
+    // The database write lock keeps every other decider out until commit.
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare(std::string("SELECT c.id, c.json FROM pending_index p"
+                                                         " JOIN checkpoints c"
+                                                         " ON c.id = p.checkpoint_id"
+                                                         " WHERE p.pending_id = ?1"
+                                                         " AND c.closed = 0 AND p.resolved = 0") +
+                                             (tenant ? kOfTenant : "")));
+    st.Bind(1, pending_id);
+    if (tenant) st.Bind(2, *tenant);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return std::optional<StoredCheckpoint>();
+    StoredCheckpoint cp{st.Text(0), st.Text(1)};
+    st.Reset();
+    AL_ASSIGN_OR_RETURN(Stmt done,
+                        db_.Prepare("UPDATE pending_index SET resolved = 1 WHERE pending_id = ?"));
+    AL_RETURN_IF_ERROR(done.Bind(1, pending_id).Run());
+    return std::optional<StoredCheckpoint>(std::move(cp));
+  }
+  Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                          int64_t now) override {
+    AL_ASSIGN_OR_RETURN(Stmt up, db_.Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
+                                             " WHERE id = ?"));
+    return up.Bind(1, DumpJson(ToJson(checkpoint))).Bind(2, now).Bind(3, id).Run();
+  }
+  Status SetCheckpointState(const std::string& id, CheckpointState state, int64_t now) override {
+    return s_.SetCheckpointStateLocked(id, state, now);
+  }
+  Status SettleIndexRowsExcept(const std::string& id,
+                               std::span<const PendingItem> outstanding) override {
+    AL_ASSIGN_OR_RETURN(Stmt ids, db_.Prepare("SELECT pending_id FROM pending_index"
+                                              " WHERE checkpoint_id = ? AND resolved = 0"));
+    ids.Bind(1, id);
+    std::vector<std::string> gone;
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool r, ids.Step());
+      if (!r) break;
+      std::string pending_id = ids.Text(0);
+      if (std::none_of(outstanding.begin(), outstanding.end(),
+                       [&](const PendingItem& p) { return p.id == pending_id; })) {
+        gone.push_back(std::move(pending_id));
+      }
+    }
+    for (const auto& pending_id : gone) {
+      AL_ASSIGN_OR_RETURN(
+          Stmt done, db_.Prepare("UPDATE pending_index SET resolved = 1 WHERE pending_id = ?"));
+      AL_RETURN_IF_ERROR(done.Bind(1, pending_id).Run());
+    }
+    return Status::Ok();
+  }
+  Result<std::optional<StoredCheckpoint>> TakeDecidedCheckpoint(
+      std::string_view session_id) override {
+    // The database write lock: no other taker until commit.
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT id, json FROM checkpoints"
+                                             " WHERE session_id = ? AND closed = 2"
+                                             " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
+    st.Bind(1, session_id);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return std::optional<StoredCheckpoint>();
+    return std::optional<StoredCheckpoint>(StoredCheckpoint{st.Text(0), st.Text(1)});
+  }
+
+  // One machine: nobody else to wake (see SessionStore's wake-ups).
+  Status LeaveWakeup(std::string_view, int64_t, int64_t, bool) override { return Status::Ok(); }
+  Status DropWakeupUnlessQueued(std::string_view) override { return Status::Ok(); }
+
+ private:
+  SqliteStore& s_;
+  Db& db_;
+};
+
+Status SqliteStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) {
+  if (kind == TxnKind::kRead) {
+    std::lock_guard lk(mu_);
+    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
+    SqliteTxn t(*this);
+    return work(t);
+  }
+  const std::function<Status()> write = [&] {
+    SqliteTxn t(*this);
+    return work(t);
+  };
+  return Write(kind == TxnKind::kDecision ? Lane::kDecision : Lane::kStep, write);
 }
 
 // --- sessions ---------------------------------------------------------------
@@ -843,17 +978,17 @@ void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& 
 // --- durable pauses -----------------------------------------------------------
 
 Status SqliteStore::SetCheckpointStateLocked(const std::string& checkpoint_id,
-                                             CheckpointState state) {
+                                             CheckpointState state, int64_t now) {
   AL_ASSIGN_OR_RETURN(
       Stmt done, db_->Prepare("UPDATE pending_index SET resolved = 1 WHERE checkpoint_id = ?"));
   AL_RETURN_IF_ERROR(done.Bind(1, checkpoint_id).Run());
   AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET closed = ?, updated_at_ms = ?"
                                             " WHERE id = ?"));
-  return up.Bind(1, static_cast<int64_t>(state)).Bind(2, Now()).Bind(3, checkpoint_id).Run();
+  return up.Bind(1, static_cast<int64_t>(state)).Bind(2, now).Bind(3, checkpoint_id).Run();
 }
 
 Status SqliteStore::CloseCheckpointLocked(const std::string& checkpoint_id) {
-  return SetCheckpointStateLocked(checkpoint_id, CheckpointState::kClosed);
+  return SetCheckpointStateLocked(checkpoint_id, CheckpointState::kClosed, Now());
 }
 
 Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
@@ -922,193 +1057,11 @@ Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpoint(std::string_view s
   return CheckpointLocked(session_id, CheckpointState::kOpen);
 }
 
-Result<std::vector<PendingRecord>> SqliteStore::ListPending(
-    std::optional<std::string_view> session_id) {
-  std::string sql =
-      "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json"
-      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id"
-      " WHERE c.closed = 0 AND p.resolved = 0";
-  if (session_id) sql += " AND p.session_id = ?";
-  sql += " ORDER BY p.created_at_ms, p.rowid";
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare(sql));
-  if (session_id) st.Bind(1, *session_id);
-  std::map<std::string, Checkpoint> parsed;
-  std::vector<PendingRecord> out;
-  for (;;) {
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    PendingRecord r;
-    std::string pending_id = st.Text(0);
-    r.session_id = st.Text(1);
-    r.checkpoint_id = st.Text(2);
-    r.created_at_ms = st.Int(3);
-    r.turn_id = st.Text(4);
-    auto it = parsed.find(r.checkpoint_id);
-    if (it == parsed.end()) {
-      AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(5), r.checkpoint_id));
-      it = parsed.emplace(r.checkpoint_id, std::move(cp)).first;
-    }
-    AL_ASSIGN_OR_RETURN(r.item, IndexedItem(it->second, pending_id, r.checkpoint_id));
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
-Result<std::optional<PendingRecord>> SqliteStore::GetPending(std::string_view pending_id) {
-  AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found, LookupPending(pending_id));
-  if (!found || found->state != PendingLookup::State::kOutstanding) {
-    return std::optional<PendingRecord>();
-  }
-  return std::optional<PendingRecord>(std::move(found->record));
-}
-
-Result<std::optional<PendingLookup>> SqliteStore::LookupPending(std::string_view pending_id) {
-  return LookupPendingIn(std::nullopt, pending_id);
-}
-
-Result<std::optional<PendingLookup>> SqliteStore::LookupPendingIn(TenantFilter tenant,
-                                                                  std::string_view pending_id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db_->Prepare(std::string("SELECT p.session_id, p.checkpoint_id,"
-                                               " p.created_at_ms, c.turn_id, c.json,"
-                                               " p.resolved, c.closed"
-                                               " FROM pending_index p"
-                                               " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                               " WHERE p.pending_id = ?1") +
-                                   (tenant ? kOfTenant : "")));
-  st.Bind(1, pending_id);
-  if (tenant) st.Bind(2, *tenant);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<PendingLookup>();
-  PendingLookup out;
-  PendingRecord& r = out.record;
-  r.session_id = st.Text(0);
-  r.checkpoint_id = st.Text(1);
-  r.created_at_ms = st.Int(2);
-  r.turn_id = st.Text(3);
-  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(4), r.checkpoint_id));
-  const bool outstanding = st.Int(5) == 0 && st.Int(6) == 0;
-  for (const BatchDecision& d : cp.decisions) {
-    if (d.item.id != pending_id) continue;
-    out.state = PendingLookup::State::kDecided;
-    r.item = d.item;
-    out.decision = d.decision;
-    return std::optional<PendingLookup>(std::move(out));
-  }
-  AL_ASSIGN_OR_RETURN(r.item, IndexedItem(cp, pending_id, r.checkpoint_id));
-  out.state = outstanding ? PendingLookup::State::kOutstanding : PendingLookup::State::kCancelled;
-  return std::optional<PendingLookup>(std::move(out));
-}
-
 Result<std::vector<std::string>> SqliteStore::ListDecided() {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM checkpoints WHERE closed = 2"
                                             " ORDER BY updated_at_ms, rowid"));
   return FirstColumn(st);
-}
-
-Result<std::optional<Checkpoint>> SqliteStore::ClaimDecided(std::string_view session_id) {
-  std::optional<Checkpoint> claimed;
-  // The decision's lane: the claim is how a decided batch's turn resumes.
-  Status written = Write(Lane::kDecision, [&]() -> Status {
-    claimed.reset();
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
-                                              " WHERE session_id = ? AND closed = 2"
-                                              " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
-    st.Bind(1, session_id);
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) return Status::Ok();
-    const std::string id = st.Text(0);
-    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), id));
-    st.Reset();
-    AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
-    claimed = std::move(cp);
-    return Status::Ok();
-  });
-  if (!written.ok()) return written;
-  return claimed;
-}
-
-Result<ResolveOutcome> SqliteStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                            std::span<const Event> events) {
-  return ResolveIn(std::nullopt, pending_id, fn, events);
-}
-
-Result<ResolveOutcome> SqliteStore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                              const ResolveFn& fn, std::span<const Event> events) {
-  auto resolve = [&]() -> Result<ResolveOutcome> {
-    AL_ASSIGN_OR_RETURN(Stmt st,
-                        db_->Prepare(std::string("SELECT c.id, c.json FROM pending_index p"
-                                                 " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                                 " WHERE p.pending_id = ?1 AND c.closed = 0"
-                                                 " AND p.resolved = 0") +
-                                     (tenant ? kOfTenant : "")));
-    st.Bind(1, pending_id);
-    if (tenant) st.Bind(2, *tenant);
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) {
-      ResolveOutcome none;
-      none.already_resolved = true;
-      return none;  // nothing was written
-    }
-    std::string checkpoint_id = st.Text(0);
-    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), checkpoint_id));
-    st.Reset();
-    // On any error the transaction rolls back: the item stays pending.
-    AL_ASSIGN_OR_RETURN(ResolveOutcome out,
-                        ApplyResolution(std::move(checkpoint_id), std::move(cp), pending_id, fn));
-    const auto& outstanding = out.checkpoint.outstanding;
-
-    AL_ASSIGN_OR_RETURN(Stmt up, db_->Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
-                                              " WHERE id = ?"));
-    AL_RETURN_IF_ERROR(up.Bind(1, DumpJson(ToJson(out.checkpoint)))
-                           .Bind(2, Now())
-                           .Bind(3, out.checkpoint_id)
-                           .Run());
-    if (!events.empty()) {
-      AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(out.checkpoint.session_id));
-      const int64_t now = Now();
-      AL_RETURN_IF_ERROR(
-          AppendLocked(info.id, NumberAfter(events, info.id, info.last_seq, now), now));
-    }
-    if (out.closed) {
-      AL_RETURN_IF_ERROR(SetCheckpointStateLocked(out.checkpoint_id, CheckpointState::kDecided));
-    } else {
-      // Mark the index rows of every item no longer outstanding (this one,
-      // and any the callback removed) resolved.
-      AL_ASSIGN_OR_RETURN(Stmt ids, db_->Prepare("SELECT pending_id FROM pending_index"
-                                                 " WHERE checkpoint_id = ? AND resolved = 0"));
-      ids.Bind(1, out.checkpoint_id);
-      std::vector<std::string> gone;
-      for (;;) {
-        AL_ASSIGN_OR_RETURN(bool r, ids.Step());
-        if (!r) break;
-        std::string id = ids.Text(0);
-        if (std::none_of(outstanding.begin(), outstanding.end(),
-                         [&](const PendingItem& p) { return p.id == id; })) {
-          gone.push_back(std::move(id));
-        }
-      }
-      for (const auto& id : gone) {
-        AL_ASSIGN_OR_RETURN(Stmt done, db_->Prepare("UPDATE pending_index SET resolved = 1"
-                                                    " WHERE pending_id = ?"));
-        AL_RETURN_IF_ERROR(done.Bind(1, id).Run());
-      }
-    }
-    return out;
-  };
-  ResolveOutcome result;
-  // Its own lane: a decision never waits behind the queued steps of turns.
-  Status written = Write(Lane::kDecision, [&]() -> Status {
-    AL_ASSIGN_OR_RETURN(result, resolve());
-    return Status::Ok();
-  });
-  if (!written.ok()) return written;
-  return result;
 }
 
 // --- state ----------------------------------------------------------------------

@@ -39,11 +39,12 @@
 #include "agentloop/store.h"
 
 #include "store/sqlite_db.h"
+#include "store/store_core.h"
 #include "store/store_util.h"
 
 namespace agentloop::store {
 
-class SqliteStore final : public SessionStore {
+class SqliteStore final : private StoreBackend, public StoreCore {
  public:
   // Opens the database and applies the builtin migrations.
   static Result<std::unique_ptr<SqliteStore>> Open(const std::filesystem::path& path,
@@ -72,14 +73,7 @@ class SqliteStore final : public SessionStore {
 
   Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
-  Result<std::vector<PendingRecord>> ListPending(
-      std::optional<std::string_view> session_id) override;
-  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
-  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
   Result<std::vector<std::string>> ListDecided() override;
-  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                 std::span<const Event> events = {}) override;
-  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
 
   Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
   Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
@@ -128,10 +122,6 @@ class SqliteStore final : public SessionStore {
   Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
-  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
-                                                       std::string_view pending_id);
-  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                   const ResolveFn& fn, std::span<const Event> events);
 
   // Used by SqliteSessionLock.
   Status RefreshLock(const std::string& session_id, const std::string& token);
@@ -160,7 +150,12 @@ class SqliteStore final : public SessionStore {
   bool WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeout);
 
  private:
+  friend class SqliteTxn;  // the statements of a transaction (StoreTxn)
   SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options);
+
+  // StoreBackend: a read under mu_; a write (kWrite, kDecision) through
+  // the group commit's lanes.
+  Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) override;
 
   struct LockHolder {
     int64_t pid = 0;
@@ -169,7 +164,7 @@ class SqliteStore final : public SessionStore {
     int64_t heartbeat_at_ms = 0;
   };
 
-  int64_t Now() const;
+  int64_t Now() const override;
 
   // Group commit (see the file comment).
   enum class Lane { kDecision, kStep };
@@ -198,12 +193,11 @@ class SqliteStore final : public SessionStore {
   Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id,
                                                 const EventQuery& query);
-  // The states of a checkpoint row (column `closed`).
-  enum class CheckpointState : int64_t { kOpen = 0, kClosed = 1, kDecided = 2 };
   // The session's newest checkpoint in `state`.
   Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id,
                                                      CheckpointState state);
-  Status SetCheckpointStateLocked(const std::string& checkpoint_id, CheckpointState state);
+  Status SetCheckpointStateLocked(const std::string& checkpoint_id, CheckpointState state,
+                                  int64_t now);
   // The holder of the session's lock when it is live (not expired, process
   // alive), else nullopt.
   Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);

@@ -1,0 +1,169 @@
+// StoreCore: the rules of durable pauses (the pending index, resolving an
+// item, claiming a decided batch) written once for every backend.
+#include "store/store_core.h"
+
+#include <map>
+#include <utility>
+
+namespace agentloop::store {
+namespace {
+
+using TxnKind = StoreBackend::TxnKind;
+
+// What became of the item an index row names (LookupPending).
+Result<PendingLookup> LookupOfIndexRow(const IndexRow& row) {
+  PendingLookup out;
+  PendingRecord& r = out.record;
+  r.session_id = row.session_id;
+  r.checkpoint_id = row.checkpoint_id;
+  r.created_at_ms = row.created_at_ms;
+  r.turn_id = row.turn_id;
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(row.checkpoint_json, r.checkpoint_id));
+  for (const BatchDecision& d : cp.decisions) {
+    if (d.item.id != row.pending_id) continue;
+    out.state = PendingLookup::State::kDecided;
+    r.item = d.item;
+    out.decision = d.decision;
+    return out;
+  }
+  // Neither decided nor in the checkpoint: the index and the checkpoint
+  // disagree (kDataLoss), whatever state the row is in.
+  AL_ASSIGN_OR_RETURN(r.item, IndexedItem(cp, row.pending_id, r.checkpoint_id));
+  const bool outstanding = !row.resolved && row.state == CheckpointState::kOpen;
+  out.state = outstanding ? PendingLookup::State::kOutstanding : PendingLookup::State::kCancelled;
+  return out;
+}
+
+}  // namespace
+
+// --- the pending index ----------------------------------------------------------
+
+Result<std::optional<PendingRecord>> StoreCore::GetPending(std::string_view pending_id) {
+  AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found, LookupPending(pending_id));
+  if (!found || found->state != PendingLookup::State::kOutstanding) {
+    return std::optional<PendingRecord>();
+  }
+  return std::optional<PendingRecord>(std::move(found->record));
+}
+
+Result<std::optional<PendingLookup>> StoreCore::LookupPending(std::string_view pending_id) {
+  return LookupPendingIn(std::nullopt, pending_id);
+}
+
+Result<std::optional<PendingLookup>> StoreCore::LookupPendingIn(TenantFilter tenant,
+                                                                std::string_view pending_id) {
+  std::optional<PendingLookup> found;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    found.reset();
+    IndexFilter filter;
+    filter.pending_id = pending_id;
+    filter.tenant = tenant;
+    AL_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, t.IndexRows(filter));
+    if (rows.empty()) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(found, LookupOfIndexRow(rows.front()));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return found;
+}
+
+Result<std::vector<PendingRecord>> StoreCore::ListPending(
+    std::optional<std::string_view> session_id) {
+  std::vector<PendingRecord> out;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    out.clear();
+    IndexFilter filter;
+    filter.session_id = session_id;
+    AL_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, t.IndexRows(filter));
+    // A batch's items share one checkpoint: parsed once.
+    std::map<std::string, Checkpoint> parsed;
+    for (IndexRow& row : rows) {
+      PendingRecord r;
+      r.session_id = std::move(row.session_id);
+      r.checkpoint_id = std::move(row.checkpoint_id);
+      r.created_at_ms = row.created_at_ms;
+      r.turn_id = std::move(row.turn_id);
+      auto it = parsed.find(r.checkpoint_id);
+      if (it == parsed.end()) {
+        AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(row.checkpoint_json, r.checkpoint_id));
+        it = parsed.emplace(r.checkpoint_id, std::move(cp)).first;
+      }
+      AL_ASSIGN_OR_RETURN(r.item, IndexedItem(it->second, row.pending_id, r.checkpoint_id));
+      out.push_back(std::move(r));
+    }
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return out;
+}
+
+// --- decisions --------------------------------------------------------------------
+
+Result<ResolveOutcome> StoreCore::Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                          std::span<const Event> events) {
+  return ResolveIn(std::nullopt, pending_id, fn, events);
+}
+
+Result<ResolveOutcome> StoreCore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
+                                            const ResolveFn& fn, std::span<const Event> events) {
+  ResolveOutcome result;
+  // Its own lane: a decision never waits behind the queued steps of turns.
+  const Status ran = backend_.Run(TxnKind::kDecision, [&](StoreTxn& t) -> Status {
+    result = ResolveOutcome{};
+    AL_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> row, t.ClaimIndexedItem(pending_id, tenant));
+    if (!row) {
+      result.already_resolved = true;  // nothing was written
+      return Status::Ok();
+    }
+    AL_ASSIGN_OR_RETURN(Checkpoint stored, ParseCheckpoint(row->json, row->id));
+    // On any error the transaction rolls back: the item stays pending.
+    AL_ASSIGN_OR_RETURN(result,
+                        ApplyResolution(std::move(row->id), std::move(stored), pending_id, fn));
+    const int64_t now = backend_.Now();
+    const std::string& session_id = result.checkpoint.session_id;
+    AL_RETURN_IF_ERROR(t.UpdateCheckpoint(result.checkpoint_id, result.checkpoint, now));
+    if (!events.empty()) {
+      AL_ASSIGN_OR_RETURN(uint64_t last_seq, t.LastSeq(session_id));
+      AL_RETURN_IF_ERROR(
+          t.Append(session_id, NumberAfter(events, session_id, last_seq, now), now, nullptr));
+    }
+    if (!result.closed) {
+      // Items the callback removed from `outstanding` are settled too.
+      return t.SettleIndexRowsExcept(result.checkpoint_id, result.checkpoint.outstanding);
+    }
+    AL_RETURN_IF_ERROR(t.SetCheckpointState(result.checkpoint_id, CheckpointState::kDecided, now));
+    // The session has work: a wake-up, due after the grace in which the
+    // deciding process continues the turn itself.
+    return t.LeaveWakeup(session_id, now + backend_.wakeup_grace().count(), now,
+                         /*earliest=*/false);
+  });
+  if (!ran.ok()) return ran;
+  return result;
+}
+
+Result<std::optional<Checkpoint>> StoreCore::ClaimDecided(std::string_view session_id) {
+  return ClaimDecidedFenced(session_id, nullptr);
+}
+
+Result<std::optional<Checkpoint>> StoreCore::ClaimDecidedFenced(std::string_view session_id,
+                                                                const LockFence* fence) {
+  std::optional<Checkpoint> claimed;
+  // The decision's lane: the claim is how a decided batch's turn resumes.
+  const Status ran = backend_.Run(TxnKind::kDecision, [&](StoreTxn& t) -> Status {
+    claimed.reset();
+    if (fence != nullptr) AL_RETURN_IF_ERROR(t.CheckFence(session_id, *fence));
+    // Whoever claims, the session's wake-up is answered (and a stale one
+    // whose batch is gone is dropped), unless inputs wait after the turn.
+    AL_RETURN_IF_ERROR(t.DropWakeupUnlessQueued(session_id));
+    AL_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> row, t.TakeDecidedCheckpoint(session_id));
+    if (!row) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(row->json, row->id));
+    AL_RETURN_IF_ERROR(t.SetCheckpointState(row->id, CheckpointState::kClosed, backend_.Now()));
+    claimed = std::move(cp);
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return claimed;
+}
+
+}  // namespace agentloop::store

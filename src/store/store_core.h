@@ -1,0 +1,195 @@
+// The store core: the SessionStore's rules written once, over a narrow
+// backend (as leveldb keeps one DBImpl over an Env).
+//
+// StoreCore implements what a call means (which rows a decision reads and
+// changes, in which order, and each error answer) in terms of two small
+// interfaces that a backend implements:
+//   - StoreBackend: transactions (run again after a retryable failure, or
+//     in another batch: the work must set its outputs afresh on each run),
+//     the clock and this machine's name;
+//   - StoreTxn: the statements one transaction needs, each a contract in the
+//     store's own terms (a checkpoint, an index row, a queued input, a
+//     wake-up), never a rule about when to run them.
+// The SQLite backend (sqlite_store.cc) and the PostgreSQL backend
+// (postgres_store.cc) know SQL dialects, schemas and connections. Where the
+// two must differ (row locks, fencing of a lease's writes, wake-up
+// announcements) the difference is one StoreTxn method whose comment says
+// what each store does.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentloop/store.h"
+
+#include "store/store_util.h"
+
+namespace agentloop::store {
+
+// The state of a stored checkpoint (SQLite's column `closed`, PostgreSQL's
+// `state`: the same numbers).
+enum class CheckpointState : int {
+  kOpen = 0,     // items outstanding
+  kClosed = 1,   // continued, superseded or cancelled
+  kDecided = 2,  // every item decided, the turn not yet continued
+};
+
+// A stored checkpoint row.
+struct StoredCheckpoint {
+  std::string id;
+  std::string json;
+};
+
+// A row of the pending index with the checkpoint it points to.
+struct IndexRow {
+  std::string pending_id;
+  std::string session_id;
+  std::string checkpoint_id;
+  int64_t created_at_ms = 0;
+  std::string turn_id;
+  std::string checkpoint_json;
+  bool resolved = false;
+  CheckpointState state = CheckpointState::kOpen;
+};
+
+// Which index rows StoreTxn::IndexRows returns.
+struct IndexFilter {
+  // One item's row (any state), or else...
+  std::optional<std::string_view> pending_id;
+  // ...the outstanding rows (unresolved, of an open checkpoint), of one
+  // session or (nullopt) of every session, oldest first.
+  std::optional<std::string_view> session_id;
+  TenantFilter tenant;
+};
+
+// What fences the writes of a lock's holder: the lock's token and epoch as
+// they were when it was taken (see SessionLock).
+struct LockFence {
+  std::string token;
+  int64_t epoch = 0;
+};
+
+// The statements of one transaction (StoreBackend::Run). Every call runs in
+// that transaction and sees its earlier writes; an error leaves the
+// transaction to be rolled back by the caller's work returning it.
+class StoreTxn {
+ public:
+  virtual ~StoreTxn() = default;
+
+  // The session `session_id` (of `tenant` when set). Errors: kNotFound.
+  virtual Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) = 0;
+  // The session's highest stored seq. Errors: kNotFound.
+  virtual Result<uint64_t> LastSeq(std::string_view session_id) = 0;
+  // Checks that `fence` is still the session's current lock, and keeps
+  // any other holder from taking the lock over until this transaction
+  // ends. PostgreSQL: locks the session row and compares the lease's token
+  // and epoch (kLeaseLost when they differ; kNotFound). SQLite, whose
+  // locks live on one machine: OK without reading anything (a dead holder
+  // is found by its pid and the seq key still catches two writers; see
+  // SessionLock).
+  virtual Status CheckFence(std::string_view session_id, const LockFence& fence) = 0;
+  // Stores the persisted events of `events` (see SessionStore::Append),
+  // stamped `now`, fenced by `fence` when set (as CheckFence).
+  virtual Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
+                        const LockFence* fence) = 0;
+
+  // The index rows `filter` selects, oldest first.
+  virtual Result<std::vector<IndexRow>> IndexRows(const IndexFilter& filter) = 0;
+  // Claims the outstanding item `pending_id` (of `tenant` when set): the
+  // open checkpoint whose unresolved index row names it, with that row
+  // marked resolved, so that of racing deciders exactly one gets it; the
+  // checkpoint is kept from every other decider and from a superseding
+  // pause until this transaction ends (PostgreSQL: its row lock, taken
+  // before the index row's; SQLite: the database write lock). nullopt when
+  // no open checkpoint has the item unresolved.
+  virtual Result<std::optional<StoredCheckpoint>> ClaimIndexedItem(std::string_view pending_id,
+                                                                   TenantFilter tenant) = 0;
+  // Replaces the stored checkpoint `id`'s JSON.
+  virtual Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                                  int64_t now) = 0;
+  // Moves checkpoint `id` to `state` and marks every index row of it
+  // resolved.
+  virtual Status SetCheckpointState(const std::string& id, CheckpointState state, int64_t now) = 0;
+  // Marks resolved the index rows of checkpoint `id` whose item is not in
+  // `outstanding`.
+  virtual Status SettleIndexRowsExcept(const std::string& id,
+                                       std::span<const PendingItem> outstanding) = 0;
+  // Takes the session's newest decided checkpoint for this transaction:
+  // a concurrent taker does not get the same one (PostgreSQL: a row lock
+  // taken with SKIP LOCKED; SQLite: the database write lock). nullopt when
+  // there is none to take.
+  virtual Result<std::optional<StoredCheckpoint>> TakeDecidedCheckpoint(
+      std::string_view session_id) = 0;
+
+  // Leaves a wake-up for the session, due at `due_at_ms`, announced to the
+  // listeners when this transaction commits; an existing one is due at
+  // `due_at_ms` (`earliest`: at the earlier of the two). A store that one
+  // machine uses (SQLite) keeps none: OK, nothing written.
+  virtual Status LeaveWakeup(std::string_view session_id, int64_t due_at_ms, int64_t now,
+                             bool earliest) = 0;
+  // Drops the session's wake-up unless inputs are queued for it (SQLite:
+  // OK, nothing kept).
+  virtual Status DropWakeupUnlessQueued(std::string_view session_id) = 0;
+};
+
+// Transactions of a backend.
+class StoreBackend {
+ public:
+  virtual ~StoreBackend() = default;
+
+  enum class TxnKind {
+    kRead,      // reads only; each read sees committed data
+    kWrite,     // a write transaction
+    kDecision,  // a write of a decision (a resolution, a claim of a decided
+                // batch): never queued behind the writes of turns
+  };
+  // Runs `work` in one transaction of `kind`: committed when it returns
+  // OK (and durable when Run returns OK), rolled back otherwise, and its
+  // error returned. `work` may run more than once (a serialization
+  // failure, a group commit that failed as a whole): each run must set the
+  // caller's outputs afresh.
+  virtual Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) = 0;
+  // Wall clock, Unix epoch milliseconds (tests inject one).
+  virtual int64_t Now() const = 0;
+  // How long a decision's wake-up waits before another instance may claim
+  // it (the deciding server continues the turn itself meanwhile).
+  virtual std::chrono::milliseconds wakeup_grace() const { return std::chrono::seconds(1); }
+};
+
+// The SessionStore rules over a backend. A backend store derives from it
+// and implements the calls the core does not (yet) write once.
+class StoreCore : public SessionStore {
+ public:
+  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
+  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
+  Result<std::vector<PendingRecord>> ListPending(
+      std::optional<std::string_view> session_id) override;
+  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
+                                 std::span<const Event> events = {}) override;
+  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
+
+  // The calls of the same name, matching only rows of `tenant` (nullopt:
+  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
+  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
+                                                       std::string_view pending_id);
+  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
+                                   const ResolveFn& fn, std::span<const Event> events);
+  // ClaimDecided of a lock's holder: fenced by `fence` when set.
+  Result<std::optional<Checkpoint>> ClaimDecidedFenced(std::string_view session_id,
+                                                       const LockFence* fence);
+
+ protected:
+  // REQUIRES: `backend` outlives the core (a derived store passes itself).
+  explicit StoreCore(StoreBackend& backend) : backend_(backend) {}
+
+ private:
+  StoreBackend& backend_;
+};
+
+}  // namespace agentloop::store
