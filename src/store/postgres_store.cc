@@ -17,7 +17,6 @@
 #include "protocol/codec.h"
 #include "store/pg_listener.h"
 #include "store/replay.h"
-#include "store/sqlite_store.h"
 #include "store/store_util.h"
 
 namespace agentloop::store {
@@ -97,7 +96,7 @@ class PgSessionLock final : public SessionLock {
     return store_->ClaimDecidedFenced(session_id_, &fence_);
   }
   Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
-    return store_->FencedAppendTakingInput(session_id_, events, input_id, fence_);
+    return store_->StoreCore::AppendTakingInput(session_id_, events, input_id, &fence_);
   }
 
  private:
@@ -337,7 +336,21 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& ur
 // used only inside the work it runs.
 class PgTxn final : public StoreTxn {
  public:
-  PgTxn(PostgresStore& store, PgConn& conn) : s_(store), c_(conn) {}
+  PgTxn(PostgresStore& store, PgConn& conn, bool again) : s_(store), c_(conn), again_(again) {}
+
+  bool again() const override { return again_; }
+  Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
+                                                 TenantFilter tenant) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
+                                          " lease_acquired_at_ms, lease_heartbeat_at_ms"
+                                          " FROM sessions WHERE id = $1"
+                                          " AND ($2::text IS NULL OR tenant = $2) FOR UPDATE",
+                                          {P(session_id), tenant ? P(*tenant) : PgParam()}));
+    if (r.empty()) return SessionNotFound(session_id);
+    if (r.Text(0, 0) != "t") return std::optional<StoredHolder>();
+    return std::optional<StoredHolder>(
+        StoredHolder{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3), r.Int(0, 4)});
+  }
 
   Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {
     return s_.GetSessionOn(c_, session_id, tenant);
@@ -353,7 +366,7 @@ class PgTxn final : public StoreTxn {
   }
   Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
                 const LockFence* fence) override {
-    return s_.AppendOn(c_, session_id, events, now, fence);
+    return s_.AppendOn(c_, session_id, events, now, fence, again_);
   }
 
   Result<std::vector<IndexRow>> IndexRows(const IndexFilter& filter) override {
@@ -449,6 +462,51 @@ class PgTxn final : public StoreTxn {
     return std::optional<StoredCheckpoint>(StoredCheckpoint{r.Text(0, 0), r.Text(0, 1)});
   }
 
+  Result<bool> HasPausedBatch(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(PgRows paused, c_.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
+                                               " AND state IN (0, 2) LIMIT 1",
+                                               {P(session_id)}));
+    return !paused.empty();
+  }
+
+  Result<int64_t> InsertQueuedInput(std::string_view session_id,
+                                    const QueuedInput& input) override {
+    // The session's row lock orders its enqueuers (positions do not race).
+    AL_ASSIGN_OR_RETURN(
+        PgRows s, c_.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
+    if (s.empty()) return SessionNotFound(session_id);
+    AL_RETURN_IF_ERROR(c_.Exec("INSERT INTO session_inputs (id, tenant, session_id, position,"
+                               " input, continue_turn, created_at_ms) SELECT $1::text, $2::text,"
+                               " $3::text, COALESCE(MAX(position), 0) + 1, $4::text, $5::boolean,"
+                               " $6::bigint FROM session_inputs WHERE session_id = $3",
+                               {P(input.id), P(s.Text(0, 0)), P(session_id), P(input.input),
+                                P(input.continue_turn ? "true" : "false"), P(input.created_at_ms)})
+                           .status());
+    AL_ASSIGN_OR_RETURN(
+        PgRows n,
+        c_.Exec("SELECT COUNT(*) FROM session_inputs WHERE session_id = $1", {P(session_id)}));
+    return n.Int(0, 0);
+  }
+  Result<std::vector<QueuedInput>> QueuedInputs(std::string_view session_id,
+                                                int64_t limit) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id, input, continue_turn, created_at_ms"
+                                          " FROM session_inputs WHERE session_id = $1"
+                                          " ORDER BY position LIMIT $2",
+                                          {P(session_id), limit < 0 ? PgParam() : P(limit)}));
+    std::vector<QueuedInput> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(QueuedInput{r.Text(i, 0), std::string(session_id), r.Text(i, 1),
+                                r.Text(i, 2) == "t", r.Int(i, 3)});
+    }
+    return out;
+  }
+  Result<bool> DeleteQueuedInput(std::string_view session_id, std::string_view input_id) override {
+    AL_ASSIGN_OR_RETURN(PgRows taken,
+                        c_.Exec("DELETE FROM session_inputs WHERE id = $1 AND session_id = $2",
+                                {P(input_id), P(session_id)}));
+    return taken.affected() > 0;
+  }
+
   Status LeaveWakeup(std::string_view session_id, int64_t due_at_ms, int64_t now,
                      bool earliest) override {
     AL_RETURN_IF_ERROR(
@@ -470,15 +528,29 @@ class PgTxn final : public StoreTxn {
  private:
   PostgresStore& s_;
   PgConn& c_;
+  bool again_;
 };
 
 Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) {
-  auto run = [&](PgConn& c) {
-    PgTxn t(*this, c);
-    return work(t);
+  auto attempt = [&](bool again) {
+    return InTxn([&](PgConn& c) {
+      PgTxn t(*this, c, again);
+      return work(t);
+    });
   };
-  if (kind == TxnKind::kRead) return WithConn(run);
-  return InTxn(run);
+  switch (kind) {
+    case TxnKind::kRead:
+      return WithConn([&](PgConn& c) {
+        PgTxn t(*this, c, false);
+        return work(t);
+      });
+    case TxnKind::kLeaseWrite:
+      return RideOutOutage(attempt);
+    case TxnKind::kWrite:
+    case TxnKind::kDecision:
+      break;
+  }
+  return attempt(false);
 }
 
 // --- sessions -------------------------------------------------------------------
@@ -1231,137 +1303,6 @@ Status PostgresStore::DropWakeupUnlessQueuedOn(PgConn& c, std::string_view sessi
           " AND NOT EXISTS (SELECT 1 FROM session_inputs WHERE session_id = $1)",
           {P(session_id)})
       .status();
-}
-
-Result<int64_t> PostgresStore::EnqueueInput(std::string_view session_id, std::string_view input,
-                                            bool continue_turn) {
-  if (input.empty() && !continue_turn) return InvalidArgument("a queued input must not be empty");
-  const int64_t now = Now();
-  const std::string id = NewId("input");
-  // Not run again on a lost connection: the insert may have committed.
-  return InTxn([&](PgConn& c) -> Result<int64_t> {
-    // The session's row lock orders its enqueuers (positions do not race).
-    AL_ASSIGN_OR_RETURN(
-        PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
-    if (s.empty()) return SessionNotFound(session_id);
-    AL_RETURN_IF_ERROR(c.Exec("INSERT INTO session_inputs (id, tenant, session_id, position, input,"
-                              " continue_turn, created_at_ms) SELECT $1::text, $2::text, $3::text,"
-                              " COALESCE(MAX(position), 0) + 1, $4::text, $5::boolean, $6::bigint"
-                              " FROM session_inputs WHERE session_id = $3",
-                              {P(id), P(s.Text(0, 0)), P(session_id), P(input),
-                               P(continue_turn ? "true" : "false"), P(now)})
-                           .status());
-    // The session has work: a wake-up, due after the grace in which its
-    // holder takes the input itself, announced at commit.
-    AL_RETURN_IF_ERROR(
-        c.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
-               " VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE SET not_before_ms ="
-               " LEAST(session_wakeups.not_before_ms, excluded.not_before_ms)",
-               {P(session_id), P(s.Text(0, 0)), P(now + options_.wakeup_grace.count()), P(now)})
-            .status());
-    AL_RETURN_IF_ERROR(
-        c.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)", {P(session_id)})
-            .status());
-    AL_ASSIGN_OR_RETURN(
-        PgRows n,
-        c.Exec("SELECT COUNT(*) FROM session_inputs WHERE session_id = $1", {P(session_id)}));
-    return n.Int(0, 0);
-  });
-}
-
-Result<std::vector<QueuedInput>> PostgresStore::ListQueuedInputs(std::string_view session_id) {
-  return WithConn([&](PgConn& c) -> Result<std::vector<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
-                                         " FROM session_inputs WHERE session_id = $1"
-                                         " ORDER BY position",
-                                         {P(session_id)}));
-    if (r.empty()) AL_RETURN_IF_ERROR(GetSessionOn(c, session_id).status());
-    std::vector<QueuedInput> out;
-    for (int i = 0; i < r.size(); ++i) {
-      out.push_back(QueuedInput{r.Text(i, 0), std::string(session_id), r.Text(i, 1),
-                                r.Text(i, 2) == "t", r.Int(i, 3)});
-    }
-    return out;
-  });
-}
-
-Result<bool> PostgresStore::MayTakeQueuedInputOn(PgConn& c, std::string_view session_id,
-                                                 int64_t owner_pid) {
-  // The session's row lock: a takeover (AcquireLock) commits before this
-  // read (the holder differs: refused) or after this transaction.
-  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
-  if (!holder || holder->pid != owner_pid || holder->host != host_) {
-    return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
-                     " on " + host_ + " does not hold its lease and may not take its queued input");
-  }
-  AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
-                                            " AND state IN (0, 2) LIMIT 1",
-                                            {P(session_id)}));
-  return paused.empty();
-}
-
-Result<std::optional<QueuedInput>> PostgresStore::TakeQueuedInput(std::string_view session_id,
-                                                                  int64_t owner_pid) {
-  return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(bool may, MayTakeQueuedInputOn(c, session_id, owner_pid));
-    if (!may) return std::optional<QueuedInput>();
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("DELETE FROM session_inputs WHERE id = (SELECT id FROM"
-                                         " session_inputs WHERE session_id = $1"
-                                         " ORDER BY position LIMIT 1)"
-                                         " RETURNING id, input, continue_turn, created_at_ms",
-                                         {P(session_id)}));
-    if (r.empty()) return std::optional<QueuedInput>();
-    // The last input taken with no decided batch waiting: no work left.
-    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
-    return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
-                                                  r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
-  });
-}
-
-Result<std::optional<QueuedInput>> PostgresStore::NextQueuedInput(std::string_view session_id,
-                                                                  int64_t owner_pid) {
-  return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(bool may, MayTakeQueuedInputOn(c, session_id, owner_pid));
-    if (!may) return std::optional<QueuedInput>();
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
-                                         " FROM session_inputs WHERE session_id = $1"
-                                         " ORDER BY position LIMIT 1",
-                                         {P(session_id)}));
-    if (r.empty()) return std::optional<QueuedInput>();
-    return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
-                                                  r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
-  });
-}
-
-Status PostgresStore::FencedAppendTakingInput(std::string_view session_id,
-                                              std::span<const Event> events,
-                                              std::string_view input_id, const PgFence& fence) {
-  const int64_t now = Now();
-  return RideOutOutage([&](bool again) {
-    return InTxn([&](PgConn& c) -> Status {
-      // The session's row first (as Append and TakeQueuedInput lock it),
-      // then the input's.
-      AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, fence));
-      AL_ASSIGN_OR_RETURN(PgRows taken,
-                          c.Exec("DELETE FROM session_inputs WHERE id = $1 AND session_id = $2"
-                                 " RETURNING id",
-                                 {P(input_id), P(session_id)}));
-      if (taken.empty()) {
-        // An earlier attempt that committed (its reply lost) took it with
-        // the events: AppendOn finds them stored.
-        if (!again || events.empty()) {
-          return NotFound("queued input " + std::string(input_id) + " of session " +
-                          std::string(session_id) + " is no longer queued");
-        }
-      } else {
-        // The last input taken: no work left (a decided batch never waits
-        // while an input is taken).
-        AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
-      }
-      if (events.empty()) return Status::Ok();
-      return AppendOn(c, session_id, events, now, &fence, again);
-    });
-  });
 }
 
 Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {

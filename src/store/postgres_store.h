@@ -106,13 +106,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
                           int64_t expires_at_ms) override;
   Result<std::vector<std::string>> ListRevokedCredentials() override;
 
-  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
-                               bool continue_turn) override;
-  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
-  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
-  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
 
   Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) override;
@@ -136,9 +129,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
 
   // Used by the lease handle: the writes of its holder, refused
   // (LeaseLost) unless the session's lease is still `fence`.
-  // SessionLock::AppendTakingInput, fenced by `fence`.
-  Status FencedAppendTakingInput(std::string_view session_id, std::span<const Event> events,
-                                 std::string_view input_id, const PgFence& fence);
   Status FencedAppend(std::string_view session_id, std::span<const Event> events,
                       const PgFence& fence);
   Status SaveCheckpointFenced(const Checkpoint& checkpoint, std::span<const Event> events,
@@ -199,6 +189,8 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   auto RideOutOutage(F&& attempt) -> decltype(attempt(false));
 
   int64_t Now() const override;
+  const std::string& host() const override { return host_; }
+  std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
   Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                        const std::string* lock_token, int64_t owner_pid);
@@ -237,11 +229,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   };
   // Deletes the session's wake-up unless inputs are queued for it.
   Status DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id);
-  // Locks the session row (LiveHolderOn); whether the lease holder
-  // `owner_pid` on this host may take the session's next queued input now:
-  // false while a paused batch waits (undecided or decided, not yet
-  // continued). kLeaseLost when another process holds the lease or none does.
-  Result<bool> MayTakeQueuedInputOn(PgConn& c, std::string_view session_id, int64_t owner_pid);
   // Locks the session row; the live holder of its lease, if any. kNotFound.
   Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id,
                                              TenantFilter tenant = std::nullopt);

@@ -114,7 +114,7 @@ class SqliteSessionLock final : public SessionLock {
     return store_->ClaimDecided(session_id_);
   }
   Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
-    return store_->AppendTakingInput(session_id_, events, input_id);
+    return store_->StoreCore::AppendTakingInput(session_id_, events, input_id, nullptr);
   }
 
  private:
@@ -124,21 +124,6 @@ class SqliteSessionLock final : public SessionLock {
 };
 
 }  // namespace
-
-std::string FormatUtc(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-bool ProcessAlive(int64_t pid) {
-  if (pid <= 0) return false;
-  if (kill(static_cast<pid_t>(pid), 0) == 0) return true;
-  return errno != ESRCH;  // EPERM: it exists, owned by someone else
-}
 
 SqliteStore::SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options)
     : StoreCore(static_cast<StoreBackend&>(*this)),
@@ -349,6 +334,17 @@ class SqliteTxn final : public StoreTxn {
     AL_ASSIGN_OR_RETURN(SessionInfo info, s_.GetSessionLocked(session_id));
     return info.last_seq;
   }
+  Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
+                                                 TenantFilter tenant) override {
+    AL_RETURN_IF_ERROR(s_.GetSessionLocked(session_id, tenant).status());
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT owner_pid, owner_host, acquired_at_ms,"
+                                             " heartbeat_at_ms FROM session_locks"
+                                             " WHERE session_id = ?"));
+    st.Bind(1, session_id);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return std::optional<StoredHolder>();
+    return std::optional<StoredHolder>(StoredHolder{st.Int(0), st.Text(1), st.Int(2), st.Int(3)});
+  }
   Status CheckFence(std::string_view, const LockFence&) override { return Status::Ok(); }
   Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
                 const LockFence*) override {
@@ -441,6 +437,59 @@ class SqliteTxn final : public StoreTxn {
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) return std::optional<StoredCheckpoint>();
     return std::optional<StoredCheckpoint>(StoredCheckpoint{st.Text(0), st.Text(1)});
+  }
+
+  Result<bool> HasPausedBatch(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(Stmt paused, db_.Prepare("SELECT 1 FROM checkpoints WHERE session_id = ?"
+                                                 " AND closed IN (0, 2) LIMIT 1"));
+    paused.Bind(1, session_id);
+    return paused.Step();
+  }
+
+  Result<int64_t> InsertQueuedInput(std::string_view session_id,
+                                    const QueuedInput& input) override {
+    AL_ASSIGN_OR_RETURN(SessionInfo info, s_.GetSessionLocked(session_id));
+    {
+      AL_ASSIGN_OR_RETURN(
+          Stmt st, db_.Prepare("INSERT INTO session_inputs (id, tenant, session_id, position,"
+                               " input, continue_turn, created_at_ms) SELECT ?, ?, ?,"
+                               " COALESCE(MAX(position), 0) + 1, ?, ?, ? FROM session_inputs"
+                               " WHERE session_id = ?"));
+      AL_RETURN_IF_ERROR(st.Bind(1, input.id)
+                             .Bind(2, info.tenant)
+                             .Bind(3, session_id)
+                             .Bind(4, input.input)
+                             .Bind(5, int64_t{input.continue_turn ? 1 : 0})
+                             .Bind(6, input.created_at_ms)
+                             .Bind(7, session_id)
+                             .Run());
+    }
+    AL_ASSIGN_OR_RETURN(Stmt count,
+                        db_.Prepare("SELECT COUNT(*) FROM session_inputs WHERE session_id = ?"));
+    count.Bind(1, session_id);
+    AL_ASSIGN_OR_RETURN(bool row, count.Step());
+    return row ? count.Int(0) : int64_t{1};
+  }
+  Result<std::vector<QueuedInput>> QueuedInputs(std::string_view session_id,
+                                                int64_t limit) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT id, input, continue_turn, created_at_ms"
+                                             " FROM session_inputs WHERE session_id = ?"
+                                             " ORDER BY position LIMIT ?"));
+    st.Bind(1, session_id).Bind(2, limit);
+    std::vector<QueuedInput> out;
+    for (;;) {
+      AL_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(
+          QueuedInput{st.Text(0), std::string(session_id), st.Text(1), st.Int(2) != 0, st.Int(3)});
+    }
+    return out;
+  }
+  Result<bool> DeleteQueuedInput(std::string_view session_id, std::string_view input_id) override {
+    AL_ASSIGN_OR_RETURN(Stmt del,
+                        db_.Prepare("DELETE FROM session_inputs WHERE id = ? AND session_id = ?"));
+    AL_RETURN_IF_ERROR(del.Bind(1, input_id).Bind(2, session_id).Run());
+    return db_.Changes() > 0;
   }
 
   // One machine: nobody else to wake (see SessionStore's wake-ups).
@@ -1256,114 +1305,6 @@ Result<std::vector<std::string>> SqliteStore::ListRevokedCredentials() {
 }
 
 // --- queued inputs --------------------------------------------------------------
-
-Result<int64_t> SqliteStore::EnqueueInput(std::string_view session_id, std::string_view input,
-                                          bool continue_turn) {
-  if (input.empty() && !continue_turn) return InvalidArgument("a queued input must not be empty");
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(SessionInfo info, GetSessionLocked(session_id));
-  {
-    AL_ASSIGN_OR_RETURN(
-        Stmt st, db_->Prepare("INSERT INTO session_inputs (id, tenant, session_id, position, input,"
-                              " continue_turn, created_at_ms) SELECT ?, ?, ?,"
-                              " COALESCE(MAX(position), 0) + 1, ?, ?, ? FROM session_inputs"
-                              " WHERE session_id = ?"));
-    AL_RETURN_IF_ERROR(st.Bind(1, NewId("input"))
-                           .Bind(2, info.tenant)
-                           .Bind(3, session_id)
-                           .Bind(4, input)
-                           .Bind(5, int64_t{continue_turn ? 1 : 0})
-                           .Bind(6, Now())
-                           .Bind(7, session_id)
-                           .Run());
-  }
-  AL_ASSIGN_OR_RETURN(Stmt count,
-                      db_->Prepare("SELECT COUNT(*) FROM session_inputs WHERE session_id = ?"));
-  count.Bind(1, session_id);
-  AL_ASSIGN_OR_RETURN(bool row, count.Step());
-  const int64_t place = row ? count.Int(0) : 1;
-  count.Reset();
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return place;
-}
-
-Result<std::vector<QueuedInput>> SqliteStore::ListQueuedInputsLocked(std::string_view session_id,
-                                                                     int64_t limit) {
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, input, continue_turn, created_at_ms"
-                                            " FROM session_inputs WHERE session_id = ?"
-                                            " ORDER BY position LIMIT ?"));
-  st.Bind(1, session_id).Bind(2, limit);
-  std::vector<QueuedInput> out;
-  for (;;) {
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(
-        QueuedInput{st.Text(0), std::string(session_id), st.Text(1), st.Int(2) != 0, st.Int(3)});
-  }
-  return out;
-}
-
-Result<std::vector<QueuedInput>> SqliteStore::ListQueuedInputs(std::string_view session_id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-  return ListQueuedInputsLocked(session_id, -1);
-}
-
-Result<std::optional<QueuedInput>> SqliteStore::TakeQueuedInput(std::string_view session_id,
-                                                                int64_t owner_pid) {
-  std::lock_guard lk(mu_);
-  return NextQueuedInputLocked(session_id, owner_pid, /*take=*/true);
-}
-
-Result<std::optional<QueuedInput>> SqliteStore::NextQueuedInput(std::string_view session_id,
-                                                                int64_t owner_pid) {
-  std::lock_guard lk(mu_);
-  return NextQueuedInputLocked(session_id, owner_pid, /*take=*/false);
-}
-
-Status SqliteStore::AppendTakingInput(std::string_view session_id, std::span<const Event> events,
-                                      std::string_view input_id) {
-  const int64_t now = Now();
-  return Write(Lane::kStep, [&]() -> Status {
-    AL_ASSIGN_OR_RETURN(Stmt del,
-                        db_->Prepare("DELETE FROM session_inputs WHERE id = ? AND session_id = ?"));
-    AL_RETURN_IF_ERROR(del.Bind(1, input_id).Bind(2, session_id).Run());
-    if (db_->Changes() == 0) {
-      return NotFound("queued input " + std::string(input_id) + " of session " +
-                      std::string(session_id) + " is no longer queued");
-    }
-    if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
-    return Status::Ok();
-  });
-}
-
-Result<std::optional<QueuedInput>> SqliteStore::NextQueuedInputLocked(std::string_view session_id,
-                                                                      int64_t owner_pid,
-                                                                      bool take) {
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/take));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
-  if (!holder || holder->pid != owner_pid || holder->host != host_) {
-    return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
-                     " does not hold its lock and may not take its queued input");
-  }
-  {
-    AL_ASSIGN_OR_RETURN(Stmt paused, db_->Prepare("SELECT 1 FROM checkpoints WHERE session_id = ?"
-                                                  " AND closed IN (0, 2) LIMIT 1"));
-    paused.Bind(1, session_id);
-    AL_ASSIGN_OR_RETURN(bool row, paused.Step());
-    if (row) return std::optional<QueuedInput>();
-  }
-  AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> next, ListQueuedInputsLocked(session_id, 1));
-  if (next.empty()) return std::optional<QueuedInput>();
-  if (!take) return std::optional<QueuedInput>(std::move(next[0]));
-  AL_ASSIGN_OR_RETURN(Stmt del, db_->Prepare("DELETE FROM session_inputs WHERE id = ?"));
-  AL_RETURN_IF_ERROR(del.Bind(1, next[0].id).Run());
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return std::optional<QueuedInput>(std::move(next[0]));
-}
 
 Result<std::vector<std::string>> SqliteStore::ListQueuedSessions() {
   std::lock_guard lk(mu_);

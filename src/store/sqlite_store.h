@@ -96,17 +96,7 @@ class SqliteStore final : private StoreBackend, public StoreCore {
                           int64_t expires_at_ms) override;
   Result<std::vector<std::string>> ListRevokedCredentials() override;
 
-  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
-                               bool continue_turn) override;
-  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
-  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
-  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
-  // SessionLock::AppendTakingInput (unfenced, as Append).
-  Status AppendTakingInput(std::string_view session_id, std::span<const Event> events,
-                           std::string_view input_id);
 
   std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
   // The calls of the same name, matching only rows of `tenant` (nullopt:
@@ -165,6 +155,8 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   };
 
   int64_t Now() const override;
+  const std::string& host() const override { return host_; }
+  std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
 
   // Group commit (see the file comment).
   enum class Lane { kDecision, kStep };
@@ -206,12 +198,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   // After appending to a session: moves its updated_at_ms above the first
   // session of the list order unless it is that session.
   Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);
-  // The session's first `limit` queued inputs (< 0: all), oldest first.
-  // TakeQueuedInput (`take`) or NextQueuedInput, with mu_ held.
-  Result<std::optional<QueuedInput>> NextQueuedInputLocked(std::string_view session_id,
-                                                           int64_t owner_pid, bool take);
-  Result<std::vector<QueuedInput>> ListQueuedInputsLocked(std::string_view session_id,
-                                                          int64_t limit);
   // One Load attempt; sets *raced when another writer appended during it.
   Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
                                    const LoadOptions& options, bool* raced);
@@ -245,11 +231,5 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   bool stopping_ = false;                            // guarded by beat_mu_
   std::thread beat_thread_;                          // started under beat_mu_
 };
-
-// "2024-05-01T12:00:00Z" from Unix epoch milliseconds.
-std::string FormatUtc(int64_t ms);
-
-// Whether a process with this pid exists (kill(pid, 0) != ESRCH).
-bool ProcessAlive(int64_t pid);
 
 }  // namespace agentloop::store

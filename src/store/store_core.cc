@@ -1,9 +1,10 @@
-// StoreCore: the rules of durable pauses (the pending index, resolving an
-// item, claiming a decided batch) written once for every backend.
+// StoreCore: the store's rules written once for every backend.
 #include "store/store_core.h"
 
 #include <map>
 #include <utility>
+
+#include "base/ids.h"
 
 namespace agentloop::store {
 namespace {
@@ -110,7 +111,8 @@ Result<ResolveOutcome> StoreCore::ResolveIn(TenantFilter tenant, std::string_vie
   // Its own lane: a decision never waits behind the queued steps of turns.
   const Status ran = backend_.Run(TxnKind::kDecision, [&](StoreTxn& t) -> Status {
     result = ResolveOutcome{};
-    AL_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> row, t.ClaimIndexedItem(pending_id, tenant));
+    AL_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> row,
+                        t.ClaimIndexedItem(pending_id, tenant));
     if (!row) {
       result.already_resolved = true;  // nothing was written
       return Status::Ok();
@@ -164,6 +166,118 @@ Result<std::optional<Checkpoint>> StoreCore::ClaimDecidedFenced(std::string_view
   });
   if (!ran.ok()) return ran;
   return claimed;
+}
+
+// --- leases ------------------------------------------------------------------------
+
+Result<std::optional<StoredHolder>> StoreCore::LiveHolder(StoreTxn& t, std::string_view session_id,
+                                                          TenantFilter tenant) {
+  AL_ASSIGN_OR_RETURN(std::optional<StoredHolder> h, t.LockHolder(session_id, tenant));
+  if (!h) return h;
+  const bool fresh = backend_.Now() - h->heartbeat_at_ms < backend_.lock_ttl().count();
+  const bool alive = h->host != backend_.host() || ProcessAlive(h->pid);
+  if (fresh && alive) return h;
+  return std::optional<StoredHolder>();
+}
+
+// --- queued inputs ----------------------------------------------------------------
+
+Result<int64_t> StoreCore::EnqueueInput(std::string_view session_id, std::string_view input,
+                                        bool continue_turn) {
+  if (input.empty() && !continue_turn) return InvalidArgument("a queued input must not be empty");
+  QueuedInput queued{NewId("input"), std::string(session_id), std::string(input), continue_turn,
+                     backend_.Now()};
+  int64_t place = 0;
+  const Status ran = backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(place, t.InsertQueuedInput(session_id, queued));
+    // The session has work: a wake-up, due after the grace in which its
+    // holder takes the input itself.
+    const int64_t now = queued.created_at_ms;
+    return t.LeaveWakeup(session_id, now + backend_.wakeup_grace().count(), now,
+                         /*earliest=*/true);
+  });
+  if (!ran.ok()) return ran;
+  return place;
+}
+
+Result<std::vector<QueuedInput>> StoreCore::ListQueuedInputs(std::string_view session_id) {
+  std::vector<QueuedInput> out;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(out, t.QueuedInputs(session_id, -1));
+    // No input: perhaps no session either.
+    if (out.empty()) AL_RETURN_IF_ERROR(t.Session(session_id, std::nullopt).status());
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return out;
+}
+
+Result<std::optional<QueuedInput>> StoreCore::TakeQueuedInput(std::string_view session_id,
+                                                              int64_t owner_pid) {
+  return NextInput(session_id, owner_pid, /*take=*/true);
+}
+
+Result<std::optional<QueuedInput>> StoreCore::NextQueuedInput(std::string_view session_id,
+                                                              int64_t owner_pid) {
+  return NextInput(session_id, owner_pid, /*take=*/false);
+}
+
+Result<std::optional<QueuedInput>> StoreCore::NextInput(std::string_view session_id,
+                                                        int64_t owner_pid, bool take) {
+  std::optional<QueuedInput> next;
+  const auto kind = take ? TxnKind::kWrite : TxnKind::kRead;
+  const Status ran = backend_.Run(kind, [&](StoreTxn& t) -> Status {
+    next.reset();
+    // The lock is kept from a taker until this transaction ends: a
+    // takeover commits before this read (the holder differs: refused) or
+    // after the input is taken.
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolder(t, session_id));
+    if (!holder || holder->pid != owner_pid || holder->host != backend_.host()) {
+      return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
+                       " on " + backend_.host() +
+                       " does not hold its lock and may not take its queued input");
+    }
+    // A paused batch's turn goes first.
+    AL_ASSIGN_OR_RETURN(bool paused, t.HasPausedBatch(session_id));
+    if (paused) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(std::vector<QueuedInput> first, t.QueuedInputs(session_id, 1));
+    if (first.empty()) return Status::Ok();
+    if (take) {
+      AL_ASSIGN_OR_RETURN(bool taken, t.DeleteQueuedInput(session_id, first[0].id));
+      if (!taken) return Status::Ok();
+      // The last input taken with no decided batch waiting: no work left.
+      AL_RETURN_IF_ERROR(t.DropWakeupUnlessQueued(session_id));
+    }
+    next = std::move(first[0]);
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return next;
+}
+
+Status StoreCore::AppendTakingInput(std::string_view session_id, std::span<const Event> events,
+                                    std::string_view input_id, const LockFence* fence) {
+  const int64_t now = backend_.Now();
+  return backend_.Run(TxnKind::kLeaseWrite, [&](StoreTxn& t) -> Status {
+    // The session's lock first (as Append and TakeQueuedInput take it),
+    // then the input.
+    if (fence != nullptr) AL_RETURN_IF_ERROR(t.CheckFence(session_id, *fence));
+    AL_ASSIGN_OR_RETURN(bool taken, t.DeleteQueuedInput(session_id, input_id));
+    if (!taken) {
+      // An earlier attempt that committed (its reply lost) took it with
+      // the events: Append finds them stored.
+      if (!t.again() || events.empty()) {
+        return NotFound("queued input " + std::string(input_id) + " of session " +
+                        std::string(session_id) + " is no longer queued");
+      }
+    } else {
+      // The last input taken: no work left (a decided batch never waits
+      // while an input is taken).
+      AL_RETURN_IF_ERROR(t.DropWakeupUnlessQueued(session_id));
+    }
+    if (events.empty()) return Status::Ok();
+    return t.Append(session_id, events, now, fence);
+  });
 }
 
 }  // namespace agentloop::store

@@ -68,6 +68,14 @@ struct IndexFilter {
   TenantFilter tenant;
 };
 
+// The holder of a session's lock as stored (live or not).
+struct StoredHolder {
+  int64_t pid = 0;
+  std::string host;
+  int64_t acquired_at_ms = 0;
+  int64_t heartbeat_at_ms = 0;
+};
+
 // What fences the writes of a lock's holder: the lock's token and epoch as
 // they were when it was taken (see SessionLock).
 struct LockFence {
@@ -94,6 +102,19 @@ class StoreTxn {
   // is found by its pid and the seq key still catches two writers; see
   // SessionLock).
   virtual Status CheckFence(std::string_view session_id, const LockFence& fence) = 0;
+  // This run of the work follows an attempt whose commit may have taken
+  // effect with its reply lost (a lock holder's write riding out an outage
+  // of the database, TxnKind::kLeaseWrite): a write found done is done,
+  // not refused. False on every first run, and always on SQLite.
+  virtual bool again() const { return false; }
+
+  // The stored holder of the session's lock (nullopt: none), with the lock
+  // kept from every other taker until this transaction ends (PostgreSQL:
+  // the session row's lock; SQLite: the database write lock of a write
+  // transaction). Errors: kNotFound (also for another tenant's session).
+  virtual Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
+                                                         TenantFilter tenant) = 0;
+
   // Stores the persisted events of `events` (see SessionStore::Append),
   // stamped `now`, fenced by `fence` when set (as CheckFence).
   virtual Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
@@ -127,6 +148,24 @@ class StoreTxn {
   virtual Result<std::optional<StoredCheckpoint>> TakeDecidedCheckpoint(
       std::string_view session_id) = 0;
 
+  // Whether the session has a paused batch: a checkpoint open, or decided
+  // and not yet continued.
+  virtual Result<bool> HasPausedBatch(std::string_view session_id) = 0;
+
+  // Queues `input` (its id, input, continue_turn and created_at_ms) behind
+  // the session's queued inputs; returns its place (1: next). Enqueuers of
+  // one session are ordered (PostgreSQL: the session row's lock; SQLite:
+  // the write lock). Errors: kNotFound.
+  virtual Result<int64_t> InsertQueuedInput(std::string_view session_id,
+                                            const QueuedInput& input) = 0;
+  // The session's first `limit` queued inputs (< 0: all), oldest first.
+  virtual Result<std::vector<QueuedInput>> QueuedInputs(std::string_view session_id,
+                                                        int64_t limit) = 0;
+  // Removes the session's queued input `input_id`: false when it is not
+  // queued (any more).
+  virtual Result<bool> DeleteQueuedInput(std::string_view session_id,
+                                         std::string_view input_id) = 0;
+
   // Leaves a wake-up for the session, due at `due_at_ms`, announced to the
   // listeners when this transaction commits; an existing one is due at
   // `due_at_ms` (`earliest`: at the earlier of the two). A store that one
@@ -144,10 +183,14 @@ class StoreBackend {
   virtual ~StoreBackend() = default;
 
   enum class TxnKind {
-    kRead,      // reads only; each read sees committed data
-    kWrite,     // a write transaction
-    kDecision,  // a write of a decision (a resolution, a claim of a decided
-                // batch): never queued behind the writes of turns
+    kRead,        // reads only; each read sees committed data
+    kWrite,       // a write transaction
+    kDecision,    // a write of a decision (a resolution, a claim of a decided
+                  // batch): never queued behind the writes of turns
+    kLeaseWrite,  // a write of a lock holder's turn. PostgreSQL rides out an
+                  // outage of the database: while the transaction fails
+                  // kUnavailable it runs again (StoreTxn::again() true), for
+                  // up to one lock TTL. SQLite: as kWrite.
   };
   // Runs `work` in one transaction of `kind`: committed when it returns
   // OK (and durable when Run returns OK), rolled back otherwise, and its
@@ -160,6 +203,10 @@ class StoreBackend {
   // How long a decision's wake-up waits before another instance may claim
   // it (the deciding server continues the turn itself meanwhile).
   virtual std::chrono::milliseconds wakeup_grace() const { return std::chrono::seconds(1); }
+  // This machine's name, as lock holders record it.
+  virtual const std::string& host() const = 0;
+  // A lock whose heartbeat is older than this is taken over.
+  virtual std::chrono::milliseconds lock_ttl() const = 0;
 };
 
 // The SessionStore rules over a backend. A backend store derives from it
@@ -173,6 +220,17 @@ class StoreCore : public SessionStore {
   Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
                                  std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
+
+  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
+                               bool continue_turn) override;
+  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
+  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
+                                                     int64_t owner_pid) override;
+  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
+                                                     int64_t owner_pid) override;
+  // SessionLock::AppendTakingInput, fenced by `fence` when set.
+  Status AppendTakingInput(std::string_view session_id, std::span<const Event> events,
+                           std::string_view input_id, const LockFence* fence);
 
   // The calls of the same name, matching only rows of `tenant` (nullopt:
   // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
@@ -189,6 +247,16 @@ class StoreCore : public SessionStore {
   explicit StoreCore(StoreBackend& backend) : backend_(backend) {}
 
  private:
+  // The holder of the session's lock when it is live: its heartbeat is
+  // younger than the lock TTL and, on this host, its process exists (a
+  // pid means nothing on another host: there the TTL decides). Locks it
+  // as StoreTxn::LockHolder does. Errors: kNotFound.
+  Result<std::optional<StoredHolder>> LiveHolder(StoreTxn& t, std::string_view session_id,
+                                                 TenantFilter tenant = std::nullopt);
+  // TakeQueuedInput (`take`) and NextQueuedInput.
+  Result<std::optional<QueuedInput>> NextInput(std::string_view session_id, int64_t owner_pid,
+                                               bool take);
+
   StoreBackend& backend_;
 };
 
