@@ -100,6 +100,10 @@ TEST_P(PendingTest, SaveValidates) {
   EXPECT_EQ(store_->SaveCheckpoint(Batch(s, {})).code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->SaveCheckpoint(Batch("", {"x"})).code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->SaveCheckpoint(Batch("nope", {"x"})).code(), Code::kNotFound);
+  // An item without an id: refused, and nothing of the batch is stored.
+  EXPECT_EQ(store_->SaveCheckpoint(Batch(s, {"y", ""})).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
+  EXPECT_FALSE(store_->LookupPending("y")->has_value());
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"dup"})).ok());
   Status again = store_->SaveCheckpoint(Batch(NewSession(), {"dup"}));
   EXPECT_EQ(again.code(), Code::kAlreadyExists);

@@ -77,7 +77,7 @@ class PgSessionLock final : public SessionLock {
   Status Refresh() override { return store_->RefreshLock(session_id_, fence_.token); }
   uint64_t epoch() const override { return static_cast<uint64_t>(fence_.epoch); }
   Status Append(std::span<const Event> events) override {
-    return store_->FencedAppend(session_id_, events, fence_);
+    return store_->AppendFenced(session_id_, events, &fence_);
   }
   Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
     if (checkpoint.session_id != session_id_) {
@@ -364,6 +364,12 @@ class PgTxn final : public StoreTxn {
   Status CheckFence(std::string_view session_id, const LockFence& fence) override {
     return s_.CheckFenceOn(c_, session_id, fence);
   }
+  Status LockSession(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c_.Exec("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
   Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
                 const LockFence* fence) override {
     return s_.AppendOn(c_, session_id, events, now, fence, again_);
@@ -417,6 +423,38 @@ class PgTxn final : public StoreTxn {
     if (won.affected() == 0) return none;
     cp.json = row.Text(0, 0);
     return std::optional<StoredCheckpoint>(std::move(cp));
+  }
+  Result<std::vector<std::string>> PausedCheckpoints(std::string_view session_id) override {
+    // Checkpoint rows are locked before their pending rows, as a decision
+    // locks them.
+    AL_ASSIGN_OR_RETURN(PgRows open, c_.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
+                                             " AND state IN (0, 2) ORDER BY id FOR UPDATE",
+                                             {P(session_id)}));
+    std::vector<std::string> out;
+    for (int i = 0; i < open.size(); ++i) out.push_back(open.Text(i, 0));
+    return out;
+  }
+  Status InsertCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                          int64_t now) override {
+    // The session's tenant is copied onto every row of it.
+    AL_RETURN_IF_ERROR(c_.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
+                               " state, created_at_ms, updated_at_ms)"
+                               " SELECT $1, tenant, id, $3, $4, 0, $5, $5 FROM sessions"
+                               " WHERE id = $2",
+                               {P(id), P(checkpoint.session_id), P(checkpoint.turn_id),
+                                P(DumpJson(ToJson(checkpoint))), P(now)})
+                           .status());
+    for (const PendingItem& item : checkpoint.outstanding) {
+      auto r = c_.Exec(
+          "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
+          " created_at_ms) SELECT $1, tenant, $2, session_id, $3 FROM checkpoints WHERE id = $2",
+          {P(item.id), P(id), P(now)});
+      if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
+        return AlreadyExists("pending id " + item.id + " already exists");
+      }
+      AL_RETURN_IF_ERROR(r.status());
+    }
+    return Status::Ok();
   }
   Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                           int64_t now) override {
@@ -505,6 +543,24 @@ class PgTxn final : public StoreTxn {
                         c_.Exec("DELETE FROM session_inputs WHERE id = $1 AND session_id = $2",
                                 {P(input_id), P(session_id)}));
     return taken.affected() > 0;
+  }
+
+  Status PutState(std::string_view session_id, std::string_view key, const Json& value,
+                  int64_t now) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c_.Exec("INSERT INTO session_state (tenant, session_id, key, json, updated_at_ms)"
+                          " SELECT tenant, id, $2, $3, $4 FROM sessions WHERE id = $1"
+                          " ON CONFLICT (session_id, key) DO UPDATE SET json = excluded.json,"
+                          " updated_at_ms = excluded.updated_at_ms",
+                          {P(session_id), P(key), P(DumpJson(value)), P(now)}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
+  Status PutSettings(std::string_view session_id, const Json& settings) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("UPDATE sessions SET settings = $2 WHERE id = $1",
+                                          {P(session_id), P(DumpJson(settings))}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
   }
 
   Status LeaveWakeup(std::string_view session_id, int64_t due_at_ms, int64_t now,
@@ -778,24 +834,6 @@ Status PostgresStore::CheckFenceOn(PgConn& c, std::string_view session_id, const
 }
 
 // --- the event log --------------------------------------------------------------
-
-Status PostgresStore::Append(std::string_view session_id, std::span<const Event> events) {
-  if (std::none_of(events.begin(), events.end(),
-                   [](const Event& e) { return ShouldPersist(e.type); })) {
-    // Nothing to store; still an error for an unknown session.
-    return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id).status(); });
-  }
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now); });
-}
-
-Status PostgresStore::FencedAppend(std::string_view session_id, std::span<const Event> events,
-                                   const PgFence& fence) {
-  const int64_t now = Now();
-  return RideOutOutage([&](bool again) {
-    return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now, &fence, again); });
-  });
-}
 
 Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
                                std::span<const Event> events, int64_t now, const PgFence* fence,
@@ -1128,84 +1166,6 @@ Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpo
       .status();
 }
 
-Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
-  return SaveCheckpointFenced(checkpoint, events, nullptr);
-}
-
-Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint,
-                                           std::span<const Event> events, const PgFence* fence) {
-  if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
-  if (checkpoint.outstanding.empty()) {
-    return InvalidArgument("checkpoint of session " + checkpoint.session_id +
-                           " has no outstanding item");
-  }
-  for (const PendingItem& item : checkpoint.outstanding) {
-    if (item.id.empty()) return InvalidArgument("pending item without an id");
-  }
-  const int64_t now = Now();
-  auto save = [&](bool again) {
-    return InTxn([&](PgConn& c) -> Status {
-      return SaveCheckpointOn(c, checkpoint, events, fence, now, again);
-    });
-  };
-  return fence != nullptr ? RideOutOutage(save) : save(false);
-}
-
-Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
-                                       std::span<const Event> events, const PgFence* fence,
-                                       int64_t now, bool again) {
-  AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
-                                       " lease_pid, lease_host FROM sessions"
-                                       " WHERE id = $1 FOR UPDATE",
-                                       {P(checkpoint.session_id)}));
-  if (s.empty()) return SessionNotFound(checkpoint.session_id);
-  if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFence(s, checkpoint.session_id, *fence));
-  const std::string tenant = s.Text(0, 0);
-  if (again) {
-    // An earlier attempt that committed (its reply lost) left the batch's
-    // first item pending in an open checkpoint of this session, and its
-    // events stored (the same transaction).
-    AL_ASSIGN_OR_RETURN(
-        PgRows saved,
-        c.Exec("SELECT 1 FROM pending_index p JOIN checkpoints k ON k.id = p.checkpoint_id"
-               " WHERE p.pending_id = $1 AND p.session_id = $2 AND k.state = 0",
-               {P(checkpoint.outstanding.front().id), P(checkpoint.session_id)}));
-    if (!saved.empty()) return Status::Ok();
-  }
-  // Open or decided (a batch nobody continued): superseded by the new one.
-  // Checkpoint rows are locked before their pending rows, as Resolve does.
-  AL_ASSIGN_OR_RETURN(PgRows open, c.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
-                                          " AND state IN (0, 2) ORDER BY id FOR UPDATE",
-                                          {P(checkpoint.session_id)}));
-  for (int i = 0; i < open.size(); ++i) {
-    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), CheckpointState::kClosed, now));
-  }
-  if (open.size() > 0) {
-    // A superseded decided batch needs nobody any more (queued inputs still
-    // do, once this pause is over).
-    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, checkpoint.session_id));
-  }
-  const std::string id = NewId("ckpt");
-  AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
-                            " state, created_at_ms, updated_at_ms)"
-                            " VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
-                            {P(id), P(tenant), P(checkpoint.session_id), P(checkpoint.turn_id),
-                             P(DumpJson(ToJson(checkpoint))), P(now)})
-                         .status());
-  for (const PendingItem& item : checkpoint.outstanding) {
-    auto r = c.Exec(
-        "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
-        " created_at_ms) VALUES ($1, $2, $3, $4, $5)",
-        {P(item.id), P(tenant), P(id), P(checkpoint.session_id), P(now)});
-    if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
-      return AlreadyExists("pending id " + item.id + " already exists");
-    }
-    AL_RETURN_IF_ERROR(r.status());
-  }
-  if (events.empty()) return Status::Ok();
-  return AppendOn(c, checkpoint.session_id, events, now, fence);
-}
-
 Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
                                                               std::string_view session_id,
                                                               CheckpointState state) {
@@ -1318,35 +1278,6 @@ Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {
 
 // --- state ----------------------------------------------------------------------
 
-Status PostgresStore::SetState(std::string_view session_id, std::string_view key,
-                               const Json& value) {
-  return SetStateFenced(session_id, key, value, nullptr);
-}
-
-Status PostgresStore::SetStateFenced(std::string_view session_id, std::string_view key,
-                                     const Json& value, const PgFence* fence) {
-  // An upsert: running it again after a lost reply writes the same value.
-  if (fence != nullptr) {
-    return RideOutOutage([&](bool) { return SetStateOnce(session_id, key, value, fence); });
-  }
-  return SetStateOnce(session_id, key, value, fence);
-}
-
-Status PostgresStore::SetStateOnce(std::string_view session_id, std::string_view key,
-                                   const Json& value, const PgFence* fence) {
-  return InTxn([&](PgConn& c) -> Status {
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
-    AL_ASSIGN_OR_RETURN(
-        PgRows r, c.Exec("INSERT INTO session_state (tenant, session_id, key, json, updated_at_ms)"
-                         " SELECT tenant, id, $2, $3, $4 FROM sessions WHERE id = $1"
-                         " ON CONFLICT (session_id, key) DO UPDATE SET json = excluded.json,"
-                         " updated_at_ms = excluded.updated_at_ms",
-                         {P(session_id), P(key), P(DumpJson(value)), P(Now())}));
-    if (r.affected() == 0) return SessionNotFound(session_id);
-    return Status::Ok();
-  });
-}
-
 Result<std::optional<Json>> PostgresStore::GetState(std::string_view session_id,
                                                     std::string_view key) {
   return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
@@ -1382,24 +1313,6 @@ Result<std::optional<Json>> PostgresStore::GetSettingsIn(TenantFilter tenant,
                       " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
     }
     return std::optional<Json>(std::move(*j));
-  });
-}
-
-Status PostgresStore::UpdateSettings(std::string_view session_id, const Json& settings,
-                                     std::span<const Event> events) {
-  return UpdateSettingsFenced(session_id, settings, events, nullptr);
-}
-
-Status PostgresStore::UpdateSettingsFenced(std::string_view session_id, const Json& settings,
-                                           std::span<const Event> events, const PgFence* fence) {
-  if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Status {
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET settings = $2 WHERE id = $1",
-                                         {P(session_id), P(DumpJson(settings))}));
-    if (r.affected() == 0) return SessionNotFound(session_id);
-    return AppendOn(c, session_id, events, now, fence);
   });
 }
 

@@ -70,7 +70,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
                         std::optional<Json> metadata) override;
 
-  Status Append(std::string_view session_id, std::span<const Event> events) override;
   Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
   Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
                                                const EventQuery& query) override;
@@ -81,15 +80,11 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
                                             int64_t owner_pid) override;
 
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<std::string>> ListDecided() override;
 
-  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
   Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
   Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
-  Status UpdateSettings(std::string_view session_id, const Json& settings,
-                        std::span<const Event> events) override;
   Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
                                                std::string_view fingerprint,
                                                std::chrono::milliseconds ttl,
@@ -127,16 +122,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
 
-  // Used by the lease handle: the writes of its holder, refused
-  // (LeaseLost) unless the session's lease is still `fence`.
-  Status FencedAppend(std::string_view session_id, std::span<const Event> events,
-                      const PgFence& fence);
-  Status SaveCheckpointFenced(const Checkpoint& checkpoint, std::span<const Event> events,
-                              const PgFence* fence);
-  Status SetStateFenced(std::string_view session_id, std::string_view key, const Json& value,
-                        const PgFence* fence);
-  Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
-                              std::span<const Event> events, const PgFence* fence);
   Status RefreshLock(const std::string& session_id, const std::string& token);
   void ReleaseLock(const std::string& session_id, const std::string& token);
   void StartHeartbeat(const std::string& session_id, const std::string& token);
@@ -202,12 +187,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   // batch (RideOutOutage); a batch found stored is done, not refused.
   Status AppendOn(PgConn& c, std::string_view session_id, std::span<const Event> events,
                   int64_t now, const PgFence* fence = nullptr, bool again = false);
-  // One attempt of SetStateFenced (no riding out an outage).
-  Status SetStateOnce(std::string_view session_id, std::string_view key, const Json& value,
-                      const PgFence* fence);
-  // Inside a transaction: SaveCheckpoint's work; `again` as for AppendOn.
-  Status SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint, std::span<const Event> events,
-                          const PgFence* fence, int64_t now, bool again);
   // `row`: tenant, title, last_seq, lease_token, lease_epoch, lease_pid,
   // lease_host of the session, read FOR UPDATE. LeaseLost unless the lease
   // is `fence`.

@@ -346,6 +346,9 @@ class SqliteTxn final : public StoreTxn {
     return std::optional<StoredHolder>(StoredHolder{st.Int(0), st.Text(1), st.Int(2), st.Int(3)});
   }
   Status CheckFence(std::string_view, const LockFence&) override { return Status::Ok(); }
+  Status LockSession(std::string_view session_id) override {
+    return s_.GetSessionLocked(session_id).status();
+  }
   Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
                 const LockFence*) override {
     return s_.AppendLocked(session_id, events, now);
@@ -395,6 +398,37 @@ class SqliteTxn final : public StoreTxn {
                         db_.Prepare("UPDATE pending_index SET resolved = 1 WHERE pending_id = ?"));
     AL_RETURN_IF_ERROR(done.Bind(1, pending_id).Run());
     return std::optional<StoredCheckpoint>(std::move(cp));
+  }
+  Result<std::vector<std::string>> PausedCheckpoints(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(Stmt open, db_.Prepare("SELECT id FROM checkpoints"
+                                               " WHERE session_id = ? AND closed IN (0, 2)"));
+    open.Bind(1, session_id);
+    return FirstColumn(open);
+  }
+  Status InsertCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                          int64_t now) override {
+    AL_ASSIGN_OR_RETURN(Stmt ins, db_.Prepare("INSERT INTO checkpoints (id, session_id, turn_id,"
+                                              " json, closed, created_at_ms, updated_at_ms)"
+                                              " VALUES (?, ?, ?, ?, 0, ?, ?)"));
+    AL_RETURN_IF_ERROR(ins.Bind(1, id)
+                           .Bind(2, checkpoint.session_id)
+                           .Bind(3, checkpoint.turn_id)
+                           .Bind(4, DumpJson(ToJson(checkpoint)))
+                           .Bind(5, now)
+                           .Bind(6, now)
+                           .Run());
+    AL_ASSIGN_OR_RETURN(Stmt idx, db_.Prepare("INSERT INTO pending_index (pending_id,"
+                                              " checkpoint_id, session_id, created_at_ms)"
+                                              " VALUES (?, ?, ?, ?)"));
+    for (const PendingItem& item : checkpoint.outstanding) {
+      Status s = idx.Bind(1, item.id).Bind(2, id).Bind(3, checkpoint.session_id).Bind(4, now).Run();
+      if (s.code() == Code::kAlreadyExists) {
+        return AlreadyExists("pending id " + item.id + " already exists");
+      }
+      AL_RETURN_IF_ERROR(s);
+      idx.Reset();
+    }
+    return Status::Ok();
   }
   Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                           int64_t now) override {
@@ -490,6 +524,22 @@ class SqliteTxn final : public StoreTxn {
                         db_.Prepare("DELETE FROM session_inputs WHERE id = ? AND session_id = ?"));
     AL_RETURN_IF_ERROR(del.Bind(1, input_id).Bind(2, session_id).Run());
     return db_.Changes() > 0;
+  }
+
+  Status PutState(std::string_view session_id, std::string_view key, const Json& value,
+                  int64_t now) override {
+    AL_RETURN_IF_ERROR(s_.GetSessionLocked(session_id).status());
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("INSERT INTO session_state (session_id, key, json,"
+                                             " updated_at_ms) VALUES (?, ?, ?, ?)"
+                                             " ON CONFLICT (session_id, key) DO UPDATE SET"
+                                             " json = excluded.json,"
+                                             " updated_at_ms = excluded.updated_at_ms"));
+    return st.Bind(1, session_id).Bind(2, key).Bind(3, DumpJson(value)).Bind(4, now).Run();
+  }
+  Status PutSettings(std::string_view session_id, const Json& settings) override {
+    AL_RETURN_IF_ERROR(s_.GetSessionLocked(session_id).status());
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("UPDATE sessions SET settings = ? WHERE id = ?"));
+    return st.Bind(1, DumpJson(settings)).Bind(2, session_id).Run();
   }
 
   // One machine: nobody else to wake (see SessionStore's wake-ups).
@@ -725,11 +775,6 @@ Status SqliteStore::RemoveSessionIn(TenantFilter tenant, std::string_view sessio
 }
 
 // --- the event log ------------------------------------------------------------
-
-Status SqliteStore::Append(std::string_view session_id, std::span<const Event> events) {
-  const int64_t now = Now();
-  return Write(Lane::kStep, [&] { return AppendLocked(session_id, events, now); });
-}
 
 Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Event> events,
                                  int64_t now) {
@@ -1036,59 +1081,6 @@ Status SqliteStore::SetCheckpointStateLocked(const std::string& checkpoint_id,
   return up.Bind(1, static_cast<int64_t>(state)).Bind(2, now).Bind(3, checkpoint_id).Run();
 }
 
-Status SqliteStore::CloseCheckpointLocked(const std::string& checkpoint_id) {
-  return SetCheckpointStateLocked(checkpoint_id, CheckpointState::kClosed, Now());
-}
-
-Status SqliteStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
-  if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
-  if (checkpoint.outstanding.empty()) {
-    return InvalidArgument("checkpoint of session " + checkpoint.session_id +
-                           " has no outstanding item");
-  }
-  const int64_t now = Now();
-  return Write(Lane::kStep, [&]() -> Status {
-    AL_RETURN_IF_ERROR(GetSessionLocked(checkpoint.session_id).status());
-    {
-      // Open or decided (a batch nobody continued): superseded by the new one.
-      AL_ASSIGN_OR_RETURN(Stmt open, db_->Prepare("SELECT id FROM checkpoints"
-                                                  " WHERE session_id = ? AND closed IN (0, 2)"));
-      open.Bind(1, checkpoint.session_id);
-      std::vector<std::string> superseded;
-      for (;;) {
-        AL_ASSIGN_OR_RETURN(bool row, open.Step());
-        if (!row) break;
-        superseded.push_back(open.Text(0));
-      }
-      for (const auto& id : superseded) AL_RETURN_IF_ERROR(CloseCheckpointLocked(id));
-    }
-    const std::string id = NewId("ckpt");
-    AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO checkpoints (id, session_id, turn_id,"
-                                               " json, closed, created_at_ms, updated_at_ms)"
-                                               " VALUES (?, ?, ?, ?, 0, ?, ?)"));
-    AL_RETURN_IF_ERROR(ins.Bind(1, id)
-                           .Bind(2, checkpoint.session_id)
-                           .Bind(3, checkpoint.turn_id)
-                           .Bind(4, DumpJson(ToJson(checkpoint)))
-                           .Bind(5, now)
-                           .Bind(6, now)
-                           .Run());
-    for (const PendingItem& item : checkpoint.outstanding) {
-      if (item.id.empty()) return InvalidArgument("pending item without an id");
-      AL_ASSIGN_OR_RETURN(Stmt idx, db_->Prepare("INSERT INTO pending_index (pending_id,"
-                                                 " checkpoint_id, session_id, created_at_ms)"
-                                                 " VALUES (?, ?, ?, ?)"));
-      Status s = idx.Bind(1, item.id).Bind(2, id).Bind(3, checkpoint.session_id).Bind(4, now).Run();
-      if (s.code() == Code::kAlreadyExists) {
-        return AlreadyExists("pending id " + item.id + " already exists");
-      }
-      AL_RETURN_IF_ERROR(s);
-    }
-    if (!events.empty()) AL_RETURN_IF_ERROR(AppendLocked(checkpoint.session_id, events, now));
-    return Status::Ok();
-  });
-}
-
 Result<std::optional<Checkpoint>> SqliteStore::CheckpointLocked(std::string_view session_id,
                                                                 CheckpointState state) {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
@@ -1114,20 +1106,6 @@ Result<std::vector<std::string>> SqliteStore::ListDecided() {
 }
 
 // --- state ----------------------------------------------------------------------
-
-Status SqliteStore::SetState(std::string_view session_id, std::string_view key, const Json& value) {
-  return Write(Lane::kStep, [&]() -> Status {
-    AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO session_state (session_id, key, json,"
-                                              " updated_at_ms) VALUES (?, ?, ?, ?)"
-                                              " ON CONFLICT (session_id, key) DO UPDATE SET"
-                                              " json = excluded.json,"
-                                              " updated_at_ms = excluded.updated_at_ms"));
-    AL_RETURN_IF_ERROR(
-        st.Bind(1, session_id).Bind(2, key).Bind(3, DumpJson(value)).Bind(4, Now()).Run());
-    return Status::Ok();
-  });
-}
 
 Result<std::optional<Json>> SqliteStore::GetState(std::string_view session_id,
                                                   std::string_view key) {
@@ -1338,19 +1316,6 @@ Result<std::optional<Json>> SqliteStore::GetSettingsIn(TenantFilter tenant,
                     " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
   }
   return std::optional<Json>(std::move(*j));
-}
-
-Status SqliteStore::UpdateSettings(std::string_view session_id, const Json& settings,
-                                   std::span<const Event> events) {
-  if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
-  const int64_t now = Now();
-  return Write(Lane::kStep, [&]() -> Status {
-    AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET settings = ? WHERE id = ?"));
-    AL_RETURN_IF_ERROR(st.Bind(1, DumpJson(settings)).Bind(2, session_id).Run());
-    AL_RETURN_IF_ERROR(AppendLocked(session_id, events, now));
-    return Status::Ok();
-  });
 }
 
 }  // namespace agentloop::store

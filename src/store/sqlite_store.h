@@ -60,7 +60,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
                         std::optional<Json> metadata) override;
 
-  Status Append(std::string_view session_id, std::span<const Event> events) override;
   Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
   Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
                                                const EventQuery& query) override;
@@ -71,14 +70,10 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
                                             int64_t owner_pid) override;
 
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<std::string>> ListDecided() override;
 
-  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
   Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
-  Status UpdateSettings(std::string_view session_id, const Json& settings,
-                        std::span<const Event> events) override;
   Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
   Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
                                                std::string_view fingerprint,
@@ -193,8 +188,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   // The holder of the session's lock when it is live (not expired, process
   // alive), else nullopt.
   Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);
-  // Closes the checkpoint and drops its pending index rows.
-  Status CloseCheckpointLocked(const std::string& checkpoint_id);
   // After appending to a session: moves its updated_at_ms above the first
   // session of the list order unless it is that session.
   Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);

@@ -1,6 +1,7 @@
 // StoreCore: the store's rules written once for every backend.
 #include "store/store_core.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -166,6 +167,115 @@ Result<std::optional<Checkpoint>> StoreCore::ClaimDecidedFenced(std::string_view
   });
   if (!ran.ok()) return ran;
   return claimed;
+}
+
+// --- the writes of a turn -----------------------------------------------------------
+
+namespace {
+
+// A lock holder's write rides out an outage; anyone else's is answered.
+StoreBackend::TxnKind WriteKind(const LockFence* fence) {
+  return fence != nullptr ? TxnKind::kLeaseWrite : TxnKind::kWrite;
+}
+
+// The session's row is kept for this transaction, fenced when `fence` is.
+Status LockForWrite(StoreTxn& t, std::string_view session_id, const LockFence* fence) {
+  return fence != nullptr ? t.CheckFence(session_id, *fence) : t.LockSession(session_id);
+}
+
+}  // namespace
+
+Status StoreCore::Append(std::string_view session_id, std::span<const Event> events) {
+  return AppendFenced(session_id, events, nullptr);
+}
+
+Status StoreCore::AppendFenced(std::string_view session_id, std::span<const Event> events,
+                               const LockFence* fence) {
+  if (std::none_of(events.begin(), events.end(),
+                   [](const Event& e) { return ShouldPersist(e.type); })) {
+    // Nothing to store; still an error for an unknown session.
+    return backend_.Run(TxnKind::kRead,
+                        [&](StoreTxn& t) { return t.Session(session_id, std::nullopt).status(); });
+  }
+  const int64_t now = backend_.Now();
+  return backend_.Run(WriteKind(fence),
+                      [&](StoreTxn& t) { return t.Append(session_id, events, now, fence); });
+}
+
+Status StoreCore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
+  return SaveCheckpointFenced(checkpoint, events, nullptr);
+}
+
+Status StoreCore::SaveCheckpointFenced(const Checkpoint& checkpoint, std::span<const Event> events,
+                                       const LockFence* fence) {
+  const std::string& session_id = checkpoint.session_id;
+  if (session_id.empty()) return InvalidArgument("checkpoint without a session id");
+  if (checkpoint.outstanding.empty()) {
+    return InvalidArgument("checkpoint of session " + session_id + " has no outstanding item");
+  }
+  for (const PendingItem& item : checkpoint.outstanding) {
+    if (item.id.empty()) return InvalidArgument("pending item without an id");
+  }
+  const int64_t now = backend_.Now();
+  const std::string id = NewId("ckpt");
+  return backend_.Run(WriteKind(fence), [&](StoreTxn& t) -> Status {
+    AL_RETURN_IF_ERROR(LockForWrite(t, session_id, fence));
+    if (t.again()) {
+      // An earlier attempt that committed (its reply lost) left the batch's
+      // first item pending in an open checkpoint of this session, and its
+      // events stored (the same transaction).
+      IndexFilter first;
+      first.pending_id = checkpoint.outstanding.front().id;
+      AL_ASSIGN_OR_RETURN(std::vector<IndexRow> rows, t.IndexRows(first));
+      if (!rows.empty() && rows[0].session_id == session_id &&
+          rows[0].state == CheckpointState::kOpen) {
+        return Status::Ok();
+      }
+    }
+    // Open or decided (a batch nobody continued): superseded by the new one.
+    AL_ASSIGN_OR_RETURN(std::vector<std::string> paused, t.PausedCheckpoints(session_id));
+    for (const std::string& old : paused) {
+      AL_RETURN_IF_ERROR(t.SetCheckpointState(old, CheckpointState::kClosed, now));
+    }
+    if (!paused.empty()) {
+      // A superseded decided batch needs nobody any more (queued inputs
+      // still do, once this pause is over).
+      AL_RETURN_IF_ERROR(t.DropWakeupUnlessQueued(session_id));
+    }
+    AL_RETURN_IF_ERROR(t.InsertCheckpoint(id, checkpoint, now));
+    if (events.empty()) return Status::Ok();
+    return t.Append(session_id, events, now, fence);
+  });
+}
+
+Status StoreCore::SetState(std::string_view session_id, std::string_view key, const Json& value) {
+  return SetStateFenced(session_id, key, value, nullptr);
+}
+
+Status StoreCore::SetStateFenced(std::string_view session_id, std::string_view key,
+                                 const Json& value, const LockFence* fence) {
+  // An upsert: running it again after a lost reply writes the same value.
+  const int64_t now = backend_.Now();
+  return backend_.Run(WriteKind(fence), [&](StoreTxn& t) -> Status {
+    if (fence != nullptr) AL_RETURN_IF_ERROR(t.CheckFence(session_id, *fence));
+    return t.PutState(session_id, key, value, now);
+  });
+}
+
+Status StoreCore::UpdateSettings(std::string_view session_id, const Json& settings,
+                                 std::span<const Event> events) {
+  return UpdateSettingsFenced(session_id, settings, events, nullptr);
+}
+
+Status StoreCore::UpdateSettingsFenced(std::string_view session_id, const Json& settings,
+                                       std::span<const Event> events, const LockFence* fence) {
+  if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
+  const int64_t now = backend_.Now();
+  return backend_.Run(WriteKind(fence), [&](StoreTxn& t) -> Status {
+    if (fence != nullptr) AL_RETURN_IF_ERROR(t.CheckFence(session_id, *fence));
+    AL_RETURN_IF_ERROR(t.PutSettings(session_id, settings));
+    return t.Append(session_id, events, now, fence);
+  });
 }
 
 // --- leases ------------------------------------------------------------------------

@@ -115,6 +115,10 @@ class StoreTxn {
   virtual Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
                                                          TenantFilter tenant) = 0;
 
+  // Keeps the session from concurrent writers until this transaction ends
+  // (PostgreSQL: its row lock, which orders a session's appends and
+  // pauses; SQLite: the write lock, held already). Errors: kNotFound.
+  virtual Status LockSession(std::string_view session_id) = 0;
   // Stores the persisted events of `events` (see SessionStore::Append),
   // stamped `now`, fenced by `fence` when set (as CheckFence).
   virtual Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
@@ -131,6 +135,14 @@ class StoreTxn {
   // no open checkpoint has the item unresolved.
   virtual Result<std::optional<StoredCheckpoint>> ClaimIndexedItem(std::string_view pending_id,
                                                                    TenantFilter tenant) = 0;
+  // The ids of the session's open and decided checkpoints, kept from
+  // deciders and claimers until this transaction ends.
+  virtual Result<std::vector<std::string>> PausedCheckpoints(std::string_view session_id) = 0;
+  // Stores `checkpoint` as the open checkpoint `id` and indexes each of
+  // its outstanding items. Errors: kAlreadyExists naming a pending id that
+  // is indexed already.
+  virtual Status InsertCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                                  int64_t now) = 0;
   // Replaces the stored checkpoint `id`'s JSON.
   virtual Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                                   int64_t now) = 0;
@@ -165,6 +177,12 @@ class StoreTxn {
   // queued (any more).
   virtual Result<bool> DeleteQueuedInput(std::string_view session_id,
                                          std::string_view input_id) = 0;
+
+  // Sets the session's state `key` to `value`. Errors: kNotFound.
+  virtual Status PutState(std::string_view session_id, std::string_view key, const Json& value,
+                          int64_t now) = 0;
+  // Replaces the session's pinned settings. Errors: kNotFound.
+  virtual Status PutSettings(std::string_view session_id, const Json& settings) = 0;
 
   // Leaves a wake-up for the session, due at `due_at_ms`, announced to the
   // listeners when this transaction commits; an existing one is due at
@@ -220,6 +238,22 @@ class StoreCore : public SessionStore {
   Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
                                  std::span<const Event> events = {}) override;
   Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
+
+  Status Append(std::string_view session_id, std::span<const Event> events) override;
+  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
+  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
+  Status UpdateSettings(std::string_view session_id, const Json& settings,
+                        std::span<const Event> events) override;
+  // The same writes as a lock's holder makes them: fenced by `fence` when
+  // set (a fenced write rides out an outage: TxnKind::kLeaseWrite).
+  Status AppendFenced(std::string_view session_id, std::span<const Event> events,
+                      const LockFence* fence);
+  Status SaveCheckpointFenced(const Checkpoint& checkpoint, std::span<const Event> events,
+                              const LockFence* fence);
+  Status SetStateFenced(std::string_view session_id, std::string_view key, const Json& value,
+                        const LockFence* fence);
+  Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
+                              std::span<const Event> events, const LockFence* fence);
 
   Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
                                bool continue_turn) override;

@@ -675,6 +675,11 @@ TEST_P(StoreTest, AppendValidates) {
   // Only non-persisted events: OK and nothing stored.
   EXPECT_TRUE(store_->Append(id, std::vector<Event>{MakeEvent(EventType::kTextDelta, 1, {})}).ok());
   EXPECT_EQ(store_->GetSession(id)->last_seq, 0u);
+  // ...but not on a session that does not exist.
+  EXPECT_EQ(
+      store_->Append("nope", std::vector<Event>{MakeEvent(EventType::kTextDelta, 1, {})}).code(),
+      Code::kNotFound);
+  EXPECT_EQ(store_->UpdateSettings("nope", Json::object(), {}).code(), Code::kNotFound);
 }
 
 TEST_P(StoreTest, TitleSkipsTaggedMessages) {
