@@ -63,56 +63,9 @@ const Status* ErrorOf(const Result<T>& r) {
 }
 inline const Status* ErrorOf(const Status& s) { return s.ok() ? nullptr : &s; }
 
-class PgSessionLock final : public SessionLock {
- public:
-  PgSessionLock(PostgresStore* store, std::string session_id, PgFence fence)
-      : store_(store), session_id_(std::move(session_id)), fence_(std::move(fence)) {
-    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, fence_.token);
-  }
-  ~PgSessionLock() override {
-    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, fence_.token);
-    store_->ReleaseLock(session_id_, fence_.token);
-  }
-  const std::string& session_id() const override { return session_id_; }
-  Status Refresh() override { return store_->RefreshLock(session_id_, fence_.token); }
-  uint64_t epoch() const override { return static_cast<uint64_t>(fence_.epoch); }
-  Status Append(std::span<const Event> events) override {
-    return store_->AppendFenced(session_id_, events, &fence_);
-  }
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
-    if (checkpoint.session_id != session_id_) {
-      return InvalidArgument("checkpoint of session " + checkpoint.session_id +
-                             " saved through the lock of session " + session_id_);
-    }
-    return store_->SaveCheckpointFenced(checkpoint, events, &fence_);
-  }
-  Status SetState(std::string_view key, const Json& value) override {
-    return store_->SetStateFenced(session_id_, key, value, &fence_);
-  }
-  Status UpdateSettings(const Json& settings, std::span<const Event> events) override {
-    return store_->UpdateSettingsFenced(session_id_, settings, events, &fence_);
-  }
-  Result<std::optional<Checkpoint>> ClaimDecided() override {
-    return store_->ClaimDecidedFenced(session_id_, &fence_);
-  }
-  Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
-    return store_->StoreCore::AppendTakingInput(session_id_, events, input_id, &fence_);
-  }
-
- private:
-  PostgresStore* store_;
-  std::string session_id_;
-  PgFence fence_;
-};
-
 // The tenant parameter of a statement that restricts itself with
 // "($n::text IS NULL OR tenant = $n)": NULL matches every tenant.
 PgParam TenantParam(TenantFilter tenant) { return tenant ? P(*tenant) : PgParam(); }
-
-Status Busy(std::string_view session_id, int64_t pid, int64_t since_ms) {
-  return agentloop::Busy("session " + std::string(session_id) + " is busy (held by pid " +
-                         std::to_string(pid) + " since " + FormatUtc(since_ms) + ")");
-}
 
 }  // namespace
 
@@ -181,14 +134,7 @@ PostgresStore::PostgresStore(std::string url, PostgresStoreOptions options)
   }
 }
 
-PostgresStore::~PostgresStore() {
-  {
-    std::lock_guard lk(beat_mu_);
-    stopping_ = true;
-  }
-  beat_cv_.notify_all();
-  if (beat_thread_.joinable()) beat_thread_.join();
-}
+PostgresStore::~PostgresStore() { StopHeartbeatThread(); }
 
 Result<std::unique_ptr<PgConn>> PostgresStore::Checkout() {
   uint64_t generation = 0;
@@ -363,6 +309,57 @@ class PgTxn final : public StoreTxn {
   }
   Status CheckFence(std::string_view session_id, const LockFence& fence) override {
     return s_.CheckFenceOn(c_, session_id, fence);
+  }
+  Result<int64_t> InsertSession(const SessionInfo& s, const Json& settings,
+                                const std::string* lock_token, int64_t owner_pid) override {
+    AL_RETURN_IF_ERROR(s_.InsertSession(c_, s, settings, lock_token, owner_pid));
+    // A new session's first holder has epoch 1.
+    return int64_t{lock_token != nullptr ? 1 : 0};
+  }
+  Status DeleteSession(std::string_view session_id) override {
+    return c_.Exec("DELETE FROM sessions WHERE id = $1", {P(session_id)}).status();
+  }
+  Result<int64_t> TakeLock(std::string_view session_id, const std::string& token, int64_t owner_pid,
+                           int64_t now) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c_.Exec("UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
+                          " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
+                          " lease_heartbeat_at_ms = $5 WHERE id = $1 RETURNING lease_epoch",
+                          {P(session_id), P(token), P(owner_pid), P(s_.host_), P(now)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return r.Int(0, 0);
+  }
+  Result<int64_t> RenewLocks(std::span<const std::pair<std::string, std::string>> held,
+                             int64_t now) override {
+    // One statement per 1,000 held leases (a statement takes at most
+    // 65,535 parameters).
+    constexpr size_t kChunk = 1000;
+    int64_t renewed = 0;
+    for (size_t start = 0; start < held.size(); start += kChunk) {
+      const size_t end = std::min(held.size(), start + kChunk);
+      std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
+      std::vector<PgParam> params = {P(now)};
+      for (size_t i = start; i < end; ++i) {
+        if (i > start) sql += ", ";
+        sql += "($" + std::to_string(params.size() + 1) + ", $" +
+               std::to_string(params.size() + 2) + ")";
+        params.push_back(P(held[i].first));
+        params.push_back(P(held[i].second));
+      }
+      sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
+      AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec(sql, params));
+      renewed += r.affected();
+    }
+    return renewed;
+  }
+  Status ReleaseLock(std::string_view session_id, const std::string& token) override {
+    return c_
+        .Exec(
+            "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL,"
+            " lease_acquired_at_ms = NULL, lease_heartbeat_at_ms = NULL"
+            " WHERE id = $1 AND lease_token = $2",
+            {P(session_id), P(token)})
+        .status();
   }
   Status LockSession(std::string_view session_id) override {
     AL_ASSIGN_OR_RETURN(
@@ -611,30 +608,8 @@ Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& 
 
 // --- sessions -------------------------------------------------------------------
 
-SessionInfo PostgresStore::NewSessionInfo(const NewSessionParams& params) const {
-  SessionInfo s;
-  s.id = params.id.empty() ? NewUuid() : params.id;
-  s.workspace = NormalizeWorkspace(params.workspace);
-  s.provider = params.provider;
-  s.model = params.model;
-  s.command = std::string(CommandKindName(params.command));
-  s.title = MakeTitle(params.first_message);
-  s.created_at_ms = s.updated_at_ms = Now();
-  s.tenant = params.tenant;
-  s.agent = params.agent;
-  s.metadata = params.metadata;
-  s.parent_id = params.parent_id;
-  return s;
-}
-
 Status PostgresStore::InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                                     const std::string* lock_token, int64_t owner_pid) {
-  if (!settings.is_null() && !settings.is_object()) {
-    return InvalidArgument("session settings must be a JSON object");
-  }
-  if (!s.metadata.is_null() && !s.metadata.is_object()) {
-    return InvalidArgument("session metadata must be a JSON object");
-  }
   auto r = c.Exec(
       "INSERT INTO sessions (id, workspace, provider, model, command, title, created_at_ms,"
       " updated_at_ms, settings, tenant, agent, metadata, lease_token, lease_pid, lease_host,"
@@ -651,26 +626,6 @@ Status PostgresStore::InsertSession(PgConn& c, const SessionInfo& s, const Json&
     return AlreadyExists("session " + s.id + " already exists");
   }
   return r.status();
-}
-
-Result<SessionInfo> PostgresStore::CreateSession(const NewSessionParams& params) {
-  SessionInfo s = NewSessionInfo(params);
-  // Not run again on a lost connection: the insert may have committed.
-  AL_RETURN_IF_ERROR(
-      WithConn([&](PgConn& c) { return InsertSession(c, s, params.settings, nullptr, 0); }, false));
-  return s;
-}
-
-Result<PostgresStore::LockedSession> PostgresStore::CreateLockedSession(
-    const NewSessionParams& params, int64_t owner_pid) {
-  SessionInfo s = NewSessionInfo(params);
-  // A new session's first holder has epoch 1 (InsertSession).
-  PgFence fence{NewId("lock"), 1};
-  AL_RETURN_IF_ERROR(WithConn(
-      [&](PgConn& c) { return InsertSession(c, s, params.settings, &fence.token, owner_pid); },
-      false));
-  std::unique_ptr<SessionLock> lock(new PgSessionLock(this, s.id, std::move(fence)));
-  return LockedSession{std::move(s), std::move(lock)};
 }
 
 Result<std::vector<SessionInfo>> PostgresStore::ListSessions(const SessionListOptions& options) {
@@ -790,22 +745,6 @@ Result<std::optional<PostgresStore::Holder>> PostgresStore::LiveHolderOn(
   const bool alive = h.host != host_ || ProcessAlive(h.pid);
   if (fresh && alive) return std::optional<Holder>(std::move(h));
   return std::optional<Holder>();
-}
-
-Status PostgresStore::RemoveSession(std::string_view session_id) {
-  return RemoveSessionIn(std::nullopt, session_id);
-}
-
-Status PostgresStore::RemoveSessionIn(TenantFilter tenant, std::string_view session_id) {
-  return InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id, tenant));
-    if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
-    // ON DELETE CASCADE removes events, checkpoints, the pending index, state.
-    return c
-        .Exec("DELETE FROM sessions WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
-              {P(session_id), TenantParam(tenant)})
-        .status();
-  });
 }
 
 // --- fencing --------------------------------------------------------------------
@@ -1046,111 +985,6 @@ Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string
 }
 
 // --- the session lock (a lease) ---------------------------------------------------
-
-Result<std::unique_ptr<SessionLock>> PostgresStore::AcquireLock(std::string_view session_id,
-                                                                int64_t owner_pid) {
-  PgFence fence{NewId("lock"), 0};
-  AL_RETURN_IF_ERROR(InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
-    if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
-    // Free, or left by a dead or silent holder: take it over (a new epoch,
-    // which fences every later write of the holder before).
-    const int64_t now = Now();
-    AL_ASSIGN_OR_RETURN(
-        PgRows r, c.Exec("UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
-                         " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
-                         " lease_heartbeat_at_ms = $5 WHERE id = $1 RETURNING lease_epoch",
-                         {P(session_id), P(fence.token), P(owner_pid), P(host_), P(now)}));
-    if (r.empty()) return SessionNotFound(session_id);
-    fence.epoch = r.Int(0, 0);
-    return Status::Ok();
-  }));
-  return std::unique_ptr<SessionLock>(
-      new PgSessionLock(this, std::string(session_id), std::move(fence)));
-}
-
-Status PostgresStore::RefreshLock(const std::string& session_id, const std::string& token) {
-  return WithConn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET lease_heartbeat_at_ms = $3"
-                                         " WHERE id = $1 AND lease_token = $2",
-                                         {P(session_id), P(token), P(Now())}));
-    if (r.affected() == 0) {
-      return agentloop::Busy("the lock on session " + session_id +
-                             " was lost (taken over after it expired)");
-    }
-    return Status::Ok();
-  });
-}
-
-Status PostgresStore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
-  // One statement per 1,000 held leases (a statement takes at most 65,535
-  // parameters).
-  constexpr size_t kChunk = 1000;
-  const int64_t now = Now();
-  for (size_t start = 0; start < held.size(); start += kChunk) {
-    const size_t end = std::min(held.size(), start + kChunk);
-    std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
-    std::vector<PgParam> params = {P(now)};
-    for (size_t i = start; i < end; ++i) {
-      if (i > start) sql += ", ";
-      sql += "($" + std::to_string(params.size() + 1) + ", $" + std::to_string(params.size() + 2) +
-             ")";
-      params.push_back(P(held[i].first));
-      params.push_back(P(held[i].second));
-    }
-    sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
-    AL_RETURN_IF_ERROR(WithConn([&](PgConn& c) { return c.Exec(sql, params).status(); }));
-  }
-  return Status::Ok();
-}
-
-void PostgresStore::ReleaseLock(const std::string& session_id, const std::string& token) {
-  // A failed release leaves a lease that expires (dead pid or TTL).
-  (void)WithConn([&](PgConn& c) {
-    return c
-        .Exec(
-            "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL,"
-            " lease_acquired_at_ms = NULL, lease_heartbeat_at_ms = NULL"
-            " WHERE id = $1 AND lease_token = $2",
-            {P(session_id), P(token)})
-        .status();
-  });
-}
-
-void PostgresStore::StartHeartbeat(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(beat_mu_);
-  if (stopping_) return;
-  if (!beat_thread_.joinable()) {
-    try {
-      beat_thread_ = std::thread([this] { HeartbeatLoop(); });
-    } catch (const std::system_error&) {
-      return;  // still held; refreshed by Refresh() only
-    }
-  }
-  beating_.emplace(session_id, token);
-}
-
-void PostgresStore::StopHeartbeat(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(beat_mu_);
-  auto [first, last] = beating_.equal_range(session_id);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == token) {
-      beating_.erase(it);
-      break;
-    }
-  }
-}
-
-void PostgresStore::HeartbeatLoop() {
-  const auto interval = std::max(options_.lock_ttl / 3, std::chrono::milliseconds(10));
-  std::unique_lock lk(beat_mu_);
-  while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
-    std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
-    lk.unlock();
-    (void)RefreshLocks(held);
-    lk.lock();
-  }
-}
 
 // --- durable pauses -----------------------------------------------------------
 

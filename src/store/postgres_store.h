@@ -12,6 +12,9 @@
 //
 // Held session locks are leases (owner pid and host, epoch, heartbeat); one
 // background thread per store renews every lease it holds.
+//
+// The store's rules are StoreCore's (store_core.h); this file is the
+// PostgreSQL backend: its transactions (Run) and statements (PgTxn).
 #pragma once
 
 #include <condition_variable>
@@ -61,12 +64,10 @@ class PostgresStore final : private StoreBackend, public StoreCore {
                                                      PostgresStoreOptions options);
   ~PostgresStore() override;
 
-  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
   Result<SessionInfo> GetSession(std::string_view session_id) override;
   Result<std::string> FindSession(std::string_view id_or_prefix) override;
   Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
-  Status RemoveSession(std::string_view session_id) override;
   Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
                         std::optional<Json> metadata) override;
 
@@ -74,11 +75,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
                                                const EventQuery& query) override;
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
-
-  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
-                                                   int64_t owner_pid) override;
-  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
-                                            int64_t owner_pid) override;
 
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<std::string>> ListDecided() override;
@@ -111,7 +107,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   // The calls of the same name, matching only rows of `tenant` (nullopt:
   // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
   Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
   Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
                           std::optional<std::string> title, std::optional<Json> metadata);
   Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
@@ -122,14 +117,7 @@ class PostgresStore final : private StoreBackend, public StoreCore {
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
 
-  Status RefreshLock(const std::string& session_id, const std::string& token);
-  void ReleaseLock(const std::string& session_id, const std::string& token);
-  void StartHeartbeat(const std::string& session_id, const std::string& token);
-  void StopHeartbeat(const std::string& session_id, const std::string& token);
   const PostgresStoreOptions& options() const { return options_; }
-  // Renews the (session id, token) leases: what the heartbeat thread does
-  // (public for the benchmark of its cost).
-  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
 
  private:
   friend class PgTxn;  // the statements of a transaction (StoreTxn)
@@ -176,7 +164,7 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   int64_t Now() const override;
   const std::string& host() const override { return host_; }
   std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
-  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
+  bool lock_heartbeat() const override { return options_.lock_heartbeat; }
   Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                        const std::string* lock_token, int64_t owner_pid);
   Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id,
@@ -214,8 +202,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
                                    const LoadOptions& options, bool* raced);
 
-  void HeartbeatLoop();
-
   std::string url_;
   PostgresStoreOptions options_;
   std::string host_;
@@ -225,12 +211,6 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   std::deque<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   int open_ = 0;                              // connections out or idle; guarded by pool_mu_
   uint64_t generation_ = 0;  // of connections opened since the last broken one; pool_mu_
-
-  std::mutex beat_mu_;
-  std::condition_variable beat_cv_;
-  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
-  bool stopping_ = false;                            // guarded by beat_mu_
-  std::thread beat_thread_;
 };
 
 }  // namespace agentloop::store

@@ -80,49 +80,6 @@ Result<std::vector<std::string>> FirstColumn(Stmt& st) {
   return out;
 }
 
-class SqliteSessionLock final : public SessionLock {
- public:
-  SqliteSessionLock(SqliteStore* store, std::string session_id, std::string token)
-      : store_(store), session_id_(std::move(session_id)), token_(std::move(token)) {
-    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, token_);
-  }
-  ~SqliteSessionLock() override {
-    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, token_);
-    store_->ReleaseLock(session_id_, token_);
-  }
-  const std::string& session_id() const override { return session_id_; }
-  Status Refresh() override { return store_->RefreshLock(session_id_, token_); }
-  // Unfenced: the lock is one machine's, and its holder's death is seen by
-  // its pid (see SessionLock).
-  Status Append(std::span<const Event> events) override {
-    return store_->Append(session_id_, events);
-  }
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
-    if (checkpoint.session_id != session_id_) {
-      return InvalidArgument("checkpoint of session " + checkpoint.session_id +
-                             " saved through the lock of session " + session_id_);
-    }
-    return store_->SaveCheckpoint(checkpoint, events);
-  }
-  Status SetState(std::string_view key, const Json& value) override {
-    return store_->SetState(session_id_, key, value);
-  }
-  Status UpdateSettings(const Json& settings, std::span<const Event> events) override {
-    return store_->UpdateSettings(session_id_, settings, events);
-  }
-  Result<std::optional<Checkpoint>> ClaimDecided() override {
-    return store_->ClaimDecided(session_id_);
-  }
-  Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
-    return store_->StoreCore::AppendTakingInput(session_id_, events, input_id, nullptr);
-  }
-
- private:
-  SqliteStore* store_;
-  std::string session_id_;
-  std::string token_;
-};
-
 }  // namespace
 
 SqliteStore::SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options)
@@ -131,54 +88,7 @@ SqliteStore::SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options)
       options_(std::move(options)),
       host_(HostName()) {}
 
-SqliteStore::~SqliteStore() {
-  {
-    std::lock_guard lk(beat_mu_);
-    stopping_ = true;
-  }
-  beat_cv_.notify_all();
-  if (beat_thread_.joinable()) beat_thread_.join();
-}
-
-void SqliteStore::StartHeartbeat(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(beat_mu_);
-  if (stopping_) return;
-  if (!beat_thread_.joinable()) {
-    try {
-      beat_thread_ = std::thread([this] { HeartbeatLoop(); });
-    } catch (const std::system_error&) {
-      // No thread to be had (process limit): the lock is still held, and
-      // is refreshed by Refresh() (the engine does before each turn) but
-      // not in between.
-      return;
-    }
-  }
-  beating_.emplace(session_id, token);
-}
-
-void SqliteStore::StopHeartbeat(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(beat_mu_);
-  auto [first, last] = beating_.equal_range(session_id);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == token) {
-      beating_.erase(it);
-      break;
-    }
-  }
-}
-
-void SqliteStore::HeartbeatLoop() {
-  const auto interval = std::max(options_.lock_ttl / 3, std::chrono::milliseconds(10));
-  std::unique_lock lk(beat_mu_);
-  while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
-    std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
-    lk.unlock();
-    // A lock released meanwhile is not refreshed back: the UPDATE only
-    // touches a row that still carries this token.
-    (void)RefreshLocks(held);
-    lk.lock();
-  }
-}
+SqliteStore::~SqliteStore() { StopHeartbeatThread(); }
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::filesystem::path& path,
                                                        SqliteStoreOptions options) {
@@ -345,7 +255,43 @@ class SqliteTxn final : public StoreTxn {
     if (!row) return std::optional<StoredHolder>();
     return std::optional<StoredHolder>(StoredHolder{st.Int(0), st.Text(1), st.Int(2), st.Int(3)});
   }
-  Status CheckFence(std::string_view, const LockFence&) override { return Status::Ok(); }
+  Status CheckFence(std::string_view session_id, const LockFence&) override {
+    return s_.GetSessionLocked(session_id).status();
+  }
+  Result<int64_t> InsertSession(const SessionInfo& s, const Json& settings,
+                                const std::string* lock_token, int64_t owner_pid) override {
+    AL_RETURN_IF_ERROR(s_.InsertSessionLocked(s, settings));
+    if (lock_token != nullptr) {
+      AL_RETURN_IF_ERROR(s_.InsertLockLocked(s.id, *lock_token, owner_pid, s.created_at_ms));
+    }
+    return int64_t{0};
+  }
+  Status DeleteSession(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("DELETE FROM sessions WHERE id = ?"));
+    return st.Bind(1, session_id).Run();
+  }
+  Result<int64_t> TakeLock(std::string_view session_id, const std::string& token, int64_t owner_pid,
+                           int64_t now) override {
+    AL_RETURN_IF_ERROR(s_.InsertLockLocked(session_id, token, owner_pid, now));
+    return int64_t{0};
+  }
+  Result<int64_t> RenewLocks(std::span<const std::pair<std::string, std::string>> held,
+                             int64_t now) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("UPDATE session_locks SET heartbeat_at_ms = ?"
+                                             " WHERE session_id = ? AND token = ?"));
+    int64_t renewed = 0;
+    for (const auto& [id, token] : held) {
+      AL_RETURN_IF_ERROR(st.Bind(1, now).Bind(2, id).Bind(3, token).Run());
+      renewed += db_.Changes();
+      st.Reset();
+    }
+    return renewed;
+  }
+  Status ReleaseLock(std::string_view session_id, const std::string& token) override {
+    AL_ASSIGN_OR_RETURN(
+        Stmt st, db_.Prepare("DELETE FROM session_locks WHERE session_id = ? AND token = ?"));
+    return st.Bind(1, session_id).Bind(2, token).Run();
+  }
   Status LockSession(std::string_view session_id) override {
     return s_.GetSessionLocked(session_id).status();
   }
@@ -567,29 +513,7 @@ Status SqliteStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& wo
 
 // --- sessions ---------------------------------------------------------------
 
-SessionInfo SqliteStore::NewSessionInfo(const NewSessionParams& params) const {
-  SessionInfo s;
-  s.id = params.id.empty() ? NewUuid() : params.id;
-  s.workspace = NormalizeWorkspace(params.workspace);
-  s.provider = params.provider;
-  s.model = params.model;
-  s.command = std::string(CommandKindName(params.command));
-  s.title = MakeTitle(params.first_message);
-  s.created_at_ms = s.updated_at_ms = Now();
-  s.tenant = params.tenant;
-  s.agent = params.agent;
-  s.metadata = params.metadata;
-  s.parent_id = params.parent_id;
-  return s;
-}
-
 Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settings) {
-  if (!settings.is_null() && !settings.is_object()) {
-    return InvalidArgument("session settings must be a JSON object");
-  }
-  if (!s.metadata.is_null() && !s.metadata.is_object()) {
-    return InvalidArgument("session metadata must be a JSON object");
-  }
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO sessions (id, workspace, provider, model,"
                                             " command, title, created_at_ms, updated_at_ms,"
                                             " settings, tenant, agent, metadata, parent_id)"
@@ -612,26 +536,6 @@ Status SqliteStore::InsertSessionLocked(const SessionInfo& s, const Json& settin
     return AlreadyExists("session " + s.id + " already exists");
   }
   return run;
-}
-
-Result<SessionInfo> SqliteStore::CreateSession(const NewSessionParams& params) {
-  SessionInfo s = NewSessionInfo(params);
-  std::lock_guard lk(mu_);
-  AL_RETURN_IF_ERROR(InsertSessionLocked(s, params.settings));
-  return s;
-}
-
-Result<SqliteStore::LockedSession> SqliteStore::CreateLockedSession(const NewSessionParams& params,
-                                                                    int64_t owner_pid) {
-  SessionInfo s = NewSessionInfo(params);
-  std::string token = NewId("lock");
-  Status written = Write(Lane::kStep, [&]() -> Status {
-    AL_RETURN_IF_ERROR(InsertSessionLocked(s, params.settings));
-    return InsertLockLocked(s.id, token, owner_pid);
-  });
-  if (!written.ok()) return written;
-  std::unique_ptr<SessionLock> lock(new SqliteSessionLock(this, s.id, std::move(token)));
-  return LockedSession{std::move(s), std::move(lock)};
 }
 
 Result<std::vector<SessionInfo>> SqliteStore::ListSessions(const SessionListOptions& options) {
@@ -752,25 +656,6 @@ Status SqliteStore::RelabelSessionIn(TenantFilter tenant, std::string_view sessi
     std::string text = metadata->is_null() ? std::string() : DumpJson(*metadata);
     AL_RETURN_IF_ERROR(st.Bind(1, text).Bind(2, session_id).Run());
   }
-  return txn.Commit();
-}
-
-Status SqliteStore::RemoveSession(std::string_view session_id) {
-  return RemoveSessionIn(std::nullopt, session_id);
-}
-
-Status SqliteStore::RemoveSessionIn(TenantFilter tenant, std::string_view session_id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
-  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
-  if (holder) {
-    return Busy("session " + std::string(session_id) + " is busy (held by pid " +
-                std::to_string(holder->pid) + " since " + FormatUtc(holder->acquired_at_ms) + ")");
-  }
-  // ON DELETE CASCADE removes events, lock, checkpoints, pending index, state.
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("DELETE FROM sessions WHERE id = ?"));
-  AL_RETURN_IF_ERROR(st.Bind(1, session_id).Run());
   return txn.Commit();
 }
 
@@ -993,28 +878,8 @@ Result<std::optional<SqliteStore::LockHolder>> SqliteStore::LiveHolderLocked(
   return std::optional<LockHolder>();
 }
 
-Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view session_id,
-                                                              int64_t owner_pid) {
-  std::string token = NewId("lock");
-  Status written = Write(Lane::kStep, [&]() -> Status {
-    AL_RETURN_IF_ERROR(GetSessionLocked(session_id).status());
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
-    if (holder) {
-      return Busy("session " + std::string(session_id) + " is busy (held by pid " +
-                  std::to_string(holder->pid) + " since " + FormatUtc(holder->acquired_at_ms) +
-                  ")");
-    }
-    // Absent, or left by a dead or silent holder: take it over.
-    return InsertLockLocked(session_id, token, owner_pid);
-  });
-  if (!written.ok()) return written;
-  return std::unique_ptr<SessionLock>(
-      new SqliteSessionLock(this, std::string(session_id), std::move(token)));
-}
-
 Status SqliteStore::InsertLockLocked(std::string_view session_id, const std::string& token,
-                                     int64_t owner_pid) {
-  const int64_t now = Now();
+                                     int64_t owner_pid, int64_t now) {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT OR REPLACE INTO session_locks (session_id,"
                                             " token, owner_pid, owner_host, acquired_at_ms,"
                                             " heartbeat_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
@@ -1030,43 +895,6 @@ Status SqliteStore::InsertLockLocked(std::string_view session_id, const std::str
 Result<int64_t> SqliteStore::Synchronous() {
   std::lock_guard lk(mu_);
   return db_->Synchronous();
-}
-
-Status SqliteStore::RefreshLock(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE session_locks SET heartbeat_at_ms = ?"
-                                            " WHERE session_id = ? AND token = ?"));
-  AL_RETURN_IF_ERROR(st.Bind(1, Now()).Bind(2, session_id).Bind(3, token).Run());
-  if (db_->Changes() == 0) {
-    return Busy("the lock on session " + session_id + " was lost (taken over after it expired)");
-  }
-  return Status::Ok();
-}
-
-Status SqliteStore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
-  if (held.empty()) return Status::Ok();
-  // One write transaction (and one commit) for every held lock: with many
-  // locks, one slow commit per lock could leave the last ones unrefreshed
-  // for longer than their TTL.
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE session_locks SET heartbeat_at_ms = ?"
-                                            " WHERE session_id = ? AND token = ?"));
-  const int64_t now = Now();
-  for (const auto& [id, token] : held) {
-    AL_RETURN_IF_ERROR(st.Bind(1, now).Bind(2, id).Bind(3, token).Run());
-    st.Reset();
-  }
-  return txn.Commit();
-}
-
-void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& token) {
-  // A failed release leaves a row that expires (dead pid or TTL).
-  (void)Write(Lane::kStep, [&]() -> Status {
-    AL_ASSIGN_OR_RETURN(
-        Stmt st, db_->Prepare("DELETE FROM session_locks WHERE session_id = ? AND token = ?"));
-    return st.Bind(1, session_id).Bind(2, token).Run();
-  });
 }
 
 // --- durable pauses -----------------------------------------------------------

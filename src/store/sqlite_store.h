@@ -18,10 +18,10 @@
 // steps. A write that fails rolls back to its savepoint and fails alone; when
 // the batch as a whole fails (the COMMIT, or an error that ended the whole
 // transaction), every write that had not failed by itself runs again in a
-// transaction of its own, so each caller gets its own write's answer. Locks held through
-// SqliteSessionLock refresh their heartbeat when options.lock_heartbeat is set: ONE background
-// thread per store refreshes every lock the store holds (started with the first lock), so a server
-// holding many sessions does not hold a thread per session.
+// transaction of its own, so each caller gets its own write's answer.
+//
+// The store's rules are StoreCore's (store_core.h); this file is the SQLite
+// backend: its transactions (Run) and statements (SqliteTxn).
 #pragma once
 
 #include <condition_variable>
@@ -51,12 +51,10 @@ class SqliteStore final : private StoreBackend, public StoreCore {
                                                    SqliteStoreOptions options);
   ~SqliteStore() override;
 
-  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
   Result<SessionInfo> GetSession(std::string_view session_id) override;
   Result<std::string> FindSession(std::string_view id_or_prefix) override;
   Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
-  Status RemoveSession(std::string_view session_id) override;
   Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
                         std::optional<Json> metadata) override;
 
@@ -64,11 +62,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
                                                const EventQuery& query) override;
   Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
-
-  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
-                                                   int64_t owner_pid) override;
-  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
-                                            int64_t owner_pid) override;
 
   Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<std::string>> ListDecided() override;
@@ -97,7 +90,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   // The calls of the same name, matching only rows of `tenant` (nullopt:
   // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
   Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
   Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
                           std::optional<std::string> title, std::optional<Json> metadata);
   Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
@@ -108,12 +100,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
                                  const LoadOptions& options);
   Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
 
-  // Used by SqliteSessionLock.
-  Status RefreshLock(const std::string& session_id, const std::string& token);
-  void ReleaseLock(const std::string& session_id, const std::string& token);
-  // Adds/removes a held lock to/from the ones the heartbeat thread refreshes.
-  void StartHeartbeat(const std::string& session_id, const std::string& token);
-  void StopHeartbeat(const std::string& session_id, const std::string& token);
   const SqliteStoreOptions& options() const { return options_; }
   // PRAGMA synchronous in effect on the store's connection (1 NORMAL, 2 FULL).
   Result<int64_t> Synchronous();
@@ -152,6 +138,7 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   int64_t Now() const override;
   const std::string& host() const override { return host_; }
   std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
+  bool lock_heartbeat() const override { return options_.lock_heartbeat; }
 
   // Group commit (see the file comment).
   enum class Lane { kDecision, kStep };
@@ -173,11 +160,11 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   // The *Locked helpers REQUIRE mu_ held.
   Result<SessionInfo> GetSessionLocked(std::string_view session_id,
                                        TenantFilter tenant = std::nullopt);
-  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
   Status InsertSessionLocked(const SessionInfo& s, const Json& settings);
   // Append's work inside the caller's write transaction.
   Status AppendLocked(std::string_view session_id, std::span<const Event> events, int64_t now);
-  Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
+  Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid,
+                          int64_t now);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id,
                                                 const EventQuery& query);
   // The session's newest checkpoint in `state`.
@@ -195,12 +182,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
                                    const LoadOptions& options, bool* raced);
 
-  // The heartbeat thread's loop: refreshes every lock in beating_ every
-  // lock_ttl / 3 until stopping_.
-  void HeartbeatLoop();
-  // Refreshes the (session id, token) locks in one transaction.
-  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
-
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.
 
@@ -215,14 +196,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   std::function<void(size_t, size_t)> before_batch_;  // guarded by q_mu_
   SqliteStoreOptions options_;
   std::string host_;
-
-  // Lock order: beat_mu_ is never held while taking mu_ (the loop copies the
-  // held locks out, then refreshes them).
-  std::mutex beat_mu_;
-  std::condition_variable beat_cv_;
-  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
-  bool stopping_ = false;                            // guarded by beat_mu_
-  std::thread beat_thread_;                          // started under beat_mu_
 };
 
 }  // namespace agentloop::store

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <map>
+#include <system_error>
 #include <utility>
 
 #include "base/ids.h"
+#include "protocol/codec.h"
+#include "store/replay.h"
 
 namespace agentloop::store {
 namespace {
@@ -169,6 +172,131 @@ Result<std::optional<Checkpoint>> StoreCore::ClaimDecidedFenced(std::string_view
   return claimed;
 }
 
+// --- sessions -------------------------------------------------------------------------
+
+SessionInfo StoreCore::NewSessionInfo(const NewSessionParams& params) const {
+  SessionInfo s;
+  s.id = params.id.empty() ? NewUuid() : params.id;
+  s.workspace = NormalizeWorkspace(params.workspace);
+  s.provider = params.provider;
+  s.model = params.model;
+  s.command = std::string(CommandKindName(params.command));
+  s.title = MakeTitle(params.first_message);
+  s.created_at_ms = s.updated_at_ms = backend_.Now();
+  s.tenant = params.tenant;
+  s.agent = params.agent;
+  s.metadata = params.metadata;
+  s.parent_id = params.parent_id;
+  return s;
+}
+
+namespace {
+
+Status CheckNewSession(const NewSessionParams& params) {
+  if (!params.settings.is_null() && !params.settings.is_object()) {
+    return InvalidArgument("session settings must be a JSON object");
+  }
+  if (!params.metadata.is_null() && !params.metadata.is_object()) {
+    return InvalidArgument("session metadata must be a JSON object");
+  }
+  return Status::Ok();
+}
+
+Status HeldBusy(std::string_view session_id, const StoredHolder& holder) {
+  return Busy("session " + std::string(session_id) + " is busy (held by pid " +
+              std::to_string(holder.pid) + " since " + FormatUtc(holder.acquired_at_ms) + ")");
+}
+
+// The lock handle of every store: its writes go to the core fenced by the
+// lock's token and epoch (a store that does not fence checks only that the
+// session exists: StoreTxn::CheckFence).
+class CoreSessionLock final : public SessionLock {
+ public:
+  CoreSessionLock(StoreCore* store, std::string session_id, LockFence fence, bool heartbeat)
+      : store_(store),
+        session_id_(std::move(session_id)),
+        fence_(std::move(fence)),
+        heartbeat_(heartbeat) {
+    if (heartbeat_) store_->StartHeartbeat(session_id_, fence_.token);
+  }
+  ~CoreSessionLock() override {
+    if (heartbeat_) store_->StopHeartbeat(session_id_, fence_.token);
+    store_->ReleaseLock(session_id_, fence_.token);
+  }
+  const std::string& session_id() const override { return session_id_; }
+  Status Refresh() override { return store_->RefreshLock(session_id_, fence_.token); }
+  uint64_t epoch() const override { return static_cast<uint64_t>(fence_.epoch); }
+  Status Append(std::span<const Event> events) override {
+    return store_->AppendFenced(session_id_, events, &fence_);
+  }
+  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
+    if (checkpoint.session_id != session_id_) {
+      return InvalidArgument("checkpoint of session " + checkpoint.session_id +
+                             " saved through the lock of session " + session_id_);
+    }
+    return store_->SaveCheckpointFenced(checkpoint, events, &fence_);
+  }
+  Status SetState(std::string_view key, const Json& value) override {
+    return store_->SetStateFenced(session_id_, key, value, &fence_);
+  }
+  Status UpdateSettings(const Json& settings, std::span<const Event> events) override {
+    return store_->UpdateSettingsFenced(session_id_, settings, events, &fence_);
+  }
+  Result<std::optional<Checkpoint>> ClaimDecided() override {
+    return store_->ClaimDecidedFenced(session_id_, &fence_);
+  }
+  Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
+    return store_->AppendTakingInput(session_id_, events, input_id, &fence_);
+  }
+
+ private:
+  StoreCore* store_;
+  std::string session_id_;
+  LockFence fence_;
+  bool heartbeat_;
+};
+
+}  // namespace
+
+Result<SessionInfo> StoreCore::CreateSession(const NewSessionParams& params) {
+  AL_RETURN_IF_ERROR(CheckNewSession(params));
+  SessionInfo s = NewSessionInfo(params);
+  const Status ran = backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) {
+    return t.InsertSession(s, params.settings, nullptr, 0).status();
+  });
+  if (!ran.ok()) return ran;
+  return s;
+}
+
+Result<SessionStore::LockedSession> StoreCore::CreateLockedSession(const NewSessionParams& params,
+                                                                   int64_t owner_pid) {
+  AL_RETURN_IF_ERROR(CheckNewSession(params));
+  SessionInfo s = NewSessionInfo(params);
+  LockFence fence{NewId("lock"), 0};
+  // One commit: the session never exists unlocked.
+  const Status ran = backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(fence.epoch, t.InsertSession(s, params.settings, &fence.token, owner_pid));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  std::unique_ptr<SessionLock> lock(
+      new CoreSessionLock(this, s.id, std::move(fence), backend_.lock_heartbeat()));
+  return LockedSession{std::move(s), std::move(lock)};
+}
+
+Status StoreCore::RemoveSession(std::string_view session_id) {
+  return RemoveSessionIn(std::nullopt, session_id);
+}
+
+Status StoreCore::RemoveSessionIn(TenantFilter tenant, std::string_view session_id) {
+  return backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolder(t, session_id, tenant));
+    if (holder) return HeldBusy(session_id, *holder);
+    // Every row of the session goes with it (ON DELETE CASCADE).
+    return t.DeleteSession(session_id);
+  });
+}
+
 // --- the writes of a turn -----------------------------------------------------------
 
 namespace {
@@ -288,6 +416,103 @@ Result<std::optional<StoredHolder>> StoreCore::LiveHolder(StoreTxn& t, std::stri
   const bool alive = h->host != backend_.host() || ProcessAlive(h->pid);
   if (fresh && alive) return h;
   return std::optional<StoredHolder>();
+}
+
+Result<std::unique_ptr<SessionLock>> StoreCore::AcquireLock(std::string_view session_id,
+                                                            int64_t owner_pid) {
+  LockFence fence{NewId("lock"), 0};
+  const Status ran = backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolder(t, session_id));
+    if (holder) return HeldBusy(session_id, *holder);
+    // Free, or left by a dead or silent holder: taken over (a new epoch
+    // fences every later write of the holder before).
+    AL_ASSIGN_OR_RETURN(fence.epoch,
+                        t.TakeLock(session_id, fence.token, owner_pid, backend_.Now()));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return std::unique_ptr<SessionLock>(new CoreSessionLock(
+      this, std::string(session_id), std::move(fence), backend_.lock_heartbeat()));
+}
+
+Status StoreCore::RefreshLock(const std::string& session_id, const std::string& token) {
+  int64_t renewed = 0;
+  const std::pair<std::string, std::string> held[] = {{session_id, token}};
+  const Status ran = backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(renewed, t.RenewLocks(held, backend_.Now()));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  if (renewed == 0) {
+    return Busy("the lock on session " + session_id + " was lost (taken over after it expired)");
+  }
+  return Status::Ok();
+}
+
+Status StoreCore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
+  if (held.empty()) return Status::Ok();
+  // One transaction (and one commit) for every held lock: with many
+  // locks, one slow commit per lock could leave the last ones unrenewed
+  // for longer than their TTL.
+  return backend_.Run(TxnKind::kWrite,
+                      [&](StoreTxn& t) { return t.RenewLocks(held, backend_.Now()).status(); });
+}
+
+void StoreCore::ReleaseLock(const std::string& session_id, const std::string& token) {
+  // A failed release leaves a lock that expires (dead pid or TTL).
+  (void)backend_.Run(TxnKind::kWrite,
+                     [&](StoreTxn& t) { return t.ReleaseLock(session_id, token); });
+}
+
+StoreCore::~StoreCore() { StopHeartbeatThread(); }
+
+void StoreCore::StopHeartbeatThread() {
+  {
+    std::lock_guard lk(beat_mu_);
+    stopping_ = true;
+  }
+  beat_cv_.notify_all();
+  if (beat_thread_.joinable()) beat_thread_.join();
+}
+
+void StoreCore::StartHeartbeat(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(beat_mu_);
+  if (stopping_) return;
+  if (!beat_thread_.joinable()) {
+    try {
+      beat_thread_ = std::thread([this] { HeartbeatLoop(); });
+    } catch (const std::system_error&) {
+      // No thread to be had (process limit): the lock is still held, and
+      // is renewed by Refresh() (the engine does before each turn) but not
+      // in between.
+      return;
+    }
+  }
+  beating_.emplace(session_id, token);
+}
+
+void StoreCore::StopHeartbeat(const std::string& session_id, const std::string& token) {
+  std::lock_guard lk(beat_mu_);
+  auto [first, last] = beating_.equal_range(session_id);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == token) {
+      beating_.erase(it);
+      break;
+    }
+  }
+}
+
+void StoreCore::HeartbeatLoop() {
+  const auto interval = std::max(backend_.lock_ttl() / 3, std::chrono::milliseconds(10));
+  std::unique_lock lk(beat_mu_);
+  while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
+    std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
+    lk.unlock();
+    // A lock released meanwhile is not renewed back: only a lock still
+    // held with its token is.
+    (void)RefreshLocks(held);
+    lk.lock();
+  }
 }
 
 // --- queued inputs ----------------------------------------------------------------

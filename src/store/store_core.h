@@ -18,12 +18,18 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "agentloop/store.h"
@@ -97,10 +103,10 @@ class StoreTxn {
   // Checks that `fence` is still the session's current lock, and keeps
   // any other holder from taking the lock over until this transaction
   // ends. PostgreSQL: locks the session row and compares the lease's token
-  // and epoch (kLeaseLost when they differ; kNotFound). SQLite, whose
-  // locks live on one machine: OK without reading anything (a dead holder
-  // is found by its pid and the seq key still catches two writers; see
-  // SessionLock).
+  // and epoch (kLeaseLost when they differ). SQLite, whose locks live on
+  // one machine: checks only that the session exists (a dead holder is
+  // found by its pid and the seq key still catches two writers; see
+  // SessionLock). Errors: kNotFound.
   virtual Status CheckFence(std::string_view session_id, const LockFence& fence) = 0;
   // This run of the work follows an attempt whose commit may have taken
   // effect with its reply lost (a lock holder's write riding out an outage
@@ -114,6 +120,27 @@ class StoreTxn {
   // transaction). Errors: kNotFound (also for another tenant's session).
   virtual Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
                                                          TenantFilter tenant) = 0;
+
+  // Stores the new session `s` with its pinned `settings` (null: none);
+  // with `lock_token`, already locked by it for `owner_pid` of this host.
+  // Returns the lock's epoch (0 without a lock, or on a store that does
+  // not fence). Errors: kAlreadyExists "session <id> already exists".
+  virtual Result<int64_t> InsertSession(const SessionInfo& s, const Json& settings,
+                                        const std::string* lock_token, int64_t owner_pid) = 0;
+  // Deletes the session and every row that belongs to it.
+  virtual Status DeleteSession(std::string_view session_id) = 0;
+  // Makes `token` of `owner_pid` on this host the holder of the session's
+  // lock from `now`, in place of any other; returns its epoch (each new
+  // holder a higher one; 0 on a store that does not fence). Errors:
+  // kNotFound.
+  virtual Result<int64_t> TakeLock(std::string_view session_id, const std::string& token,
+                                   int64_t owner_pid, int64_t now) = 0;
+  // Renews to `now` the heartbeat of each (session id, token) lock still
+  // held with its token; returns how many were.
+  virtual Result<int64_t> RenewLocks(std::span<const std::pair<std::string, std::string>> held,
+                                     int64_t now) = 0;
+  // Releases the session's lock if `token` still holds it.
+  virtual Status ReleaseLock(std::string_view session_id, const std::string& token) = 0;
 
   // Keeps the session from concurrent writers until this transaction ends
   // (PostgreSQL: its row lock, which orders a session's appends and
@@ -225,12 +252,35 @@ class StoreBackend {
   virtual const std::string& host() const = 0;
   // A lock whose heartbeat is older than this is taken over.
   virtual std::chrono::milliseconds lock_ttl() const = 0;
+  // Held locks are renewed by the store's heartbeat thread.
+  virtual bool lock_heartbeat() const = 0;
 };
 
 // The SessionStore rules over a backend. A backend store derives from it
 // and implements the calls the core does not (yet) write once.
 class StoreCore : public SessionStore {
  public:
+  ~StoreCore() override;
+
+  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
+  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
+                                            int64_t owner_pid) override;
+  Status RemoveSession(std::string_view session_id) override;
+  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
+  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
+                                                   int64_t owner_pid) override;
+
+  // The lock handle's calls: renew one lock (kBusy when it was taken over),
+  // release it, and add it to or remove it from the locks the heartbeat
+  // thread renews (one thread per store, started with the first lock,
+  // renewing every held lock each lock_ttl / 3 in one transaction).
+  Status RefreshLock(const std::string& session_id, const std::string& token);
+  void ReleaseLock(const std::string& session_id, const std::string& token);
+  void StartHeartbeat(const std::string& session_id, const std::string& token);
+  void StopHeartbeat(const std::string& session_id, const std::string& token);
+  // Renews the (session id, token) locks: what the heartbeat thread does.
+  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
+
   Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
   Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
   Result<std::vector<PendingRecord>> ListPending(
@@ -279,8 +329,14 @@ class StoreCore : public SessionStore {
  protected:
   // REQUIRES: `backend` outlives the core (a derived store passes itself).
   explicit StoreCore(StoreBackend& backend) : backend_(backend) {}
+  // Ends the heartbeat thread. A derived store whose backend is itself
+  // calls it first in its destructor: the thread runs the backend.
+  void StopHeartbeatThread();
 
  private:
+  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
+  void HeartbeatLoop();
+
   // The holder of the session's lock when it is live: its heartbeat is
   // younger than the lock TTL and, on this host, its process exists (a
   // pid means nothing on another host: there the TTL decides). Locks it
@@ -292,6 +348,12 @@ class StoreCore : public SessionStore {
                                                bool take);
 
   StoreBackend& backend_;
+
+  std::mutex beat_mu_;
+  std::condition_variable beat_cv_;
+  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
+  bool stopping_ = false;                            // guarded by beat_mu_
+  std::thread beat_thread_;                          // started under beat_mu_
 };
 
 }  // namespace agentloop::store

@@ -192,6 +192,13 @@ TEST_P(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
   bad.workspace = "/w";
   bad.metadata = Json::array({1});
   EXPECT_EQ(store_->CreateSession(bad).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateLockedSession(bad, getpid()).status().code(), Code::kInvalidArgument);
+  bad.metadata = nullptr;
+  bad.settings = Json::array();
+  bad.id = "never-created";
+  EXPECT_EQ(store_->CreateSession(bad).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateLockedSession(bad, getpid()).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->GetSession("never-created").status().code(), Code::kNotFound);
 }
 
 // A subagent's session names its parent; the children of a session are
