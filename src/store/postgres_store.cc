@@ -301,6 +301,47 @@ class PgTxn final : public StoreTxn {
   Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {
     return s_.GetSessionOn(c_, session_id, tenant);
   }
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id, const EventQuery& query,
+                                          TenantFilter tenant) override {
+    return s_.EventsOn(c_, session_id, query, tenant);
+  }
+  Result<std::vector<std::string>> SessionsWithPrefix(std::string_view prefix,
+                                                      int64_t limit) override {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c_.Exec("SELECT id FROM sessions WHERE left(id, $1) = $2"
+                                " LIMIT $3",
+                                {P(static_cast<int64_t>(prefix.size())), P(prefix), P(limit)}));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  }
+  Status Relabel(std::string_view session_id, TenantFilter tenant,
+                 const std::optional<std::string>& title,
+                 const std::optional<std::string>& metadata) override {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c_.Exec("UPDATE sessions SET title = COALESCE($2, title),"
+                                " metadata = COALESCE($3, metadata) WHERE id = $1"
+                                " AND ($4::text IS NULL OR tenant = $4)",
+                                {P(session_id), title ? P(*title) : PgParam(),
+                                 metadata ? P(*metadata) : PgParam(), TenantParam(tenant)}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
+  Result<std::string> SettingsText(std::string_view session_id, TenantFilter tenant) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT settings FROM sessions WHERE id = $1"
+                                          " AND ($2::text IS NULL OR tenant = $2)",
+                                          {P(session_id), TenantParam(tenant)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return r.Text(0, 0);
+  }
+  Result<std::optional<std::string>> StateText(std::string_view session_id,
+                                               std::string_view key) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT json FROM session_state"
+                                          " WHERE session_id = $1 AND key = $2",
+                                          {P(session_id), P(key)}));
+    if (r.empty()) return std::optional<std::string>();
+    return std::optional<std::string>(r.Text(0, 0));
+  }
   Result<uint64_t> LastSeq(std::string_view session_id) override {
     AL_ASSIGN_OR_RETURN(PgRows r,
                         c_.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
@@ -453,6 +494,15 @@ class PgTxn final : public StoreTxn {
     }
     return Status::Ok();
   }
+  Result<std::optional<StoredCheckpoint>> NewestCheckpoint(std::string_view session_id,
+                                                           CheckpointState state) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id, json FROM checkpoints"
+                                          " WHERE session_id = $1 AND state = $2"
+                                          " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1",
+                                          {P(session_id), P(static_cast<int>(state))}));
+    if (r.empty()) return std::optional<StoredCheckpoint>();
+    return std::optional<StoredCheckpoint>(StoredCheckpoint{r.Text(0, 0), r.Text(0, 1)});
+  }
   Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                           int64_t now) override {
     return c_
@@ -597,6 +647,15 @@ Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& 
         PgTxn t(*this, c, false);
         return work(t);
       });
+    case TxnKind::kSnapshot:
+      // REPEATABLE READ: every statement reads the same snapshot.
+      return WithConn([&](PgConn& c) -> Status {
+        AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+        PgTxn t(*this, c, false);
+        Status s = work(t);
+        (void)c.Exec(s.ok() ? "COMMIT" : "ROLLBACK");
+        return s;
+      });
     case TxnKind::kLeaseWrite:
       return RideOutOutage(attempt);
     case TxnKind::kWrite:
@@ -665,86 +724,6 @@ Result<SessionInfo> PostgresStore::GetSessionOn(PgConn& c, std::string_view sess
                                        {P(session_id), TenantParam(tenant)}));
   if (r.empty()) return SessionNotFound(session_id);
   return ReadSession(r, 0);
-}
-
-Result<SessionInfo> PostgresStore::GetSession(std::string_view session_id) {
-  return GetSessionIn(std::nullopt, session_id);
-}
-
-std::unique_ptr<TenantStore> PostgresStore::ForTenant(std::string tenant) {
-  return std::make_unique<ScopedStore<PostgresStore>>(*this, std::move(tenant));
-}
-
-Result<SessionInfo> PostgresStore::GetSessionIn(TenantFilter tenant, std::string_view session_id) {
-  return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id, tenant); });
-}
-
-Result<std::string> PostgresStore::FindSession(std::string_view id_or_prefix) {
-  return WithConn([&](PgConn& c) -> Result<std::string> {
-    if (GetSessionOn(c, id_or_prefix).ok()) return std::string(id_or_prefix);
-    if (id_or_prefix.size() < 4) {
-      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) +
-                             "' is too short (at least 4 characters)");
-    }
-    AL_ASSIGN_OR_RETURN(PgRows r,
-                        c.Exec("SELECT id FROM sessions WHERE left(id, $1) = $2 LIMIT 2",
-                               {P(static_cast<int64_t>(id_or_prefix.size())), P(id_or_prefix)}));
-    if (r.empty()) return SessionNotFound(id_or_prefix);
-    if (r.size() > 1) {
-      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) + "' is ambiguous");
-    }
-    return r.Text(0, 0);
-  });
-}
-
-Result<SessionInfo> PostgresStore::NewestInWorkspace(const std::filesystem::path& workspace) {
-  SessionListOptions newest;
-  newest.workspace = workspace;
-  newest.limit = 1;
-  AL_ASSIGN_OR_RETURN(auto list, ListSessions(newest));
-  if (list.empty()) return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
-  return list[0];
-}
-
-Status PostgresStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                                     std::optional<Json> metadata) {
-  return RelabelSessionIn(std::nullopt, session_id, std::move(title), std::move(metadata));
-}
-
-Status PostgresStore::RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                                       std::optional<std::string> title,
-                                       std::optional<Json> metadata) {
-  if (metadata && !metadata->is_null() && !metadata->is_object()) {
-    return InvalidArgument("session metadata must be a JSON object");
-  }
-  return WithConn([&](PgConn& c) -> Status {
-    std::string meta =
-        metadata ? (metadata->is_null() ? std::string() : DumpJson(*metadata)) : std::string();
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET title = COALESCE($2, title),"
-                                         " metadata = COALESCE($3, metadata) WHERE id = $1"
-                                         " AND ($4::text IS NULL OR tenant = $4)",
-                                         {P(session_id), title ? P(*title) : PgParam(),
-                                          metadata ? P(meta) : PgParam(), TenantParam(tenant)}));
-    if (r.affected() == 0) return SessionNotFound(session_id);
-    return Status::Ok();
-  });
-}
-
-Result<std::optional<PostgresStore::Holder>> PostgresStore::LiveHolderOn(
-    PgConn& c, std::string_view session_id, TenantFilter tenant) {
-  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
-                                       " lease_acquired_at_ms, lease_heartbeat_at_ms FROM sessions"
-                                       " WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)"
-                                       " FOR UPDATE",
-                                       {P(session_id), TenantParam(tenant)}));
-  if (r.empty()) return SessionNotFound(session_id);
-  if (r.Text(0, 0) != "t") return std::optional<Holder>();
-  Holder h{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3)};
-  const bool fresh = Now() - r.Int(0, 4) < options_.lock_ttl.count();
-  // A pid is only meaningful on its own host; elsewhere the TTL decides.
-  const bool alive = h.host != host_ || ProcessAlive(h.pid);
-  if (fresh && alive) return std::optional<Holder>(std::move(h));
-  return std::optional<Holder>();
 }
 
 // --- fencing --------------------------------------------------------------------
@@ -862,128 +841,6 @@ Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_
   return out;
 }
 
-Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_id,
-                                                       uint64_t after_seq) {
-  return EventsIn(std::nullopt, session_id, after_seq);
-}
-
-Result<std::vector<StoredEvent>> PostgresStore::EventsIn(TenantFilter tenant,
-                                                         std::string_view session_id,
-                                                         uint64_t after_seq) {
-  EventQuery query;
-  query.after_seq = after_seq;
-  return QueryEventsIn(tenant, session_id, query);
-}
-
-Result<std::vector<StoredEvent>> PostgresStore::QueryEvents(std::string_view session_id,
-                                                            const EventQuery& query) {
-  return QueryEventsIn(std::nullopt, session_id, query);
-}
-
-Result<std::vector<StoredEvent>> PostgresStore::QueryEventsIn(TenantFilter tenant,
-                                                              std::string_view session_id,
-                                                              const EventQuery& query) {
-  return WithConn([&](PgConn& c) -> Result<std::vector<StoredEvent>> {
-    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, query, tenant));
-    if (rows.empty()) {
-      AL_RETURN_IF_ERROR(GetSessionOn(c, session_id, tenant).status());
-    }
-    return rows;
-  });
-}
-
-Result<SessionSnapshot> PostgresStore::Load(std::string_view session_id,
-                                            const LoadOptions& options) {
-  return LoadIn(std::nullopt, session_id, options);
-}
-
-Result<SessionSnapshot> PostgresStore::LoadIn(TenantFilter tenant, std::string_view session_id,
-                                              const LoadOptions& options) {
-  for (int attempt = 0;; ++attempt) {
-    bool raced = false;
-    auto snap = LoadOnce(tenant, session_id, options, &raced);
-    if (!raced || attempt == 3) return snap;
-  }
-}
-
-Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                                const LoadOptions& options, bool* raced) {
-  SessionSnapshot snap;
-  std::vector<StoredEvent> rows;
-  std::optional<Checkpoint> last_closed;
-  // One snapshot (REPEATABLE READ): the session row, events and checkpoints
-  // agree.
-  Status read_all = WithConn([&](PgConn& c) -> Status {
-    AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
-    auto read = [&]() -> Status {
-      AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id, tenant));
-      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, EventQuery{}, tenant));
-      AL_ASSIGN_OR_RETURN(snap.open_checkpoint,
-                          CheckpointOn(c, session_id, CheckpointState::kOpen));
-      AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
-                          CheckpointOn(c, session_id, CheckpointState::kDecided));
-      if (options.repair) {
-        AL_ASSIGN_OR_RETURN(last_closed, CheckpointOn(c, session_id, CheckpointState::kClosed));
-      }
-      return Status::Ok();
-    };
-    Status s = read();
-    (void)c.Exec(s.ok() ? "COMMIT" : "ROLLBACK");
-    return s;
-  });
-  AL_RETURN_IF_ERROR(read_all);
-  auto replayed = Replay(rows);
-  if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
-  ReplayResult replay = std::move(*replayed);
-  snap.messages = std::move(replay.messages);
-  replay.messages.clear();
-  snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
-  snap.last_turn_end = replay.last_turn_end;
-  snap.unfinished_turn = replay.unfinished_turn;
-  snap.warnings = replay.warnings;
-  snap.context_mark = replay.context_mark;
-  if (!options.repair) return snap;
-
-  replay.messages = snap.messages;
-  std::optional<Message> repair = CrashRepair(
-      replay, snap.open_checkpoint ? snap.open_checkpoint : snap.decided_checkpoint, last_closed);
-  if (!repair) return snap;
-
-  const int64_t now = Now();
-  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
-  e.seq = snap.last_seq + 1;
-  e.ts = now;
-  bool skipped = false;
-  Status wrote = InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id, tenant));
-    AL_ASSIGN_OR_RETURN(PgRows r,
-                        c.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
-    if (static_cast<uint64_t>(r.Int(0, 0)) != snap.info.last_seq) {
-      *raced = true;
-      return Unavailable("session " + std::string(session_id) + " changed while loading");
-    }
-    if (holder && !(holder->pid == getpid() && holder->host == host_)) {
-      snap.warnings.push_back(
-          {0, "the last tool calls have no results but the session is held by live pid " +
-                  std::to_string(holder->pid) + "; not repairing (they may be running)"});
-      skipped = true;
-      return Status::Ok();
-    }
-    return AppendOn(c, session_id, std::span<const Event>(&e, 1), now);
-  });
-  AL_RETURN_IF_ERROR(wrote);
-  if (skipped) return snap;
-  snap.warnings.push_back({e.seq, "crash recovery: answered " +
-                                      std::to_string(repair->content.size()) +
-                                      " unanswered tool call(s) with is_error results"});
-  snap.messages.push_back(std::move(*repair));
-  snap.last_seq = e.seq;
-  snap.info.last_seq = e.seq;
-  snap.info.updated_at_ms = now;
-  snap.recovered = true;
-  return snap;
-}
-
 // --- the session lock (a lease) ---------------------------------------------------
 
 // --- durable pauses -----------------------------------------------------------
@@ -998,22 +855,6 @@ Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpo
       .Exec("UPDATE checkpoints SET state = $2, updated_at_ms = $3 WHERE id = $1",
             {P(checkpoint_id), P(static_cast<int>(state)), P(now)})
       .status();
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
-                                                              std::string_view session_id,
-                                                              CheckpointState state) {
-  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
-                                       " WHERE session_id = $1 AND state = $2"
-                                       " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1",
-                                       {P(session_id), P(static_cast<int>(state))}));
-  if (r.empty()) return std::optional<Checkpoint>();
-  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), r.Text(0, 0)));
-  return std::optional<Checkpoint>(std::move(cp));
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::OpenCheckpoint(std::string_view session_id) {
-  return WithConn([&](PgConn& c) { return CheckpointOn(c, session_id, CheckpointState::kOpen); });
 }
 
 Result<std::vector<std::string>> PostgresStore::ListDecided() {
@@ -1111,44 +952,6 @@ Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {
 }
 
 // --- state ----------------------------------------------------------------------
-
-Result<std::optional<Json>> PostgresStore::GetState(std::string_view session_id,
-                                                    std::string_view key) {
-  return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT json FROM session_state"
-                                         " WHERE session_id = $1 AND key = $2",
-                                         {P(session_id), P(key)}));
-    if (r.empty()) return std::optional<Json>();
-    auto j = ParseJson(r.Text(0, 0));
-    if (!j.ok()) {
-      return DataLoss("state '" + std::string(key) + "' of session " + std::string(session_id) +
-                      " is corrupt: " + j.error().message());
-    }
-    return std::optional<Json>(std::move(*j));
-  });
-}
-
-Result<std::optional<Json>> PostgresStore::GetSettings(std::string_view session_id) {
-  return GetSettingsIn(std::nullopt, session_id);
-}
-
-Result<std::optional<Json>> PostgresStore::GetSettingsIn(TenantFilter tenant,
-                                                         std::string_view session_id) {
-  return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT settings FROM sessions WHERE id = $1"
-                                         " AND ($2::text IS NULL OR tenant = $2)",
-                                         {P(session_id), TenantParam(tenant)}));
-    if (r.empty()) return SessionNotFound(session_id);
-    std::string text = r.Text(0, 0);
-    if (text.empty()) return std::optional<Json>();
-    auto j = ParseJson(text);
-    if (!j.ok() || !j->is_object()) {
-      return DataLoss("the pinned settings of session " + std::string(session_id) +
-                      " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
-    }
-    return std::optional<Json>(std::move(*j));
-  });
-}
 
 // --- idempotency keys --------------------------------------------------------
 

@@ -65,22 +65,8 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   ~PostgresStore() override;
 
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
-  Result<SessionInfo> GetSession(std::string_view session_id) override;
-  Result<std::string> FindSession(std::string_view id_or_prefix) override;
-  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
-  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                        std::optional<Json> metadata) override;
-
-  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
-  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
-                                               const EventQuery& query) override;
-  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
-
-  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<std::string>> ListDecided() override;
 
-  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
-  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
   Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
                                                std::string_view fingerprint,
                                                std::chrono::milliseconds ttl,
@@ -103,28 +89,15 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   Result<std::vector<std::string>> ListExpiredLocks(int limit) override;
   Result<std::unique_ptr<WakeupListener>> ListenForWakeups() override;
 
-  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
-  // The calls of the same name, matching only rows of `tenant` (nullopt:
-  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
-  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                          std::optional<std::string> title, std::optional<Json> metadata);
-  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
-                                            uint64_t after_seq);
-  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
-                                                 const EventQuery& query);
-  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
-                                 const LoadOptions& options);
-  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
-
   const PostgresStoreOptions& options() const { return options_; }
 
  private:
   friend class PgTxn;  // the statements of a transaction (StoreTxn)
   PostgresStore(std::string url, PostgresStoreOptions options);
 
-  // StoreBackend: a read on a pooled connection (each statement its own
-  // snapshot); a write (kWrite, kDecision) in InTxn.
+  // StoreBackend: a read on a pooled connection (kRead: each statement its
+  // own snapshot; kSnapshot: one REPEATABLE READ transaction); a write in
+  // InTxn (kLeaseWrite riding out an outage in RideOutOutage).
   Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) override;
   std::chrono::milliseconds wakeup_grace() const override { return options_.wakeup_grace; }
 
@@ -184,23 +157,11 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
                                             const EventQuery& query,
                                             TenantFilter tenant = std::nullopt);
-  Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id,
-                                                 CheckpointState state);
   Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, CheckpointState state,
                               int64_t now);
 
-  struct Holder {
-    int64_t pid = 0;
-    std::string host;
-    int64_t acquired_at_ms = 0;
-  };
   // Deletes the session's wake-up unless inputs are queued for it.
   Status DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id);
-  // Locks the session row; the live holder of its lease, if any. kNotFound.
-  Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id,
-                                             TenantFilter tenant = std::nullopt);
-  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                   const LoadOptions& options, bool* raced);
 
   std::string url_;
   PostgresStoreOptions options_;

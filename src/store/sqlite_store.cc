@@ -240,6 +240,53 @@ class SqliteTxn final : public StoreTxn {
   Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {
     return s_.GetSessionLocked(session_id, tenant);
   }
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id, const EventQuery& query,
+                                          TenantFilter tenant) override {
+    if (tenant && !s_.GetSessionLocked(session_id, tenant).ok()) {
+      return std::vector<StoredEvent>();
+    }
+    return s_.EventsLocked(session_id, query);
+  }
+  Result<std::vector<std::string>> SessionsWithPrefix(std::string_view prefix,
+                                                      int64_t limit) override {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_.Prepare("SELECT id FROM sessions WHERE substr(id, 1, ?) = ? LIMIT ?"));
+    st.Bind(1, static_cast<int64_t>(prefix.size())).Bind(2, prefix).Bind(3, limit);
+    return FirstColumn(st);
+  }
+  Status Relabel(std::string_view session_id, TenantFilter tenant,
+                 const std::optional<std::string>& title,
+                 const std::optional<std::string>& metadata) override {
+    AL_RETURN_IF_ERROR(s_.GetSessionLocked(session_id, tenant).status());
+    if (title) {
+      AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
+      AL_RETURN_IF_ERROR(st.Bind(1, *title).Bind(2, session_id).Run());
+    }
+    if (metadata) {
+      AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("UPDATE sessions SET metadata = ? WHERE id = ?"));
+      AL_RETURN_IF_ERROR(st.Bind(1, *metadata).Bind(2, session_id).Run());
+    }
+    return Status::Ok();
+  }
+  Result<std::string> SettingsText(std::string_view session_id, TenantFilter tenant) override {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_.Prepare(std::string("SELECT settings FROM sessions WHERE id = ?1") +
+                                    (tenant ? " AND tenant = ?2" : "")));
+    st.Bind(1, session_id);
+    if (tenant) st.Bind(2, *tenant);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return SessionNotFound(session_id);
+    return st.Text(0);
+  }
+  Result<std::optional<std::string>> StateText(std::string_view session_id,
+                                               std::string_view key) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT json FROM session_state"
+                                             " WHERE session_id = ? AND key = ?"));
+    st.Bind(1, session_id).Bind(2, key);
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return std::optional<std::string>();
+    return std::optional<std::string>(st.Text(0));
+  }
   Result<uint64_t> LastSeq(std::string_view session_id) override {
     AL_ASSIGN_OR_RETURN(SessionInfo info, s_.GetSessionLocked(session_id));
     return info.last_seq;
@@ -376,6 +423,16 @@ class SqliteTxn final : public StoreTxn {
     }
     return Status::Ok();
   }
+  Result<std::optional<StoredCheckpoint>> NewestCheckpoint(std::string_view session_id,
+                                                           CheckpointState state) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT id, json FROM checkpoints"
+                                             " WHERE session_id = ? AND closed = ?"
+                                             " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
+    st.Bind(1, session_id).Bind(2, static_cast<int64_t>(state));
+    AL_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return std::optional<StoredCheckpoint>();
+    return std::optional<StoredCheckpoint>(StoredCheckpoint{st.Text(0), st.Text(1)});
+  }
   Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                           int64_t now) override {
     AL_ASSIGN_OR_RETURN(Stmt up, db_.Prepare("UPDATE checkpoints SET json = ?, updated_at_ms = ?"
@@ -498,7 +555,7 @@ class SqliteTxn final : public StoreTxn {
 };
 
 Status SqliteStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) {
-  if (kind == TxnKind::kRead) {
+  if (kind == TxnKind::kRead || kind == TxnKind::kSnapshot) {
     std::lock_guard lk(mu_);
     AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
     SqliteTxn t(*this);
@@ -586,79 +643,6 @@ Result<SessionInfo> SqliteStore::GetSessionLocked(std::string_view session_id,
   return ReadSession(st);
 }
 
-std::unique_ptr<TenantStore> SqliteStore::ForTenant(std::string tenant) {
-  return std::make_unique<ScopedStore<SqliteStore>>(*this, std::move(tenant));
-}
-
-Result<SessionInfo> SqliteStore::GetSession(std::string_view session_id) {
-  return GetSessionIn(std::nullopt, session_id);
-}
-
-Result<SessionInfo> SqliteStore::GetSessionIn(TenantFilter tenant, std::string_view session_id) {
-  std::lock_guard lk(mu_);
-  return GetSessionLocked(session_id, tenant);
-}
-
-Result<std::string> SqliteStore::FindSession(std::string_view id_or_prefix) {
-  std::lock_guard lk(mu_);
-  if (GetSessionLocked(id_or_prefix).ok()) return std::string(id_or_prefix);
-  if (id_or_prefix.size() < 4) {
-    return InvalidArgument("session id prefix '" + std::string(id_or_prefix) +
-                           "' is too short (at least 4 characters)");
-  }
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db_->Prepare("SELECT id FROM sessions WHERE substr(id, 1, ?) = ? LIMIT 2"));
-  st.Bind(1, static_cast<int64_t>(id_or_prefix.size())).Bind(2, id_or_prefix);
-  std::vector<std::string> ids;
-  for (;;) {
-    AL_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    ids.push_back(st.Text(0));
-  }
-  if (ids.empty()) return SessionNotFound(id_or_prefix);
-  if (ids.size() > 1) {
-    return InvalidArgument("session id prefix '" + std::string(id_or_prefix) + "' is ambiguous");
-  }
-  return ids[0];
-}
-
-Result<SessionInfo> SqliteStore::NewestInWorkspace(const std::filesystem::path& workspace) {
-  SessionListOptions newest;
-  newest.workspace = workspace;
-  newest.limit = 1;
-  AL_ASSIGN_OR_RETURN(auto list, ListSessions(newest));
-  if (list.empty()) {
-    return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
-  }
-  return list[0];
-}
-
-Status SqliteStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                                   std::optional<Json> metadata) {
-  return RelabelSessionIn(std::nullopt, session_id, std::move(title), std::move(metadata));
-}
-
-Status SqliteStore::RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                                     std::optional<std::string> title,
-                                     std::optional<Json> metadata) {
-  if (metadata && !metadata->is_null() && !metadata->is_object()) {
-    return InvalidArgument("session metadata must be a JSON object");
-  }
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
-  if (title) {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET title = ? WHERE id = ?"));
-    AL_RETURN_IF_ERROR(st.Bind(1, *title).Bind(2, session_id).Run());
-  }
-  if (metadata) {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE sessions SET metadata = ? WHERE id = ?"));
-    std::string text = metadata->is_null() ? std::string() : DumpJson(*metadata);
-    AL_RETURN_IF_ERROR(st.Bind(1, text).Bind(2, session_id).Run());
-  }
-  return txn.Commit();
-}
-
 // --- the event log ------------------------------------------------------------
 
 Status SqliteStore::AppendLocked(std::string_view session_id, std::span<const Event> events,
@@ -743,140 +727,7 @@ Result<std::vector<StoredEvent>> SqliteStore::EventsLocked(std::string_view sess
   return out;
 }
 
-Result<std::vector<StoredEvent>> SqliteStore::Events(std::string_view session_id,
-                                                     uint64_t after_seq) {
-  return EventsIn(std::nullopt, session_id, after_seq);
-}
-
-Result<std::vector<StoredEvent>> SqliteStore::EventsIn(TenantFilter tenant,
-                                                       std::string_view session_id,
-                                                       uint64_t after_seq) {
-  EventQuery query;
-  query.after_seq = after_seq;
-  return QueryEventsIn(tenant, session_id, query);
-}
-
-Result<std::vector<StoredEvent>> SqliteStore::QueryEvents(std::string_view session_id,
-                                                          const EventQuery& query) {
-  return QueryEventsIn(std::nullopt, session_id, query);
-}
-
-Result<std::vector<StoredEvent>> SqliteStore::QueryEventsIn(TenantFilter tenant,
-                                                            std::string_view session_id,
-                                                            const EventQuery& query) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-  AL_RETURN_IF_ERROR(GetSessionLocked(session_id, tenant).status());
-  return EventsLocked(session_id, query);
-}
-
-Result<SessionSnapshot> SqliteStore::Load(std::string_view session_id, const LoadOptions& options) {
-  return LoadIn(std::nullopt, session_id, options);
-}
-
-Result<SessionSnapshot> SqliteStore::LoadIn(TenantFilter tenant, std::string_view session_id,
-                                            const LoadOptions& options) {
-  // A writer appending between our read and the repair makes us read again;
-  // the session lock normally prevents that, so a few attempts suffice.
-  for (int attempt = 0;; ++attempt) {
-    bool raced = false;
-    auto snap = LoadOnce(tenant, session_id, options, &raced);
-    if (!raced || attempt == 3) return snap;
-  }
-}
-
-Result<SessionSnapshot> SqliteStore::LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                              const LoadOptions& options, bool* raced) {
-  std::lock_guard lk(mu_);
-  SessionSnapshot snap;
-  std::vector<StoredEvent> rows;
-  std::optional<Checkpoint> last_closed;
-  {
-    // One read transaction: the session row, events and checkpoint agree.
-    AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/false));
-    AL_ASSIGN_OR_RETURN(snap.info, GetSessionLocked(session_id, tenant));
-    AL_ASSIGN_OR_RETURN(rows, EventsLocked(session_id, EventQuery{}));
-    AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointLocked(session_id, CheckpointState::kOpen));
-    AL_ASSIGN_OR_RETURN(snap.decided_checkpoint,
-                        CheckpointLocked(session_id, CheckpointState::kDecided));
-    if (options.repair) {
-      AL_ASSIGN_OR_RETURN(last_closed, CheckpointLocked(session_id, CheckpointState::kClosed));
-    }
-  }
-  auto replayed = Replay(rows);
-  if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
-  ReplayResult replay = std::move(*replayed);
-  snap.messages = std::move(replay.messages);
-  replay.messages.clear();
-  snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
-  snap.last_turn_end = replay.last_turn_end;
-  snap.unfinished_turn = replay.unfinished_turn;
-  snap.warnings = replay.warnings;
-  snap.context_mark = replay.context_mark;
-  if (!options.repair) return snap;
-
-  replay.messages = snap.messages;  // CrashRepair looks at the rebuilt history
-  // A decided batch keeps its message open for the turn that continues it.
-  std::optional<Message> repair = CrashRepair(
-      replay, snap.open_checkpoint ? snap.open_checkpoint : snap.decided_checkpoint, last_closed);
-  if (!repair) return snap;
-
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_ASSIGN_OR_RETURN(SessionInfo now_info, GetSessionLocked(session_id, tenant));
-  if (now_info.last_seq != snap.info.last_seq) {
-    *raced = true;
-    return Unavailable("session " + std::string(session_id) + " changed while loading");
-  }
-  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderLocked(session_id));
-  if (holder && !(holder->pid == getpid() && holder->host == host_)) {
-    snap.warnings.push_back(
-        {0, "the last tool calls have no results but the session is held by live pid " +
-                std::to_string(holder->pid) + "; not repairing (they may be running)"});
-    return snap;
-  }
-  const int64_t now = Now();
-  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
-  e.seq = snap.last_seq + 1;
-  e.ts = now;
-  AL_ASSIGN_OR_RETURN(Stmt ins, db_->Prepare("INSERT INTO events (session_id, seq, type, turn_id,"
-                                             " json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
-  AL_RETURN_IF_ERROR(ins.Bind(1, session_id)
-                         .Bind(2, static_cast<int64_t>(e.seq))
-                         .Bind(3, EventTypeName(e.type))
-                         .Bind(4, e.turn_id)
-                         .Bind(5, e.Dump(session_id))
-                         .Bind(6, now)
-                         .Run());
-  AL_RETURN_IF_ERROR(BumpIfNotNewestLocked(session_id, now));
-  AL_RETURN_IF_ERROR(txn.Commit());
-  snap.warnings.push_back({e.seq, "crash recovery: answered " +
-                                      std::to_string(repair->content.size()) +
-                                      " unanswered tool call(s) with is_error results"});
-  snap.messages.push_back(std::move(*repair));
-  snap.last_seq = e.seq;
-  snap.info.last_seq = e.seq;
-  snap.info.updated_at_ms = now;
-  snap.recovered = true;
-  return snap;
-}
-
 // --- the session lock ---------------------------------------------------------
-
-Result<std::optional<SqliteStore::LockHolder>> SqliteStore::LiveHolderLocked(
-    std::string_view session_id) {
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT owner_pid, owner_host, acquired_at_ms,"
-                                            " heartbeat_at_ms FROM session_locks"
-                                            " WHERE session_id = ?"));
-  st.Bind(1, session_id);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<LockHolder>();
-  LockHolder h{st.Int(0), st.Text(1), st.Int(2), st.Int(3)};
-  const bool fresh = Now() - h.heartbeat_at_ms < options_.lock_ttl.count();
-  // A pid is only meaningful on its own host; elsewhere the TTL decides.
-  const bool alive = h.host != host_ || ProcessAlive(h.pid);
-  if (fresh && alive) return std::optional<LockHolder>(std::move(h));
-  return std::optional<LockHolder>();
-}
 
 Status SqliteStore::InsertLockLocked(std::string_view session_id, const std::string& token,
                                      int64_t owner_pid, int64_t now) {
@@ -909,23 +760,6 @@ Status SqliteStore::SetCheckpointStateLocked(const std::string& checkpoint_id,
   return up.Bind(1, static_cast<int64_t>(state)).Bind(2, now).Bind(3, checkpoint_id).Run();
 }
 
-Result<std::optional<Checkpoint>> SqliteStore::CheckpointLocked(std::string_view session_id,
-                                                                CheckpointState state) {
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, json FROM checkpoints"
-                                            " WHERE session_id = ? AND closed = ?"
-                                            " ORDER BY updated_at_ms DESC, rowid DESC LIMIT 1"));
-  st.Bind(1, session_id).Bind(2, static_cast<int64_t>(state));
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<Checkpoint>();
-  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(st.Text(1), st.Text(0)));
-  return std::optional<Checkpoint>(std::move(cp));
-}
-
-Result<std::optional<Checkpoint>> SqliteStore::OpenCheckpoint(std::string_view session_id) {
-  std::lock_guard lk(mu_);
-  return CheckpointLocked(session_id, CheckpointState::kOpen);
-}
-
 Result<std::vector<std::string>> SqliteStore::ListDecided() {
   std::lock_guard lk(mu_);
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT session_id FROM checkpoints WHERE closed = 2"
@@ -934,22 +768,6 @@ Result<std::vector<std::string>> SqliteStore::ListDecided() {
 }
 
 // --- state ----------------------------------------------------------------------
-
-Result<std::optional<Json>> SqliteStore::GetState(std::string_view session_id,
-                                                  std::string_view key) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT json FROM session_state"
-                                            " WHERE session_id = ? AND key = ?"));
-  st.Bind(1, session_id).Bind(2, key);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<Json>();
-  auto j = ParseJson(st.Text(0));
-  if (!j.ok()) {
-    return DataLoss("state '" + std::string(key) + "' of session " + std::string(session_id) +
-                    " is corrupt: " + j.error().message());
-  }
-  return std::optional<Json>(std::move(*j));
-}
 
 // --- idempotency keys --------------------------------------------------------
 
@@ -1121,30 +939,6 @@ Result<std::vector<std::string>> SqliteStore::ListQueuedSessions() {
 }
 
 // --- pinned settings ------------------------------------------------------------
-
-Result<std::optional<Json>> SqliteStore::GetSettings(std::string_view session_id) {
-  return GetSettingsIn(std::nullopt, session_id);
-}
-
-Result<std::optional<Json>> SqliteStore::GetSettingsIn(TenantFilter tenant,
-                                                       std::string_view session_id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db_->Prepare(std::string("SELECT settings FROM sessions WHERE id = ?1") +
-                                   (tenant ? " AND tenant = ?2" : "")));
-  st.Bind(1, session_id);
-  if (tenant) st.Bind(2, *tenant);
-  AL_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return SessionNotFound(session_id);
-  std::string text = st.Text(0);
-  if (text.empty()) return std::optional<Json>();
-  auto j = ParseJson(text);
-  if (!j.ok() || !j->is_object()) {
-    return DataLoss("the pinned settings of session " + std::string(session_id) +
-                    " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
-  }
-  return std::optional<Json>(std::move(*j));
-}
 
 }  // namespace agentloop::store
 

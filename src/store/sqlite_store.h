@@ -52,22 +52,8 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   ~SqliteStore() override;
 
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
-  Result<SessionInfo> GetSession(std::string_view session_id) override;
-  Result<std::string> FindSession(std::string_view id_or_prefix) override;
-  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
-  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                        std::optional<Json> metadata) override;
-
-  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
-  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
-                                               const EventQuery& query) override;
-  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
-
-  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
   Result<std::vector<std::string>> ListDecided() override;
 
-  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
-  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
   Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
                                                std::string_view fingerprint,
                                                std::chrono::milliseconds ttl,
@@ -85,20 +71,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   Result<std::vector<std::string>> ListRevokedCredentials() override;
 
   Result<std::vector<std::string>> ListQueuedSessions() override;
-
-  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
-  // The calls of the same name, matching only rows of `tenant` (nullopt:
-  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
-  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                          std::optional<std::string> title, std::optional<Json> metadata);
-  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
-                                            uint64_t after_seq);
-  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
-                                                 const EventQuery& query);
-  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
-                                 const LoadOptions& options);
-  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
 
   const SqliteStoreOptions& options() const { return options_; }
   // PRAGMA synchronous in effect on the store's connection (1 NORMAL, 2 FULL).
@@ -124,16 +96,9 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   friend class SqliteTxn;  // the statements of a transaction (StoreTxn)
   SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options);
 
-  // StoreBackend: a read under mu_; a write (kWrite, kDecision) through
-  // the group commit's lanes.
+  // StoreBackend: a read (kRead, kSnapshot) in a read transaction under
+  // mu_; a write through the group commit's lanes (kDecision its own).
   Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) override;
-
-  struct LockHolder {
-    int64_t pid = 0;
-    std::string host;
-    int64_t acquired_at_ms = 0;
-    int64_t heartbeat_at_ms = 0;
-  };
 
   int64_t Now() const override;
   const std::string& host() const override { return host_; }
@@ -167,20 +132,11 @@ class SqliteStore final : private StoreBackend, public StoreCore {
                           int64_t now);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id,
                                                 const EventQuery& query);
-  // The session's newest checkpoint in `state`.
-  Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id,
-                                                     CheckpointState state);
   Status SetCheckpointStateLocked(const std::string& checkpoint_id, CheckpointState state,
                                   int64_t now);
-  // The holder of the session's lock when it is live (not expired, process
-  // alive), else nullopt.
-  Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);
   // After appending to a session: moves its updated_at_ms above the first
   // session of the list order unless it is that session.
   Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);
-  // One Load attempt; sets *raced when another writer appended during it.
-  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                   const LoadOptions& options, bool* raced);
 
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.

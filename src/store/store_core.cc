@@ -1,10 +1,14 @@
 // StoreCore: the store's rules written once for every backend.
 #include "store/store_core.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <system_error>
 #include <utility>
+
+#include "agentloop/event_data.h"
 
 #include "base/ids.h"
 #include "protocol/codec.h"
@@ -282,6 +286,251 @@ Result<SessionStore::LockedSession> StoreCore::CreateLockedSession(const NewSess
   std::unique_ptr<SessionLock> lock(
       new CoreSessionLock(this, s.id, std::move(fence), backend_.lock_heartbeat()));
   return LockedSession{std::move(s), std::move(lock)};
+}
+
+Result<SessionInfo> StoreCore::GetSession(std::string_view session_id) {
+  return GetSessionIn(std::nullopt, session_id);
+}
+
+Result<SessionInfo> StoreCore::GetSessionIn(TenantFilter tenant, std::string_view session_id) {
+  SessionInfo info;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(info, t.Session(session_id, tenant));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return info;
+}
+
+Result<std::string> StoreCore::FindSession(std::string_view id_or_prefix) {
+  std::string found;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    if (t.Session(id_or_prefix, std::nullopt).ok()) {
+      found = std::string(id_or_prefix);
+      return Status::Ok();
+    }
+    if (id_or_prefix.size() < 4) {
+      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) +
+                             "' is too short (at least 4 characters)");
+    }
+    AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, t.SessionsWithPrefix(id_or_prefix, 2));
+    if (ids.empty()) return SessionNotFound(id_or_prefix);
+    if (ids.size() > 1) {
+      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) + "' is ambiguous");
+    }
+    found = std::move(ids[0]);
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return found;
+}
+
+Result<SessionInfo> StoreCore::NewestInWorkspace(const std::filesystem::path& workspace) {
+  SessionListOptions newest;
+  newest.workspace = workspace;
+  newest.limit = 1;
+  AL_ASSIGN_OR_RETURN(auto list, ListSessions(newest));
+  if (list.empty()) return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
+  return list[0];
+}
+
+Status StoreCore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                                 std::optional<Json> metadata) {
+  return RelabelSessionIn(std::nullopt, session_id, std::move(title), std::move(metadata));
+}
+
+Status StoreCore::RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
+                                   std::optional<std::string> title, std::optional<Json> metadata) {
+  if (metadata && !metadata->is_null() && !metadata->is_object()) {
+    return InvalidArgument("session metadata must be a JSON object");
+  }
+  std::optional<std::string> meta;
+  if (metadata) meta = metadata->is_null() ? std::string() : DumpJson(*metadata);
+  return backend_.Run(TxnKind::kWrite,
+                      [&](StoreTxn& t) { return t.Relabel(session_id, tenant, title, meta); });
+}
+
+Result<std::optional<Json>> StoreCore::GetSettings(std::string_view session_id) {
+  return GetSettingsIn(std::nullopt, session_id);
+}
+
+Result<std::optional<Json>> StoreCore::GetSettingsIn(TenantFilter tenant,
+                                                     std::string_view session_id) {
+  std::string text;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(text, t.SettingsText(session_id, tenant));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  if (text.empty()) return std::optional<Json>();
+  auto j = ParseJson(text);
+  if (!j.ok() || !j->is_object()) {
+    return DataLoss("the pinned settings of session " + std::string(session_id) +
+                    " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
+  }
+  return std::optional<Json>(std::move(*j));
+}
+
+Result<std::optional<Json>> StoreCore::GetState(std::string_view session_id, std::string_view key) {
+  std::optional<std::string> text;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(text, t.StateText(session_id, key));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  if (!text) return std::optional<Json>();
+  auto j = ParseJson(*text);
+  if (!j.ok()) {
+    return DataLoss("state '" + std::string(key) + "' of session " + std::string(session_id) +
+                    " is corrupt: " + j.error().message());
+  }
+  return std::optional<Json>(std::move(*j));
+}
+
+std::unique_ptr<TenantStore> StoreCore::ForTenant(std::string tenant) {
+  return std::make_unique<ScopedStore<StoreCore>>(*this, std::move(tenant));
+}
+
+// --- the event log ----------------------------------------------------------------------
+
+Result<std::vector<StoredEvent>> StoreCore::Events(std::string_view session_id,
+                                                   uint64_t after_seq) {
+  return EventsIn(std::nullopt, session_id, after_seq);
+}
+
+Result<std::vector<StoredEvent>> StoreCore::EventsIn(TenantFilter tenant,
+                                                     std::string_view session_id,
+                                                     uint64_t after_seq) {
+  EventQuery query;
+  query.after_seq = after_seq;
+  return QueryEventsIn(tenant, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> StoreCore::QueryEvents(std::string_view session_id,
+                                                        const EventQuery& query) {
+  return QueryEventsIn(std::nullopt, session_id, query);
+}
+
+Result<std::vector<StoredEvent>> StoreCore::QueryEventsIn(TenantFilter tenant,
+                                                          std::string_view session_id,
+                                                          const EventQuery& query) {
+  std::vector<StoredEvent> rows;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(rows, t.Events(session_id, query, tenant));
+    // No event: perhaps no session either.
+    if (rows.empty()) AL_RETURN_IF_ERROR(t.Session(session_id, tenant).status());
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return rows;
+}
+
+Result<std::optional<Checkpoint>> StoreCore::OpenCheckpoint(std::string_view session_id) {
+  std::optional<StoredCheckpoint> row;
+  const Status ran = backend_.Run(TxnKind::kRead, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(row, t.NewestCheckpoint(session_id, CheckpointState::kOpen));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  if (!row) return std::optional<Checkpoint>();
+  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(row->json, row->id));
+  return std::optional<Checkpoint>(std::move(cp));
+}
+
+Result<SessionSnapshot> StoreCore::Load(std::string_view session_id, const LoadOptions& options) {
+  return LoadIn(std::nullopt, session_id, options);
+}
+
+Result<SessionSnapshot> StoreCore::LoadIn(TenantFilter tenant, std::string_view session_id,
+                                          const LoadOptions& options) {
+  // A writer appending between our read and the repair makes us read again;
+  // the session lock normally prevents that, so a few attempts suffice.
+  for (int attempt = 0;; ++attempt) {
+    bool raced = false;
+    auto snap = LoadOnce(tenant, session_id, options, &raced);
+    if (!raced || attempt == 3) return snap;
+  }
+}
+
+Result<SessionSnapshot> StoreCore::LoadOnce(TenantFilter tenant, std::string_view session_id,
+                                            const LoadOptions& options, bool* raced) {
+  SessionSnapshot snap;
+  std::vector<StoredEvent> rows;
+  std::optional<StoredCheckpoint> open, decided, closed;
+  // One snapshot: the session row, events and checkpoints agree.
+  const Status read = backend_.Run(TxnKind::kSnapshot, [&](StoreTxn& t) -> Status {
+    AL_ASSIGN_OR_RETURN(snap.info, t.Session(session_id, tenant));
+    AL_ASSIGN_OR_RETURN(rows, t.Events(session_id, EventQuery{}, tenant));
+    AL_ASSIGN_OR_RETURN(open, t.NewestCheckpoint(session_id, CheckpointState::kOpen));
+    AL_ASSIGN_OR_RETURN(decided, t.NewestCheckpoint(session_id, CheckpointState::kDecided));
+    if (options.repair) {
+      AL_ASSIGN_OR_RETURN(closed, t.NewestCheckpoint(session_id, CheckpointState::kClosed));
+    }
+    return Status::Ok();
+  });
+  if (!read.ok()) return read;
+  auto parse = [](const std::optional<StoredCheckpoint>& row) -> Result<std::optional<Checkpoint>> {
+    if (!row) return std::optional<Checkpoint>();
+    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(row->json, row->id));
+    return std::optional<Checkpoint>(std::move(cp));
+  };
+  AL_ASSIGN_OR_RETURN(snap.open_checkpoint, parse(open));
+  AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, parse(decided));
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> last_closed, parse(closed));
+
+  auto replayed = Replay(rows);
+  if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
+  ReplayResult replay = std::move(*replayed);
+  snap.messages = std::move(replay.messages);
+  replay.messages.clear();
+  snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
+  snap.last_turn_end = replay.last_turn_end;
+  snap.unfinished_turn = replay.unfinished_turn;
+  snap.warnings = replay.warnings;
+  snap.context_mark = replay.context_mark;
+  if (!options.repair) return snap;
+
+  replay.messages = snap.messages;  // CrashRepair looks at the rebuilt history
+  // A decided batch keeps its message open for the turn that continues it.
+  std::optional<Message> repair = CrashRepair(
+      replay, snap.open_checkpoint ? snap.open_checkpoint : snap.decided_checkpoint, last_closed);
+  if (!repair) return snap;
+
+  const int64_t now = backend_.Now();
+  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
+  e.seq = snap.last_seq + 1;
+  e.ts = now;
+  std::optional<StoredHolder> other_holder;
+  const Status wrote = backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) -> Status {
+    other_holder.reset();
+    AL_ASSIGN_OR_RETURN(auto holder, LiveHolder(t, session_id, tenant));
+    AL_ASSIGN_OR_RETURN(uint64_t last_seq, t.LastSeq(session_id));
+    if (last_seq != snap.info.last_seq) {
+      *raced = true;
+      return Unavailable("session " + std::string(session_id) + " changed while loading");
+    }
+    if (holder && !(holder->pid == getpid() && holder->host == backend_.host())) {
+      other_holder = holder;  // its tool calls may simply be running
+      return Status::Ok();
+    }
+    return t.Append(session_id, std::span<const Event>(&e, 1), now, nullptr);
+  });
+  if (!wrote.ok()) return wrote;
+  if (other_holder) {
+    snap.warnings.push_back(
+        {0, "the last tool calls have no results but the session is held by live pid " +
+                std::to_string(other_holder->pid) + "; not repairing (they may be running)"});
+    return snap;
+  }
+  snap.warnings.push_back({e.seq, "crash recovery: answered " +
+                                      std::to_string(repair->content.size()) +
+                                      " unanswered tool call(s) with is_error results"});
+  snap.messages.push_back(std::move(*repair));
+  snap.last_seq = e.seq;
+  snap.info.last_seq = e.seq;
+  snap.info.updated_at_ms = now;
+  snap.recovered = true;
+  return snap;
 }
 
 Status StoreCore::RemoveSession(std::string_view session_id) {

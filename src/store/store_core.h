@@ -20,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -98,6 +99,24 @@ class StoreTxn {
 
   // The session `session_id` (of `tenant` when set). Errors: kNotFound.
   virtual Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) = 0;
+  // The stored events of the session that `query` selects (none for a
+  // session of another tenant than `tenant`, when set).
+  virtual Result<std::vector<StoredEvent>> Events(std::string_view session_id,
+                                                  const EventQuery& query, TenantFilter tenant) = 0;
+  // Up to `limit` ids of sessions whose id starts with `prefix`.
+  virtual Result<std::vector<std::string>> SessionsWithPrefix(std::string_view prefix,
+                                                              int64_t limit) = 0;
+  // Replaces the title and/or the metadata (stored text: empty for null)
+  // of the session (of `tenant` when set). Errors: kNotFound.
+  virtual Status Relabel(std::string_view session_id, TenantFilter tenant,
+                         const std::optional<std::string>& title,
+                         const std::optional<std::string>& metadata) = 0;
+  // The stored text of the session's pinned settings (empty: none).
+  // Errors: kNotFound (also for another tenant's session).
+  virtual Result<std::string> SettingsText(std::string_view session_id, TenantFilter tenant) = 0;
+  // The stored text of the session's state `key`; nullopt when never set.
+  virtual Result<std::optional<std::string>> StateText(std::string_view session_id,
+                                                       std::string_view key) = 0;
   // The session's highest stored seq. Errors: kNotFound.
   virtual Result<uint64_t> LastSeq(std::string_view session_id) = 0;
   // Checks that `fence` is still the session's current lock, and keeps
@@ -170,6 +189,9 @@ class StoreTxn {
   // is indexed already.
   virtual Status InsertCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                                   int64_t now) = 0;
+  // The session's newest checkpoint in `state`, if any.
+  virtual Result<std::optional<StoredCheckpoint>> NewestCheckpoint(std::string_view session_id,
+                                                                   CheckpointState state) = 0;
   // Replaces the stored checkpoint `id`'s JSON.
   virtual Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
                                   int64_t now) = 0;
@@ -229,6 +251,7 @@ class StoreBackend {
 
   enum class TxnKind {
     kRead,        // reads only; each read sees committed data
+    kSnapshot,    // reads only, all of them from one snapshot
     kWrite,       // a write transaction
     kDecision,    // a write of a decision (a resolution, a claim of a decided
                   // batch): never queued behind the writes of turns
@@ -261,6 +284,20 @@ class StoreBackend {
 class StoreCore : public SessionStore {
  public:
   ~StoreCore() override;
+
+  Result<SessionInfo> GetSession(std::string_view session_id) override;
+  Result<std::string> FindSession(std::string_view id_or_prefix) override;
+  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
+  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
+                        std::optional<Json> metadata) override;
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
+  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
+                                               const EventQuery& query) override;
+  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
+  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
+  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
+  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
+  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
 
   Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
   Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
@@ -318,6 +355,16 @@ class StoreCore : public SessionStore {
 
   // The calls of the same name, matching only rows of `tenant` (nullopt:
   // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
+  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
+  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
+                          std::optional<std::string> title, std::optional<Json> metadata);
+  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
+                                            uint64_t after_seq);
+  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
+                                                 const EventQuery& query);
+  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
+                                 const LoadOptions& options);
+  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
   Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
                                                        std::string_view pending_id);
   Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
@@ -335,6 +382,9 @@ class StoreCore : public SessionStore {
 
  private:
   SessionInfo NewSessionInfo(const NewSessionParams& params) const;
+  // One Load attempt; sets *raced when another writer appended during it.
+  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
+                                   const LoadOptions& options, bool* raced);
   void HeartbeatLoop();
 
   // The holder of the session's lock when it is live: its heartbeat is
