@@ -610,6 +610,103 @@ class PgTxn final : public StoreTxn {
     return Status::Ok();
   }
 
+  Status ForgetIdempotencyKeys(int64_t before_ms, int64_t in_flight_before_ms) override {
+    return c_
+        .Exec(
+            "DELETE FROM idempotency_keys WHERE created_at_ms < $1"
+            " OR (response IS NULL AND created_at_ms < $2)",
+            {P(before_ms), P(in_flight_before_ms)})
+        .status();
+  }
+  Result<bool> InsertIdempotencyKey(std::string_view tenant, std::string_view key,
+                                    std::string_view fingerprint, int64_t now) override {
+    // ON CONFLICT waits for a racing inserter to commit.
+    AL_ASSIGN_OR_RETURN(PgRows ins, c_.Exec("INSERT INTO idempotency_keys (tenant, key,"
+                                            " fingerprint, created_at_ms)"
+                                            " VALUES ($1, $2, $3, $4)"
+                                            " ON CONFLICT (tenant, key) DO NOTHING",
+                                            {P(tenant), P(key), P(fingerprint), P(now)}));
+    return ins.affected() == 1;
+  }
+  Result<std::optional<IdempotencyRecord>> IdempotencyKey(std::string_view tenant,
+                                                          std::string_view key) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT fingerprint, response IS NULL, response"
+                                          " FROM idempotency_keys WHERE tenant = $1 AND key = $2",
+                                          {P(tenant), P(key)}));
+    if (r.empty()) return std::optional<IdempotencyRecord>();
+    IdempotencyRecord rec{r.Text(0, 0), std::nullopt};
+    if (r.Text(0, 1) != "t") rec.response = r.Text(0, 2);
+    return std::optional<IdempotencyRecord>(std::move(rec));
+  }
+  Status SetIdempotencyResponse(std::string_view tenant, std::string_view key,
+                                std::optional<std::string_view> response) override {
+    if (!response) {
+      return c_
+          .Exec("DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2", {P(tenant), P(key)})
+          .status();
+    }
+    return c_
+        .Exec("UPDATE idempotency_keys SET response = $3 WHERE tenant = $1 AND key = $2",
+              {P(tenant), P(key), P(*response)})
+        .status();
+  }
+  Result<bool> InsertNotification(const OutboxNotification& n, int64_t now,
+                                  int64_t due_at_ms) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r,
+        c_.Exec(
+            "INSERT INTO notification_outbox (id, session_id, tenant, agent, event, body,"
+            " created_at_ms, due_at_ms) SELECT $1, id, tenant, $3, $4, $5, $6, $7"
+            " FROM sessions WHERE id = $2 ON CONFLICT (id) DO NOTHING",
+            {P(n.id), P(n.session_id), P(n.agent), P(n.event), P(n.body), P(now), P(due_at_ms)}));
+    return r.affected() == 1;
+  }
+  Status ForgetNotifications(int64_t before_ms) override {
+    return c_.Exec("DELETE FROM notification_outbox WHERE created_at_ms < $1", {P(before_ms)})
+        .status();
+  }
+  Result<std::vector<OutboxNotification>> ClaimDueNotifications(int64_t now, int64_t due_again_ms,
+                                                                int64_t limit) override {
+    // SKIP LOCKED: instances claiming together take different rows.
+    AL_ASSIGN_OR_RETURN(
+        PgRows r,
+        c_.Exec("UPDATE notification_outbox o SET due_at_ms = $2 FROM (SELECT id FROM"
+                " notification_outbox WHERE due_at_ms IS NOT NULL AND due_at_ms <= $1"
+                " ORDER BY created_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED) d WHERE o.id = d.id"
+                " RETURNING o.id, o.session_id, o.agent, o.event, o.body, o.created_at_ms",
+                {P(now), P(due_again_ms), P(limit)}));
+    std::vector<OutboxNotification> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(OutboxNotification{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3),
+                                       r.Text(i, 4), r.Int(i, 5)});
+    }
+    std::sort(out.begin(), out.end(), [](const OutboxNotification& a, const OutboxNotification& b) {
+      return std::tie(a.created_at_ms, a.id) < std::tie(b.created_at_ms, b.id);
+    });
+    return out;
+  }
+  Status FinishNotification(std::string_view id) override {
+    return c_.Exec("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = $1", {P(id)})
+        .status();
+  }
+  Status InsertRevokedCredential(std::string_view tenant, std::string_view id,
+                                 int64_t expires_at_ms) override {
+    return c_
+        .Exec(
+            "INSERT INTO revoked_credentials (id, tenant, expires_at_ms) VALUES ($1, $2, $3)"
+            " ON CONFLICT (id) DO NOTHING",
+            {P(id), P(tenant), P(expires_at_ms)})
+        .status();
+  }
+  Result<std::vector<std::string>> RevokedCredentials(int64_t now) override {
+    AL_RETURN_IF_ERROR(
+        c_.Exec("DELETE FROM revoked_credentials WHERE expires_at_ms <= $1", {P(now)}).status());
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id FROM revoked_credentials ORDER BY id"));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  }
+
   Status LeaveWakeup(std::string_view session_id, int64_t due_at_ms, int64_t now,
                      bool earliest) override {
     AL_RETURN_IF_ERROR(
@@ -952,141 +1049,6 @@ Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {
 }
 
 // --- state ----------------------------------------------------------------------
-
-// --- idempotency keys --------------------------------------------------------
-
-Result<IdempotencyClaim> PostgresStore::ClaimIdempotencyKey(
-    std::string_view tenant, std::string_view key, std::string_view fingerprint,
-    std::chrono::milliseconds ttl, std::chrono::milliseconds in_flight_ttl) {
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<IdempotencyClaim> {
-    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM idempotency_keys WHERE created_at_ms < $1"
-                              " OR (response IS NULL AND created_at_ms < $2)",
-                              {P(now - ttl.count()), P(now - in_flight_ttl.count())})
-                           .status());
-    // Insert-or-read in one statement: of two racing claimers one inserts,
-    // the other reads its row (ON CONFLICT waits for the first to commit).
-    AL_ASSIGN_OR_RETURN(PgRows ins, c.Exec("INSERT INTO idempotency_keys (tenant, key, fingerprint,"
-                                           " created_at_ms) VALUES ($1, $2, $3, $4)"
-                                           " ON CONFLICT (tenant, key) DO NOTHING",
-                                           {P(tenant), P(key), P(fingerprint), P(now)}));
-    IdempotencyClaim claim;
-    if (ins.affected() == 1) return claim;
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT fingerprint, response IS NULL, response"
-                                         " FROM idempotency_keys WHERE tenant = $1 AND key = $2",
-                                         {P(tenant), P(key)}));
-    if (r.empty()) return Unavailable("idempotency key " + std::string(key) + " changed; retry");
-    if (r.Text(0, 0) != fingerprint) {
-      claim.kind = IdempotencyClaim::Kind::kReused;
-    } else if (r.Text(0, 1) == "t") {
-      claim.kind = IdempotencyClaim::Kind::kInFlight;
-    } else {
-      claim.kind = IdempotencyClaim::Kind::kDone;
-      claim.response = r.Text(0, 2);
-    }
-    return claim;
-  });
-}
-
-Status PostgresStore::FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                                           std::string_view response) {
-  return WithConn([&](PgConn& c) {
-    return c
-        .Exec("UPDATE idempotency_keys SET response = $3 WHERE tenant = $1 AND key = $2",
-              {P(tenant), P(key), P(response)})
-        .status();
-  });
-}
-
-Status PostgresStore::ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) {
-  return WithConn([&](PgConn& c) {
-    return c
-        .Exec("DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2", {P(tenant), P(key)})
-        .status();
-  });
-}
-
-// --- the notification outbox ------------------------------------------------
-
-Result<bool> PostgresStore::AddNotification(const OutboxNotification& n,
-                                            std::chrono::milliseconds lease) {
-  if (n.id.empty()) return InvalidArgument("a notification needs an id");
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<bool> {
-    AL_ASSIGN_OR_RETURN(
-        PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR SHARE", {P(n.session_id)}));
-    if (s.empty()) return SessionNotFound(n.session_id);
-    AL_ASSIGN_OR_RETURN(
-        PgRows r,
-        c.Exec("INSERT INTO notification_outbox (id, session_id, tenant, agent, event, body,"
-               " created_at_ms, due_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-               " ON CONFLICT (id) DO NOTHING",
-               {P(n.id), P(n.session_id), P(s.Text(0, 0)), P(n.agent), P(n.event), P(n.body),
-                P(now), P(now + lease.count())}));
-    return r.affected() == 1;
-  });
-}
-
-Result<std::vector<OutboxNotification>> PostgresStore::ClaimNotifications(
-    int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) {
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<std::vector<OutboxNotification>> {
-    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM notification_outbox WHERE created_at_ms < $1",
-                              {P(now - max_age.count())})
-                           .status());
-    // SKIP LOCKED: instances claiming together take different rows.
-    AL_ASSIGN_OR_RETURN(
-        PgRows r,
-        c.Exec("UPDATE notification_outbox o SET due_at_ms = $2 FROM (SELECT id FROM"
-               " notification_outbox WHERE due_at_ms IS NOT NULL AND due_at_ms <= $1"
-               " ORDER BY created_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED) d WHERE o.id = d.id"
-               " RETURNING o.id, o.session_id, o.agent, o.event, o.body, o.created_at_ms",
-               {P(now), P(now + lease.count()), P(int64_t{limit})}));
-    std::vector<OutboxNotification> out;
-    for (int i = 0; i < r.size(); ++i) {
-      out.push_back(OutboxNotification{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3),
-                                       r.Text(i, 4), r.Int(i, 5)});
-    }
-    std::sort(out.begin(), out.end(), [](const OutboxNotification& a, const OutboxNotification& b) {
-      return std::tie(a.created_at_ms, a.id) < std::tie(b.created_at_ms, b.id);
-    });
-    return out;
-  });
-}
-
-Status PostgresStore::FinishNotification(std::string_view id) {
-  return WithConn([&](PgConn& c) {
-    return c.Exec("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = $1", {P(id)})
-        .status();
-  });
-}
-
-// --- revoked credentials ------------------------------------------------------
-
-Status PostgresStore::RevokeCredential(std::string_view tenant, std::string_view id,
-                                       int64_t expires_at_ms) {
-  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
-  return WithConn([&](PgConn& c) {
-    return c
-        .Exec(
-            "INSERT INTO revoked_credentials (id, tenant, expires_at_ms) VALUES ($1, $2, $3)"
-            " ON CONFLICT (id) DO NOTHING",
-            {P(id), P(tenant), P(expires_at_ms)})
-        .status();
-  });
-}
-
-Result<std::vector<std::string>> PostgresStore::ListRevokedCredentials() {
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<std::vector<std::string>> {
-    AL_RETURN_IF_ERROR(
-        c.Exec("DELETE FROM revoked_credentials WHERE expires_at_ms <= $1", {P(now)}).status());
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id FROM revoked_credentials ORDER BY id"));
-    std::vector<std::string> out;
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
-    return out;
-  });
-}
 
 }  // namespace agentloop::store
 

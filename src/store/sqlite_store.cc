@@ -545,6 +545,107 @@ class SqliteTxn final : public StoreTxn {
     return st.Bind(1, DumpJson(settings)).Bind(2, session_id).Run();
   }
 
+  Status ForgetIdempotencyKeys(int64_t before_ms, int64_t in_flight_before_ms) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("DELETE FROM idempotency_keys WHERE created_at_ms < ?"
+                                             " OR (response IS NULL AND created_at_ms < ?)"));
+    return st.Bind(1, before_ms).Bind(2, in_flight_before_ms).Run();
+  }
+  Result<bool> InsertIdempotencyKey(std::string_view tenant, std::string_view key,
+                                    std::string_view fingerprint, int64_t now) override {
+    AL_ASSIGN_OR_RETURN(Stmt ins, db_.Prepare("INSERT INTO idempotency_keys (tenant, key,"
+                                              " fingerprint, created_at_ms) VALUES (?, ?, ?, ?)"
+                                              " ON CONFLICT (tenant, key) DO NOTHING"));
+    AL_RETURN_IF_ERROR(ins.Bind(1, tenant).Bind(2, key).Bind(3, fingerprint).Bind(4, now).Run());
+    return db_.Changes() == 1;
+  }
+  Result<std::optional<IdempotencyRecord>> IdempotencyKey(std::string_view tenant,
+                                                          std::string_view key) override {
+    AL_ASSIGN_OR_RETURN(Stmt find, db_.Prepare("SELECT fingerprint, response IS NULL, response"
+                                               " FROM idempotency_keys"
+                                               " WHERE tenant = ? AND key = ?"));
+    find.Bind(1, tenant).Bind(2, key);
+    AL_ASSIGN_OR_RETURN(bool row, find.Step());
+    if (!row) return std::optional<IdempotencyRecord>();
+    IdempotencyRecord r{find.Text(0), std::nullopt};
+    if (find.Int(1) == 0) r.response = find.Text(2);
+    return std::optional<IdempotencyRecord>(std::move(r));
+  }
+  Status SetIdempotencyResponse(std::string_view tenant, std::string_view key,
+                                std::optional<std::string_view> response) override {
+    if (!response) {
+      AL_ASSIGN_OR_RETURN(Stmt st,
+                          db_.Prepare("DELETE FROM idempotency_keys WHERE tenant = ? AND key = ?"));
+      return st.Bind(1, tenant).Bind(2, key).Run();
+    }
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("UPDATE idempotency_keys SET response = ?"
+                                             " WHERE tenant = ? AND key = ?"));
+    return st.Bind(1, *response).Bind(2, tenant).Bind(3, key).Run();
+  }
+  Result<bool> InsertNotification(const OutboxNotification& n, int64_t now,
+                                  int64_t due_at_ms) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("INSERT INTO notification_outbox (id, session_id,"
+                                             " agent, event, body, created_at_ms, due_at_ms)"
+                                             " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                                             " ON CONFLICT (id) DO NOTHING"));
+    AL_RETURN_IF_ERROR(st.Bind(1, n.id)
+                           .Bind(2, n.session_id)
+                           .Bind(3, n.agent)
+                           .Bind(4, n.event)
+                           .Bind(5, n.body)
+                           .Bind(6, now)
+                           .Bind(7, due_at_ms)
+                           .Run());
+    return db_.Changes() == 1;
+  }
+  Status ForgetNotifications(int64_t before_ms) override {
+    AL_ASSIGN_OR_RETURN(Stmt st,
+                        db_.Prepare("DELETE FROM notification_outbox WHERE created_at_ms < ?"));
+    return st.Bind(1, before_ms).Run();
+  }
+  Result<std::vector<OutboxNotification>> ClaimDueNotifications(int64_t now, int64_t due_again_ms,
+                                                                int64_t limit) override {
+    std::vector<OutboxNotification> out;
+    {
+      AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT id, session_id, agent, event, body,"
+                                               " created_at_ms FROM notification_outbox"
+                                               " WHERE due_at_ms IS NOT NULL AND due_at_ms <= ?"
+                                               " ORDER BY created_at_ms, id LIMIT ?"));
+      st.Bind(1, now).Bind(2, limit);
+      for (;;) {
+        AL_ASSIGN_OR_RETURN(bool row, st.Step());
+        if (!row) break;
+        out.push_back(OutboxNotification{st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Text(4),
+                                         st.Int(5)});
+      }
+    }
+    AL_ASSIGN_OR_RETURN(Stmt up,
+                        db_.Prepare("UPDATE notification_outbox SET due_at_ms = ? WHERE id = ?"));
+    for (const OutboxNotification& n : out) {
+      AL_RETURN_IF_ERROR(up.Bind(1, due_again_ms).Bind(2, n.id).Run());
+      up.Reset();
+    }
+    return out;
+  }
+  Status FinishNotification(std::string_view id) override {
+    AL_ASSIGN_OR_RETURN(
+        Stmt st, db_.Prepare("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = ?"));
+    return st.Bind(1, id).Run();
+  }
+  Status InsertRevokedCredential(std::string_view tenant, std::string_view id,
+                                 int64_t expires_at_ms) override {
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("INSERT INTO revoked_credentials (id, tenant,"
+                                             " expires_at_ms) VALUES (?, ?, ?)"
+                                             " ON CONFLICT (id) DO NOTHING"));
+    return st.Bind(1, id).Bind(2, tenant).Bind(3, expires_at_ms).Run();
+  }
+  Result<std::vector<std::string>> RevokedCredentials(int64_t now) override {
+    AL_ASSIGN_OR_RETURN(Stmt del,
+                        db_.Prepare("DELETE FROM revoked_credentials WHERE expires_at_ms <= ?"));
+    AL_RETURN_IF_ERROR(del.Bind(1, now).Run());
+    AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT id FROM revoked_credentials ORDER BY id"));
+    return FirstColumn(st);
+  }
+
   // One machine: nobody else to wake (see SessionStore's wake-ups).
   Status LeaveWakeup(std::string_view, int64_t, int64_t, bool) override { return Status::Ok(); }
   Status DropWakeupUnlessQueued(std::string_view) override { return Status::Ok(); }
@@ -768,165 +869,6 @@ Result<std::vector<std::string>> SqliteStore::ListDecided() {
 }
 
 // --- state ----------------------------------------------------------------------
-
-// --- idempotency keys --------------------------------------------------------
-
-Result<IdempotencyClaim> SqliteStore::ClaimIdempotencyKey(std::string_view tenant,
-                                                          std::string_view key,
-                                                          std::string_view fingerprint,
-                                                          std::chrono::milliseconds ttl,
-                                                          std::chrono::milliseconds in_flight_ttl) {
-  std::lock_guard lk(mu_);
-  const int64_t now = Now();
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("DELETE FROM idempotency_keys WHERE created_at_ms < ?"
-                                              " OR (response IS NULL AND created_at_ms < ?)"));
-    AL_RETURN_IF_ERROR(st.Bind(1, now - ttl.count()).Bind(2, now - in_flight_ttl.count()).Run());
-  }
-  IdempotencyClaim claim;
-  bool found = false;
-  {
-    AL_ASSIGN_OR_RETURN(Stmt find, db_->Prepare("SELECT fingerprint, response IS NULL, response"
-                                                " FROM idempotency_keys"
-                                                " WHERE tenant = ? AND key = ?"));
-    find.Bind(1, tenant).Bind(2, key);
-    AL_ASSIGN_OR_RETURN(found, find.Step());
-    if (found) {
-      if (find.Text(0) != fingerprint) {
-        claim.kind = IdempotencyClaim::Kind::kReused;
-      } else if (find.Int(1) != 0) {
-        claim.kind = IdempotencyClaim::Kind::kInFlight;
-      } else {
-        claim.kind = IdempotencyClaim::Kind::kDone;
-        claim.response = find.Text(2);
-      }
-    }
-  }
-  if (!found) {
-    AL_ASSIGN_OR_RETURN(Stmt ins,
-                        db_->Prepare("INSERT INTO idempotency_keys (tenant, key, fingerprint,"
-                                     " created_at_ms) VALUES (?, ?, ?, ?)"));
-    AL_RETURN_IF_ERROR(ins.Bind(1, tenant).Bind(2, key).Bind(3, fingerprint).Bind(4, now).Run());
-  }
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return claim;
-}
-
-Status SqliteStore::FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                                         std::string_view response) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("UPDATE idempotency_keys SET response = ?"
-                                            " WHERE tenant = ? AND key = ?"));
-  return st.Bind(1, response).Bind(2, tenant).Bind(3, key).Run();
-}
-
-Status SqliteStore::ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db_->Prepare("DELETE FROM idempotency_keys WHERE tenant = ? AND key = ?"));
-  return st.Bind(1, tenant).Bind(2, key).Run();
-}
-
-// --- the notification outbox ------------------------------------------------
-
-Result<bool> SqliteStore::AddNotification(const OutboxNotification& n,
-                                          std::chrono::milliseconds lease) {
-  if (n.id.empty()) return InvalidArgument("a notification needs an id");
-  std::lock_guard lk(mu_);
-  const int64_t now = Now();
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  AL_RETURN_IF_ERROR(GetSessionLocked(n.session_id).status());
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO notification_outbox (id, session_id,"
-                                            " agent, event, body, created_at_ms, due_at_ms)"
-                                            " VALUES (?, ?, ?, ?, ?, ?, ?)"
-                                            " ON CONFLICT (id) DO NOTHING"));
-  AL_RETURN_IF_ERROR(st.Bind(1, n.id)
-                         .Bind(2, n.session_id)
-                         .Bind(3, n.agent)
-                         .Bind(4, n.event)
-                         .Bind(5, n.body)
-                         .Bind(6, now)
-                         .Bind(7, now + lease.count())
-                         .Run());
-  const bool added = db_->Changes() == 1;
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return added;
-}
-
-Result<std::vector<OutboxNotification>> SqliteStore::ClaimNotifications(
-    int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) {
-  std::lock_guard lk(mu_);
-  const int64_t now = Now();
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  {
-    AL_ASSIGN_OR_RETURN(Stmt st,
-                        db_->Prepare("DELETE FROM notification_outbox WHERE created_at_ms < ?"));
-    AL_RETURN_IF_ERROR(st.Bind(1, now - max_age.count()).Run());
-  }
-  std::vector<OutboxNotification> out;
-  {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id, session_id, agent, event, body,"
-                                              " created_at_ms FROM notification_outbox"
-                                              " WHERE due_at_ms IS NOT NULL AND due_at_ms <= ?"
-                                              " ORDER BY created_at_ms, id LIMIT ?"));
-    st.Bind(1, now).Bind(2, static_cast<int64_t>(limit));
-    for (;;) {
-      AL_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
-      out.push_back(OutboxNotification{st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Text(4),
-                                       st.Int(5)});
-    }
-  }
-  for (const OutboxNotification& n : out) {
-    AL_ASSIGN_OR_RETURN(Stmt st,
-                        db_->Prepare("UPDATE notification_outbox SET due_at_ms = ? WHERE id = ?"));
-    AL_RETURN_IF_ERROR(st.Bind(1, now + lease.count()).Bind(2, n.id).Run());
-  }
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return out;
-}
-
-Status SqliteStore::FinishNotification(std::string_view id) {
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st,
-                      db_->Prepare("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = ?"));
-  return st.Bind(1, id).Run();
-}
-
-// --- revoked credentials ------------------------------------------------------
-
-Status SqliteStore::RevokeCredential(std::string_view tenant, std::string_view id,
-                                     int64_t expires_at_ms) {
-  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
-  std::lock_guard lk(mu_);
-  AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT INTO revoked_credentials (id, tenant,"
-                                            " expires_at_ms) VALUES (?, ?, ?)"
-                                            " ON CONFLICT (id) DO NOTHING"));
-  return st.Bind(1, id).Bind(2, tenant).Bind(3, expires_at_ms).Run();
-}
-
-Result<std::vector<std::string>> SqliteStore::ListRevokedCredentials() {
-  std::lock_guard lk(mu_);
-  const int64_t now = Now();
-  AL_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(*db_, /*immediate=*/true));
-  {
-    AL_ASSIGN_OR_RETURN(Stmt st,
-                        db_->Prepare("DELETE FROM revoked_credentials WHERE expires_at_ms <= ?"));
-    AL_RETURN_IF_ERROR(st.Bind(1, now).Run());
-  }
-  std::vector<std::string> out;
-  {
-    AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT id FROM revoked_credentials ORDER BY id"));
-    for (;;) {
-      AL_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
-      out.push_back(st.Text(0));
-    }
-  }
-  AL_RETURN_IF_ERROR(txn.Commit());
-  return out;
-}
 
 // --- queued inputs --------------------------------------------------------------
 

@@ -54,22 +54,6 @@ class SqliteStore final : private StoreBackend, public StoreCore {
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
   Result<std::vector<std::string>> ListDecided() override;
 
-  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
-                                               std::string_view fingerprint,
-                                               std::chrono::milliseconds ttl,
-                                               std::chrono::milliseconds in_flight_ttl) override;
-  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                              std::string_view response) override;
-  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
-  Result<bool> AddNotification(const OutboxNotification& n,
-                               std::chrono::milliseconds lease) override;
-  Result<std::vector<OutboxNotification>> ClaimNotifications(
-      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
-  Status FinishNotification(std::string_view id) override;
-  Status RevokeCredential(std::string_view tenant, std::string_view id,
-                          int64_t expires_at_ms) override;
-  Result<std::vector<std::string>> ListRevokedCredentials() override;
-
   Result<std::vector<std::string>> ListQueuedSessions() override;
 
   const SqliteStoreOptions& options() const { return options_; }

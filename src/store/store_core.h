@@ -83,6 +83,12 @@ struct StoredHolder {
   int64_t heartbeat_at_ms = 0;
 };
 
+// A stored idempotency key (StoreTxn::IdempotencyRecord).
+struct IdempotencyRecord {
+  std::string fingerprint;
+  std::optional<std::string> response;  // nullopt: its request still runs
+};
+
 // What fences the writes of a lock's holder: the lock's token and epoch as
 // they were when it was taken (see SessionLock).
 struct LockFence {
@@ -233,6 +239,41 @@ class StoreTxn {
   // Replaces the session's pinned settings. Errors: kNotFound.
   virtual Status PutSettings(std::string_view session_id, const Json& settings) = 0;
 
+  // --- the HTTP server's state
+  // Forgets the idempotency keys recorded before `before_ms`, and the
+  // unanswered ones recorded before `in_flight_before_ms`.
+  virtual Status ForgetIdempotencyKeys(int64_t before_ms, int64_t in_flight_before_ms) = 0;
+  // Records (tenant, key) unless it is recorded: true when it was added.
+  // Of two racing recorders one adds it, the other reads its record.
+  virtual Result<bool> InsertIdempotencyKey(std::string_view tenant, std::string_view key,
+                                            std::string_view fingerprint, int64_t now) = 0;
+  virtual Result<std::optional<IdempotencyRecord>> IdempotencyKey(std::string_view tenant,
+                                                                  std::string_view key) = 0;
+  // Stores the answer of the key (nullopt: forgets the key).
+  virtual Status SetIdempotencyResponse(std::string_view tenant, std::string_view key,
+                                        std::optional<std::string_view> response) = 0;
+  // Records `n` (its session's tenant copied) as due at `due_at_ms`
+  // unless its id is recorded: true when it was added.
+  virtual Result<bool> InsertNotification(const OutboxNotification& n, int64_t now,
+                                          int64_t due_at_ms) = 0;
+  // Forgets the notifications recorded before `before_ms`.
+  virtual Status ForgetNotifications(int64_t before_ms) = 0;
+  // Makes up to `limit` notifications due at `now` due again at
+  // `due_again_ms` and returns them, oldest first; instances claiming
+  // together take different ones (PostgreSQL: SKIP LOCKED; SQLite: the
+  // write lock).
+  virtual Result<std::vector<OutboxNotification>> ClaimDueNotifications(int64_t now,
+                                                                        int64_t due_again_ms,
+                                                                        int64_t limit) = 0;
+  // Marks the notification `id` delivered (never due again).
+  virtual Status FinishNotification(std::string_view id) = 0;
+  // Records the revoked credential unless its id is recorded.
+  virtual Status InsertRevokedCredential(std::string_view tenant, std::string_view id,
+                                         int64_t expires_at_ms) = 0;
+  // Forgets the revoked credentials expired at `now`; the others' ids, in
+  // id order.
+  virtual Result<std::vector<std::string>> RevokedCredentials(int64_t now) = 0;
+
   // Leaves a wake-up for the session, due at `due_at_ms`, announced to the
   // listeners when this transaction commits; an existing one is due at
   // `due_at_ms` (`earliest`: at the earlier of the two). A store that one
@@ -341,6 +382,22 @@ class StoreCore : public SessionStore {
                         const LockFence* fence);
   Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
                               std::span<const Event> events, const LockFence* fence);
+
+  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
+                                               std::string_view fingerprint,
+                                               std::chrono::milliseconds ttl,
+                                               std::chrono::milliseconds in_flight_ttl) override;
+  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                              std::string_view response) override;
+  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
+  Result<bool> AddNotification(const OutboxNotification& n,
+                               std::chrono::milliseconds lease) override;
+  Result<std::vector<OutboxNotification>> ClaimNotifications(
+      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
+  Status FinishNotification(std::string_view id) override;
+  Status RevokeCredential(std::string_view tenant, std::string_view id,
+                          int64_t expires_at_ms) override;
+  Result<std::vector<std::string>> ListRevokedCredentials() override;
 
   Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
                                bool continue_turn) override;
