@@ -1,10 +1,8 @@
-// PostgresStore: the SessionStore contract (agentloop/store.h) on a shared
-// PostgreSQL database. The SQL follows the SQLite store's transactions; where
-// other instances race (lock takeover, resolve, claim, crash repair) the
-// transaction first locks the row the decision is about.
+// PostgresStore: the PostgreSQL backend of the store core (store_core.h) on
+// a shared database. Where other instances race (lock takeover, resolve,
+// claim, crash repair) a statement of the transaction locks the row the
+// decision is about (StoreTxn's contracts say which).
 #include "store/postgres_store.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <system_error>

@@ -1,21 +1,11 @@
-// SqliteStore: sessions, the event log, locks, checkpoints and state in one
-// SQLite file. Every mutation is one transaction; every multi-step decision
-// that other processes may race on (lock takeover, resolve, crash repair)
-// runs under BEGIN IMMEDIATE so it sees and changes a consistent state.
+// SqliteStore: the SQLite backend of the store core (store_core.h):
+// sessions, the event log, locks, checkpoints and state in one SQLite file.
+// Every write runs in the group commit's BEGIN IMMEDIATE transaction, so a
+// multi-step decision other processes may race on (lock takeover, resolve,
+// crash repair) sees and changes a consistent state.
 #include "store/sqlite_store.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <condition_variable>
-#include <ctime>
-#include <map>
-#include <system_error>
-#include <thread>
-
-#include <sys/stat.h>
 
 #include "agentloop/event_data.h"
 
