@@ -101,6 +101,9 @@ TEST_P(GroupCommitTest, DecisionsHaveALaneOfTheirOwn) {
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   store_ = std::move(*opened);
 
+  // Created before the writer is held: creating a session is a write too.
+  std::vector<std::string> stepping;
+  for (int i = 0; i < 3; ++i) stepping.push_back(NewSession());
   std::mutex lanes_mu;
   std::vector<std::pair<size_t, size_t>> lanes;  // (decisions, steps) of each batch
   std::promise<void> holding;
@@ -123,7 +126,7 @@ TEST_P(GroupCommitTest, DecisionsHaveALaneOfTheirOwn) {
   threads.emplace_back([&] { answers[0] = AppendOne(other, 1)(); });
   EXPECT_EQ(holding.get_future().wait_for(kWait), std::future_status::ready);
   for (uint64_t seq = 2; seq <= 4; ++seq) {
-    std::string s = NewSession();
+    std::string s = stepping[seq - 2];
     threads.emplace_back([&, s, seq] { answers[seq - 1] = AppendOne(s, 1)(); });
   }
   EXPECT_EQ(steps_queued.get_future().wait_for(kWait), std::future_status::ready);

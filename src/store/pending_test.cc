@@ -100,6 +100,10 @@ TEST_P(PendingTest, SaveValidates) {
   EXPECT_EQ(store_->SaveCheckpoint(Batch(s, {})).code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->SaveCheckpoint(Batch("", {"x"})).code(), Code::kInvalidArgument);
   EXPECT_EQ(store_->SaveCheckpoint(Batch("nope", {"x"})).code(), Code::kNotFound);
+  // An item without an id: refused, and nothing of the batch is stored.
+  EXPECT_EQ(store_->SaveCheckpoint(Batch(s, {"y", ""})).code(), Code::kInvalidArgument);
+  EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
+  EXPECT_FALSE(store_->LookupPending("y")->has_value());
   ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"dup"})).ok());
   Status again = store_->SaveCheckpoint(Batch(NewSession(), {"dup"}));
   EXPECT_EQ(again.code(), Code::kAlreadyExists);
@@ -282,6 +286,53 @@ TEST_P(PendingTest, LookupTellsWhatBecameOfAnItem) {
   EXPECT_EQ((*store_->LookupPending("b1"))->state, PendingLookup::State::kCancelled);
   EXPECT_EQ((*store_->LookupPending("c1"))->state, PendingLookup::State::kOutstanding);
   EXPECT_FALSE(store_->LookupPending("never")->has_value());
+}
+
+// A decision's events are numbered after the session's last stored event
+// and stamped by the store; an item the callback takes out of the batch is
+// settled with it; the decided batch is claimed once, and a session with
+// nothing decided (or no such session) has nothing to claim.
+TEST_P(PendingTest, DecisionsAreNumberedAfterTheLogAndTheirBatchIsClaimedOnce) {
+  std::string s = NewSession();
+  std::vector<Event> pause = {MakeEvent(EventType::kPending, 1, Json::object())};
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"d1", "d2", "d3"}), pause).ok());
+  EXPECT_FALSE(store_->ClaimDecided(s)->has_value());  // open, not decided
+  std::vector<Event> decision = {MakeEvent(EventType::kDecision, 0, Json::object())};
+  decision[0].ts = 0;
+  // d1's callback also answers d3 (takes it out of the batch).
+  auto first = store_->Resolve(
+      "d1",
+      [](Checkpoint& cp, const PendingItem& item) -> Result<ResolveAction> {
+        cp.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, "ok", false));
+        std::erase_if(cp.outstanding, [](const PendingItem& p) { return p.id == "d3"; });
+        return ResolveAction::kResolved;
+      },
+      decision);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->closed);
+  EXPECT_EQ(first->checkpoint.outstanding.size(), 1u);
+  EXPECT_TRUE(store_->Resolve("d3", Approve("x"))->already_resolved);
+  auto pending = store_->ListPending(s);
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].item.id, "d2");
+  auto second = store_->Resolve("d2", Approve("ok"), decision);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second->closed);
+  auto log = store_->Events(s, 1);
+  ASSERT_TRUE(log.ok());
+  ASSERT_EQ(log->size(), 2u);
+  EXPECT_EQ((*log)[0].seq, 2u);
+  EXPECT_EQ((*log)[1].seq, 3u);
+  EXPECT_EQ((*log)[1].type, "decision");
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 3u);
+
+  EXPECT_FALSE(store_->ClaimDecided("no-such-session")->has_value());
+  auto claimed = store_->ClaimDecided(s);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status().ToString();
+  EXPECT_EQ((*claimed)->results_so_far.size(), 3u);  // tu_run, d1, d2
+  EXPECT_FALSE(store_->ClaimDecided(s)->has_value());
+  EXPECT_TRUE(store_->ListDecided()->empty());
+  EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
 }
 
 TEST_P(PendingTest, RacingResolversExactlyOneWins) {

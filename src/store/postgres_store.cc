@@ -1,10 +1,8 @@
-// PostgresStore: the SessionStore contract (agentloop/store.h) on a shared
-// PostgreSQL database. The SQL follows the SQLite store's transactions; where
-// other instances race (lock takeover, resolve, claim, crash repair) the
-// transaction first locks the row the decision is about.
+// PostgresStore: the PostgreSQL backend of the store core (store_core.h) on
+// a shared database. Where other instances race (lock takeover, resolve,
+// claim, crash repair) a statement of the transaction locks the row the
+// decision is about (StoreTxn's contracts say which).
 #include "store/postgres_store.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <system_error>
@@ -17,7 +15,6 @@
 #include "protocol/codec.h"
 #include "store/pg_listener.h"
 #include "store/replay.h"
-#include "store/sqlite_store.h"
 #include "store/store_util.h"
 
 namespace agentloop::store {
@@ -64,56 +61,9 @@ const Status* ErrorOf(const Result<T>& r) {
 }
 inline const Status* ErrorOf(const Status& s) { return s.ok() ? nullptr : &s; }
 
-class PgSessionLock final : public SessionLock {
- public:
-  PgSessionLock(PostgresStore* store, std::string session_id, PgFence fence)
-      : store_(store), session_id_(std::move(session_id)), fence_(std::move(fence)) {
-    if (store_->options().lock_heartbeat) store_->StartHeartbeat(session_id_, fence_.token);
-  }
-  ~PgSessionLock() override {
-    if (store_->options().lock_heartbeat) store_->StopHeartbeat(session_id_, fence_.token);
-    store_->ReleaseLock(session_id_, fence_.token);
-  }
-  const std::string& session_id() const override { return session_id_; }
-  Status Refresh() override { return store_->RefreshLock(session_id_, fence_.token); }
-  uint64_t epoch() const override { return static_cast<uint64_t>(fence_.epoch); }
-  Status Append(std::span<const Event> events) override {
-    return store_->FencedAppend(session_id_, events, fence_);
-  }
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) override {
-    if (checkpoint.session_id != session_id_) {
-      return InvalidArgument("checkpoint of session " + checkpoint.session_id +
-                             " saved through the lock of session " + session_id_);
-    }
-    return store_->SaveCheckpointFenced(checkpoint, events, &fence_);
-  }
-  Status SetState(std::string_view key, const Json& value) override {
-    return store_->SetStateFenced(session_id_, key, value, &fence_);
-  }
-  Status UpdateSettings(const Json& settings, std::span<const Event> events) override {
-    return store_->UpdateSettingsFenced(session_id_, settings, events, &fence_);
-  }
-  Result<std::optional<Checkpoint>> ClaimDecided() override {
-    return store_->ClaimDecidedFenced(session_id_, &fence_);
-  }
-  Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
-    return store_->FencedAppendTakingInput(session_id_, events, input_id, fence_);
-  }
-
- private:
-  PostgresStore* store_;
-  std::string session_id_;
-  PgFence fence_;
-};
-
 // The tenant parameter of a statement that restricts itself with
 // "($n::text IS NULL OR tenant = $n)": NULL matches every tenant.
 PgParam TenantParam(TenantFilter tenant) { return tenant ? P(*tenant) : PgParam(); }
-
-Status Busy(std::string_view session_id, int64_t pid, int64_t since_ms) {
-  return agentloop::Busy("session " + std::string(session_id) + " is busy (held by pid " +
-                         std::to_string(pid) + " since " + FormatUtc(since_ms) + ")");
-}
 
 }  // namespace
 
@@ -172,21 +122,17 @@ Result<int> ApplyPgMigrations(PgConn& c, std::span<const PgMigration> migrations
 // --- the pool -----------------------------------------------------------------
 
 PostgresStore::PostgresStore(std::string url, PostgresStoreOptions options)
-    : url_(std::move(url)), options_(std::move(options)), host_(HostName()) {
+    : StoreCore(static_cast<StoreBackend&>(*this)),
+      url_(std::move(url)),
+      options_(std::move(options)),
+      host_(HostName()) {
   if (options_.pool_size < 1) options_.pool_size = 1;
   if (options_.pool_timeout <= std::chrono::milliseconds::zero()) {
     options_.pool_timeout = options_.lock_ttl;
   }
 }
 
-PostgresStore::~PostgresStore() {
-  {
-    std::lock_guard lk(beat_mu_);
-    stopping_ = true;
-  }
-  beat_cv_.notify_all();
-  if (beat_thread_.joinable()) beat_thread_.join();
-}
+PostgresStore::~PostgresStore() { StopHeartbeatThread(); }
 
 Result<std::unique_ptr<PgConn>> PostgresStore::Checkout() {
   uint64_t generation = 0;
@@ -328,32 +274,496 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& ur
   return store;
 }
 
-// --- sessions -------------------------------------------------------------------
+// --- transactions (StoreBackend) ----------------------------------------------
 
-SessionInfo PostgresStore::NewSessionInfo(const NewSessionParams& params) const {
-  SessionInfo s;
-  s.id = params.id.empty() ? NewUuid() : params.id;
-  s.workspace = NormalizeWorkspace(params.workspace);
-  s.provider = params.provider;
-  s.model = params.model;
-  s.command = std::string(CommandKindName(params.command));
-  s.title = MakeTitle(params.first_message);
-  s.created_at_ms = s.updated_at_ms = Now();
-  s.tenant = params.tenant;
-  s.agent = params.agent;
-  s.metadata = params.metadata;
-  s.parent_id = params.parent_id;
-  return s;
+// The statements of a transaction on one pooled connection. Made by Run,
+// used only inside the work it runs.
+class PgTxn final : public StoreTxn {
+ public:
+  PgTxn(PostgresStore& store, PgConn& conn, bool again) : s_(store), c_(conn), again_(again) {}
+
+  bool again() const override { return again_; }
+  Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
+                                                 TenantFilter tenant) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
+                                          " lease_acquired_at_ms, lease_heartbeat_at_ms"
+                                          " FROM sessions WHERE id = $1"
+                                          " AND ($2::text IS NULL OR tenant = $2) FOR UPDATE",
+                                          {P(session_id), tenant ? P(*tenant) : PgParam()}));
+    if (r.empty()) return SessionNotFound(session_id);
+    if (r.Text(0, 0) != "t") return std::optional<StoredHolder>();
+    return std::optional<StoredHolder>(
+        StoredHolder{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3), r.Int(0, 4)});
+  }
+
+  Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {
+    return s_.GetSessionOn(c_, session_id, tenant);
+  }
+  Result<std::vector<StoredEvent>> Events(std::string_view session_id, const EventQuery& query,
+                                          TenantFilter tenant) override {
+    return s_.EventsOn(c_, session_id, query, tenant);
+  }
+  Result<std::vector<std::string>> SessionsWithPrefix(std::string_view prefix,
+                                                      int64_t limit) override {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c_.Exec("SELECT id FROM sessions WHERE left(id, $1) = $2"
+                                " LIMIT $3",
+                                {P(static_cast<int64_t>(prefix.size())), P(prefix), P(limit)}));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  }
+  Status Relabel(std::string_view session_id, TenantFilter tenant,
+                 const std::optional<std::string>& title,
+                 const std::optional<std::string>& metadata) override {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c_.Exec("UPDATE sessions SET title = COALESCE($2, title),"
+                                " metadata = COALESCE($3, metadata) WHERE id = $1"
+                                " AND ($4::text IS NULL OR tenant = $4)",
+                                {P(session_id), title ? P(*title) : PgParam(),
+                                 metadata ? P(*metadata) : PgParam(), TenantParam(tenant)}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
+  Result<std::string> SettingsText(std::string_view session_id, TenantFilter tenant) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT settings FROM sessions WHERE id = $1"
+                                          " AND ($2::text IS NULL OR tenant = $2)",
+                                          {P(session_id), TenantParam(tenant)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return r.Text(0, 0);
+  }
+  Result<std::optional<std::string>> StateText(std::string_view session_id,
+                                               std::string_view key) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT json FROM session_state"
+                                          " WHERE session_id = $1 AND key = $2",
+                                          {P(session_id), P(key)}));
+    if (r.empty()) return std::optional<std::string>();
+    return std::optional<std::string>(r.Text(0, 0));
+  }
+  Result<uint64_t> LastSeq(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(PgRows r,
+                        c_.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return static_cast<uint64_t>(r.Int(0, 0));
+  }
+  Status CheckFence(std::string_view session_id, const LockFence& fence) override {
+    return s_.CheckFenceOn(c_, session_id, fence);
+  }
+  Result<int64_t> InsertSession(const SessionInfo& s, const Json& settings,
+                                const std::string* lock_token, int64_t owner_pid) override {
+    AL_RETURN_IF_ERROR(s_.InsertSession(c_, s, settings, lock_token, owner_pid));
+    // A new session's first holder has epoch 1.
+    return int64_t{lock_token != nullptr ? 1 : 0};
+  }
+  Status DeleteSession(std::string_view session_id) override {
+    return c_.Exec("DELETE FROM sessions WHERE id = $1", {P(session_id)}).status();
+  }
+  Result<int64_t> TakeLock(std::string_view session_id, const std::string& token, int64_t owner_pid,
+                           int64_t now) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c_.Exec("UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
+                          " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
+                          " lease_heartbeat_at_ms = $5 WHERE id = $1 RETURNING lease_epoch",
+                          {P(session_id), P(token), P(owner_pid), P(s_.host_), P(now)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return r.Int(0, 0);
+  }
+  Result<int64_t> RenewLocks(std::span<const std::pair<std::string, std::string>> held,
+                             int64_t now) override {
+    // One statement per 1,000 held leases (a statement takes at most
+    // 65,535 parameters).
+    constexpr size_t kChunk = 1000;
+    int64_t renewed = 0;
+    for (size_t start = 0; start < held.size(); start += kChunk) {
+      const size_t end = std::min(held.size(), start + kChunk);
+      std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
+      std::vector<PgParam> params = {P(now)};
+      for (size_t i = start; i < end; ++i) {
+        if (i > start) sql += ", ";
+        sql += "($" + std::to_string(params.size() + 1) + ", $" +
+               std::to_string(params.size() + 2) + ")";
+        params.push_back(P(held[i].first));
+        params.push_back(P(held[i].second));
+      }
+      sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
+      AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec(sql, params));
+      renewed += r.affected();
+    }
+    return renewed;
+  }
+  Status ReleaseLock(std::string_view session_id, const std::string& token) override {
+    return c_
+        .Exec(
+            "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL,"
+            " lease_acquired_at_ms = NULL, lease_heartbeat_at_ms = NULL"
+            " WHERE id = $1 AND lease_token = $2",
+            {P(session_id), P(token)})
+        .status();
+  }
+  Status LockSession(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c_.Exec("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
+    if (r.empty()) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
+  Status Append(std::string_view session_id, std::span<const Event> events, int64_t now,
+                const LockFence* fence) override {
+    return s_.AppendOn(c_, session_id, events, now, fence, again_);
+  }
+
+  Result<std::vector<IndexRow>> IndexRows(const IndexFilter& filter) override {
+    std::string sql =
+        "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json,"
+        " p.resolved, c.state FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id";
+    std::vector<PgParam> params;
+    if (filter.pending_id) {
+      sql += " WHERE p.pending_id = $1";
+      params.push_back(P(*filter.pending_id));
+    } else {
+      sql += " WHERE c.state = 0 AND NOT p.resolved AND ($1::text IS NULL OR p.session_id = $1)";
+      params.push_back(filter.session_id ? P(*filter.session_id) : PgParam());
+    }
+    sql += " AND ($2::text IS NULL OR p.tenant = $2) ORDER BY p.created_at_ms, p.ord";
+    params.push_back(filter.tenant ? P(*filter.tenant) : PgParam());
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec(sql, params));
+    std::vector<IndexRow> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(IndexRow{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Int(i, 3), r.Text(i, 4),
+                             r.Text(i, 5), r.Text(i, 6) == "t",
+                             static_cast<CheckpointState>(r.Int(i, 7))});
+    }
+    return out;
+  }
+  Result<std::optional<StoredCheckpoint>> ClaimIndexedItem(std::string_view pending_id,
+                                                           TenantFilter tenant) override {
+    const auto none = std::optional<StoredCheckpoint>();
+    AL_ASSIGN_OR_RETURN(PgRows where, c_.Exec("SELECT checkpoint_id FROM pending_index"
+                                              " WHERE pending_id = $1 AND NOT resolved"
+                                              " AND ($2::text IS NULL OR tenant = $2)",
+                                              {P(pending_id), tenant ? P(*tenant) : PgParam()}));
+    if (where.empty()) return none;
+    StoredCheckpoint cp{where.Text(0, 0), {}};
+    // The checkpoint's row lock serialises every decision of the batch (and
+    // a superseding SaveCheckpoint): taken before any pending row.
+    AL_ASSIGN_OR_RETURN(PgRows row, c_.Exec("SELECT json, state FROM checkpoints WHERE id = $1"
+                                            " FOR UPDATE",
+                                            {P(cp.id)}));
+    if (row.empty() || row.Int(0, 1) != static_cast<int>(CheckpointState::kOpen)) return none;
+    // The one conditional update: of all concurrent deciders of this item
+    // exactly one changes the row (the others wait for the checkpoint lock,
+    // then find it resolved).
+    AL_ASSIGN_OR_RETURN(PgRows won, c_.Exec("UPDATE pending_index SET resolved = true"
+                                            " WHERE pending_id = $1 AND NOT resolved",
+                                            {P(pending_id)}));
+    if (won.affected() == 0) return none;
+    cp.json = row.Text(0, 0);
+    return std::optional<StoredCheckpoint>(std::move(cp));
+  }
+  Result<std::vector<std::string>> PausedCheckpoints(std::string_view session_id) override {
+    // Checkpoint rows are locked before their pending rows, as a decision
+    // locks them.
+    AL_ASSIGN_OR_RETURN(PgRows open, c_.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
+                                             " AND state IN (0, 2) ORDER BY id FOR UPDATE",
+                                             {P(session_id)}));
+    std::vector<std::string> out;
+    for (int i = 0; i < open.size(); ++i) out.push_back(open.Text(i, 0));
+    return out;
+  }
+  Status InsertCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                          int64_t now) override {
+    // The session's tenant is copied onto every row of it.
+    AL_RETURN_IF_ERROR(c_.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
+                               " state, created_at_ms, updated_at_ms)"
+                               " SELECT $1, tenant, id, $3, $4, 0, $5, $5 FROM sessions"
+                               " WHERE id = $2",
+                               {P(id), P(checkpoint.session_id), P(checkpoint.turn_id),
+                                P(DumpJson(ToJson(checkpoint))), P(now)})
+                           .status());
+    for (const PendingItem& item : checkpoint.outstanding) {
+      auto r = c_.Exec(
+          "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
+          " created_at_ms) SELECT $1, tenant, $2, session_id, $3 FROM checkpoints WHERE id = $2",
+          {P(item.id), P(id), P(now)});
+      if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
+        return AlreadyExists("pending id " + item.id + " already exists");
+      }
+      AL_RETURN_IF_ERROR(r.status());
+    }
+    return Status::Ok();
+  }
+  Result<std::optional<StoredCheckpoint>> NewestCheckpoint(std::string_view session_id,
+                                                           CheckpointState state) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id, json FROM checkpoints"
+                                          " WHERE session_id = $1 AND state = $2"
+                                          " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1",
+                                          {P(session_id), P(static_cast<int>(state))}));
+    if (r.empty()) return std::optional<StoredCheckpoint>();
+    return std::optional<StoredCheckpoint>(StoredCheckpoint{r.Text(0, 0), r.Text(0, 1)});
+  }
+  Status UpdateCheckpoint(const std::string& id, const Checkpoint& checkpoint,
+                          int64_t now) override {
+    return c_
+        .Exec("UPDATE checkpoints SET json = $2, updated_at_ms = $3 WHERE id = $1",
+              {P(id), P(DumpJson(ToJson(checkpoint))), P(now)})
+        .status();
+  }
+  Status SetCheckpointState(const std::string& id, CheckpointState state, int64_t now) override {
+    return s_.SetCheckpointStateOn(c_, id, state, now);
+  }
+  Status SettleIndexRowsExcept(const std::string& id,
+                               std::span<const PendingItem> outstanding) override {
+    // The ids kept, as a text[] literal.
+    std::string keep = "{";
+    for (size_t i = 0; i < outstanding.size(); ++i) {
+      if (i > 0) keep += ",";
+      keep += "\"";
+      for (char ch : outstanding[i].id) {
+        if (ch == '"' || ch == '\\') keep += '\\';
+        keep += ch;
+      }
+      keep += "\"";
+    }
+    keep += "}";
+    return c_
+        .Exec(
+            "UPDATE pending_index SET resolved = true WHERE checkpoint_id = $1 AND NOT resolved"
+            " AND NOT (pending_id = ANY ($2::text[]))",
+            {P(id), P(keep)})
+        .status();
+  }
+  Result<std::optional<StoredCheckpoint>> TakeDecidedCheckpoint(
+      std::string_view session_id) override {
+    // SKIP LOCKED: a taker that finds the row taken by another is not the
+    // one that gets it (the other closes it).
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id, json FROM checkpoints"
+                                          " WHERE session_id = $1 AND state = 2"
+                                          " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1"
+                                          " FOR UPDATE SKIP LOCKED",
+                                          {P(session_id)}));
+    if (r.empty()) return std::optional<StoredCheckpoint>();
+    return std::optional<StoredCheckpoint>(StoredCheckpoint{r.Text(0, 0), r.Text(0, 1)});
+  }
+
+  Result<bool> HasPausedBatch(std::string_view session_id) override {
+    AL_ASSIGN_OR_RETURN(PgRows paused, c_.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
+                                               " AND state IN (0, 2) LIMIT 1",
+                                               {P(session_id)}));
+    return !paused.empty();
+  }
+
+  Result<int64_t> InsertQueuedInput(std::string_view session_id,
+                                    const QueuedInput& input) override {
+    // The session's row lock orders its enqueuers (positions do not race).
+    AL_ASSIGN_OR_RETURN(
+        PgRows s, c_.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
+    if (s.empty()) return SessionNotFound(session_id);
+    AL_RETURN_IF_ERROR(c_.Exec("INSERT INTO session_inputs (id, tenant, session_id, position,"
+                               " input, continue_turn, created_at_ms) SELECT $1::text, $2::text,"
+                               " $3::text, COALESCE(MAX(position), 0) + 1, $4::text, $5::boolean,"
+                               " $6::bigint FROM session_inputs WHERE session_id = $3",
+                               {P(input.id), P(s.Text(0, 0)), P(session_id), P(input.input),
+                                P(input.continue_turn ? "true" : "false"), P(input.created_at_ms)})
+                           .status());
+    AL_ASSIGN_OR_RETURN(
+        PgRows n,
+        c_.Exec("SELECT COUNT(*) FROM session_inputs WHERE session_id = $1", {P(session_id)}));
+    return n.Int(0, 0);
+  }
+  Result<std::vector<QueuedInput>> QueuedInputs(std::string_view session_id,
+                                                int64_t limit) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id, input, continue_turn, created_at_ms"
+                                          " FROM session_inputs WHERE session_id = $1"
+                                          " ORDER BY position LIMIT $2",
+                                          {P(session_id), limit < 0 ? PgParam() : P(limit)}));
+    std::vector<QueuedInput> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(QueuedInput{r.Text(i, 0), std::string(session_id), r.Text(i, 1),
+                                r.Text(i, 2) == "t", r.Int(i, 3)});
+    }
+    return out;
+  }
+  Result<bool> DeleteQueuedInput(std::string_view session_id, std::string_view input_id) override {
+    AL_ASSIGN_OR_RETURN(PgRows taken,
+                        c_.Exec("DELETE FROM session_inputs WHERE id = $1 AND session_id = $2",
+                                {P(input_id), P(session_id)}));
+    return taken.affected() > 0;
+  }
+
+  Status PutState(std::string_view session_id, std::string_view key, const Json& value,
+                  int64_t now) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r, c_.Exec("INSERT INTO session_state (tenant, session_id, key, json, updated_at_ms)"
+                          " SELECT tenant, id, $2, $3, $4 FROM sessions WHERE id = $1"
+                          " ON CONFLICT (session_id, key) DO UPDATE SET json = excluded.json,"
+                          " updated_at_ms = excluded.updated_at_ms",
+                          {P(session_id), P(key), P(DumpJson(value)), P(now)}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
+  Status PutSettings(std::string_view session_id, const Json& settings) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("UPDATE sessions SET settings = $2 WHERE id = $1",
+                                          {P(session_id), P(DumpJson(settings))}));
+    if (r.affected() == 0) return SessionNotFound(session_id);
+    return Status::Ok();
+  }
+
+  Status ForgetIdempotencyKeys(int64_t before_ms, int64_t in_flight_before_ms) override {
+    return c_
+        .Exec(
+            "DELETE FROM idempotency_keys WHERE created_at_ms < $1"
+            " OR (response IS NULL AND created_at_ms < $2)",
+            {P(before_ms), P(in_flight_before_ms)})
+        .status();
+  }
+  Result<bool> InsertIdempotencyKey(std::string_view tenant, std::string_view key,
+                                    std::string_view fingerprint, int64_t now) override {
+    // ON CONFLICT waits for a racing inserter to commit.
+    AL_ASSIGN_OR_RETURN(PgRows ins, c_.Exec("INSERT INTO idempotency_keys (tenant, key,"
+                                            " fingerprint, created_at_ms)"
+                                            " VALUES ($1, $2, $3, $4)"
+                                            " ON CONFLICT (tenant, key) DO NOTHING",
+                                            {P(tenant), P(key), P(fingerprint), P(now)}));
+    return ins.affected() == 1;
+  }
+  Result<std::optional<IdempotencyRecord>> IdempotencyKey(std::string_view tenant,
+                                                          std::string_view key) override {
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT fingerprint, response IS NULL, response"
+                                          " FROM idempotency_keys WHERE tenant = $1 AND key = $2",
+                                          {P(tenant), P(key)}));
+    if (r.empty()) return std::optional<IdempotencyRecord>();
+    IdempotencyRecord rec{r.Text(0, 0), std::nullopt};
+    if (r.Text(0, 1) != "t") rec.response = r.Text(0, 2);
+    return std::optional<IdempotencyRecord>(std::move(rec));
+  }
+  Status SetIdempotencyResponse(std::string_view tenant, std::string_view key,
+                                std::optional<std::string_view> response) override {
+    if (!response) {
+      return c_
+          .Exec("DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2", {P(tenant), P(key)})
+          .status();
+    }
+    return c_
+        .Exec("UPDATE idempotency_keys SET response = $3 WHERE tenant = $1 AND key = $2",
+              {P(tenant), P(key), P(*response)})
+        .status();
+  }
+  Result<bool> InsertNotification(const OutboxNotification& n, int64_t now,
+                                  int64_t due_at_ms) override {
+    AL_ASSIGN_OR_RETURN(
+        PgRows r,
+        c_.Exec(
+            "INSERT INTO notification_outbox (id, session_id, tenant, agent, event, body,"
+            " created_at_ms, due_at_ms) SELECT $1, id, tenant, $3, $4, $5, $6, $7"
+            " FROM sessions WHERE id = $2 ON CONFLICT (id) DO NOTHING",
+            {P(n.id), P(n.session_id), P(n.agent), P(n.event), P(n.body), P(now), P(due_at_ms)}));
+    return r.affected() == 1;
+  }
+  Status ForgetNotifications(int64_t before_ms) override {
+    return c_.Exec("DELETE FROM notification_outbox WHERE created_at_ms < $1", {P(before_ms)})
+        .status();
+  }
+  Result<std::vector<OutboxNotification>> ClaimDueNotifications(int64_t now, int64_t due_again_ms,
+                                                                int64_t limit) override {
+    // SKIP LOCKED: instances claiming together take different rows.
+    AL_ASSIGN_OR_RETURN(
+        PgRows r,
+        c_.Exec("UPDATE notification_outbox o SET due_at_ms = $2 FROM (SELECT id FROM"
+                " notification_outbox WHERE due_at_ms IS NOT NULL AND due_at_ms <= $1"
+                " ORDER BY created_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED) d WHERE o.id = d.id"
+                " RETURNING o.id, o.session_id, o.agent, o.event, o.body, o.created_at_ms",
+                {P(now), P(due_again_ms), P(limit)}));
+    std::vector<OutboxNotification> out;
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back(OutboxNotification{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3),
+                                       r.Text(i, 4), r.Int(i, 5)});
+    }
+    std::sort(out.begin(), out.end(), [](const OutboxNotification& a, const OutboxNotification& b) {
+      return std::tie(a.created_at_ms, a.id) < std::tie(b.created_at_ms, b.id);
+    });
+    return out;
+  }
+  Status FinishNotification(std::string_view id) override {
+    return c_.Exec("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = $1", {P(id)})
+        .status();
+  }
+  Status InsertRevokedCredential(std::string_view tenant, std::string_view id,
+                                 int64_t expires_at_ms) override {
+    return c_
+        .Exec(
+            "INSERT INTO revoked_credentials (id, tenant, expires_at_ms) VALUES ($1, $2, $3)"
+            " ON CONFLICT (id) DO NOTHING",
+            {P(id), P(tenant), P(expires_at_ms)})
+        .status();
+  }
+  Result<std::vector<std::string>> RevokedCredentials(int64_t now) override {
+    AL_RETURN_IF_ERROR(
+        c_.Exec("DELETE FROM revoked_credentials WHERE expires_at_ms <= $1", {P(now)}).status());
+    AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT id FROM revoked_credentials ORDER BY id"));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
+    return out;
+  }
+
+  Status LeaveWakeup(std::string_view session_id, int64_t due_at_ms, int64_t now,
+                     bool earliest) override {
+    AL_RETURN_IF_ERROR(
+        c_.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
+                " SELECT id, tenant, $2, $3 FROM sessions WHERE id = $1"
+                " ON CONFLICT (session_id) DO UPDATE SET not_before_ms = CASE WHEN $4"
+                " THEN LEAST(session_wakeups.not_before_ms, excluded.not_before_ms)"
+                " ELSE excluded.not_before_ms END",
+                {P(session_id), P(due_at_ms), P(now), P(earliest ? "true" : "false")})
+            .status());
+    // NOTIFY is delivered only if this transaction commits.
+    return c_.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)", {P(session_id)})
+        .status();
+  }
+  Status DropWakeupUnlessQueued(std::string_view session_id) override {
+    return s_.DropWakeupUnlessQueuedOn(c_, session_id);
+  }
+
+ private:
+  PostgresStore& s_;
+  PgConn& c_;
+  bool again_;
+};
+
+Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) {
+  auto attempt = [&](bool again) {
+    return InTxn([&](PgConn& c) {
+      PgTxn t(*this, c, again);
+      return work(t);
+    });
+  };
+  switch (kind) {
+    case TxnKind::kRead:
+      return WithConn([&](PgConn& c) {
+        PgTxn t(*this, c, false);
+        return work(t);
+      });
+    case TxnKind::kSnapshot:
+      // REPEATABLE READ: every statement reads the same snapshot.
+      return WithConn([&](PgConn& c) -> Status {
+        AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
+        PgTxn t(*this, c, false);
+        Status s = work(t);
+        (void)c.Exec(s.ok() ? "COMMIT" : "ROLLBACK");
+        return s;
+      });
+    case TxnKind::kLeaseWrite:
+      return RideOutOutage(attempt);
+    case TxnKind::kWrite:
+    case TxnKind::kDecision:
+      break;
+  }
+  return attempt(false);
 }
+
+// --- sessions -------------------------------------------------------------------
 
 Status PostgresStore::InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                                     const std::string* lock_token, int64_t owner_pid) {
-  if (!settings.is_null() && !settings.is_object()) {
-    return InvalidArgument("session settings must be a JSON object");
-  }
-  if (!s.metadata.is_null() && !s.metadata.is_object()) {
-    return InvalidArgument("session metadata must be a JSON object");
-  }
   auto r = c.Exec(
       "INSERT INTO sessions (id, workspace, provider, model, command, title, created_at_ms,"
       " updated_at_ms, settings, tenant, agent, metadata, lease_token, lease_pid, lease_host,"
@@ -370,26 +780,6 @@ Status PostgresStore::InsertSession(PgConn& c, const SessionInfo& s, const Json&
     return AlreadyExists("session " + s.id + " already exists");
   }
   return r.status();
-}
-
-Result<SessionInfo> PostgresStore::CreateSession(const NewSessionParams& params) {
-  SessionInfo s = NewSessionInfo(params);
-  // Not run again on a lost connection: the insert may have committed.
-  AL_RETURN_IF_ERROR(
-      WithConn([&](PgConn& c) { return InsertSession(c, s, params.settings, nullptr, 0); }, false));
-  return s;
-}
-
-Result<PostgresStore::LockedSession> PostgresStore::CreateLockedSession(
-    const NewSessionParams& params, int64_t owner_pid) {
-  SessionInfo s = NewSessionInfo(params);
-  // A new session's first holder has epoch 1 (InsertSession).
-  PgFence fence{NewId("lock"), 1};
-  AL_RETURN_IF_ERROR(WithConn(
-      [&](PgConn& c) { return InsertSession(c, s, params.settings, &fence.token, owner_pid); },
-      false));
-  std::unique_ptr<SessionLock> lock(new PgSessionLock(this, s.id, std::move(fence)));
-  return LockedSession{std::move(s), std::move(lock)};
 }
 
 Result<std::vector<SessionInfo>> PostgresStore::ListSessions(const SessionListOptions& options) {
@@ -431,102 +821,6 @@ Result<SessionInfo> PostgresStore::GetSessionOn(PgConn& c, std::string_view sess
   return ReadSession(r, 0);
 }
 
-Result<SessionInfo> PostgresStore::GetSession(std::string_view session_id) {
-  return GetSessionIn(std::nullopt, session_id);
-}
-
-std::unique_ptr<TenantStore> PostgresStore::ForTenant(std::string tenant) {
-  return std::make_unique<ScopedStore<PostgresStore>>(*this, std::move(tenant));
-}
-
-Result<SessionInfo> PostgresStore::GetSessionIn(TenantFilter tenant, std::string_view session_id) {
-  return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id, tenant); });
-}
-
-Result<std::string> PostgresStore::FindSession(std::string_view id_or_prefix) {
-  return WithConn([&](PgConn& c) -> Result<std::string> {
-    if (GetSessionOn(c, id_or_prefix).ok()) return std::string(id_or_prefix);
-    if (id_or_prefix.size() < 4) {
-      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) +
-                             "' is too short (at least 4 characters)");
-    }
-    AL_ASSIGN_OR_RETURN(PgRows r,
-                        c.Exec("SELECT id FROM sessions WHERE left(id, $1) = $2 LIMIT 2",
-                               {P(static_cast<int64_t>(id_or_prefix.size())), P(id_or_prefix)}));
-    if (r.empty()) return SessionNotFound(id_or_prefix);
-    if (r.size() > 1) {
-      return InvalidArgument("session id prefix '" + std::string(id_or_prefix) + "' is ambiguous");
-    }
-    return r.Text(0, 0);
-  });
-}
-
-Result<SessionInfo> PostgresStore::NewestInWorkspace(const std::filesystem::path& workspace) {
-  SessionListOptions newest;
-  newest.workspace = workspace;
-  newest.limit = 1;
-  AL_ASSIGN_OR_RETURN(auto list, ListSessions(newest));
-  if (list.empty()) return NotFound("no session in workspace " + NormalizeWorkspace(workspace));
-  return list[0];
-}
-
-Status PostgresStore::RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                                     std::optional<Json> metadata) {
-  return RelabelSessionIn(std::nullopt, session_id, std::move(title), std::move(metadata));
-}
-
-Status PostgresStore::RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                                       std::optional<std::string> title,
-                                       std::optional<Json> metadata) {
-  if (metadata && !metadata->is_null() && !metadata->is_object()) {
-    return InvalidArgument("session metadata must be a JSON object");
-  }
-  return WithConn([&](PgConn& c) -> Status {
-    std::string meta =
-        metadata ? (metadata->is_null() ? std::string() : DumpJson(*metadata)) : std::string();
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET title = COALESCE($2, title),"
-                                         " metadata = COALESCE($3, metadata) WHERE id = $1"
-                                         " AND ($4::text IS NULL OR tenant = $4)",
-                                         {P(session_id), title ? P(*title) : PgParam(),
-                                          metadata ? P(meta) : PgParam(), TenantParam(tenant)}));
-    if (r.affected() == 0) return SessionNotFound(session_id);
-    return Status::Ok();
-  });
-}
-
-Result<std::optional<PostgresStore::Holder>> PostgresStore::LiveHolderOn(
-    PgConn& c, std::string_view session_id, TenantFilter tenant) {
-  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
-                                       " lease_acquired_at_ms, lease_heartbeat_at_ms FROM sessions"
-                                       " WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)"
-                                       " FOR UPDATE",
-                                       {P(session_id), TenantParam(tenant)}));
-  if (r.empty()) return SessionNotFound(session_id);
-  if (r.Text(0, 0) != "t") return std::optional<Holder>();
-  Holder h{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3)};
-  const bool fresh = Now() - r.Int(0, 4) < options_.lock_ttl.count();
-  // A pid is only meaningful on its own host; elsewhere the TTL decides.
-  const bool alive = h.host != host_ || ProcessAlive(h.pid);
-  if (fresh && alive) return std::optional<Holder>(std::move(h));
-  return std::optional<Holder>();
-}
-
-Status PostgresStore::RemoveSession(std::string_view session_id) {
-  return RemoveSessionIn(std::nullopt, session_id);
-}
-
-Status PostgresStore::RemoveSessionIn(TenantFilter tenant, std::string_view session_id) {
-  return InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id, tenant));
-    if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
-    // ON DELETE CASCADE removes events, checkpoints, the pending index, state.
-    return c
-        .Exec("DELETE FROM sessions WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
-              {P(session_id), TenantParam(tenant)})
-        .status();
-  });
-}
-
 // --- fencing --------------------------------------------------------------------
 
 Status PostgresStore::CheckFence(const PgRows& row, std::string_view session_id,
@@ -553,24 +847,6 @@ Status PostgresStore::CheckFenceOn(PgConn& c, std::string_view session_id, const
 }
 
 // --- the event log --------------------------------------------------------------
-
-Status PostgresStore::Append(std::string_view session_id, std::span<const Event> events) {
-  if (std::none_of(events.begin(), events.end(),
-                   [](const Event& e) { return ShouldPersist(e.type); })) {
-    // Nothing to store; still an error for an unknown session.
-    return WithConn([&](PgConn& c) { return GetSessionOn(c, session_id).status(); });
-  }
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now); });
-}
-
-Status PostgresStore::FencedAppend(std::string_view session_id, std::span<const Event> events,
-                                   const PgFence& fence) {
-  const int64_t now = Now();
-  return RideOutOutage([&](bool again) {
-    return InTxn([&](PgConn& c) { return AppendOn(c, session_id, events, now, &fence, again); });
-  });
-}
 
 Status PostgresStore::AppendOn(PgConn& c, std::string_view session_id,
                                std::span<const Event> events, int64_t now, const PgFence* fence,
@@ -660,417 +936,20 @@ Result<std::vector<StoredEvent>> PostgresStore::EventsOn(PgConn& c, std::string_
   return out;
 }
 
-Result<std::vector<StoredEvent>> PostgresStore::Events(std::string_view session_id,
-                                                       uint64_t after_seq) {
-  return EventsIn(std::nullopt, session_id, after_seq);
-}
-
-Result<std::vector<StoredEvent>> PostgresStore::EventsIn(TenantFilter tenant,
-                                                         std::string_view session_id,
-                                                         uint64_t after_seq) {
-  EventQuery query;
-  query.after_seq = after_seq;
-  return QueryEventsIn(tenant, session_id, query);
-}
-
-Result<std::vector<StoredEvent>> PostgresStore::QueryEvents(std::string_view session_id,
-                                                            const EventQuery& query) {
-  return QueryEventsIn(std::nullopt, session_id, query);
-}
-
-Result<std::vector<StoredEvent>> PostgresStore::QueryEventsIn(TenantFilter tenant,
-                                                              std::string_view session_id,
-                                                              const EventQuery& query) {
-  return WithConn([&](PgConn& c) -> Result<std::vector<StoredEvent>> {
-    AL_ASSIGN_OR_RETURN(auto rows, EventsOn(c, session_id, query, tenant));
-    if (rows.empty()) {
-      AL_RETURN_IF_ERROR(GetSessionOn(c, session_id, tenant).status());
-    }
-    return rows;
-  });
-}
-
-Result<SessionSnapshot> PostgresStore::Load(std::string_view session_id,
-                                            const LoadOptions& options) {
-  return LoadIn(std::nullopt, session_id, options);
-}
-
-Result<SessionSnapshot> PostgresStore::LoadIn(TenantFilter tenant, std::string_view session_id,
-                                              const LoadOptions& options) {
-  for (int attempt = 0;; ++attempt) {
-    bool raced = false;
-    auto snap = LoadOnce(tenant, session_id, options, &raced);
-    if (!raced || attempt == 3) return snap;
-  }
-}
-
-Result<SessionSnapshot> PostgresStore::LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                                const LoadOptions& options, bool* raced) {
-  SessionSnapshot snap;
-  std::vector<StoredEvent> rows;
-  std::optional<Checkpoint> last_closed;
-  // One snapshot (REPEATABLE READ): the session row, events and checkpoints
-  // agree.
-  Status read_all = WithConn([&](PgConn& c) -> Status {
-    AL_RETURN_IF_ERROR(c.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").status());
-    auto read = [&]() -> Status {
-      AL_ASSIGN_OR_RETURN(snap.info, GetSessionOn(c, session_id, tenant));
-      AL_ASSIGN_OR_RETURN(rows, EventsOn(c, session_id, EventQuery{}, tenant));
-      AL_ASSIGN_OR_RETURN(snap.open_checkpoint, CheckpointOn(c, session_id, 0));
-      AL_ASSIGN_OR_RETURN(snap.decided_checkpoint, CheckpointOn(c, session_id, 2));
-      if (options.repair) {
-        AL_ASSIGN_OR_RETURN(last_closed, CheckpointOn(c, session_id, 1));
-      }
-      return Status::Ok();
-    };
-    Status s = read();
-    (void)c.Exec(s.ok() ? "COMMIT" : "ROLLBACK");
-    return s;
-  });
-  AL_RETURN_IF_ERROR(read_all);
-  auto replayed = Replay(rows);
-  if (!replayed.ok()) return replayed.error().WithContext("session " + std::string(session_id));
-  ReplayResult replay = std::move(*replayed);
-  snap.messages = std::move(replay.messages);
-  replay.messages.clear();
-  snap.last_seq = std::max(replay.last_seq, snap.info.last_seq);
-  snap.last_turn_end = replay.last_turn_end;
-  snap.unfinished_turn = replay.unfinished_turn;
-  snap.warnings = replay.warnings;
-  snap.context_mark = replay.context_mark;
-  if (!options.repair) return snap;
-
-  replay.messages = snap.messages;
-  std::optional<Message> repair = CrashRepair(
-      replay, snap.open_checkpoint ? snap.open_checkpoint : snap.decided_checkpoint, last_closed);
-  if (!repair) return snap;
-
-  const int64_t now = Now();
-  Event e = MakeEvent(MessageData{*repair}, std::string(session_id), replay.last_message_turn_id);
-  e.seq = snap.last_seq + 1;
-  e.ts = now;
-  bool skipped = false;
-  Status wrote = InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id, tenant));
-    AL_ASSIGN_OR_RETURN(PgRows r,
-                        c.Exec("SELECT last_seq FROM sessions WHERE id = $1", {P(session_id)}));
-    if (static_cast<uint64_t>(r.Int(0, 0)) != snap.info.last_seq) {
-      *raced = true;
-      return Unavailable("session " + std::string(session_id) + " changed while loading");
-    }
-    if (holder && !(holder->pid == getpid() && holder->host == host_)) {
-      snap.warnings.push_back(
-          {0, "the last tool calls have no results but the session is held by live pid " +
-                  std::to_string(holder->pid) + "; not repairing (they may be running)"});
-      skipped = true;
-      return Status::Ok();
-    }
-    return AppendOn(c, session_id, std::span<const Event>(&e, 1), now);
-  });
-  AL_RETURN_IF_ERROR(wrote);
-  if (skipped) return snap;
-  snap.warnings.push_back({e.seq, "crash recovery: answered " +
-                                      std::to_string(repair->content.size()) +
-                                      " unanswered tool call(s) with is_error results"});
-  snap.messages.push_back(std::move(*repair));
-  snap.last_seq = e.seq;
-  snap.info.last_seq = e.seq;
-  snap.info.updated_at_ms = now;
-  snap.recovered = true;
-  return snap;
-}
-
 // --- the session lock (a lease) ---------------------------------------------------
-
-Result<std::unique_ptr<SessionLock>> PostgresStore::AcquireLock(std::string_view session_id,
-                                                                int64_t owner_pid) {
-  PgFence fence{NewId("lock"), 0};
-  AL_RETURN_IF_ERROR(InTxn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
-    if (holder) return Busy(session_id, holder->pid, holder->acquired_at_ms);
-    // Free, or left by a dead or silent holder: take it over (a new epoch,
-    // which fences every later write of the holder before).
-    const int64_t now = Now();
-    AL_ASSIGN_OR_RETURN(
-        PgRows r, c.Exec("UPDATE sessions SET lease_token = $2, lease_pid = $3, lease_host = $4,"
-                         " lease_epoch = lease_epoch + 1, lease_acquired_at_ms = $5,"
-                         " lease_heartbeat_at_ms = $5 WHERE id = $1 RETURNING lease_epoch",
-                         {P(session_id), P(fence.token), P(owner_pid), P(host_), P(now)}));
-    if (r.empty()) return SessionNotFound(session_id);
-    fence.epoch = r.Int(0, 0);
-    return Status::Ok();
-  }));
-  return std::unique_ptr<SessionLock>(
-      new PgSessionLock(this, std::string(session_id), std::move(fence)));
-}
-
-Status PostgresStore::RefreshLock(const std::string& session_id, const std::string& token) {
-  return WithConn([&](PgConn& c) -> Status {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET lease_heartbeat_at_ms = $3"
-                                         " WHERE id = $1 AND lease_token = $2",
-                                         {P(session_id), P(token), P(Now())}));
-    if (r.affected() == 0) {
-      return agentloop::Busy("the lock on session " + session_id +
-                             " was lost (taken over after it expired)");
-    }
-    return Status::Ok();
-  });
-}
-
-Status PostgresStore::RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held) {
-  // One statement per 1,000 held leases (a statement takes at most 65,535
-  // parameters).
-  constexpr size_t kChunk = 1000;
-  const int64_t now = Now();
-  for (size_t start = 0; start < held.size(); start += kChunk) {
-    const size_t end = std::min(held.size(), start + kChunk);
-    std::string sql = "UPDATE sessions s SET lease_heartbeat_at_ms = $1 FROM (VALUES ";
-    std::vector<PgParam> params = {P(now)};
-    for (size_t i = start; i < end; ++i) {
-      if (i > start) sql += ", ";
-      sql += "($" + std::to_string(params.size() + 1) + ", $" + std::to_string(params.size() + 2) +
-             ")";
-      params.push_back(P(held[i].first));
-      params.push_back(P(held[i].second));
-    }
-    sql += ") AS h(id, token) WHERE s.id = h.id AND s.lease_token = h.token";
-    AL_RETURN_IF_ERROR(WithConn([&](PgConn& c) { return c.Exec(sql, params).status(); }));
-  }
-  return Status::Ok();
-}
-
-void PostgresStore::ReleaseLock(const std::string& session_id, const std::string& token) {
-  // A failed release leaves a lease that expires (dead pid or TTL).
-  (void)WithConn([&](PgConn& c) {
-    return c
-        .Exec(
-            "UPDATE sessions SET lease_token = NULL, lease_pid = NULL, lease_host = NULL,"
-            " lease_acquired_at_ms = NULL, lease_heartbeat_at_ms = NULL"
-            " WHERE id = $1 AND lease_token = $2",
-            {P(session_id), P(token)})
-        .status();
-  });
-}
-
-void PostgresStore::StartHeartbeat(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(beat_mu_);
-  if (stopping_) return;
-  if (!beat_thread_.joinable()) {
-    try {
-      beat_thread_ = std::thread([this] { HeartbeatLoop(); });
-    } catch (const std::system_error&) {
-      return;  // still held; refreshed by Refresh() only
-    }
-  }
-  beating_.emplace(session_id, token);
-}
-
-void PostgresStore::StopHeartbeat(const std::string& session_id, const std::string& token) {
-  std::lock_guard lk(beat_mu_);
-  auto [first, last] = beating_.equal_range(session_id);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == token) {
-      beating_.erase(it);
-      break;
-    }
-  }
-}
-
-void PostgresStore::HeartbeatLoop() {
-  const auto interval = std::max(options_.lock_ttl / 3, std::chrono::milliseconds(10));
-  std::unique_lock lk(beat_mu_);
-  while (!beat_cv_.wait_for(lk, interval, [this] { return stopping_; })) {
-    std::vector<std::pair<std::string, std::string>> held(beating_.begin(), beating_.end());
-    lk.unlock();
-    (void)RefreshLocks(held);
-    lk.lock();
-  }
-}
 
 // --- durable pauses -----------------------------------------------------------
 
-Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state) {
+Status PostgresStore::SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id,
+                                           CheckpointState state, int64_t now) {
   AL_RETURN_IF_ERROR(c.Exec("UPDATE pending_index SET resolved = true"
                             " WHERE checkpoint_id = $1 AND NOT resolved",
                             {P(checkpoint_id)})
                          .status());
   return c
       .Exec("UPDATE checkpoints SET state = $2, updated_at_ms = $3 WHERE id = $1",
-            {P(checkpoint_id), P(state), P(Now())})
+            {P(checkpoint_id), P(static_cast<int>(state)), P(now)})
       .status();
-}
-
-Status PostgresStore::SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events) {
-  return SaveCheckpointFenced(checkpoint, events, nullptr);
-}
-
-Status PostgresStore::SaveCheckpointFenced(const Checkpoint& checkpoint,
-                                           std::span<const Event> events, const PgFence* fence) {
-  if (checkpoint.session_id.empty()) return InvalidArgument("checkpoint without a session id");
-  if (checkpoint.outstanding.empty()) {
-    return InvalidArgument("checkpoint of session " + checkpoint.session_id +
-                           " has no outstanding item");
-  }
-  for (const PendingItem& item : checkpoint.outstanding) {
-    if (item.id.empty()) return InvalidArgument("pending item without an id");
-  }
-  const int64_t now = Now();
-  auto save = [&](bool again) {
-    return InTxn([&](PgConn& c) -> Status {
-      return SaveCheckpointOn(c, checkpoint, events, fence, now, again);
-    });
-  };
-  return fence != nullptr ? RideOutOutage(save) : save(false);
-}
-
-Status PostgresStore::SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint,
-                                       std::span<const Event> events, const PgFence* fence,
-                                       int64_t now, bool again) {
-  AL_ASSIGN_OR_RETURN(PgRows s, c.Exec("SELECT tenant, title, last_seq, lease_token, lease_epoch,"
-                                       " lease_pid, lease_host FROM sessions"
-                                       " WHERE id = $1 FOR UPDATE",
-                                       {P(checkpoint.session_id)}));
-  if (s.empty()) return SessionNotFound(checkpoint.session_id);
-  if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFence(s, checkpoint.session_id, *fence));
-  const std::string tenant = s.Text(0, 0);
-  if (again) {
-    // An earlier attempt that committed (its reply lost) left the batch's
-    // first item pending in an open checkpoint of this session, and its
-    // events stored (the same transaction).
-    AL_ASSIGN_OR_RETURN(
-        PgRows saved,
-        c.Exec("SELECT 1 FROM pending_index p JOIN checkpoints k ON k.id = p.checkpoint_id"
-               " WHERE p.pending_id = $1 AND p.session_id = $2 AND k.state = 0",
-               {P(checkpoint.outstanding.front().id), P(checkpoint.session_id)}));
-    if (!saved.empty()) return Status::Ok();
-  }
-  // Open or decided (a batch nobody continued): superseded by the new one.
-  // Checkpoint rows are locked before their pending rows, as Resolve does.
-  AL_ASSIGN_OR_RETURN(PgRows open, c.Exec("SELECT id FROM checkpoints WHERE session_id = $1"
-                                          " AND state IN (0, 2) ORDER BY id FOR UPDATE",
-                                          {P(checkpoint.session_id)}));
-  for (int i = 0; i < open.size(); ++i) {
-    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, open.Text(i, 0), 1));
-  }
-  if (open.size() > 0) {
-    // A superseded decided batch needs nobody any more (queued inputs still
-    // do, once this pause is over).
-    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, checkpoint.session_id));
-  }
-  const std::string id = NewId("ckpt");
-  AL_RETURN_IF_ERROR(c.Exec("INSERT INTO checkpoints (id, tenant, session_id, turn_id, json,"
-                            " state, created_at_ms, updated_at_ms)"
-                            " VALUES ($1, $2, $3, $4, $5, 0, $6, $6)",
-                            {P(id), P(tenant), P(checkpoint.session_id), P(checkpoint.turn_id),
-                             P(DumpJson(ToJson(checkpoint))), P(now)})
-                         .status());
-  for (const PendingItem& item : checkpoint.outstanding) {
-    auto r = c.Exec(
-        "INSERT INTO pending_index (pending_id, tenant, checkpoint_id, session_id,"
-        " created_at_ms) VALUES ($1, $2, $3, $4, $5)",
-        {P(item.id), P(tenant), P(id), P(checkpoint.session_id), P(now)});
-    if (!r.ok() && r.error().code() == Code::kAlreadyExists) {
-      return AlreadyExists("pending id " + item.id + " already exists");
-    }
-    AL_RETURN_IF_ERROR(r.status());
-  }
-  if (events.empty()) return Status::Ok();
-  return AppendOn(c, checkpoint.session_id, events, now, fence);
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::CheckpointOn(PgConn& c,
-                                                              std::string_view session_id,
-                                                              int state) {
-  AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
-                                       " WHERE session_id = $1 AND state = $2"
-                                       " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1",
-                                       {P(session_id), P(state)}));
-  if (r.empty()) return std::optional<Checkpoint>();
-  AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), r.Text(0, 0)));
-  return std::optional<Checkpoint>(std::move(cp));
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::OpenCheckpoint(std::string_view session_id) {
-  return WithConn([&](PgConn& c) { return CheckpointOn(c, session_id, 0); });
-}
-
-Result<std::vector<PendingRecord>> PostgresStore::ListPending(
-    std::optional<std::string_view> session_id) {
-  std::string sql =
-      "SELECT p.pending_id, p.session_id, p.checkpoint_id, p.created_at_ms, c.turn_id, c.json"
-      " FROM pending_index p JOIN checkpoints c ON c.id = p.checkpoint_id"
-      " WHERE c.state = 0 AND NOT p.resolved";
-  std::vector<PgParam> params;
-  if (session_id) {
-    sql += " AND p.session_id = $1";
-    params.push_back(P(*session_id));
-  }
-  sql += " ORDER BY p.created_at_ms, p.ord";
-  return WithConn([&](PgConn& c) -> Result<std::vector<PendingRecord>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec(sql, params));
-    std::map<std::string, Checkpoint> parsed;
-    std::vector<PendingRecord> out;
-    for (int i = 0; i < r.size(); ++i) {
-      PendingRecord rec;
-      std::string pending_id = r.Text(i, 0);
-      rec.session_id = r.Text(i, 1);
-      rec.checkpoint_id = r.Text(i, 2);
-      rec.created_at_ms = r.Int(i, 3);
-      rec.turn_id = r.Text(i, 4);
-      auto it = parsed.find(rec.checkpoint_id);
-      if (it == parsed.end()) {
-        AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(i, 5), rec.checkpoint_id));
-        it = parsed.emplace(rec.checkpoint_id, std::move(cp)).first;
-      }
-      AL_ASSIGN_OR_RETURN(rec.item, IndexedItem(it->second, pending_id, rec.checkpoint_id));
-      out.push_back(std::move(rec));
-    }
-    return out;
-  });
-}
-
-Result<std::optional<PendingRecord>> PostgresStore::GetPending(std::string_view pending_id) {
-  AL_ASSIGN_OR_RETURN(std::optional<PendingLookup> found, LookupPending(pending_id));
-  if (!found || found->state != PendingLookup::State::kOutstanding) {
-    return std::optional<PendingRecord>();
-  }
-  return std::optional<PendingRecord>(std::move(found->record));
-}
-
-Result<std::optional<PendingLookup>> PostgresStore::LookupPending(std::string_view pending_id) {
-  return LookupPendingIn(std::nullopt, pending_id);
-}
-
-Result<std::optional<PendingLookup>> PostgresStore::LookupPendingIn(TenantFilter tenant,
-                                                                    std::string_view pending_id) {
-  return WithConn([&](PgConn& c) -> Result<std::optional<PendingLookup>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT p.session_id, p.checkpoint_id, p.created_at_ms,"
-                                         " c.turn_id, c.json, p.resolved, c.state"
-                                         " FROM pending_index p"
-                                         " JOIN checkpoints c ON c.id = p.checkpoint_id"
-                                         " WHERE p.pending_id = $1"
-                                         " AND ($2::text IS NULL OR p.tenant = $2)",
-                                         {P(pending_id), TenantParam(tenant)}));
-    if (r.empty()) return std::optional<PendingLookup>();
-    PendingLookup out;
-    PendingRecord& rec = out.record;
-    rec.session_id = r.Text(0, 0);
-    rec.checkpoint_id = r.Text(0, 1);
-    rec.created_at_ms = r.Int(0, 2);
-    rec.turn_id = r.Text(0, 3);
-    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 4), rec.checkpoint_id));
-    const bool outstanding = r.Text(0, 5) == "f" && r.Int(0, 6) == 0;
-    for (const BatchDecision& d : cp.decisions) {
-      if (d.item.id != pending_id) continue;
-      out.state = PendingLookup::State::kDecided;
-      rec.item = d.item;
-      out.decision = d.decision;
-      return std::optional<PendingLookup>(std::move(out));
-    }
-    AL_ASSIGN_OR_RETURN(rec.item, IndexedItem(cp, pending_id, rec.checkpoint_id));
-    out.state = outstanding ? PendingLookup::State::kOutstanding : PendingLookup::State::kCancelled;
-    return std::optional<PendingLookup>(std::move(out));
-  });
 }
 
 Result<std::vector<std::string>> PostgresStore::ListDecided() {
@@ -1079,128 +958,6 @@ Result<std::vector<std::string>> PostgresStore::ListDecided() {
                                          " ORDER BY updated_at_ms, ord"));
     std::vector<std::string> out;
     for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
-    return out;
-  });
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::ClaimDecided(std::string_view session_id) {
-  return ClaimDecidedFenced(session_id, nullptr);
-}
-
-Result<std::optional<Checkpoint>> PostgresStore::ClaimDecidedFenced(std::string_view session_id,
-                                                                    const PgFence* fence) {
-  return InTxn([&](PgConn& c) -> Result<std::optional<Checkpoint>> {
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
-    // Whoever claims, the session's wake-up is answered (and a stale one
-    // whose batch is gone is dropped), unless inputs wait after the turn.
-    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
-    // SKIP LOCKED: a claimer that finds the row taken by another is not the
-    // one that gets it (the other closes it).
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, json FROM checkpoints"
-                                         " WHERE session_id = $1 AND state = 2"
-                                         " ORDER BY updated_at_ms DESC, ord DESC LIMIT 1"
-                                         " FOR UPDATE SKIP LOCKED",
-                                         {P(session_id)}));
-    if (r.empty()) return std::optional<Checkpoint>();
-    const std::string id = r.Text(0, 0);
-    AL_ASSIGN_OR_RETURN(Checkpoint cp, ParseCheckpoint(r.Text(0, 1), id));
-    AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, id, 1));
-    return std::optional<Checkpoint>(std::move(cp));
-  });
-}
-
-Result<ResolveOutcome> PostgresStore::Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                              std::span<const Event> events) {
-  return ResolveIn(std::nullopt, pending_id, fn, events);
-}
-
-Result<ResolveOutcome> PostgresStore::ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                                const ResolveFn& fn,
-                                                std::span<const Event> events) {
-  return InTxn([&](PgConn& c) -> Result<ResolveOutcome> {
-    ResolveOutcome out;
-    AL_ASSIGN_OR_RETURN(PgRows where, c.Exec("SELECT checkpoint_id FROM pending_index"
-                                             " WHERE pending_id = $1 AND NOT resolved"
-                                             " AND ($2::text IS NULL OR tenant = $2)",
-                                             {P(pending_id), TenantParam(tenant)}));
-    if (where.empty()) {
-      out.already_resolved = true;
-      return out;
-    }
-    out.checkpoint_id = where.Text(0, 0);
-    // The checkpoint's row lock serialises every decision of the batch (and
-    // a superseding SaveCheckpoint): taken before any pending row.
-    AL_ASSIGN_OR_RETURN(PgRows cp, c.Exec("SELECT json, state FROM checkpoints WHERE id = $1"
-                                          " FOR UPDATE",
-                                          {P(out.checkpoint_id)}));
-    if (cp.empty() || cp.Int(0, 1) != 0) {
-      out = ResolveOutcome{};
-      out.already_resolved = true;
-      return out;
-    }
-    // The one conditional update: of all concurrent deciders of this item
-    // exactly one changes the row (the others wait for the checkpoint lock,
-    // then find it resolved).
-    AL_ASSIGN_OR_RETURN(PgRows won, c.Exec("UPDATE pending_index SET resolved = true"
-                                           " WHERE pending_id = $1 AND NOT resolved",
-                                           {P(pending_id)}));
-    if (won.affected() == 0) {
-      out = ResolveOutcome{};
-      out.already_resolved = true;
-      return out;
-    }
-    AL_ASSIGN_OR_RETURN(Checkpoint stored, ParseCheckpoint(cp.Text(0, 0), out.checkpoint_id));
-    // On any error the transaction rolls back: the item stays pending.
-    std::string checkpoint_id = std::move(out.checkpoint_id);
-    AL_ASSIGN_OR_RETURN(
-        out, ApplyResolution(std::move(checkpoint_id), std::move(stored), pending_id, fn));
-    const auto& outstanding = out.checkpoint.outstanding;
-    AL_RETURN_IF_ERROR(c.Exec("UPDATE checkpoints SET json = $2, updated_at_ms = $3 WHERE id = $1",
-                              {P(out.checkpoint_id), P(DumpJson(ToJson(out.checkpoint))), P(Now())})
-                           .status());
-    if (!events.empty()) {
-      AL_ASSIGN_OR_RETURN(PgRows last, c.Exec("SELECT last_seq FROM sessions WHERE id = $1",
-                                              {P(out.checkpoint.session_id)}));
-      if (last.empty()) return SessionNotFound(out.checkpoint.session_id);
-      const int64_t now = Now();
-      AL_RETURN_IF_ERROR(AppendOn(c, out.checkpoint.session_id,
-                                  NumberAfter(events, out.checkpoint.session_id,
-                                              static_cast<uint64_t>(last.Int(0, 0)), now),
-                                  now));
-    }
-    if (out.closed) {
-      AL_RETURN_IF_ERROR(SetCheckpointStateOn(c, out.checkpoint_id, 2));
-      // The session has work: a wake-up, announced at commit (NOTIFY is
-      // delivered only if this transaction commits).
-      const int64_t now = Now();
-      AL_RETURN_IF_ERROR(
-          c.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
-                 " SELECT id, tenant, $2, $3 FROM sessions WHERE id = $1"
-                 " ON CONFLICT (session_id) DO UPDATE SET not_before_ms = excluded.not_before_ms",
-                 {P(out.checkpoint.session_id), P(now + options_.wakeup_grace.count()), P(now)})
-              .status());
-      AL_RETURN_IF_ERROR(c.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)",
-                                {P(out.checkpoint.session_id)})
-                             .status());
-    } else {
-      // Items the callback removed from `outstanding` are settled too.
-      std::string keep = "{";
-      for (size_t i = 0; i < outstanding.size(); ++i) {
-        if (i > 0) keep += ",";
-        keep += "\"";
-        for (char ch : outstanding[i].id) {
-          if (ch == '"' || ch == '\\') keep += '\\';
-          keep += ch;
-        }
-        keep += "\"";
-      }
-      keep += "}";
-      AL_RETURN_IF_ERROR(c.Exec("UPDATE pending_index SET resolved = true"
-                                " WHERE checkpoint_id = $1 AND NOT resolved"
-                                " AND NOT (pending_id = ANY ($2::text[]))",
-                                {P(out.checkpoint_id), P(keep)})
-                             .status());
-    }
     return out;
   });
 }
@@ -1278,137 +1035,6 @@ Status PostgresStore::DropWakeupUnlessQueuedOn(PgConn& c, std::string_view sessi
       .status();
 }
 
-Result<int64_t> PostgresStore::EnqueueInput(std::string_view session_id, std::string_view input,
-                                            bool continue_turn) {
-  if (input.empty() && !continue_turn) return InvalidArgument("a queued input must not be empty");
-  const int64_t now = Now();
-  const std::string id = NewId("input");
-  // Not run again on a lost connection: the insert may have committed.
-  return InTxn([&](PgConn& c) -> Result<int64_t> {
-    // The session's row lock orders its enqueuers (positions do not race).
-    AL_ASSIGN_OR_RETURN(
-        PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR UPDATE", {P(session_id)}));
-    if (s.empty()) return SessionNotFound(session_id);
-    AL_RETURN_IF_ERROR(c.Exec("INSERT INTO session_inputs (id, tenant, session_id, position, input,"
-                              " continue_turn, created_at_ms) SELECT $1::text, $2::text, $3::text,"
-                              " COALESCE(MAX(position), 0) + 1, $4::text, $5::boolean, $6::bigint"
-                              " FROM session_inputs WHERE session_id = $3",
-                              {P(id), P(s.Text(0, 0)), P(session_id), P(input),
-                               P(continue_turn ? "true" : "false"), P(now)})
-                           .status());
-    // The session has work: a wake-up, due after the grace in which its
-    // holder takes the input itself, announced at commit.
-    AL_RETURN_IF_ERROR(
-        c.Exec("INSERT INTO session_wakeups (session_id, tenant, not_before_ms, created_at_ms)"
-               " VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO UPDATE SET not_before_ms ="
-               " LEAST(session_wakeups.not_before_ms, excluded.not_before_ms)",
-               {P(session_id), P(s.Text(0, 0)), P(now + options_.wakeup_grace.count()), P(now)})
-            .status());
-    AL_RETURN_IF_ERROR(
-        c.Exec("SELECT pg_notify('" + std::string(kWakeupChannel) + "', $1)", {P(session_id)})
-            .status());
-    AL_ASSIGN_OR_RETURN(
-        PgRows n,
-        c.Exec("SELECT COUNT(*) FROM session_inputs WHERE session_id = $1", {P(session_id)}));
-    return n.Int(0, 0);
-  });
-}
-
-Result<std::vector<QueuedInput>> PostgresStore::ListQueuedInputs(std::string_view session_id) {
-  return WithConn([&](PgConn& c) -> Result<std::vector<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
-                                         " FROM session_inputs WHERE session_id = $1"
-                                         " ORDER BY position",
-                                         {P(session_id)}));
-    if (r.empty()) AL_RETURN_IF_ERROR(GetSessionOn(c, session_id).status());
-    std::vector<QueuedInput> out;
-    for (int i = 0; i < r.size(); ++i) {
-      out.push_back(QueuedInput{r.Text(i, 0), std::string(session_id), r.Text(i, 1),
-                                r.Text(i, 2) == "t", r.Int(i, 3)});
-    }
-    return out;
-  });
-}
-
-Result<bool> PostgresStore::MayTakeQueuedInputOn(PgConn& c, std::string_view session_id,
-                                                 int64_t owner_pid) {
-  // The session's row lock: a takeover (AcquireLock) commits before this
-  // read (the holder differs: refused) or after this transaction.
-  AL_ASSIGN_OR_RETURN(auto holder, LiveHolderOn(c, session_id));
-  if (!holder || holder->pid != owner_pid || holder->host != host_) {
-    return LeaseLost("session " + std::string(session_id) + ": pid " + std::to_string(owner_pid) +
-                     " on " + host_ + " does not hold its lease and may not take its queued input");
-  }
-  AL_ASSIGN_OR_RETURN(PgRows paused, c.Exec("SELECT 1 FROM checkpoints WHERE session_id = $1"
-                                            " AND state IN (0, 2) LIMIT 1",
-                                            {P(session_id)}));
-  return paused.empty();
-}
-
-Result<std::optional<QueuedInput>> PostgresStore::TakeQueuedInput(std::string_view session_id,
-                                                                  int64_t owner_pid) {
-  return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(bool may, MayTakeQueuedInputOn(c, session_id, owner_pid));
-    if (!may) return std::optional<QueuedInput>();
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("DELETE FROM session_inputs WHERE id = (SELECT id FROM"
-                                         " session_inputs WHERE session_id = $1"
-                                         " ORDER BY position LIMIT 1)"
-                                         " RETURNING id, input, continue_turn, created_at_ms",
-                                         {P(session_id)}));
-    if (r.empty()) return std::optional<QueuedInput>();
-    // The last input taken with no decided batch waiting: no work left.
-    AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
-    return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
-                                                  r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
-  });
-}
-
-Result<std::optional<QueuedInput>> PostgresStore::NextQueuedInput(std::string_view session_id,
-                                                                  int64_t owner_pid) {
-  return InTxn([&](PgConn& c) -> Result<std::optional<QueuedInput>> {
-    AL_ASSIGN_OR_RETURN(bool may, MayTakeQueuedInputOn(c, session_id, owner_pid));
-    if (!may) return std::optional<QueuedInput>();
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id, input, continue_turn, created_at_ms"
-                                         " FROM session_inputs WHERE session_id = $1"
-                                         " ORDER BY position LIMIT 1",
-                                         {P(session_id)}));
-    if (r.empty()) return std::optional<QueuedInput>();
-    return std::optional<QueuedInput>(QueuedInput{r.Text(0, 0), std::string(session_id),
-                                                  r.Text(0, 1), r.Text(0, 2) == "t", r.Int(0, 3)});
-  });
-}
-
-Status PostgresStore::FencedAppendTakingInput(std::string_view session_id,
-                                              std::span<const Event> events,
-                                              std::string_view input_id, const PgFence& fence) {
-  const int64_t now = Now();
-  return RideOutOutage([&](bool again) {
-    return InTxn([&](PgConn& c) -> Status {
-      // The session's row first (as Append and TakeQueuedInput lock it),
-      // then the input's.
-      AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, fence));
-      AL_ASSIGN_OR_RETURN(PgRows taken,
-                          c.Exec("DELETE FROM session_inputs WHERE id = $1 AND session_id = $2"
-                                 " RETURNING id",
-                                 {P(input_id), P(session_id)}));
-      if (taken.empty()) {
-        // An earlier attempt that committed (its reply lost) took it with
-        // the events: AppendOn finds them stored.
-        if (!again || events.empty()) {
-          return NotFound("queued input " + std::string(input_id) + " of session " +
-                          std::string(session_id) + " is no longer queued");
-        }
-      } else {
-        // The last input taken: no work left (a decided batch never waits
-        // while an input is taken).
-        AL_RETURN_IF_ERROR(DropWakeupUnlessQueuedOn(c, session_id));
-      }
-      if (events.empty()) return Status::Ok();
-      return AppendOn(c, session_id, events, now, &fence, again);
-    });
-  });
-}
-
 Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {
   return WithConn([&](PgConn& c) -> Result<std::vector<std::string>> {
     AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT session_id FROM session_inputs"
@@ -1421,226 +1047,6 @@ Result<std::vector<std::string>> PostgresStore::ListQueuedSessions() {
 }
 
 // --- state ----------------------------------------------------------------------
-
-Status PostgresStore::SetState(std::string_view session_id, std::string_view key,
-                               const Json& value) {
-  return SetStateFenced(session_id, key, value, nullptr);
-}
-
-Status PostgresStore::SetStateFenced(std::string_view session_id, std::string_view key,
-                                     const Json& value, const PgFence* fence) {
-  // An upsert: running it again after a lost reply writes the same value.
-  if (fence != nullptr) {
-    return RideOutOutage([&](bool) { return SetStateOnce(session_id, key, value, fence); });
-  }
-  return SetStateOnce(session_id, key, value, fence);
-}
-
-Status PostgresStore::SetStateOnce(std::string_view session_id, std::string_view key,
-                                   const Json& value, const PgFence* fence) {
-  return InTxn([&](PgConn& c) -> Status {
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
-    AL_ASSIGN_OR_RETURN(
-        PgRows r, c.Exec("INSERT INTO session_state (tenant, session_id, key, json, updated_at_ms)"
-                         " SELECT tenant, id, $2, $3, $4 FROM sessions WHERE id = $1"
-                         " ON CONFLICT (session_id, key) DO UPDATE SET json = excluded.json,"
-                         " updated_at_ms = excluded.updated_at_ms",
-                         {P(session_id), P(key), P(DumpJson(value)), P(Now())}));
-    if (r.affected() == 0) return SessionNotFound(session_id);
-    return Status::Ok();
-  });
-}
-
-Result<std::optional<Json>> PostgresStore::GetState(std::string_view session_id,
-                                                    std::string_view key) {
-  return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT json FROM session_state"
-                                         " WHERE session_id = $1 AND key = $2",
-                                         {P(session_id), P(key)}));
-    if (r.empty()) return std::optional<Json>();
-    auto j = ParseJson(r.Text(0, 0));
-    if (!j.ok()) {
-      return DataLoss("state '" + std::string(key) + "' of session " + std::string(session_id) +
-                      " is corrupt: " + j.error().message());
-    }
-    return std::optional<Json>(std::move(*j));
-  });
-}
-
-Result<std::optional<Json>> PostgresStore::GetSettings(std::string_view session_id) {
-  return GetSettingsIn(std::nullopt, session_id);
-}
-
-Result<std::optional<Json>> PostgresStore::GetSettingsIn(TenantFilter tenant,
-                                                         std::string_view session_id) {
-  return WithConn([&](PgConn& c) -> Result<std::optional<Json>> {
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT settings FROM sessions WHERE id = $1"
-                                         " AND ($2::text IS NULL OR tenant = $2)",
-                                         {P(session_id), TenantParam(tenant)}));
-    if (r.empty()) return SessionNotFound(session_id);
-    std::string text = r.Text(0, 0);
-    if (text.empty()) return std::optional<Json>();
-    auto j = ParseJson(text);
-    if (!j.ok() || !j->is_object()) {
-      return DataLoss("the pinned settings of session " + std::string(session_id) +
-                      " are corrupt: " + (j.ok() ? "not a JSON object" : j.error().message()));
-    }
-    return std::optional<Json>(std::move(*j));
-  });
-}
-
-Status PostgresStore::UpdateSettings(std::string_view session_id, const Json& settings,
-                                     std::span<const Event> events) {
-  return UpdateSettingsFenced(session_id, settings, events, nullptr);
-}
-
-Status PostgresStore::UpdateSettingsFenced(std::string_view session_id, const Json& settings,
-                                           std::span<const Event> events, const PgFence* fence) {
-  if (!settings.is_object()) return InvalidArgument("session settings must be a JSON object");
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Status {
-    if (fence != nullptr) AL_RETURN_IF_ERROR(CheckFenceOn(c, session_id, *fence));
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("UPDATE sessions SET settings = $2 WHERE id = $1",
-                                         {P(session_id), P(DumpJson(settings))}));
-    if (r.affected() == 0) return SessionNotFound(session_id);
-    return AppendOn(c, session_id, events, now, fence);
-  });
-}
-
-// --- idempotency keys --------------------------------------------------------
-
-Result<IdempotencyClaim> PostgresStore::ClaimIdempotencyKey(
-    std::string_view tenant, std::string_view key, std::string_view fingerprint,
-    std::chrono::milliseconds ttl, std::chrono::milliseconds in_flight_ttl) {
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<IdempotencyClaim> {
-    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM idempotency_keys WHERE created_at_ms < $1"
-                              " OR (response IS NULL AND created_at_ms < $2)",
-                              {P(now - ttl.count()), P(now - in_flight_ttl.count())})
-                           .status());
-    // Insert-or-read in one statement: of two racing claimers one inserts,
-    // the other reads its row (ON CONFLICT waits for the first to commit).
-    AL_ASSIGN_OR_RETURN(PgRows ins, c.Exec("INSERT INTO idempotency_keys (tenant, key, fingerprint,"
-                                           " created_at_ms) VALUES ($1, $2, $3, $4)"
-                                           " ON CONFLICT (tenant, key) DO NOTHING",
-                                           {P(tenant), P(key), P(fingerprint), P(now)}));
-    IdempotencyClaim claim;
-    if (ins.affected() == 1) return claim;
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT fingerprint, response IS NULL, response"
-                                         " FROM idempotency_keys WHERE tenant = $1 AND key = $2",
-                                         {P(tenant), P(key)}));
-    if (r.empty()) return Unavailable("idempotency key " + std::string(key) + " changed; retry");
-    if (r.Text(0, 0) != fingerprint) {
-      claim.kind = IdempotencyClaim::Kind::kReused;
-    } else if (r.Text(0, 1) == "t") {
-      claim.kind = IdempotencyClaim::Kind::kInFlight;
-    } else {
-      claim.kind = IdempotencyClaim::Kind::kDone;
-      claim.response = r.Text(0, 2);
-    }
-    return claim;
-  });
-}
-
-Status PostgresStore::FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                                           std::string_view response) {
-  return WithConn([&](PgConn& c) {
-    return c
-        .Exec("UPDATE idempotency_keys SET response = $3 WHERE tenant = $1 AND key = $2",
-              {P(tenant), P(key), P(response)})
-        .status();
-  });
-}
-
-Status PostgresStore::ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) {
-  return WithConn([&](PgConn& c) {
-    return c
-        .Exec("DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2", {P(tenant), P(key)})
-        .status();
-  });
-}
-
-// --- the notification outbox ------------------------------------------------
-
-Result<bool> PostgresStore::AddNotification(const OutboxNotification& n,
-                                            std::chrono::milliseconds lease) {
-  if (n.id.empty()) return InvalidArgument("a notification needs an id");
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<bool> {
-    AL_ASSIGN_OR_RETURN(
-        PgRows s, c.Exec("SELECT tenant FROM sessions WHERE id = $1 FOR SHARE", {P(n.session_id)}));
-    if (s.empty()) return SessionNotFound(n.session_id);
-    AL_ASSIGN_OR_RETURN(
-        PgRows r,
-        c.Exec("INSERT INTO notification_outbox (id, session_id, tenant, agent, event, body,"
-               " created_at_ms, due_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-               " ON CONFLICT (id) DO NOTHING",
-               {P(n.id), P(n.session_id), P(s.Text(0, 0)), P(n.agent), P(n.event), P(n.body),
-                P(now), P(now + lease.count())}));
-    return r.affected() == 1;
-  });
-}
-
-Result<std::vector<OutboxNotification>> PostgresStore::ClaimNotifications(
-    int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) {
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<std::vector<OutboxNotification>> {
-    AL_RETURN_IF_ERROR(c.Exec("DELETE FROM notification_outbox WHERE created_at_ms < $1",
-                              {P(now - max_age.count())})
-                           .status());
-    // SKIP LOCKED: instances claiming together take different rows.
-    AL_ASSIGN_OR_RETURN(
-        PgRows r,
-        c.Exec("UPDATE notification_outbox o SET due_at_ms = $2 FROM (SELECT id FROM"
-               " notification_outbox WHERE due_at_ms IS NOT NULL AND due_at_ms <= $1"
-               " ORDER BY created_at_ms, id LIMIT $3 FOR UPDATE SKIP LOCKED) d WHERE o.id = d.id"
-               " RETURNING o.id, o.session_id, o.agent, o.event, o.body, o.created_at_ms",
-               {P(now), P(now + lease.count()), P(int64_t{limit})}));
-    std::vector<OutboxNotification> out;
-    for (int i = 0; i < r.size(); ++i) {
-      out.push_back(OutboxNotification{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3),
-                                       r.Text(i, 4), r.Int(i, 5)});
-    }
-    std::sort(out.begin(), out.end(), [](const OutboxNotification& a, const OutboxNotification& b) {
-      return std::tie(a.created_at_ms, a.id) < std::tie(b.created_at_ms, b.id);
-    });
-    return out;
-  });
-}
-
-Status PostgresStore::FinishNotification(std::string_view id) {
-  return WithConn([&](PgConn& c) {
-    return c.Exec("UPDATE notification_outbox SET due_at_ms = NULL WHERE id = $1", {P(id)})
-        .status();
-  });
-}
-
-// --- revoked credentials ------------------------------------------------------
-
-Status PostgresStore::RevokeCredential(std::string_view tenant, std::string_view id,
-                                       int64_t expires_at_ms) {
-  if (id.empty()) return InvalidArgument("a revoked credential needs an id");
-  return WithConn([&](PgConn& c) {
-    return c
-        .Exec(
-            "INSERT INTO revoked_credentials (id, tenant, expires_at_ms) VALUES ($1, $2, $3)"
-            " ON CONFLICT (id) DO NOTHING",
-            {P(id), P(tenant), P(expires_at_ms)})
-        .status();
-  });
-}
-
-Result<std::vector<std::string>> PostgresStore::ListRevokedCredentials() {
-  const int64_t now = Now();
-  return InTxn([&](PgConn& c) -> Result<std::vector<std::string>> {
-    AL_RETURN_IF_ERROR(
-        c.Exec("DELETE FROM revoked_credentials WHERE expires_at_ms <= $1", {P(now)}).status());
-    AL_ASSIGN_OR_RETURN(PgRows r, c.Exec("SELECT id FROM revoked_credentials ORDER BY id"));
-    std::vector<std::string> out;
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.Text(i, 0));
-    return out;
-  });
-}
 
 }  // namespace agentloop::store
 

@@ -12,6 +12,9 @@
 //
 // Held session locks are leases (owner pid and host, epoch, heartbeat); one
 // background thread per store renews every lease it holds.
+//
+// The store's rules are StoreCore's (store_core.h); this file is the
+// PostgreSQL backend: its transactions (Run) and statements (PgTxn).
 #pragma once
 
 #include <condition_variable>
@@ -27,6 +30,7 @@
 #include "agentloop/store.h"
 
 #include "store/pg_conn.h"
+#include "store/store_core.h"
 #include "store/store_util.h"
 
 namespace agentloop::store {
@@ -51,129 +55,35 @@ Result<int> PgSchemaVersion(PgConn& conn);
 Result<int> ApplyPgMigrations(PgConn& conn, std::span<const PgMigration> migrations,
                               int64_t now_ms);
 
-// What fences the writes of a lease's holder: the lease's token and epoch
-// as they were when it was taken (see SessionLock).
-struct PgFence {
-  std::string token;
-  int64_t epoch = 0;
-};
+// What fences the writes of a lease's holder (see SessionLock).
+using PgFence = LockFence;
 
-class PostgresStore final : public SessionStore {
+class PostgresStore final : private StoreBackend, public StoreCore {
  public:
   static Result<std::unique_ptr<PostgresStore>> Open(const std::string& url,
                                                      PostgresStoreOptions options);
   ~PostgresStore() override;
 
-  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
-  Result<SessionInfo> GetSession(std::string_view session_id) override;
-  Result<std::string> FindSession(std::string_view id_or_prefix) override;
-  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
-  Status RemoveSession(std::string_view session_id) override;
-  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                        std::optional<Json> metadata) override;
-
-  Status Append(std::string_view session_id, std::span<const Event> events) override;
-  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
-  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
-                                               const EventQuery& query) override;
-  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
-
-  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
-                                                   int64_t owner_pid) override;
-  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
-                                            int64_t owner_pid) override;
-
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
-  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
-  Result<std::vector<PendingRecord>> ListPending(
-      std::optional<std::string_view> session_id) override;
-  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
-  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
   Result<std::vector<std::string>> ListDecided() override;
-  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                 std::span<const Event> events = {}) override;
-  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
 
-  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
-  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
-  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
-  Status UpdateSettings(std::string_view session_id, const Json& settings,
-                        std::span<const Event> events) override;
-  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
-                                               std::string_view fingerprint,
-                                               std::chrono::milliseconds ttl,
-                                               std::chrono::milliseconds in_flight_ttl) override;
-  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                              std::string_view response) override;
-  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
-  Result<bool> AddNotification(const OutboxNotification& n,
-                               std::chrono::milliseconds lease) override;
-  Result<std::vector<OutboxNotification>> ClaimNotifications(
-      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
-  Status FinishNotification(std::string_view id) override;
-  Status RevokeCredential(std::string_view tenant, std::string_view id,
-                          int64_t expires_at_ms) override;
-  Result<std::vector<std::string>> ListRevokedCredentials() override;
-
-  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
-                               bool continue_turn) override;
-  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
-  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
-  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
 
   Result<WakeupClaim> ClaimWakeups(int limit, std::chrono::milliseconds retry_after) override;
   Result<std::vector<std::string>> ListExpiredLocks(int limit) override;
   Result<std::unique_ptr<WakeupListener>> ListenForWakeups() override;
 
-  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
-  // The calls of the same name, matching only rows of `tenant` (nullopt:
-  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
-  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                          std::optional<std::string> title, std::optional<Json> metadata);
-  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
-                                            uint64_t after_seq);
-  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
-                                                 const EventQuery& query);
-  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
-                                 const LoadOptions& options);
-  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
-  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
-                                                       std::string_view pending_id);
-  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                   const ResolveFn& fn, std::span<const Event> events);
-
-  // Used by the lease handle: the writes of its holder, refused
-  // (LeaseLost) unless the session's lease is still `fence`.
-  // SessionLock::AppendTakingInput, fenced by `fence`.
-  Status FencedAppendTakingInput(std::string_view session_id, std::span<const Event> events,
-                                 std::string_view input_id, const PgFence& fence);
-  Status FencedAppend(std::string_view session_id, std::span<const Event> events,
-                      const PgFence& fence);
-  Status SaveCheckpointFenced(const Checkpoint& checkpoint, std::span<const Event> events,
-                              const PgFence* fence);
-  Status SetStateFenced(std::string_view session_id, std::string_view key, const Json& value,
-                        const PgFence* fence);
-  Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
-                              std::span<const Event> events, const PgFence* fence);
-  Result<std::optional<Checkpoint>> ClaimDecidedFenced(std::string_view session_id,
-                                                       const PgFence* fence);
-  Status RefreshLock(const std::string& session_id, const std::string& token);
-  void ReleaseLock(const std::string& session_id, const std::string& token);
-  void StartHeartbeat(const std::string& session_id, const std::string& token);
-  void StopHeartbeat(const std::string& session_id, const std::string& token);
   const PostgresStoreOptions& options() const { return options_; }
-  // Renews the (session id, token) leases: what the heartbeat thread does
-  // (public for the benchmark of its cost).
-  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
 
  private:
+  friend class PgTxn;  // the statements of a transaction (StoreTxn)
   PostgresStore(std::string url, PostgresStoreOptions options);
+
+  // StoreBackend: a read on a pooled connection (kRead: each statement its
+  // own snapshot; kSnapshot: one REPEATABLE READ transaction); a write in
+  // InTxn (kLeaseWrite riding out an outage in RideOutOutage).
+  Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) override;
+  std::chrono::milliseconds wakeup_grace() const override { return options_.wakeup_grace; }
 
   // A pooled connection, returned to the pool when it dies (dropped if it
   // is broken). A connection found broken makes every connection opened
@@ -208,8 +118,10 @@ class PostgresStore final : public SessionStore {
   template <class F>
   auto RideOutOutage(F&& attempt) -> decltype(attempt(false));
 
-  int64_t Now() const;
-  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
+  int64_t Now() const override;
+  const std::string& host() const override { return host_; }
+  std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
+  bool lock_heartbeat() const override { return options_.lock_heartbeat; }
   Status InsertSession(PgConn& c, const SessionInfo& s, const Json& settings,
                        const std::string* lock_token, int64_t owner_pid);
   Result<SessionInfo> GetSessionOn(PgConn& c, std::string_view session_id,
@@ -220,12 +132,6 @@ class PostgresStore final : public SessionStore {
   // batch (RideOutOutage); a batch found stored is done, not refused.
   Status AppendOn(PgConn& c, std::string_view session_id, std::span<const Event> events,
                   int64_t now, const PgFence* fence = nullptr, bool again = false);
-  // One attempt of SetStateFenced (no riding out an outage).
-  Status SetStateOnce(std::string_view session_id, std::string_view key, const Json& value,
-                      const PgFence* fence);
-  // Inside a transaction: SaveCheckpoint's work; `again` as for AppendOn.
-  Status SaveCheckpointOn(PgConn& c, const Checkpoint& checkpoint, std::span<const Event> events,
-                          const PgFence* fence, int64_t now, bool again);
   // `row`: tenant, title, last_seq, lease_token, lease_epoch, lease_pid,
   // lease_host of the session, read FOR UPDATE. LeaseLost unless the lease
   // is `fence`.
@@ -235,28 +141,11 @@ class PostgresStore final : public SessionStore {
   Result<std::vector<StoredEvent>> EventsOn(PgConn& c, std::string_view session_id,
                                             const EventQuery& query,
                                             TenantFilter tenant = std::nullopt);
-  Result<std::optional<Checkpoint>> CheckpointOn(PgConn& c, std::string_view session_id, int state);
-  Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, int state);
+  Status SetCheckpointStateOn(PgConn& c, const std::string& checkpoint_id, CheckpointState state,
+                              int64_t now);
 
-  struct Holder {
-    int64_t pid = 0;
-    std::string host;
-    int64_t acquired_at_ms = 0;
-  };
   // Deletes the session's wake-up unless inputs are queued for it.
   Status DropWakeupUnlessQueuedOn(PgConn& c, std::string_view session_id);
-  // Locks the session row (LiveHolderOn); whether the lease holder
-  // `owner_pid` on this host may take the session's next queued input now:
-  // false while a paused batch waits (undecided or decided, not yet
-  // continued). kLeaseLost when another process holds the lease or none does.
-  Result<bool> MayTakeQueuedInputOn(PgConn& c, std::string_view session_id, int64_t owner_pid);
-  // Locks the session row; the live holder of its lease, if any. kNotFound.
-  Result<std::optional<Holder>> LiveHolderOn(PgConn& c, std::string_view session_id,
-                                             TenantFilter tenant = std::nullopt);
-  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                   const LoadOptions& options, bool* raced);
-
-  void HeartbeatLoop();
 
   std::string url_;
   PostgresStoreOptions options_;
@@ -267,12 +156,6 @@ class PostgresStore final : public SessionStore {
   std::deque<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   int open_ = 0;                              // connections out or idle; guarded by pool_mu_
   uint64_t generation_ = 0;  // of connections opened since the last broken one; pool_mu_
-
-  std::mutex beat_mu_;
-  std::condition_variable beat_cv_;
-  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
-  bool stopping_ = false;                            // guarded by beat_mu_
-  std::thread beat_thread_;
 };
 
 }  // namespace agentloop::store

@@ -212,6 +212,19 @@ TEST_P(QueueTest, RemovingTheSessionRemovesItsInputs) {
   EXPECT_EQ(QueryInt("SELECT COUNT(*) FROM session_inputs"), 0);
 }
 
+// Every call on a session that does not exist answers kNotFound, and
+// changes nothing.
+TEST_P(QueueTest, AnUnknownSessionIsNotFoundByEveryQueueCall) {
+  EXPECT_EQ(store_->ListQueuedInputs("no-such-session").status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->TakeQueuedInput("no-such-session", getpid()).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->NextQueuedInput("no-such-session", getpid()).status().code(), Code::kNotFound);
+  EXPECT_EQ(store_->EnqueueInput("no-such-session", "", true).status().code(), Code::kNotFound);
+  EXPECT_TRUE(store_->ListQueuedSessions()->empty());
+  // A session without inputs lists none (not an error).
+  std::string id = NewSession();
+  EXPECT_TRUE(Inputs(id).empty());
+}
+
 // PostgreSQL: a queued input wakes the instances (a wake-up row and NOTIFY
 // in its transaction); after the grace a claimer gets the session as
 // `queued`; continuing a decided batch does not drop the wake-up while

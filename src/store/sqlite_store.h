@@ -18,10 +18,10 @@
 // steps. A write that fails rolls back to its savepoint and fails alone; when
 // the batch as a whole fails (the COMMIT, or an error that ended the whole
 // transaction), every write that had not failed by itself runs again in a
-// transaction of its own, so each caller gets its own write's answer. Locks held through
-// SqliteSessionLock refresh their heartbeat when options.lock_heartbeat is set: ONE background
-// thread per store refreshes every lock the store holds (started with the first lock), so a server
-// holding many sessions does not hold a thread per session.
+// transaction of its own, so each caller gets its own write's answer.
+//
+// The store's rules are StoreCore's (store_core.h); this file is the SQLite
+// backend: its transactions (Run) and statements (SqliteTxn).
 #pragma once
 
 #include <condition_variable>
@@ -39,106 +39,23 @@
 #include "agentloop/store.h"
 
 #include "store/sqlite_db.h"
+#include "store/store_core.h"
 #include "store/store_util.h"
 
 namespace agentloop::store {
 
-class SqliteStore final : public SessionStore {
+class SqliteStore final : private StoreBackend, public StoreCore {
  public:
   // Opens the database and applies the builtin migrations.
   static Result<std::unique_ptr<SqliteStore>> Open(const std::filesystem::path& path,
                                                    SqliteStoreOptions options);
   ~SqliteStore() override;
 
-  Result<SessionInfo> CreateSession(const NewSessionParams& params) override;
   Result<std::vector<SessionInfo>> ListSessions(const SessionListOptions& options) override;
-  Result<SessionInfo> GetSession(std::string_view session_id) override;
-  Result<std::string> FindSession(std::string_view id_or_prefix) override;
-  Result<SessionInfo> NewestInWorkspace(const std::filesystem::path& workspace) override;
-  Status RemoveSession(std::string_view session_id) override;
-  Status RelabelSession(std::string_view session_id, std::optional<std::string> title,
-                        std::optional<Json> metadata) override;
-
-  Status Append(std::string_view session_id, std::span<const Event> events) override;
-  Result<std::vector<StoredEvent>> Events(std::string_view session_id, uint64_t after_seq) override;
-  Result<std::vector<StoredEvent>> QueryEvents(std::string_view session_id,
-                                               const EventQuery& query) override;
-  Result<SessionSnapshot> Load(std::string_view session_id, const LoadOptions& options) override;
-
-  Result<std::unique_ptr<SessionLock>> AcquireLock(std::string_view session_id,
-                                                   int64_t owner_pid) override;
-  Result<LockedSession> CreateLockedSession(const NewSessionParams& params,
-                                            int64_t owner_pid) override;
-
-  Status SaveCheckpoint(const Checkpoint& checkpoint, std::span<const Event> events = {}) override;
-  Result<std::optional<Checkpoint>> OpenCheckpoint(std::string_view session_id) override;
-  Result<std::vector<PendingRecord>> ListPending(
-      std::optional<std::string_view> session_id) override;
-  Result<std::optional<PendingRecord>> GetPending(std::string_view pending_id) override;
-  Result<std::optional<PendingLookup>> LookupPending(std::string_view pending_id) override;
   Result<std::vector<std::string>> ListDecided() override;
-  Result<ResolveOutcome> Resolve(std::string_view pending_id, const ResolveFn& fn,
-                                 std::span<const Event> events = {}) override;
-  Result<std::optional<Checkpoint>> ClaimDecided(std::string_view session_id) override;
 
-  Status SetState(std::string_view session_id, std::string_view key, const Json& value) override;
-  Result<std::optional<Json>> GetSettings(std::string_view session_id) override;
-  Status UpdateSettings(std::string_view session_id, const Json& settings,
-                        std::span<const Event> events) override;
-  Result<std::optional<Json>> GetState(std::string_view session_id, std::string_view key) override;
-  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
-                                               std::string_view fingerprint,
-                                               std::chrono::milliseconds ttl,
-                                               std::chrono::milliseconds in_flight_ttl) override;
-  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                              std::string_view response) override;
-  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
-  Result<bool> AddNotification(const OutboxNotification& n,
-                               std::chrono::milliseconds lease) override;
-  Result<std::vector<OutboxNotification>> ClaimNotifications(
-      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
-  Status FinishNotification(std::string_view id) override;
-  Status RevokeCredential(std::string_view tenant, std::string_view id,
-                          int64_t expires_at_ms) override;
-  Result<std::vector<std::string>> ListRevokedCredentials() override;
-
-  Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
-                               bool continue_turn) override;
-  Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
-  Result<std::optional<QueuedInput>> TakeQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
-  Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
-                                                     int64_t owner_pid) override;
   Result<std::vector<std::string>> ListQueuedSessions() override;
-  // SessionLock::AppendTakingInput (unfenced, as Append).
-  Status AppendTakingInput(std::string_view session_id, std::span<const Event> events,
-                           std::string_view input_id);
 
-  std::unique_ptr<TenantStore> ForTenant(std::string tenant) override;
-  // The calls of the same name, matching only rows of `tenant` (nullopt:
-  // any): the SessionStore calls pass nullopt, ForTenant's view its tenant.
-  Result<SessionInfo> GetSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RemoveSessionIn(TenantFilter tenant, std::string_view session_id);
-  Status RelabelSessionIn(TenantFilter tenant, std::string_view session_id,
-                          std::optional<std::string> title, std::optional<Json> metadata);
-  Result<std::vector<StoredEvent>> EventsIn(TenantFilter tenant, std::string_view session_id,
-                                            uint64_t after_seq);
-  Result<std::vector<StoredEvent>> QueryEventsIn(TenantFilter tenant, std::string_view session_id,
-                                                 const EventQuery& query);
-  Result<SessionSnapshot> LoadIn(TenantFilter tenant, std::string_view session_id,
-                                 const LoadOptions& options);
-  Result<std::optional<Json>> GetSettingsIn(TenantFilter tenant, std::string_view session_id);
-  Result<std::optional<PendingLookup>> LookupPendingIn(TenantFilter tenant,
-                                                       std::string_view pending_id);
-  Result<ResolveOutcome> ResolveIn(TenantFilter tenant, std::string_view pending_id,
-                                   const ResolveFn& fn, std::span<const Event> events);
-
-  // Used by SqliteSessionLock.
-  Status RefreshLock(const std::string& session_id, const std::string& token);
-  void ReleaseLock(const std::string& session_id, const std::string& token);
-  // Adds/removes a held lock to/from the ones the heartbeat thread refreshes.
-  void StartHeartbeat(const std::string& session_id, const std::string& token);
-  void StopHeartbeat(const std::string& session_id, const std::string& token);
   const SqliteStoreOptions& options() const { return options_; }
   // PRAGMA synchronous in effect on the store's connection (1 NORMAL, 2 FULL).
   Result<int64_t> Synchronous();
@@ -160,16 +77,17 @@ class SqliteStore final : public SessionStore {
   bool WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeout);
 
  private:
+  friend class SqliteTxn;  // the statements of a transaction (StoreTxn)
   SqliteStore(std::unique_ptr<Db> db, SqliteStoreOptions options);
 
-  struct LockHolder {
-    int64_t pid = 0;
-    std::string host;
-    int64_t acquired_at_ms = 0;
-    int64_t heartbeat_at_ms = 0;
-  };
+  // StoreBackend: a read (kRead, kSnapshot) in a read transaction under
+  // mu_; a write through the group commit's lanes (kDecision its own).
+  Status Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) override;
 
-  int64_t Now() const;
+  int64_t Now() const override;
+  const std::string& host() const override { return host_; }
+  std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
+  bool lock_heartbeat() const override { return options_.lock_heartbeat; }
 
   // Group commit (see the file comment).
   enum class Lane { kDecision, kStep };
@@ -191,42 +109,18 @@ class SqliteStore final : public SessionStore {
   // The *Locked helpers REQUIRE mu_ held.
   Result<SessionInfo> GetSessionLocked(std::string_view session_id,
                                        TenantFilter tenant = std::nullopt);
-  SessionInfo NewSessionInfo(const NewSessionParams& params) const;
   Status InsertSessionLocked(const SessionInfo& s, const Json& settings);
   // Append's work inside the caller's write transaction.
   Status AppendLocked(std::string_view session_id, std::span<const Event> events, int64_t now);
-  Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid);
+  Status InsertLockLocked(std::string_view session_id, const std::string& token, int64_t owner_pid,
+                          int64_t now);
   Result<std::vector<StoredEvent>> EventsLocked(std::string_view session_id,
                                                 const EventQuery& query);
-  // The states of a checkpoint row (column `closed`).
-  enum class CheckpointState : int64_t { kOpen = 0, kClosed = 1, kDecided = 2 };
-  // The session's newest checkpoint in `state`.
-  Result<std::optional<Checkpoint>> CheckpointLocked(std::string_view session_id,
-                                                     CheckpointState state);
-  Status SetCheckpointStateLocked(const std::string& checkpoint_id, CheckpointState state);
-  // The holder of the session's lock when it is live (not expired, process
-  // alive), else nullopt.
-  Result<std::optional<LockHolder>> LiveHolderLocked(std::string_view session_id);
-  // Closes the checkpoint and drops its pending index rows.
-  Status CloseCheckpointLocked(const std::string& checkpoint_id);
+  Status SetCheckpointStateLocked(const std::string& checkpoint_id, CheckpointState state,
+                                  int64_t now);
   // After appending to a session: moves its updated_at_ms above the first
   // session of the list order unless it is that session.
   Status BumpIfNotNewestLocked(std::string_view session_id, int64_t now);
-  // The session's first `limit` queued inputs (< 0: all), oldest first.
-  // TakeQueuedInput (`take`) or NextQueuedInput, with mu_ held.
-  Result<std::optional<QueuedInput>> NextQueuedInputLocked(std::string_view session_id,
-                                                           int64_t owner_pid, bool take);
-  Result<std::vector<QueuedInput>> ListQueuedInputsLocked(std::string_view session_id,
-                                                          int64_t limit);
-  // One Load attempt; sets *raced when another writer appended during it.
-  Result<SessionSnapshot> LoadOnce(TenantFilter tenant, std::string_view session_id,
-                                   const LoadOptions& options, bool* raced);
-
-  // The heartbeat thread's loop: refreshes every lock in beating_ every
-  // lock_ttl / 3 until stopping_.
-  void HeartbeatLoop();
-  // Refreshes the (session id, token) locks in one transaction.
-  Status RefreshLocks(const std::vector<std::pair<std::string, std::string>>& held);
 
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.
@@ -242,20 +136,6 @@ class SqliteStore final : public SessionStore {
   std::function<void(size_t, size_t)> before_batch_;  // guarded by q_mu_
   SqliteStoreOptions options_;
   std::string host_;
-
-  // Lock order: beat_mu_ is never held while taking mu_ (the loop copies the
-  // held locks out, then refreshes them).
-  std::mutex beat_mu_;
-  std::condition_variable beat_cv_;
-  std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
-  bool stopping_ = false;                            // guarded by beat_mu_
-  std::thread beat_thread_;                          // started under beat_mu_
 };
-
-// "2024-05-01T12:00:00Z" from Unix epoch milliseconds.
-std::string FormatUtc(int64_t ms);
-
-// Whether a process with this pid exists (kill(pid, 0) != ESRCH).
-bool ProcessAlive(int64_t pid);
 
 }  // namespace agentloop::store

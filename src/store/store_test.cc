@@ -192,6 +192,13 @@ TEST_P(StoreTest, ServedSessionsAreLabelledFilteredAndPaged) {
   bad.workspace = "/w";
   bad.metadata = Json::array({1});
   EXPECT_EQ(store_->CreateSession(bad).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateLockedSession(bad, getpid()).status().code(), Code::kInvalidArgument);
+  bad.metadata = nullptr;
+  bad.settings = Json::array();
+  bad.id = "never-created";
+  EXPECT_EQ(store_->CreateSession(bad).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->CreateLockedSession(bad, getpid()).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store_->GetSession("never-created").status().code(), Code::kNotFound);
 }
 
 // A subagent's session names its parent; the children of a session are
@@ -675,6 +682,11 @@ TEST_P(StoreTest, AppendValidates) {
   // Only non-persisted events: OK and nothing stored.
   EXPECT_TRUE(store_->Append(id, std::vector<Event>{MakeEvent(EventType::kTextDelta, 1, {})}).ok());
   EXPECT_EQ(store_->GetSession(id)->last_seq, 0u);
+  // ...but not on a session that does not exist.
+  EXPECT_EQ(
+      store_->Append("nope", std::vector<Event>{MakeEvent(EventType::kTextDelta, 1, {})}).code(),
+      Code::kNotFound);
+  EXPECT_EQ(store_->UpdateSettings("nope", Json::object(), {}).code(), Code::kNotFound);
 }
 
 TEST_P(StoreTest, TitleSkipsTaggedMessages) {
@@ -996,6 +1008,35 @@ TEST_P(StoreTest, State) {
   EXPECT_EQ((**todo)["tasks"].size(), 2u);
   EXPECT_EQ(**store_->GetState(id, "nudge"), "check the tests");
   EXPECT_EQ(store_->SetState("nope", "k", 1).code(), Code::kNotFound);
+}
+
+// Stored text that is not what the store wrote is kDataLoss, naming what is
+// corrupt; a prefix two sessions share is ambiguous.
+TEST_P(StoreTest, CorruptStateAndSettingsAreDataLossAndAPrefixMayBeAmbiguous) {
+  std::string id = NewSession();
+  ASSERT_TRUE(store_->SetState(id, "todo", Json::object()).ok());
+  ExecSql("UPDATE session_state SET json = '{not json' WHERE key = 'todo'");
+  auto state = store_->GetState(id, "todo");
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), Code::kDataLoss);
+  EXPECT_THAT(state.status().message(), HasSubstr("todo"));
+  ExecSql("UPDATE sessions SET settings = '[1]' WHERE id = '" + id + "'");
+  auto settings = store_->GetSettings(id);
+  ASSERT_FALSE(settings.ok());
+  EXPECT_EQ(settings.status().code(), Code::kDataLoss);
+  EXPECT_THAT(settings.status().message(), HasSubstr("not a JSON object"));
+
+  NewSessionParams p;
+  p.workspace = "/w";
+  p.id = "same-prefix-1";
+  ASSERT_TRUE(store_->CreateSession(p).ok());
+  p.id = "same-prefix-2";
+  ASSERT_TRUE(store_->CreateSession(p).ok());
+  auto found = store_->FindSession("same-prefix");
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(found.status().message(), HasSubstr("ambiguous"));
+  EXPECT_EQ(*store_->FindSession("same-prefix-2"), "same-prefix-2");
 }
 
 TEST_P(StoreTest, SurvivesReopen) {

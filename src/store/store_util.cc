@@ -1,7 +1,10 @@
 #include "store/store_util.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <ctime>
 #include <exception>
 #include <system_error>
 
@@ -27,6 +30,21 @@ std::string HostName() {
 
 Status SessionNotFound(std::string_view id) {
   return NotFound("no session '" + std::string(id) + "'");
+}
+
+std::string FormatUtc(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool ProcessAlive(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) == 0) return true;
+  return errno != ESRCH;  // EPERM: it exists, owned by someone else
 }
 
 Result<Checkpoint> ParseCheckpoint(const std::string& json, const std::string& id) {

@@ -22,6 +22,12 @@ std::string HostName();
 
 Status SessionNotFound(std::string_view id);
 
+// "2024-05-01T12:00:00Z" from Unix epoch milliseconds.
+std::string FormatUtc(int64_t ms);
+
+// Whether a process with this pid exists (kill(pid, 0) != ESRCH).
+bool ProcessAlive(int64_t pid);
+
 // A stored checkpoint. Errors: kDataLoss naming the checkpoint.
 Result<Checkpoint> ParseCheckpoint(const std::string& json, const std::string& id);
 
