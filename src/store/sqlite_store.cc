@@ -751,12 +751,17 @@ Result<SessionSnapshot> SqliteStore::LoadOnce(TenantFilter tenant, std::string_v
 Result<std::optional<SqliteStore::LockHolder>> SqliteStore::LiveHolderLocked(
     std::string_view session_id) {
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("SELECT owner_pid, owner_host, acquired_at_ms,"
-                                            " heartbeat_at_ms FROM session_locks"
+                                            " heartbeat_at_ms, token FROM session_locks"
                                             " WHERE session_id = ?"));
   st.Bind(1, session_id);
   AL_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<LockHolder>();
   LockHolder h{st.Int(0), st.Text(1), st.Int(2), st.Int(3)};
+  // A lock this store let go of (its release failed): nobody holds it.
+  auto [first, last] = unreleased_.equal_range(std::string(session_id));
+  if (std::any_of(first, last, [&](const auto& held) { return held.second == st.Text(4); })) {
+    return std::optional<LockHolder>();
+  }
   const bool fresh = Now() - h.heartbeat_at_ms < options_.lock_ttl.count();
   // A pid is only meaningful on its own host; elsewhere the TTL decides.
   const bool alive = h.host != host_ || ProcessAlive(h.pid);
@@ -786,6 +791,8 @@ Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view s
 Status SqliteStore::InsertLockLocked(std::string_view session_id, const std::string& token,
                                      int64_t owner_pid) {
   const int64_t now = Now();
+  // The row replaces any this store failed to release.
+  unreleased_.erase(std::string(session_id));
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT OR REPLACE INTO session_locks (session_id,"
                                             " token, owner_pid, owner_host, acquired_at_ms,"
                                             " heartbeat_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
@@ -832,12 +839,20 @@ Status SqliteStore::RefreshLocks(const std::vector<std::pair<std::string, std::s
 }
 
 void SqliteStore::ReleaseLock(const std::string& session_id, const std::string& token) {
-  // A failed release leaves a row that expires (dead pid or TTL).
-  (void)Write(Lane::kStep, [&]() -> Status {
+  // A failed release (the disk refused the write) leaves a row that other
+  // processes see expire (dead pid or TTL); this store remembers it and
+  // takes it over at once (LiveHolderLocked), else a server would refuse
+  // its own session as busy, queue the inputs sent meanwhile, and nothing
+  // would run them.
+  Status released = Write(Lane::kStep, [&]() -> Status {
     AL_ASSIGN_OR_RETURN(
         Stmt st, db_->Prepare("DELETE FROM session_locks WHERE session_id = ? AND token = ?"));
     return st.Bind(1, session_id).Bind(2, token).Run();
   });
+  if (!released.ok()) {
+    std::lock_guard lk(mu_);
+    unreleased_.emplace(session_id, token);
+  }
 }
 
 // --- durable pauses -----------------------------------------------------------
