@@ -34,8 +34,9 @@ Invariants:
   watchers    every watcher saw a prefix of its session's stored log, in
               order, without duplicates or gaps across reconnects
               (Last-Event-ID); `uncommitted` when what it saw at a seq was
-              never stored (sent before a commit that a kill or a failed
-              fsync prevented)
+              never stored (sent before a commit that a kill, a failed fsync
+              or a lost lease prevented), and when a turn answered 202 never
+              reached the log for that reason
 Standard library only."""
 
 import json
@@ -258,8 +259,8 @@ def check_decisions(history, stored, r):
         if winners and evs and winners[0]["resp"].get("status") == "resumed":
             # "resumed": the batch is decided and its turn continues (the
             # same turn id) after the decision.
-            # A denial closes the batch itself (its results are written with
-            # it): nothing continues.
+            # A denial continues the batch only to write its results (a
+            # `message` of the turn, no turn_begin).
             w = winners[0]
             log = stored.get(w.get("sid"), {}).get("events", [])
             tid = w["resp"].get("turn_id")
@@ -267,7 +268,8 @@ def check_decisions(history, stored, r):
                              e.get("turn_id") == tid and e["seq"] < evs[0]["seq"]] or [0])
             denied = any(e["type"] == "decision" and e.get("decision") == "deny" and
                          paused_at < e["seq"] <= evs[0]["seq"] for e in log)
-            if not denied and not any(e["type"] == "turn_begin" and e.get("turn_id") == tid and
+            ends = ("turn_begin", "message") if denied else ("turn_begin",)
+            if not any(e["type"] in ends and e.get("turn_id") == tid and
                        e["seq"] > evs[0]["seq"] for e in log):
                 r.bad("liveness", "item %s: the decision was answered `resumed` but turn %s "
                       "never continued" % (item, tid),
@@ -295,6 +297,7 @@ def check_inputs(history, stored, r):
                 if m:
                     seen[m.group(0)].append({"sid": sid, "seq": e["seq"],
                                              "turn_id": e.get("turn_id")})
+    stored_turns = {e.get("turn_id") for s in stored.values() for e in s["events"]}
     for h in history:
         if h["t"] != "req" or h["op"] != "turn":
             continue
@@ -309,6 +312,11 @@ def check_inputs(history, stored, r):
                 # Queued and never run: stranded in the queue (the store
                 # keeps it) rather than lost; a liveness failure.
                 inv = "liveness" if kind == "queued" and not got else "inputs"
+                # Answered 202 with a turn id before the turn's first commit,
+                # which was then refused (a lost lease): nothing of the turn
+                # is stored.
+                if kind == "started" and not got and resp.get("id") not in stored_turns:
+                    inv = "uncommitted"
                 r.bad(inv, "input %r was acknowledged (%s) and ran %d times"
                       % (text, kind, len(got)),
                       [{k: h.get(k) for k in ("id", "status", "resp", "inst", "at")}] + got)
@@ -331,6 +339,7 @@ def check_watchers(history, stored, r):
             seen[h["sid"]].append(h)
     for sid, evs in seen.items():
         log = {e["seq"]: e for e in stored.get(sid, {}).get("events", [])}
+        turns = {e.get("turn_id") for e in log.values()}
         r.stats["watched_events"] += len(evs)
         expect = 1
         reported = 0
@@ -347,8 +356,9 @@ def check_watchers(history, stored, r):
                 # Sent before its commit, which never came (the process was
                 # killed, or its commit failed): the stored log has nothing
                 # there, or the cut turn's end its next holder wrote.
-                if e is None or (e["type"] == "turn_end" and
-                                 (e.get("reason") or "").startswith(CUT_REASON)):
+                if e is None or h["turn_id"] not in turns or (
+                        e["type"] == "turn_end" and
+                        (e.get("reason") or "").startswith(CUT_REASON)):
                     uncommitted = True
                 if reported < 3:
                     r.bad("uncommitted" if uncommitted else "watchers",

@@ -11,6 +11,7 @@ unique in the whole run, so the side file names each execution):
   slow     `sleep 2; echo chaos ...` (allowed: a window to cut the call)
   ask      `echo ask <tag> <id> >> side.log` (no rule: it waits for a
            person's decision)
+  asktwo   two such calls in one batch (a denial of one cancels the other)
   question an ask_user question
   text     no tool call
 A request whose last message is a tool result, or any other prompt, gets a
@@ -106,11 +107,11 @@ class ChaosModel:
         def echo(word, i):
             return "echo %s %s %s >> side.log" % (word, tag, i)
 
-        if kind in ("auto", "two", "slow", "ask"):
+        if kind in ("auto", "two", "slow", "ask", "asktwo"):
             calls = []
-            for _ in range(2 if kind == "two" else 1):
+            for _ in range(2 if kind in ("two", "asktwo") else 1):
                 i = self.next_id()
-                cmd = echo("ask" if kind == "ask" else "chaos", i)
+                cmd = echo("ask" if kind.startswith("ask") else "chaos", i)
                 if kind == "slow":
                     cmd = "sleep 2; " + cmd
                 calls.append((i, "bash", {"command": cmd}))

@@ -446,7 +446,7 @@ class Run:
 
     def client(self, n):
         rng = random.Random(self.args.seed * 1000 + n)
-        kinds = ["auto"] * 4 + ["two"] * 2 + ["slow"] * 2 + ["ask"] * 4 + ["question"] * 2 + \
+        kinds = ["auto"] * 4 + ["two"] * 2 + ["slow"] * 2 + ["ask"] * 3 + ["asktwo"] * 2 + ["question"] * 2 + \
             ["text"]
         while not self.stop.is_set():
             sid, tag = rng.choice(self.sessions)
