@@ -401,6 +401,17 @@ TEST_P(SqliteLockTest, ARowLeftByAFailedReleaseIsFreeForTheStoreThatLeftIt) {
   // The row is still there: another process sees the session held.
   auto other = OpenStore();
   EXPECT_EQ(other->AcquireLock(id, 12345).error().code(), Code::kBusy);
+  {
+    // A takeover whose own write fails leaves the row as it was, still free
+    // for this store.
+    auto blocker = Db::Open(db_path(), 1000);
+    ASSERT_TRUE(blocker.ok());
+    ASSERT_TRUE((*blocker)->Exec("BEGIN IMMEDIATE").ok());
+    auto refused = store->AcquireLock(id, getpid());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().code(), Code::kBusy) << refused.error().ToString();
+    ASSERT_TRUE((*blocker)->Exec("ROLLBACK").ok());
+  }
 
   auto again = store->AcquireLock(id, getpid());
   ASSERT_TRUE(again.ok()) << again.status().ToString();

@@ -784,6 +784,12 @@ Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view s
     return InsertLockLocked(session_id, token, owner_pid);
   });
   if (!written.ok()) return written;
+  {
+    // Committed: the row replaced any this store failed to release (not
+    // before the commit: a takeover that fails leaves that row in place).
+    std::lock_guard lk(mu_);
+    unreleased_.erase(std::string(session_id));
+  }
   return std::unique_ptr<SessionLock>(
       new SqliteSessionLock(this, std::string(session_id), std::move(token)));
 }
@@ -791,8 +797,6 @@ Result<std::unique_ptr<SessionLock>> SqliteStore::AcquireLock(std::string_view s
 Status SqliteStore::InsertLockLocked(std::string_view session_id, const std::string& token,
                                      int64_t owner_pid) {
   const int64_t now = Now();
-  // The row replaces any this store failed to release.
-  unreleased_.erase(std::string(session_id));
   AL_ASSIGN_OR_RETURN(Stmt st, db_->Prepare("INSERT OR REPLACE INTO session_locks (session_id,"
                                             " token, owner_pid, owner_host, acquired_at_ms,"
                                             " heartbeat_at_ms) VALUES (?, ?, ?, ?, ?, ?)"));
