@@ -387,7 +387,9 @@ class Run:
         if a.store == "postgres":
             from pg_cluster import PgCluster, PgUnavailable
             try:
-                self.cluster = PgCluster().start()
+                # Durable (fsync and synchronous_commit on): a kill -9 of the
+                # postmaster must not take back what it acknowledged.
+                self.cluster = PgCluster(durable=True).start()
             except PgUnavailable as e:
                 print("chaos: no PostgreSQL: %s" % e)
                 return 77 if a.skip_if_no_pg else 2
