@@ -354,11 +354,14 @@ def check_watchers(history, stored, r):
             e = log.get(h["seq"])
             if e is None or e["type"] != h["type"] or e.get("turn_id") != h["turn_id"]:
                 # Sent before its commit, which never came (the process was
-                # killed, or its commit failed): the stored log has nothing
-                # there, or the cut turn's end its next holder wrote.
+                # killed, stopped past its lease, or its commit failed): the
+                # stored log has nothing there, or what the next holder wrote
+                # for the cut turn (its crash repair, its end).
                 if e is None or h["turn_id"] not in turns or (
                         e["type"] == "turn_end" and
-                        (e.get("reason") or "").startswith(CUT_REASON)):
+                        (e.get("reason") or "").startswith(CUT_REASON)) or (
+                        e["type"] == "message" and
+                        (e.get("message") or {}).get("tag") == "crash-recovery"):
                     uncommitted = True
                 if reported < 3:
                     r.bad("uncommitted" if uncommitted else "watchers",
