@@ -127,9 +127,14 @@ class Instance:
         for _ in range(50):
             self.log.write("=== start %s\n" % time.strftime("%H:%M:%S"))
             self.log.flush()
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
-                                         stdout=self.log, stderr=self.log, env=env,
-                                         cwd=self.run.dir)
+            try:
+                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                             stdout=self.log, stderr=self.log, env=env,
+                                             cwd=self.run.dir)
+            except OSError as e:  # the binary is being replaced (a build)
+                self.log.write("=== cannot start: %s\n" % e)
+                time.sleep(1)
+                continue
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and self.proc.poll() is None:
                 try:
