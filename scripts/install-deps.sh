@@ -32,6 +32,9 @@ command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 # rates the service's hardening and python3-seccomp applies its system-call
 # filter to the tools.
 PKGS+=(lintian debootstrap systemd python3-seccomp)
+# The fault-injection suite (tests/chaos): libfiu's POSIX preload fails fsync
+# in a running server, faketime jumps its clock.
+PKGS+=(fiu-utils faketime)
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

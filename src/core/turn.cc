@@ -1502,7 +1502,12 @@ class Turn::Impl {
     if (open != cp.tool_use_ids) {
       return InvalidArgument("resume: the decided batch is not the open tool_use message");
     }
-    if (!cp.outstanding.empty()) {
+    // A denial closes the batch: the store keeps its undecided siblings
+    // listed, and RestoreBatch answers them as skipped.
+    const bool denied = std::any_of(cp.decisions.begin(), cp.decisions.end(), [](const auto& d) {
+      return d.decision.kind == ApprovalDecision::Kind::kDeny;
+    });
+    if (!cp.outstanding.empty() && !denied) {
       return InvalidArgument("resume: " + std::to_string(cp.outstanding.size()) +
                              " item(s) of the batch are not decided yet");
     }

@@ -845,6 +845,38 @@ TEST_F(TurnTest, ADecidedBatchMustBeTheOpenMessageAndFullyDecided) {
   EXPECT_EQ(write_->runs(), 0);
 }
 
+// A denial closes its batch whatever is still outstanding: the store keeps
+// the undecided siblings listed in the checkpoint, and the continuation
+// answers them as skipped. Refusing such a checkpoint lost the batch: its
+// claim had closed it, and the turn never ended.
+TEST_F(TurnTest, ADecidedBatchClosedByADenialSkipsItsUndecidedSiblings) {
+  ScriptedApprover approver;
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver.answers.push_back(ApprovalDecision::Defer("durable"));
+  approver_ = &approver;
+  provider_.Calls({Call("a", "write", {{"x", "1"}}), Call("b", "write", {{"x", "2"}})});
+  TurnResult r = Run(Config());
+  ASSERT_EQ(r.stop, StopReason::kPendingApproval);
+  ASSERT_TRUE(r.checkpoint.has_value());
+  ASSERT_EQ(r.checkpoint->outstanding.size(), 2u);
+  // The first item is denied; the second was never decided.
+  Checkpoint decided = *r.checkpoint;
+  decided.decisions.push_back(
+      BatchDecision{decided.outstanding[0], ApprovalDecision::Deny("not this", "cli")});
+  decided.outstanding.erase(decided.outstanding.begin());
+  auto cfg = Config();
+  cfg.counters = decided.counters;
+  TurnResult r2 = Run(cfg, TurnInput::Decided(decided));
+  EXPECT_EQ(r2.stop, StopReason::kDenied);
+  EXPECT_EQ(write_->runs(), 0);
+  EXPECT_EQ(provider_.calls(), 1);
+  ExpectValidTranscript(transcript_);
+  const auto& results = transcript_.messages()[2].content;
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].text, "denied: not this");
+  EXPECT_EQ(results[1].text, "skipped: a sibling tool call in this turn (write) was denied");
+}
+
 TEST_F(TurnTest, ADecidedBatchKeepsTheStuckGuardsWindow) {
   ScriptedApprover approver;
   approver.answers.push_back(ApprovalDecision::Defer("durable"));

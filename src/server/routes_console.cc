@@ -103,8 +103,8 @@ Json ServerImpl::ConsoleWho(const Principal& who, bool cookie) const {
 // The change a pending write or edit would make, shown only to the extent
 // the session may read the file (engine::PreviewPendingChange). Pool thread.
 Result<Json> ServerImpl::ItemDiff(const SessionInfo& s, const PendingItem& item) const {
-  AL_ASSIGN_OR_RETURN(tools::ChangePreview p,
-                      engine::PreviewPendingChange(engine_, OptionsToOpen(s.id), s.workspace, item));
+  AL_ASSIGN_OR_RETURN(tools::ChangePreview p, engine::PreviewPendingChange(
+                                                  engine_, OptionsToOpen(s.id), s.workspace, item));
   return p.ToJson();
 }
 

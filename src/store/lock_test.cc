@@ -14,6 +14,9 @@ using ::testing::HasSubstr;
 
 class LockTest : public StoreTest {};
 AL_STORE_CONFORMANCE(LockTest);
+// The SQLite lock's own cases.
+class SqliteLockTest : public StoreTest {};
+AL_SQLITE_ONLY(SqliteLockTest);
 
 // A pid that existed and has exited (reaped), so kill(pid, 0) fails ESRCH.
 pid_t DeadPid() {
@@ -372,6 +375,50 @@ TEST_P(LockTest, LockExcludesAnotherProcess) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A lock whose release failed (the write was refused: a failing disk, here
+// another connection's write lock) leaves its row, naming this live process
+// with a fresh heartbeat. The store that let it go takes it over at once;
+// before, it refused its own session as busy until the row expired, and a
+// server queued every input sent meanwhile with nothing left to run them.
+TEST_P(SqliteLockTest, ARowLeftByAFailedReleaseIsFreeForTheStoreThatLeftIt) {
+  SqliteStoreOptions o = Options();
+  o.busy_timeout = std::chrono::milliseconds(10);
+  auto opened = SqliteStore::Open(db_path(), o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<SqliteStore> store = std::move(*opened);
+  const std::string id = NewSession();
+  auto lock = store->AcquireLock(id, getpid());
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  {
+    auto blocker = Db::Open(db_path(), 1000);
+    ASSERT_TRUE(blocker.ok());
+    ASSERT_TRUE((*blocker)->Exec("BEGIN IMMEDIATE").ok());
+    lock->reset();  // its DELETE finds the database locked
+    ASSERT_TRUE((*blocker)->Exec("ROLLBACK").ok());
+  }
+  // The row is still there: another process sees the session held.
+  auto other = OpenStore();
+  EXPECT_EQ(other->AcquireLock(id, 12345).error().code(), Code::kBusy);
+  {
+    // A takeover whose own write fails leaves the row as it was, still free
+    // for this store.
+    auto blocker = Db::Open(db_path(), 1000);
+    ASSERT_TRUE(blocker.ok());
+    ASSERT_TRUE((*blocker)->Exec("BEGIN IMMEDIATE").ok());
+    auto refused = store->AcquireLock(id, getpid());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().code(), Code::kBusy) << refused.error().ToString();
+    ASSERT_TRUE((*blocker)->Exec("ROLLBACK").ok());
+  }
+
+  auto again = store->AcquireLock(id, getpid());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  // Held again, and released for good this time.
+  EXPECT_EQ(other->AcquireLock(id, 12345).error().code(), Code::kBusy);
+  again->reset();
+  EXPECT_TRUE(other->AcquireLock(id, 12345).ok());
 }
 
 }  // namespace

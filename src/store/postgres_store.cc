@@ -286,14 +286,14 @@ class PgTxn final : public StoreTxn {
   Result<std::optional<StoredHolder>> LockHolder(std::string_view session_id,
                                                  TenantFilter tenant) override {
     AL_ASSIGN_OR_RETURN(PgRows r, c_.Exec("SELECT lease_token IS NOT NULL, lease_pid, lease_host,"
-                                          " lease_acquired_at_ms, lease_heartbeat_at_ms"
-                                          " FROM sessions WHERE id = $1"
+                                          " lease_acquired_at_ms, lease_heartbeat_at_ms,"
+                                          " lease_token FROM sessions WHERE id = $1"
                                           " AND ($2::text IS NULL OR tenant = $2) FOR UPDATE",
                                           {P(session_id), tenant ? P(*tenant) : PgParam()}));
     if (r.empty()) return SessionNotFound(session_id);
     if (r.Text(0, 0) != "t") return std::optional<StoredHolder>();
     return std::optional<StoredHolder>(
-        StoredHolder{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3), r.Int(0, 4)});
+        StoredHolder{r.Int(0, 1), r.Text(0, 2), r.Int(0, 3), r.Int(0, 4), r.Text(0, 5)});
   }
 
   Result<SessionInfo> Session(std::string_view session_id, TenantFilter tenant) override {

@@ -285,12 +285,13 @@ class SqliteTxn final : public StoreTxn {
                                                  TenantFilter tenant) override {
     AL_RETURN_IF_ERROR(s_.GetSessionLocked(session_id, tenant).status());
     AL_ASSIGN_OR_RETURN(Stmt st, db_.Prepare("SELECT owner_pid, owner_host, acquired_at_ms,"
-                                             " heartbeat_at_ms FROM session_locks"
+                                             " heartbeat_at_ms, token FROM session_locks"
                                              " WHERE session_id = ?"));
     st.Bind(1, session_id);
     AL_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) return std::optional<StoredHolder>();
-    return std::optional<StoredHolder>(StoredHolder{st.Int(0), st.Text(1), st.Int(2), st.Int(3)});
+    return std::optional<StoredHolder>(
+        StoredHolder{st.Int(0), st.Text(1), st.Int(2), st.Int(3), st.Text(4)});
   }
   Status CheckFence(std::string_view session_id, const LockFence&) override {
     return s_.GetSessionLocked(session_id).status();

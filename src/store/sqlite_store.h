@@ -124,6 +124,12 @@ class SqliteStore final : private StoreBackend, public StoreCore {
 
   std::mutex mu_;
   std::unique_ptr<Db> db_;  // Guarded by mu_.
+  // Locks this store let go of whose row's DELETE failed (session id ->
+  // token): the row stays, naming this live process with a heartbeat that
+  // may still be fresh, and would refuse this store's own next
+  // AcquireLock as busy until it expired. LiveHolderLocked reads such a
+  // row as free. Guarded by mu_.
+  std::multimap<std::string, std::string> unreleased_;
 
   // The group commit's queue. Lock order: q_mu_ is never held while taking
   // mu_ (the writer takes its batch out, then commits it).

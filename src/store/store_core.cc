@@ -661,6 +661,14 @@ Result<std::optional<StoredHolder>> StoreCore::LiveHolder(StoreTxn& t, std::stri
                                                           TenantFilter tenant) {
   AL_ASSIGN_OR_RETURN(std::optional<StoredHolder> h, t.LockHolder(session_id, tenant));
   if (!h) return h;
+  {
+    // A lock this store let go of (its release failed): nobody holds it.
+    std::lock_guard lk(unreleased_mu_);
+    auto [first, last] = unreleased_.equal_range(std::string(session_id));
+    if (std::any_of(first, last, [&](const auto& held) { return held.second == h->token; })) {
+      return std::optional<StoredHolder>();
+    }
+  }
   const bool fresh = backend_.Now() - h->heartbeat_at_ms < backend_.lock_ttl().count();
   const bool alive = h->host != backend_.host() || ProcessAlive(h->pid);
   if (fresh && alive) return h;
@@ -680,6 +688,12 @@ Result<std::unique_ptr<SessionLock>> StoreCore::AcquireLock(std::string_view ses
     return Status::Ok();
   });
   if (!ran.ok()) return ran;
+  {
+    // Committed: the row replaced any this store failed to release (not
+    // before the commit: a takeover that fails leaves that row in place).
+    std::lock_guard lk(unreleased_mu_);
+    unreleased_.erase(std::string(session_id));
+  }
   return std::unique_ptr<SessionLock>(new CoreSessionLock(
       this, std::string(session_id), std::move(fence), backend_.lock_heartbeat()));
 }
@@ -708,9 +722,17 @@ Status StoreCore::RefreshLocks(const std::vector<std::pair<std::string, std::str
 }
 
 void StoreCore::ReleaseLock(const std::string& session_id, const std::string& token) {
-  // A failed release leaves a lock that expires (dead pid or TTL).
-  (void)backend_.Run(TxnKind::kWrite,
-                     [&](StoreTxn& t) { return t.ReleaseLock(session_id, token); });
+  // A failed release (the disk refused the write) leaves a row that other
+  // processes see expire (dead pid or TTL); this store remembers it and
+  // takes it over at once (LiveHolder), else a server would refuse its own
+  // session as busy, queue the inputs sent meanwhile, and nothing would
+  // run them.
+  const Status released =
+      backend_.Run(TxnKind::kWrite, [&](StoreTxn& t) { return t.ReleaseLock(session_id, token); });
+  if (!released.ok()) {
+    std::lock_guard lk(unreleased_mu_);
+    unreleased_.emplace(session_id, token);
+  }
 }
 
 StoreCore::~StoreCore() { StopHeartbeatThread(); }

@@ -81,6 +81,7 @@ struct StoredHolder {
   std::string host;
   int64_t acquired_at_ms = 0;
   int64_t heartbeat_at_ms = 0;
+  std::string token;  // the holder's lock token
 };
 
 // A stored idempotency key (StoreTxn::IdempotencyRecord).
@@ -461,6 +462,13 @@ class StoreCore : public SessionStore {
   std::multimap<std::string, std::string> beating_;  // session id -> token; guarded by beat_mu_
   bool stopping_ = false;                            // guarded by beat_mu_
   std::thread beat_thread_;                          // started under beat_mu_
+  // Locks this store let go of whose release failed (session id -> token):
+  // the row stays, naming this live process with a heartbeat that may still
+  // be fresh, and would refuse this store's own next AcquireLock as busy
+  // until it expired. LiveHolder reads such a row as free; a committed
+  // takeover forgets it.
+  std::mutex unreleased_mu_;
+  std::multimap<std::string, std::string> unreleased_;  // guarded by unreleased_mu_
 };
 
 }  // namespace agentloop::store
