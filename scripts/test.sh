@@ -72,18 +72,29 @@ tests() {
   [ $rc -eq 0 ] || failed+=("$name")
 }
 
-stage "install" ./scripts/install-deps.sh
+stage "install: build" ./scripts/install-deps.sh build
 stage "layering" ./scripts/check-layering.sh
 stage "format" ./scripts/format.sh --check
-# The package tests' bare Debian root (debootstrap) is a download, not a
-# compile: it is made beside the builds, and the tests wait for it.
+# Downloads, not compiles, run beside the first builds: the packages only the
+# tests use, then the package tests' bare Debian root (debootstrap, from the
+# test group). The `ci` configure looks for node and npm, so it waits for the
+# packages; the tests wait for the root.
 mkdir -p build/ci/package/cache
-(cd tests/package && AGENTLOOP_PACKAGE_CACHE="$PWD/../../build/ci/package/cache" \
+./scripts/install-deps.sh test >build/install-test.log 2>&1 &
+install_pid=$!
+(wait_for_install() { while kill -0 "$install_pid" 2>/dev/null; do sleep 1; done; }
+ wait_for_install
+ cd tests/package && AGENTLOOP_PACKAGE_CACHE="$PWD/../../build/ci/package/cache" \
   python3 -B -c 'import test_deb; test_deb.debian_root_tarball()') >build/debian-root.log 2>&1 &
 root_pid=$!
 stage "cross-arm64" ./scripts/cross-arm64.sh
 stage "build: release" sh -c 'cmake --preset release -DAL_PCH=ON >/dev/null &&
   cmake --build --preset release --target agentloop agentloop-fake-server'
+wait_install() {
+  wait "$install_pid" || { echo "install-deps.sh test failed:"; tail -30 build/install-test.log; return 1; }
+  tail -1 build/install-test.log
+}
+stage "install: test (beside builds)" wait_install
 stage "build: ci" sh -c 'cmake --preset ci >/dev/null && cmake --build --preset ci'
 # A failed download is reported here and tried again by the test that needs it.
 wait_root() {

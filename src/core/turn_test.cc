@@ -193,7 +193,8 @@ TEST_F(TurnTest, PlanNinthToolCallExhaustsBudget) {
   int n = 0;
   provider_.fallback = [&](int) {
     ModelResponse r;
-    r.content.push_back(Call("c" + std::to_string(n++), "echo", {{"x", std::to_string(n)}}));
+    const int i = n++;
+    r.content.push_back(Call("c" + std::to_string(i), "echo", {{"x", std::to_string(n)}}));
     r.finish = FinishReason::kToolUse;
     r.usage.output_tokens = 10;
     r.has_usage = true;

@@ -55,15 +55,16 @@ std::string_view FindHeader(const HttpHeaders& headers, std::string_view name) {
   return {};
 }
 
-namespace {
-
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxIdlePerOrigin = 8;
 constexpr auto kIdleLifetime = std::chrono::seconds(60);

@@ -1340,7 +1340,7 @@ TEST(HttpClient, ThrowingFetchHandlerCancelsTheTransfer) {
     Status OnHead(long, const HttpHeaders&) override { return Status::Ok(); }
     Status OnBody(std::string_view) override { throw std::runtime_error("sink failed"); }
   } handler;
-  EXPECT_THROW(client->Fetch(Get(server.url("/")), handler, {}), std::runtime_error);
+  EXPECT_THROW((void)client->Fetch(Get(server.url("/")), handler, {}), std::runtime_error);
   EXPECT_EQ(closed.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
 }
 

@@ -48,7 +48,8 @@ struct Reply {
 };
 
 // A blocking client for one request per connection (Connection: close), or
-// an event stream read frame by frame. Reads time out after 20 s.
+// an event stream read frame by frame. Reads time out after 20 s; a read cut
+// by a signal (a child's SIGCHLD under some sanitizer runtimes) is resumed.
 class Client {
  public:
   explicit Client(int port) : port_(port) {}
@@ -80,7 +81,9 @@ class Client {
   Reply ReadHead() {
     Reply r;
     boost::system::error_code ec;
-    asio::read_until(*socket_, buf_, "\r\n\r\n", ec);
+    do {
+      asio::read_until(*socket_, buf_, "\r\n\r\n", ec);
+    } while (ec == asio::error::interrupted);
     if (ec) return r;
     std::istream in(&buf_);
     std::string line;
@@ -105,7 +108,9 @@ class Client {
     Write(method, path, body, headers);
     Reply r = ReadHead();
     boost::system::error_code ec;
-    asio::read(*socket_, buf_, ec);  // to EOF (Connection: close)
+    do {
+      asio::read(*socket_, buf_, ec);  // to EOF (Connection: close)
+    } while (ec == asio::error::interrupted);
     r.body.assign(asio::buffers_begin(buf_.data()), asio::buffers_end(buf_.data()));
     buf_.consume(buf_.size());
     socket_.reset();
@@ -131,7 +136,9 @@ class Client {
   std::optional<Frame> Next() {
     for (;;) {
       boost::system::error_code ec;
-      asio::read_until(*socket_, buf_, "\n\n", ec);
+      do {
+        asio::read_until(*socket_, buf_, "\n\n", ec);
+      } while (ec == asio::error::interrupted);
       if (ec) return std::nullopt;
       std::istream in(&buf_);
       std::string line;
