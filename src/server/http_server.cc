@@ -508,8 +508,7 @@ void EventStream::Finish() {
 // --- server ----------------------------------------------------------------
 
 HttpServer::HttpServer(asio::io_context& io, HttpLimits limits, Handler handler)
-    : io_(io),
-      limits_(limits),
+    : limits_(limits),
       handler_(std::make_shared<const Handler>(std::move(handler))),
       acceptor_(io),
       open_(std::make_shared<size_t>(0)) {}

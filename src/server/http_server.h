@@ -162,7 +162,6 @@ class HttpServer {
  private:
   void Accept();
 
-  boost::asio::io_context& io_;
   HttpLimits limits_;
   std::shared_ptr<const Handler> handler_;
   boost::asio::ip::tcp::acceptor acceptor_;
