@@ -2230,5 +2230,29 @@ TEST_F(ServerTest, AWatcherIsSentOnlyCommittedEvents) {
   }
 }
 
+// A turn is answered 202 once its first commit has stored it: a turn none
+// of whose commits succeeds (a trigger refuses its input) is answered 503,
+// and the log has nothing of it.
+TEST_F(ServerTest, ATurnNeverStoredIsNotAccepted) {
+  StartModel(Json::array({{{"text", "never seen"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  {
+    auto db = agentloop::store::Db::Open(tmp_.path() / "data" / "sessions.db", 5000);
+    ASSERT_TRUE(db.ok()) << db.error().ToString();
+    ASSERT_TRUE((*db)
+                    ->Exec("CREATE TRIGGER refuse_doomed BEFORE INSERT ON events "
+                           "WHEN NEW.json LIKE '%doomed input%' "
+                           "BEGIN SELECT RAISE(ABORT, 'commit refused'); END;")
+                    .ok());
+  }
+  Reply r = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "doomed input"}});
+  EXPECT_EQ(r.status, 503u) << r.body;
+  EXPECT_EQ(r.json().value("code", ""), "turn_not_stored") << r.body;
+  auto stored = engine_->store().Events(sid, 0);
+  ASSERT_TRUE(stored.ok());
+  for (const auto& e : *stored) EXPECT_NE(e.type, "turn_begin") << e.json;
+}
+
 }  // namespace
 }  // namespace agentloop::server
