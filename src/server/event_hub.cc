@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "agentloop/event_data.h"
 
@@ -48,50 +49,44 @@ void EventHub::Attach(const std::shared_ptr<Subscriber>& sub, const std::string&
 }
 
 // Sends the session's stored events after the subscriber's cursor, then
-// what is observed but not yet committed, then the text in flight; live
-// frames that arrive meanwhile are held and sent after (without repeats).
+// the text in flight; live frames that arrive meanwhile are held and sent
+// after (without repeats).
 void EventHub::Replay(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
   Subscriber::Cursor& start = sub->cursors[id];
   if (start.replaying) return;
   start.replaying = true;
-  auto uncommitted = channels_[id].uncommitted;
   uint64_t after = start.last_seq;
-  ctx_.Blocking(
-      [this, id, after]() { return ctx_.engine.store().Events(id, after); },
-      [this, sub, id, uncommitted = std::move(uncommitted)](Result<std::vector<StoredEvent>> r) {
-        if (sub->stream->closed()) return;
-        Subscriber::Cursor& c = sub->cursors[id];
-        if (!r.ok()) {
-          sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
-          return;
-        }
-        for (const auto& e : *r) {
-          if (e.seq <= c.last_seq) continue;
-          Send(*sub, id, e.seq, e.type, e.json);
-        }
-        for (const auto& [seq, frame] : uncommitted) {
-          if (seq <= c.last_seq) continue;
-          SendFrame(*sub, id, seq, frame);
-        }
-        c.replaying = false;
-        auto held = std::move(c.held);
-        c.held.clear();
-        auto it = channels_.find(id);
-        if (it != channels_.end() && !it->second.partial_text.empty()) {
-          Json snap = {{"type", "message.snapshot"},
-                       {"session_id", id},
-                       {"turn_id", it->second.turn_id},
-                       {"text", it->second.partial_text}};
-          SendFrame(*sub, id, 0, Frame("", "message.snapshot", DumpJson(snap)));
-        }
-        for (auto& [seq, frame] : held) {
-          if (seq == 0) continue;  // deltas: the snapshot has their text
-          if (seq <= c.last_seq) continue;
-          if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
-          SendFrame(*sub, id, seq, frame);
-        }
-        if (sub->close_after_replay && !sub->replaying()) sub->stream->Close({});
-      });
+  ctx_.Blocking([this, id, after]() { return ctx_.engine.store().Events(id, after); },
+                [this, sub, id](Result<std::vector<StoredEvent>> r) {
+                  if (sub->stream->closed()) return;
+                  Subscriber::Cursor& c = sub->cursors[id];
+                  if (!r.ok()) {
+                    sub->stream->Close(Frame("", "error", FromStatus(r.error()).body));
+                    return;
+                  }
+                  for (const auto& e : *r) {
+                    if (e.seq <= c.last_seq) continue;
+                    Send(*sub, id, e.seq, e.type, e.json);
+                  }
+                  c.replaying = false;
+                  auto held = std::move(c.held);
+                  c.held.clear();
+                  auto it = channels_.find(id);
+                  if (it != channels_.end() && !it->second.partial_text.empty()) {
+                    Json snap = {{"type", "message.snapshot"},
+                                 {"session_id", id},
+                                 {"turn_id", it->second.turn_id},
+                                 {"text", it->second.partial_text}};
+                    SendFrame(*sub, id, 0, Frame("", "message.snapshot", DumpJson(snap)));
+                  }
+                  for (auto& [seq, frame] : held) {
+                    if (seq == 0) continue;  // deltas: the snapshot has their text
+                    if (seq <= c.last_seq) continue;
+                    if (seq > c.last_seq + 1) return Replay(sub, id);  // still a gap
+                    SendFrame(*sub, id, seq, frame);
+                  }
+                  if (sub->close_after_replay && !sub->replaying()) sub->stream->Close({});
+                });
 }
 
 void EventHub::Send(Subscriber& sub, const std::string& id, uint64_t seq, std::string_view type,
@@ -266,11 +261,16 @@ void EventHub::OnTurnEvent(const std::string& id, const std::string& turn_id, ui
     channel.partial_text.clear();
   }
   if (seq != 0) {
-    std::string frame = Frame(std::to_string(seq), type, json);
-    if (std::optional<EventType> t = ParseEventType(type); t && IsCommitBoundary(*t)) {
-      channel.uncommitted.clear();
-    } else {
-      channel.uncommitted.emplace_back(seq, frame);
+    std::optional<EventType> t = ParseEventType(type);
+    if (!t || !IsCommitBoundary(*t)) {
+      // Stored with the next boundary's commit: sent with it.
+      channel.uncommitted.push_back({seq, type, turn_id, json});
+      return;
+    }
+    // The engine hands on a boundary event after its commit, which stored
+    // every event held before it.
+    for (const Channel::Held& e : std::exchange(channel.uncommitted, {})) {
+      Publish(id, e.seq, e.type, e.turn_id, e.json);
     }
   }
   ForgetIfUnused(id);
@@ -281,7 +281,14 @@ void EventHub::OnTurnEnd(const std::string& id, const Result<TurnResult>& r) {
   auto it = channels_.find(id);
   if (it == channels_.end()) return;
   it->second.partial_text.clear();
-  it->second.uncommitted.clear();
+  // Held events no boundary commit was seen for: the turn's last commit
+  // (after its end) decides whether the store has them, so what the store
+  // holds from the first of them on is published.
+  if (!it->second.uncommitted.empty()) {
+    const uint64_t after = it->second.uncommitted.front().seq - 1;
+    it->second.uncommitted.clear();
+    PublishStored(id, after);
+  }
   it->second.turn_id.clear();
   // Streams that followed only this turn end with it.
   for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(it->second.subscribers)) {

@@ -1,11 +1,12 @@
 // The event hub of `agentloop serve`: who watches which session over
 // server-sent events, and what each is sent. A watcher first gets the
-// session's stored events after its cursor (replay), then what was observed
-// but is not committed yet, then the text in flight; live events published
-// meanwhile are held and follow without repeats or gaps (a gap is fetched
-// from the store). The session host (session_host.h) hands it every event
-// of a turn that runs here; events written elsewhere (a decision, another
-// instance's turn) are published from the store. io thread only.
+// session's stored events after its cursor (replay), then the text in
+// flight; live events published meanwhile are held and follow without
+// repeats or gaps (a gap is fetched from the store). A durable event (one
+// with a seq) is sent only once the commit that stores it has happened, so
+// every `id: N` a watcher sees is the log's event N; deltas go out live. The session host
+// (session_host.h) hands it every event of a turn that runs here; events written elsewhere (a
+// decision, another instance's turn) are published from the store. io thread only.
 #pragma once
 
 #include <cstdint>
@@ -87,10 +88,16 @@ class EventHub {
   // What the hub keeps of a session it has watchers or a running turn of.
   struct Channel {
     std::vector<std::shared_ptr<Subscriber>> subscribers;
-    // Durable frames observed since the last committed boundary (the store
-    // has them only once the next boundary event is committed), and the
-    // text of the step in flight, with its turn.
-    std::vector<std::pair<uint64_t, std::string>> uncommitted;
+    // Durable events of the running turn observed since its last commit
+    // boundary, held back from watchers: the engine commits them with the
+    // next boundary event (IsCommitBoundary), which it hands on only once
+    // that commit has succeeded. The text of the step in flight, with its
+    // turn.
+    struct Held {
+      uint64_t seq;
+      std::string type, turn_id, json;
+    };
+    std::vector<Held> uncommitted;
     std::string partial_text;
     std::string turn_id;
     bool unused() const {

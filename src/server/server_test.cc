@@ -2185,5 +2185,81 @@ TEST_F(ServerTest, ACutTurnEndsFirstOnEveryPathAndItsStateIsReadable) {
                                                "turn_begin:retry", "turn_end:completed"}));
 }
 
+// A watcher is sent a durable event only once the commit that stores it has
+// happened: a step whose commit fails (a trigger refuses its assistant
+// message) sends none of its events with an id, and every `id: N` a
+// watcher sees is the stored log's event N, across the failed turn and the
+// next one, whose events are sent once they commit.
+TEST_F(ServerTest, AWatcherIsSentOnlyCommittedEvents) {
+  StartModel(Json::array({{{"text", "lost answer"}}, {{"text", "kept answer"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  {
+    auto db = agentloop::store::Db::Open(tmp_.path() / "data" / "sessions.db", 5000);
+    ASSERT_TRUE(db.ok()) << db.error().ToString();
+    ASSERT_TRUE(
+        (*db)
+            ->Exec("CREATE TABLE fail_commit (x INTEGER);"
+                   "INSERT INTO fail_commit VALUES (1);"
+                   "CREATE TRIGGER refuse_lost BEFORE INSERT ON events "
+                   "WHEN NEW.json LIKE '%lost answer%' AND EXISTS (SELECT 1 FROM fail_commit) "
+                   "BEGIN SELECT RAISE(ABORT, 'commit refused'); END;")
+            .ok());
+  }
+  Client w(port_);
+  ASSERT_EQ(w.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0").status, 200u);
+
+  Json failed = RunTurn(sid, "first");
+  EXPECT_EQ(failed["stop"], "failed") << failed.dump();
+  {
+    auto db = agentloop::store::Db::Open(tmp_.path() / "data" / "sessions.db", 5000);
+    ASSERT_TRUE(db.ok()) << db.error().ToString();
+    ASSERT_TRUE((*db)->Exec("DELETE FROM fail_commit;").ok());
+  }
+  Json kept = RunTurn(sid, "second");
+  EXPECT_EQ(kept["final_text"], "kept answer") << kept.dump();
+
+  std::vector<Client::Frame> durable;
+  while (auto f = w.Next()) {
+    if (f->id.empty()) continue;
+    durable.push_back(*f);
+    if (f->event == "turn_end" && f->json().value("final_text", "") == "kept answer") break;
+  }
+  auto stored = engine_->store().Events(sid, 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_FALSE(durable.empty());
+  ASSERT_EQ(durable.size(), stored->size()) << "the watcher did not see the whole log";
+  for (size_t i = 0; i < durable.size(); ++i) {
+    EXPECT_EQ(durable[i].id, std::to_string((*stored)[i].seq));
+    EXPECT_EQ(durable[i].event, (*stored)[i].type) << "seq " << (*stored)[i].seq;
+    EXPECT_THAT(durable[i].data, ::testing::Not(HasSubstr("lost answer")))
+        << "an event that was never stored was sent as seq " << durable[i].id;
+  }
+}
+
+// A turn is answered 202 once its first commit has stored it: a turn none
+// of whose commits succeeds (a trigger refuses its input) is answered 503,
+// and the log has nothing of it.
+TEST_F(ServerTest, ATurnNeverStoredIsNotAccepted) {
+  StartModel(Json::array({{{"text", "never seen"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  {
+    auto db = agentloop::store::Db::Open(tmp_.path() / "data" / "sessions.db", 5000);
+    ASSERT_TRUE(db.ok()) << db.error().ToString();
+    ASSERT_TRUE((*db)
+                    ->Exec("CREATE TRIGGER refuse_doomed BEFORE INSERT ON events "
+                           "WHEN NEW.json LIKE '%doomed input%' "
+                           "BEGIN SELECT RAISE(ABORT, 'commit refused'); END;")
+                    .ok());
+  }
+  Reply r = Call("POST", "/v1/sessions/" + sid + "/turns", {{"input", "doomed input"}});
+  EXPECT_EQ(r.status, 503u) << r.body;
+  EXPECT_EQ(r.json().value("code", ""), "turn_not_stored") << r.body;
+  auto stored = engine_->store().Events(sid, 0);
+  ASSERT_TRUE(stored.ok());
+  for (const auto& e : *stored) EXPECT_NE(e.type, "turn_begin") << e.json;
+}
+
 }  // namespace
 }  // namespace agentloop::server

@@ -390,8 +390,12 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
     t.session_id = id;
     t.tenant = live.tenant;
     t.done = false;
-    if (live.reply) {
-      live.reply->Settle(JsonResponse(202, TurnAccepted(id, turn_id)));
+  }
+  // A turn is answered 202 once its first commit has stored it: the engine
+  // hands on a commit boundary event only after that commit succeeded.
+  if (live.reply && seq != 0 && !live.turn_id.empty()) {
+    if (std::optional<EventType> t = ParseEventType(type); t && IsCommitBoundary(*t)) {
+      live.reply->Settle(JsonResponse(202, TurnAccepted(id, live.turn_id)));
       live.reply.reset();
     }
   }
@@ -409,7 +413,9 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
                              ? Problem(409, "session_paused", r.error().message())
                              : FromStatus(r.error()));
     } else {
-      live.reply->Settle(JsonResponse(202, TurnAccepted(id, turn_id)));
+      // No commit of the turn succeeded (its first one would have answered
+      // 202): the log does not have it.
+      live.reply->Settle(Problem(503, "turn_not_stored", "the turn was not stored: " + r->reason));
     }
     live.reply.reset();
   }
