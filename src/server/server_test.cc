@@ -1343,6 +1343,38 @@ TEST_F(ServerTest, ABatchDecidedWhileNoServerRanContinuesAtStart) {
   EXPECT_TRUE(fs::exists(workspace_ / "offline.txt"));
 }
 
+// A decided batch whose continuation finds the session held for a moment
+// (here by the test; in a server, by another of its requests: a decider
+// checking edited arguments, a read of a cut turn) is continued once the
+// session is free, without a client asking for it.
+TEST_F(ServerTest, ADecidedBatchFindingItsSessionHeldContinuesOnceItIsFree) {
+  StartModel(Json::array({WriteCall("c1", "held.txt"), {{"text", "continued once free"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write held")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  auto held = engine_->store().AcquireLock(sid, getpid());
+  ASSERT_TRUE(held.ok()) << held.error().ToString();
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  ASSERT_EQ(decided.json()["status"], "resumed");
+  // The continuation starts at once (the session is running here) and
+  // its open finds the session held: it is running here no longer.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string status = "running";
+  while (status == "running" && std::chrono::steady_clock::now() < deadline) {
+    status = Call("GET", "/v1/sessions/" + sid).json().value("status", "");
+    if (status == "running") std::this_thread::yield();
+  }
+  ASSERT_NE(status, "running");
+  EXPECT_FALSE(fs::exists(workspace_ / "held.txt"));
+  held->reset();
+  Json done = Wait(sid, decided.json()["turn_id"]);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "continued once free");
+  EXPECT_TRUE(fs::exists(workspace_ / "held.txt"));
+}
+
 TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   StartModel(Json::array());
   EngineOptions eo;

@@ -200,8 +200,16 @@ SessionHost::Opened SessionHost::OpenForTurn(const std::string& id, std::string 
         out.session = place.error();
       }
     }
-    // A queue another process holds the session of is its holder's.
-    if (from_queue) out.nothing = true;
+    if (from_queue) {
+      out.nothing = true;
+      // Its holder may be a request of this server holding it for a
+      // moment, which takes no queued input: looked at again (the
+      // holder's turn, when it runs one, takes it first).
+      if (out.session.error().code() == Code::kBusy) {
+        out.busy = true;
+        out.busy_status = out.session.error();
+      }
+    }
     return out;
   }
   if (from_queue && (*out.session)->resumable() == ResumeKind::kDecidedBatch) {
@@ -296,6 +304,7 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
     return StartNextQueued(id);
   }
   if (opened.nothing) {
+    if (opened.busy) return RetryWhenFree(id, /*decided=*/false, opened.busy_status);
     if (opened.decided) {
       // Its queued inputs run after the continued turn.
       return ContinueWhenIdle(id, "", {});
@@ -306,6 +315,15 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
   }
   if (!opened.session.ok()) {
     Status s = opened.session.error();
+    if (continuing && s.code() == Code::kBusy) {
+      // Held for a moment (a decider checking edited arguments, a read of
+      // a cut turn, a look at the queue, here or in another process): the
+      // decided batch is still this server's to continue.
+      for (auto& f : std::exchange(live.finish, {})) live.continue_finish.push_back(std::move(f));
+      if (live.continue_turn_id.empty()) live.continue_turn_id = live.turn_id;
+      live.turn_id.clear();
+      return RetryWhenFree(id, /*decided=*/true, s);
+    }
     Response r = opened.nothing_to_continue ? Problem(409, "nothing_to_continue", s.message())
                  : s.code() == Code::kFailedPrecondition
                      ? Problem(409, "session_paused", s.message())
@@ -321,9 +339,17 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
       std::fprintf(stderr, "agentloop serve: session %s: its queued input: %s\n", id.c_str(),
                    s.ToString().c_str());
     }
+    if (continuing) {
+      // Left decided in the store: a client's `continue` or a restart
+      // takes it.
+      std::fprintf(stderr,
+                   "agentloop serve: session %s: the continuation of its decided batch: %s\n",
+                   id.c_str(), s.ToString().c_str());
+    }
     return StartNextQueued(id, /*look=*/from_queue);
   }
   std::shared_ptr<Session> session = std::move(*opened.session);
+  live.busy_retries = 0;
   live.continuing = continuing;
   live.session = session;
   live.stop = std::make_shared<std::stop_source>();
@@ -753,6 +779,44 @@ void SessionHost::StartDecided(const std::string& id) {
   Served& started = sessions_[id];
   started.continuing = true;
   if (!turn_id.empty()) started.turn_id = turn_id;
+}
+
+// A start this server owes the session (its decided batch when `decided`,
+// else a look at its queue) found it held (`busy`): tried again on the io
+// context's timer with a growing delay while the session is idle here (a
+// start on it meanwhile, or its holder's own turn, takes the work with
+// it); after kBusyRetries tries the start is given up and said on stderr.
+void SessionHost::RetryWhenFree(const std::string& id, bool decided, const Status& busy) {
+  Served& live = sessions_[id];
+  if (ctx_.shutting_down) return StartNextQueued(id, /*look=*/false);
+  if (live.busy_retries >= kBusyRetries) {
+    live.busy_retries = 0;
+    std::fprintf(stderr, "agentloop serve: session %s: %s given up: %s\n", id.c_str(),
+                 decided ? "the continuation of its decided batch" : "its queued inputs",
+                 busy.ToString().c_str());
+    if (decided) {
+      live.continue_decided = false;
+      live.continue_turn_id.clear();
+      Result<TurnResult> failed = busy;
+      for (auto& f : std::exchange(live.continue_finish, {})) f("", failed);
+    }
+    return StartNextQueued(id, /*look=*/false);
+  }
+  const int shift = std::min(live.busy_retries, 6);
+  ++live.busy_retries;
+  if (decided) live.continue_decided = true;
+  auto timer = std::make_shared<boost::asio::steady_timer>(
+      ctx_.io, std::chrono::milliseconds(kBusyRetryFirstMs << shift));
+  // The io context may outlive this host (a later server runs on it).
+  timer->async_wait(
+      [this, id, timer, alive = std::weak_ptr<int>(alive_)](const boost::system::error_code& ec) {
+        if (ec || alive.expired() || ctx_.shutting_down) return;
+        auto it = sessions_.find(id);
+        if (it == sessions_.end() || it->second.in_use()) return;  // taken meanwhile
+        StartNextQueued(id);
+      });
+  // Requests that waited for the start find the session idle.
+  for (auto& fn : std::exchange(live.after_close, {})) fn();
 }
 
 // Runs the session's queued inputs here if this server runs its agent and

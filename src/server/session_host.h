@@ -181,6 +181,9 @@ class SessionHost {
     // The turn starting or running here continues a decided batch
     // (StartDecided): a decision of that batch reported again waits for it.
     bool continuing = false;
+    // Starts owed to the session that found it held, in a row
+    // (RetryWhenFree).
+    int busy_retries = 0;
     // The POST that started the turn, answered 202 once the turn's id is
     // known.
     std::shared_ptr<Exchange> reply;
@@ -215,6 +218,8 @@ class SessionHost {
     bool nothing_to_continue = false;
     bool decided = false;                     // from_queue: a decided batch waits (it goes first)
     std::optional<QueuedInput> queued_input;  // from_queue: the input to run
+    bool busy = false;                        // from_queue: inputs wait but the session is held
+    Status busy_status;
   };
 
   class TurnObserver;
@@ -239,6 +244,11 @@ class SessionHost {
   void WithServedSession(const std::string& id, Then then);
   void ContinueWhenIdle(const std::string& id, const std::string& turn_id, TurnFinish finish);
   void StartDecided(const std::string& id);
+  void RetryWhenFree(const std::string& id, bool decided, const Status& busy);
+  // RetryWhenFree's schedule: 20 ms doubling up to 1.28 s, about 30 s in
+  // all.
+  static constexpr int kBusyRetries = 28;
+  static constexpr int kBusyRetryFirstMs = 20;
   static void LogLeaseLost(const std::string& id, const Result<TurnResult>& r);
 
   ServerContext& ctx_;
@@ -254,6 +264,9 @@ class SessionHost {
   std::unordered_map<std::string, Served> sessions_;
   std::unordered_map<std::string, TurnRecord> turns_;
   std::deque<std::string> finished_turns_;
+  // Expires with the host: RetryWhenFree's timers outlive it on the io
+  // context.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace agentloop::server

@@ -742,7 +742,7 @@ def main():
     ap.add_argument("--known", default="",
                     help="comma-separated invariants whose violations are reported without "
                     "failing the run (the open findings of docs/reliability.md, e.g. "
-                    "liveness,settle,uncommitted)")
+                    "uncommitted)")
     args = ap.parse_args()
     if args.store == "sqlite":
         args.instances = 1
