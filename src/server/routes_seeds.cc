@@ -88,15 +88,10 @@ void ServerImpl::CompatMessage(const std::shared_ptr<Exchange>& ex, const Princi
           return ex->Send(FromStatus(r.error()));
         }
         const std::string id = r->id;
-        switch (host_.Admit(id, who.tenant, ex, [this, ex, who, name, stream] {
-          CompatMessage(ex, who, name, stream);
-        })) {
-          case SessionHost::Admission::kLater:
-            return;
-          case SessionHost::Admission::kBusy:
-            return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
-          case SessionHost::Admission::kStart:
-            break;
+        if (!AdmitOrAnswerBusy(ex, id, who.tenant, [this, ex, who, name, stream] {
+              CompatMessage(ex, who, name, stream);
+            })) {
+          return;
         }
         TurnStart start;
         start.after_seq = r->last_seq;

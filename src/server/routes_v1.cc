@@ -436,13 +436,9 @@ void ServerImpl::CompactSession(const std::shared_ptr<Exchange>& ex, const Princ
   }
   const std::string& id = p[0];
   WithSession(ex, who, id, [this, ex, who, p, id, focus](SessionInfo info) {
-    switch (host_.Admit(id, info.tenant, ex, [this, ex, who, p] { CompactSession(ex, who, p); })) {
-      case SessionHost::Admission::kLater:
-        return;
-      case SessionHost::Admission::kBusy:
-        return ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
-      case SessionHost::Admission::kStart:
-        break;
+    if (!AdmitOrAnswerBusy(ex, id, info.tenant,
+                           [this, ex, who, p] { CompactSession(ex, who, p); })) {
+      return;
     }
     host_.Compact(ex, id, focus);
   });

@@ -193,6 +193,20 @@ Status ServerImpl::Listen() {
 // The Host values this server answers to, in lower case: its listen
 // address (unless unspecified, 0.0.0.0 or [::]), the loopback names with
 // its port, and public_url's authority; a default port may be left out.
+bool ServerImpl::AdmitOrAnswerBusy(const std::shared_ptr<Exchange>& ex, const std::string& id,
+                                   const std::string& tenant, std::function<void()> again) {
+  switch (host_.Admit(id, tenant, ex, std::move(again))) {
+    case SessionHost::Admission::kLater:
+      return false;
+    case SessionHost::Admission::kBusy:
+      ex->Send(Problem(409, "session_busy", "session " + id + " is running a turn"));
+      return false;
+    case SessionHost::Admission::kStart:
+      break;
+  }
+  return true;
+}
+
 void ServerImpl::AllowHosts() {
   const std::string port = std::to_string(http_.port());
   auto add = [this](const std::string& host, const std::string& p, std::string_view fallback) {

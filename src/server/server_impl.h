@@ -91,6 +91,11 @@ class ServerImpl final : public Server {
   static SessionOptions OptionsToOpen(const std::string& id) {
     return ServerContext::OptionsToOpen(id);
   }
+  // Whether a request for a turn on `id` starts one now (SessionHost::Admit).
+  // False when it does not: `again` runs once the session is idle, or `ex`
+  // was answered 409 session_busy because a turn runs on it here.
+  bool AdmitOrAnswerBusy(const std::shared_ptr<Exchange>& ex, const std::string& id,
+                         const std::string& tenant, std::function<void()> again);
   void AllowHosts();
   void ContinueDecidedBatches();
   void Handle(std::shared_ptr<Exchange> ex);
