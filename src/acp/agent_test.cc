@@ -10,6 +10,7 @@
 
 #include "base/ids.h"
 #include "base/testing/files.h"
+#include "engine/testing/engine.h"
 
 namespace agentloop::acp {
 namespace {
@@ -76,10 +77,7 @@ class AgentTest : public ::testing::Test {
   AgentTest() {
     ws_ = tmp_.path() / "ws";
     fs::create_directories(ws_);
-    EngineOptions eo;
-    eo.env = {{"HOME", (tmp_.path() / "home").string()}};
-    eo.data_dir = tmp_.path() / "data";
-    auto e = Engine::Create(eo);
+    auto e = Engine::Create(testing::IsolatedEngineOptions(tmp_.path()));
     EXPECT_TRUE(e.ok()) << e.error().ToString();
     engine_ = std::move(*e);
     script_ = tmp_.path() / "script.json";

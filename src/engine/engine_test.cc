@@ -19,6 +19,7 @@
 #include "base/ids.h"
 #include "base/testing/files.h"
 #include "engine/system_prompt.h"
+#include "engine/testing/engine.h"
 #include "engine/wiring.h"
 #include "fake_model_server.h"
 #include "store/sqlite_db.h"
@@ -49,10 +50,7 @@ class EngineTest : public ::testing::Test {
   EngineTest() {
     workspace_ = tmp_.path() / "ws";
     fs::create_directories(workspace_);
-    EngineOptions eo;
-    eo.env = {{"HOME", (tmp_.path() / "home").string()}};
-    eo.data_dir = tmp_.path() / "data";
-    auto e = Engine::Create(eo);
+    auto e = Engine::Create(testing::IsolatedEngineOptions(tmp_.path()));
     EXPECT_TRUE(e.ok()) << e.error().ToString();
     engine_ = std::move(*e);
   }
@@ -258,9 +256,7 @@ TEST_F(EngineTest, StoreSyncOptionSetsThePragmaOfTheOpenedStore) {
     return v.ok() ? *v : -1;
   };
   EXPECT_EQ(pragma(*engine_), 2);  // default: FULL
-  EngineOptions eo;
-  eo.env = {{"HOME", (tmp_.path() / "home").string()}};
-  eo.data_dir = tmp_.path() / "data";
+  EngineOptions eo = testing::IsolatedEngineOptions(tmp_.path());
   eo.store_sync = StoreSync::kNormal;
   auto normal = Engine::Create(eo);
   ASSERT_TRUE(normal.ok()) << normal.error().ToString();

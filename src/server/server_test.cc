@@ -27,6 +27,7 @@
 
 #include "base/testing/files.h"
 #include "config/trust.h"
+#include "engine/testing/engine.h"
 #include "env/process.h"
 #include "fake_model_server.h"
 #include "permissions/webhook.h"
@@ -198,9 +199,7 @@ class ServerTest : public ::testing::Test {
 
   void StartServer(ServerOptions so = {}) {
     if (!engine_) {
-      EngineOptions eo;
-      eo.env = {{"HOME", (tmp_.path() / "home").string()}};
-      eo.data_dir = tmp_.path() / "data";
+      EngineOptions eo = agentloop::testing::IsolatedEngineOptions(tmp_.path());
       eo.io_context = &io_;
       eo.tenant_user_scopes = tenant_user_scopes_;
       auto e = Engine::Create(eo);
