@@ -506,7 +506,8 @@ void ExitCmd(ChatState& st, const std::string& args) {
 }
 
 void CompactCmd(ChatState& st, const std::string& args) {
-  Result<TurnResult> r = st.session->Compact(args, SessionCallbacks{}, std::stop_token());
+  Result<TurnResult> r =
+      RunBlocking(*st.session, op::Compact{args}, SessionCallbacks{}, std::stop_token());
   if (!r.ok()) {
     st.env.err << "agentloop: " << r.error().message() << "\n";
     return;
@@ -598,7 +599,7 @@ bool Unanswered(const ApprovalDecision& d, const std::stop_token& stop) {
 
 // Asks the person about one outstanding item with the console's prompt
 // (y/a/n/e for an approval, the options for a question) and records the
-// answer with Engine::Resolve, which only records it: this chat holds the
+// answer with Engine::Submit (op::Decide), which only records it: this chat holds the
 // session and continues the turn itself. A refused edit asks again.
 // Returns false when nothing was decided (no answer, or an error said).
 bool AnswerItem(ChatState& st, const PendingItem& item, const ToolRegistry& tools,
@@ -633,7 +634,7 @@ bool AnswerItem(ChatState& st, const PendingItem& item, const ToolRegistry& tool
       *denied = true;
     }
     Result<ResolveReport> report =
-        st.engine->Resolve(item.id, res, st.settings.session, SessionCallbacks{}, stop);
+        st.engine->Submit(op::Decide{item.id, res}, st.settings.session, SessionCallbacks{}, stop);
     if (!report.ok()) {
       st.env.err << "agentloop: " << report.error().message() << "\n";
       if (report.error().code() == Code::kInvalidArgument && res.edited_arguments) {
@@ -650,7 +651,7 @@ bool AnswerItem(ChatState& st, const PendingItem& item, const ToolRegistry& tool
 }
 
 // A paused session: asks each outstanding item of its batch right here, then
-// continues the turn in place (Session::Retry claims the decided batch),
+// continues the turn in place (op::Retry claims the decided batch),
 // again while the continued turn pauses. Returns false when the person left
 // an item unanswered (end of input, Ctrl-C): it stays pending for `agentloop
 // approve|deny|answer` or the next chat.
@@ -679,7 +680,7 @@ bool AnswerPaused(ChatState& st) {
       if (denied) break;  // a denial decides the whole batch
     }
     st.printer.BeginTurn();
-    Result<TurnResult> r = st.session->Retry(TurnCallbacks(st), stop);
+    Result<TurnResult> r = RunBlocking(*st.session, op::Retry{}, TurnCallbacks(st), stop);
     Interrupts::Disarm();
     if (!r.ok()) {
       st.printer.FinishWithError(r.error());
@@ -693,7 +694,7 @@ bool AnswerPaused(ChatState& st) {
 // A turn that ran out of its tool-call or token budget while a person is at
 // the terminal: asks whether to go on with that budget raised by its size
 // when the chat opened. Yes raises it (the person's decision, recorded in
-// the `settings` event) and continues the same turn (Session::Retry, its
+// the `settings` event) and continues the same turn (op::Retry, its
 // counters carried), asking again if it runs out again; anything else
 // leaves the turn as it ended.
 void OfferMoreBudget(ChatState& st, TurnResult r) {
@@ -722,14 +723,14 @@ void OfferMoreBudget(ChatState& st, TurnResult r) {
       st.env.err << "agentloop: " << s.message() << "\n";
       return;
     }
-    if (!st.session->retryable()) {
+    if (!st.session->Preview(op::Retry{}).ok()) {
       st.env.err << "budget per turn: " << BudgetLine(st.session->budget())
                  << "; the turn has nothing left to answer: send a message to go on\n";
       return;
     }
     st.printer.BeginTurn();
     std::stop_token stop = Interrupts::Arm();
-    Result<TurnResult> next = st.session->Retry(TurnCallbacks(st), stop);
+    Result<TurnResult> next = RunBlocking(*st.session, op::Retry{}, TurnCallbacks(st), stop);
     Interrupts::Disarm();
     if (!next.ok()) {
       st.printer.FinishWithError(next.error());
@@ -754,7 +755,7 @@ void RunChatTurn(ChatState& st, const std::string& prompt) {
   text += text.empty() ? prompt : "\n" + prompt;
   st.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<TurnResult> r = st.session->Run(text, TurnCallbacks(st), stop);
+  Result<TurnResult> r = RunBlocking(*st.session, op::UserInput{text}, TurnCallbacks(st), stop);
   if (r.ok()) st.notes.clear();
   Interrupts::Disarm();
   if (!r.ok()) {

@@ -199,7 +199,7 @@ SettingsOverrides FlagOverrides(const CliSettings& s, const CliArgs& args) {
   return o;
 }
 
-// Everything a turn-running command needs around Session::Run / Resolve.
+// Everything a turn-running command needs around RunBlocking / Engine::Submit.
 struct TurnDriver {
   TurnDriver(const CommandEnv& e, const CliSettings& s, Engine& engine)
       : printer(s.output, e.out, e.err, TurnStyle(e, s)),
@@ -244,7 +244,7 @@ int RunTurn(const CommandEnv& e, const CliSettings& s, Engine& engine, Session& 
   }
   driver.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<TurnResult> result = session.Run(prompt, driver.callbacks, stop);
+  Result<TurnResult> result = RunBlocking(session, op::UserInput{prompt}, driver.callbacks, stop);
   Interrupts::Disarm();
   if (!result.ok()) return driver.printer.FinishWithError(result.error());
   return driver.printer.Finish(session.id(), *result, ModelFor(s, &session));
@@ -436,21 +436,18 @@ int CmdResume(const CommandEnv& e) {
     return RunChat(e, std::move(*s));
   }
   // Opening the session ended a turn its previous process left unfinished
-  // (EndCutTurn); the engine says what continues (Session::Resume).
-  if (std::optional<ResumeKind> kind = (*session)->resumable()) {
-    if (!e.args.quiet) {
-      const char* what = *kind == ResumeKind::kDecidedBatch ? "continuing the decided batch"
-                         : *kind == ResumeKind::kRetry      ? "retrying the failed turn"
-                                                            : "continuing the interrupted turn";
-      e.err << "agentloop: " << what << " of session " << (*session)->id() << "\n";
-    }
+  // (EndCutTurn); the engine says what continues (op::Continue).
+  Result<std::string> what = (*session)->Preview(op::Continue{});
+  if (what.ok()) {
+    if (!e.args.quiet)
+      e.err << "agentloop: " << *what << " of session " << (*session)->id() << "\n";
     TurnDriver driver(e, *s, **engine);
     for (const std::string& w : (*session)->load_warnings()) {
       e.err << "agentloop: warning: " << w << "\n";
     }
     driver.printer.BeginTurn();
     std::stop_token stop = Interrupts::Arm();
-    Result<TurnResult> result = (*session)->Resume(driver.callbacks, stop);
+    Result<TurnResult> result = RunBlocking(**session, op::Continue{}, driver.callbacks, stop);
     Interrupts::Disarm();
     if (!result.ok()) return driver.printer.FinishWithError(result.error());
     return driver.printer.Finish((*session)->id(), *result, ModelFor(*s, session->get()));
@@ -460,9 +457,8 @@ int CmdResume(const CommandEnv& e) {
     session->reset();  // chat opens it again (and takes the lock)
     return RunChat(e, std::move(*s));
   }
-  return UsageError(e, InvalidArgument("session " + (*session)->id() +
-                                       " has no interrupted or failed turn to continue; give a "
-                                       "PROMPT"));
+  if (what.error().code() != Code::kFailedPrecondition) return Fail(e, s->output, what.error());
+  return UsageError(e, InvalidArgument(what.error().message() + "; give a PROMPT"));
 }
 
 // ------------------------------------------------------------ compact ----
@@ -482,7 +478,8 @@ int CmdCompact(const CommandEnv& e) {
   TurnDriver driver(e, *s, **engine);
   driver.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<TurnResult> result = (*session)->Compact(e.args.focus, driver.callbacks, stop);
+  Result<TurnResult> result =
+      RunBlocking(**session, op::Compact{e.args.focus}, driver.callbacks, stop);
   Interrupts::Disarm();
   if (!result.ok()) return driver.printer.FinishWithError(result.error());
   return driver.printer.Finish((*session)->id(), *result, ModelFor(*s, session->get()));
@@ -547,7 +544,8 @@ int CmdResolve(const CommandEnv& e) {
   TurnDriver driver(e, *s, **engine);
   driver.printer.BeginTurn();
   std::stop_token stop = Interrupts::Arm();
-  Result<ResolveReport> report = (*engine)->Resolve(id, res, s->session, driver.callbacks, stop);
+  Result<ResolveReport> report =
+      (*engine)->Submit(op::Decide{id, res}, s->session, driver.callbacks, stop);
   Interrupts::Disarm();
   if (!report.ok()) return driver.printer.FinishWithError(report.error());
   if (report->outcome == DecisionOutcome::kInvalidEdit) {

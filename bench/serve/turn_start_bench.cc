@@ -214,7 +214,7 @@ void BM_TurnStartInFlight(benchmark::State& state) {
         done.fetch_add(1);
         done_cv.notify_all();
       };
-      (*s)->StartRun("read data.txt", executor, std::move(cb), stop.get_token());
+      (*s)->Submit(op::UserInput{"read data.txt"}, executor, std::move(cb), stop.get_token());
       sessions.push_back(std::move(*s));
     }
     if (!model.WaitFor(sessions.size())) state.SkipWithError("the requests did not all arrive");

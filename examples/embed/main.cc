@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   auto session = (*engine)->OpenSession(spec);
   if (!session.ok()) return std::cerr << session.error().ToString() << "\n", 1;
 
-  auto result = (*session)->Run("How many words are in notes.txt?", {}, {});
+  auto result = agentloop::RunBlocking(
+      **session, agentloop::op::UserInput{"How many words are in notes.txt?"}, {}, {});
   if (!result.ok()) return std::cerr << result.error().ToString() << "\n", 1;
   std::cout << result->final_text << "\n";
   return result->stop == StopReason::kCompleted ? 0 : 1;

@@ -8,10 +8,20 @@
 // session lock while it is open, so a second process that opens the same
 // session gets kBusy "session ... is busy".
 //
+// Operations in, outcomes out: a session takes operations (Op: a user
+// input, a continuation, a retry, a compaction, a queued input) through one
+// entry point, Session::Submit, which runs each as a turn on the same
+// asynchronous turn runner and answers with its TurnResult; RunBlocking is
+// the same on the caller's thread (the CLI, ACP). A decision about a
+// pending item (op::Decide) goes to Engine::Submit, since the item's
+// session may be held elsewhere, and answers with a ResolveReport. The
+// engine decides what an operation means (what a continuation continues,
+// whether anything may run); a front end only picks the operation.
+//
 // Durability: every event the store must keep is committed before the next
 // step starts (the store's Append is the turn's event sink); a paused turn's
-// checkpoint is stored before Run() returns; Resolve() continues a paused
-// turn from any process.
+// checkpoint is stored before its turn's outcome is reported; a decision
+// (op::Decide) continues a paused turn from any process.
 //
 // Thread-safety: Engine methods may be called from several threads; a
 // Session is used by one thread at a time.
@@ -25,6 +35,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "agentloop/budget_ledger.h"
@@ -342,16 +353,16 @@ struct EngineOptions {
   // thread), instead of on a thread of the client's own. Destroying the
   // Engine aborts the client's transfers on that io_context; it must outlive
   // the Engine and run until those have ended. Blocking calls that use the
-  // client (Session::Run, Retry, Resolve; they wait for it) must not be made
-  // on that thread; StartRun/StartRetry never block it. Null: the client
+  // client (RunBlocking, Engine::Submit of a decision; they wait for it)
+  // must not be made on that thread; Session::Submit never blocks it. Null: the client
   // runs its own event thread (the CLI).
   boost::asio::io_context* io_context = nullptr;
 };
 
-// TurnExecutor (where turns started with StartRun/StartRetry run) and
+// TurnExecutor (where turns started with Session::Submit run) and
 // ThreadPoolExecutor, an implementation of it: agentloop/executor.h.
 
-// The front end of a turn started with Session::StartRun/StartRetry.
+// The front end of a turn started with Session::Submit.
 // Threads: durable events reach `observer` from the executor's Post threads
 // (one at a time, in seq order, after the store has them); text and
 // thinking deltas reach `observer` and `stream` on the thread the model
@@ -363,7 +374,7 @@ struct AsyncTurnCallbacks {
   StreamSink* stream = nullptr;   // text and thinking deltas
   // Called exactly once, on an executor Post thread: with the turn's result
   // (also when it was cancelled), or with the error that kept it from
-  // starting (the errors Run/Retry return).
+  // starting (each operation's errors: see op::).
   std::function<void(Result<TurnResult>)> done;
 };
 
@@ -375,9 +386,8 @@ struct SessionCallbacks {
 };
 
 // The message that continues a turn a dead process left unfinished when
-// its history leaves the model nothing to answer (Session::Resume,
-// ResumeKind::kInterrupted; the history already says, through the
-// crash-recovery results, what was cut).
+// its history leaves the model nothing to answer (op::Continue; the history
+// already says, through the crash-recovery results, what was cut).
 inline constexpr std::string_view kContinueInterruptedPrompt =
     "The previous turn was interrupted before it finished (the agentloop process stopped). "
     "Continue the task from where it stopped.";
@@ -400,21 +410,115 @@ inline constexpr std::string_view kCutTurnReason =
 // lease. Errors: the store's (kLeaseLost when the lock was lost).
 Status EndCutTurn(SessionLock& lock, SessionSnapshot& snapshot, int64_t now_ms);
 
-// What Session::Resume continues.
-enum class ResumeKind {
-  // A paused batch whose every item is decided: its turn continues.
-  kDecidedBatch,
-  // The newest turn failed (a cut turn among them: it was ended `failed`
-  // when the session was taken over), or ran out of a budget of tool calls,
-  // tokens or model calls that has been raised since, and its history ends
-  // with what the model is to answer (the prompt or tool results): the same
-  // turn is retried (Session::Retry), its counters carried.
-  kRetry,
-  // The newest turn was cut and its history leaves the model nothing to
-  // answer: a new turn on kContinueInterruptedPrompt.
-  kInterrupted,
+// How a person resolves a pending item.
+struct Resolution {
+  enum class Kind { kApprove, kDeny, kAnswer };
+  Kind kind = Kind::kApprove;
+  std::optional<Json> edited_arguments;  // kApprove: run with these instead
+  std::string reason;                    // kDeny
+  std::string answer;                    // kAnswer
+  // kApprove: also allow this exact access again without asking, for the
+  // rest of the session (kept with the session: it survives a reopen).
+  bool remember_for_session = false;
+  std::string by = "cli";  // who resolved (for the event log)
+  // Only an item of this tenant's sessions (a server's caller): the store
+  // finds and decides the item through the tenant's view
+  // (SessionStore::ForTenant), so another tenant's item is already_resolved,
+  // as an unknown id. nullopt: any tenant's (the command line).
+  std::optional<std::string> tenant;
+  // false: only record the decision; a completed batch is left decided for
+  // the caller to continue (op::Continue{.decided_batch_only = true}), never
+  // run inside Engine::Submit.
+  bool continue_turn = true;
 };
-std::string_view ResumeKindName(ResumeKind kind);
+
+// The operations a session takes (Session::Submit, RunBlocking). Each runs
+// one turn and answers with its TurnResult, also for stops that are not
+// errors (budget, pause, denial, cancellation). An operation that cannot
+// run answers an error and runs nothing: kFailedPrecondition saying why (a
+// pause waits for decisions, nothing is to continue), or an engine fault
+// before the turn could start.
+namespace op {
+
+// A new turn on `prompt`. Errors: kFailedPrecondition while a paused batch
+// is open (naming the pending ids) or decided but not yet continued.
+struct UserInput {
+  std::string prompt;
+};
+
+// Continues the session's newest turn: the one operation behind `agentloop
+// resume ID` without a prompt and the server's {"continue": true}. It
+// continues, whichever applies first: a paused batch whose every item is
+// decided (its turn continues); the newest turn when it failed (a cut turn
+// among them: it was ended `failed` when the session was taken over) or
+// ran out of a budget of tool calls, tokens or model calls raised since,
+// and its history ends with what the model is to answer (the same turn is
+// retried, its counters carried); a cut turn whose history leaves the
+// model nothing to answer (a new turn on kContinueInterruptedPrompt).
+// Errors: kFailedPrecondition when a pause still waits for decisions or
+// nothing is to continue (the message says which).
+//
+// `decided_batch_only`: a decided batch and nothing else, for a driver that
+// was told a batch is decided (a decision it recorded, a wake-up it
+// claimed), which another process may have continued meanwhile:
+// kFailedPrecondition when none waits.
+struct Continue {
+  bool decided_batch_only = false;
+};
+
+// Continues the decided batch, or retries the failed newest turn (or one
+// out of a budget raised since) from its last committed step: the same
+// turn id and counters, no new message. Errors: kFailedPrecondition when
+// there is nothing to retry, or the decided batch is a subagent's (it
+// continues with its caller's turn).
+struct Retry {};
+
+// Compacts the view of the history sent to the model, by hand (`/compact
+// [focus]`, `agentloop compact ID --focus TEXT`): a turn with input
+// "compact" that asks the model for a summary of all but the last messages
+// and the latest request (docs/protocol.md, "Context budget"). The store
+// keeps every message. Errors: kFailedPrecondition while a paused batch
+// waits or is decided but not continued.
+struct Compact {
+  std::string focus;
+};
+
+// The session's queued input `input` (SessionStore::NextQueuedInput: left
+// in the queue), run as UserInput (or Continue, for a queued
+// continuation). It is taken from the queue in the transaction that
+// commits the turn's beginning (SessionLock::AppendTakingInput): an input
+// whose process stops before that stays queued for the next holder. An
+// input that cannot run (the operation's error) is taken from the queue
+// all the same, so it is answered once.
+struct Queued {
+  QueuedInput input;
+};
+
+// A decision about the pending item `pending_id`: Engine::Submit, not an
+// operation of an open session (see there why).
+struct Decide {
+  std::string pending_id;
+  Resolution resolution;
+};
+
+}  // namespace op
+
+// The operations of an open session.
+using Op = std::variant<op::UserInput, op::Continue, op::Retry, op::Compact, op::Queued>;
+
+// "user_input", "continue", "retry", "compact", "queued" (for messages).
+std::string_view OpName(const Op& op);
+
+class Session;
+
+// Runs `op` on the caller's thread and returns its outcome (see op::): the
+// blocking adapter of Session::Submit, for a front end with a thread to
+// spare (the CLI, ACP). The same checks, preparation and finish as Submit;
+// the turn's steps, tool calls and model call run on this thread, and a
+// person at a terminal may be asked (`callbacks.console_approver`, with
+// ApproverMode::kConsole or kAuto).
+Result<TurnResult> RunBlocking(Session& session, Op op, const SessionCallbacks& callbacks,
+                               std::stop_token stop);
 
 class Session {
  public:
@@ -428,65 +532,24 @@ class Session {
   // Notices produced by hooks outside turns (e.g. the todo loop's warnings).
   virtual std::optional<Checkpoint> open_checkpoint() const = 0;
 
-  // Runs one turn on `prompt`. Returns the result also for stops that are
-  // not errors (budget, pause, denial). Errors (non-OK) only for engine
-  // faults before the turn could start (e.g. a paused batch is open:
-  // kFailedPrecondition naming the pending ids).
-  virtual Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
-                                 std::stop_token stop) = 0;
+  // Runs `op` (see op::) without a thread of its own: returns at once. The
+  // operation's checks and the turn's preparation (every store call among
+  // them) run in executor.Post(id()), and so do the turn's steps; its tool
+  // calls run in executor.PostTool(id()), the model call asynchronously
+  // (see RunTurnAsync in runner.h). `callbacks.done` reports the outcome:
+  // the turn's result, or the error that kept it from starting. A person's
+  // approval is asked only of a durable (or webhook, or embedder's)
+  // approver: there is no console here. The Session must stay alive, and
+  // unused by others, until `done` is called.
+  virtual void Submit(Op op, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                      std::stop_token stop) = 0;
 
-  // Whether Retry() would run: the paused batch is decided but its turn has
-  // not continued (the resolver could not take the session), or the newest
-  // turn failed (the provider was unreachable, say) or ran out of a budget
-  // raised since (ResumeKind::kRetry), nothing is paused, and the history
-  // ends with the prompt or the tool results the model is to answer.
-  virtual bool retryable() const = 0;
-  // Continues the decided batch, or the failed newest turn from its last
-  // committed step: the same turn id and counters, no new message. Errors:
-  // kFailedPrecondition when not retryable().
-  virtual Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
-
-  // What Resume would continue now; nullopt when nothing (the newest turn
-  // completed, or a paused batch still waits for decisions).
-  virtual std::optional<ResumeKind> resumable() const = 0;
-  // Continues the session's newest turn, the one engine operation behind
-  // `agentloop resume ID` without a prompt and the server's
-  // {"continue": true}: a decided batch, a failed (or cut) turn retried,
-  // or an interrupted one continued with kContinueInterruptedPrompt (see
-  // ResumeKind). Errors: kFailedPrecondition when nothing is resumable
-  // (the message says why).
-  virtual Result<TurnResult> Resume(const SessionCallbacks& callbacks, std::stop_token stop) = 0;
-
-  // Run and Retry without a thread of their own: return at once; the turn's
-  // steps (and every store call) run in executor.Post(id()), its tool calls
-  // in executor.PostTool(id()), the model call asynchronously (see
-  // RunTurnAsync in runner.h), and `callbacks.done` reports the outcome.
-  // A person's approval is asked only of a durable (or webhook, or
-  // embedder's) approver: there is no console here. The Session must stay
-  // alive, and unused by others, until `done` is called.
-  virtual void StartRun(const std::string& prompt, TurnExecutor& executor,
-                        AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
-  virtual void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                          std::stop_token stop) = 0;
-  // Continues the decided batch only, as StartRetry would, and never a
-  // failed turn: for a driver that was told a batch is decided (a decision
-  // it recorded, a wake-up it claimed), which another process may have
-  // continued meanwhile. `done` gets kFailedPrecondition when there is no
-  // decided batch to continue; nothing runs then.
-  virtual void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                             std::stop_token stop) = 0;
-  // Resume without a thread of its own, as StartRun.
-  virtual void StartResume(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                           std::stop_token stop) = 0;
-  // Runs the session's queued input `input` (SessionStore::NextQueuedInput:
-  // left in the queue) as StartRun (or StartResume for a continuation) and
-  // takes it from the queue in the transaction that commits the turn's
-  // beginning (SessionLock::AppendTakingInput): an input whose process
-  // stops before that stays queued for the next holder. An input that
-  // cannot run (the turn cannot start: `done` gets the error) is taken
-  // from the queue all the same, so it is answered once.
-  virtual void StartQueued(const QueuedInput& input, TurnExecutor& executor,
-                           AsyncTurnCallbacks callbacks, std::stop_token stop) = 0;
+  // What Submit(op) would do now, in words for a person ("continuing the
+  // interrupted turn", "retrying the failed turn"), or the error it would
+  // answer without running anything. Reads the store (a pause may have
+  // been decided elsewhere since the session was opened); claims and runs
+  // nothing.
+  virtual Result<std::string> Preview(const Op& op) = 0;
 
   // The settings the session runs with: the pinned ones (overrides applied)
   // for a stored session, else the options it was opened with.
@@ -506,13 +569,6 @@ class Session {
   // Totals over the turns run by this object.
   virtual TurnCounters totals() const = 0;
 
-  // Compacts the view of the history sent to the model, by hand (`/compact
-  // [focus]`, `agentloop compact ID --focus TEXT`): a turn with input
-  // "compact" that asks the model for a summary of all but the last
-  // messages and the latest request (docs/protocol.md, "Context budget").
-  // The store keeps every message. Errors: as Run.
-  virtual Result<TurnResult> Compact(const std::string& focus, const SessionCallbacks& callbacks,
-                                     std::stop_token stop) = 0;
   // The context the next request would carry: estimated tokens (as the
   // last turn measured them, else chars / 4 of the system text and history)
   // and the model's window.
@@ -525,27 +581,13 @@ class Session {
   // the session opened is "disconnected"); empty when none is configured or
   // the session does not run turns (no servers are started then).
   virtual std::vector<McpServerState> mcp_servers() const { return {}; }
-};
 
-// How a person resolves a pending item.
-struct Resolution {
-  enum class Kind { kApprove, kDeny, kAnswer };
-  Kind kind = Kind::kApprove;
-  std::optional<Json> edited_arguments;  // kApprove: run with these instead
-  std::string reason;                    // kDeny
-  std::string answer;                    // kAnswer
-  // kApprove: also allow this exact access again without asking, for the
-  // rest of the session (kept with the session: it survives a reopen).
-  bool remember_for_session = false;
-  std::string by = "cli";  // who resolved (for the event log)
-  // Only an item of this tenant's sessions (a server's caller): the store
-  // finds and decides the item through the tenant's view
-  // (SessionStore::ForTenant), so another tenant's item is already_resolved,
-  // as an unknown id. nullopt: any tenant's (the command line).
-  std::optional<std::string> tenant;
-  // false: only record the decision; a completed batch is left decided for
-  // the caller to continue (Session::StartContinue), never run inside Resolve.
-  bool continue_turn = true;
+ protected:
+  // RunBlocking's work: Submit's, driven on the caller's thread.
+  virtual Result<TurnResult> RunOnCaller(Op op, const SessionCallbacks& callbacks,
+                                         std::stop_token stop) = 0;
+  friend Result<TurnResult> RunBlocking(Session& session, Op op, const SessionCallbacks& callbacks,
+                                        std::stop_token stop);
 };
 
 // What a decision about a pending item came to: one vocabulary that every
@@ -617,24 +659,34 @@ class Engine {
   // kDataLoss (unreadable history or pinned settings).
   virtual Result<std::unique_ptr<Session>> OpenSession(const SessionOptions& options) = 0;
 
-  // Resolves a pending approval or question from any process. The
-  // decision is recorded atomically with its `decision` event (edited
-  // arguments are checked first, as a live decision's are: plan mode, the
-  // tool's schema, deny rules; a refused edit is kInvalidArgument and the
-  // item stays pending). A deny decides the whole batch. Nothing runs until
-  // every item of the batch is decided; then the paused Turn continues with
+  // Decides a pending approval or question (`decide.pending_id`) from any
+  // process, and answers with what the decision came to (ResolveReport,
+  // DecisionOutcome). A decision is an operation of the Engine, not of an
+  // open Session: it names an item, not a session; the item's session may
+  // be held by another process (the decision is then recorded without its
+  // lock, and its holder continues the turn); and the turn it continues may
+  // be another session's (deciding a subagent's item decides its callers'
+  // batches up to the root, whose turn continues).
+  //
+  // The decision is recorded atomically with its `decision` event. Edited
+  // arguments are checked first, as a live decision's are (plan mode, the
+  // tool's schema, deny rules): a refused edit is the outcome kInvalidEdit
+  // and the item stays pending. A deny decides the whole batch. Nothing
+  // runs until every item of the batch is decided; then, unless
+  // `resolution.continue_turn` is false or another process holds the
+  // session, the paused Turn continues here, on the caller's thread, with
   // the session's pinned settings (`options.overrides` applied as by
   // OpenSession; the other fields of `options` only for a session stored
   // without pinned settings): approved calls run through the Turn like any
-  // other call, a denial cancels the batch, and the turn may pause again.
-  // Of two racing resolvers of one item exactly one records its decision;
-  // the other gets already_resolved. The tools of a decided batch run at
-  // most once, whoever continues it (a crash mid-run leaves their calls
-  // answered as interrupted, never re-run).
-  virtual Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
-                                        const SessionOptions& options,
-                                        const SessionCallbacks& callbacks,
-                                        std::stop_token stop) = 0;
+  // other call, a denial cancels the batch, and the turn may pause again
+  // (ResolveReport::resumed). Of two racing resolvers of one item exactly
+  // one records its decision; the other gets kAlreadyResolved or kConflict.
+  // The tools of a decided batch run at most once, whoever continues it (a
+  // crash mid-run leaves their calls answered as interrupted, never re-run).
+  // Errors: a resolution of the wrong kind for the item (kInvalidArgument),
+  // an override that widens the pinned settings, the store's.
+  virtual Result<ResolveReport> Submit(const op::Decide& decide, const SessionOptions& options,
+                                       const SessionCallbacks& callbacks, std::stop_token stop) = 0;
 
   // Outstanding items, oldest first, as one inbox per tree of subagents
   // (docs/subagents.md): a session's list (`session_id`: an id or a unique

@@ -1,5 +1,5 @@
 // TurnExecutor: where the work of turns driven without a thread of their own
-// runs (Session::StartRun/StartRetry, RunTurnAsync in runner.h), and a
+// runs (Session::Submit, RunTurnAsync in runner.h), and a
 // thread-pool implementation of it for servers and tests.
 //
 // Two kinds of work:

@@ -630,7 +630,7 @@ class SessionStore {
   // in the queue: the turn that runs it takes it in the transaction that
   // commits the turn's beginning (SessionLock::AppendTakingInput), so an
   // input whose process stops before that stays queued for the session's
-  // next holder (Session::StartQueued).
+  // next holder (op::Queued).
   virtual Result<std::optional<QueuedInput>> NextQueuedInput(std::string_view session_id,
                                                              int64_t owner_pid) = 0;
   // The sessions with queued inputs, oldest input first (a server that

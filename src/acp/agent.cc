@@ -303,7 +303,7 @@ Status Agent::Prompt(const Json& id, const Json& params) {
     cb.observer = s->mapper.get();
     cb.stream = s->mapper.get();
     cb.console_approver = s->approver.get();
-    Result<TurnResult> r = s->session->Run(text, cb, stop);
+    Result<TurnResult> r = RunBlocking(*s->session, op::UserInput{text}, cb, stop);
     Json reply;
     if (!r.ok()) {
       reply = stop.stop_requested() ? MakeResult(id, Json{{"stopReason", "cancelled"}})

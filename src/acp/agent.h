@@ -8,7 +8,7 @@
 //   session/new         opens a new engine session whose workspace is `cwd`
 //   session/load        opens a stored session, replays its conversation as
 //                       session/update notifications, then answers
-//   session/prompt      runs a turn (Session::Run, as `agentloop chat` does)
+//   session/prompt      runs a turn (RunBlocking, as `agentloop chat` does)
 //                       on a thread of its own and answers with the stop
 //                       reason once it has ended
 //   session/cancel      (notification) cancels the session's running turn

@@ -46,10 +46,32 @@ struct TurnPlan {
   std::optional<Checkpoint> resumed_from;
   // The queued input the turn runs: taken with the turn's first commit.
   std::string queued_input_id;
+  // What the turn does, in words (Session::Preview).
+  std::string what;
 };
+
+// Whether a plan is made to run (a decided batch is claimed from the
+// store, a queued input taken when it cannot run) or only to say what
+// would run (Session::Preview: nothing is claimed or taken).
+enum class PlanMode { kRun, kPreview };
 
 // What a running turn holds (session_turns.cc).
 struct ActiveTurn;
+
+// What op::Continue continues (SessionImpl::resumable).
+enum class ResumeKind {
+  // A paused batch whose every item is decided: its turn continues.
+  kDecidedBatch,
+  // The newest turn failed (a cut turn among them: it was ended `failed`
+  // when the session was taken over), or ran out of a budget of tool calls,
+  // tokens or model calls that has been raised since, and its history ends
+  // with what the model is to answer (the prompt or tool results): the same
+  // turn is retried (op::Retry), its counters carried.
+  kRetry,
+  // The newest turn was cut and its history leaves the model nothing to
+  // answer: a new turn on kContinueInterruptedPrompt.
+  kInterrupted,
+};
 
 // Sessions open in this process. When the last one closes, the free heap
 // the allocator keeps is given back to the system: after a burst of turns a
@@ -100,11 +122,11 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   const std::vector<std::string>& load_warnings() const override { return warnings_; }
   std::optional<Checkpoint> open_checkpoint() const override { return open_checkpoint_; }
 
-  Result<TurnResult> Run(const std::string& prompt, const SessionCallbacks& callbacks,
-                         std::stop_token stop) override;
-
-  Result<TurnResult> Compact(const std::string& focus, const SessionCallbacks& callbacks,
-                             std::stop_token stop) override;
+  void Submit(Op op, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+              std::stop_token stop) override;
+  Result<std::string> Preview(const Op& op) override;
+  Result<TurnResult> RunOnCaller(Op op, const SessionCallbacks& callbacks,
+                                 std::stop_token stop) override;
 
   std::vector<McpServerState> mcp_servers() const override;
 
@@ -114,32 +136,16 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // ends with what the model is to answer (the prompt or committed tool
   // results) and it failed, or ran out of a budget that has been raised
   // since (the person widened it: SettingsOverrides::person_budgets).
-  bool retryable() const override;
+  bool retryable() const;
 
   // The budgets now leave room for what `end`'s turn spent: every count
   // below its limit. (A turn out of wall time is not continued: its
   // elapsed time is not a count the turn carries.)
   bool BudgetRaisedOver(const LastTurnEnd& end) const;
 
-  Result<TurnResult> Retry(const SessionCallbacks& callbacks, std::stop_token stop) override;
-
-  std::optional<ResumeKind> resumable() const override;
-
-  Result<TurnResult> Resume(const SessionCallbacks& callbacks, std::stop_token stop) override;
-
-  // The same preparations and checks as Run/Retry, in a step of the
-  // executor (they read and write the store); the turn is then driven by
-  // RunTurnAsync.
-  void StartRun(const std::string& prompt, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                std::stop_token stop) override;
-  void StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                  std::stop_token stop) override;
-  void StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                     std::stop_token stop) override;
-  void StartResume(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                   std::stop_token stop) override;
-  void StartQueued(const QueuedInput& input, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                   std::stop_token stop) override;
+  // What op::Continue would continue now; nullopt when nothing (the newest
+  // turn completed, or a paused batch still waits for decisions).
+  std::optional<ResumeKind> resumable() const;
 
   const SessionOptions& options() const override { return options_; }
   // This object holds the session's lock: it may run turns.
@@ -148,7 +154,7 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   // Records a person's decision about `rec` (an item of this session) and,
   // when that completes the batch and this object holds the session's lock,
   // continues the turn (a resolver opens a session it cannot lock only to
-  // record a decision). See Engine::Resolve.
+  // record a decision). See Engine::Submit(op::Decide).
   Result<ResolveReport> Resolve(const PendingRecord& rec, const Resolution& resolution,
                                 const SessionCallbacks& callbacks, std::stop_token stop);
 
@@ -157,28 +163,39 @@ class SessionImpl final : public Session, public engine::SubagentHost {
   Result<std::optional<TurnResult>> ContinueDecided(const SessionCallbacks& callbacks,
                                                     std::stop_token stop);
 
-  // The turn Run would run on `prompt`. Errors: a paused batch is open or
-  // decided but not continued (kFailedPrecondition naming it).
+  // The turn `op` runs (what it means is decided here, once, for every
+  // driver): one of the plans below. Errors: the operation's (see op::);
+  // a queued input whose operation cannot run is taken from the queue.
+  Result<TurnPlan> Plan(const Op& op, PlanMode mode = PlanMode::kRun);
+  // A queued input whose turn cannot start is answered with the error
+  // once: taken from the queue (best effort), not run again.
+  void TakeUnrunInput(const std::string& input_id);
+  // The turn op::UserInput runs on `prompt`. Errors: a paused batch is
+  // open or decided but not continued (kFailedPrecondition naming it).
   Result<TurnPlan> PlanRun(const std::string& prompt);
-  // The turn Retry would run (claiming a decided batch). Errors: nothing to
+  // The turn op::Retry runs (claiming a decided batch). Errors: nothing to
   // retry (kFailedPrecondition).
-  Result<TurnPlan> PlanRetry();
-  // The turn StartContinue runs: the decided batch, claimed. Errors:
-  // kFailedPrecondition when the batch still waits or none is decided.
-  Result<TurnPlan> PlanContinue();
-  // The turn Resume runs (see ResumeKind). Errors: kFailedPrecondition
-  // when nothing is resumable.
-  Result<TurnPlan> PlanResume();
+  Result<TurnPlan> PlanRetry(PlanMode mode = PlanMode::kRun);
+  // The turn op::Continue{.decided_batch_only = true} runs: the decided
+  // batch, claimed. Errors: kFailedPrecondition when the batch still waits
+  // or none is decided.
+  Result<TurnPlan> PlanContinue(PlanMode mode = PlanMode::kRun);
+  // The turn op::Continue runs (see ResumeKind). Errors:
+  // kFailedPrecondition when nothing is resumable.
+  Result<TurnPlan> PlanResume(PlanMode mode = PlanMode::kRun);
+  // The turn op::Compact runs. Errors: kFailedPrecondition while a paused
+  // batch waits or is decided but not continued.
+  Result<TurnPlan> PlanCompact(const std::string& focus);
   // Claims the decided batch: the turn that continues it; nullopt when
   // there is none.
-  Result<std::optional<TurnPlan>> PlanDecided();
+  Result<std::optional<TurnPlan>> PlanDecided(PlanMode mode = PlanMode::kRun);
 
   // Runs a turn on this thread: a new user input, or the continuation of a
   // paused batch or a failed turn.
   Result<TurnResult> RunTurnWith(TurnPlan plan, const SessionCallbacks& callbacks,
                                  std::stop_token stop);
-  // Runs a turn with RunTurnAsync; `plan` is what PlanRun/PlanRetry made
-  // (an error goes to `callbacks.done`). Called in a Post of `executor`.
+  // Runs a turn with RunTurnAsync; `plan` is what Plan made (an error goes
+  // to `callbacks.done`). Called in a Post of `executor`.
   void StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
                      std::stop_token stop);
   // What both drivers do before and after a turn: the lock check, the
@@ -383,10 +400,9 @@ class EngineImpl final : public Engine {
   // has not stored its pause yet (it then wakes itself, see FinishTurn).
   Result<std::optional<std::string>> WakeCallers(const SessionInfo& child);
 
-  Result<ResolveReport> Resolve(const std::string& pending_id, const Resolution& resolution,
-                                const SessionOptions& options, const SessionCallbacks& callbacks,
-                                std::stop_token stop) override;
-  // Resolve without the outcome's classification.
+  Result<ResolveReport> Submit(const op::Decide& decide, const SessionOptions& options,
+                               const SessionCallbacks& callbacks, std::stop_token stop) override;
+  // Submit of a decision without the outcome's classification.
   Result<ResolveReport> RecordAndContinue(const std::string& pending_id,
                                           const Resolution& resolution,
                                           const SessionOptions& options,

@@ -86,7 +86,7 @@ TEST_F(EngineTest, RunWritesAndPersistsTheSession) {
     CollectEvents ev;
     SessionCallbacks cb;
     cb.observer = &ev;
-    auto r = (*s)->Run("create hello.txt", cb, {});
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, cb, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
     EXPECT_EQ(r->final_text, "wrote hello.txt");
@@ -122,7 +122,7 @@ TEST_F(EngineTest, ReopenedSessionRemembersFilesAlreadyRead) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("look", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"look"}, {}, {});
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->final_text, "read it");
     id = (*s)->id();
@@ -130,7 +130,7 @@ TEST_F(EngineTest, ReopenedSessionRemembersFilesAlreadyRead) {
   o.session_id = id;
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok());
-  auto r = (*s)->Run("now rewrite it", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"now rewrite it"}, {}, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->final_text, "rewrote it");
   EXPECT_EQ(ReadFile(workspace_ / "notes.txt"), "new\n");
@@ -185,7 +185,7 @@ TEST_F(EngineTest, ACutTurnEndsFailedBeforeANewTurnRuns) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
-    ASSERT_TRUE((*s)->Run("one", {}, {}).ok());
+    ASSERT_TRUE(RunBlocking(**s, op::UserInput{"one"}, {}, {}).ok());
     sid = (*s)->id();
   }
   cut = WriteCutTurn(engine_->store(), sid, "the cut one");
@@ -202,7 +202,7 @@ TEST_F(EngineTest, ACutTurnEndsFailedBeforeANewTurnRuns) {
   Json end = Json::parse(opened.ends[0].json);
   EXPECT_EQ(end["stop"], "failed");
   EXPECT_THAT(end["reason"].get<std::string>(), HasSubstr(std::string(kCutTurnReason)));
-  auto r = (*s)->Run("two", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"two"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->final_text, "after the cut");
   CutLog after = ReadCutLog(engine_->store(), sid, cut);
@@ -211,24 +211,26 @@ TEST_F(EngineTest, ACutTurnEndsFailedBeforeANewTurnRuns) {
   EXPECT_NE(after.begins_after[0].turn_id, cut);
 }
 
-// Resume (`agentloop resume ID`, the server's {"continue": true}, a queued
+// Continue (`agentloop resume ID`, the server's {"continue": true}, a queued
 // continuation) retries the cut turn once it has ended: the same turn id.
-TEST_F(EngineTest, ResumeRetriesACutTurnAfterEndingIt) {
+TEST_F(EngineTest, ContinueRetriesACutTurnAfterEndingIt) {
   auto o = Options(R"({"responses": [{"text": "first"}, {"text": "continued"}]})");
   std::string sid;
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE((*s)->Run("one", {}, {}).ok());
+    ASSERT_TRUE(RunBlocking(**s, op::UserInput{"one"}, {}, {}).ok());
     sid = (*s)->id();
-    EXPECT_EQ((*s)->resumable(), std::nullopt);
+    EXPECT_FALSE((*s)->Preview(op::Continue{}).ok());
   }
   const std::string cut = WriteCutTurn(engine_->store(), sid, "the cut one");
   o.session_id = sid;
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->resumable(), ResumeKind::kRetry);
-  auto r = (*s)->Resume({}, {});
+  auto what = (*s)->Preview(op::Continue{});
+  ASSERT_TRUE(what.ok()) << what.error().ToString();
+  EXPECT_EQ(*what, "retrying the failed turn");
+  auto r = RunBlocking(**s, op::Continue{}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(r->final_text, "continued");
@@ -239,8 +241,8 @@ TEST_F(EngineTest, ResumeRetriesACutTurnAfterEndingIt) {
   ASSERT_EQ(log.begins_after.size(), 1u);
   EXPECT_EQ(log.begins_after[0].turn_id, cut);
   EXPECT_EQ(Json::parse(log.begins_after[0].json)["input"], "retry");
-  EXPECT_EQ((*s)->resumable(), std::nullopt);
-  auto nothing = (*s)->Resume({}, {});
+  EXPECT_FALSE((*s)->Preview(op::Continue{}).ok());
+  auto nothing = RunBlocking(**s, op::Continue{}, {}, {});
   ASSERT_FALSE(nothing.ok());
   EXPECT_EQ(nothing.error().code(), Code::kFailedPrecondition);
 }
@@ -266,7 +268,7 @@ TEST_F(EngineTest, StoreSyncOptionSetsThePragmaOfTheOpenedStore) {
   o.allow.push_back({"*", "--allow"});
   auto session = (*normal)->OpenSession(o);
   ASSERT_TRUE(session.ok()) << session.error().ToString();
-  auto r = (*session)->Run("create hello.txt", {}, {});
+  auto r = RunBlocking(**session, op::UserInput{"create hello.txt"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
@@ -290,14 +292,14 @@ TEST_F(EngineTest, DurablePauseThenApproveFromAnotherSessionObject) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("create hello.txt", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->stop, StopReason::kPendingApproval);
     ASSERT_EQ(r->pending.size(), 1u);
     pending_id = r->pending[0].id;
     EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
     // A new prompt while paused is refused with the ids to resolve.
-    auto blocked = (*s)->Run("another", {}, {});
+    auto blocked = RunBlocking(**s, op::UserInput{"another"}, {}, {});
     ASSERT_FALSE(blocked.ok());
     EXPECT_THAT(blocked.error().message(), HasSubstr(pending_id));
   }
@@ -308,7 +310,7 @@ TEST_F(EngineTest, DurablePauseThenApproveFromAnotherSessionObject) {
 
   Resolution approve;
   approve.kind = Resolution::Kind::kApprove;
-  auto rep = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  auto rep = engine_->Submit(op::Decide{pending_id, approve}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   EXPECT_FALSE(rep->already_resolved);
   ASSERT_TRUE(rep->resumed.has_value());
@@ -316,7 +318,7 @@ TEST_F(EngineTest, DurablePauseThenApproveFromAnotherSessionObject) {
   EXPECT_EQ(rep->resumed->final_text, "wrote hello.txt");
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
 
-  auto twice = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  auto twice = engine_->Submit(op::Decide{pending_id, approve}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(twice.ok());
   EXPECT_TRUE(twice->already_resolved);
   EXPECT_TRUE(engine_->ListPending(std::nullopt)->empty());
@@ -331,7 +333,7 @@ TEST_F(EngineTest, AResolutionForATenantDecidesOnlyThatTenantsItems) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("create hello.txt", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->pending.size(), 1u);
     pending_id = r->pending[0].id;
@@ -340,7 +342,7 @@ TEST_F(EngineTest, AResolutionForATenantDecidesOnlyThatTenantsItems) {
   approve.kind = Resolution::Kind::kApprove;
   for (const char* other : {"globex", ""}) {
     approve.tenant = other;
-    auto rep = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+    auto rep = engine_->Submit(op::Decide{pending_id, approve}, Options(kWriteScript), {}, {});
     ASSERT_TRUE(rep.ok()) << rep.error().ToString();
     EXPECT_TRUE(rep->already_resolved) << other;
     EXPECT_FALSE(rep->resumed.has_value());
@@ -348,7 +350,7 @@ TEST_F(EngineTest, AResolutionForATenantDecidesOnlyThatTenantsItems) {
     EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
   }
   approve.tenant = "acme";
-  auto rep = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  auto rep = engine_->Submit(op::Decide{pending_id, approve}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   EXPECT_FALSE(rep->already_resolved);
   ASSERT_TRUE(rep->resumed.has_value());
@@ -363,7 +365,7 @@ TEST_F(EngineTest, ADecisionSaysWhatItCameToAndWhoDecidedFirst) {
   {
     auto s = engine_->OpenSession(Options(kWriteScript));
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("create hello.txt", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->pending.size(), 1u);
     pending_id = r->pending[0].id;
@@ -373,14 +375,14 @@ TEST_F(EngineTest, ADecisionSaysWhatItCameToAndWhoDecidedFirst) {
   deny.reason = "not today";
   deny.by = "alice";
   deny.continue_turn = false;
-  auto first = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  auto first = engine_->Submit(op::Decide{pending_id, deny}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   EXPECT_EQ(first->outcome, DecisionOutcome::kResumed);
 
   Resolution approve;
   approve.kind = Resolution::Kind::kApprove;
   approve.by = "bob";
-  auto conflict = engine_->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  auto conflict = engine_->Submit(op::Decide{pending_id, approve}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(conflict.ok()) << conflict.error().ToString();
   EXPECT_TRUE(conflict->already_resolved);
   EXPECT_EQ(conflict->outcome, DecisionOutcome::kConflict);
@@ -390,12 +392,12 @@ TEST_F(EngineTest, ADecisionSaysWhatItCameToAndWhoDecidedFirst) {
   EXPECT_EQ(DescribeDecisionOutcome(conflict->outcome, 0, conflict->earlier),
             "already resolved differently: denied by alice (not today); nothing changed");
 
-  auto same = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  auto same = engine_->Submit(op::Decide{pending_id, deny}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->outcome, DecisionOutcome::kAlreadyResolved);
   EXPECT_THAT(DescribeDecisionOutcome(same->outcome, 0, same->earlier),
               HasSubstr("already resolved the same way: denied by alice"));
-  auto unknown = engine_->Resolve("apr_unknown", deny, Options(kWriteScript), {}, {});
+  auto unknown = engine_->Submit(op::Decide{"apr_unknown", deny}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(unknown.ok());
   EXPECT_EQ(unknown->outcome, DecisionOutcome::kAlreadyResolved);
   EXPECT_FALSE(unknown->earlier.has_value());
@@ -419,7 +421,7 @@ TEST_F(EngineTest, StoredEventsCarryTheEnginesClock) {
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     SessionCallbacks cb;
     cb.observer = &seen;
-    auto r = (*s)->Run("create hello.txt", cb, {});
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, cb, {});
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->stop, StopReason::kPendingApproval);
     pending_id = r->pending.at(0).id;
@@ -427,7 +429,7 @@ TEST_F(EngineTest, StoredEventsCarryTheEnginesClock) {
   }
   Resolution approve;
   approve.kind = Resolution::Kind::kApprove;
-  auto rep = (*engine)->Resolve(pending_id, approve, Options(kWriteScript), {}, {});
+  auto rep = (*engine)->Submit(op::Decide{pending_id, approve}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
 
@@ -465,13 +467,13 @@ TEST_F(EngineTest, InvalidEditLeavesItemPendingThenValidEditRuns) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("go", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"go"}, {}, {});
     ASSERT_TRUE(r.ok());
     pending_id = r->pending.at(0).id;
   }
   Resolution bad;
   bad.edited_arguments = Json{{"file_path", 5}};
-  auto rep = engine_->Resolve(pending_id, bad, Options(kWriteScript), {}, {});
+  auto rep = engine_->Submit(op::Decide{pending_id, bad}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   EXPECT_EQ(rep->outcome, DecisionOutcome::kInvalidEdit);
   EXPECT_EQ(DecisionOutcomeName(rep->outcome), "invalid_edit");
@@ -480,7 +482,7 @@ TEST_F(EngineTest, InvalidEditLeavesItemPendingThenValidEditRuns) {
 
   Resolution good;
   good.edited_arguments = Json{{"file_path", "other.txt"}, {"content", "edited\n"}};
-  auto rep2 = engine_->Resolve(pending_id, good, Options(kWriteScript), {}, {});
+  auto rep2 = engine_->Submit(op::Decide{pending_id, good}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(rep2.ok()) << rep2.error().ToString();
   EXPECT_EQ(ReadFile(workspace_ / "other.txt"), "edited\n");
   EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
@@ -492,7 +494,7 @@ TEST_F(EngineTest, DenyClosesTheBatchAndEndsTheTurnDenied) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("go", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"go"}, {}, {});
     ASSERT_TRUE(r.ok());
     pending_id = r->pending.at(0).id;
     session_id = (*s)->id();
@@ -500,7 +502,7 @@ TEST_F(EngineTest, DenyClosesTheBatchAndEndsTheTurnDenied) {
   Resolution deny;
   deny.kind = Resolution::Kind::kDeny;
   deny.reason = "not that file";
-  auto rep = engine_->Resolve(pending_id, deny, Options(kWriteScript), {}, {});
+  auto rep = engine_->Submit(op::Decide{pending_id, deny}, Options(kWriteScript), {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->stop, StopReason::kDenied);
@@ -524,20 +526,20 @@ TEST_F(EngineTest, DurableQuestionIsAnsweredAndTheTurnResumes) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok());
-    auto r = (*s)->Run("paint", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"paint"}, {}, {});
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->stop, StopReason::kPendingQuestion);
     pending_id = r->pending.at(0).id;
     EXPECT_EQ(r->pending[0].reason, "Which colour?");
   }
   Resolution approve;  // the wrong verb for a question
-  auto wrong = engine_->Resolve(pending_id, approve, o, {}, {});
+  auto wrong = engine_->Submit(op::Decide{pending_id, approve}, o, {}, {});
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.error().message(), HasSubstr("answer"));
   Resolution answer;
   answer.kind = Resolution::Kind::kAnswer;
   answer.answer = "blue";
-  auto rep = engine_->Resolve(pending_id, answer, o, {}, {});
+  auto rep = engine_->Submit(op::Decide{pending_id, answer}, o, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->final_text, "ok, blue it is");
@@ -563,7 +565,7 @@ class DecisionPathTest : public EngineTest {
     auto s = engine_->OpenSession(o);
     EXPECT_TRUE(s.ok()) << s.error().ToString();
     if (!s.ok()) return p;
-    auto r = (*s)->Run("go", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"go"}, {}, {});
     EXPECT_TRUE(r.ok());
     if (!r.ok()) return p;
     EXPECT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;
@@ -592,7 +594,7 @@ TEST_F(DecisionPathTest, AnApprovedCallRunsThroughTheTurnWithItsBeginRecordFirst
   auto o = Options(kWriteScript);
   Paused p = Pause(o);
   ASSERT_EQ(p.pending.size(), 1u);
-  auto rep = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  auto rep = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
@@ -619,12 +621,12 @@ TEST_F(DecisionPathTest, NothingRunsUntilEveryItemOfTheBatchIsDecided) {
   auto o = Options(kTwoWritesScript);
   Paused p = Pause(o);
   ASSERT_EQ(p.pending.size(), 2u);
-  auto first = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  auto first = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   EXPECT_FALSE(first->resumed.has_value());
   EXPECT_EQ(first->outstanding, 1);
   EXPECT_FALSE(fs::exists(workspace_ / "one.txt"));
-  auto second = engine_->Resolve(p.pending[1], Approve(), o, {}, {});
+  auto second = engine_->Submit(op::Decide{p.pending[1], Approve()}, o, {}, {});
   ASSERT_TRUE(second.ok()) << second.error().ToString();
   ASSERT_TRUE(second->resumed.has_value());
   EXPECT_EQ(second->resumed->final_text, "wrote both");
@@ -636,11 +638,11 @@ TEST_F(DecisionPathTest, ADenialCancelsAnApprovedSiblingAsALiveDenialWould) {
   auto o = Options(kTwoWritesScript);
   Paused p = Pause(o);
   ASSERT_EQ(p.pending.size(), 2u);
-  ASSERT_TRUE(engine_->Resolve(p.pending[0], Approve(), o, {}, {}).ok());
+  ASSERT_TRUE(engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {}).ok());
   Resolution deny;
   deny.kind = Resolution::Kind::kDeny;
   deny.reason = "not two";
-  auto rep = engine_->Resolve(p.pending[1], deny, o, {}, {});
+  auto rep = engine_->Submit(op::Decide{p.pending[1], deny}, o, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->stop, StopReason::kDenied);
@@ -664,7 +666,7 @@ TEST_F(DecisionPathTest, AnEditIntoADeniedCallIsRefusedAndTheItemStaysPending) {
   ASSERT_EQ(p.pending.size(), 1u);
   Resolution edit = Approve();
   edit.edited_arguments = Json{{"file_path", "secret.txt"}, {"content", "x"}};
-  auto rep = engine_->Resolve(p.pending[0], edit, o, {}, {});
+  auto rep = engine_->Submit(op::Decide{p.pending[0], edit}, o, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   EXPECT_EQ(rep->outcome, DecisionOutcome::kInvalidEdit);
   EXPECT_THAT(rep->refused, HasSubstr("denied"));
@@ -687,7 +689,7 @@ TEST_F(DecisionPathTest, AnApprovalInPlanModeIsCheckedByTheSessionAndRecordedOnc
   o.ask.push_back({"read(*)", "--ask"});
   Paused p = Pause(o);
   ASSERT_EQ(p.pending.size(), 1u);
-  auto rep = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  auto rep = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   EXPECT_FALSE(rep->already_resolved);
   ASSERT_TRUE(rep->resumed.has_value());
@@ -710,11 +712,11 @@ TEST_F(DecisionPathTest, ADenialWhileTheSessionIsHeldIsRecordedForTheHolder) {
   Resolution deny;
   deny.kind = Resolution::Kind::kDeny;
   deny.reason = "no";
-  auto rep = engine_->Resolve(p.pending[0], deny, o, {}, {});
+  auto rep = engine_->Submit(op::Decide{p.pending[0], deny}, o, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   EXPECT_TRUE(rep->continues_later);
   EXPECT_EQ(rep->outstanding, 0);
-  auto r = (*holder)->Retry({}, {});
+  auto r = RunBlocking(**holder, op::Retry{}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kDenied);
   EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
@@ -729,23 +731,23 @@ TEST_F(DecisionPathTest, AResolverThatCannotTakeTheSessionRecordsAndResumeContin
   {
     auto holder = engine_->OpenSession(reopen);  // e.g. a chat left open
     ASSERT_TRUE(holder.ok());
-    auto rep = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+    auto rep = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
     ASSERT_TRUE(rep.ok()) << rep.error().ToString();
     EXPECT_FALSE(rep->already_resolved);
     EXPECT_TRUE(rep->continues_later);
     EXPECT_FALSE(rep->resumed.has_value());
     EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
     // The holder sees the decision: a new prompt is refused, a retry continues.
-    auto blocked = (*holder)->Run("more", {}, {});
+    auto blocked = RunBlocking(**holder, op::UserInput{"more"}, {}, {});
     ASSERT_FALSE(blocked.ok());
     EXPECT_THAT(blocked.error().message(), HasSubstr("resume"));
-    ASSERT_TRUE((*holder)->retryable());
-    auto r = (*holder)->Retry({}, {});
+    ASSERT_TRUE((*holder)->Preview(op::Retry{}).ok());
+    auto r = RunBlocking(**holder, op::Retry{}, {}, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_EQ(r->final_text, "wrote hello.txt");
   }
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
-  auto again = engine_->Resolve(p.pending[0], Approve(), o, {}, {});
+  auto again = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->already_resolved);
   EXPECT_FALSE(again->resumed.has_value());
@@ -763,8 +765,12 @@ TEST_F(DecisionPathTest, TwoConcurrentResolversRecordOneDecisionAndRunTheToolOnc
     ASSERT_EQ(p.pending.size(), 1u);
     Result<ResolveReport> reports[2] = {Internal("not run"), Internal("not run")};
     {
-      std::jthread a([&] { reports[0] = engine_->Resolve(p.pending[0], Approve(), o, {}, {}); });
-      std::jthread b([&] { reports[1] = engine_->Resolve(p.pending[0], Approve(), o, {}, {}); });
+      std::jthread a([&] {
+        reports[0] = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
+      });
+      std::jthread b([&] {
+        reports[1] = engine_->Submit(op::Decide{p.pending[0], Approve()}, o, {}, {});
+      });
     }
     int already = 0, resumed = 0;
     for (auto& r : reports) {
@@ -784,7 +790,7 @@ TEST_F(EngineTest, PlanModeForgedWriteChangesNothing) {
   o.allow.push_back({"*", "--allow"});
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok());
-  auto r = (*s)->Run("plan it", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"plan it"}, {}, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stop, StopReason::kToolRefused);
   EXPECT_THAT(r->reason, ::testing::StartsWith("PLAN_MODE_REFUSED:"));
@@ -815,7 +821,7 @@ TEST_F(EngineTest, PlanModeRunsBashOnlyInAReadOnlySandbox) {
   o.allow.push_back({"bash(*)", "--allow"});
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("plan it", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"plan it"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(FirstToolResult((*s)->history()), "write-denied\nhello\n");
@@ -831,7 +837,7 @@ TEST_F(EngineTest, PlanModeBashApprovedLaterStillRunsReadOnly) {
   {
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
-    auto r = (*s)->Run("plan it", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"plan it"}, {}, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     ASSERT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;  // bash is still asked for
     pending_id = r->pending.at(0).id;
@@ -839,7 +845,7 @@ TEST_F(EngineTest, PlanModeBashApprovedLaterStillRunsReadOnly) {
   Resolution approve;
   approve.kind = Resolution::Kind::kApprove;
   SessionOptions resolver = Options(kPlanBashScript);  // the resolver's own command: code
-  auto rep = engine_->Resolve(pending_id, approve, resolver, {}, {});
+  auto rep = engine_->Submit(op::Decide{pending_id, approve}, resolver, {}, {});
   ASSERT_TRUE(rep.ok()) << rep.error().ToString();
   ASSERT_TRUE(rep->resumed.has_value());
   EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
@@ -858,7 +864,7 @@ TEST_F(EngineTest, BashEnvironmentFollowsTheSessionOptions) {
   o.env_set = {{"AL_MARK", "set-by-config"}};
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("show", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"show"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(FirstToolResult((*s)->history()), "unset set-by-config\n");
 }
@@ -879,7 +885,7 @@ TEST_F(EngineTest, AskWithoutAnyApproverFailsClosed) {
   o.approver = ApproverMode::kNone;
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok());
-  auto r = (*s)->Run("go", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"go"}, {}, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stop, StopReason::kDenied);
   EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
@@ -948,7 +954,7 @@ TEST_F(EngineTest, GrepAndReadDoNotRevealAFileADenyRuleCovers) {
   o.deny.push_back({"read(secret.txt)", "--deny"});
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("look", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"look"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   std::string results = ToolResults(**s);
   EXPECT_THAT(results, HasSubstr("TOKEN=public"));
@@ -973,7 +979,7 @@ TEST_F(EngineTest, SkillsFolderLinkedOutOfTheWorkspaceDoesNotWidenReads) {
     o.allow.push_back({"read", "--allow"});
     auto s = engine_->OpenSession(o);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
-    auto r = (*s)->Run("look", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"look"}, {}, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     std::string results = ToolResults(**s);
     EXPECT_EQ(results.find("hunter2"), std::string::npos) << results;
@@ -1103,7 +1109,7 @@ TEST_F(EngineTest, ANarrowingOverrideIsKeptAndRecordedBeforeTheTurn) {
   {
     auto s = engine_->OpenSession(reopen);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
-    auto r = (*s)->Run("create hello.txt", {}, {});
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_EQ(r->stop, StopReason::kDenied) << r->reason;
     EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
@@ -1169,7 +1175,7 @@ TEST_F(EngineTest, SessionDecidesAsTheWiringsPolicy) {
 
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("go", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"go"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kPendingApproval) << r->reason;
   ASSERT_EQ(r->pending.size(), 1u);
@@ -1221,7 +1227,7 @@ TEST_F(EngineTest, ExtraToolAndHookTakePartInTheTurn) {
   o.extensions.hooks.push_back(hook);
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("weather in Oslo?", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"weather in Oslo?"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(r->final_text, "It is sunny.");
@@ -1288,12 +1294,12 @@ TEST_F(EngineTest, ProviderFactoryBuildsTheSessionsProvider) {
   // No API key and no base URL: without the factory this would be refused.
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("hi", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"hi"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->final_text, "canned answer from m1 for m1");
   ASSERT_TRUE((*s)->SetModel("m2").ok());
   EXPECT_EQ(built, 2);
-  r = (*s)->Run("again", {}, {});
+  r = RunBlocking(**s, op::UserInput{"again"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->final_text, "canned answer from m2 for m2");
 }
@@ -1342,7 +1348,8 @@ TEST_F(EngineTest, ModelLimitsBoundRequestsAndAnUnknownModelIsAnnouncedOnce) {
     auto s = open("gpt-4o", std::nullopt);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     CollectEvents ev;
-    ASSERT_TRUE((*s)->Run("hi", SessionCallbacks{&ev, nullptr, nullptr}, {}).ok());
+    ASSERT_TRUE(
+        RunBlocking(**s, op::UserInput{"hi"}, SessionCallbacks{&ev, nullptr, nullptr}, {}).ok());
     ASSERT_EQ(provider->caps.size(), 1u);
     EXPECT_EQ(provider->caps[0], 16'384);  // not the budget's 50,000
     EXPECT_EQ(notices(ev), 0);
@@ -1352,8 +1359,11 @@ TEST_F(EngineTest, ModelLimitsBoundRequestsAndAnUnknownModelIsAnnouncedOnce) {
     auto s = open("my-local-model", std::nullopt);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     CollectEvents first, second;
-    ASSERT_TRUE((*s)->Run("hi", SessionCallbacks{&first, nullptr, nullptr}, {}).ok());
-    ASSERT_TRUE((*s)->Run("again", SessionCallbacks{&second, nullptr, nullptr}, {}).ok());
+    ASSERT_TRUE(
+        RunBlocking(**s, op::UserInput{"hi"}, SessionCallbacks{&first, nullptr, nullptr}, {}).ok());
+    ASSERT_TRUE(
+        RunBlocking(**s, op::UserInput{"again"}, SessionCallbacks{&second, nullptr, nullptr}, {})
+            .ok());
     EXPECT_EQ(notices(first), 1);
     EXPECT_EQ(notices(second), 0);
     EXPECT_EQ(provider->caps.back(), 4'096);
@@ -1363,7 +1373,8 @@ TEST_F(EngineTest, ModelLimitsBoundRequestsAndAnUnknownModelIsAnnouncedOnce) {
     auto s = open("my-local-model", 20'000);  // configured: no notice
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     CollectEvents ev;
-    ASSERT_TRUE((*s)->Run("hi", SessionCallbacks{&ev, nullptr, nullptr}, {}).ok());
+    ASSERT_TRUE(
+        RunBlocking(**s, op::UserInput{"hi"}, SessionCallbacks{&ev, nullptr, nullptr}, {}).ok());
     EXPECT_EQ(notices(ev), 0);
     EXPECT_EQ((*s)->context().window, 20'000);
     EXPECT_GT((*s)->context().tokens, 0);
@@ -1403,7 +1414,7 @@ TEST_F(EngineTest, AFailedStateWriteFailsTheTurnWithTheStoreError) {
   CollectEvents ev;
   SessionCallbacks cb;
   cb.observer = &ev;
-  auto r = (*s)->Run("hello", cb, {});
+  auto r = RunBlocking(**s, op::UserInput{"hello"}, cb, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kFailed);
   EXPECT_THAT(r->reason, HasSubstr("saving the todo state of session"));
@@ -1432,7 +1443,7 @@ TEST_F(EngineTest, AFailedWriteOfRememberedApprovalsFailsTheTurn) {
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
   FailStateWrites(tmp_.path() / "data" / "sessions.db", "session_approvals");
-  auto r = (*s)->Run("create hello.txt", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
   EXPECT_EQ(r->stop, StopReason::kFailed);
@@ -1446,14 +1457,14 @@ TEST_F(EngineTest, ApproverExtensionDecidesEveryAsk) {
   o.extensions.approver = approver;
   auto s = engine_->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("create hello.txt", {}, {});
+  auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(approver->asked, std::vector<std::string>{"write"});
   EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
 }
 
-// StartRun/StartRetry against Run/Retry: two engines on their own SQLite
+// Submit against RunBlocking: two engines on their own SQLite
 // stores run the same script (a parallel lane of reads, a write that pauses
 // durably, the decision, the continued batch and the answer); the stored
 // event logs are the same, up to the ids each run makes.
@@ -1545,13 +1556,13 @@ class AsyncSessionTest : public EngineTest {
     Result<TurnResult> first = Internal("unset");
     if (started) {
       Outcome out;
-      (*s)->StartRun("create hello.txt", *ex, out.Callbacks(&seen), {});
+      (*s)->Submit(op::UserInput{"create hello.txt"}, *ex, out.Callbacks(&seen), {});
       first = out.Wait();
       EXPECT_EQ(out.calls, 1);
     } else {
       SessionCallbacks cb;
       cb.observer = &seen;
-      first = (*s)->Run("create hello.txt", cb, {});
+      first = RunBlocking(**s, op::UserInput{"create hello.txt"}, cb, {});
     }
     EXPECT_TRUE(first.ok()) << first.error().ToString();
     if (!first.ok()) return "";
@@ -1560,18 +1571,18 @@ class AsyncSessionTest : public EngineTest {
     Resolution approve;
     approve.kind = Resolution::Kind::kApprove;
     approve.continue_turn = false;
-    auto rep = engine.Resolve(first->pending.at(0).id, approve, o, {}, {});
+    auto rep = engine.Submit(op::Decide{first->pending.at(0).id, approve}, o, {}, {});
     EXPECT_TRUE(rep.ok()) << rep.error().ToString();
     Result<TurnResult> second = Internal("unset");
     if (started) {
       Outcome out;
-      (*s)->StartRetry(*ex, out.Callbacks(&seen), {});
+      (*s)->Submit(op::Retry{}, *ex, out.Callbacks(&seen), {});
       second = out.Wait();
       EXPECT_EQ(out.calls, 1);
     } else {
       SessionCallbacks cb;
       cb.observer = &seen;
-      second = (*s)->Retry(cb, {});
+      second = RunBlocking(**s, op::Retry{}, cb, {});
     }
     EXPECT_TRUE(second.ok()) << second.error().ToString();
     if (second.ok()) {
@@ -1613,7 +1624,7 @@ class CountingExecutor : public TurnExecutor {
   std::set<std::string> keys_;
 };
 
-TEST_F(AsyncSessionTest, StartRunCommitsTheSameEventsAsRun) {
+TEST_F(AsyncSessionTest, SubmitCommitsTheSameEventsAsRunBlocking) {
   auto blocking = NewEngine("blocking");
   auto started = NewEngine("started");
   ASSERT_TRUE(blocking && started);
@@ -1644,17 +1655,17 @@ TEST_F(AsyncSessionTest, StartRunCommitsTheSameEventsAsRun) {
   EXPECT_EQ(seen_b.size(), seen_a.size());
 }
 
-TEST_F(AsyncSessionTest, StartRunOfAPausedSessionReportsTheErrorThroughDone) {
+TEST_F(AsyncSessionTest, SubmitToAPausedSessionReportsTheErrorThroughDone) {
   ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
   auto s = engine_->OpenSession(Options(kWriteScript));
   ASSERT_TRUE(s.ok());
   Outcome first;
-  (*s)->StartRun("create hello.txt", pool, first.Callbacks(nullptr), {});
+  (*s)->Submit(op::UserInput{"create hello.txt"}, pool, first.Callbacks(nullptr), {});
   Result<TurnResult> r = first.Wait();
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   ASSERT_EQ(r->stop, StopReason::kPendingApproval);
   Outcome again;
-  (*s)->StartRun("another", pool, again.Callbacks(nullptr), {});
+  (*s)->Submit(op::UserInput{"another"}, pool, again.Callbacks(nullptr), {});
   Result<TurnResult> refused = again.Wait();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
@@ -1664,22 +1675,22 @@ TEST_F(AsyncSessionTest, StartRunOfAPausedSessionReportsTheErrorThroughDone) {
 
 // A driver told that a batch is decided continues only that batch: a
 // session whose newest turn failed, with nothing decided, is not retried.
-TEST_F(AsyncSessionTest, StartContinueNeverRetriesAFailedTurn) {
+TEST_F(AsyncSessionTest, ContinueDecidedBatchOnlyNeverRetriesAFailedTurn) {
   ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
   auto s = engine_->OpenSession(Options(R"({"responses": [
     {"error": {"code": "internal", "message": "model down"}}
   ]})"));
   ASSERT_TRUE(s.ok());
   Outcome first;
-  (*s)->StartRun("hello", pool, first.Callbacks(nullptr), {});
+  (*s)->Submit(op::UserInput{"hello"}, pool, first.Callbacks(nullptr), {});
   Result<TurnResult> failed = first.Wait();
   ASSERT_TRUE(failed.ok()) << failed.error().ToString();
   ASSERT_EQ(failed->stop, StopReason::kFailed) << failed->reason;
-  ASSERT_TRUE((*s)->retryable());
+  ASSERT_TRUE((*s)->Preview(op::Retry{}).ok());
   auto before = engine_->store().Events((*s)->id(), 0);
   ASSERT_TRUE(before.ok());
   Outcome cont;
-  (*s)->StartContinue(pool, cont.Callbacks(nullptr), {});
+  (*s)->Submit(op::Continue{.decided_batch_only = true}, pool, cont.Callbacks(nullptr), {});
   Result<TurnResult> refused = cont.Wait();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code(), Code::kFailedPrecondition);
@@ -1690,7 +1701,7 @@ TEST_F(AsyncSessionTest, StartContinueNeverRetriesAFailedTurn) {
   EXPECT_EQ(after->size(), before->size());
 }
 
-TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
+TEST_F(AsyncSessionTest, SubmitCancelledBeforeItsFirstStepEndsAborted) {
   ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
   auto o = Options(kWriteScript);
   o.allow.push_back({"*", "--allow"});
@@ -1699,7 +1710,7 @@ TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
   std::stop_source stop;
   stop.request_stop();
   Outcome out;
-  (*s)->StartRun("create hello.txt", pool, out.Callbacks(nullptr), stop.get_token());
+  (*s)->Submit(op::UserInput{"create hello.txt"}, pool, out.Callbacks(nullptr), stop.get_token());
   Result<TurnResult> r = out.Wait();
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kAborted) << r->reason;
@@ -1711,7 +1722,7 @@ TEST_F(AsyncSessionTest, StartRunCancelledBeforeItsFirstStepEndsAborted) {
 // (one I/O thread), turns on a thread pool. The model streams from a real
 // HTTP server; deltas reach the observer on the I/O thread, every other
 // event (and the store's commits) on the executor's threads.
-TEST_F(AsyncSessionTest, StartRunStreamsTheModelOnTheCallersIoContext) {
+TEST_F(AsyncSessionTest, SubmitStreamsTheModelOnTheCallersIoContext) {
   auto server = testing::FakeModelServer::Start(Json::parse(R"([
       {"tool_calls": [{"id": "r1", "name": "read", "input": {"file_path": "a.txt"}}]},
       {"text": "the file says A"}])"));
@@ -1747,7 +1758,7 @@ TEST_F(AsyncSessionTest, StartRunStreamsTheModelOnTheCallersIoContext) {
     } observer;
     ThreadPoolExecutor pool(ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2});
     Outcome out;
-    (*s)->StartRun("what does a.txt say?", pool, out.Callbacks(&observer), {});
+    (*s)->Submit(op::UserInput{"what does a.txt say?"}, pool, out.Callbacks(&observer), {});
     Result<TurnResult> r = out.Wait();
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;

@@ -74,10 +74,10 @@ Result<ResolveOutcome> EngineImpl::RecordDecision(
   return store_->Resolve(item.id, record, {&logged, 1});
 }
 
-Result<ResolveReport> EngineImpl::Resolve(const std::string& pending_id,
-                                          const Resolution& resolution,
-                                          const SessionOptions& options,
-                                          const SessionCallbacks& callbacks, std::stop_token stop) {
+Result<ResolveReport> EngineImpl::Submit(const op::Decide& decide, const SessionOptions& options,
+                                         const SessionCallbacks& callbacks, std::stop_token stop) {
+  const std::string& pending_id = decide.pending_id;
+  const Resolution& resolution = decide.resolution;
   Result<ResolveReport> recorded =
       RecordAndContinue(pending_id, resolution, options, callbacks, stop);
   if (!recorded.ok() && recorded.error().code() == Code::kInvalidArgument &&
@@ -258,7 +258,7 @@ Result<ResolveReport> SessionImpl::Resolve(const PendingRecord& rec, const Resol
     }
   }
   // A subagent's decided batch is continued by its caller's turn
-  // (Engine::Resolve wakes it), never on its own.
+  // (Engine::Submit of the decision wakes it), never on its own.
   if (!lock_ || !resolution.continue_turn || !info_.parent_id.empty()) {
     report.continues_later = !outcome.already_resolved;
     return report;

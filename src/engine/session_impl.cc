@@ -458,8 +458,9 @@ Result<engine::SubagentRun> SessionImpl::RunSubagent(const engine::SubagentReque
   engine::SubagentRun run;
   run.session_id = session->id();
   if (req.on_started) req.on_started(run.session_id);
-  AL_ASSIGN_OR_RETURN(run.result,
-                      session->Run(engine::SubagentTask(def, trusted, req.prompt), shown, stop));
+  AL_ASSIGN_OR_RETURN(
+      run.result, session->RunOnCaller(
+                      op::UserInput{engine::SubagentTask(def, trusted, req.prompt)}, shown, stop));
   return run;
 }
 
@@ -475,18 +476,6 @@ Status SessionImpl::SaveSettingsChanges(const std::string& turn_id) {
   ++next_seq_;
   unsaved_changes_.clear();
   return Status::Ok();
-}
-
-std::string_view ResumeKindName(ResumeKind kind) {
-  switch (kind) {
-    case ResumeKind::kDecidedBatch:
-      return "decided_batch";
-    case ResumeKind::kRetry:
-      return "retry";
-    case ResumeKind::kInterrupted:
-      return "interrupted";
-  }
-  return "retry";
 }
 
 }  // namespace agentloop

@@ -82,74 +82,62 @@ struct ActiveTurn {
   RunnerDeps deps;
 };
 
-Result<TurnResult> SessionImpl::Run(const std::string& prompt, const SessionCallbacks& callbacks,
-                                    std::stop_token stop) {
-  AL_ASSIGN_OR_RETURN(TurnPlan plan, PlanRun(prompt));
+// ---------------------------------------------------------------------------
+// Operations in: Submit, RunBlocking and Preview all go through Plan, which
+// says what each operation means for the session as it stands.
+
+std::string_view OpName(const Op& op) {
+  static constexpr std::string_view kNames[] = {"user_input", "continue", "retry", "compact",
+                                                "queued"};
+  return kNames[op.index()];
+}
+
+Result<TurnResult> RunBlocking(Session& session, Op op, const SessionCallbacks& callbacks,
+                               std::stop_token stop) {
+  return session.RunOnCaller(std::move(op), callbacks, std::move(stop));
+}
+
+void SessionImpl::Submit(Op op, TurnExecutor& executor, AsyncTurnCallbacks callbacks,
+                         std::stop_token stop) {
+  // The checks and preparations read and write the store: a step of the
+  // executor; the turn is then driven by RunTurnAsync.
+  executor.Post(info_.id, [this, op = std::move(op), &executor, callbacks = std::move(callbacks),
+                           stop]() mutable {
+    StartTurnWith(Plan(op), executor, std::move(callbacks), stop);
+  });
+}
+
+Result<TurnResult> SessionImpl::RunOnCaller(Op op, const SessionCallbacks& callbacks,
+                                            std::stop_token stop) {
+  AL_ASSIGN_OR_RETURN(TurnPlan plan, Plan(op));
   return RunTurnWith(std::move(plan), callbacks, stop);
 }
 
-Result<TurnResult> SessionImpl::Compact(const std::string& focus, const SessionCallbacks& callbacks,
-                                        std::stop_token stop) {
-  AL_RETURN_IF_ERROR(RefreshPause());
-  if (open_checkpoint_ || batch_decided_) {
-    return FailedPrecondition("session " + info_.id +
-                              " has a paused batch; it cannot be compacted until the batch "
-                              "is resolved and continued");
+Result<std::string> SessionImpl::Preview(const Op& op) {
+  AL_ASSIGN_OR_RETURN(TurnPlan plan, Plan(op, PlanMode::kPreview));
+  return std::move(plan.what);
+}
+
+Result<TurnPlan> SessionImpl::Plan(const Op& op, PlanMode mode) {
+  if (const auto* input = std::get_if<op::UserInput>(&op)) return PlanRun(input->prompt);
+  if (const auto* cont = std::get_if<op::Continue>(&op)) {
+    return cont->decided_batch_only ? PlanContinue(mode) : PlanResume(mode);
   }
-  return RunTurnWith(TurnPlan{TurnInput::Compact(focus), std::nullopt, ""}, callbacks, stop);
+  if (std::holds_alternative<op::Retry>(op)) return PlanRetry(mode);
+  if (const auto* compact = std::get_if<op::Compact>(&op)) return PlanCompact(compact->focus);
+  const QueuedInput& input = std::get<op::Queued>(op).input;
+  Result<TurnPlan> plan = input.continue_turn ? PlanResume(mode) : PlanRun(input.input);
+  if (mode == PlanMode::kPreview) return plan;
+  if (plan.ok()) {
+    plan->queued_input_id = input.id;
+  } else {
+    TakeUnrunInput(input.id);
+  }
+  return plan;
 }
 
-Result<TurnResult> SessionImpl::Retry(const SessionCallbacks& callbacks, std::stop_token stop) {
-  AL_ASSIGN_OR_RETURN(TurnPlan plan, PlanRetry());
-  return RunTurnWith(std::move(plan), callbacks, stop);
-}
-
-Result<TurnResult> SessionImpl::Resume(const SessionCallbacks& callbacks, std::stop_token stop) {
-  AL_ASSIGN_OR_RETURN(TurnPlan plan, PlanResume());
-  return RunTurnWith(std::move(plan), callbacks, stop);
-}
-
-void SessionImpl::StartRun(const std::string& prompt, TurnExecutor& executor,
-                           AsyncTurnCallbacks callbacks, std::stop_token stop) {
-  executor.Post(info_.id,
-                [this, prompt, &executor, callbacks = std::move(callbacks), stop]() mutable {
-                  StartTurnWith(PlanRun(prompt), executor, std::move(callbacks), stop);
-                });
-}
-
-void SessionImpl::StartRetry(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                             std::stop_token stop) {
-  executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
-    StartTurnWith(PlanRetry(), executor, std::move(callbacks), stop);
-  });
-}
-
-void SessionImpl::StartContinue(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                                std::stop_token stop) {
-  executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
-    StartTurnWith(PlanContinue(), executor, std::move(callbacks), stop);
-  });
-}
-
-void SessionImpl::StartResume(TurnExecutor& executor, AsyncTurnCallbacks callbacks,
-                              std::stop_token stop) {
-  executor.Post(info_.id, [this, &executor, callbacks = std::move(callbacks), stop]() mutable {
-    StartTurnWith(PlanResume(), executor, std::move(callbacks), stop);
-  });
-}
-
-void SessionImpl::StartQueued(const QueuedInput& input, TurnExecutor& executor,
-                              AsyncTurnCallbacks callbacks, std::stop_token stop) {
-  executor.Post(info_.id,
-                [this, input, &executor, callbacks = std::move(callbacks), stop]() mutable {
-                  Result<TurnPlan> plan = input.continue_turn ? PlanResume() : PlanRun(input.input);
-                  if (plan.ok()) plan->queued_input_id = input.id;
-                  if (!plan.ok() && lock_) {
-                    // Answered with the error: taken, so it is not run again.
-                    (void)lock_->AppendTakingInput({}, input.id);
-                  }
-                  StartTurnWith(std::move(plan), executor, std::move(callbacks), stop);
-                });
+void SessionImpl::TakeUnrunInput(const std::string& input_id) {
+  if (!input_id.empty() && lock_) (void)lock_->AppendTakingInput({}, input_id);
 }
 
 Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
@@ -166,21 +154,31 @@ Result<TurnPlan> SessionImpl::PlanRun(const std::string& prompt) {
                               "continue it first with `agentloop resume " +
                               info_.id + "`");
   }
-  return TurnPlan{TurnInput::User(prompt), std::nullopt, ""};
+  return TurnPlan{TurnInput::User(prompt), std::nullopt, "", "running a new turn"};
 }
 
-Result<TurnPlan> SessionImpl::PlanContinue() {
+Result<TurnPlan> SessionImpl::PlanCompact(const std::string& focus) {
+  AL_RETURN_IF_ERROR(RefreshPause());
+  if (open_checkpoint_ || batch_decided_) {
+    return FailedPrecondition("session " + info_.id +
+                              " has a paused batch; it cannot be compacted until the batch "
+                              "is resolved and continued");
+  }
+  return TurnPlan{TurnInput::Compact(focus), std::nullopt, "", "compacting the history"};
+}
+
+Result<TurnPlan> SessionImpl::PlanContinue(PlanMode mode) {
   AL_RETURN_IF_ERROR(RefreshPause());
   if (open_checkpoint_) {
     return FailedPrecondition("session " + info_.id + " still waits for decisions");
   }
-  AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
+  AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided(mode));
   if (plan) return std::move(*plan);
   return FailedPrecondition("session " + info_.id +
                             " has no decided batch to continue (another process continued it)");
 }
 
-Result<TurnPlan> SessionImpl::PlanResume() {
+Result<TurnPlan> SessionImpl::PlanResume(PlanMode mode) {
   AL_RETURN_IF_ERROR(RefreshPause());
   if (open_checkpoint_) {
     std::string ids;
@@ -194,12 +192,13 @@ Result<TurnPlan> SessionImpl::PlanResume() {
                               " has no interrupted or failed turn to continue");
   }
   if (*kind == ResumeKind::kInterrupted) {
-    return TurnPlan{TurnInput::User(std::string(kContinueInterruptedPrompt)), std::nullopt, ""};
+    return TurnPlan{TurnInput::User(std::string(kContinueInterruptedPrompt)), std::nullopt, "",
+                    "continuing the interrupted turn"};
   }
-  return PlanRetry();
+  return PlanRetry(mode);
 }
 
-Result<TurnPlan> SessionImpl::PlanRetry() {
+Result<TurnPlan> SessionImpl::PlanRetry(PlanMode mode) {
   AL_RETURN_IF_ERROR(RefreshPause());
   if (!open_checkpoint_ && batch_decided_ && !info_.parent_id.empty()) {
     // Its caller's call waits on it: that call, run again when the
@@ -210,7 +209,7 @@ Result<TurnPlan> SessionImpl::PlanRetry() {
                               "resume` the root session)");
   }
   if (!open_checkpoint_ && batch_decided_) {
-    AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided());
+    AL_ASSIGN_OR_RETURN(std::optional<TurnPlan> plan, PlanDecided(mode));
     if (plan) return std::move(*plan);
     return FailedPrecondition("the decided batch of session " + info_.id +
                               " was continued by another process");
@@ -227,7 +226,7 @@ Result<TurnPlan> SessionImpl::PlanRetry() {
   from.turn_id = last_turn_end_->turn_id;
   from.counters = last_turn_end_->counters;
   from.command = options_.command;
-  return TurnPlan{TurnInput::Retry(), std::move(from), ""};
+  return TurnPlan{TurnInput::Retry(), std::move(from), "", "retrying the failed turn"};
 }
 
 // Approvals of the batch given "for this session" allow the same access
@@ -248,8 +247,13 @@ void SessionImpl::RememberDecided(const std::vector<BatchDecision>& decisions) {
   if (changed) SaveApprovals();
 }
 
-Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
+Result<std::optional<TurnPlan>> SessionImpl::PlanDecided(PlanMode mode) {
   if (!lock_) return Busy("session " + info_.id + " is held by another process");
+  if (mode == PlanMode::kPreview) {
+    if (!batch_decided_) return std::optional<TurnPlan>();
+    return std::optional<TurnPlan>(
+        TurnPlan{TurnInput{}, std::nullopt, "", "continuing the decided batch"});
+  }
   AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->ClaimDecided());
   batch_decided_ = false;
   if (!cp) return std::optional<TurnPlan>();
@@ -259,7 +263,8 @@ Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   next_seq_ = std::max(next_seq_, now.last_seq + 1);
   RememberDecided(cp->decisions);
   Checkpoint from = *cp;
-  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), ""});
+  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), "",
+                                          "continuing the decided batch"});
 }
 
 Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, EventSink* observer,
@@ -505,9 +510,14 @@ Result<TurnResult> SessionImpl::FinishTurn(ActiveTurn& active, Result<TurnResult
 
 Result<TurnResult> SessionImpl::RunTurnWith(TurnPlan plan, const SessionCallbacks& callbacks,
                                             std::stop_token stop) {
-  AL_ASSIGN_OR_RETURN(std::unique_ptr<ActiveTurn> active,
-                      PrepareTurn(std::move(plan), callbacks.observer, callbacks.stream,
-                                  callbacks.console_approver));
+  const std::string queued_input_id = plan.queued_input_id;
+  Result<std::unique_ptr<ActiveTurn>> prepared = PrepareTurn(
+      std::move(plan), callbacks.observer, callbacks.stream, callbacks.console_approver);
+  if (!prepared.ok()) {
+    TakeUnrunInput(queued_input_id);
+    return prepared.error();
+  }
+  std::unique_ptr<ActiveTurn> active = std::move(*prepared);
   TurnResult result = agentloop::RunTurn(*active->turn, active->deps, stop);
   return FinishTurn(*active, std::move(result));
 }
@@ -519,9 +529,7 @@ void SessionImpl::StartTurnWith(Result<TurnPlan> plan, TurnExecutor& executor,
   Result<std::unique_ptr<ActiveTurn>> prepared =
       PrepareTurn(std::move(*plan), callbacks.observer, callbacks.stream, nullptr);
   if (!prepared.ok()) {
-    // A queued input whose turn cannot start is answered with the error
-    // once (taken), not run again.
-    if (!queued_input_id.empty() && lock_) (void)lock_->AppendTakingInput({}, queued_input_id);
+    TakeUnrunInput(queued_input_id);
     return callbacks.done(prepared.error());
   }
   // Owned by the completion until the turn has finished.

@@ -116,7 +116,7 @@ TEST(LearningEngineE2eTest, BusyTurnProposalNudgeApprovedSaveNextSessionPrompt) 
     auto s = (*engine)->OpenSession(options());
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     id = (*s)->id();
-    auto r = (*s)->Run("make the tests pass", cb, {});
+    auto r = RunBlocking(**s, op::UserInput{"make the tests pass"}, cb, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     ASSERT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   }
@@ -138,7 +138,7 @@ TEST(LearningEngineE2eTest, BusyTurnProposalNudgeApprovedSaveNextSessionPrompt) 
     o.session_id = id;
     auto s = (*engine)->OpenSession(o);
     ASSERT_TRUE(s.ok()) << s.error().ToString();
-    auto r = (*s)->Run("thanks, remember that", cb, {});
+    auto r = RunBlocking(**s, op::UserInput{"thanks, remember that"}, cb, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     ASSERT_EQ(r->stop, StopReason::kCompleted) << r->reason;
     EXPECT_EQ(r->final_text, "Saved.");
@@ -162,7 +162,7 @@ TEST(LearningEngineE2eTest, BusyTurnProposalNudgeApprovedSaveNextSessionPrompt) 
     auto s = (*engine)->OpenSession(options());
     ASSERT_TRUE(s.ok()) << s.error().ToString();
     EXPECT_NE((*s)->id(), id);
-    auto r = (*s)->Run("hello", cb, {});
+    auto r = RunBlocking(**s, op::UserInput{"hello"}, cb, {});
     ASSERT_TRUE(r.ok()) << r.error().ToString();
     ASSERT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   }
@@ -218,7 +218,7 @@ TEST(LearningEngineE2eTest, UserScopeMemoryAndSkillWritesAreAskedUnderAnAllowEve
   o.allow = {{"*", "--yolo"}};
   auto s = (*engine)->OpenSession(o);
   ASSERT_TRUE(s.ok()) << s.error().ToString();
-  auto r = (*s)->Run("remember how to set up", cb, {});
+  auto r = RunBlocking(**s, op::UserInput{"remember how to set up"}, cb, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   ASSERT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   // ls ran on the rule's say-so; the two writes were asked.

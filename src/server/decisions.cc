@@ -121,7 +121,8 @@ void ServerImpl::Resolve(const std::shared_ptr<Exchange>& ex, const Principal& w
           auto store = StoreFor(*res.tenant);
           AL_ASSIGN_OR_RETURN(SessionInfo before, store->GetSession(sid));
           o.seq_before = before.last_seq;
-          AL_ASSIGN_OR_RETURN(o.report, engine_.Resolve(pid, res, OptionsToOpen(sid), {}, {}));
+          AL_ASSIGN_OR_RETURN(o.report,
+                              engine_.Submit(op::Decide{pid, res}, OptionsToOpen(sid), {}, {}));
           if (o.report.already_resolved) {
             AL_ASSIGN_OR_RETURN(o.after, store->LookupPending(pid));
           }

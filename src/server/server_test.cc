@@ -1323,7 +1323,7 @@ TEST_F(ServerTest, ABatchDecidedWhileNoServerRanContinuesAtStart) {
   approve.continue_turn = false;
   SessionOptions open;
   open.session_id = sid;
-  auto report = engine_->Resolve(aid, approve, open, {}, {});
+  auto report = engine_->Submit(op::Decide{aid, approve}, open, {}, {});
   ASSERT_TRUE(report.ok()) << report.error().ToString();
   ASSERT_TRUE(report->continues_later);
   EXPECT_FALSE(fs::exists(workspace_ / "offline.txt"));

@@ -212,7 +212,7 @@ SessionHost::Opened SessionHost::OpenForTurn(const std::string& id, std::string 
     }
     return out;
   }
-  if (from_queue && (*out.session)->resumable() == ResumeKind::kDecidedBatch) {
+  if (from_queue && (*out.session)->Preview(op::Continue{.decided_batch_only = true}).ok()) {
     // A decided batch goes before the queue (the turn that continues it
     // looks at the queue when it ends).
     out.session = std::unique_ptr<Session>();  // closed here, on the pool
@@ -222,7 +222,7 @@ SessionHost::Opened SessionHost::OpenForTurn(const std::string& id, std::string 
   }
   if (from_queue) {
     // Left in the queue: the turn takes it with its first commit
-    // (Session::StartQueued), so a crash before that loses nothing.
+    // (op::Queued), so a crash before that loses nothing.
     Result<std::optional<QueuedInput>> next =
         store.NextQueuedInput(id, static_cast<int64_t>(getpid()));
     if (!next.ok() || !next->has_value()) {
@@ -244,11 +244,13 @@ SessionHost::Opened SessionHost::OpenForTurn(const std::string& id, std::string 
     out.queued_input = std::move(*next);
     return out;
   }
-  if (out.continue_turn && !(*out.session)->resumable()) {
-    // As `agentloop resume ID` without a prompt (Session::Resume).
-    out.session =
-        FailedPrecondition("session " + id + " has no interrupted or failed turn to continue");
-    out.nothing_to_continue = true;
+  if (out.continue_turn) {
+    // As `agentloop resume ID` without a prompt: the engine says whether
+    // anything is to continue.
+    if (Result<std::string> what = (*out.session)->Preview(op::Continue{}); !what.ok()) {
+      out.session = what.error();
+      out.nothing_to_continue = true;
+    }
   }
   return out;
 }
@@ -366,15 +368,13 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
       OnTurnDone(id, std::move(r));
     });
   };
-  if (opened.queued_input) {
-    session->StartQueued(*opened.queued_input, executor_, std::move(cb), live.stop->get_token());
-  } else if (opened.continue_turn) {
-    session->StartResume(executor_, std::move(cb), live.stop->get_token());
-  } else if (opened.input.empty()) {
-    session->StartContinue(executor_, std::move(cb), live.stop->get_token());
-  } else {
-    session->StartRun(opened.input, executor_, std::move(cb), live.stop->get_token());
-  }
+  // The operation: a queued input, a continuation, the decided batch (no
+  // input), or the input; the engine says what each means.
+  Op op = opened.queued_input    ? Op(op::Queued{*opened.queued_input})
+          : opened.continue_turn ? Op(op::Continue{})
+          : opened.input.empty() ? Op(op::Continue{.decided_batch_only = true})
+                                 : Op(op::UserInput{opened.input});
+  session->Submit(std::move(op), executor_, std::move(cb), live.stop->get_token());
   // Started by a look that began before the shutdown, after the running
   // turns were cancelled: cancelled as they were.
   if (ctx_.shutting_down && !ctx_.drained) live.stop->request_stop();
@@ -647,7 +647,7 @@ void SessionHost::Compact(const std::shared_ptr<Exchange>& ex, const std::string
       AL_ASSIGN_OR_RETURN(auto session, ctx_.engine.OpenSession(ctx_.OptionsToOpen(id)));
       SessionCallbacks cb;
       cb.observer = observer.get();
-      return session->Compact(focus, cb, stop);
+      return RunBlocking(*session, op::Compact{focus}, cb, stop);
     }();
     boost::asio::post(ctx_.io, [this, ex, id, observer, r = std::move(r)]() mutable {
       // After the events the compaction handed over.

@@ -122,7 +122,7 @@ class SessionHost {
   // or another sharing the store. Answers `ex` 202 queued.
   void Enqueue(const std::shared_ptr<Exchange>& ex, const std::string& id, const std::string& input,
                bool continue_turn);
-  // Compacts the session (Session::Compact on the compaction threads: the
+  // Compacts the session (op::Compact on the compaction threads: the
   // summary is a blocking model call) and answers `ex` with its outcome.
   // The session must be idle here (Admit).
   void Compact(const std::shared_ptr<Exchange>& ex, const std::string& id, std::string focus);

@@ -90,7 +90,7 @@ TEST_P(ProviderFormatTest, FixABugOverRealHttp) {
   Events events;
   SessionCallbacks cb;
   cb.observer = &events;
-  auto r = (*session)->Run("make the add test pass", cb, {});
+  auto r = RunBlocking(**session, op::UserInput{"make the add test pass"}, cb, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
   EXPECT_EQ(r->final_text, "Fixed: add() now adds.");
@@ -163,7 +163,7 @@ TEST(PreconnectTest, EngineConnectsBeforeTheSessionAndTheRequestUsesIt) {
   EXPECT_TRUE((*server)->requests().empty());
   auto session = (*engine)->OpenSession(so);
   ASSERT_TRUE(session.ok()) << session.error().ToString();
-  auto r = (*session)->Run("hello", {}, {});
+  auto r = RunBlocking(**session, op::UserInput{"hello"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->final_text, "hi");
   EXPECT_EQ((*server)->requests().size(), 1u);
@@ -211,7 +211,7 @@ TEST(WebhookApprovalTest, SignedNotificationThenDurablePause) {
   so.reflector = false;
   auto session = (*engine)->OpenSession(so);
   ASSERT_TRUE(session.ok()) << session.error().ToString();
-  auto r = (*session)->Run("write a.txt", {}, {});
+  auto r = RunBlocking(**session, op::UserInput{"write a.txt"}, {}, {});
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(r->stop, StopReason::kPendingApproval);
   EXPECT_FALSE(fs::exists(ws / "a.txt"));
