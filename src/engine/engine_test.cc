@@ -1781,4 +1781,222 @@ TEST_F(AsyncSessionTest, SubmitStreamsTheModelOnTheCallersIoContext) {
 }
 
 }  // namespace
+// ---------------------------------------------------------------------------
+// Operations in, outcomes out: each operation through Session::Submit (the
+// asynchronous runner every driver shares), and a decision through
+// Engine::Submit.
+
+class SubmitTest : public AsyncSessionTest {
+ protected:
+  // The `input` of each turn_begin the store holds for `session_id`.
+  std::vector<std::string> TurnInputs(const std::string& session_id) {
+    std::vector<std::string> out;
+    auto rows = engine_->store().Events(session_id, 0);
+    EXPECT_TRUE(rows.ok());
+    if (!rows.ok()) return out;
+    for (const StoredEvent& row : *rows) {
+      if (row.type == "turn_begin") out.push_back(Json::parse(row.json).value("input", ""));
+    }
+    return out;
+  }
+
+  ThreadPoolExecutor pool_{ThreadPoolExecutorOptions{.step_threads = 2, .max_tool_calls = 2}};
+};
+
+TEST_F(SubmitTest, UserInputRunsATurn) {
+  auto s = engine_->OpenSession(Options(R"({"responses": [{"text": "hello back"}]})"));
+  ASSERT_TRUE(s.ok());
+  auto what = (*s)->Preview(op::UserInput{"hello"});
+  ASSERT_TRUE(what.ok()) << what.error().ToString();
+  EXPECT_EQ(*what, "running a new turn");
+  Outcome out;
+  (*s)->Submit(op::UserInput{"hello"}, pool_, out.Callbacks(nullptr), {});
+  Result<TurnResult> r = out.Wait();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(r->final_text, "hello back");
+  EXPECT_EQ(out.calls, 1);
+  EXPECT_EQ(TurnInputs((*s)->id()), std::vector<std::string>{"user"});
+}
+
+// Nothing to continue: the operation answers why, and nothing runs or is
+// stored; Preview says the same without running it.
+TEST_F(SubmitTest, ContinueWithNothingToContinueIsAFailedPreconditionThatSaysWhy) {
+  auto s = engine_->OpenSession(Options(R"({"responses": [{"text": "done"}]})"));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(RunBlocking(**s, op::UserInput{"one"}, {}, {}).ok());
+  auto before = engine_->store().Events((*s)->id(), 0);
+  ASSERT_TRUE(before.ok());
+  auto preview = (*s)->Preview(op::Continue{});
+  ASSERT_FALSE(preview.ok());
+  EXPECT_EQ(preview.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(preview.error().message(), HasSubstr("no interrupted or failed turn to continue"));
+  Outcome out;
+  (*s)->Submit(op::Continue{}, pool_, out.Callbacks(nullptr), {});
+  Result<TurnResult> r = out.Wait();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(r.error().message(), preview.error().message());
+  auto blocking = RunBlocking(**s, op::Continue{}, {}, {});
+  ASSERT_FALSE(blocking.ok());
+  EXPECT_EQ(blocking.error().message(), preview.error().message());
+  auto after = engine_->store().Events((*s)->id(), 0);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->size(), before->size());
+}
+
+// Continue and Retry of a failed turn run the same turn again.
+TEST_F(SubmitTest, ContinueAndRetryRunTheFailedTurnAgain) {
+  for (const Op& again : {Op(op::Continue{}), Op(op::Retry{})}) {
+    SCOPED_TRACE(std::string(OpName(again)));
+    SessionOptions o = Options(R"({"responses": [
+      {"error": {"code": "internal", "message": "model down"}},
+      {"text": "back up"}
+    ]})");
+    o.reflector = false;  // its side requests would take the script's answers
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    Outcome first;
+    (*s)->Submit(op::UserInput{"hello"}, pool_, first.Callbacks(nullptr), {});
+    Result<TurnResult> failed = first.Wait();
+    ASSERT_TRUE(failed.ok()) << failed.error().ToString();
+    ASSERT_EQ(failed->stop, StopReason::kFailed);
+    auto what = (*s)->Preview(again);
+    ASSERT_TRUE(what.ok()) << what.error().ToString();
+    EXPECT_EQ(*what, "retrying the failed turn");
+    Outcome second;
+    (*s)->Submit(again, pool_, second.Callbacks(nullptr), {});
+    Result<TurnResult> r = second.Wait();
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+    EXPECT_EQ(r->final_text, "back up");
+    EXPECT_EQ(TurnInputs((*s)->id()), (std::vector<std::string>{"user", "retry"}));
+  }
+}
+
+TEST_F(SubmitTest, CompactRunsACompactionTurnAndIsRefusedWhilePaused) {
+  auto s = engine_->OpenSession(Options(R"({"responses": [{"text": "first"}]})"));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(RunBlocking(**s, op::UserInput{"one"}, {}, {}).ok());
+  Outcome out;
+  (*s)->Submit(op::Compact{"the plan"}, pool_, out.Callbacks(nullptr), {});
+  Result<TurnResult> r = out.Wait();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  EXPECT_EQ(TurnInputs((*s)->id()), (std::vector<std::string>{"user", "compact"}));
+
+  auto paused = engine_->OpenSession(Options(kWriteScript));
+  ASSERT_TRUE(paused.ok());
+  auto p = RunBlocking(**paused, op::UserInput{"create hello.txt"}, {}, {});
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->stop, StopReason::kPendingApproval);
+  Outcome refused;
+  (*paused)->Submit(op::Compact{""}, pool_, refused.Callbacks(nullptr), {});
+  Result<TurnResult> no = refused.Wait();
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.error().code(), Code::kFailedPrecondition);
+  EXPECT_THAT(no.error().message(), HasSubstr("cannot be compacted"));
+}
+
+// A queued input runs as a user input and leaves the queue with its turn;
+// one that cannot run is answered with the error and taken all the same.
+TEST_F(SubmitTest, QueuedRunsTheInputAndTakesItFromTheQueue) {
+  auto s = engine_->OpenSession(Options(R"({"responses": [{"text": "from the queue"}]})"));
+  ASSERT_TRUE(s.ok());
+  SessionStore& store = engine_->store();
+  ASSERT_TRUE(store.EnqueueInput((*s)->id(), "queued hello", false).ok());
+  auto waiting = store.ListQueuedInputs((*s)->id());
+  ASSERT_TRUE(waiting.ok());
+  ASSERT_EQ(waiting->size(), 1u);
+  Outcome out;
+  (*s)->Submit(op::Queued{waiting->front()}, pool_, out.Callbacks(nullptr), {});
+  Result<TurnResult> r = out.Wait();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->final_text, "from the queue");
+  auto left = store.ListQueuedInputs((*s)->id());
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+
+  auto paused = engine_->OpenSession(Options(kWriteScript));
+  ASSERT_TRUE(paused.ok());
+  ASSERT_TRUE(RunBlocking(**paused, op::UserInput{"create hello.txt"}, {}, {}).ok());
+  ASSERT_TRUE(store.EnqueueInput((*paused)->id(), "too early", false).ok());
+  auto queued = store.ListQueuedInputs((*paused)->id());
+  ASSERT_TRUE(queued.ok());
+  ASSERT_EQ(queued->size(), 1u);
+  Outcome refused;
+  (*paused)->Submit(op::Queued{queued->front()}, pool_, refused.Callbacks(nullptr), {});
+  Result<TurnResult> no = refused.Wait();
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.error().code(), Code::kFailedPrecondition);
+  auto taken = store.ListQueuedInputs((*paused)->id());
+  ASSERT_TRUE(taken.ok());
+  EXPECT_TRUE(taken->empty());
+}
+
+// A decision that completes the batch of a session nobody holds continues
+// its turn there and then: the outcome kResumed, with the continued turn.
+TEST_F(SubmitTest, DecideThatCompletesTheBatchResumesTheTurn) {
+  auto o = Options(kWriteScript);
+  std::string pending_id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok());
+    auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->stop, StopReason::kPendingApproval);
+    pending_id = r->pending.at(0).id;
+  }
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  auto rep = engine_->Submit(op::Decide{pending_id, approve}, o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_EQ(rep->outcome, DecisionOutcome::kResumed);
+  ASSERT_TRUE(rep->resumed.has_value());
+  EXPECT_EQ(rep->resumed->stop, StopReason::kCompleted) << rep->resumed->reason;
+  EXPECT_EQ(rep->resumed->final_text, "wrote hello.txt");
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+}
+
+// The server's shape: the decision only recorded (continue_turn false)
+// while this process holds the session, then the holder continues the
+// decided batch with Continue{decided_batch_only} on the runner.
+TEST_F(SubmitTest, DecideRecordedThenContinueDecidedBatchOnTheHolder) {
+  auto o = Options(kWriteScript);
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok());
+  auto r = RunBlocking(**s, op::UserInput{"create hello.txt"}, {}, {});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->stop, StopReason::kPendingApproval);
+  Resolution approve;
+  approve.kind = Resolution::Kind::kApprove;
+  approve.continue_turn = false;
+  auto rep = engine_->Submit(op::Decide{r->pending.at(0).id, approve}, o, {}, {});
+  ASSERT_TRUE(rep.ok()) << rep.error().ToString();
+  EXPECT_EQ(rep->outcome, DecisionOutcome::kResumed);
+  EXPECT_TRUE(rep->continues_later);
+  EXPECT_FALSE(rep->resumed.has_value());
+  EXPECT_FALSE(fs::exists(workspace_ / "hello.txt"));
+  auto what = (*s)->Preview(op::Continue{.decided_batch_only = true});
+  ASSERT_TRUE(what.ok()) << what.error().ToString();
+  EXPECT_EQ(*what, "continuing the decided batch");
+  Outcome out;
+  (*s)->Submit(op::Continue{.decided_batch_only = true}, pool_, out.Callbacks(nullptr), {});
+  Result<TurnResult> cont = out.Wait();
+  ASSERT_TRUE(cont.ok()) << cont.error().ToString();
+  EXPECT_EQ(cont->stop, StopReason::kCompleted) << cont->reason;
+  EXPECT_EQ(cont->final_text, "wrote hello.txt");
+  EXPECT_EQ(ReadFile(workspace_ / "hello.txt"), "hi\n");
+  // Claimed: nothing is decided any more.
+  EXPECT_FALSE((*s)->Preview(op::Continue{.decided_batch_only = true}).ok());
+}
+
+TEST(OpNameTest, NamesEachOperation) {
+  EXPECT_EQ(OpName(op::UserInput{"x"}), "user_input");
+  EXPECT_EQ(OpName(op::Continue{}), "continue");
+  EXPECT_EQ(OpName(op::Retry{}), "retry");
+  EXPECT_EQ(OpName(op::Compact{}), "compact");
+  EXPECT_EQ(OpName(op::Queued{}), "queued");
+}
+
 }  // namespace agentloop
