@@ -450,7 +450,12 @@ void ServerImpl::Idempotent(const std::shared_ptr<Exchange>& ex, const Principal
           asio::post(ctx_.pool, [this, tenant, key, json, send = std::move(send)] {
             Status s = json.empty() ? ctx_.state.ReleaseIdempotencyKey(tenant, key)
                                     : ctx_.state.FinishIdempotencyKey(tenant, key, json);
-            (void)s;  // unrecorded: the key stays in flight until kInFlightTtl
+            if (!s.ok()) {
+              // Unrecorded: the key stays in flight until kInFlightTtl (a
+              // repeat meanwhile is answered 409), and the answer still goes.
+              std::fprintf(stderr, "agentloop serve: idempotency key of tenant %s: %s\n",
+                           tenant.c_str(), s.ToString().c_str());
+            }
             send();
           });
         });
