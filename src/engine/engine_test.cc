@@ -1451,6 +1451,34 @@ TEST_F(EngineTest, AFailedWriteOfRememberedApprovalsFailsTheTurn) {
   EXPECT_THAT(r->reason, HasSubstr("database or disk is full"));
 }
 
+// Opening a session reads the state its turns left (approvals, todo loop,
+// reflector): a store error reading it fails the open, naming it, instead
+// of opening the session without it (whose next turn would write fresh
+// state over what is stored).
+TEST_F(EngineTest, AFailedReadOfTheSessionsStateFailsTheOpen) {
+  auto o = Options(R"({"responses": [{"text": "done"}]})");
+  std::string id;
+  {
+    auto s = engine_->OpenSession(o);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    id = (*s)->id();
+    auto r = RunBlocking(**s, op::UserInput{"hello"}, {}, {});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  }
+  {
+    auto db = store::Db::Open(tmp_.path() / "data" / "sessions.db", 1000);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE session_state RENAME TO session_state_gone").ok());
+  }
+  SessionOptions reopen = o;
+  reopen.session_id = id;
+  auto s = engine_->OpenSession(reopen);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.error().message(), HasSubstr("state of session " + id));
+  EXPECT_THAT(s.error().message(), HasSubstr("session_state"));
+}
+
 TEST_F(EngineTest, ApproverExtensionDecidesEveryAsk) {
   auto o = Options(kWriteScript);  // durable approver mode: would pause
   auto approver = std::make_shared<AllowingApprover>();

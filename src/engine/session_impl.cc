@@ -294,10 +294,21 @@ Status SessionImpl::Init() {
   rules_policy_ = policy.rules;
   approvals_ = std::make_shared<permissions::SessionApprovals>(options_.workspace);
   policy_ = std::make_shared<permissions::CachedPolicy>(policy.rules, approvals_);
-  if (auto saved = engine_.store().GetState(info_.id, kApprovalsStateKey);
-      saved.ok() && saved->has_value() && (*saved)->is_array()) {
+  // The state the session's turns left. A read that fails fails the open:
+  // a session opened without its state would write fresh state over it at
+  // its next turn's end.
+  auto read_state = [this](std::string_view key) -> Result<std::optional<Json>> {
+    Result<std::optional<Json>> state = engine_.store().GetState(info_.id, key);
+    if (!state.ok()) {
+      return state.error().WithContext("reading the " + std::string(key) + " state of session " +
+                                       info_.id);
+    }
+    return state;
+  };
+  AL_ASSIGN_OR_RETURN(std::optional<Json> saved_approvals, read_state(kApprovalsStateKey));
+  if (saved_approvals && saved_approvals->is_array()) {
     std::vector<std::string> keys;
-    for (const Json& k : **saved) {
+    for (const Json& k : *saved_approvals) {
       if (k.is_string()) keys.push_back(k.get<std::string>());
     }
     approvals_->Restore(keys);
@@ -315,13 +326,23 @@ Status SessionImpl::Init() {
   hooks_ = std::move(hooks.all);
   todo_loop_ = std::move(hooks.todo_loop);
   reflector_ = std::move(hooks.reflector);
+  // A stored state this build cannot read is a warning: the session starts
+  // that state afresh.
   if (todo_loop_) {
-    auto state = engine_.store().GetState(info_.id, kTodoStateKey);
-    if (state.ok() && state->has_value()) (void)todo_loop_->ImportState(info_.id, **state);
+    AL_ASSIGN_OR_RETURN(std::optional<Json> state, read_state(kTodoStateKey));
+    if (state) {
+      if (Status s = todo_loop_->ImportState(info_.id, *state); !s.ok()) {
+        warnings_.push_back("the stored todo-loop state was not restored: " + s.message());
+      }
+    }
   }
   if (reflector_) {
-    auto state = engine_.store().GetState(info_.id, kReflectorStateKey);
-    if (state.ok() && state->has_value()) (void)reflector_->ImportState(info_.id, **state);
+    AL_ASSIGN_OR_RETURN(std::optional<Json> state, read_state(kReflectorStateKey));
+    if (state) {
+      if (Status s = reflector_->ImportState(info_.id, *state); !s.ok()) {
+        warnings_.push_back("the stored reflector state was not restored: " + s.message());
+      }
+    }
   }
 
   system_prompt_ = engine::WireSystemPrompt(options_, tools.learning_dirs, mcp_servers_);

@@ -48,15 +48,17 @@ void EventHub::Attach(const std::shared_ptr<Subscriber>& sub, const std::string&
   });
 }
 
-// Sends the session's stored events after the subscriber's cursor, then
-// the text in flight; live frames that arrive meanwhile are held and sent
-// after (without repeats).
+// Sends the session's stored events after the subscriber's cursor, a page
+// (kReplayPage events, one query) at a time, then the text in flight; live
+// frames that arrive meanwhile are held and sent after (without repeats).
 void EventHub::Replay(const std::shared_ptr<Subscriber>& sub, const std::string& id) {
   Subscriber::Cursor& start = sub->cursors[id];
   if (start.replaying) return;
   start.replaying = true;
-  uint64_t after = start.last_seq;
-  ctx_.Blocking([this, id, after]() { return ctx_.engine.store().Events(id, after); },
+  EventQuery page;
+  page.after_seq = start.last_seq;
+  page.limit = kReplayPage;
+  ctx_.Blocking([this, id, page]() { return ctx_.engine.store().QueryEvents(id, page); },
                 [this, sub, id](Result<std::vector<StoredEvent>> r) {
                   if (sub->stream->closed()) return;
                   Subscriber::Cursor& c = sub->cursors[id];
@@ -69,6 +71,8 @@ void EventHub::Replay(const std::shared_ptr<Subscriber>& sub, const std::string&
                     Send(*sub, id, e.seq, e.type, e.json);
                   }
                   c.replaying = false;
+                  // A full page: the log may go on; the next page first.
+                  if (r->size() == kReplayPage) return Replay(sub, id);
                   auto held = std::move(c.held);
                   c.held.clear();
                   auto it = channels_.find(id);

@@ -105,6 +105,10 @@ class EventHub {
     }
   };
 
+  // The stored events a replay reads with one query: a stream that starts
+  // at the beginning of a long log reads it a page at a time.
+  static constexpr size_t kReplayPage = 256;
+
   void Attach(const std::shared_ptr<Subscriber>& sub, const std::string& id);
   void Replay(const std::shared_ptr<Subscriber>& sub, const std::string& id);
   void Publish(const std::string& id, uint64_t seq, const std::string& type,

@@ -12,7 +12,7 @@
 // last attempt end the delivery, which `on_done` reports. The notifier keeps
 // deliveries in memory only; the server records each notification in the
 // store's outbox first and finishes it there when `on_done` reports it
-// delivered (SessionStore::AddNotification).
+// delivered (ServerStateStore::AddNotification).
 //
 // Threads: the io_context's thread only; the POST is asynchronous (no thread
 // waits for a slow receiver).

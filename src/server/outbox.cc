@@ -66,7 +66,7 @@ NotifierOptions ServerImpl::NotifierOptionsFor() {
                    again ? " (tried again later)" : "", RedactSecrets(s.message()).c_str());
     }
     if (again) return;
-    Blocking([this, id = n.delivery_id]() { return engine_.store().FinishNotification(id); },
+    Blocking([this, id = n.delivery_id]() { return ctx_.state.FinishNotification(id); },
              [id = n.delivery_id](Status f) {
                if (!f.ok()) {
                  std::fprintf(stderr, "agentloop: notification %s: %s\n", id.c_str(),
@@ -144,7 +144,7 @@ std::vector<OutboxNotification> ServerImpl::RecordNotifications(
   }
   std::vector<OutboxNotification> out;
   for (OutboxNotification& n : all) {
-    Result<bool> added = engine_.store().AddNotification(n, options_.notify_retry);
+    Result<bool> added = ctx_.state.AddNotification(n, options_.notify_retry);
     if (!added.ok()) {
       std::fprintf(stderr, "agentloop: notification %s not recorded in the outbox: %s\n",
                    n.id.c_str(), added.error().ToString().c_str());
@@ -277,7 +277,7 @@ void ServerImpl::SweepOutbox() {
   constexpr int kBatch = 100;
   Blocking(
       [this]() {
-        return engine_.store().ClaimNotifications(
+        return ctx_.state.ClaimNotifications(
             kBatch, options_.notify_retry,
             std::chrono::duration_cast<std::chrono::milliseconds>(options_.link_ttl));
       },

@@ -56,7 +56,7 @@ void ServerImpl::ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Princ
   if (!c) return ex->Send(std::move(r));
   revoked_cookies_.insert(c->id);
   Blocking([this, tenant = who.tenant,
-            c = *c]() { return engine_.store().RevokeCredential(tenant, c.id, c.expires_at_ms); },
+            c = *c]() { return ctx_.state.RevokeCredential(tenant, c.id, c.expires_at_ms); },
            [ex, r = std::move(r)](Status s) mutable {
              ex->Send(s.ok() ? std::move(r) : FromStatus(s));
            });
@@ -66,7 +66,7 @@ void ServerImpl::ConsoleSignOut(const std::shared_ptr<Exchange>& ex, const Princ
 // accepts, so that no copy of a signed-out cookie gets in after a restart).
 Status ServerImpl::LoadRevokedCookies() {
   if (options_.tokens.empty()) return Status::Ok();
-  AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, engine_.store().ListRevokedCredentials());
+  AL_ASSIGN_OR_RETURN(std::vector<std::string> ids, ctx_.state.ListRevokedCredentials());
   revoked_cookies_.insert(ids.begin(), ids.end());
   return Status::Ok();
 }
@@ -80,7 +80,7 @@ void ServerImpl::RefreshRevokedCookies() {
   revocation_timer_->expires_after(kRevocationRefresh);
   revocation_timer_->async_wait([this](boost::system::error_code ec) {
     if (ec || ctx_.shutting_down) return;
-    Blocking([this]() { return engine_.store().ListRevokedCredentials(); },
+    Blocking([this]() { return ctx_.state.ListRevokedCredentials(); },
              [this](Result<std::vector<std::string>> ids) {
                if (ids.ok()) revoked_cookies_.insert(ids->begin(), ids->end());
                RefreshRevokedCookies();

@@ -1,4 +1,6 @@
 // The routes of the seeds' HTTP adapter (docs/server.md, "Compatibility").
+#include <cstdio>
+
 #include "protocol/codec.h"
 #include "server/server_impl.h"
 
@@ -120,15 +122,23 @@ void ServerImpl::CompatAnswer(const std::shared_ptr<Exchange>& ex, const std::st
                         : FromStatus(t.error()));
   }
   TurnResult result = *t;
-  Blocking([this, sid, after]() { return engine_.store().Events(sid, after); },
+  // The turn's own events (a query on the turn, not the log after it).
+  EventQuery turn_events;
+  turn_events.after_seq = after;
+  turn_events.turn_id = turn_id;
+  Blocking([this, sid, turn_events]() { return engine_.store().QueryEvents(sid, turn_events); },
            [ex, sid, agent, turn_id, result](Result<std::vector<StoredEvent>> r) {
              Json events = Json::array();
-             if (r.ok()) {
-               for (const auto& e : *r) {
-                 if (e.turn_id != turn_id) continue;
-                 Json j = Json::parse(e.json, nullptr, false);
-                 if (!j.is_discarded()) events.push_back(std::move(j));
-               }
+             if (!r.ok()) {
+               // The turn ran: it is answered, without its events (the
+               // session's events route has them), rather than as a
+               // failure a client would retry.
+               std::fprintf(stderr, "agentloop serve: session %s: the events of turn %s: %s\n",
+                            sid.c_str(), turn_id.c_str(), r.error().ToString().c_str());
+             }
+             for (const auto& e : r.ok() ? *r : std::vector<StoredEvent>{}) {
+               Json j = Json::parse(e.json, nullptr, false);
+               if (!j.is_discarded()) events.push_back(std::move(j));
              }
              if (!result.pending.empty()) {
                const PendingItem& item = result.pending.front();

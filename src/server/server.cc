@@ -419,8 +419,8 @@ void ServerImpl::Idempotent(const std::shared_ptr<Exchange>& ex, const Principal
   std::string fingerprint = Sha256Hex(req.target + "\n" + req.body);
   Blocking(
       [this, tenant = who.tenant, key, fingerprint]() {
-        return engine_.store().ClaimIdempotencyKey(tenant, key, fingerprint,
-                                                   options_.idempotency_ttl, kInFlightTtl);
+        return ctx_.state.ClaimIdempotencyKey(tenant, key, fingerprint, options_.idempotency_ttl,
+                                              kInFlightTtl);
       },
       [this, ex, tenant = who.tenant, key, run = std::move(run)](Result<IdempotencyClaim> c) {
         using K = IdempotencyClaim::Kind;
@@ -448,9 +448,14 @@ void ServerImpl::Idempotent(const std::shared_ptr<Exchange>& ex, const Principal
           // A server error may go away on a retry: do not pin it.
           std::string json = r.status >= 500 ? std::string() : ResponseToJson(r);
           asio::post(ctx_.pool, [this, tenant, key, json, send = std::move(send)] {
-            Status s = json.empty() ? engine_.store().ReleaseIdempotencyKey(tenant, key)
-                                    : engine_.store().FinishIdempotencyKey(tenant, key, json);
-            (void)s;  // unrecorded: the key stays in flight until kInFlightTtl
+            Status s = json.empty() ? ctx_.state.ReleaseIdempotencyKey(tenant, key)
+                                    : ctx_.state.FinishIdempotencyKey(tenant, key, json);
+            if (!s.ok()) {
+              // Unrecorded: the key stays in flight until kInFlightTtl (a
+              // repeat meanwhile is answered 409), and the answer still goes.
+              std::fprintf(stderr, "agentloop serve: idempotency key of tenant %s: %s\n",
+                           tenant.c_str(), s.ToString().c_str());
+            }
             send();
           });
         });
@@ -702,6 +707,12 @@ Result<std::unique_ptr<Server>> Server::Create(ServerOptions options, Engine& en
                              "' are both marked default (agent.default = true): keep one");
     }
     defaults = a.name;
+  }
+  if (ServerStateOf(engine.store()) == nullptr) {
+    return FailedPrecondition(
+        "the engine's session store keeps no server state (notification outbox, idempotency "
+        "keys, revoked sign-ins): serve from a store that OpenSqliteStore or OpenPostgresStore "
+        "opened");
   }
   auto s = std::make_unique<ServerImpl>(std::move(options), engine, io);
   AL_RETURN_IF_ERROR(s->Listen());

@@ -168,6 +168,7 @@ std::vector<std::string> SplitPath(std::string_view path) {
 ServerContext::ServerContext(ServerOptions o, Engine& e, boost::asio::io_context& i)
     : options(std::move(o)),
       engine(e),
+      state(*ServerStateOf(e.store())),
       io(i),
       pool(static_cast<size_t>(std::max(1, options.worker_threads))) {}
 

@@ -24,6 +24,7 @@
 
 #include "agentloop/engine.h"
 #include "agentloop/json.h"
+#include "agentloop/server_state.h"
 #include "agentloop/status.h"
 
 #include "server/http_server.h"
@@ -89,10 +90,15 @@ std::vector<std::string> SplitPath(std::string_view path);
 // anything else that blocks) off the io thread.
 class ServerContext {
  public:
+  // REQUIRES: ServerStateOf(engine.store()) is not null (Server::Create
+  // checks it).
   ServerContext(ServerOptions options, Engine& engine, boost::asio::io_context& io);
 
   ServerOptions options;
   Engine& engine;
+  // The server's own state (outbox, idempotency keys, revoked sign-ins),
+  // kept in the engine's store's database.
+  ServerStateStore& state;
   boost::asio::io_context& io;
   boost::asio::thread_pool pool;
   ServerMetrics metrics;

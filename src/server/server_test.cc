@@ -430,6 +430,33 @@ TEST_F(ServerTest, EventsArePagedThroughNextAfter) {
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
 }
 
+// A stream that starts at the beginning of a log longer than one replay
+// page (EventHub::kReplayPage, one query each) gets every stored event once,
+// in order, across the pages.
+TEST_F(ServerTest, AStreamReplaysALongLogPageByPageWithoutAGap) {
+  StartModel(Json::array());
+  StartServer();
+  std::string sid = NewSession();
+  const uint64_t first = engine_->store().GetSession(sid)->last_seq + 1;
+  const uint64_t count = 2 * 256 + 7;
+  std::vector<Event> notices;
+  for (uint64_t seq = first; seq < first + count; ++seq) {
+    notices.push_back(Event{EventType::kNotice, sid, "turn_x", seq,
+                            Json{{"level", "info"}, {"text", "n" + std::to_string(seq)}},
+                            1767225600000 + static_cast<int64_t>(seq)});
+  }
+  ASSERT_TRUE(engine_->store().Append(sid, notices).ok());
+  Client c(port_);
+  Reply head = c.OpenStream("/v1/sessions/" + sid + "/events/stream?after=0");
+  ASSERT_EQ(head.status, 200u);
+  for (uint64_t seq = 1; seq < first + count; ++seq) {
+    auto f = c.Next();
+    ASSERT_TRUE(f.has_value()) << "stream ended before seq " << seq;
+    ASSERT_EQ(f->id, std::to_string(seq));
+  }
+  c.Close();
+}
+
 TEST_F(ServerTest, ATurnRunsAndItsEventsReplayGapFree) {
   StartModel(Json::array({{{"text", "hello there"}}}));
   StartServer();

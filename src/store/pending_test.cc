@@ -180,12 +180,79 @@ TEST_P(PendingTest, AnIndexedItemMissingFromItsCheckpointIsDataLoss) {
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(store_->GetSession(s)->last_seq, 0u);
   EXPECT_EQ(store_->LookupPending("p2").status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->GetPending("p2").status().code(), Code::kDataLoss);
   EXPECT_EQ(store_->ListPending(s).status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->ListPending(std::nullopt).status().code(), Code::kDataLoss);
+  // The session's tenant's view (what a server answers a caller through)
+  // answers the same.
+  auto view = store_->ForTenant("");
+  auto viewed = view->Resolve("p2", counting, decision);
+  ASSERT_FALSE(viewed.ok());
+  EXPECT_EQ(viewed.status().code(), Code::kDataLoss) << viewed.status().ToString();
+  EXPECT_EQ(view->LookupPending("p2").status().code(), Code::kDataLoss);
+  EXPECT_EQ(view->GetPending("p2").status().code(), Code::kDataLoss);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 0u);
   // The rest of the batch is untouched: its other item is still decided.
   auto other = store_->Resolve("p1", counting);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   EXPECT_FALSE(other->already_resolved);
   EXPECT_EQ(calls, 1);
+}
+
+// An index row of a batch that is no longer open whose item is neither
+// decided nor in the checkpoint: LookupPending is kDataLoss whatever the
+// row's state, and a resolution finds nothing outstanding (already
+// resolved, nothing changed), on both stores.
+TEST_P(PendingTest, AClosedBatchMissingAnIndexedItemIsDataLossToLookUp) {
+  std::string s = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"p1", "p2"})).ok());
+  auto denied = store_->Resolve("p1", [](Checkpoint& cp, const PendingItem& item) {
+    cp.results_so_far.push_back(ContentBlock::ToolResult(item.tool_use_id, "denied", true));
+    return Result<ResolveAction>(ResolveAction::kCloseBatch);
+  });
+  ASSERT_TRUE(denied.ok()) << denied.status().ToString();
+  ASSERT_TRUE(denied->closed);
+  ExecSql("UPDATE checkpoints SET json = replace(json, '\"p2\"', '\"px\"')");
+  EXPECT_EQ(store_->LookupPending("p2").status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->GetPending("p2").status().code(), Code::kDataLoss);
+  auto again = store_->Resolve("p2", Approve("x"));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->already_resolved);
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{s});
+}
+
+// A checkpoint whose stored JSON cannot be read is kDataLoss on every call
+// that reads it, on both stores, and nothing changes: a decision is not
+// recorded, a decided batch is not claimed (it stays decided).
+TEST_P(PendingTest, ACorruptCheckpointIsDataLossAndChangesNothing) {
+  std::string open = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(open, {"p1", "p2"})).ok());
+  std::string decided = NewSession();
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(decided, {"q1"})).ok());
+  ASSERT_TRUE(store_->Resolve("q1", Approve("ok"))->closed);
+  ExecSql("UPDATE checkpoints SET json = '{\"broken'");
+  int calls = 0;
+  ResolveFn counting = [&](Checkpoint&, const PendingItem&) -> Result<ResolveAction> {
+    ++calls;
+    return ResolveAction::kResolved;
+  };
+  std::vector<Event> decision = {MakeEvent(EventType::kDecision, 0, Json::object())};
+  decision[0].ts = 0;
+  auto resolved = store_->Resolve("p1", counting, decision);
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_EQ(resolved.status().code(), Code::kDataLoss) << resolved.status().ToString();
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(store_->GetSession(open)->last_seq, 0u);
+  EXPECT_EQ(store_->LookupPending("p1").status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->GetPending("p1").status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->ListPending(open).status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->OpenCheckpoint(open).status().code(), Code::kDataLoss);
+  EXPECT_EQ(store_->Load(open, LoadOptions{}).status().code(), Code::kDataLoss);
+  auto claimed = store_->ClaimDecided(decided);
+  ASSERT_FALSE(claimed.ok());
+  EXPECT_EQ(claimed.status().code(), Code::kDataLoss) << claimed.status().ToString();
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{decided});
 }
 
 TEST_P(PendingTest, DenyClosesTheWholeBatch) {

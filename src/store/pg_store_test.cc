@@ -9,6 +9,8 @@
 #include <future>
 #include <thread>
 
+#include "agentloop/server_state.h"
+
 #include "store/pg_conn.h"
 #include "store/postgres_store.h"
 #include "store/store_test_util.h"
@@ -194,7 +196,7 @@ TEST_P(PgStoreTest, EveryRowCarriesTheTenant) {
       {"pend-1", PendingKind::kApproval, "tu1", "bash", Json::object(), "r", "", ""});
   ASSERT_TRUE(store_->SaveCheckpoint(cp).ok());
   ASSERT_TRUE(
-      store_
+      ServerStateOf(*store_)
           ->ClaimIdempotencyKey("acme", "k1", "fp", std::chrono::hours(1), std::chrono::minutes(1))
           .ok());
   for (const char* table : {"sessions", "session_events", "session_state", "checkpoints",

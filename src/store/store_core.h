@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentloop/server_state.h"
 #include "agentloop/store.h"
 
 #include "store/store_util.h"
@@ -240,7 +241,7 @@ class StoreTxn {
   // Replaces the session's pinned settings. Errors: kNotFound.
   virtual Status PutSettings(std::string_view session_id, const Json& settings) = 0;
 
-  // --- the HTTP server's state
+  // --- the HTTP server's state (ServerStateCore)
   // Forgets the idempotency keys recorded before `before_ms`, and the
   // unanswered ones recorded before `in_flight_before_ms`.
   virtual Status ForgetIdempotencyKeys(int64_t before_ms, int64_t in_flight_before_ms) = 0;
@@ -321,6 +322,33 @@ class StoreBackend {
   virtual bool lock_heartbeat() const = 0;
 };
 
+// The server's state (ServerStateStore) over a backend: the rules of the
+// outbox, the idempotency keys and the revoked credentials, written once.
+class ServerStateCore final : public ServerStateStore {
+ public:
+  // REQUIRES: `backend` outlives this object.
+  explicit ServerStateCore(StoreBackend& backend) : backend_(backend) {}
+
+  Result<bool> AddNotification(const OutboxNotification& n,
+                               std::chrono::milliseconds lease) override;
+  Result<std::vector<OutboxNotification>> ClaimNotifications(
+      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
+  Status FinishNotification(std::string_view id) override;
+  Status RevokeCredential(std::string_view tenant, std::string_view id,
+                          int64_t expires_at_ms) override;
+  Result<std::vector<std::string>> ListRevokedCredentials() override;
+  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
+                                               std::string_view fingerprint,
+                                               std::chrono::milliseconds ttl,
+                                               std::chrono::milliseconds in_flight_ttl) override;
+  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
+                              std::string_view response) override;
+  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
+
+ private:
+  StoreBackend& backend_;
+};
+
 // The SessionStore rules over a backend. A backend store derives from it
 // and implements the calls the core does not (yet) write once.
 class StoreCore : public SessionStore {
@@ -384,22 +412,6 @@ class StoreCore : public SessionStore {
   Status UpdateSettingsFenced(std::string_view session_id, const Json& settings,
                               std::span<const Event> events, const LockFence* fence);
 
-  Result<IdempotencyClaim> ClaimIdempotencyKey(std::string_view tenant, std::string_view key,
-                                               std::string_view fingerprint,
-                                               std::chrono::milliseconds ttl,
-                                               std::chrono::milliseconds in_flight_ttl) override;
-  Status FinishIdempotencyKey(std::string_view tenant, std::string_view key,
-                              std::string_view response) override;
-  Status ReleaseIdempotencyKey(std::string_view tenant, std::string_view key) override;
-  Result<bool> AddNotification(const OutboxNotification& n,
-                               std::chrono::milliseconds lease) override;
-  Result<std::vector<OutboxNotification>> ClaimNotifications(
-      int limit, std::chrono::milliseconds lease, std::chrono::milliseconds max_age) override;
-  Status FinishNotification(std::string_view id) override;
-  Status RevokeCredential(std::string_view tenant, std::string_view id,
-                          int64_t expires_at_ms) override;
-  Result<std::vector<std::string>> ListRevokedCredentials() override;
-
   Result<int64_t> EnqueueInput(std::string_view session_id, std::string_view input,
                                bool continue_turn) override;
   Result<std::vector<QueuedInput>> ListQueuedInputs(std::string_view session_id) override;
@@ -431,6 +443,9 @@ class StoreCore : public SessionStore {
   Result<std::optional<Checkpoint>> ClaimDecidedFenced(std::string_view session_id,
                                                        const LockFence* fence);
 
+  // The server's state kept in this store's database (ServerStateOf).
+  ServerStateStore& server_state() { return server_state_; }
+
  protected:
   // REQUIRES: `backend` outlives the core (a derived store passes itself).
   explicit StoreCore(StoreBackend& backend) : backend_(backend) {}
@@ -456,6 +471,7 @@ class StoreCore : public SessionStore {
                                                bool take);
 
   StoreBackend& backend_;
+  ServerStateCore server_state_{backend_};
 
   std::mutex beat_mu_;
   std::condition_variable beat_cv_;
