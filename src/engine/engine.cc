@@ -847,6 +847,9 @@ class EngineImpl final : public Engine {
           Configured(pc, *options_.preconnect_for) && !pc.base_url.empty()) {
         http()->Preconnect(pc.base_url, pc.connect_timeout);
       }
+      // The session's bash tool waits for the bubblewrap probe when it is
+      // built: the probe runs beside the store's opening instead.
+      StartBashSandboxProbe();
     }
     if (options_.store) {
       store_ = options_.store;

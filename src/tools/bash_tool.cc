@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -138,13 +140,10 @@ std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode,
   return SandboxedArgv(bwrap, mode, network, ws, {"/bin/bash", "-c", command}, hidden);
 }
 
-// Whether bubblewrap at `path` can build a sandbox here. Probed once per
-// path (running it costs a few milliseconds); empty string when usable.
-std::string ProbeBubblewrap(const std::string& path) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache->find(path); it != cache->end()) return it->second;
+// Whether bubblewrap at `path` can build a sandbox here: empty string when
+// usable. Runs it (a few milliseconds, mostly the kernel setting up the
+// namespaces).
+std::string TryBubblewrap(const std::string& path) {
   ProcessOptions probe;
   // The flags of a real call (a kernel may allow a mount namespace but not
   // a network namespace or a /proc mount).
@@ -152,35 +151,62 @@ std::string ProbeBubblewrap(const std::string& path) {
   probe.env = ScrubbedEnvironment({});
   probe.timeout = std::chrono::milliseconds(10000);
   probe.output_cap = 2000;
-  std::string verdict;
   auto r = RunProcess(probe, {});
-  if (!r.ok()) {
-    verdict = "bubblewrap (" + path + ") is unusable: " + r.error().message();
-  } else if (r->outcome != ProcessResult::Outcome::kExited || r->exit_code != 0) {
-    // One line (front ends print the reason as one warning).
-    std::string out(Trim(SanitizeUtf8(r->output)));
-    for (char& c : out) {
-      if (c == '\n' || c == '\r') c = ' ';
-    }
-    verdict = "bubblewrap (" + path +
-              ") is unusable: it failed to create a sandbox here (user namespaces may be "
-              "disabled in this container or kernel)" +
-              (out.empty() ? "" : ": " + out);
+  if (!r.ok()) return "bubblewrap (" + path + ") is unusable: " + r.error().message();
+  if (r->outcome == ProcessResult::Outcome::kExited && r->exit_code == 0) return "";
+  // One line (front ends print the reason as one warning).
+  std::string out(Trim(SanitizeUtf8(r->output)));
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
   }
-  (*cache)[path] = verdict;
+  return "bubblewrap (" + path +
+         ") is unusable: it failed to create a sandbox here (user namespaces may be "
+         "disabled in this container or kernel)" +
+         (out.empty() ? "" : ": " + out);
+}
+
+// TryBubblewrap's verdict, once per path and process: the first asker runs
+// it (`ahead`: on a thread of its own, returning at once), later askers
+// wait for that verdict. The cache is never destroyed: a tool may ask while
+// the process exits.
+std::shared_future<std::string> ProbeBubblewrap(const std::string& path, bool ahead) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, std::shared_future<std::string>>();
+  std::unique_lock<std::mutex> lock(mu);
+  if (auto it = cache->find(path); it != cache->end()) return it->second;
+  std::packaged_task<std::string()> task([path] { return TryBubblewrap(path); });
+  std::shared_future<std::string> verdict = task.get_future().share();
+  cache->emplace(path, verdict);
+  lock.unlock();
+  if (ahead) {
+    std::thread(std::move(task)).detach();
+  } else {
+    task();
+  }
   return verdict;
+}
+
+// The bubblewrap executable `bwrap_path` names (empty: "bwrap" in PATH);
+// empty when there is none.
+std::string BubblewrapPath(const std::string& bwrap_path) {
+  return FindExecutable(bwrap_path.empty() ? "bwrap" : bwrap_path);
 }
 
 }  // namespace
 
+void StartSandboxProbe(const std::string& bwrap_path) {
+  const std::string bwrap = BubblewrapPath(bwrap_path);
+  if (!bwrap.empty()) (void)ProbeBubblewrap(bwrap, /*ahead=*/true);
+}
+
 std::string SandboxUnavailableReason(const std::string& bwrap_path) {
-  std::string bwrap = FindExecutable(bwrap_path.empty() ? "bwrap" : bwrap_path);
+  std::string bwrap = BubblewrapPath(bwrap_path);
   if (bwrap.empty()) {
     return "bubblewrap (bwrap) was not found" +
            (bwrap_path.empty() ? std::string(" in PATH") : " at " + bwrap_path) +
            "; install the 'bubblewrap' package";
   }
-  return ProbeBubblewrap(bwrap);
+  return ProbeBubblewrap(bwrap, /*ahead=*/false).get();
 }
 
 BashTool::BashTool(BashToolOptions options)

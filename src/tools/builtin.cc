@@ -37,6 +37,8 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
 
 std::string BashSandboxUnavailableReason() { return tools::SandboxUnavailableReason(); }
 
+void StartBashSandboxProbe() { tools::StartSandboxProbe(); }
+
 void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx,
                       ReadLedger& ledger) {
   std::map<std::string, const ContentBlock*> calls;

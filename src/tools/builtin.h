@@ -58,5 +58,9 @@ void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx, 
 // unable to create a sandbox, e.g. without user namespaces), as one
 // sentence; empty when it can. Probes once per process.
 std::string BashSandboxUnavailableReason();
+// Starts that probe on a thread of its own and returns at once (a session
+// with the built-in bash is about to be built: its tool waits for this
+// probe instead of running one).
+void StartBashSandboxProbe();
 
 }  // namespace agentloop

@@ -179,6 +179,11 @@ class BashTool final : public BuiltinTool {
 // user namespaces disabled in a container). Empty when it works. The trial
 // runs once per path and process.
 std::string SandboxUnavailableReason(const std::string& bwrap_path = "");
+// Starts that trial on a thread of its own and returns at once, for a
+// caller that knows a bash tool is about to be built: the tool's
+// SandboxUnavailableReason then waits for this trial instead of running one
+// (the trial's few milliseconds overlap the caller's own set-up).
+void StartSandboxProbe(const std::string& bwrap_path = "");
 
 // The bubblewrap command line (`bwrap` is its path) that runs `program`
 // (argv) in the workspace `ws` confined as bash's commands are: the whole
