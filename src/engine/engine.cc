@@ -9,7 +9,11 @@
 // contract names (IsCommitBoundary): before a model call (step_begin),
 // before a tool runs (tool_call_begin), when a batch pauses (pending: with
 // its checkpoint and pending index, in one transaction) and when the turn
-// ends. A failed commit fails the turn before its next step.
+// ends. A failed commit fails the turn before its next step. In a turn run
+// to its end by the caller (RunTurnWith) the commit at a step_begin runs on
+// a thread of its own while the model request goes out (BackgroundCommit);
+// the sink waits for it before it handles the turn's next event, so it is
+// complete before any tool runs and before the turn ends.
 #include "agentloop/engine.h"
 
 #include <unistd.h>
@@ -28,6 +32,7 @@
 
 #include "base/ids.h"
 #include "base/strings.h"
+#include "engine/background_commit.h"
 #include "engine/pinned_settings.h"
 #include "engine/subagents.h"
 #include "engine/wiring.h"
@@ -103,6 +108,15 @@ class StoreSink final : public EventSink {
   // end is not stored without its state (the sink fails, Flush returns the
   // error, and the turn's result is `failed` with it as the reason).
   void SaveStateBeforeEnd(std::function<Status()> save) { save_state_ = std::move(save); }
+  // The commit at a step_begin (not a turn's first commit taking a queued
+  // input) runs on a thread of its own while the turn sends its request.
+  // The next event (a delta or the step's end: before any tool runs), Flush
+  // and the sink's end wait for that commit first; observers hear of the
+  // step_begin once it is committed. A failed commit fails the event that
+  // waited for it, its events go back to the buffer (committed again with
+  // the next boundary, as after a failed Flush), and nobody hears of the
+  // step_begin.
+  void OverlapStepCommits() { overlap_ = true; }
   // Takes the queued input now if no commit took it (the turn ended before
   // its first commit, or failed to commit). Best effort: a store error
   // leaves it queued.
@@ -113,6 +127,25 @@ class StoreSink final : public EventSink {
   }
 
   Status OnEvent(const Event& event) override {
+    Status settled = SettleBackground();
+    Status handled = Handle(event);
+    return settled.ok() ? handled : settled;
+  }
+
+  // Commits the buffered events (with the pause's checkpoint while it is
+  // not stored yet).
+  Status Flush() {
+    // A background commit that failed put its events back in the buffer:
+    // they are committed again below.
+    (void)SettleBackground();
+    return FlushBuffer();
+  }
+
+  // The turn's pause (its checkpoint) is stored.
+  bool pause_saved() const { return pause_saved_; }
+
+ private:
+  Status Handle(const Event& event) {
     if (ShouldPersist(event.type)) {
       buffer_.push_back(event);
       if (event.type == EventType::kPending) {
@@ -132,7 +165,12 @@ class StoreSink final : public EventSink {
       if (!state_error_.ok()) return state_error_;
       // While a pause waits for its turn's end, nothing else commits.
       if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
-        Status s = Flush();
+        if (overlap_ && event.type == EventType::kStepBegin && take_input_.empty()) {
+          StartBackgroundCommit();
+          if (observer_ != nullptr) held_.push_back(event);
+          return Status::Ok();
+        }
+        Status s = FlushBuffer();
         if (!s.ok()) return s;
       }
     }
@@ -151,9 +189,7 @@ class StoreSink final : public EventSink {
     return Status::Ok();
   }
 
-  // Commits the buffered events (with the pause's checkpoint while it is
-  // not stored yet).
-  Status Flush() {
+  Status FlushBuffer() {
     if (!state_error_.ok()) return state_error_;
     if (buffer_.empty() && !pause_) return Status::Ok();
     if (!take_input_.empty()) {
@@ -178,22 +214,49 @@ class StoreSink final : public EventSink {
     return Status::Ok();
   }
 
-  // The turn's pause (its checkpoint) is stored.
-  bool pause_saved() const { return pause_saved_; }
+  void StartBackgroundCommit() {
+    in_flight_ = std::move(buffer_);
+    buffer_.clear();
+    background_.Start([this] { return lock_.Append(in_flight_); });
+  }
 
- private:
+  // Waits for the background commit, if one is started; then the events it
+  // held back reach the observer.
+  Status SettleBackground() {
+    if (!background_.started()) return Status::Ok();
+    Status s = background_.Wait();
+    if (!s.ok()) {
+      buffer_.insert(buffer_.begin(), std::make_move_iterator(in_flight_.begin()),
+                     std::make_move_iterator(in_flight_.end()));
+      in_flight_.clear();
+      held_.clear();
+      return s.WithContext("saving session " + session_id_);
+    }
+    in_flight_.clear();
+    if (observer_ != nullptr && !pause_) {
+      for (const Event& e : held_) (void)observer_->OnEvent(e);
+      held_.clear();
+    }
+    return Status::Ok();
+  }
+
   SessionLock& lock_;
   std::string session_id_;
   EventSink* observer_;
   std::vector<Event> buffer_;
   // The checkpoint of a `pending` event in the buffer, not stored yet.
   std::optional<Checkpoint> pause_;
-  // Events of that pause the observer has not seen yet.
+  // Events the observer has not seen yet: a pause's until it is stored, a
+  // step_begin until its background commit has completed.
   std::vector<Event> held_;
   std::string take_input_;
   bool pause_saved_ = false;
   std::function<Status()> save_state_;
   Status state_error_;  // of save_state_: the end is not committed
+  bool overlap_ = false;
+  std::vector<Event> in_flight_;  // the background commit's events
+  // Last: destroyed first, waiting for the commit that reads in_flight_.
+  engine::BackgroundCommit background_;
 };
 
 // Remembers "allow for this session" answers in the session's cache, and
@@ -1886,6 +1949,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnPlan plan, const SessionCallback
   AL_ASSIGN_OR_RETURN(std::unique_ptr<ActiveTurn> active,
                       PrepareTurn(std::move(plan), callbacks.observer, callbacks.stream,
                                   callbacks.console_approver));
+  active->sink.OverlapStepCommits();
   TurnResult result = agentloop::RunTurn(*active->turn, active->deps, stop);
   return FinishTurn(*active, std::move(result));
 }
