@@ -68,6 +68,9 @@ std::string HowToConfigureProvider() {
 namespace {
 
 constexpr std::string_view kTodoStateKey = "todo_loop";
+// In the data directory: the bubblewrap probe's usable verdict, kept between
+// processes (StartBashSandboxProbe).
+constexpr std::string_view kBubblewrapProbeFile = "bubblewrap-usable";
 constexpr std::string_view kReflectorStateKey = "reflector";
 // The accesses approved "for this session" (SessionApprovals keys).
 constexpr std::string_view kApprovalsStateKey = "session_approvals";
@@ -911,8 +914,9 @@ class EngineImpl final : public Engine {
         http()->Preconnect(pc.base_url, pc.connect_timeout);
       }
       // The session's bash tool waits for the bubblewrap probe when it is
-      // built: the probe runs beside the store's opening instead.
-      StartBashSandboxProbe();
+      // built: the probe runs beside the store's opening instead, and a
+      // usable verdict of an earlier process answers at once.
+      StartBashSandboxProbe(dir / kBubblewrapProbeFile);
     }
     if (options_.store) {
       store_ = options_.store;

@@ -1,5 +1,6 @@
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +13,10 @@
 #include <tuple>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "base/strings.h"
+#include "env/files.h"
 #include "env/process.h"
 #include "tools/tools.h"
 
@@ -165,23 +169,68 @@ std::string TryBubblewrap(const std::string& path) {
          (out.empty() ? "" : ": " + out);
 }
 
+// What a usable verdict of TryBubblewrap stands on, as one line: the
+// executable (path, inode, size, change time), this boot of the kernel and
+// the user. Empty when one of them cannot be read (nothing is remembered).
+std::string ProbeKey(const std::string& bwrap) {
+  struct stat st {};
+  if (::stat(bwrap.c_str(), &st) != 0) return "";
+  Result<std::string> boot = ReadFileToString("/proc/sys/kernel/random/boot_id", 4096);
+  if (!boot.ok() || Trim(*boot).empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(bwrap, ec);
+  if (ec) return "";
+  return "usable: " + canonical.string() + " inode " + std::to_string(st.st_ino) + " size " +
+         std::to_string(st.st_size) + " ctime " + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec) + " boot " + std::string(Trim(*boot)) + " uid " +
+         std::to_string(::getuid()) + "\n";
+}
+
+struct ProbeRequest {
+  bool ahead = false;  // on a thread of its own, returning at once
+  // A verdict "usable" kept between processes: `remembered` holds `key`
+  // while the last probe found bubblewrap usable.
+  std::filesystem::path remembered;
+  std::string key;
+  bool known_usable = false;  // `remembered` holds `key` now
+};
+
+// Keeps (or forgets) a usable verdict in `request.remembered`. Best effort.
+void Remember(const ProbeRequest& request, const std::string& verdict) {
+  if (request.remembered.empty() || request.key.empty()) return;
+  std::error_code ec;
+  if (!verdict.empty()) {
+    std::filesystem::remove(request.remembered, ec);
+  } else if (!request.known_usable) {
+    (void)WriteFileAtomic(request.remembered, request.key);
+  }
+}
+
 // TryBubblewrap's verdict, once per path and process: the first asker runs
-// it (`ahead`: on a thread of its own, returning at once), later askers
-// wait for that verdict. The cache is never destroyed: a tool may ask while
-// the process exits.
-std::shared_future<std::string> ProbeBubblewrap(const std::string& path, bool ahead) {
+// it, later askers wait for that verdict. A usable verdict remembered for
+// the same key answers at once, and the probe still runs (ahead) to keep
+// the file true for the next process. The cache is never destroyed: a tool
+// may ask while the process exits.
+std::shared_future<std::string> ProbeBubblewrap(const std::string& path,
+                                                const ProbeRequest& request) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, std::shared_future<std::string>>();
   std::unique_lock<std::mutex> lock(mu);
   if (auto it = cache->find(path); it != cache->end()) return it->second;
-  std::packaged_task<std::string()> task([path] { return TryBubblewrap(path); });
-  std::shared_future<std::string> verdict = task.get_future().share();
+  std::promise<std::string> promise;
+  std::shared_future<std::string> verdict = promise.get_future().share();
   cache->emplace(path, verdict);
   lock.unlock();
-  if (ahead) {
-    std::thread(std::move(task)).detach();
+  if (request.known_usable) promise.set_value("");
+  auto probe = [path, request, promise = std::move(promise)]() mutable {
+    std::string found = TryBubblewrap(path);
+    Remember(request, found);
+    if (!request.known_usable) promise.set_value(std::move(found));
+  };
+  if (request.ahead) {
+    std::thread(std::move(probe)).detach();
   } else {
-    task();
+    probe();
   }
   return verdict;
 }
@@ -194,9 +243,18 @@ std::string BubblewrapPath(const std::string& bwrap_path) {
 
 }  // namespace
 
-void StartSandboxProbe(const std::string& bwrap_path) {
+void StartSandboxProbe(const std::string& bwrap_path, const std::filesystem::path& remembered) {
   const std::string bwrap = BubblewrapPath(bwrap_path);
-  if (!bwrap.empty()) (void)ProbeBubblewrap(bwrap, /*ahead=*/true);
+  if (bwrap.empty()) return;
+  ProbeRequest request;
+  request.ahead = true;
+  if (!remembered.empty()) {
+    request.remembered = remembered;
+    request.key = ProbeKey(bwrap);
+    Result<std::string> kept = ReadFileToString(remembered, 4096);
+    request.known_usable = !request.key.empty() && kept.ok() && *kept == request.key;
+  }
+  (void)ProbeBubblewrap(bwrap, request);
 }
 
 std::string SandboxUnavailableReason(const std::string& bwrap_path) {
@@ -206,7 +264,7 @@ std::string SandboxUnavailableReason(const std::string& bwrap_path) {
            (bwrap_path.empty() ? std::string(" in PATH") : " at " + bwrap_path) +
            "; install the 'bubblewrap' package";
   }
-  return ProbeBubblewrap(bwrap, /*ahead=*/false).get();
+  return ProbeBubblewrap(bwrap, ProbeRequest{}).get();
 }
 
 BashTool::BashTool(BashToolOptions options)

@@ -37,7 +37,9 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
 
 std::string BashSandboxUnavailableReason() { return tools::SandboxUnavailableReason(); }
 
-void StartBashSandboxProbe() { tools::StartSandboxProbe(); }
+void StartBashSandboxProbe(const std::filesystem::path& remembered) {
+  tools::StartSandboxProbe("", remembered);
+}
 
 void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx,
                       ReadLedger& ledger) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <span>
@@ -60,7 +61,8 @@ void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx, 
 std::string BashSandboxUnavailableReason();
 // Starts that probe on a thread of its own and returns at once (a session
 // with the built-in bash is about to be built: its tool waits for this
-// probe instead of running one).
-void StartBashSandboxProbe();
+// probe instead of running one). `remembered`: the file that keeps a usable
+// verdict between processes (tools/tools.h, StartSandboxProbe).
+void StartBashSandboxProbe(const std::filesystem::path& remembered = {});
 
 }  // namespace agentloop
