@@ -25,6 +25,10 @@ std::string HowToConfigureProvider() {
 
 namespace {
 
+// In the data directory: the bubblewrap probe's usable verdict, kept between
+// processes (StartBashSandboxProbe).
+constexpr std::string_view kBubblewrapProbeFile = "bubblewrap-usable";
+
 std::string DefaultModel(ProviderKind provider) {
   switch (provider) {
     case ProviderKind::kAnthropic:
@@ -102,6 +106,10 @@ Status EngineImpl::Init() {
         Configured(pc, *options_.preconnect_for) && !pc.base_url.empty()) {
       http()->Preconnect(pc.base_url, pc.connect_timeout);
     }
+    // The session's bash tool waits for the bubblewrap probe when it is
+    // built: the probe runs beside the store's opening instead, and a
+    // usable verdict of an earlier process answers at once.
+    StartBashSandboxProbe(dir / kBubblewrapProbeFile);
   }
   if (options_.store) {
     store_ = options_.store;

@@ -105,6 +105,57 @@ TEST_F(EngineTest, RunWritesAndPersistsTheSession) {
   EXPECT_TRUE((*again)->load_warnings().empty());
 }
 
+// Checks, as each commit boundary reaches the observer, that the store
+// already holds it: the commit of a step_begin runs beside the model request
+// (StoreSink::OverlapStepCommits), but nobody hears of an event before it is
+// committed, and a tool's tool_call_begin is committed before the tool runs.
+class CheckCommitted : public EventSink {
+ public:
+  explicit CheckCommitted(SessionStore& store) : store_(store) {}
+  std::vector<std::string> uncommitted;
+  int boundaries = 0;
+  Status OnEvent(const Event& e) override {
+    if (!IsCommitBoundary(e.type)) return Status::Ok();
+    ++boundaries;
+    Result<SessionInfo> info = store_.GetSession(e.session_id);
+    if (!info.ok() || info->last_seq < e.seq) {
+      uncommitted.push_back(std::string(EventTypeName(e.type)) + " " + std::to_string(e.seq));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  SessionStore& store_;
+};
+
+TEST_F(EngineTest, ObserversHearOfEachCommitBoundaryOnceItIsStored) {
+  const char* script = R"({"responses": [
+    {"tool_calls": [{"id": "w1", "name": "write", "input": {"file_path": "a.txt", "content": "a\n"}}]},
+    {"tool_calls": [{"id": "w2", "name": "write", "input": {"file_path": "b.txt", "content": "b\n"}}]},
+    {"text": "wrote both"}
+  ]})";
+  auto o = Options(script);
+  o.allow.push_back({"*", "--allow"});
+  auto s = engine_->OpenSession(o);
+  ASSERT_TRUE(s.ok()) << s.error().ToString();
+  CheckCommitted check(engine_->store());
+  SessionCallbacks cb;
+  cb.observer = &check;
+  auto r = RunBlocking(**s, op::UserInput{"write two files"}, cb, {});
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->stop, StopReason::kCompleted) << r->reason;
+  // 3 step_begin, 2 tool_call_begin, the turn_end.
+  EXPECT_EQ(check.boundaries, 6);
+  EXPECT_TRUE(check.uncommitted.empty()) << check.uncommitted.front();
+  EXPECT_EQ(ReadFile(workspace_ / "b.txt"), "b\n");
+  // Every event the turn emitted is stored, in order, once.
+  auto stored = engine_->store().Events((*s)->id(), 0);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_FALSE(stored->empty());
+  for (size_t i = 1; i < stored->size(); ++i) EXPECT_EQ((*stored)[i].seq, (*stored)[i - 1].seq + 1);
+  EXPECT_EQ(stored->back().type, "turn_end");
+}
+
 // Regression (CLI e2e "pauses then other processes approve"): a reopened
 // session must remember the files the model read before, or write/edit of
 // an existing file is refused after a restart.

@@ -518,6 +518,7 @@ Result<TurnResult> SessionImpl::RunTurnWith(TurnPlan plan, const SessionCallback
     return prepared.error();
   }
   std::unique_ptr<ActiveTurn> active = std::move(*prepared);
+  active->sink.OverlapStepCommits();
   TurnResult result = agentloop::RunTurn(*active->turn, active->deps, stop);
   return FinishTurn(*active, std::move(result));
 }

@@ -7,6 +7,19 @@
 namespace agentloop {
 
 Status StoreSink::OnEvent(const Event& event) {
+  Status settled = SettleBackground();
+  Status handled = Handle(event);
+  return settled.ok() ? handled : settled;
+}
+
+Status StoreSink::Flush() {
+  // A background commit that failed put its events back in the buffer:
+  // they are committed again below.
+  (void)SettleBackground();
+  return FlushBuffer();
+}
+
+Status StoreSink::Handle(const Event& event) {
   if (ShouldPersist(event.type)) {
     buffer_.push_back(event);
     if (event.type == EventType::kPending) {
@@ -26,7 +39,12 @@ Status StoreSink::OnEvent(const Event& event) {
     if (!state_error_.ok()) return state_error_;
     // While a pause waits for its turn's end, nothing else commits.
     if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
-      Status s = Flush();
+      if (overlap_ && event.type == EventType::kStepBegin && take_input_.empty()) {
+        StartBackgroundCommit();
+        if (observer_ != nullptr) held_.push_back(event);
+        return Status::Ok();
+      }
+      Status s = FlushBuffer();
       if (!s.ok()) return s;
     }
   }
@@ -45,7 +63,7 @@ Status StoreSink::OnEvent(const Event& event) {
   return Status::Ok();
 }
 
-Status StoreSink::Flush() {
+Status StoreSink::FlushBuffer() {
   if (!state_error_.ok()) return state_error_;
   if (buffer_.empty() && !pause_) return Status::Ok();
   if (!take_input_.empty()) {
@@ -66,6 +84,30 @@ Status StoreSink::Flush() {
   if (pause_) {
     pause_.reset();
     pause_saved_ = true;
+  }
+  return Status::Ok();
+}
+
+void StoreSink::StartBackgroundCommit() {
+  in_flight_ = std::move(buffer_);
+  buffer_.clear();
+  background_.Start([this] { return lock_.Append(in_flight_); });
+}
+
+Status StoreSink::SettleBackground() {
+  if (!background_.started()) return Status::Ok();
+  Status s = background_.Wait();
+  if (!s.ok()) {
+    buffer_.insert(buffer_.begin(), std::make_move_iterator(in_flight_.begin()),
+                   std::make_move_iterator(in_flight_.end()));
+    in_flight_.clear();
+    held_.clear();
+    return s.WithContext("saving session " + session_id_);
+  }
+  in_flight_.clear();
+  if (observer_ != nullptr && !pause_) {
+    for (const Event& e : held_) (void)observer_->OnEvent(e);
+    held_.clear();
   }
   return Status::Ok();
 }

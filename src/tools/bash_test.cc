@@ -203,6 +203,40 @@ TEST(BashToolTest, MissingSandboxIsAClearConfigurationError) {
   EXPECT_FALSE(std::filesystem::exists(t.ws() / "ran"));
 }
 
+// A usable verdict is kept in the file StartSandboxProbe names and answers
+// the next probe of the same bubblewrap at once; an unusable one is never
+// kept. "bubblewrap" here is a script that works until `fail` exists; each
+// spelling of its path is a probe of its own in this process.
+TEST(BashToolTest, AUsableSandboxVerdictIsRememberedBetweenProbes) {
+  TempWorkspace t;
+  const std::filesystem::path dir = t.ws();
+  const std::filesystem::path script = dir / "bw";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\n[ -e '" << (dir / "fail").string() << "' ] && exit 1\nexit 0\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  const std::filesystem::path kept = dir / "usable";
+
+  // Nothing kept: the trial runs, finds it usable and keeps that.
+  StartSandboxProbe(script.string(), kept);
+  EXPECT_EQ(SandboxUnavailableReason(script.string()), "");
+  ASSERT_TRUE(std::filesystem::exists(kept));
+
+  // Kept for this executable: answered at once, though the trial now fails.
+  { std::ofstream(dir / "fail") << ""; }
+  const std::string again = (dir / "." / "bw").string();
+  StartSandboxProbe(again, kept);
+  EXPECT_EQ(SandboxUnavailableReason(again), "");
+
+  // A failed trial is never kept: the next probe runs the trial and waits.
+  const std::string third = (dir / "." / "." / "bw").string();
+  std::filesystem::remove(kept);
+  StartSandboxProbe(third, kept);
+  EXPECT_TRUE(Has(SandboxUnavailableReason(third), "is unusable"));
+  EXPECT_FALSE(std::filesystem::exists(kept));
+}
+
 TEST(BashToolTest, SandboxFallbackWarnRunsUnsandboxedAndSaysSo) {
   TempWorkspace t;
   BashToolOptions o;

@@ -1,16 +1,22 @@
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "base/strings.h"
+#include "env/files.h"
 #include "env/process.h"
 #include "tools/tools.h"
 
@@ -138,13 +144,10 @@ std::vector<std::string> SandboxArgv(const std::string& bwrap, SandboxMode mode,
   return SandboxedArgv(bwrap, mode, network, ws, {"/bin/bash", "-c", command}, hidden);
 }
 
-// Whether bubblewrap at `path` can build a sandbox here. Probed once per
-// path (running it costs a few milliseconds); empty string when usable.
-std::string ProbeBubblewrap(const std::string& path) {
-  static std::mutex mu;
-  static auto* cache = new std::map<std::string, std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache->find(path); it != cache->end()) return it->second;
+// Whether bubblewrap at `path` can build a sandbox here: empty string when
+// usable. Runs it (a few milliseconds, mostly the kernel setting up the
+// namespaces).
+std::string TryBubblewrap(const std::string& path) {
   ProcessOptions probe;
   // The flags of a real call (a kernel may allow a mount namespace but not
   // a network namespace or a /proc mount).
@@ -152,35 +155,116 @@ std::string ProbeBubblewrap(const std::string& path) {
   probe.env = ScrubbedEnvironment({});
   probe.timeout = std::chrono::milliseconds(10000);
   probe.output_cap = 2000;
-  std::string verdict;
   auto r = RunProcess(probe, {});
-  if (!r.ok()) {
-    verdict = "bubblewrap (" + path + ") is unusable: " + r.error().message();
-  } else if (r->outcome != ProcessResult::Outcome::kExited || r->exit_code != 0) {
-    // One line (front ends print the reason as one warning).
-    std::string out(Trim(SanitizeUtf8(r->output)));
-    for (char& c : out) {
-      if (c == '\n' || c == '\r') c = ' ';
-    }
-    verdict = "bubblewrap (" + path +
-              ") is unusable: it failed to create a sandbox here (user namespaces may be "
-              "disabled in this container or kernel)" +
-              (out.empty() ? "" : ": " + out);
+  if (!r.ok()) return "bubblewrap (" + path + ") is unusable: " + r.error().message();
+  if (r->outcome == ProcessResult::Outcome::kExited && r->exit_code == 0) return "";
+  // One line (front ends print the reason as one warning).
+  std::string out(Trim(SanitizeUtf8(r->output)));
+  for (char& c : out) {
+    if (c == '\n' || c == '\r') c = ' ';
   }
-  (*cache)[path] = verdict;
+  return "bubblewrap (" + path +
+         ") is unusable: it failed to create a sandbox here (user namespaces may be "
+         "disabled in this container or kernel)" +
+         (out.empty() ? "" : ": " + out);
+}
+
+// What a usable verdict of TryBubblewrap stands on, as one line: the
+// executable (path, inode, size, change time), this boot of the kernel and
+// the user. Empty when one of them cannot be read (nothing is remembered).
+std::string ProbeKey(const std::string& bwrap) {
+  struct stat st {};
+  if (::stat(bwrap.c_str(), &st) != 0) return "";
+  Result<std::string> boot = ReadFileToString("/proc/sys/kernel/random/boot_id", 4096);
+  if (!boot.ok() || Trim(*boot).empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(bwrap, ec);
+  if (ec) return "";
+  return "usable: " + canonical.string() + " inode " + std::to_string(st.st_ino) + " size " +
+         std::to_string(st.st_size) + " ctime " + std::to_string(st.st_ctim.tv_sec) + "." +
+         std::to_string(st.st_ctim.tv_nsec) + " boot " + std::string(Trim(*boot)) + " uid " +
+         std::to_string(::getuid()) + "\n";
+}
+
+struct ProbeRequest {
+  bool ahead = false;  // on a thread of its own, returning at once
+  // A verdict "usable" kept between processes: `remembered` holds `key`
+  // while the last probe found bubblewrap usable.
+  std::filesystem::path remembered;
+  std::string key;
+  bool known_usable = false;  // `remembered` holds `key` now
+};
+
+// Keeps (or forgets) a usable verdict in `request.remembered`. Best effort.
+void Remember(const ProbeRequest& request, const std::string& verdict) {
+  if (request.remembered.empty() || request.key.empty()) return;
+  std::error_code ec;
+  if (!verdict.empty()) {
+    std::filesystem::remove(request.remembered, ec);
+  } else if (!request.known_usable) {
+    (void)WriteFileAtomic(request.remembered, request.key);
+  }
+}
+
+// TryBubblewrap's verdict, once per path and process: the first asker runs
+// it, later askers wait for that verdict. A usable verdict remembered for
+// the same key answers at once, and the probe still runs (ahead) to keep
+// the file true for the next process. The cache is never destroyed: a tool
+// may ask while the process exits.
+std::shared_future<std::string> ProbeBubblewrap(const std::string& path,
+                                                const ProbeRequest& request) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, std::shared_future<std::string>>();
+  std::unique_lock<std::mutex> lock(mu);
+  if (auto it = cache->find(path); it != cache->end()) return it->second;
+  std::promise<std::string> promise;
+  std::shared_future<std::string> verdict = promise.get_future().share();
+  cache->emplace(path, verdict);
+  lock.unlock();
+  if (request.known_usable) promise.set_value("");
+  auto probe = [path, request, promise = std::move(promise)]() mutable {
+    std::string found = TryBubblewrap(path);
+    Remember(request, found);
+    if (!request.known_usable) promise.set_value(std::move(found));
+  };
+  if (request.ahead) {
+    std::thread(std::move(probe)).detach();
+  } else {
+    probe();
+  }
   return verdict;
+}
+
+// The bubblewrap executable `bwrap_path` names (empty: "bwrap" in PATH);
+// empty when there is none.
+std::string BubblewrapPath(const std::string& bwrap_path) {
+  return FindExecutable(bwrap_path.empty() ? "bwrap" : bwrap_path);
 }
 
 }  // namespace
 
+void StartSandboxProbe(const std::string& bwrap_path, const std::filesystem::path& remembered) {
+  const std::string bwrap = BubblewrapPath(bwrap_path);
+  if (bwrap.empty()) return;
+  ProbeRequest request;
+  request.ahead = true;
+  if (!remembered.empty()) {
+    request.remembered = remembered;
+    request.key = ProbeKey(bwrap);
+    Result<std::string> kept = ReadFileToString(remembered, 4096);
+    request.known_usable = !request.key.empty() && kept.ok() && *kept == request.key;
+  }
+  (void)ProbeBubblewrap(bwrap, request);
+}
+
 std::string SandboxUnavailableReason(const std::string& bwrap_path) {
-  std::string bwrap = FindExecutable(bwrap_path.empty() ? "bwrap" : bwrap_path);
+  std::string bwrap = BubblewrapPath(bwrap_path);
   if (bwrap.empty()) {
     return "bubblewrap (bwrap) was not found" +
            (bwrap_path.empty() ? std::string(" in PATH") : " at " + bwrap_path) +
            "; install the 'bubblewrap' package";
   }
-  return ProbeBubblewrap(bwrap);
+  return ProbeBubblewrap(bwrap, ProbeRequest{}).get();
 }
 
 BashTool::BashTool(BashToolOptions options)

@@ -37,6 +37,10 @@ std::vector<std::shared_ptr<Tool>> MakeBuiltinTools(const BuiltinToolOptions& op
 
 std::string BashSandboxUnavailableReason() { return tools::SandboxUnavailableReason(); }
 
+void StartBashSandboxProbe(const std::filesystem::path& remembered) {
+  tools::StartSandboxProbe("", remembered);
+}
+
 void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx,
                       ReadLedger& ledger) {
   std::map<std::string, const ContentBlock*> calls;

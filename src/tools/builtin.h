@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <span>
@@ -58,5 +59,10 @@ void ReplayReadLedger(std::span<const Message> history, const ToolContext& ctx, 
 // unable to create a sandbox, e.g. without user namespaces), as one
 // sentence; empty when it can. Probes once per process.
 std::string BashSandboxUnavailableReason();
+// Starts that probe on a thread of its own and returns at once (a session
+// with the built-in bash is about to be built: its tool waits for this
+// probe instead of running one). `remembered`: the file that keeps a usable
+// verdict between processes (tools/tools.h, StartSandboxProbe).
+void StartBashSandboxProbe(const std::filesystem::path& remembered = {});
 
 }  // namespace agentloop

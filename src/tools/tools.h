@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -179,6 +180,20 @@ class BashTool final : public BuiltinTool {
 // user namespaces disabled in a container). Empty when it works. The trial
 // runs once per path and process.
 std::string SandboxUnavailableReason(const std::string& bwrap_path = "");
+// Starts that trial on a thread of its own and returns at once, for a
+// caller that knows a bash tool is about to be built: the tool's
+// SandboxUnavailableReason then waits for this trial instead of running one
+// (the trial's few milliseconds overlap the caller's own set-up).
+// `remembered` (empty: none) is a file that keeps a usable verdict between
+// processes, with what it stands on (the executable's path, inode, size and
+// change time, the kernel's boot id, the user): when it holds a usable
+// verdict for the same, SandboxUnavailableReason answers at once, and the
+// trial still runs to keep the file true for the next process (a failed
+// trial removes it). An unusable verdict is never kept: a sandbox that
+// works is never skipped because it once did not; a stale usable one makes
+// the sandboxed command fail, never run unconfined.
+void StartSandboxProbe(const std::string& bwrap_path = "",
+                       const std::filesystem::path& remembered = {});
 
 // The bubblewrap command line (`bwrap` is its path) that runs `program`
 // (argv) in the workspace `ws` confined as bash's commands are: the whole
