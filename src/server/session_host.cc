@@ -349,7 +349,9 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
     return StartNextQueued(id, /*look=*/from_queue);
   }
   std::shared_ptr<Session> session = std::move(*opened.session);
-  live.busy_retries = 0;
+  // A continuation's tries count on until its turn ends (OnTurnDone): its
+  // claim may still fail on the store.
+  if (!continuing) live.busy_retries = 0;
   live.continuing = continuing;
   live.session = session;
   live.stop = std::make_shared<std::stop_source>();
@@ -431,6 +433,9 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
 
 void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
   Served& live = sessions_[id];
+  if (live.continuing && !r.ok() && ClaimMayBeTriedAgain(r.error())) {
+    return RetryContinuation(id, r.error());
+  }
   std::string turn_id = live.turn_id;
   if (r.ok() && r->checkpoint) turn_id = r->checkpoint->turn_id;
   if (live.reply) {
@@ -447,6 +452,11 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
   }
   ++ctx_.metrics.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
   LogLeaseLost(id, r);
+  if (live.continuing && !r.ok()) {
+    std::fprintf(stderr, "agentloop serve: session %s: the continuation of its decided batch: %s\n",
+                 id.c_str(), r.error().ToString().c_str());
+  }
+  live.busy_retries = 0;
   if (r.ok()) on_turn_end_(id, turn_id, *r);
   for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
   live.tools_started.clear();
@@ -487,6 +497,57 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
         sessions_[id].phase = Phase::kIdle;
         if (decided && !ctx_.shutting_down) return ContinueWhenIdle(id, "", {});
         StartNextQueued(id);
+        on_settled_();
+      });
+}
+
+// A continuation's error that leaves its batch decided in the store for
+// this server to claim again: the claim (or what the turn read before it)
+// failed on the store, not because the batch is gone (kFailedPrecondition:
+// nothing decided, or it still waits), the session is another's (kBusy, a
+// lost lease: its holder continues it) or the server stops (kCancelled).
+bool SessionHost::ClaimMayBeTriedAgain(const Status& s) {
+  switch (s.code()) {
+    case Code::kFailedPrecondition:
+    case Code::kBusy:
+    case Code::kCancelled:
+    case Code::kNotFound:
+    case Code::kLeaseLost:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// The continuation of the session's decided batch failed before its turn
+// began (its claim failed on the store, e.g. while the disk refused
+// writes): said on stderr, and tried again like a start that found the
+// session held (RetryWhenFree), once this server released the session;
+// whoever waits for the continued turn waits on.
+void SessionHost::RetryContinuation(const std::string& id, const Status& error) {
+  Served& live = sessions_[id];
+  std::fprintf(stderr,
+               "agentloop serve: session %s: the continuation of its decided batch failed "
+               "(tried again): %s\n",
+               id.c_str(), error.ToString().c_str());
+  for (auto& f : std::exchange(live.finish, {})) live.continue_finish.push_back(std::move(f));
+  if (live.continue_turn_id.empty()) live.continue_turn_id = live.turn_id;
+  live.turn_id.clear();
+  live.continuing = false;
+  live.tools_started.clear();
+  live.step_started.reset();
+  std::shared_ptr<Session> session = std::move(live.session);
+  live.stop.reset();
+  live.phase = Phase::kClosing;
+  hub_.OnTurnEnd(id, error);
+  ctx_.Blocking(
+      [session]() mutable {
+        session.reset();
+        return true;
+      },
+      [this, id, error](bool) {
+        sessions_[id].phase = Phase::kIdle;
+        RetryWhenFree(id, /*decided=*/true, error);
         on_settled_();
       });
 }
