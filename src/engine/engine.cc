@@ -98,6 +98,10 @@ class StoreSink final : public EventSink {
   // The queued input this turn runs: taken from the queue with the first
   // commit (SessionLock::AppendTakingInput).
   void TakeInputWithFirstCommit(std::string input_id) { take_input_ = std::move(input_id); }
+  // The decided batch this turn continues: claimed with the first commit
+  // (SessionLock::AppendClaimingDecided), so a first commit that fails
+  // leaves the batch decided for the next try.
+  void ClaimBatchWithFirstCommit() { claim_batch_ = true; }
   // Writes the session's state the turn leaves (through the lock) just
   // before the commit of its `turn_end`. A failure fails that commit: the
   // end is not stored without its state (the sink fails, Flush returns the
@@ -156,6 +160,15 @@ class StoreSink final : public EventSink {
   Status Flush() {
     if (!state_error_.ok()) return state_error_;
     if (buffer_.empty() && !pause_) return Status::Ok();
+    if (claim_batch_) {
+      // The continued turn's beginning and the claim of its batch: one
+      // commit.
+      Status claimed = lock_.AppendClaimingDecided(buffer_);
+      if (!claimed.ok()) return claimed.WithContext("saving session " + session_id_);
+      claim_batch_ = false;
+      buffer_.clear();
+      if (take_input_.empty() && !pause_) return Status::Ok();
+    }
     if (!take_input_.empty()) {
       // The turn's beginning and the taking of its input: one commit (a
       // pause is never the first commit of a queued input's turn).
@@ -191,6 +204,7 @@ class StoreSink final : public EventSink {
   // Events of that pause the observer has not seen yet.
   std::vector<Event> held_;
   std::string take_input_;
+  bool claim_batch_ = false;
   bool pause_saved_ = false;
   std::function<Status()> save_state_;
   Status state_error_;  // of save_state_: the end is not committed
@@ -296,6 +310,9 @@ struct TurnPlan {
   std::optional<Checkpoint> resumed_from;
   // The queued input the turn runs: taken with the turn's first commit.
   std::string queued_input_id;
+  // The turn continues the session's decided batch, claimed with its first
+  // commit.
+  bool claims_batch = false;
 };
 
 // Everything a running turn uses, set up before it starts and kept until it
@@ -1625,7 +1642,8 @@ void SessionImpl::RememberDecided(const std::vector<BatchDecision>& decisions) {
 
 Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   if (!lock_) return Busy("session " + info_.id + " is held by another process");
-  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->ClaimDecided());
+  // Read here, claimed with the continued turn's first commit.
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->DecidedBatch());
   batch_decided_ = false;
   if (!cp) return std::optional<TurnPlan>();
   // Resolvers appended their decision events since this object loaded the
@@ -1634,7 +1652,8 @@ Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   next_seq_ = std::max(next_seq_, now.last_seq + 1);
   RememberDecided(cp->decisions);
   Checkpoint from = *cp;
-  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), ""});
+  return std::optional<TurnPlan>(
+      TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), "", /*claims_batch=*/true});
 }
 
 Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, EventSink* observer,
@@ -1661,6 +1680,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
   auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
   if (!plan.queued_input_id.empty()) active->sink.TakeInputWithFirstCommit(plan.queued_input_id);
+  if (plan.claims_batch) active->sink.ClaimBatchWithFirstCommit();
   active->sink.SaveStateBeforeEnd([this] { return SaveTurnState(); });
   TurnConfig cfg;
   cfg.session_id = info_.id;

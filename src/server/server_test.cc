@@ -1418,6 +1418,36 @@ TEST_F(ServerTest, AContinuationWhoseClaimFailsIsTriedAgain) {
   EXPECT_TRUE(fs::exists(workspace_ / "claimed.txt"));
 }
 
+// The same when the claim commits and the continued turn's first commit is
+// refused: the batch is not lost with the turn that could not store it.
+TEST_F(ServerTest, AContinuationWhoseFirstCommitFailsIsTriedAgain) {
+  StartModel(Json::array({WriteCall("c1", "begun.txt"), {{"text", "begun after all"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write begun")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  ExecOnStore(tmp_.path() / "data",
+              "CREATE TABLE fail_begin (x INTEGER); INSERT INTO fail_begin VALUES (1);"
+              "CREATE TRIGGER refuse_begin BEFORE INSERT ON events "
+              "WHEN NEW.type = 'turn_begin' AND EXISTS (SELECT 1 FROM fail_begin) "
+              "BEGIN SELECT RAISE(ABORT, 'commit refused'); END;");
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  ASSERT_EQ(decided.json()["status"], "resumed");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string status = "running";
+  while (status == "running" && std::chrono::steady_clock::now() < deadline) {
+    status = Call("GET", "/v1/sessions/" + sid).json().value("status", "");
+    if (status == "running") std::this_thread::yield();
+  }
+  ASSERT_NE(status, "running");
+  ExecOnStore(tmp_.path() / "data", "DELETE FROM fail_begin;");
+  Json done = Wait(sid, decided.json()["turn_id"]);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "begun after all");
+  EXPECT_TRUE(fs::exists(workspace_ / "begun.txt"));
+}
+
 TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   StartModel(Json::array());
   EngineOptions eo;

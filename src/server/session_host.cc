@@ -353,6 +353,7 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
   // claim may still fail on the store.
   if (!continuing) live.busy_retries = 0;
   live.continuing = continuing;
+  live.turn_stored = false;
   live.session = session;
   live.stop = std::make_shared<std::stop_source>();
   live.phase = Phase::kRunning;
@@ -421,11 +422,14 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
   }
   // A turn is answered 202 once its first commit has stored it: the engine
   // hands on a commit boundary event only after that commit succeeded.
-  if (live.reply && seq != 0 && !live.turn_id.empty()) {
+  if (seq != 0 && !live.turn_stored) {
     if (std::optional<EventType> t = ParseEventType(type); t && IsCommitBoundary(*t)) {
-      live.reply->Settle(JsonResponse(202, TurnAccepted(id, live.turn_id)));
-      live.reply.reset();
+      live.turn_stored = true;
     }
+  }
+  if (live.reply && live.turn_stored && !live.turn_id.empty()) {
+    live.reply->Settle(JsonResponse(202, TurnAccepted(id, live.turn_id)));
+    live.reply.reset();
   }
   if (type == "turn_end" && live.phase == Phase::kRunning) live.phase = Phase::kFinishing;
   hub_.OnTurnEvent(id, turn_id, seq, type, json, delta);
@@ -433,8 +437,13 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
 
 void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
   Served& live = sessions_[id];
-  if (live.continuing && !r.ok() && ClaimMayBeTriedAgain(r.error())) {
-    return RetryContinuation(id, r.error());
+  if (live.continuing && !live.turn_stored) {
+    // Nothing of the continued turn was stored: its batch, claimed only
+    // with the turn's first commit, is still decided.
+    if (!r.ok() && ClaimMayBeTriedAgain(r.error())) return RetryContinuation(id, r.error());
+    if (r.ok() && r->stop == StopReason::kFailed && !IsLeaseLostReason(r->reason)) {
+      return RetryContinuation(id, Unavailable("the continued turn stored nothing: " + r->reason));
+    }
   }
   std::string turn_id = live.turn_id;
   if (r.ok() && r->checkpoint) turn_id = r->checkpoint->turn_id;
@@ -519,11 +528,12 @@ bool SessionHost::ClaimMayBeTriedAgain(const Status& s) {
   }
 }
 
-// The continuation of the session's decided batch failed before its turn
-// began (its claim failed on the store, e.g. while the disk refused
-// writes): said on stderr, and tried again like a start that found the
-// session held (RetryWhenFree), once this server released the session;
-// whoever waits for the continued turn waits on.
+// The continuation of the session's decided batch stored nothing (reading
+// the batch, or the turn's first commit, which claims it, failed on the
+// store, e.g. while the disk refused writes): said on stderr, and tried
+// again like a start that found the session held (RetryWhenFree), once
+// this server released the session; whoever waits for the continued turn
+// waits on.
 void SessionHost::RetryContinuation(const std::string& id, const Status& error) {
   Served& live = sessions_[id];
   std::fprintf(stderr,

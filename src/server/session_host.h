@@ -181,6 +181,9 @@ class SessionHost {
     // The turn starting or running here continues a decided batch
     // (StartDecided): a decision of that batch reported again waits for it.
     bool continuing = false;
+    // A commit of the running turn succeeded (the engine hands on a commit
+    // boundary event only then).
+    bool turn_stored = false;
     // Starts owed to the session that found it held, or continuations
     // that failed on the store, in a row (RetryWhenFree); none once a turn
     // ends.
