@@ -286,6 +286,11 @@ def check_decisions(history, stored, r):
                 r.bad("liveness", "item %s: the decision was answered `resumed` but turn %s "
                       "never continued" % (item, tid),
                       short + [brief(e) for e in evs] + [brief(e) for e in log[-4:]])
+        if not winners and unanswered and evs:
+            # Indeterminate (a timeout or a 5xx, Jepsen's "info"): a commit
+            # that failed may still be recovered (a SQLite WAL commit whose
+            # fsync failed reappears at the next start).
+            r.stats["decisions_unknown_applied"] += 1
         if not winners and not unanswered and evs:
             # Every decider was answered and none was told it won: a decision
             # in the log nobody made (or whose answer was wrong).
@@ -334,6 +339,8 @@ def check_inputs(history, stored, r):
                       [{k: h.get(k) for k in ("id", "status", "resp", "inst", "at")}] + got)
         elif status is None or status >= 500:
             r.stats["inputs_unanswered"] += 1
+            if got:
+                r.stats["inputs_unknown_ran"] += 1
             if len(got) > 1:
                 r.bad("inputs", "input %r got no answer and ran %d times" % (text, len(got)),
                       [{k: h.get(k) for k in ("id", "status", "error", "inst")}] + got)

@@ -61,7 +61,7 @@ HOOK_SECRET = "chaos-hook-secret"
 NOTIFY_RETRY_S = 3    # server.notify_retry_s: the outbox sweep's period
 
 SQLITE_FAULTS = ["kill", "stop", "model_429", "model_500", "model_reset", "model_hang",
-                 "fsync", "clock"]
+                 "fsync", "clock", "fsync_kill"]
 PG_FAULTS = ["kill", "stop", "model_429", "model_reset", "model_hang", "pg_restart",
              "pg_kill", "partition", "proxy_reset", "clock"]
 
@@ -373,10 +373,11 @@ class Run:
             print("chaos: unknown fault kind(s) for %s: %s (known: %s)"
                   % (a.store, ",".join(unknown), ",".join(known)))
             return 2
-        self.use_fiu = "fsync" in kinds and os.path.exists(FIU_PRELOAD[1])
-        if "fsync" in kinds and not self.use_fiu:
+        fiu_kinds = [k for k in kinds if k in ("fsync", "fsync_kill")]
+        self.use_fiu = bool(fiu_kinds) and os.path.exists(FIU_PRELOAD[1])
+        if fiu_kinds and not self.use_fiu:
             print("chaos: libfiu's POSIX preload is missing (fiu-utils): no fsync faults")
-            kinds.remove("fsync")
+            kinds = [k for k in kinds if k not in fiu_kinds]
         self.use_faketime = "clock" in kinds and os.path.exists(FAKETIME)
         if "clock" in kinds and not self.use_faketime:
             print("chaos: libfaketime is missing (faketime): no clock faults")
@@ -437,7 +438,8 @@ class Run:
             dur = {"kill": rng.uniform(0.5, 3), "stop": rng.uniform(2, 3) * LEASE_TTL_MS / 1000,
                    "model_429": rng.uniform(2, 8), "model_500": rng.uniform(2, 8),
                    "model_reset": rng.uniform(3, 10), "model_hang": rng.uniform(5, 12),
-                   "fsync": rng.uniform(1, 5), "clock": rng.uniform(5, 15),
+                   "fsync": rng.uniform(1, 5), "fsync_kill": rng.uniform(0.5, 3),
+                   "clock": rng.uniform(5, 15),
                    "pg_restart": 0, "pg_kill": rng.uniform(0.5, 2),
                    "partition": rng.uniform(1.5, 3) * LEASE_TTL_MS / 1000,
                    "proxy_reset": 0}[kind]
@@ -564,6 +566,15 @@ class Run:
                 inst.fail_fsync(True)
                 time.sleep(dur)
                 inst.fail_fsync(False)
+            elif kind == "fsync_kill":
+                # A commit that failed on fsync is invisible to the process
+                # but its WAL frames may be recovered at the next start: the
+                # process is killed before a later commit overwrites them.
+                inst.fail_fsync(True)
+                time.sleep(dur)
+                inst.kill9()
+                self.stop.wait(1.0)
+                inst.start()
             elif kind == "clock":
                 jump = self.rng.choice([-1, 1]) * self.rng.randint(5, 60)
                 rec["jump_s"] = jump
