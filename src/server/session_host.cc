@@ -461,7 +461,9 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
   }
   ++ctx_.metrics.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
   LogLeaseLost(id, r);
-  if (live.continuing && !r.ok()) {
+  // Nothing decided any more (another request or process continued it)
+  // is not a failure.
+  if (live.continuing && !r.ok() && r.error().code() != Code::kFailedPrecondition) {
     std::fprintf(stderr, "agentloop serve: session %s: the continuation of its decided batch: %s\n",
                  id.c_str(), r.error().ToString().c_str());
   }
