@@ -1448,6 +1448,37 @@ TEST_F(ServerTest, AContinuationWhoseFirstCommitFailsIsTriedAgain) {
   EXPECT_TRUE(fs::exists(workspace_ / "begun.txt"));
 }
 
+// The same when the continuation cannot even open the session (taking its
+// lock is a write the store refuses).
+TEST_F(ServerTest, AContinuationWhoseOpenFailsIsTriedAgain) {
+  StartModel(Json::array({WriteCall("c1", "opened.txt"), {{"text", "opened after all"}}}));
+  StartServer();
+  std::string sid = NewSession();
+  ASSERT_EQ(RunTurn(sid, "write opened")["stop"], "pending_approval");
+  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
+  ExecOnStore(tmp_.path() / "data",
+              "CREATE TABLE fail_open (x INTEGER); INSERT INTO fail_open VALUES (1);"
+              "CREATE TRIGGER refuse_open BEFORE INSERT ON session_locks "
+              "WHEN EXISTS (SELECT 1 FROM fail_open) "
+              "BEGIN SELECT RAISE(FAIL, 'disk I/O error'); END;");
+  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
+  ASSERT_EQ(decided.status, 200u) << decided.body;
+  ASSERT_EQ(decided.json()["status"], "resumed");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string status = "running";
+  while (status == "running" && std::chrono::steady_clock::now() < deadline) {
+    status = Call("GET", "/v1/sessions/" + sid).json().value("status", "");
+    if (status == "running") std::this_thread::yield();
+  }
+  ASSERT_NE(status, "running");
+  EXPECT_FALSE(fs::exists(workspace_ / "opened.txt"));
+  ExecOnStore(tmp_.path() / "data", "DELETE FROM fail_open;");
+  Json done = Wait(sid, decided.json()["turn_id"]);
+  EXPECT_EQ(done["stop"], "completed") << done.dump();
+  EXPECT_EQ(done["final_text"], "opened after all");
+  EXPECT_TRUE(fs::exists(workspace_ / "opened.txt"));
+}
+
 TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
   StartModel(Json::array());
   EngineOptions eo;

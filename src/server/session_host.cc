@@ -315,10 +315,17 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
   }
   if (!opened.session.ok()) {
     Status s = opened.session.error();
-    if (continuing && s.code() == Code::kBusy) {
+    if (continuing && (s.code() == Code::kBusy || ClaimMayBeTriedAgain(s))) {
       // Held for a moment (a decider checking edited arguments, a read of
-      // a cut turn, a look at the queue, here or in another process): the
-      // decided batch is still this server's to continue.
+      // a cut turn, a look at the queue, here or in another process), or
+      // the store refused the open's writes (its lock): the decided batch
+      // is still this server's to continue.
+      if (s.code() != Code::kBusy) {
+        std::fprintf(stderr,
+                     "agentloop serve: session %s: the continuation of its decided batch could "
+                     "not open it (tried again): %s\n",
+                     id.c_str(), s.ToString().c_str());
+      }
       for (auto& f : std::exchange(live.finish, {})) live.continue_finish.push_back(std::move(f));
       if (live.continue_turn_id.empty()) live.continue_turn_id = live.turn_id;
       live.turn_id.clear();
@@ -513,8 +520,8 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
 }
 
 // A continuation's error that leaves its batch decided in the store for
-// this server to claim again: the claim (or what the turn read before it)
-// failed on the store, not because the batch is gone (kFailedPrecondition:
+// this server to claim again: the session's open, the read of the batch or
+// the turn's first commit failed on the store, not because the batch is gone (kFailedPrecondition:
 // nothing decided, or it still waits), the session is another's (kBusy, a
 // lost lease: its holder continues it) or the server stops (kCancelled).
 bool SessionHost::ClaimMayBeTriedAgain(const Status& s) {
