@@ -310,9 +310,6 @@ struct TurnPlan {
   std::optional<Checkpoint> resumed_from;
   // The queued input the turn runs: taken with the turn's first commit.
   std::string queued_input_id;
-  // The turn continues the session's decided batch, claimed with its first
-  // commit.
-  bool claims_batch = false;
 };
 
 // Everything a running turn uses, set up before it starts and kept until it
@@ -1652,8 +1649,7 @@ Result<std::optional<TurnPlan>> SessionImpl::PlanDecided() {
   next_seq_ = std::max(next_seq_, now.last_seq + 1);
   RememberDecided(cp->decisions);
   Checkpoint from = *cp;
-  return std::optional<TurnPlan>(
-      TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), "", /*claims_batch=*/true});
+  return std::optional<TurnPlan>(TurnPlan{TurnInput::Decided(std::move(*cp)), std::move(from), ""});
 }
 
 Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, EventSink* observer,
@@ -1680,7 +1676,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
   auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
   if (!plan.queued_input_id.empty()) active->sink.TakeInputWithFirstCommit(plan.queued_input_id);
-  if (plan.claims_batch) active->sink.ClaimBatchWithFirstCommit();
+  if (plan.input.decided) active->sink.ClaimBatchWithFirstCommit();
   active->sink.SaveStateBeforeEnd([this] { return SaveTurnState(); });
   TurnConfig cfg;
   cfg.session_id = info_.id;
