@@ -266,6 +266,17 @@ class SessionLock {
   virtual Status SetState(std::string_view key, const Json& value) = 0;
   virtual Status UpdateSettings(const Json& settings, std::span<const Event> events) = 0;
   virtual Result<std::optional<Checkpoint>> ClaimDecided() = 0;
+  // The session's decided batch, read without claiming it (nullopt when
+  // none): the turn that continues it claims it with its first commit
+  // (AppendClaimingDecided), so a turn whose first commit fails leaves the
+  // batch decided for the next try. Errors: as the store's.
+  virtual Result<std::optional<Checkpoint>> DecidedBatch() = 0;
+  // Append, and the claim of the session's decided batch (as ClaimDecided:
+  // its checkpoint closed, the session's wake-up answered), in one
+  // transaction: the first commit of the turn that continues the batch.
+  // Errors: as Append; kFailedPrecondition when no batch is decided any
+  // more (another claimed it; nothing is appended).
+  virtual Status AppendClaimingDecided(std::span<const Event> events) = 0;
   // Append, and the removal of this session's queued input `input_id`
   // (SessionStore::NextQueuedInput), in one transaction: the turn that runs
   // a queued input takes it with its first commit. `events` may be empty

@@ -254,7 +254,8 @@ Result<std::optional<TurnPlan>> SessionImpl::PlanDecided(PlanMode mode) {
     return std::optional<TurnPlan>(
         TurnPlan{TurnInput{}, std::nullopt, "", "continuing the decided batch"});
   }
-  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->ClaimDecided());
+  // Read here, claimed with the continued turn's first commit.
+  AL_ASSIGN_OR_RETURN(std::optional<Checkpoint> cp, lock_->DecidedBatch());
   batch_decided_ = false;
   if (!cp) return std::optional<TurnPlan>();
   // Resolvers appended their decision events since this object loaded the
@@ -291,6 +292,7 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
   AL_RETURN_IF_ERROR(SaveSettingsChanges(resumed_from ? resumed_from->turn_id : std::string()));
   auto active = std::make_unique<ActiveTurn>(*lock_, info_.id, observer);
   if (!plan.queued_input_id.empty()) active->sink.TakeInputWithFirstCommit(plan.queued_input_id);
+  if (plan.input.decided) active->sink.ClaimBatchWithFirstCommit();
   active->sink.SaveStateBeforeEnd([this] { return SaveTurnState(); });
   TurnConfig cfg;
   cfg.session_id = info_.id;

@@ -39,7 +39,8 @@ Status StoreSink::Handle(const Event& event) {
     if (!state_error_.ok()) return state_error_;
     // While a pause waits for its turn's end, nothing else commits.
     if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
-      if (overlap_ && event.type == EventType::kStepBegin && take_input_.empty()) {
+      if (overlap_ && event.type == EventType::kStepBegin && take_input_.empty() &&
+          !claim_batch_) {
         StartBackgroundCommit();
         if (observer_ != nullptr) held_.push_back(event);
         return Status::Ok();
@@ -66,6 +67,15 @@ Status StoreSink::Handle(const Event& event) {
 Status StoreSink::FlushBuffer() {
   if (!state_error_.ok()) return state_error_;
   if (buffer_.empty() && !pause_) return Status::Ok();
+  if (claim_batch_) {
+    // The continued turn's beginning and the claim of its batch: one
+    // commit.
+    Status claimed = lock_.AppendClaimingDecided(buffer_);
+    if (!claimed.ok()) return claimed.WithContext("saving session " + session_id_);
+    claim_batch_ = false;
+    buffer_.clear();
+    if (take_input_.empty() && !pause_) return Status::Ok();
+  }
   if (!take_input_.empty()) {
     // The turn's beginning and the taking of its input: one commit (a
     // pause is never the first commit of a queued input's turn).

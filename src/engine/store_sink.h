@@ -35,13 +35,17 @@ class StoreSink final : public EventSink {
   // The queued input this turn runs: taken from the queue with the first
   // commit (SessionLock::AppendTakingInput).
   void TakeInputWithFirstCommit(std::string input_id) { take_input_ = std::move(input_id); }
+  // The decided batch this turn continues: claimed with the first commit
+  // (SessionLock::AppendClaimingDecided), so a first commit that fails
+  // leaves the batch decided for the next try.
+  void ClaimBatchWithFirstCommit() { claim_batch_ = true; }
   // Writes the session's state the turn leaves (through the lock) just
   // before the commit of its `turn_end`. A failure fails that commit: the
   // end is not stored without its state (the sink fails, Flush returns the
   // error, and the turn's result is `failed` with it as the reason).
   void SaveStateBeforeEnd(std::function<Status()> save) { save_state_ = std::move(save); }
   // The commit at a step_begin (not a turn's first commit taking a queued
-  // input) runs on a thread of its own while the turn sends its request.
+  // input or claiming a decided batch) runs on a thread of its own while the turn sends its request.
   // The next event (a delta or the step's end: before any tool runs), Flush
   // and the sink's end wait for that commit first; observers hear of the
   // step_begin once it is committed. A failed commit fails the event that
@@ -85,6 +89,7 @@ class StoreSink final : public EventSink {
   // step_begin until its background commit has completed.
   std::vector<Event> held_;
   std::string take_input_;
+  bool claim_batch_ = false;
   bool pause_saved_ = false;
   std::function<Status()> save_state_;
   Status state_error_;  // of save_state_: the end is not committed

@@ -317,10 +317,17 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
   }
   if (!opened.session.ok()) {
     Status s = opened.session.error();
-    if (continuing && s.code() == Code::kBusy) {
+    if (continuing && (s.code() == Code::kBusy || ClaimMayBeTriedAgain(s))) {
       // Held for a moment (a decider checking edited arguments, a read of
-      // a cut turn, a look at the queue, here or in another process): the
-      // decided batch is still this server's to continue.
+      // a cut turn, a look at the queue, here or in another process), or
+      // the store refused the open's writes (its lock): the decided batch
+      // is still this server's to continue.
+      if (s.code() != Code::kBusy) {
+        std::fprintf(stderr,
+                     "agentloop serve: session %s: the continuation of its decided batch could "
+                     "not open it (tried again): %s\n",
+                     id.c_str(), s.ToString().c_str());
+      }
       for (auto& f : std::exchange(live.finish, {})) live.continue_finish.push_back(std::move(f));
       if (live.continue_turn_id.empty()) live.continue_turn_id = live.turn_id;
       live.turn_id.clear();
@@ -351,8 +358,11 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
     return StartNextQueued(id, /*look=*/from_queue);
   }
   std::shared_ptr<Session> session = std::move(*opened.session);
-  live.busy_retries = 0;
+  // A continuation's tries count on until its turn ends (OnTurnDone): its
+  // claim may still fail on the store.
+  if (!continuing) live.busy_retries = 0;
   live.continuing = continuing;
+  live.turn_stored = false;
   live.session = session;
   live.stop = std::make_shared<std::stop_source>();
   live.phase = Phase::kRunning;
@@ -419,11 +429,14 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
   }
   // A turn is answered 202 once its first commit has stored it: the engine
   // hands on a commit boundary event only after that commit succeeded.
-  if (live.reply && seq != 0 && !live.turn_id.empty()) {
+  if (seq != 0 && !live.turn_stored) {
     if (std::optional<EventType> t = ParseEventType(type); t && IsCommitBoundary(*t)) {
-      live.reply->Settle(JsonResponse(202, TurnAccepted(id, live.turn_id)));
-      live.reply.reset();
+      live.turn_stored = true;
     }
+  }
+  if (live.reply && live.turn_stored && !live.turn_id.empty()) {
+    live.reply->Settle(JsonResponse(202, TurnAccepted(id, live.turn_id)));
+    live.reply.reset();
   }
   if (type == "turn_end" && live.phase == Phase::kRunning) live.phase = Phase::kFinishing;
   hub_.OnTurnEvent(id, turn_id, seq, type, json, delta);
@@ -431,6 +444,14 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
 
 void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
   Served& live = sessions_[id];
+  if (live.continuing && !live.turn_stored) {
+    // Nothing of the continued turn was stored: its batch, claimed only
+    // with the turn's first commit, is still decided.
+    if (!r.ok() && ClaimMayBeTriedAgain(r.error())) return RetryContinuation(id, r.error());
+    if (r.ok() && r->stop == StopReason::kFailed && !IsLeaseLostReason(r->reason)) {
+      return RetryContinuation(id, Unavailable("the continued turn stored nothing: " + r->reason));
+    }
+  }
   std::string turn_id = live.turn_id;
   if (r.ok() && r->checkpoint) turn_id = r->checkpoint->turn_id;
   if (live.reply) {
@@ -447,6 +468,13 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
   }
   ++ctx_.metrics.turns_finished[r.ok() ? std::string(StopReasonName(r->stop)) : "error"];
   LogLeaseLost(id, r);
+  // Nothing decided any more (another request or process continued it)
+  // is not a failure.
+  if (live.continuing && !r.ok() && r.error().code() != Code::kFailedPrecondition) {
+    std::fprintf(stderr, "agentloop serve: session %s: the continuation of its decided batch: %s\n",
+                 id.c_str(), r.error().ToString().c_str());
+  }
+  live.busy_retries = 0;
   if (r.ok()) on_turn_end_(id, turn_id, *r);
   for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
   live.tools_started.clear();
@@ -487,6 +515,58 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
         sessions_[id].phase = Phase::kIdle;
         if (decided && !ctx_.shutting_down) return ContinueWhenIdle(id, "", {});
         StartNextQueued(id);
+        on_settled_();
+      });
+}
+
+// A continuation's error that leaves its batch decided in the store for
+// this server to claim again: the session's open, the read of the batch or
+// the turn's first commit failed on the store, not because the batch is gone (kFailedPrecondition:
+// nothing decided, or it still waits), the session is another's (kBusy, a
+// lost lease: its holder continues it) or the server stops (kCancelled).
+bool SessionHost::ClaimMayBeTriedAgain(const Status& s) {
+  switch (s.code()) {
+    case Code::kFailedPrecondition:
+    case Code::kBusy:
+    case Code::kCancelled:
+    case Code::kNotFound:
+    case Code::kLeaseLost:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// The continuation of the session's decided batch stored nothing (reading
+// the batch, or the turn's first commit, which claims it, failed on the
+// store, e.g. while the disk refused writes): said on stderr, and tried
+// again like a start that found the session held (RetryWhenFree), once
+// this server released the session; whoever waits for the continued turn
+// waits on.
+void SessionHost::RetryContinuation(const std::string& id, const Status& error) {
+  Served& live = sessions_[id];
+  std::fprintf(stderr,
+               "agentloop serve: session %s: the continuation of its decided batch failed "
+               "(tried again): %s\n",
+               id.c_str(), error.ToString().c_str());
+  for (auto& f : std::exchange(live.finish, {})) live.continue_finish.push_back(std::move(f));
+  if (live.continue_turn_id.empty()) live.continue_turn_id = live.turn_id;
+  live.turn_id.clear();
+  live.continuing = false;
+  live.tools_started.clear();
+  live.step_started.reset();
+  std::shared_ptr<Session> session = std::move(live.session);
+  live.stop.reset();
+  live.phase = Phase::kClosing;
+  hub_.OnTurnEnd(id, error);
+  ctx_.Blocking(
+      [session]() mutable {
+        session.reset();
+        return true;
+      },
+      [this, id, error](bool) {
+        sessions_[id].phase = Phase::kIdle;
+        RetryWhenFree(id, /*decided=*/true, error);
         on_settled_();
       });
 }

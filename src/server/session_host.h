@@ -181,8 +181,12 @@ class SessionHost {
     // The turn starting or running here continues a decided batch
     // (StartDecided): a decision of that batch reported again waits for it.
     bool continuing = false;
-    // Starts owed to the session that found it held, in a row
-    // (RetryWhenFree).
+    // A commit of the running turn succeeded (the engine hands on a commit
+    // boundary event only then).
+    bool turn_stored = false;
+    // Starts owed to the session that found it held, or continuations
+    // that failed on the store, in a row (RetryWhenFree); none once a turn
+    // ends.
     int busy_retries = 0;
     // The POST that started the turn, answered 202 once the turn's id is
     // known.
@@ -250,6 +254,8 @@ class SessionHost {
   static constexpr int kBusyRetries = 28;
   static constexpr int kBusyRetryFirstMs = 20;
   static void LogLeaseLost(const std::string& id, const Result<TurnResult>& r);
+  static bool ClaimMayBeTriedAgain(const Status& s);
+  void RetryContinuation(const std::string& id, const Status& error);
 
   ServerContext& ctx_;
   EventHub& hub_;

@@ -327,6 +327,53 @@ TEST_P(LeaseFenceTest, TheOldHolderOfAStolenLeaseCannotWrite) {
 
 // A lease that expired without anyone taking it over is still its holder's:
 // its writes go through (nobody else wrote) and renew it.
+// A continuation whose lease was taken over between reading its decided
+// batch and its first commit claims nothing: that commit is refused (lease
+// lost) and the batch stays decided for the instance that took the session
+// over, which claims it with its own first commit.
+TEST_P(LeaseFenceTest, AStolenLeaseLeavesTheDecidedBatchToTheNewHolder) {
+  std::string id = NewSession();
+  auto old_holder = store_->AcquireLock(id, getppid());  // a live process that is not us
+  ASSERT_TRUE(old_holder.ok());
+  Checkpoint cp;
+  cp.session_id = id;
+  cp.turn_id = "turn_1";
+  cp.tool_use_ids.push_back("tu_1");
+  PendingItem item{NewPendingId(PendingKind::kApproval),
+                   PendingKind::kApproval,
+                   "tu_1",
+                   "bash",
+                   Json{{"command", "make"}},
+                   "ask rule",
+                   "",
+                   ""};
+  cp.outstanding.push_back(item);
+  Event pause = MakeEvent(EventType::kPending, 1, Json::object());
+  ASSERT_TRUE((*old_holder)->SaveCheckpoint(cp, {&pause, 1}).ok());
+  ASSERT_TRUE(store_
+                  ->Resolve(item.id,
+                            [](Checkpoint&, const PendingItem&) {
+                              return Result<ResolveAction>(ResolveAction::kResolved);
+                            })
+                  .ok());
+  ASSERT_TRUE((*old_holder)->DecidedBatch()->has_value());
+
+  clock_ms_ += 31'000;
+  auto other = OpenStore();
+  auto new_holder = other->AcquireLock(id, getpid());
+  ASSERT_TRUE(new_holder.ok()) << new_holder.status().ToString();
+  Event begin = MakeEvent(EventType::kTurnBegin, 2, Json::object());
+  Status refused = (*old_holder)->AppendClaimingDecided({&begin, 1});
+  EXPECT_TRUE(IsLeaseLost(refused)) << refused.ToString();
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{id});
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 1u);
+  ASSERT_TRUE((*new_holder)->DecidedBatch()->has_value());
+  Status claimed = (*new_holder)->AppendClaimingDecided({&begin, 1});
+  ASSERT_TRUE(claimed.ok()) << claimed.ToString();
+  EXPECT_TRUE(store_->ListDecided()->empty());
+  EXPECT_EQ(store_->GetSession(id)->last_seq, 2u);
+}
+
 TEST_P(LeaseFenceTest, AnExpiredLeaseNobodyTookStillWritesAndIsRenewed) {
   std::string id = NewSession();
   auto held = store_->AcquireLock(id, getppid());

@@ -402,6 +402,36 @@ TEST_P(PendingTest, DecisionsAreNumberedAfterTheLogAndTheirBatchIsClaimedOnce) {
   EXPECT_FALSE(store_->OpenCheckpoint(s)->has_value());
 }
 
+// The turn that continues a decided batch claims it with its first commit:
+// reading the batch claims nothing, a first commit that fails (its event
+// clashes with the log) leaves the batch decided, the one that succeeds
+// claims it with its events, and a second claim finds nothing decided.
+TEST_P(PendingTest, ADecidedBatchIsClaimedWithTheFirstCommitOfItsTurn) {
+  std::string s = NewSession();
+  std::vector<Event> pause = {MakeEvent(EventType::kPending, 1, Json::object())};
+  ASSERT_TRUE(store_->SaveCheckpoint(Batch(s, {"e1"}), pause).ok());
+  ASSERT_TRUE(store_->Resolve("e1", Approve("ok")).ok());
+  auto lock = store_->AcquireLock(s, getpid());
+  ASSERT_TRUE(lock.ok()) << lock.status().ToString();
+  auto read = (*lock)->DecidedBatch();
+  ASSERT_TRUE(read.ok() && read->has_value()) << read.status().ToString();
+  EXPECT_EQ((*read)->results_so_far.size(), 2u);  // tu_run, e1
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{s});
+  std::vector<Event> clash = {MakeEvent(EventType::kTurnBegin, 1, Json::object())};
+  EXPECT_FALSE((*lock)->AppendClaimingDecided(clash).ok());
+  EXPECT_EQ(*store_->ListDecided(), std::vector<std::string>{s});
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 1u);
+  std::vector<Event> begin = {MakeEvent(EventType::kTurnBegin, 2, Json::object())};
+  Status claimed = (*lock)->AppendClaimingDecided(begin);
+  ASSERT_TRUE(claimed.ok()) << claimed.ToString();
+  EXPECT_TRUE(store_->ListDecided()->empty());
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 2u);
+  EXPECT_FALSE((*lock)->DecidedBatch()->has_value());
+  std::vector<Event> again = {MakeEvent(EventType::kTurnBegin, 3, Json::object())};
+  EXPECT_EQ((*lock)->AppendClaimingDecided(again).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(store_->GetSession(s)->last_seq, 2u);
+}
+
 TEST_P(PendingTest, RacingResolversExactlyOneWins) {
   std::string s = NewSession();
   constexpr int kRounds = 20;

@@ -176,6 +176,46 @@ Result<std::optional<Checkpoint>> StoreCore::ClaimDecidedFenced(std::string_view
   return claimed;
 }
 
+Result<std::optional<Checkpoint>> StoreCore::DecidedBatchFenced(std::string_view session_id,
+                                                                const LockFence* fence) {
+  std::optional<Checkpoint> found;
+  // The decision's lane, as the claim: TakeDecidedCheckpoint reads the row
+  // as a claim would (PostgreSQL: FOR UPDATE), writing nothing.
+  const Status ran = backend_.Run(TxnKind::kDecision, [&](StoreTxn& t) -> Status {
+    found.reset();
+    if (fence != nullptr) AL_RETURN_IF_ERROR(t.CheckFence(session_id, *fence));
+    AL_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> row, t.TakeDecidedCheckpoint(session_id));
+    if (!row) return Status::Ok();
+    AL_ASSIGN_OR_RETURN(found, ParseCheckpoint(row->json, row->id));
+    return Status::Ok();
+  });
+  if (!ran.ok()) return ran;
+  return found;
+}
+
+Status StoreCore::AppendClaimingDecided(std::string_view session_id, std::span<const Event> events,
+                                        const LockFence* fence) {
+  const int64_t now = backend_.Now();
+  return backend_.Run(TxnKind::kLeaseWrite, [&](StoreTxn& t) -> Status {
+    // The session's lock first (as Append takes it), then the batch.
+    if (fence != nullptr) AL_RETURN_IF_ERROR(t.CheckFence(session_id, *fence));
+    AL_ASSIGN_OR_RETURN(std::optional<StoredCheckpoint> row, t.TakeDecidedCheckpoint(session_id));
+    if (!row) {
+      // An earlier attempt that committed (its reply lost) claimed it with
+      // the events: Append finds them stored.
+      if (!t.again() || events.empty()) {
+        return FailedPrecondition("session " + std::string(session_id) +
+                                  " has no decided batch to continue any more");
+      }
+    } else {
+      AL_RETURN_IF_ERROR(t.DropWakeupUnlessQueued(session_id));
+      AL_RETURN_IF_ERROR(t.SetCheckpointState(row->id, CheckpointState::kClosed, now));
+    }
+    if (events.empty()) return Status::Ok();
+    return t.Append(session_id, events, now, fence);
+  });
+}
+
 // --- sessions -------------------------------------------------------------------------
 
 SessionInfo StoreCore::NewSessionInfo(const NewSessionParams& params) const {
@@ -248,6 +288,12 @@ class CoreSessionLock final : public SessionLock {
   }
   Result<std::optional<Checkpoint>> ClaimDecided() override {
     return store_->ClaimDecidedFenced(session_id_, &fence_);
+  }
+  Result<std::optional<Checkpoint>> DecidedBatch() override {
+    return store_->DecidedBatchFenced(session_id_, &fence_);
+  }
+  Status AppendClaimingDecided(std::span<const Event> events) override {
+    return store_->AppendClaimingDecided(session_id_, events, &fence_);
   }
   Status AppendTakingInput(std::span<const Event> events, std::string_view input_id) override {
     return store_->AppendTakingInput(session_id_, events, input_id, &fence_);

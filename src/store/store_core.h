@@ -442,6 +442,11 @@ class StoreCore : public SessionStore {
   // ClaimDecided of a lock's holder: fenced by `fence` when set.
   Result<std::optional<Checkpoint>> ClaimDecidedFenced(std::string_view session_id,
                                                        const LockFence* fence);
+  // SessionLock::DecidedBatch and AppendClaimingDecided, fenced by `fence`.
+  Result<std::optional<Checkpoint>> DecidedBatchFenced(std::string_view session_id,
+                                                       const LockFence* fence);
+  Status AppendClaimingDecided(std::string_view session_id, std::span<const Event> events,
+                               const LockFence* fence);
 
   // The server's state kept in this store's database (ServerStateOf).
   ServerStateStore& server_state() { return server_state_; }

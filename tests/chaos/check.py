@@ -31,6 +31,13 @@ Invariants:
               one unanswered at most once
   liveness    a decision answered `resumed` is followed by its turn's
               continuation; a queued input runs (`settle`: the run settles)
+  outbox      every notification in the store's outbox was delivered (its
+              row finished) and the receiver accepted it at least once; a
+              row finished without an accepted attempt is a violation; every
+              pending item announced in a log was delivered at least once
+              (unless the server logged that the store refused its outbox
+              row); a delivery the receiver failed was tried again until
+              accepted
   watchers    every watcher saw a prefix of its session's stored log, in
               order, without duplicates or gaps across reconnects
               (Last-Event-ID); `uncommitted` when what it saw at a seq was
@@ -97,12 +104,17 @@ def load(d):
                 if line.strip():
                     r = json.loads(line)
                     stored[r["sid"]] = r
+    serve_logs = []
+    for name in sorted(os.listdir(d)):
+        if name.startswith("serve-") and name.endswith(".log"):
+            with open(os.path.join(d, name), encoding="utf-8", errors="replace") as f:
+                serve_logs.append(f.read())
     side = []
     path = os.path.join(d, "side.log")
     if os.path.exists(path):
         with open(path, encoding="utf-8", errors="replace") as f:
             side = [l.rstrip("\n") for l in f if l.strip()]
-    return history, stored, side
+    return history, stored, side, serve_logs
 
 
 def brief(e):
@@ -274,6 +286,11 @@ def check_decisions(history, stored, r):
                 r.bad("liveness", "item %s: the decision was answered `resumed` but turn %s "
                       "never continued" % (item, tid),
                       short + [brief(e) for e in evs] + [brief(e) for e in log[-4:]])
+        if not winners and unanswered and evs:
+            # Indeterminate (a timeout or a 5xx, Jepsen's "info"): a commit
+            # that failed may still be recovered (a SQLite WAL commit whose
+            # fsync failed reappears at the next start).
+            r.stats["decisions_unknown_applied"] += 1
         if not winners and not unanswered and evs:
             # Every decider was answered and none was told it won: a decision
             # in the log nobody made (or whose answer was wrong).
@@ -322,6 +339,8 @@ def check_inputs(history, stored, r):
                       [{k: h.get(k) for k in ("id", "status", "resp", "inst", "at")}] + got)
         elif status is None or status >= 500:
             r.stats["inputs_unanswered"] += 1
+            if got:
+                r.stats["inputs_unknown_ran"] += 1
             if len(got) > 1:
                 r.bad("inputs", "input %r got no answer and ran %d times" % (text, len(got)),
                       [{k: h.get(k) for k in ("id", "status", "error", "inst")}] + got)
@@ -371,6 +390,79 @@ def check_watchers(history, stored, r):
             expect = max(expect, h["seq"] + 1)
 
 
+NOT_RECORDED = re.compile(r"notification (\S+) not recorded in the outbox")
+
+
+def check_outbox(history, stored, serve_logs, r):
+    attempts = defaultdict(list)   # delivery id -> hook records, in order
+    for h in history:
+        if h["t"] == "hook":
+            attempts[h["delivery"]].append(h)
+    outbox = next((h for h in history if h["t"] == "outbox"), None)
+    if not attempts and outbox is None:
+        return  # a history from before the receiver
+    rows = (outbox or {}).get("rows")
+    if rows is None:
+        r.bad("outbox", "the store's outbox could not be read after the run")
+        rows = []
+    accepted = {d for d, hs in attempts.items() if any(h["answer"] == 200 for h in hs)}
+    r.stats["hook_deliveries"] = len(attempts)
+    r.stats["hook_attempts"] = sum(len(v) for v in attempts.values())
+    r.stats["hook_accepted"] = len(accepted)
+    r.stats["hook_repeats"] = sum(
+        1 for hs in attempts.values() if sum(1 for h in hs if h["answer"] == 200) > 1)
+    r.stats["outbox_rows"] = len(rows)
+    for d, hs in attempts.items():
+        bad = [h for h in hs if not h.get("signed")]
+        if bad:
+            r.bad("outbox", "delivery %s: %d attempt(s) not signed with the channel's secret"
+                  % (d, len(bad)), bad[:3])
+    for row in rows:
+        if not row["delivered"]:
+            r.bad("outbox", "notification %s (%s) is still undelivered in the outbox after "
+                  "settling" % (row["id"], row["event"]), attempts.get(row["id"], [])[-6:])
+        elif row["id"] not in accepted:
+            r.bad("outbox", "notification %s (%s) is finished in the outbox but the receiver "
+                  "never accepted it" % (row["id"], row["event"]),
+                  attempts.get(row["id"], [])[-6:])
+    failed = [d for d, hs in attempts.items() if hs[0]["answer"] != 200]
+    r.stats["hook_failed_first"] = len(failed)
+    for d in failed:
+        hs = attempts[d]
+        if d not in accepted:
+            r.bad("outbox", "delivery %s: the receiver failed it and it was not tried again "
+                  "until accepted (%d attempts)" % (d, len(hs)), hs[-6:])
+        elif len(hs) > 5:
+            r.stats["hook_redelivered_by_sweep"] += 1
+    not_recorded = set()
+    for text in serve_logs:
+        not_recorded.update(NOT_RECORDED.findall(text))
+    r.stats["outbox_not_recorded"] = len(not_recorded)
+    announced = defaultdict(set)  # pending id -> delivery ids accepted
+    for d in accepted:
+        for h in attempts[d]:
+            if h.get("pending_id"):
+                announced[h["pending_id"]].add(d)
+    row_ids = {row["id"] for row in rows}
+    for sid, s in stored.items():
+        for e in s["events"]:
+            if e["type"] != "pending":
+                continue
+            for item in e.get("items") or []:
+                pid = item.get("id")
+                r.stats["items_paused"] += 1
+                if announced.get(pid):
+                    continue
+                mine = [d for d in row_ids | set(attempts) | not_recorded
+                        if d == "dlv_" + pid or d.startswith("dlv_" + pid + ".")]
+                if mine and all(d in not_recorded for d in mine):
+                    r.stats["items_not_recorded"] += 1
+                    continue
+                r.bad("outbox", "session %s: item %s (%s) paused its turn but no notification "
+                      "of it was delivered" % (sid, pid, item.get("tool")),
+                      [brief(e)] + [h for d in mine for h in attempts.get(d, [])][-6:])
+
+
 def check_history(history, r):
     for h in history:
         if h["t"] == "harness_error":
@@ -386,7 +478,7 @@ def check_history(history, r):
 
 
 def check_dir(d):
-    history, stored, side = load(d)
+    history, stored, side, serve_logs = load(d)
     r = Report()
     check_history(history, r)
     check_logs(stored, r)
@@ -395,6 +487,7 @@ def check_dir(d):
     check_decisions(history, stored, r)
     check_inputs(history, stored, r)
     check_watchers(history, stored, r)
+    check_outbox(history, stored, serve_logs, r)
     return r
 
 

@@ -48,6 +48,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 
 import check  # noqa: E402
+from hook import HookReceiver  # noqa: E402
 from model import ChaosModel  # noqa: E402
 from proxy import FaultProxy  # noqa: E402
 
@@ -56,9 +57,11 @@ FIU_PRELOAD = ["/usr/lib/fiu/fiu_run_preload.so", "/usr/lib/fiu/fiu_posix_preloa
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 REQUEST_TIMEOUT = 30  # seconds; never asserted, only bounds a hung call
 LEASE_TTL_MS = 3000   # PostgreSQL instances' lease TTL
+HOOK_SECRET = "chaos-hook-secret"
+NOTIFY_RETRY_S = 3    # server.notify_retry_s: the outbox sweep's period
 
 SQLITE_FAULTS = ["kill", "stop", "model_429", "model_500", "model_reset", "model_hang",
-                 "fsync", "clock"]
+                 "fsync", "clock", "fsync_kill"]
 PG_FAULTS = ["kill", "stop", "model_429", "model_reset", "model_hang", "pg_restart",
              "pg_kill", "partition", "proxy_reset", "clock"]
 
@@ -349,6 +352,7 @@ class Run:
         self.cluster = None
         self.proxies = []
         self.model = None
+        self.hook = None
         self.faults_done = []
         self.fault_lock = threading.Lock()
         self.ops = 0
@@ -361,6 +365,7 @@ class Run:
     def setup(self):
         a = self.args
         self.model = ChaosModel(a.seed)
+        self.hook = HookReceiver(a.seed, HOOK_SECRET, self.history.write)
         known = SQLITE_FAULTS if a.store == "sqlite" else PG_FAULTS
         kinds = [k for k in (a.faults.split(",") if a.faults else known) if k != "none"]
         unknown = [k for k in kinds if k not in known]
@@ -368,10 +373,11 @@ class Run:
             print("chaos: unknown fault kind(s) for %s: %s (known: %s)"
                   % (a.store, ",".join(unknown), ",".join(known)))
             return 2
-        self.use_fiu = "fsync" in kinds and os.path.exists(FIU_PRELOAD[1])
-        if "fsync" in kinds and not self.use_fiu:
+        fiu_kinds = [k for k in kinds if k in ("fsync", "fsync_kill")]
+        self.use_fiu = bool(fiu_kinds) and os.path.exists(FIU_PRELOAD[1])
+        if fiu_kinds and not self.use_fiu:
             print("chaos: libfiu's POSIX preload is missing (fiu-utils): no fsync faults")
-            kinds.remove("fsync")
+            kinds = [k for k in kinds if k not in fiu_kinds]
         self.use_faketime = "clock" in kinds and os.path.exists(FAKETIME)
         if "clock" in kinds and not self.use_faketime:
             print("chaos: libfaketime is missing (faketime): no clock faults")
@@ -385,10 +391,15 @@ class Run:
                     '[provider]\nkind = "openai"\nbase_url = "%s"\nmodel = "m"\n'
                     'api_key_env = "CHAOS_KEY"\n\n'
                     '[permissions]\nallow = ["bash(echo chaos * >> side.log)", "bash(sleep *)"]\n'
-                    % (self.ws, self.model.base_url))
+                    '\n[[notify]]\nchannel = "webhook"\nurl = "%s"\n'
+                    'secret_env = "CHAOS_HOOK_SECRET"\n'
+                    'events = ["approval.requested", "question.asked", "turn.completed"]\n'
+                    % (self.ws, self.model.base_url, self.hook.url))
+        with open(os.path.join(cfg, "config.toml"), "w", encoding="utf-8") as f:
+            f.write("[server]\nnotify_retry_s = %d\n" % NOTIFY_RETRY_S)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home,
                "AGENTLOOP_HOME": os.path.join(self.dir, "data"), "LANG": "C.UTF-8",
-               "CHAOS_KEY": "sk-chaos"}
+               "CHAOS_KEY": "sk-chaos", "CHAOS_HOOK_SECRET": HOOK_SECRET}
         if a.store == "postgres":
             from pg_cluster import PgCluster, PgUnavailable
             try:
@@ -427,10 +438,14 @@ class Run:
             dur = {"kill": rng.uniform(0.5, 3), "stop": rng.uniform(2, 3) * LEASE_TTL_MS / 1000,
                    "model_429": rng.uniform(2, 8), "model_500": rng.uniform(2, 8),
                    "model_reset": rng.uniform(3, 10), "model_hang": rng.uniform(5, 12),
-                   "fsync": rng.uniform(1, 5), "clock": rng.uniform(5, 15),
+                   "fsync": rng.uniform(1, 5), "fsync_kill": 0, "clock": rng.uniform(5, 15),
                    "pg_restart": 0, "pg_kill": rng.uniform(0.5, 2),
                    "partition": rng.uniform(1.5, 3) * LEASE_TTL_MS / 1000,
                    "proxy_reset": 0}[kind]
+            if kind == "fsync_kill":
+                # Drawn apart, so that a seed's schedule of the other kinds
+                # stays what it was before this kind existed (PostgreSQL's).
+                dur = rng.uniform(0.5, 3)
             out.append((round(t, 2), kind, target, round(dur, 2)))
             t += dur + rng.uniform(self.args.fault_gap / 2, self.args.fault_gap * 1.5)
         return out
@@ -554,6 +569,15 @@ class Run:
                 inst.fail_fsync(True)
                 time.sleep(dur)
                 inst.fail_fsync(False)
+            elif kind == "fsync_kill":
+                # A commit that failed on fsync is invisible to the process
+                # but its WAL frames may be recovered at the next start: the
+                # process is killed before a later commit overwrites them.
+                inst.fail_fsync(True)
+                time.sleep(dur)
+                inst.kill9()
+                self.stop.wait(1.0)
+                inst.start()
             elif kind == "clock":
                 jump = self.rng.choice([-1, 1]) * self.rng.randint(5, 60)
                 rec["jump_s"] = jump
@@ -669,6 +693,43 @@ class Run:
             time.sleep(1)
         return False
 
+    def outbox_rows(self):
+        """The store's notification outbox: [{id, event, delivered}] (a row
+        is delivered, or refused for good, when its due time is cleared;
+        docs/storage.md), or None when the store could not be read."""
+        try:
+            if self.cluster is not None:
+                out = self.cluster.psql(
+                    "SELECT id || ' ' || event || ' ' || (due_at_ms IS NULL)::text"
+                    " FROM chaos.notification_outbox ORDER BY created_at_ms, id")
+                rows = [l.split(" ") for l in out.splitlines() if l.strip()]
+            else:
+                import sqlite3
+                db = sqlite3.connect(os.path.join(self.dir, "data", "sessions.db"), timeout=30)
+                try:
+                    rows = db.execute("SELECT id, event, due_at_ms IS NULL FROM"
+                                      " notification_outbox ORDER BY created_at_ms, id").fetchall()
+                finally:
+                    db.close()
+        except Exception:
+            self.history.write({"t": "harness_error", "trace": traceback.format_exc()})
+            return None
+        return [{"id": r[0], "event": r[1], "delivered": r[2] in (1, "true")} for r in rows]
+
+    def drain_outbox(self):
+        """Waits until every outbox row is delivered (the senders' retries and
+        the outbox sweep, every NOTIFY_RETRY_S), at most 60 s, and records the
+        outbox in the history."""
+        deadline = time.monotonic() + 60
+        rows = None
+        while True:
+            rows = self.outbox_rows()
+            if rows is None or all(r["delivered"] for r in rows) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        self.history.write({"t": "outbox", "rows": rows})
+
     def read_stored(self):
         out = {}
         rng = random.Random(self.args.seed + 6)
@@ -716,6 +777,8 @@ class Run:
             inst.stop()
         if self.model:
             self.model.stop()
+        if self.hook:
+            self.hook.stop()
         for p in self.proxies:
             p.stop()
         if self.cluster is not None:
@@ -774,6 +837,7 @@ def main():
         run.heal()
         settled = run.settle()
         run.history.write({"t": "settled", "ok": settled})
+        run.drain_outbox()
         stored = run.read_stored()
         run.wait_watchers(watchers, stored)
         run.watchers_stop.set()
@@ -791,6 +855,8 @@ def main():
     known = [k for k in args.known.split(",") if k]
     print("chaos: operations: %s" % json.dumps(counts, sort_keys=True))
     print("chaos: model requests %d, faulted %d" % (run.model.requests, run.model.faulted))
+    print("chaos: webhook attempts %d, failed on purpose %d"
+          % (run.hook.received, run.hook.failed))
     print("chaos: faults injected: %s" % json.dumps(
         {k: sum(1 for f in run.faults_done if f[1] == k)
          for k in sorted({f[1] for f in run.faults_done})}))
