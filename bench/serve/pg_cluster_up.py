@@ -23,13 +23,13 @@ from pg_cluster import PgCluster  # noqa: E402
 
 def main():
     cluster = PgCluster(durable=True).start()
-    if "--stat-statements" in sys.argv[1:]:
-        cluster.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-        cluster.restart()
-        cluster.psql("CREATE EXTENSION pg_stat_statements")
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
+        if "--stat-statements" in sys.argv[1:]:
+            cluster.psql("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+            cluster.restart()
+            cluster.psql("CREATE EXTENSION pg_stat_statements")
         with open(os.path.join(cluster.dir, "data", "postmaster.pid")) as f:
             pid = int(f.readline())
         print("URL", cluster.admin_url())
