@@ -49,6 +49,31 @@ def proc_sample(pid):
     return out
 
 
+def tree_cpu_s(pid):
+    """CPU seconds (user + system) of `pid`, its reaped children and its live
+    children: a database's postmaster and its backends."""
+    if not pid:
+        return 0.0
+    total = 0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15])
+    except OSError:
+        return 0.0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / CLK
+
+
 class HttpError(Exception):
     pass
 
@@ -477,6 +502,7 @@ async def phase_decisions(a, host, port, res):
     dpool = Pool(host, port, a.decision_conns)
     post_lat, lateness, statuses, last_send = [], [], {}, [0.0]
     before = proc_sample(pid)
+    db_before = tree_cpu_s(a.db_pid)
     t0 = time.monotonic() + 0.1
 
     async def decide(i, sid, aid):
@@ -502,6 +528,7 @@ async def phase_decisions(a, host, port, res):
     while len(ctx["resumed_done"]) < len(approvals) and time.monotonic() - t < a.timeout:
         await asyncio.sleep(0.2)
     after = proc_sample(pid)
+    db_after = tree_cpu_s(a.db_pid)
     for m in muxes:
         m.cancel()
     await asyncio.gather(*muxes, return_exceptions=True)
@@ -526,7 +553,13 @@ async def phase_decisions(a, host, port, res):
         "resumed_turns_ended": len(ctx["resumed_done"]),
         "stream_errors": ctx["errors"][:3],
         "server_cpu_s": round(after.get("cpu_s", 0) - before.get("cpu_s", 0), 2),
+        "server_cpu_ms_per_decision": round(
+            (after.get("cpu_s", 0) - before.get("cpu_s", 0)) * 1000 / max(1, len(approvals)), 2),
     }
+    if a.db_pid:
+        db = db_after - db_before
+        res["decisions"]["db_cpu_s"] = round(db, 2)
+        res["decisions"]["db_cpu_ms_per_decision"] = round(db * 1000 / max(1, len(approvals)), 2)
 
 
 async def main():
@@ -545,6 +578,7 @@ async def main():
     ap.add_argument("--conns", type=int, default=64)
     ap.add_argument("--idle", action="store_true", help="no turns: sessions and attached clients only")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--db-pid", type=int, default=0, help="the database's postmaster: its CPU is reported")
     a = ap.parse_args()
     u = urllib.parse.urlparse(a.url)
     if u.hostname != "127.0.0.1":

@@ -721,6 +721,13 @@ struct PostgresStoreOptions {
   // A wake-up left by a decision is due this long after it (ClaimWakeups):
   // the deciding server continues the turn itself meanwhile.
   std::chrono::milliseconds wakeup_grace{1000};
+  // Group commit (docs/storage.md, "Group commit"): the writes of turns and
+  // decisions that are ready at the same moment share one transaction and
+  // one WAL flush, at most this many (1: every write commits alone). Each
+  // write of a batch is a savepoint (a subtransaction): PostgreSQL keeps up
+  // to 64 of a transaction's subtransactions in shared memory, so the store
+  // uses at most 32.
+  int group_commit_max = 16;
 };
 
 // Opens a PostgreSQL session store at `url` (a libpq connection URL) and,

@@ -27,6 +27,14 @@
      int result_format),                                                                         \
     (conn, command, n_params, param_types, param_values, param_lengths, param_formats,           \
      result_format))                                                                             \
+  X(PGresult*, PQprepare,                                                                        \
+    (PGconn * conn, const char* stmt_name, const char* query, int n_params,                      \
+     const Oid* param_types),                                                                    \
+    (conn, stmt_name, query, n_params, param_types))                                             \
+  X(PGresult*, PQexecPrepared,                                                                   \
+    (PGconn * conn, const char* stmt_name, int n_params, const char* const* param_values,        \
+     const int* param_lengths, const int* param_formats, int result_format),                     \
+    (conn, stmt_name, n_params, param_values, param_lengths, param_formats, result_format))      \
   X(int, PQconsumeInput, (PGconn * conn), (conn))                                                \
   X(PGnotify*, PQnotifies, (PGconn * conn), (conn))                                              \
   X(ExecStatusType, PQresultStatus, (const PGresult* res), (res))                                \

@@ -80,9 +80,26 @@ Result<PgRows> PgConn::Exec(std::string_view sql, const std::vector<PgParam>& pa
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const PgParam& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const int n = static_cast<int>(params.size());
+  auto named = prepared_.find(sql);
+  if (named == prepared_.end() && prepared_.size() < kMaxPrepared) {
+    std::string name = "al" + std::to_string(prepared_.size());
+    std::string text(sql);
+    // Prepared statements are not transactional: one prepared inside a
+    // transaction that rolls back stays. A statement that fails to prepare
+    // (an aborted transaction, a syntax error) is not remembered and runs
+    // unnamed below, which reports the error.
+    pg_result* made = PQprepare(conn_, name.c_str(), text.c_str(), n, nullptr);
+    const bool ok = made != nullptr && PQresultStatus(made) == PGRES_COMMAND_OK;
+    PQclear(made);
+    if (ok) named = prepared_.emplace(std::move(text), std::move(name)).first;
+  }
+  if (named != prepared_.end()) {
+    return Finish(
+        PQexecPrepared(conn_, named->second.c_str(), n, values.data(), nullptr, nullptr, 0));
+  }
   std::string text(sql);
-  return Finish(PQexecParams(conn_, text.c_str(), static_cast<int>(params.size()), nullptr,
-                             values.data(), nullptr, nullptr, 0));
+  return Finish(PQexecParams(conn_, text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0));
 }
 
 Result<PgRows> PgConn::Finish(pg_result* r) {

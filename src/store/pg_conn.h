@@ -1,7 +1,11 @@
 // A thin RAII layer over libpq, used only inside src/store.
 //
 // PgConn owns one connection; Exec runs one statement with text parameters
-// (PQexecParams: no SQL is ever built from values) and returns its rows.
+// (no SQL is ever built from values) and returns its rows. The first
+// kMaxPrepared distinct statement texts a connection runs are prepared on it
+// once (PQprepare) and executed by name after (PQexecPrepared): the server
+// parses and plans a statement the store repeats once per connection, not
+// once per call. Statements past that bound run unnamed (PQexecParams).
 // Errors become Status values by SQLSTATE: 23505 (unique violation) ->
 // kAlreadyExists, 40001/40P01 (serialization failure, deadlock) ->
 // kUnavailable and retryable(), class 08 and 57P (connection lost, server
@@ -13,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +66,12 @@ class PgConn {
   PgConn& operator=(const PgConn&) = delete;
 
   Result<PgRows> Exec(std::string_view sql, const std::vector<PgParam>& params = {});
+  // How many distinct statement texts a connection prepares at most (the
+  // store's statements are a few dozen; the texts built per call, such as a
+  // multi-row INSERT, vary in a small range).
+  static constexpr size_t kMaxPrepared = 256;
+  // Statements prepared on this connection so far (tests).
+  size_t prepared() const { return prepared_.size(); }
   // Runs several `;`-separated statements without parameters (a migration).
   Status ExecScript(std::string_view sql);
   // The connection is usable (not lost).
@@ -77,6 +88,8 @@ class PgConn {
   Result<PgRows> Finish(pg_result* r);
   pg_conn* conn_;
   bool retryable_ = false;
+  // Statement text -> its prepared statement's name on this connection.
+  std::map<std::string, std::string, std::less<>> prepared_;
 };
 
 // The URL with its password replaced by "***" (for messages and logs).

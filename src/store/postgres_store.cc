@@ -730,12 +730,6 @@ class PgTxn final : public StoreTxn {
 };
 
 Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& work) {
-  auto attempt = [&](bool again) {
-    return InTxn([&](PgConn& c) {
-      PgTxn t(*this, c, again);
-      return work(t);
-    });
-  };
   switch (kind) {
     case TxnKind::kRead:
       return WithConn([&](PgConn& c) {
@@ -752,12 +746,159 @@ Status PostgresStore::Run(TxnKind kind, const std::function<Status(StoreTxn&)>& 
         return s;
       });
     case TxnKind::kLeaseWrite:
-      return RideOutOutage(attempt);
+      return RideOutOutage([&](bool again) { return Write(false, again, work); });
     case TxnKind::kWrite:
-    case TxnKind::kDecision:
       break;
+    case TxnKind::kDecision:
+      return Write(true, false, work);
   }
-  return attempt(false);
+  return Write(false, false, work);
+}
+
+// --- group commit -------------------------------------------------------------
+
+Status PostgresStore::CommitAlone(const QueuedWrite& w) {
+  return InTxn([&](PgConn& c) {
+    PgTxn t(*this, c, w.again);
+    return (*w.work)(t);
+  });
+}
+
+Status PostgresStore::Write(bool decision, bool again,
+                            const std::function<Status(StoreTxn&)>& work) {
+  QueuedWrite w{&work, again, Status::Ok(), false};
+  const size_t max = static_cast<size_t>(std::clamp(options_.group_commit_max, 1, 32));
+  const int max_step_writers = std::max(1, options_.pool_size - 2);
+  std::unique_lock ql(q_mu_);
+  (decision ? decision_lane_ : step_lane_).push_back(&w);
+  q_cv_.notify_all();  // WaitForQueuedWrites
+  while (!w.done) {
+    // A writer's place: the decisions' own, or one of the steps' (which
+    // takes queued decisions first too).
+    const bool as_decider = !decision_lane_.empty() && decision_writers_ == 0;
+    const bool as_stepper = !as_decider && step_writers_ < max_step_writers &&
+                            !(decision_lane_.empty() && step_lane_.empty());
+    if (!as_decider && !as_stepper) {
+      q_cv_.wait(ql);
+      continue;
+    }
+    ++(as_decider ? decision_writers_ : step_writers_);
+    std::vector<QueuedWrite*> batch;
+    size_t decisions = 0;
+    for (auto* lane : {&decision_lane_, &step_lane_}) {
+      if (as_decider && lane == &step_lane_) break;
+      while (batch.size() < max && !lane->empty()) {
+        batch.push_back(lane->front());
+        lane->pop_front();
+      }
+      if (lane == &decision_lane_) decisions = batch.size();
+    }
+    std::function<void(size_t, size_t)> hook = before_batch_;
+    ql.unlock();
+    if (hook) hook(decisions, batch.size() - decisions);
+    CommitBatch(batch);
+    ql.lock();
+    --(as_decider ? decision_writers_ : step_writers_);
+    if (batch.size() > 1) ++stats_.batches;
+    stats_.writes += batch.size();
+    stats_.largest = std::max(stats_.largest, batch.size());
+    for (QueuedWrite* q : batch) q->done = true;
+    // The batch's callers, and a caller waiting for a writer's place.
+    q_cv_.notify_all();
+  }
+  return w.result;
+}
+
+void PostgresStore::CommitBatch(std::span<QueuedWrite* const> batch) {
+  if (batch.size() == 1) {
+    batch[0]->result = CommitAlone(*batch[0]);
+    return;
+  }
+  Result<std::unique_ptr<PgConn>> checked = Checkout();
+  if (!checked.ok()) {
+    for (QueuedWrite* q : batch) q->result = checked.error();
+    return;
+  }
+  std::unique_ptr<PgConn> conn = std::move(*checked);
+  PgConn& c = *conn;
+  // Whether each write ran and failed by itself (rolled back to its
+  // savepoint), and whether it runs again alone after the batch (a
+  // deadlock's victim: its locks were given up, not its neighbours').
+  std::vector<bool> failed(batch.size(), false);
+  std::vector<bool> again_alone(batch.size(), false);
+  // The transaction ended before COMMIT (nothing of it is stored).
+  bool whole_failed = false;
+  for (size_t i = 0; i < batch.size() && !whole_failed; ++i) {
+    QueuedWrite* q = batch[i];
+    // One round trip: the savepoint of this write, after the release of
+    // the one before it (or after BEGIN).
+    Status s = c.ExecScript(i == 0 ? "BEGIN; SAVEPOINT w" : "RELEASE w; SAVEPOINT w");
+    if (!s.ok()) {
+      whole_failed = true;
+      break;
+    }
+    PgTxn t(*this, c, q->again);
+    s = (*q->work)(t);
+    if (s.ok()) continue;
+    const bool retryable = c.retryable();
+    if (!c.healthy()) {
+      // The connection is gone with the transaction: not stored.
+      whole_failed = true;
+      break;
+    }
+    failed[i] = true;
+    again_alone[i] = retryable;
+    q->result = std::move(s);
+    if (!c.ExecScript("ROLLBACK TO w").ok()) whole_failed = true;
+  }
+  Status committed = Status::Ok();
+  if (!whole_failed) {
+    committed = c.Exec("COMMIT").status();
+  } else if (c.healthy()) {
+    (void)c.ExecScript("ROLLBACK");
+  }
+  // COMMIT sent and no answer: the batch may be stored or not.
+  const bool unknown = !whole_failed && !committed.ok() && !c.healthy();
+  Return(std::move(conn));
+  if (!whole_failed && committed.ok()) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (again_alone[i]) batch[i]->result = CommitAlone(*batch[i]);
+    }
+    return;
+  }
+  // Otherwise the batch as a whole failed. When nothing of it is stored,
+  // each write that did not fail by itself runs again alone, so one bad
+  // write or a lost connection never fails the others; when its COMMIT's
+  // outcome is unknown, each of those callers gets that error (a deadlock's
+  // victim, rolled back either way, still runs again).
+  uint64_t reruns = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (failed[i] && !again_alone[i]) continue;
+    if (unknown && !failed[i]) {
+      batch[i]->result = committed;
+      continue;
+    }
+    batch[i]->result = CommitAlone(*batch[i]);
+    ++reruns;
+  }
+  std::lock_guard ql(q_mu_);
+  stats_.reruns += reruns;
+}
+
+PostgresStore::GroupCommitStats PostgresStore::group_commit_stats() {
+  std::lock_guard ql(q_mu_);
+  return stats_;
+}
+
+void PostgresStore::SetBeforeBatchForTest(std::function<void(size_t, size_t)> hook) {
+  std::lock_guard ql(q_mu_);
+  before_batch_ = std::move(hook);
+}
+
+bool PostgresStore::WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeout) {
+  std::unique_lock ql(q_mu_);
+  return q_cv_.wait_for(ql, timeout,
+                        [&] { return decision_lane_.size() + step_lane_.size() >= n; });
 }
 
 // --- sessions -------------------------------------------------------------------

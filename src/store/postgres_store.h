@@ -13,15 +13,38 @@
 // Held session locks are leases (owner pid and host, epoch, heartbeat); one
 // background thread per store renews every lease it holds.
 //
+// Group commit: the writes (StoreBackend::Run of kWrite, kDecision and
+// kLeaseWrite) are queued, and the callers themselves commit them (no thread
+// of its own): a caller that finds a writer's place free becomes a writer,
+// takes what is ready, up to options.group_commit_max writes, and runs it on
+// one pooled connection as ONE transaction, each write in a savepoint of its
+// own, then answers every caller of the batch once COMMIT has returned (the
+// WAL flush that makes it durable, with synchronous_commit on): a caller is
+// told its write is committed only by the commit that covers it. At most
+// max(1, pool_size - 2) writers of turn steps run at once, each on its own
+// connection (the others serve reads and the lease heartbeat), and decisions
+// (kDecision) have a lane and a writer of their own besides: a decision never
+// waits for a writer busy with turn steps, and every writer takes queued
+// decisions before steps. A write that fails rolls back to its savepoint and
+// fails alone; one chosen as a deadlock's victim runs again alone after the
+// batch. When the batch as a whole fails before its COMMIT took effect (the
+// connection was lost mid-batch, or COMMIT was refused), every write that had
+// not failed by itself runs again in a transaction of its own; when the
+// connection was lost during COMMIT (its outcome unknown), each caller gets
+// that error, as a lone transaction's caller would (a lock holder's write
+// then runs again with StoreTxn::again(), see TxnKind::kLeaseWrite).
+//
 // The store's rules are StoreCore's (store_core.h); this file is the
 // PostgreSQL backend: its transactions (Run) and statements (PgTxn).
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -75,6 +98,22 @@ class PostgresStore final : private StoreBackend, public StoreCore {
 
   const PostgresStoreOptions& options() const { return options_; }
 
+  // What group commit has done so far (tests, benchmarks).
+  struct GroupCommitStats {
+    uint64_t batches = 0;  // transactions of more than one write, committed or failed
+    uint64_t writes = 0;   // writes answered (alone or in a batch)
+    size_t largest = 0;    // most writes in one batch
+    uint64_t reruns = 0;   // writes run again alone after their batch failed
+  };
+  GroupCommitStats group_commit_stats();
+  // Test seams: `hook` runs in a writer before each batch (a lone write
+  // too), outside every lock of the store, with the batch's number of
+  // decisions and of other writes (a test holds a batch there while others
+  // queue); WaitForQueuedWrites waits until at least `n` writes wait in the
+  // queue, or `timeout` passed (then false).
+  void SetBeforeBatchForTest(std::function<void(size_t, size_t)> hook);
+  bool WaitForQueuedWrites(size_t n, std::chrono::milliseconds timeout);
+
  private:
   friend class PgTxn;  // the statements of a transaction (StoreTxn)
   PostgresStore(std::string url, PostgresStoreOptions options);
@@ -118,6 +157,21 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   template <class F>
   auto RideOutOutage(F&& attempt) -> decltype(attempt(false));
 
+  // Group commit (see the file comment).
+  struct QueuedWrite {
+    const std::function<Status(StoreTxn&)>* work;
+    bool again;  // StoreTxn::again() of this run
+    Status result;
+    bool done = false;
+  };
+  // Runs `work` in a batch of the group commit; its answer once the batch's
+  // COMMIT has returned.
+  Status Write(bool decision, bool again, const std::function<Status(StoreTxn&)>& work);
+  // A writer's part: commits `batch` and sets each write's result.
+  void CommitBatch(std::span<QueuedWrite* const> batch);
+  // One write in a transaction of its own (InTxn).
+  Status CommitAlone(const QueuedWrite& w);
+
   int64_t Now() const override;
   const std::string& host() const override { return host_; }
   std::chrono::milliseconds lock_ttl() const override { return options_.lock_ttl; }
@@ -156,6 +210,17 @@ class PostgresStore final : private StoreBackend, public StoreCore {
   std::deque<std::unique_ptr<PgConn>> idle_;  // guarded by pool_mu_
   int open_ = 0;                              // connections out or idle; guarded by pool_mu_
   uint64_t generation_ = 0;  // of connections opened since the last broken one; pool_mu_
+
+  // The group commit's queue. Lock order: q_mu_ is never held while taking
+  // pool_mu_ or running a statement.
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<QueuedWrite*> decision_lane_;            // guarded by q_mu_
+  std::deque<QueuedWrite*> step_lane_;                // guarded by q_mu_
+  int decision_writers_ = 0;                          // active (0 or 1); guarded by q_mu_
+  int step_writers_ = 0;                              // active; guarded by q_mu_
+  GroupCommitStats stats_;                            // guarded by q_mu_
+  std::function<void(size_t, size_t)> before_batch_;  // guarded by q_mu_
 };
 
 }  // namespace agentloop::store
