@@ -39,8 +39,7 @@ Status StoreSink::Handle(const Event& event) {
     if (!state_error_.ok()) return state_error_;
     // While a pause waits for its turn's end, nothing else commits.
     if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
-      if (overlap_ && event.type == EventType::kStepBegin && take_input_.empty() &&
-          !claim_batch_) {
+      if (overlap_ && event.type == EventType::kStepBegin && take_input_.empty() && !claim_batch_) {
         StartBackgroundCommit();
         if (observer_ != nullptr) held_.push_back(event);
         return Status::Ok();

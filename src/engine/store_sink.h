@@ -18,6 +18,7 @@
 #include "agentloop/events.h"
 #include "agentloop/store.h"
 #include "agentloop/turn.h"
+
 #include "engine/background_commit.h"
 
 namespace agentloop {
@@ -45,13 +46,11 @@ class StoreSink final : public EventSink {
   // error, and the turn's result is `failed` with it as the reason).
   void SaveStateBeforeEnd(std::function<Status()> save) { save_state_ = std::move(save); }
   // The commit at a step_begin (not a turn's first commit taking a queued
-  // input or claiming a decided batch) runs on a thread of its own while the turn sends its request.
-  // The next event (a delta or the step's end: before any tool runs), Flush
-  // and the sink's end wait for that commit first; observers hear of the
-  // step_begin once it is committed. A failed commit fails the event that
-  // waited for it, its events go back to the buffer (committed again with
-  // the next boundary, as after a failed Flush), and nobody hears of the
-  // step_begin.
+  // input or claiming a decided batch) runs on a thread of its own while the turn sends its
+  // request. The next event (a delta or the step's end: before any tool runs), Flush and the sink's
+  // end wait for that commit first; observers hear of the step_begin once it is committed. A failed
+  // commit fails the event that waited for it, its events go back to the buffer (committed again
+  // with the next boundary, as after a failed Flush), and nobody hears of the step_begin.
   void OverlapStepCommits() { overlap_ = true; }
   // Takes the queued input now if no commit took it (the turn ended before
   // its first commit, or failed to commit). Best effort: a store error

@@ -186,47 +186,63 @@ void ServerImpl::Deliver(const OutboxNotification& n) {
 // approval.requested or question.asked per item it paused on, with links
 // that decide it; else turn.completed. Each is recorded in the outbox
 // before its first attempt.
-void ServerImpl::Notify(const std::string& sid, const std::string& turn_id, const TurnResult& r) {
+void ServerImpl::Notify(const std::string& sid, const std::string& agent_name,
+                        const std::string& turn_id, const TurnResult& r, int attempt) {
   if (link_keys_.empty()) return;
-  struct Ended {
-    StopReason stop;
-    std::string reason, final_text;
-    TurnCounters counters;
-    std::vector<PendingItem> pending;
-  };
-  Ended ended{r.stop, r.reason, r.final_text, r.counters, r.pending};
   Blocking(
-      [this, sid, turn_id, ended = std::move(ended)]() -> Result<std::vector<OutboxNotification>> {
-        AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(sid));
-        const AgentSpec* agent = FindAgent(s.agent);
-        auto key = link_keys_.find(s.agent);
+      [this, sid, agent_name, turn_id, r]() -> Result<std::vector<OutboxNotification>> {
+        std::string name = agent_name;
+        if (name.empty()) {
+          AL_ASSIGN_OR_RETURN(SessionInfo s, engine_.store().GetSession(sid));
+          name = s.agent;
+        }
+        const AgentSpec* agent = FindAgent(name);
+        auto key = link_keys_.find(name);
         if (agent == nullptr || key == link_keys_.end()) {
           return std::vector<OutboxNotification>{};
         }
         const int64_t now = SystemNowMs() / 1000;
         std::vector<OutboxNotification> all;
-        for (const PendingItem& item : ended.pending) {
+        for (const PendingItem& item : r.pending) {
           all.push_back(PendingNotification(*agent, key->second, sid, turn_id, item, now));
         }
-        if (ended.pending.empty()) {
+        if (r.pending.empty()) {
           Json b = {{"type", "turn.completed"},
                     {"agent", agent->name},
                     {"session_id", sid},
                     {"turn_id", turn_id},
                     {"created_at", now},
-                    {"stop", std::string(StopReasonName(ended.stop))},
-                    {"reason", ended.reason},
-                    {"final_text", std::string(TruncateUtf8(ended.final_text, 16 << 10))},
-                    {"counters", ToJson(ended.counters)},
+                    {"stop", std::string(StopReasonName(r.stop))},
+                    {"reason", r.reason},
+                    {"final_text", std::string(TruncateUtf8(r.final_text, 16 << 10))},
+                    {"counters", ToJson(r.counters)},
                     {"session_url", public_url_ + "/v1/sessions/" + sid}};
           all.push_back(
               OutboxNotification{NewId("dlv"), sid, agent->name, "turn.completed", DumpJson(b), 0});
         }
         return RecordNotifications(std::move(all));
       },
-      [this](Result<std::vector<OutboxNotification>> recorded) {
-        if (!recorded.ok()) return;
-        for (const OutboxNotification& n : *recorded) Deliver(n);
+      [this, sid, agent_name, turn_id, r,
+       attempt](Result<std::vector<OutboxNotification>> recorded) {
+        if (recorded.ok()) {
+          for (const OutboxNotification& n : *recorded) Deliver(n);
+          return;
+        }
+        // Nothing was recorded (the store could not be read): try again
+        // while a link of the notification would still be valid.
+        const auto waited = options_.notify_retry * (attempt + 1);
+        const bool again = !ctx_.shutting_down && waited < options_.link_ttl;
+        std::fprintf(stderr,
+                     "agentloop serve: the notifications of session %s (turn %s) are not recorded "
+                     "yet: %s%s\n",
+                     sid.c_str(), turn_id.c_str(), recorded.error().ToString().c_str(),
+                     again ? "; trying again" : "; given up");
+        if (!again) return;
+        auto timer = std::make_shared<boost::asio::steady_timer>(io_, options_.notify_retry);
+        timer->async_wait(
+            [this, timer, sid, agent_name, turn_id, r, attempt](boost::system::error_code ec) {
+              if (!ec && !ctx_.shutting_down) Notify(sid, agent_name, turn_id, r, attempt + 1);
+            });
       });
 }
 

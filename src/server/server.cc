@@ -117,9 +117,8 @@ ServerImpl::ServerImpl(ServerOptions options, Engine& engine, asio::io_context& 
           }),
       host_(
           ctx_, hub_,
-          [this](const std::string& sid, const std::string& turn_id, const TurnResult& r) {
-            Notify(sid, turn_id, r);
-          },
+          [this](const std::string& sid, const std::string& agent, const std::string& turn_id,
+                 const TurnResult& r) { Notify(sid, agent, turn_id, r, 0); },
           [this] {
             if (ctx_.shutting_down) MaybeFinishShutdown();
           }) {

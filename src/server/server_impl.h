@@ -265,7 +265,12 @@ class ServerImpl final : public Server {
                                          const PendingItem& item, int64_t created_at_s) const;
   std::vector<OutboxNotification> RecordNotifications(std::vector<OutboxNotification> notes);
   void Deliver(const OutboxNotification& n);
-  void Notify(const std::string& sid, const std::string& turn_id, const TurnResult& r);
+  // Records and delivers the notifications of a turn's end (session `sid`
+  // of `agent`; empty: read from the store). A store that cannot be read
+  // leaves nothing recorded: the same is tried again every notify_retry,
+  // said on stderr each time, until the links' lifetime has passed.
+  void Notify(const std::string& sid, const std::string& agent, const std::string& turn_id,
+              const TurnResult& r, int attempt);
   void StartOutbox();
   void SweepOutbox();
 

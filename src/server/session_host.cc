@@ -51,10 +51,11 @@ class SessionHost::TurnObserver final : public EventSink {
   std::string session_id;
 };
 
-SessionHost::SessionHost(
-    ServerContext& ctx, EventHub& hub,
-    std::function<void(const std::string&, const std::string&, const TurnResult&)> on_turn_end,
-    std::function<void()> on_settled)
+SessionHost::SessionHost(ServerContext& ctx, EventHub& hub,
+                         std::function<void(const std::string&, const std::string&,
+                                            const std::string&, const TurnResult&)>
+                             on_turn_end,
+                         std::function<void()> on_settled)
     : ctx_(ctx),
       hub_(hub),
       on_turn_end_(std::move(on_turn_end)),
@@ -475,7 +476,7 @@ void SessionHost::OnTurnDone(const std::string& id, Result<TurnResult> r) {
                  id.c_str(), r.error().ToString().c_str());
   }
   live.busy_retries = 0;
-  if (r.ok()) on_turn_end_(id, turn_id, *r);
+  if (r.ok()) on_turn_end_(id, live.session ? live.session->info().agent : "", turn_id, *r);
   for (auto& f : std::exchange(live.finish, {})) f(turn_id, r);
   live.tools_started.clear();
   live.step_started.reset();

@@ -87,13 +87,14 @@ class SessionHost {
     kBusy,   // a turn runs on it here
   };
 
-  // `on_turn_end(session, turn, result)`: a turn that ran ended (the
+  // `on_turn_end(session, agent, turn, result)`: a turn that ran ended (the
   // server's notifications). `on_settled`: a session became idle or a
   // start finished (the server's shutdown waits for every one).
-  SessionHost(
-      ServerContext& ctx, EventHub& hub,
-      std::function<void(const std::string&, const std::string&, const TurnResult&)> on_turn_end,
-      std::function<void()> on_settled);
+  SessionHost(ServerContext& ctx, EventHub& hub,
+              std::function<void(const std::string&, const std::string&, const std::string&,
+                                 const TurnResult&)>
+                  on_turn_end,
+              std::function<void()> on_settled);
   ~SessionHost();
 
   // Whether a request for a turn on `id` (of `tenant`) may start one now.
@@ -259,7 +260,8 @@ class SessionHost {
 
   ServerContext& ctx_;
   EventHub& hub_;
-  std::function<void(const std::string&, const std::string&, const TurnResult&)> on_turn_end_;
+  std::function<void(const std::string&, const std::string&, const std::string&, const TurnResult&)>
+      on_turn_end_;
   std::function<void()> on_settled_;
   Inbox turn_inbox_;  // turns' events and outcomes, in order; outlives executor_
   ThreadPoolExecutor executor_;
