@@ -22,6 +22,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "agentloop/event_type.h"
+
 #include "server/server_core.h"
 
 namespace agentloop::server {
@@ -68,7 +70,7 @@ class EventHub {
 
   // An event of a turn running here (`seq` 0: not stored, a delta).
   void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
-                   const std::string& type, const std::string& json, const std::string& delta);
+                   EventType type, const std::string& json, const std::string& delta);
   // The turn running here ended with `r`: streams that followed only it end.
   void OnTurnEnd(const std::string& id, const Result<TurnResult>& r);
   // Publishes the events the store holds after `after` for `id` (written
