@@ -24,7 +24,7 @@ from e2e_util import DEMO, CliTestCase, json_lines, load_demo_script
 KILLS = 50
 SEED = 20250521
 DISPLAY_ONLY = {"text_delta", "thinking_delta"}
-# The StoreSink commits at these events (src/engine/engine.cc); a decision is
+# The StoreSink commits at these events (src/engine/store_sink.cc); a decision is
 # committed with the tool_call_begin or pending that follows it.
 BOUNDARIES = {"step_begin", "tool_call_begin", "pending", "turn_end"}
 

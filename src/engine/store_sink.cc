@@ -1,0 +1,73 @@
+#include "engine/store_sink.h"
+
+#include "agentloop/event_data.h"
+
+#include "protocol/codec.h"
+
+namespace agentloop {
+
+Status StoreSink::OnEvent(const Event& event) {
+  if (ShouldPersist(event.type)) {
+    buffer_.push_back(event);
+    if (event.type == EventType::kPending) {
+      // The pause is one commit: its events through the turn's end, its
+      // checkpoint and the index of its pending ids. Only once that has
+      // committed does anyone hear of it, so a decision sent the instant
+      // the `pending` event arrives finds every item it names, and its
+      // `decision` event is numbered after the paused turn's end.
+      Result<PendingData> pause = PendingData::FromJson(event.data);
+      if (!pause.ok()) return pause.error().WithContext("the pending event of the pause");
+      pause_ = std::move(pause->checkpoint);
+    }
+    if (event.type == EventType::kTurnEnd && save_state_ && state_error_.ok()) {
+      Status saved = save_state_();
+      if (!saved.ok()) state_error_ = std::move(saved);
+    }
+    if (!state_error_.ok()) return state_error_;
+    // While a pause waits for its turn's end, nothing else commits.
+    if (IsCommitBoundary(event.type) && (!pause_ || event.type == EventType::kTurnEnd)) {
+      Status s = Flush();
+      if (!s.ok()) return s;
+    }
+  }
+  if (observer_ == nullptr) return Status::Ok();
+  // The front end sees every event in seq order: at once, except those
+  // of a pause not yet stored, which it sees once the pause has
+  // committed. A display failure (e.g. a closed pipe) never fails the
+  // turn.
+  if (pause_) {
+    held_.push_back(event);
+    return Status::Ok();
+  }
+  for (const Event& e : held_) (void)observer_->OnEvent(e);
+  held_.clear();
+  (void)observer_->OnEvent(event);
+  return Status::Ok();
+}
+
+Status StoreSink::Flush() {
+  if (!state_error_.ok()) return state_error_;
+  if (buffer_.empty() && !pause_) return Status::Ok();
+  if (!take_input_.empty()) {
+    // The turn's beginning and the taking of its input: one commit (a
+    // pause is never the first commit of a queued input's turn).
+    Status taken = lock_.AppendTakingInput(buffer_, take_input_);
+    if (!taken.ok()) return taken.WithContext("saving session " + session_id_);
+    take_input_.clear();
+    buffer_.clear();
+    if (!pause_) return Status::Ok();
+  }
+  Status s = pause_ ? lock_.SaveCheckpoint(*pause_, buffer_) : lock_.Append(buffer_);
+  if (!s.ok()) {
+    return s.WithContext(pause_ ? "saving the paused batch of session " + session_id_
+                                : "saving session " + session_id_);
+  }
+  buffer_.clear();
+  if (pause_) {
+    pause_.reset();
+    pause_saved_ = true;
+  }
+  return Status::Ok();
+}
+
+}  // namespace agentloop
