@@ -580,7 +580,8 @@ void TurnPrinter::Print(const ToolCallEndData& d) {
   last_line_call_.clear();
   if (d.is_error || !summary.empty() || !note.empty()) {
     err_ << "  " << (d.is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " " << owner;
-    if (!note.empty()) err_ << Paint(note, d.is_error ? kRed : kDim) << (summary.empty() ? "" : " · ");
+    if (!note.empty())
+      err_ << Paint(note, d.is_error ? kRed : kDim) << (summary.empty() ? "" : " · ");
     err_ << Paint(Cut(summary, 160), kDim) << "\n" << std::flush;
   }
   if (!d.diff.empty()) err_ << RenderDiff(d.diff, style_.color) << std::flush;

@@ -6,10 +6,9 @@
 
 #include "agentloop/events.h"
 
-#include "protocol/codec.h"
-
 #include "commands.h"
 #include "pricing.h"
+#include "protocol/codec.h"
 
 namespace agentloop::cli {
 namespace {
@@ -184,9 +183,8 @@ TEST(TurnPrinterTest, AChildsToolCallsAreIndentedUnderItsCaller) {
   ASSERT_TRUE(p.OnEvent(child(TurnBeginData{})).ok());
   ASSERT_TRUE(
       p.OnEvent(child(Begin("w1", "write", {{"file_path", "a.txt"}, {"content", "x\n"}}))).ok());
-  ASSERT_TRUE(p.OnEvent(child(ToolCallEndData{.id = "w1",
-                                              .summary = "Created a.txt",
-                                              .diff = "--- /dev/null\n+x\n"}))
+  ASSERT_TRUE(p.OnEvent(child(ToolCallEndData{
+                            .id = "w1", .summary = "Created a.txt", .diff = "--- /dev/null\n+x\n"}))
                   .ok());
   ASSERT_TRUE(p.OnEvent(child(NoticeData{"info", "CHILD"})).ok());
   EXPECT_NE(err.str().find(
@@ -497,34 +495,32 @@ TEST(TurnPrinterTest, ACallAnsweredWithoutRunningIsShownLikeAnyResult) {
   p.BeginTurn();
   auto uses = Msg(Json{
       {"role", "assistant"},
-        {"content",
-         Json::array(
-             {Json{{"type", "tool_use"}, {"id", "t1"}, {"name", "read"}, {"input", {{"nope", 1}}}},
-              Json{{"type", "tool_use"},
-                   {"id", "t2"},
-                   {"name", "bash"},
-                   {"input", {{"command", "rm x"}}}},
-              Json{{"type", "tool_use"},
-                   {"id", "t3"},
-                   {"name", "ls"},
-                   {"input", Json::object()}}})}});
+      {"content",
+       Json::array(
+           {Json{{"type", "tool_use"}, {"id", "t1"}, {"name", "read"}, {"input", {{"nope", 1}}}},
+            Json{{"type", "tool_use"},
+                 {"id", "t2"},
+                 {"name", "bash"},
+                 {"input", {{"command", "rm x"}}}},
+            Json{
+                {"type", "tool_use"}, {"id", "t3"}, {"name", "ls"}, {"input", Json::object()}}})}});
   ASSERT_TRUE(p.OnEvent(Ev(uses)).ok());
   // t3 runs; t2 is denied (said by the decision); t1's arguments are refused.
   ASSERT_TRUE(p.OnEvent(Ev(Begin("t3", "ls"))).ok());
   ASSERT_TRUE(p.OnEvent(Ev(ToolCallEndData{.id = "t3", .summary = "a b"})).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(DecisionData{.tool_use_id = "t2",
-                                        .tool = "bash",
-                                        .decision = Decision::kDeny,
-                                        .reason = "no"}))
-                  .ok());
+  ASSERT_TRUE(
+      p
+          .OnEvent(Ev(DecisionData{
+              .tool_use_id = "t2", .tool = "bash", .decision = Decision::kDeny, .reason = "no"}))
+          .ok());
   auto result = [](const char* id, const char* text) {
     return Json{
         {"type", "tool_result"}, {"tool_use_id", id}, {"content", text}, {"is_error", true}};
   };
-  auto results =
-      Msg(Json{{"role", "user"},
-               {"content", Json::array({result("t1", "Invalid arguments for read: missing file_path"),
-                                        result("t2", "denied: no"), result("t3", "a b")})}});
+  auto results = Msg(
+      Json{{"role", "user"},
+           {"content", Json::array({result("t1", "Invalid arguments for read: missing file_path"),
+                                    result("t2", "denied: no"), result("t3", "a b")})}});
   ASSERT_TRUE(p.OnEvent(Ev(results)).ok());
   const std::string e = err.str();
   EXPECT_NE(e.find("→ read  {\"nope\":1}\n  ✗ Invalid arguments for read: missing file_path\n"),

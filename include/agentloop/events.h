@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -30,17 +31,14 @@ namespace agentloop {
 
 // The data of an event: one alternative per EventType, in the enum's order
 // (EventTypeOf).
-using EventData =
-    std::variant<TurnBeginData, TurnEndData, StepBeginData, StepEndData, TextDeltaData,
-                 ThinkingDeltaData, MessageData, ToolCallBeginData, ToolCallEndData,
-                 BudgetCheckData, DecisionData, PendingData, CompactionData, HookErrorData,
-                 NoticeData, ContinuationData, SettingsData, RetryData, SubagentStartedData,
-                 SubagentCompletedData>;
+using EventData = std::variant<TurnBeginData, TurnEndData, StepBeginData, StepEndData,
+                               TextDeltaData, ThinkingDeltaData, MessageData, ToolCallBeginData,
+                               ToolCallEndData, BudgetCheckData, DecisionData, PendingData,
+                               CompactionData, HookErrorData, NoticeData, ContinuationData,
+                               SettingsData, RetryData, SubagentStartedData, SubagentCompletedData>;
 
 // The type of the alternative `data` holds.
-inline EventType EventTypeOf(const EventData& data) {
-  return static_cast<EventType>(data.index());
-}
+inline EventType EventTypeOf(const EventData& data) { return static_cast<EventType>(data.index()); }
 
 // Parses the data fields of an event of `type` (the event's JSON object, or
 // its data alone: unknown keys are ignored) with the type's struct:
@@ -64,7 +62,7 @@ struct Event {
 
   Event() = default;
   template <typename D>
-    requires requires { D::kType; }
+  requires requires { D::kType; }
   explicit Event(D d, std::string session = {}, std::string turn = {}, uint64_t s = 0,
                  int64_t time_ms = 0)
       : type(D::kType),
@@ -73,8 +71,9 @@ struct Event {
         seq(s),
         data(std::move(d)),
         ts(time_ms) {
-    static_assert(std::is_same_v<std::variant_alternative_t<static_cast<size_t>(D::kType), EventData>, D>,
-                  "EventData lists the structs in EventType's order");
+    static_assert(
+        std::is_same_v<std::variant_alternative_t<static_cast<size_t>(D::kType), EventData>, D>,
+        "EventData lists the structs in EventType's order");
   }
 
   // The data as `D`, or null when the event is of another type.

@@ -166,21 +166,14 @@ TEST_F(MapperTest, ATurnsEventsBecomeUpdates) {
   mapper_.OnTextDelta("Fixing it.");
   const Json input{{"file_path", "s.py"}, {"old_string", "a"}, {"new_string", "b"}};
   ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(MessageData{Assistant("Fixing it.", {Use("c1", "edit", input)})}))
-          .ok());
-  ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(ToolCallBeginData{"c1", "edit", input}))
-          .ok());
+      mapper_.OnEvent(Ev(MessageData{Assistant("Fixing it.", {Use("c1", "edit", input)})})).ok());
+  ASSERT_TRUE(mapper_.OnEvent(Ev(ToolCallBeginData{"c1", "edit", input})).ok());
   ToolCallEndData end;
   end.id = "c1";
   end.tool = "edit";
   ASSERT_TRUE(mapper_.OnEvent(Ev(end)).ok());
   ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(MessageData{Results({ResultBlock("c1", "Edited s.py", false)})}))
-          .ok());
+      mapper_.OnEvent(Ev(MessageData{Results({ResultBlock("c1", "Edited s.py", false)})})).ok());
   // The streamed text is not repeated from the message.
   EXPECT_EQ(Kinds(),
             (std::vector<std::string>{"agent_thought_chunk", "agent_message_chunk", "tool_call",
@@ -203,12 +196,11 @@ TEST_F(MapperTest, ATurnsEventsBecomeUpdates) {
 
 TEST_F(MapperTest, UnstreamedTextDeniedCallsAndTheTodoPlan) {
   const Json todo_in{{"action", "create"}, {"subject", "fix"}};
-  ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(MessageData{Assistant("Plan:",
-                                    {Use("w1", "write", Json{{"file_path", "x"}, {"content", "y"}}),
-                                     Use("t1", "todo", todo_in)})}))
-          .ok());
+  ASSERT_TRUE(mapper_
+                  .OnEvent(Ev(MessageData{Assistant(
+                      "Plan:", {Use("w1", "write", Json{{"file_path", "x"}, {"content", "y"}}),
+                                Use("t1", "todo", todo_in)})}))
+                  .ok());
   Json meta{
       {"details",
        Json{{"tasks", Json::array({Json{{"id", 1}, {"subject", "fix"}, {"status", "pending"}}})},

@@ -269,10 +269,9 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
         continue;
       }
       ctx.deadline = core::BatchDeadline(run->time_left);
-      turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx,
-                                      [&turn](const ToolCall& c, Event event) {
-                                        turn.OnToolEvent(c.id, std::move(event));
-                                      }));
+      turn.OnToolResults(RunToolLanes(
+          run->lanes, *deps.tools, ctx,
+          [&turn](const ToolCall& c, Event event) { turn.OnToolEvent(c.id, std::move(event)); }));
       continue;
     }
   }

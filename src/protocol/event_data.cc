@@ -588,7 +588,8 @@ namespace {
 template <size_t I>
 Result<EventData> ParseAlternative(const Json& j) {
   using D = std::variant_alternative_t<I, EventData>;
-  static_assert(static_cast<size_t>(D::kType) == I, "EventData lists the structs in EventType's order");
+  static_assert(static_cast<size_t>(D::kType) == I,
+                "EventData lists the structs in EventType's order");
   Result<D> d = D::FromJson(j);
   if (!d.ok()) return d.error();
   return EventData(std::in_place_index<I>, std::move(*d));

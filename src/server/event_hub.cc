@@ -141,8 +141,8 @@ void EventHub::SendSeedEvents(Subscriber& sub, const std::string& id, const std:
   for (const PendingItem& item : pending->items) {
     const bool question = item.kind == PendingKind::kQuestion;
     const Json args = item.arguments.is_object() ? item.arguments : Json::object();
-    Json j = {{"id", item.id},         {"tool", item.tool},  {"args", args},
-              {"reason", item.reason}, {"sessionId", id},    {"requestedAt", e->ts}};
+    Json j = {{"id", item.id},         {"tool", item.tool}, {"args", args},
+              {"reason", item.reason}, {"sessionId", id},   {"requestedAt", e->ts}};
     if (question) {
       j["question"] = args.value("question", "");
       if (args.contains("options")) j["options"] = args["options"];

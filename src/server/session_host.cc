@@ -30,10 +30,9 @@ class SessionHost::TurnObserver final : public EventSink {
     if (const auto* end = e.As<ToolCallEndData>()) call = end->id;
     // Deltas come from the model's thread and the rest from pool threads:
     // the inbox keeps the order they were emitted in.
-    server->turn_inbox_.Post([srv = server, id = session_id, type = e.type,
-                              turn = e.turn_id, seq = ShouldPersist(e.type) ? e.seq : 0,
-                              json = std::move(json), delta = DeltaText(e),
-                              call = std::move(call)]() mutable {
+    server->turn_inbox_.Post([srv = server, id = session_id, type = e.type, turn = e.turn_id,
+                              seq = ShouldPersist(e.type) ? e.seq : 0, json = std::move(json),
+                              delta = DeltaText(e), call = std::move(call)]() mutable {
       srv->Measure(id, type, call);
       srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
     });
