@@ -138,6 +138,20 @@ ToolCallBeginData Begin(std::string id, std::string tool, Json input = Json::obj
   return ToolCallBeginData{.id = std::move(id), .tool = std::move(tool), .input = std::move(input)};
 }
 
+ToolCallEndData End(std::string id, std::string tool, bool is_error, std::string summary) {
+  ToolCallEndData d;
+  d.id = std::move(id);
+  d.tool = std::move(tool);
+  d.is_error = is_error;
+  d.summary = std::move(summary);
+  return d;
+}
+
+ToolCallEndData WithDiff(ToolCallEndData d, std::string diff) {
+  d.diff = std::move(diff);
+  return d;
+}
+
 // The message event of a message written as the store writes it.
 MessageData Msg(const Json& j) {
   Result<Message> m = MessageFromJson(j);
@@ -183,9 +197,9 @@ TEST(TurnPrinterTest, AChildsToolCallsAreIndentedUnderItsCaller) {
   ASSERT_TRUE(p.OnEvent(child(TurnBeginData{})).ok());
   ASSERT_TRUE(
       p.OnEvent(child(Begin("w1", "write", {{"file_path", "a.txt"}, {"content", "x\n"}}))).ok());
-  ASSERT_TRUE(p.OnEvent(child(ToolCallEndData{
-                            .id = "w1", .summary = "Created a.txt", .diff = "--- /dev/null\n+x\n"}))
-                  .ok());
+  ASSERT_TRUE(
+      p.OnEvent(child(WithDiff(End("w1", "write", false, "Created a.txt"), "--- /dev/null\n+x\n")))
+          .ok());
   ASSERT_TRUE(p.OnEvent(child(NoticeData{"info", "CHILD"})).ok());
   EXPECT_NE(err.str().find(
                 "\n    → write  a.txt\n      ✓ Created a.txt\n        --- /dev/null\n        +x\n"),
@@ -326,13 +340,17 @@ TEST(TurnPrinterTest, FailedCancelledAndParallelResultsSayWhatAndWhose) {
   };
   auto end = [&](ToolCallEndData d) { ASSERT_TRUE(p.OnEvent(Ev(std::move(d))).ok()); };
   begin("c1", "make");
-  end({.id = "c1", .tool = "bash", .is_error = true, .summary = "boom", .exit_code = 2});
+  ToolCallEndData failed = End("c1", "bash", true, "boom");
+  failed.exit_code = 2;
+  end(failed);
   EXPECT_NE(err.str().find("→ bash  make\n  ✗ exit code 2 · boom\n"), std::string::npos)
       << err.str();
   begin("c2", "sleep 9");
   begin("c3", "ls");
-  end({.id = "c2", .tool = "bash", .is_error = true, .summary = "", .cancelled = true});
-  end({.id = "c3", .tool = "bash", .is_error = false, .summary = "a.txt"});
+  ToolCallEndData cancelled = End("c2", "bash", true, "");
+  cancelled.cancelled = true;
+  end(cancelled);
+  end(End("c3", "bash", false, "a.txt"));
   EXPECT_NE(err.str().find("  ✗ bash  sleep 9: cancelled\n"), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("  ✓ bash  ls: a.txt\n"), std::string::npos) << err.str();
 }
@@ -434,12 +452,9 @@ TEST(RenderDiffTest, ColoursAndIndentsAndCutsLongDiffs) {
 }
 
 TEST(TurnPrinterTest, AFileChangeIsShownAsADiffAndListedInJson) {
-  ToolCallEndData end{.id = "c1",
-                      .tool = "edit",
-                      .is_error = false,
-                      .content_bytes = 10,
-                      .summary = "Edited f",
-                      .diff = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n"};
+  ToolCallEndData end =
+      WithDiff(End("c1", "edit", false, "Edited f"), "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n");
+  end.content_bytes = 10;
   {
     std::ostringstream out, err;
     TurnPrinter p(OutputFormat::kText, out, err, Style());
@@ -507,12 +522,13 @@ TEST(TurnPrinterTest, ACallAnsweredWithoutRunningIsShownLikeAnyResult) {
   ASSERT_TRUE(p.OnEvent(Ev(uses)).ok());
   // t3 runs; t2 is denied (said by the decision); t1's arguments are refused.
   ASSERT_TRUE(p.OnEvent(Ev(Begin("t3", "ls"))).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(ToolCallEndData{.id = "t3", .summary = "a b"})).ok());
-  ASSERT_TRUE(
-      p
-          .OnEvent(Ev(DecisionData{
-              .tool_use_id = "t2", .tool = "bash", .decision = Decision::kDeny, .reason = "no"}))
-          .ok());
+  ASSERT_TRUE(p.OnEvent(Ev(End("t3", "ls", false, "a b"))).ok());
+  DecisionData denied;
+  denied.tool_use_id = "t2";
+  denied.tool = "bash";
+  denied.decision = Decision::kDeny;
+  denied.reason = "no";
+  ASSERT_TRUE(p.OnEvent(Ev(denied)).ok());
   auto result = [](const char* id, const char* text) {
     return Json{
         {"type", "tool_result"}, {"tool_use_id", id}, {"content", text}, {"is_error", true}};

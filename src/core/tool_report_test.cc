@@ -210,7 +210,7 @@ class ToolReportTest : public ::testing::TestWithParam<Driver> {
   RunnerDeps deps_;
   Gate latch_;
   std::mutex kept_mu_;
-  std::function<void(EventType, Json)> kept_;  // a report function kept past its call
+  std::function<void(Event)> kept_;  // a report function kept past its call
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   std::optional<TurnResult> result_;
