@@ -208,6 +208,7 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   static Event MakeEvent(EventType type, uint64_t seq, Json data, std::string turn = "turn_1") {
     EventData base = DefaultData(type, std::make_index_sequence<std::variant_size_v<EventData>>());
     Json j = std::visit([](const auto& d) { return d.ToJson(); }, base);
+    if (type == EventType::kSettings) j["settings"] = Json::object();  // null by default
     if (data.is_object()) {
       for (auto it = data.begin(); it != data.end(); ++it) j[it.key()] = it.value();
     }
