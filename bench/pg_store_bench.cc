@@ -27,14 +27,8 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 Event Msg(uint64_t seq) {
-  Event e;
-  e.type = EventType::kMessage;
-  e.turn_id = "turn_1";
-  e.seq = seq;
-  e.ts = 1767225600000 + static_cast<int64_t>(seq);
   Message m = Message::Assistant(std::string(200, 'x'));  // ~300-byte event
-  e.data = Json{{"message", ToJson(m)}};
-  return e;
+  return Event(MessageData{m}, "", "turn_1", seq, 1767225600000 + static_cast<int64_t>(seq));
 }
 
 std::unique_ptr<store::PostgresStore> Open(const std::string& url, int pool) {

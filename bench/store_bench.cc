@@ -49,13 +49,8 @@ class BenchDb {
 };
 
 Event MessageEvent(uint64_t seq, size_t text_bytes) {
-  Event e;
-  e.type = EventType::kMessage;
-  e.turn_id = "turn_bench";
-  e.seq = seq;
-  e.ts = SystemNowMs();
-  e.data = Json{{"message", ToJson(Message::Assistant(std::string(text_bytes, 'x')))}};
-  return e;
+  return Event(MessageData{Message::Assistant(std::string(text_bytes, 'x'))}, "", "turn_bench", seq,
+               SystemNowMs());
 }
 
 // One event per Append: the engine's worst case (every message committed

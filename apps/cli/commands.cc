@@ -306,18 +306,19 @@ Result<ListedSession> DescribeListedSession(SessionStore& store, SessionInfo inf
   AL_ASSIGN_OR_RETURN(std::vector<StoredEvent> boundary,
                       store.QueryEvents(out.info.id, NewestTurnBoundary()));
   if (boundary.empty()) return out;
-  if (boundary[0].type == "turn_begin") {
+  Result<Json> j = ParseJson(boundary[0].json);
+  Result<Event> e = j.ok() ? Event::FromJson(*j) : Result<Event>(j.error());
+  if (e.ok() && e->type == EventType::kTurnBegin) {
     out.status = "running";
     return out;
   }
-  Result<Json> end = ParseJson(boundary[0].json);
-  const std::string stop =
-      end.ok() && end->is_object() ? end->value("stop", std::string()) : std::string();
-  if (stop == StopReasonName(StopReason::kPendingApproval)) {
+  const auto* end = e.ok() ? e->As<TurnEndData>() : nullptr;
+  const StopReason stop = end != nullptr ? end->stop : StopReason::kCompleted;
+  if (stop == StopReason::kPendingApproval) {
     out.status = "awaiting_approval";
-  } else if (stop == StopReasonName(StopReason::kPendingQuestion)) {
+  } else if (stop == StopReason::kPendingQuestion) {
     out.status = "awaiting_answer";
-  } else if (stop == StopReasonName(StopReason::kFailed)) {
+  } else if (stop == StopReason::kFailed) {
     out.status = "failed";
   } else {
     out.status = "idle";

@@ -364,48 +364,32 @@ void TurnPrinter::BeginTurn() {
 
 void TurnPrinter::OnChildEvent(const Event& event) {
   if (format_ != OutputFormat::kText || style_.quiet) return;
-  const Json& d = event.data;
   constexpr std::string_view kPad = "    ";
-  switch (event.type) {
-    case EventType::kStepBegin:
-      StartSpinner("subagent working");
-      break;
-    case EventType::kStepEnd:
-      StopSpinner();  // before the child's prompts, if it asks
-      break;
-    case EventType::kToolCallBegin: {
-      StopSpinner();
-      EnsureNewlineOnStdout();
-      std::string tool = d.value("tool", std::string());
-      Json input = d.contains("input") ? d["input"] : Json::object();
-      err_ << kPad << Paint("→ ", kCyan) << DescribeToolCall(tool, input) << "\n" << std::flush;
-      StartSpinner("subagent running " + tool);
-      break;
+  if (event.As<StepBeginData>() != nullptr) {
+    StartSpinner("subagent working");
+  } else if (event.As<StepEndData>() != nullptr) {
+    StopSpinner();  // before the child's prompts, if it asks
+  } else if (const auto* begin = event.As<ToolCallBeginData>()) {
+    StopSpinner();
+    EnsureNewlineOnStdout();
+    err_ << kPad << Paint("→ ", kCyan) << DescribeToolCall(begin->tool, begin->input) << "\n"
+         << std::flush;
+    StartSpinner("subagent running " + begin->tool);
+  } else if (const auto* end = event.As<ToolCallEndData>()) {
+    StopSpinner();
+    std::string summary = OneLine(end->summary);
+    if (end->is_error || !summary.empty()) {
+      err_ << kPad << "  " << (end->is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
+           << Paint(Cut(summary, 160), kDim) << "\n";
     }
-    case EventType::kToolCallEnd: {
+    if (!end->diff.empty()) err_ << RenderDiff(end->diff, style_.color, "        ");
+    err_ << std::flush;
+  } else if (const auto* decision = event.As<DecisionData>()) {
+    if (decision->decision == Decision::kDeny) {
       StopSpinner();
-      bool is_error = d.value("is_error", false);
-      std::string summary = OneLine(d.value("summary", std::string()));
-      if (is_error || !summary.empty()) {
-        err_ << kPad << "  " << (is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
-             << Paint(Cut(summary, 160), kDim) << "\n";
-      }
-      if (auto diff = d.find("diff"); diff != d.end() && diff->is_string()) {
-        err_ << RenderDiff(diff->get<std::string>(), style_.color, "        ");
-      }
-      err_ << std::flush;
-      break;
+      err_ << kPad << Paint("✗ denied ", kRed) << decision->tool << ": " << decision->reason << "\n"
+           << std::flush;
     }
-    case EventType::kDecision:
-      if (d.value("decision", std::string()) == "deny") {
-        StopSpinner();
-        err_ << kPad << Paint("✗ denied ", kRed) << d.value("tool", std::string()) << ": "
-             << d.value("reason", std::string()) << "\n"
-             << std::flush;
-      }
-      break;
-    default:
-      break;
   }
 }
 
@@ -511,10 +495,7 @@ Status TurnPrinter::OnEvent(const Event& event) {
     OnChildEvent(event);
     return Status::Ok();
   }
-  std::optional<ContinuationData> continuation;
-  if (event.type == EventType::kContinuation) {
-    if (auto c = ContinuationData::FromJson(event.data); c.ok()) continuation = std::move(*c);
-  }
+  const ContinuationData* continuation = event.As<ContinuationData>();
   if (continuation && continuation->by == "todo-loop" && continuation->details.is_object()) {
     const Json& d = continuation->details;
     TodoLoopInfo info;
@@ -531,14 +512,11 @@ Status TurnPrinter::OnEvent(const Event& event) {
     out_ << DumpJson(event.ToJson()) << "\n" << std::flush;
     return Status::Ok();
   }
-  if (format_ == OutputFormat::kJson && event.type == EventType::kToolCallEnd &&
-      event.data.contains("diff")) {
-    changes_.push_back(Json{{"id", event.data.value("id", std::string())},
-                            {"tool", event.data.value("tool", std::string())},
-                            {"diff", event.data["diff"]}});
+  if (const auto* end = event.As<ToolCallEndData>();
+      format_ == OutputFormat::kJson && end != nullptr && !end->diff.empty()) {
+    changes_.push_back(Json{{"id", end->id}, {"tool", end->tool}, {"diff", end->diff}});
   }
   if (format_ != OutputFormat::kText) return Status::Ok();
-  const Json& d = event.data;
   if (style_.quiet) {
     // stdout gets the same line breaks as without -q: the ones that keep
     // the assistant's text apart from the lines printed on stderr.
@@ -550,7 +528,7 @@ Status TurnPrinter::OnEvent(const Event& event) {
         EnsureNewlineOnStdout();
         break;
       case EventType::kDecision:
-        if (d.value("decision", std::string()) == "deny") EnsureNewlineOnStdout();
+        if (event.As<DecisionData>()->decision == Decision::kDeny) EnsureNewlineOnStdout();
         break;
       case EventType::kContinuation:
         if (continuation && continuation->continue_turn) EnsureNewlineOnStdout();
@@ -565,174 +543,138 @@ Status TurnPrinter::OnEvent(const Event& event) {
       event.type != EventType::kStepBegin) {
     EndThinking();
   }
-  switch (event.type) {
-    case EventType::kStepBegin:
-      StartSpinner("working");
-      break;
-    case EventType::kStepEnd:
-      StopSpinner();
-      break;
-    case EventType::kToolCallBegin: {
-      StopSpinner();
-      EnsureNewlineOnStdout();
-      std::string tool = d.value("tool", std::string());
-      Json input = d.contains("input") ? d["input"] : Json::object();
-      std::string what = DescribeToolCall(tool, input);
-      err_ << Paint("→ ", kCyan) << what << "\n" << std::flush;
-      calls_[d.value("id", std::string())] = DescribeToolCall(tool, input, 60);
-      unstarted_.erase(d.value("id", std::string()));
-      last_line_call_ = d.value("id", std::string());
-      StartSpinner("running " + tool);
-      break;
-    }
-    case EventType::kToolCallEnd: {
-      StopSpinner();
-      bool is_error = d.value("is_error", false);
-      std::string summary = OneLine(d.value("summary", std::string()));
-      std::string note;
-      if (d.value("cancelled", false)) {
-        note = "cancelled";
-      } else if (auto code = d.find("exit_code"); code != d.end() && code->is_number_integer()) {
-        note = "exit code " + std::to_string(code->get<int64_t>());
-      }
-      // A result that does not follow its own call's line (calls of a
-      // parallel lane print their lines first) names the call.
-      std::string id = d.value("id", std::string());
-      std::string owner;
-      if (id != last_line_call_) {
-        if (auto it = calls_.find(id); it != calls_.end()) owner = it->second + ": ";
-      }
-      last_line_call_.clear();
-      if (is_error || !summary.empty() || !note.empty()) {
-        err_ << "  " << (is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " " << owner;
-        if (!note.empty())
-          err_ << Paint(note, is_error ? kRed : kDim) << (summary.empty() ? "" : " · ");
-        err_ << Paint(Cut(summary, 160), kDim) << "\n" << std::flush;
-      }
-      if (auto diff = d.find("diff"); diff != d.end() && diff->is_string()) {
-        err_ << RenderDiff(diff->get<std::string>(), style_.color) << std::flush;
-      }
-      break;
-    }
-    case EventType::kDecision: {
-      std::string decision = d.value("decision", std::string());
-      if (decision == "deny") {
-        unstarted_.erase(d.value("tool_use_id", std::string()));  // said here
-        StopSpinner();
-        EnsureNewlineOnStdout();
-        err_ << Paint("✗ denied ", kRed) << d.value("tool", std::string()) << ": "
-             << d.value("reason", std::string()) << "\n"
-             << std::flush;
-      }
-      break;
-    }
-    case EventType::kNotice: {
-      StopSpinner();
-      EnsureNewlineOnStdout();
-      std::string level = d.value("level", std::string("info"));
-      err_ << Paint("• ", level == "warning" ? kYellow : kDim) << d.value("text", std::string())
-           << "\n"
-           << std::flush;
-      break;
-    }
-    case EventType::kContinuation: {
-      // Only a continuation is news; a stop is reported by the loop's notice.
-      if (!continuation || !continuation->continue_turn) break;
-      StopSpinner();
-      EnsureNewlineOnStdout();
-      if (continuation->by == "todo-loop" && todo_loop_) {
-        err_ << Paint("↻ todo loop: round " + std::to_string(todo_loop_->rounds) + "/" +
-                          std::to_string(todo_loop_->max_rounds),
-                      kCyan);
-        if (todo_loop_->open > 0) err_ << " (" << todo_loop_->open << " open)";
-      } else {
-        err_ << Paint("↻ " + continuation->by + ": " +
-                          (continuation->reason.empty() ? "another round" : continuation->reason),
-                      kCyan);
-      }
-      err_ << "\n" << std::flush;
-      break;
-    }
-    case EventType::kMessage: {
-      // A todo call's result carries the whole list (details.tasks): draw it
-      // as a checklist when it differs from the one drawn last.
-      const Json* content = nullptr;
-      if (auto m = d.find("message"); m != d.end() && m->is_object()) {
-        if (auto c = m->find("content"); c != m->end() && c->is_array()) content = &*c;
-      }
-      if (content == nullptr) break;
-      for (const Json& block : *content) {
-        if (!block.is_object()) continue;
-        const std::string type = block.value("type", std::string());
-        if (type == "tool_use") {
-          const Json input = block.contains("input") ? block["input"] : Json::object();
-          unstarted_[block.value("id", std::string())] =
-              DescribeToolCall(block.value("name", std::string()), input);
-          continue;
-        }
-        if (type != "tool_result") continue;
-        // A call answered without running (its arguments refused, a batch
-        // cancelled) is shown like any other result.
-        if (auto it = unstarted_.find(block.value("tool_use_id", std::string()));
-            it != unstarted_.end()) {
-          std::string text;
-          if (auto c = block.find("content"); c != block.end() && c->is_string()) {
-            text = c->get<std::string>();
-          }
-          StopSpinner();
-          EnsureNewlineOnStdout();
-          err_ << Paint("→ ", kCyan) << it->second << "\n  "
-               << (block.value("is_error", false) ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
-               << Paint(Cut(OneLine(text), 160), kDim) << "\n"
-               << std::flush;
-          unstarted_.erase(it);
-          last_line_call_.clear();
-        }
-        auto meta = block.find("meta");
-        if (meta == block.end() || !meta->is_object()) continue;
-        auto details = meta->find("details");
-        if (details == meta->end() || !details->is_object() || !details->contains("tasks") ||
-            !details->contains("nextId") || !(*details)["tasks"].is_array()) {
-          continue;
-        }
-        std::string list = RenderChecklist((*details)["tasks"], style_.color);
-        if (list == last_checklist_) continue;
-        last_checklist_ = list;
-        StopSpinner();
-        EnsureNewlineOnStdout();
-        err_ << list << std::flush;
-      }
-      break;
-    }
-    case EventType::kRetry: {
-      StopSpinner();
-      EnsureNewlineOnStdout();
-      char delay[32];
-      std::snprintf(delay, sizeof delay, "%.1f s", d.value("delay_ms", int64_t{0}) / 1000.0);
-      err_ << Paint("↻ retrying in " + std::string(delay) + " (attempt " +
-                        std::to_string(d.value("attempt", 0)) + "/" +
-                        std::to_string(d.value("max_attempts", 0)) + "): ",
-                    kYellow)
-           << Cut(OneLine(d.value("reason", std::string())), 200) << "\n"
-           << std::flush;
-      StartSpinner("waiting to retry");
-      break;
-    }
-    case EventType::kCompaction:
-      StopSpinner();
-      err_ << Paint("… history compacted", kDim) << "\n" << std::flush;
-      break;
-    case EventType::kHookError:
-      StopSpinner();
-      EnsureNewlineOnStdout();
-      err_ << Paint("! hook " + d.value("hook", std::string()) + " failed: ", kYellow)
-           << d.value("error", std::string()) << "\n"
-           << std::flush;
-      break;
-    default:
-      break;
-  }
+  std::visit([this](const auto& d) { Print(d); }, event.data);
   return Status::Ok();
+}
+
+void TurnPrinter::Print(const StepBeginData&) { StartSpinner("working"); }
+
+void TurnPrinter::Print(const StepEndData&) { StopSpinner(); }
+
+void TurnPrinter::Print(const ToolCallBeginData& d) {
+  StopSpinner();
+  EnsureNewlineOnStdout();
+  std::string what = DescribeToolCall(d.tool, d.input);
+  err_ << Paint("→ ", kCyan) << what << "\n" << std::flush;
+  calls_[d.id] = DescribeToolCall(d.tool, d.input, 60);
+  unstarted_.erase(d.id);
+  last_line_call_ = d.id;
+  StartSpinner("running " + d.tool);
+}
+
+void TurnPrinter::Print(const ToolCallEndData& d) {
+  StopSpinner();
+  std::string summary = OneLine(d.summary);
+  std::string note;
+  if (d.cancelled) {
+    note = "cancelled";
+  } else if (d.exit_code) {
+    note = "exit code " + std::to_string(*d.exit_code);
+  }
+  // A result that does not follow its own call's line (calls of a
+  // parallel lane print their lines first) names the call.
+  std::string owner;
+  if (d.id != last_line_call_) {
+    if (auto it = calls_.find(d.id); it != calls_.end()) owner = it->second + ": ";
+  }
+  last_line_call_.clear();
+  if (d.is_error || !summary.empty() || !note.empty()) {
+    err_ << "  " << (d.is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " " << owner;
+    if (!note.empty())
+      err_ << Paint(note, d.is_error ? kRed : kDim) << (summary.empty() ? "" : " · ");
+    err_ << Paint(Cut(summary, 160), kDim) << "\n" << std::flush;
+  }
+  if (!d.diff.empty()) err_ << RenderDiff(d.diff, style_.color) << std::flush;
+}
+
+void TurnPrinter::Print(const DecisionData& d) {
+  if (d.decision != Decision::kDeny) return;
+  unstarted_.erase(d.tool_use_id);  // said here
+  StopSpinner();
+  EnsureNewlineOnStdout();
+  err_ << Paint("✗ denied ", kRed) << d.tool << ": " << d.reason << "\n" << std::flush;
+}
+
+void TurnPrinter::Print(const NoticeData& d) {
+  StopSpinner();
+  EnsureNewlineOnStdout();
+  err_ << Paint("• ", d.level == "warning" ? kYellow : kDim) << d.text << "\n" << std::flush;
+}
+
+void TurnPrinter::Print(const ContinuationData& d) {
+  // Only a continuation is news; a stop is reported by the loop's notice.
+  if (!d.continue_turn) return;
+  StopSpinner();
+  EnsureNewlineOnStdout();
+  if (d.by == "todo-loop" && todo_loop_) {
+    err_ << Paint("↻ todo loop: round " + std::to_string(todo_loop_->rounds) + "/" +
+                      std::to_string(todo_loop_->max_rounds),
+                  kCyan);
+    if (todo_loop_->open > 0) err_ << " (" << todo_loop_->open << " open)";
+  } else {
+    err_ << Paint("↻ " + d.by + ": " + (d.reason.empty() ? "another round" : d.reason), kCyan);
+  }
+  err_ << "\n" << std::flush;
+}
+
+void TurnPrinter::Print(const MessageData& d) {
+  // A todo call's result carries the whole list (details.tasks): draw it
+  // as a checklist when it differs from the one drawn last.
+  for (const ContentBlock& block : d.message.content) {
+    if (block.type == BlockType::kToolUse) {
+      unstarted_[block.id] = DescribeToolCall(block.name, block.input);
+      continue;
+    }
+    if (block.type != BlockType::kToolResult) continue;
+    // A call answered without running (its arguments refused, a batch
+    // cancelled) is shown like any other result.
+    if (auto it = unstarted_.find(block.tool_use_id); it != unstarted_.end()) {
+      StopSpinner();
+      EnsureNewlineOnStdout();
+      err_ << Paint("→ ", kCyan) << it->second << "\n  "
+           << (block.is_error ? Paint("✗", kRed) : Paint("✓", kGreen)) << " "
+           << Paint(Cut(OneLine(block.text), 160), kDim) << "\n"
+           << std::flush;
+      unstarted_.erase(it);
+      last_line_call_.clear();
+    }
+    if (!block.meta.is_object()) continue;
+    auto details = block.meta.find("details");
+    if (details == block.meta.end() || !details->is_object() || !details->contains("tasks") ||
+        !details->contains("nextId") || !(*details)["tasks"].is_array()) {
+      continue;
+    }
+    std::string list = RenderChecklist((*details)["tasks"], style_.color);
+    if (list == last_checklist_) continue;
+    last_checklist_ = list;
+    StopSpinner();
+    EnsureNewlineOnStdout();
+    err_ << list << std::flush;
+  }
+}
+
+void TurnPrinter::Print(const RetryData& d) {
+  StopSpinner();
+  EnsureNewlineOnStdout();
+  char delay[32];
+  std::snprintf(delay, sizeof delay, "%.1f s", static_cast<double>(d.delay_ms) / 1000.0);
+  err_ << Paint("↻ retrying in " + std::string(delay) + " (attempt " + std::to_string(d.attempt) +
+                    "/" + std::to_string(d.max_attempts) + "): ",
+                kYellow)
+       << Cut(OneLine(d.reason), 200) << "\n"
+       << std::flush;
+  StartSpinner("waiting to retry");
+}
+
+void TurnPrinter::Print(const CompactionData&) {
+  StopSpinner();
+  err_ << Paint("… history compacted", kDim) << "\n" << std::flush;
+}
+
+void TurnPrinter::Print(const HookErrorData& d) {
+  StopSpinner();
+  EnsureNewlineOnStdout();
+  err_ << Paint("! hook " + d.hook + " failed: ", kYellow) << d.error << "\n" << std::flush;
 }
 
 int TurnPrinter::Finish(const std::string& session_id, const TurnResult& result,

@@ -153,6 +153,20 @@ class TurnPrinter final : public EventSink, public StreamSink {
   // An event of a subagent's child session (text: its tool calls, their
   // results and denials, indented under the call that started it).
   void OnChildEvent(const Event& event);
+  // The text output of one event of the turn's own session (OnEvent).
+  void Print(const StepBeginData& d);
+  void Print(const StepEndData& d);
+  void Print(const ToolCallBeginData& d);
+  void Print(const ToolCallEndData& d);
+  void Print(const DecisionData& d);
+  void Print(const NoticeData& d);
+  void Print(const ContinuationData& d);
+  void Print(const MessageData& d);
+  void Print(const RetryData& d);
+  void Print(const CompactionData& d);
+  void Print(const HookErrorData& d);
+  template <typename D>
+  void Print(const D&) {}  // nothing to print (deltas arrive through OnTextDelta)
   void StartSpinner(std::string label);
   void StopSpinner();
   void SpinnerLoop();

@@ -4,10 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include "agentloop/event_data.h"
+#include "agentloop/events.h"
 
 #include "commands.h"
 #include "pricing.h"
+#include "protocol/codec.h"
 
 namespace agentloop::cli {
 namespace {
@@ -126,22 +127,44 @@ TEST(PricingTest, LongestPrefixAndUnknown) {
   EXPECT_DOUBLE_EQ(*EstimateCostUsd("gpt-4o", u), 12.5);
 }
 
-Event Ev(EventType t, Json data) {
-  Event e;
-  e.type = t;
-  e.session_id = "s1";
-  e.turn_id = "t1";
+template <typename D>
+Event Ev(D data) {
+  Event e = MakeEvent(std::move(data), "s1", "t1");
   e.seq = 7;
-  e.data = std::move(data);
   return e;
+}
+
+ToolCallBeginData Begin(std::string id, std::string tool, Json input = Json::object()) {
+  return ToolCallBeginData{.id = std::move(id), .tool = std::move(tool), .input = std::move(input)};
+}
+
+ToolCallEndData End(std::string id, std::string tool, bool is_error, std::string summary) {
+  ToolCallEndData d;
+  d.id = std::move(id);
+  d.tool = std::move(tool);
+  d.is_error = is_error;
+  d.summary = std::move(summary);
+  return d;
+}
+
+ToolCallEndData WithDiff(ToolCallEndData d, std::string diff) {
+  d.diff = std::move(diff);
+  return d;
+}
+
+// The message event of a message written as the store writes it.
+MessageData Msg(const Json& j) {
+  Result<Message> m = MessageFromJson(j);
+  EXPECT_TRUE(m.ok()) << DumpJson(j);
+  return MessageData{m.ok() ? *m : Message()};
 }
 
 TEST(TurnPrinterTest, StreamJsonWritesOneObjectPerEvent) {
   std::ostringstream out, err;
   TurnPrinter p(OutputFormat::kStreamJson, out, err, Style());
   p.BeginTurn();
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin, Json{{"id", "c1"}, {"tool", "read"}})).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kNotice, Json{{"level", "info"}, {"text", "hi"}})).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(Begin("c1", "read"))).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(NoticeData{"info", "hi"})).ok());
   p.OnTextDelta("ignored in stream-json");
   std::istringstream lines(out.str());
   std::string line;
@@ -161,31 +184,23 @@ TEST(TurnPrinterTest, StreamJsonWritesOneObjectPerEvent) {
 // shown indented under the call that started it, nothing else of it; in
 // stream-json the child's events are left out (they are in its own log).
 TEST(TurnPrinterTest, AChildsToolCallsAreIndentedUnderItsCaller) {
-  auto child = [](EventType t, Json data) {
-    Event e = Ev(t, std::move(data));
+  auto child = [](auto data) {
+    Event e = Ev(std::move(data));
     e.session_id = "child";
     return e;
   };
   std::ostringstream out, err;
   TurnPrinter p(OutputFormat::kText, out, err, Style());
   p.BeginTurn();
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kTurnBegin, Json::object())).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin, Json{{"id", "c1"},
-                                                           {"tool", "agent__writer"},
-                                                           {"input", {{"task", "write it"}}}}))
-                  .ok());
-  ASSERT_TRUE(p.OnEvent(child(EventType::kTurnBegin, Json::object())).ok());
-  ASSERT_TRUE(p.OnEvent(child(EventType::kToolCallBegin,
-                              Json{{"id", "w1"},
-                                   {"tool", "write"},
-                                   {"input", {{"file_path", "a.txt"}, {"content", "x\n"}}}}))
-                  .ok());
-  ASSERT_TRUE(p.OnEvent(child(EventType::kToolCallEnd, Json{{"id", "w1"},
-                                                            {"summary", "Created a.txt"},
-                                                            {"diff", "--- /dev/null\n+x\n"}}))
-                  .ok());
+  ASSERT_TRUE(p.OnEvent(Ev(TurnBeginData{})).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(Begin("c1", "agent__writer", {{"task", "write it"}}))).ok());
+  ASSERT_TRUE(p.OnEvent(child(TurnBeginData{})).ok());
   ASSERT_TRUE(
-      p.OnEvent(child(EventType::kNotice, Json{{"level", "info"}, {"text", "CHILD"}})).ok());
+      p.OnEvent(child(Begin("w1", "write", {{"file_path", "a.txt"}, {"content", "x\n"}}))).ok());
+  ASSERT_TRUE(
+      p.OnEvent(child(WithDiff(End("w1", "write", false, "Created a.txt"), "--- /dev/null\n+x\n")))
+          .ok());
+  ASSERT_TRUE(p.OnEvent(child(NoticeData{"info", "CHILD"})).ok());
   EXPECT_NE(err.str().find(
                 "\n    → write  a.txt\n      ✓ Created a.txt\n        --- /dev/null\n        +x\n"),
             std::string::npos)
@@ -195,8 +210,8 @@ TEST(TurnPrinterTest, AChildsToolCallsAreIndentedUnderItsCaller) {
   std::ostringstream json_out, json_err;
   TurnPrinter stream(OutputFormat::kStreamJson, json_out, json_err, Style());
   stream.BeginTurn();
-  ASSERT_TRUE(stream.OnEvent(Ev(EventType::kTurnBegin, Json::object())).ok());
-  ASSERT_TRUE(stream.OnEvent(child(EventType::kToolCallBegin, Json{{"id", "w1"}})).ok());
+  ASSERT_TRUE(stream.OnEvent(Ev(TurnBeginData{})).ok());
+  ASSERT_TRUE(stream.OnEvent(child(Begin("w1", "write"))).ok());
   EXPECT_EQ(json_out.str().find("child"), std::string::npos) << json_out.str();
 }
 
@@ -206,9 +221,7 @@ TEST(TurnPrinterTest, TextStreamsToStdoutAndSummarisesOnStderr) {
   p.BeginTurn();
   p.OnTextDelta("Hello ");
   p.OnTextDelta("world");
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin,
-                           Json{{"id", "c1"}, {"tool", "bash"}, {"input", {{"command", "make"}}}}))
-                  .ok());
+  ASSERT_TRUE(p.OnEvent(Ev(Begin("c1", "bash", {{"command", "make"}}))).ok());
   TurnResult r;
   r.final_text = "Hello world";
   r.counters.tool_calls = 1;
@@ -247,13 +260,13 @@ TEST(TurnPrinterTest, JsonPrintsOneObjectAndPendingHelp) {
       .model_calls = 2,
       .details =
           Json{{"round", 1}, {"max_rounds", 12}, {"strikes", 0}, {"max_strikes", 2}, {"open", 3}}};
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kContinuation, todo.ToJson())).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(todo)).ok());
   // Another hook's verdict does not replace the todo loop's figures.
   ContinuationData other;
   other.by = "mine";
   other.continue_turn = true;
   other.reason = "more";
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kContinuation, other.ToJson())).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(other)).ok());
   EXPECT_EQ(p.Finish("s1", Paused(), ""), 5);
   Result<Json> j = ParseJson(out.str());
   ASSERT_TRUE(j.ok()) << out.str();
@@ -313,7 +326,7 @@ TEST(TurnPrinterTest, ARetryIsALineOnStderr) {
   TurnPrinter p(OutputFormat::kText, out, err, Style());
   p.BeginTurn();
   RetryData retry{.attempt = 2, .max_attempts = 6, .delay_ms = 2000, .reason = "HTTP 429 slow"};
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kRetry, retry.ToJson())).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(retry)).ok());
   EXPECT_EQ(err.str(), "↻ retrying in 2.0 s (attempt 2/6): HTTP 429 slow\n");
   EXPECT_EQ(out.str(), "");
 }
@@ -323,21 +336,21 @@ TEST(TurnPrinterTest, FailedCancelledAndParallelResultsSayWhatAndWhose) {
   TurnPrinter p(OutputFormat::kText, out, err, Style());
   p.BeginTurn();
   auto begin = [&](const char* id, const char* cmd) {
-    ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin,
-                             Json{{"id", id}, {"tool", "bash"}, {"input", {{"command", cmd}}}}))
-                    .ok());
+    ASSERT_TRUE(p.OnEvent(Ev(Begin(id, "bash", {{"command", cmd}}))).ok());
   };
-  auto end = [&](Json j) { ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, j)).ok()); };
+  auto end = [&](ToolCallEndData d) { ASSERT_TRUE(p.OnEvent(Ev(std::move(d))).ok()); };
   begin("c1", "make");
-  end(Json{
-      {"id", "c1"}, {"tool", "bash"}, {"is_error", true}, {"summary", "boom"}, {"exit_code", 2}});
+  ToolCallEndData failed = End("c1", "bash", true, "boom");
+  failed.exit_code = 2;
+  end(failed);
   EXPECT_NE(err.str().find("→ bash  make\n  ✗ exit code 2 · boom\n"), std::string::npos)
       << err.str();
   begin("c2", "sleep 9");
   begin("c3", "ls");
-  end(Json{
-      {"id", "c2"}, {"tool", "bash"}, {"is_error", true}, {"summary", ""}, {"cancelled", true}});
-  end(Json{{"id", "c3"}, {"tool", "bash"}, {"is_error", false}, {"summary", "a.txt"}});
+  ToolCallEndData cancelled = End("c2", "bash", true, "");
+  cancelled.cancelled = true;
+  end(cancelled);
+  end(End("c3", "bash", false, "a.txt"));
   EXPECT_NE(err.str().find("  ✗ bash  sleep 9: cancelled\n"), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("  ✓ bash  ls: a.txt\n"), std::string::npos) << err.str();
 }
@@ -350,9 +363,7 @@ TEST(TurnPrinterTest, QuietKeepsTheSameLineBreaksOnStdout) {
     TurnPrinter p(OutputFormat::kText, out, err, st);
     p.BeginTurn();
     p.OnTextDelta("Looking.");
-    ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin,
-                             Json{{"id", "c1"}, {"tool", "bash"}, {"input", {{"command", "ls"}}}}))
-                    .ok());
+    ASSERT_TRUE(p.OnEvent(Ev(Begin("c1", "bash", {{"command", "ls"}}))).ok());
     p.OnTextDelta("Done.");
     TurnResult r;
     r.final_text = "Done.";
@@ -415,18 +426,18 @@ TEST(TurnPrinterTest, TheTodoListIsDrawnWhenItChanges) {
                {"tool_use_id", "t1"},
                {"content", "ok"},
                {"meta", {{"details", {{"action", "update"}, {"tasks", tasks}, {"nextId", 3}}}}}};
-    return Json{{"message", {{"role", "user"}, {"content", Json::array({block})}}}};
+    return Msg(Json{{"role", "user"}, {"content", Json::array({block})}});
   };
   Json tasks = Json::array({Json{{"id", 1}, {"subject", "write test"}, {"status", "completed"}},
                             Json{{"id", 2},
                                  {"subject", "fix bug"},
                                  {"status", "in_progress"},
                                  {"activeForm", "Fixing"}}});
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, result(tasks))).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, result(tasks))).ok());  // unchanged: not again
+  ASSERT_TRUE(p.OnEvent(Ev(result(tasks))).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(result(tasks))).ok());  // unchanged: not again
   EXPECT_EQ(err.str(), "todo:\n  ☑ write test\n  ◐ fix bug  Fixing\n");
   tasks[1]["status"] = "completed";
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, result(tasks))).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(result(tasks))).ok());
   EXPECT_NE(err.str().find("  ☑ fix bug\n"), std::string::npos) << err.str();
 }
 
@@ -441,30 +452,27 @@ TEST(RenderDiffTest, ColoursAndIndentsAndCutsLongDiffs) {
 }
 
 TEST(TurnPrinterTest, AFileChangeIsShownAsADiffAndListedInJson) {
-  Json end{{"id", "c1"},
-           {"tool", "edit"},
-           {"is_error", false},
-           {"content_bytes", 10},
-           {"summary", "Edited f"},
-           {"diff", "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n"}};
+  ToolCallEndData end =
+      WithDiff(End("c1", "edit", false, "Edited f"), "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n");
+  end.content_bytes = 10;
   {
     std::ostringstream out, err;
     TurnPrinter p(OutputFormat::kText, out, err, Style());
     p.BeginTurn();
-    ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, end)).ok());
+    ASSERT_TRUE(p.OnEvent(Ev(end)).ok());
     EXPECT_NE(err.str().find("Edited f\n    --- a/f\n"), std::string::npos) << err.str();
     EXPECT_NE(err.str().find("    +y\n"), std::string::npos) << err.str();
   }
   std::ostringstream out, err;
   TurnPrinter p(OutputFormat::kJson, out, err, Style());
   p.BeginTurn();
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, end)).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(end)).ok());
   TurnResult r;
   EXPECT_EQ(p.Finish("s1", r, ""), 0);
   Json j = *ParseJson(out.str());
   ASSERT_EQ(j["changes"].size(), 1u);
   EXPECT_EQ(j["changes"][0]["id"], "c1");
-  EXPECT_EQ(j["changes"][0]["diff"], end["diff"]);
+  EXPECT_EQ(j["changes"][0]["diff"], end.diff);
 }
 
 TEST(RenderConversationTest, ShowsTheNewestMessagesAndCountsTheRest) {
@@ -500,39 +508,36 @@ TEST(TurnPrinterTest, ACallAnsweredWithoutRunningIsShownLikeAnyResult) {
   std::ostringstream out, err;
   TurnPrinter p(OutputFormat::kText, out, err, Style());
   p.BeginTurn();
-  auto uses = Json{
-      {"message",
-       {{"role", "assistant"},
-        {"content",
-         Json::array(
-             {Json{{"type", "tool_use"}, {"id", "t1"}, {"name", "read"}, {"input", {{"nope", 1}}}},
-              Json{{"type", "tool_use"},
-                   {"id", "t2"},
-                   {"name", "bash"},
-                   {"input", {{"command", "rm x"}}}},
-              Json{{"type", "tool_use"},
-                   {"id", "t3"},
-                   {"name", "ls"},
-                   {"input", Json::object()}}})}}}};
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, uses)).ok());
+  auto uses = Msg(Json{
+      {"role", "assistant"},
+      {"content",
+       Json::array(
+           {Json{{"type", "tool_use"}, {"id", "t1"}, {"name", "read"}, {"input", {{"nope", 1}}}},
+            Json{{"type", "tool_use"},
+                 {"id", "t2"},
+                 {"name", "bash"},
+                 {"input", {{"command", "rm x"}}}},
+            Json{
+                {"type", "tool_use"}, {"id", "t3"}, {"name", "ls"}, {"input", Json::object()}}})}});
+  ASSERT_TRUE(p.OnEvent(Ev(uses)).ok());
   // t3 runs; t2 is denied (said by the decision); t1's arguments are refused.
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallBegin, Json{{"id", "t3"}, {"tool", "ls"}})).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kToolCallEnd, Json{{"id", "t3"}, {"summary", "a b"}})).ok());
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kDecision, Json{{"tool_use_id", "t2"},
-                                                      {"tool", "bash"},
-                                                      {"decision", "deny"},
-                                                      {"reason", "no"}}))
-                  .ok());
+  ASSERT_TRUE(p.OnEvent(Ev(Begin("t3", "ls"))).ok());
+  ASSERT_TRUE(p.OnEvent(Ev(End("t3", "ls", false, "a b"))).ok());
+  DecisionData denied;
+  denied.tool_use_id = "t2";
+  denied.tool = "bash";
+  denied.decision = Decision::kDeny;
+  denied.reason = "no";
+  ASSERT_TRUE(p.OnEvent(Ev(denied)).ok());
   auto result = [](const char* id, const char* text) {
     return Json{
         {"type", "tool_result"}, {"tool_use_id", id}, {"content", text}, {"is_error", true}};
   };
-  auto results =
-      Json{{"message",
-            {{"role", "user"},
-             {"content", Json::array({result("t1", "Invalid arguments for read: missing file_path"),
-                                      result("t2", "denied: no"), result("t3", "a b")})}}}};
-  ASSERT_TRUE(p.OnEvent(Ev(EventType::kMessage, results)).ok());
+  auto results = Msg(
+      Json{{"role", "user"},
+           {"content", Json::array({result("t1", "Invalid arguments for read: missing file_path"),
+                                    result("t2", "denied: no"), result("t3", "a b")})}});
+  ASSERT_TRUE(p.OnEvent(Ev(results)).ok());
   const std::string e = err.str();
   EXPECT_NE(e.find("→ read  {\"nope\":1}\n  ✗ Invalid arguments for read: missing file_path\n"),
             std::string::npos)

@@ -1,8 +1,9 @@
 // The data of each event type, typed: one struct per EventType, with the
-// JSON the event carries next to its envelope (events.h). Whoever emits an
-// event builds its struct, so what is emitted is what docs/protocol.md lists
-// (a test holds the table in the docs against these structs); consumers may
-// parse an event's data back with FromJson.
+// JSON the event carries next to its envelope (events.h). Event::data holds
+// one of them (EventData); whoever emits an event builds its struct, so what
+// is emitted is what docs/protocol.md lists (a test holds the table in the
+// docs against these structs), and consumers read the struct. ToJson and
+// FromJson are the JSON at the process's edges (the store, the streams).
 //
 // FromJson validates the documented fields (kInvalidArgument naming the
 // event type and the field) and ignores unknown ones: within v1 events only
@@ -14,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "agentloop/events.h"
+#include "agentloop/checkpoint.h"
+#include "agentloop/event_type.h"
 #include "agentloop/json.h"
 #include "agentloop/permission.h"
 #include "agentloop/provider.h"
 #include "agentloop/status.h"
-#include "agentloop/turn.h"
 #include "agentloop/types.h"
 
 namespace agentloop {
@@ -301,20 +302,5 @@ struct TurnEndData {
   Json ToJson() const;
   static Result<TurnEndData> FromJson(const Json& j);
 };
-
-// Parses `event.data` with the struct of `event.type`: OK when the data has
-// every documented field, with its documented type.
-Status CheckEventData(const Event& event);
-
-// An Event of `data`'s type (seq and ts are the numbering's: left 0).
-template <typename D>
-Event MakeEvent(const D& data, std::string session_id = {}, std::string turn_id = {}) {
-  Event e;
-  e.type = D::kType;
-  e.session_id = std::move(session_id);
-  e.turn_id = std::move(turn_id);
-  e.data = data.ToJson();
-  return e;
-}
 
 }  // namespace agentloop

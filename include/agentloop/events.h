@@ -18,73 +18,89 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
+#include "agentloop/event_data.h"
+#include "agentloop/event_type.h"
 #include "agentloop/json.h"
 #include "agentloop/status.h"
 
 namespace agentloop {
 
-enum class EventType {
-  kTurnBegin,        // {input: "user"|"resume", command, budget}
-  kTurnEnd,          // {stop, reason, final_text, truncated, counters, pending}
-  kStepBegin,        // {step, max_output_tokens, messages}
-  kStepEnd,          // {step, finish, usage}
-  kTextDelta,        // {text}                 (not persisted)
-  kThinkingDelta,    // {text}                 (not persisted)
-  kMessage,          // {message}              a message appended to the history
-  kToolCallBegin,    // {id, tool, input}
-  kToolCallEnd,      // {id, tool, is_error, content_bytes, summary}
-  kBudgetCheck,      // {tool_calls, max_tool_calls, tokens, max_tokens, model_calls, max_turns, ok}
-  kDecision,         // {tool_use_id, tool, decision, reason, rule, by, edited}
-  kPending,          // {items: [PendingItem]}
-  kCompaction,       // {from, to, attempt}
-  kHookError,        // {hook, point, error}
-  kNotice,           // {level, text}          human-facing notes (todo loop, reflector)
-  kContinuation,     // {round, max_rounds, strikes, max_strikes, reason}
-  kSettings,         // {changes: [{key, from, to, source}], settings}  pinned settings changed
-  kRetry,            // {attempt, max_attempts, delay_ms, reason}  (not persisted)
-  kSubagentStarted,  // {tool_use_id, name, path, child_session_id, reserved}
-  kSubagentCompleted,  // {tool_use_id, name, path, child_session_id, stop, reason, counters}
-};
+// The data of an event: one alternative per EventType, in the enum's order
+// (EventTypeOf).
+using EventData = std::variant<TurnBeginData, TurnEndData, StepBeginData, StepEndData,
+                               TextDeltaData, ThinkingDeltaData, MessageData, ToolCallBeginData,
+                               ToolCallEndData, BudgetCheckData, DecisionData, PendingData,
+                               CompactionData, HookErrorData, NoticeData, ContinuationData,
+                               SettingsData, RetryData, SubagentStartedData, SubagentCompletedData>;
 
-// Stable snake_case name, e.g. "tool_call_begin".
-std::string_view EventTypeName(EventType type);
-std::optional<EventType> ParseEventType(std::string_view name);
+// The type of the alternative `data` holds.
+inline EventType EventTypeOf(const EventData& data) { return static_cast<EventType>(data.index()); }
 
-// Whether a store must persist the event to rebuild the session: deltas and
-// retries are display-only and are not stored; everything else is.
-bool ShouldPersist(EventType type);
-
-// Whether the engine commits a persisted event, with every event buffered
-// before it, when it is emitted (its "commit boundary"): step_begin (before
-// a model call), tool_call_begin (before a tool runs), subagent_started (the
-// stored log shows a child while it runs), pending (with the paused batch's
-// checkpoint and pending index, one transaction) and turn_end. Other
-// persisted events wait for the next boundary; an observer that has seen
-// one of them before its boundary has seen something the store does not
-// hold yet. docs/storage.md, "Durability".
-bool IsCommitBoundary(EventType type);
+// Parses the data fields of an event of `type` (the event's JSON object, or
+// its data alone: unknown keys are ignored) with the type's struct:
+// kInvalidArgument naming the type and the field that is missing or wrong.
+Result<EventData> EventDataFromJson(EventType type, const Json& j);
 
 struct Event {
-  EventType type = EventType::kNotice;
+  // `type` is the type of `data`'s alternative: the constructor sets both,
+  // and so does FromJson; a consumer switches on `type` and reads the data
+  // with As<T>() (or std::get_if / std::visit on `data`).
+  EventType type = EventType::kTurnBegin;
   std::string session_id;
   std::string turn_id;
   uint64_t seq = 0;
-  Json data = Json::object();
+  EventData data;
   // When the event was emitted, Unix epoch milliseconds; stamped together
   // with `seq` by whoever numbers the event (the turn, the engine, the
   // store's crash repair). 0: unknown, only for events stored before events
   // had timestamps; such an event serialises without `ts`.
   int64_t ts = 0;
 
+  Event() = default;
+  template <typename D>
+  requires requires { D::kType; }
+  explicit Event(D d, std::string session = {}, std::string turn = {}, uint64_t s = 0,
+                 int64_t time_ms = 0)
+      : type(D::kType),
+        session_id(std::move(session)),
+        turn_id(std::move(turn)),
+        seq(s),
+        data(std::move(d)),
+        ts(time_ms) {
+    static_assert(
+        std::is_same_v<std::variant_alternative_t<static_cast<size_t>(D::kType), EventData>, D>,
+        "EventData lists the structs in EventType's order");
+  }
+
+  // The data as `D`, or null when the event is of another type.
+  template <typename D>
+  const D* As() const {
+    return std::get_if<D>(&data);
+  }
+  template <typename D>
+  D* As() {
+    return std::get_if<D>(&data);
+  }
+
   // One JSON object: type, session_id, turn_id, seq, ts, then the data fields.
   Json ToJson() const;
-  // DumpJson(ToJson()) with session_id set to `session_id`, the same text,
-  // written without copying `data` into a new object (what the store does
-  // for every event it commits).
+  // DumpJson(ToJson()) with session_id set to `session_id`, the same text
+  // (what the store does for every event it commits).
   std::string Dump(std::string_view session_id) const;
+  // The envelope and the data of the type `j` names, checked as
+  // EventDataFromJson checks it.
   static Result<Event> FromJson(const Json& j);
 };
+
+// An Event of `data`'s type (seq and ts are the numbering's: left 0).
+template <typename D>
+Event MakeEvent(D data, std::string session_id = {}, std::string turn_id = {}) {
+  return Event(std::move(data), std::move(session_id), std::move(turn_id));
+}
 
 // The system clock in Unix epoch milliseconds: the default clock of `ts`.
 int64_t SystemNowMs();

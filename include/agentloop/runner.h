@@ -77,7 +77,7 @@ void RunTurnAsync(Turn& turn, RunnerDeps& deps, TurnExecutor& executor, std::str
 
 // Where RunToolLanes hands an event a call reports about itself
 // (ToolContext::report): on the thread that called RunToolLanes.
-using ToolEventDelivery = std::function<void(const ToolCall& call, EventType type, Json data)>;
+using ToolEventDelivery = std::function<void(const ToolCall& call, Event event)>;
 
 // Runs a batch of tool calls: lanes in order, calls within a lane
 // concurrently. Unknown tools and thrown exceptions become is_error outputs.

@@ -23,12 +23,14 @@
 #include <utility>
 #include <vector>
 
-#include "agentloop/events.h"
+#include "agentloop/event_type.h"
 #include "agentloop/json.h"
 #include "agentloop/status.h"
 #include "agentloop/types.h"
 
 namespace agentloop {
+
+struct Event;  // events.h
 
 class BudgetLedger;
 
@@ -166,8 +168,9 @@ struct ToolContext {
   // thread that steps it; RunTurn runs a lone call on that thread, so there
   // it emits at once what is reported from the thread that called Run()
   // (reports from other threads of such a call wait until Run() returns).
-  // Null: no turn listens (the tool runs outside a runner).
-  std::function<void(EventType type, Json data)> report;
+  // Null: no turn listens (the tool runs outside a runner). The event is
+  // built with MakeEvent; the turn numbers and stamps it.
+  std::function<void(Event event)> report;
   // read, write and edit take and put a file's text here instead of the
   // file system (FileTextAccess); null: the file system.
   std::shared_ptr<FileTextAccess> files;

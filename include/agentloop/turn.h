@@ -35,6 +35,7 @@
 #include <variant>
 #include <vector>
 
+#include "agentloop/checkpoint.h"
 #include "agentloop/events.h"
 #include "agentloop/hook.h"
 #include "agentloop/permission.h"
@@ -135,31 +136,6 @@ struct TurnConfig {
   // Wall clock of the events' `ts`, Unix epoch milliseconds (tests inject
   // one). Null: SystemNowMs.
   std::function<int64_t()> now_ms;
-};
-
-// A person's decision about one item of a paused batch, kept in the
-// checkpoint until every item is decided and the turn continues.
-struct BatchDecision {
-  PendingItem item;
-  ApprovalDecision decision;  // kAllow (edited_input, answer) or kDeny
-};
-
-// What a paused turn needs to continue later, in any process.
-struct Checkpoint {
-  std::string session_id;
-  std::string turn_id;
-  // The tool_use ids of the open assistant message, in model order.
-  std::vector<std::string> tool_use_ids;
-  // Results decided or produced so far (tool_result blocks, model order).
-  std::vector<ContentBlock> results_so_far;
-  std::vector<PendingItem> outstanding;
-  // Decisions recorded so far about items no longer outstanding.
-  std::vector<BatchDecision> decisions;
-  TurnCounters counters;
-  CommandKind command = CommandKind::kCode;
-  // The stuck guard's window (tool name and arguments of the latest calls),
-  // so a continued turn judges repeats as the paused one would have.
-  std::vector<std::string> recent_calls;
 };
 
 struct TurnResult {
@@ -278,7 +254,7 @@ class Turn {
   // for the batch's tools (after RunTools, before OnToolResults), only for a
   // call of that batch that has not ended, and only a persisted type;
   // anything else is dropped.
-  void OnToolEvent(std::string_view call_id, EventType type, Json data);
+  void OnToolEvent(std::string_view call_id, Event event);
 
   // Queues a `notice` event from a hook (any thread). It is emitted on the
   // turn's thread right after the hook call returns, so notices keep their

@@ -285,27 +285,14 @@ void UpdateMapper::OnMessageLocked(const Message& m, bool replay) {
 
 Status UpdateMapper::OnEvent(const Event& event) {
   std::lock_guard<std::mutex> lock(mu_);
-  switch (event.type) {
-    case EventType::kMessage: {
-      Result<MessageData> m = MessageData::FromJson(event.data);
-      if (m.ok()) OnMessageLocked(m->message, /*replay=*/false);
-      break;
-    }
-    case EventType::kToolCallBegin: {
-      Result<ToolCallBeginData> b = ToolCallBeginData::FromJson(event.data);
-      if (!b.ok()) break;
-      AnnounceLocked(b->id, b->tool, b->input);
-      emit_(Json{
-          {"sessionUpdate", "tool_call_update"}, {"toolCallId", b->id}, {"status", "in_progress"}});
-      break;
-    }
-    case EventType::kToolCallEnd: {
-      Result<ToolCallEndData> e = ToolCallEndData::FromJson(event.data);
-      if (e.ok()) EndLocked(e->id, e->is_error);
-      break;
-    }
-    default:
-      break;
+  if (const auto* m = event.As<MessageData>()) {
+    OnMessageLocked(m->message, /*replay=*/false);
+  } else if (const auto* b = event.As<ToolCallBeginData>()) {
+    AnnounceLocked(b->id, b->tool, b->input);
+    emit_(Json{
+        {"sessionUpdate", "tool_call_update"}, {"toolCallId", b->id}, {"status", "in_progress"}});
+  } else if (const auto* e = event.As<ToolCallEndData>()) {
+    EndLocked(e->id, e->is_error);
   }
   return Status::Ok();
 }

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agentloop/event_data.h"
+#include "agentloop/events.h"
 
 #include "base/testing/files.h"
 
@@ -16,13 +16,9 @@ namespace fs = std::filesystem;
 using testing::TempDir;
 using testing::WriteFile;
 
-Event Ev(EventType type, Json data) {
-  Event e;
-  e.type = type;
-  e.session_id = "ses_1";
-  e.turn_id = "turn_1";
-  e.data = std::move(data);
-  return e;
+template <typename D>
+Event Ev(D data) {
+  return MakeEvent(std::move(data), "ses_1", "turn_1");
 }
 
 Message Assistant(std::string text, std::vector<ContentBlock> calls) {
@@ -170,23 +166,14 @@ TEST_F(MapperTest, ATurnsEventsBecomeUpdates) {
   mapper_.OnTextDelta("Fixing it.");
   const Json input{{"file_path", "s.py"}, {"old_string", "a"}, {"new_string", "b"}};
   ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(EventType::kMessage,
-                      MessageData{Assistant("Fixing it.", {Use("c1", "edit", input)})}.ToJson()))
-          .ok());
-  ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(EventType::kToolCallBegin, ToolCallBeginData{"c1", "edit", input}.ToJson()))
-          .ok());
+      mapper_.OnEvent(Ev(MessageData{Assistant("Fixing it.", {Use("c1", "edit", input)})})).ok());
+  ASSERT_TRUE(mapper_.OnEvent(Ev(ToolCallBeginData{"c1", "edit", input})).ok());
   ToolCallEndData end;
   end.id = "c1";
   end.tool = "edit";
-  ASSERT_TRUE(mapper_.OnEvent(Ev(EventType::kToolCallEnd, end.ToJson())).ok());
+  ASSERT_TRUE(mapper_.OnEvent(Ev(end)).ok());
   ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(EventType::kMessage,
-                      MessageData{Results({ResultBlock("c1", "Edited s.py", false)})}.ToJson()))
-          .ok());
+      mapper_.OnEvent(Ev(MessageData{Results({ResultBlock("c1", "Edited s.py", false)})})).ok());
   // The streamed text is not repeated from the message.
   EXPECT_EQ(Kinds(),
             (std::vector<std::string>{"agent_thought_chunk", "agent_message_chunk", "tool_call",
@@ -209,24 +196,18 @@ TEST_F(MapperTest, ATurnsEventsBecomeUpdates) {
 
 TEST_F(MapperTest, UnstreamedTextDeniedCallsAndTheTodoPlan) {
   const Json todo_in{{"action", "create"}, {"subject", "fix"}};
-  ASSERT_TRUE(
-      mapper_
-          .OnEvent(Ev(
-              EventType::kMessage,
-              MessageData{Assistant("Plan:",
-                                    {Use("w1", "write", Json{{"file_path", "x"}, {"content", "y"}}),
-                                     Use("t1", "todo", todo_in)})}
-                  .ToJson()))
-          .ok());
+  ASSERT_TRUE(mapper_
+                  .OnEvent(Ev(MessageData{Assistant(
+                      "Plan:", {Use("w1", "write", Json{{"file_path", "x"}, {"content", "y"}}),
+                                Use("t1", "todo", todo_in)})}))
+                  .ok());
   Json meta{
       {"details",
        Json{{"tasks", Json::array({Json{{"id", 1}, {"subject", "fix"}, {"status", "pending"}}})},
             {"nextId", 2}}}};
   ASSERT_TRUE(mapper_
-                  .OnEvent(Ev(EventType::kMessage,
-                              MessageData{Results({ResultBlock("w1", "denied: no", true),
-                                                   ResultBlock("t1", "Created #1", false, meta)})}
-                                  .ToJson()))
+                  .OnEvent(Ev(MessageData{Results({ResultBlock("w1", "denied: no", true),
+                                                   ResultBlock("t1", "Created #1", false, meta)})}))
                   .ok());
   EXPECT_EQ(Kinds(), (std::vector<std::string>{"agent_message_chunk", "tool_call", "tool_call",
                                                "tool_call_update", "tool_call_update", "plan"}));

@@ -152,12 +152,12 @@ class AsyncTurn : public std::enable_shared_from_this<AsyncTurn> {
   // so before the step that feeds the call's output back. It holds the run
   // weakly (the run holds the contexts), and drops a report that arrives
   // after the turn has finished (the Turn may be gone by then).
-  std::function<void(EventType, Json)> ReportFor(const std::string& id) {
-    return [weak = weak_from_this(), id](EventType type, Json data) {
+  std::function<void(Event)> ReportFor(const std::string& id) {
+    return [weak = weak_from_this(), id](Event event) {
       std::shared_ptr<AsyncTurn> self = weak.lock();
-      if (!self || !ShouldPersist(type)) return;
-      self->PostStep([id, type, data = std::move(data)](AsyncTurn& t) mutable {
-        if (t.done_) t.turn_.OnToolEvent(id, type, std::move(data));
+      if (!self || !ShouldPersist(event.type)) return;
+      self->PostStep([id, event = std::move(event)](AsyncTurn& t) mutable {
+        if (t.done_) t.turn_.OnToolEvent(id, std::move(event));
       });
     };
   }

@@ -132,7 +132,8 @@ class AsyncFakeProvider : public FakeProvider {
 std::vector<Json> Log(const std::vector<Event>& events) {
   std::vector<std::string> ids;
   for (const Event& e : events) {
-    if (e.data.contains("pending_id")) ids.push_back(e.data["pending_id"].get<std::string>());
+    if (e.ToJson().contains("pending_id"))
+      ids.push_back(e.ToJson()["pending_id"].get<std::string>());
   }
   std::vector<Json> out;
   for (const Event& e : events) {
@@ -166,8 +167,7 @@ class AsyncRunnerTest : public ::testing::TestWithParam<bool> {
     // Reports an event about itself while it runs (ToolContext::report).
     registry_.Add(std::make_shared<FnTool>(
         Spec("tell", false, false), [](const ToolCall& c, ToolContext& ctx) {
-          if (ctx.report)
-            ctx.report(EventType::kNotice, NoticeData{"info", "told " + c.id}.ToJson());
+          if (ctx.report) ctx.report(MakeEvent(NoticeData{"info", "told " + c.id}));
           return Result<ToolOutput>(ToolOutput::Ok("told"));
         }));
     registry_.Add(std::make_shared<FnTool>(Spec("boom", false, false),
@@ -310,7 +310,8 @@ TEST_P(AsyncRunnerTest, EventsToolsReportGiveTheSameLog) {
   // Each report is in the log, once (the same in both, as checked above).
   size_t told = 0;
   for (const Event& e : Blocking(s).events) {
-    told += e.type == EventType::kNotice && e.data.value("text", "").starts_with("told ") ? 1 : 0;
+    told +=
+        e.type == EventType::kNotice && e.ToJson().value("text", "").starts_with("told ") ? 1 : 0;
   }
   EXPECT_EQ(told, 2u);
 }
@@ -459,7 +460,7 @@ TEST(AsyncRunner, OnAThreadPoolStepsNeverOverlap) {
   EXPECT_EQ(sink.overlaps.load(), 0);
   auto ends = sink.OfType(EventType::kToolCallEnd);
   ASSERT_EQ(ends.size(), 2u);
-  for (const auto& e : ends) EXPECT_FALSE(e.data.value("is_error", true)) << e.data.dump();
+  for (const auto& e : ends) EXPECT_FALSE(e.ToJson().value("is_error", true)) << e.ToJson().dump();
 }
 
 }  // namespace

@@ -159,7 +159,7 @@ TEST_F(ContextBandTest, LongTaskCompletesInASmallWindowWithoutARejection) {
   ASSERT_FALSE(comps.empty());
   bool model_summary = false;
   for (const auto& e : comps) {
-    auto d = CompactionData::FromJson(e.data);
+    auto d = CompactionData::FromJson(e.ToJson());
     ASSERT_TRUE(d.ok()) << d.error().ToString();
     EXPECT_EQ(d->trigger, "threshold");
     EXPECT_LT(d->tokens_after, d->tokens_before);
@@ -184,7 +184,7 @@ TEST_F(ContextBandTest, FailedSummaryRequestFallsBackToTheTruncatingSummary) {
   EXPECT_GT(p.summaries_, 0);
   bool truncated = false;
   for (const auto& e : sink_.OfType(EventType::kCompaction)) {
-    auto d = CompactionData::FromJson(e.data);
+    auto d = CompactionData::FromJson(e.ToJson());
     ASSERT_TRUE(d.ok());
     if (d->summary_source == "truncated") {
       truncated = true;
@@ -195,7 +195,8 @@ TEST_F(ContextBandTest, FailedSummaryRequestFallsBackToTheTruncatingSummary) {
   EXPECT_TRUE(truncated);
   bool warned = false;
   for (const auto& e : sink_.OfType(EventType::kNotice)) {
-    warned = warned || e.data.value("text", "").find("summary request failed") != std::string::npos;
+    warned =
+        warned || e.ToJson().value("text", "").find("summary request failed") != std::string::npos;
   }
   EXPECT_TRUE(warned);
 }
@@ -205,7 +206,7 @@ TEST_F(ContextBandTest, SummaryDeltasAreNotStreamedAsTheAnswer) {
   Run(Config(16'384), p);
   ASSERT_GT(p.summaries_, 0);
   for (const auto& e : sink_.OfType(EventType::kTextDelta)) {
-    EXPECT_EQ(e.data.value("text", "").find("SUMMARY"), std::string::npos);
+    EXPECT_EQ(e.ToJson().value("text", "").find("SUMMARY"), std::string::npos);
   }
 }
 
@@ -240,7 +241,7 @@ TEST_F(ContextBandTest, BudgetCheckReportsTheBand) {
   Run(Config(16'384), p);
   bool nudge = false;
   for (const auto& e : sink_.OfType(EventType::kBudgetCheck)) {
-    auto d = BudgetCheckData::FromJson(e.data);
+    auto d = BudgetCheckData::FromJson(e.ToJson());
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(d->context_window, 16'384);
     EXPECT_GT(d->context_tokens, 0);
@@ -321,7 +322,7 @@ TEST_F(ContextBandTest, WithoutCacheFiguresACallIsChargedWhatItAdded) {
   // Every step_end carries the same running figure.
   auto ends = sink_.OfType(EventType::kStepEnd);
   ASSERT_EQ(ends.size(), 3u);
-  EXPECT_EQ(ends.back().data.value("tokens", int64_t{0}), r.counters.tokens);
+  EXPECT_EQ(ends.back().ToJson().value("tokens", int64_t{0}), r.counters.tokens);
 }
 
 // A retried turn (the same turn, its counters carried) takes its previous
@@ -408,7 +409,7 @@ TEST_F(ContextBandTest, ContextIsMeasuredFromReportedInputPlusAppendedChars) {
   Run(Config(1'000'000), p);
   auto checks = sink_.OfType(EventType::kBudgetCheck);
   ASSERT_EQ(checks.size(), 2u);
-  auto second = BudgetCheckData::FromJson(checks[1].data);
+  auto second = BudgetCheckData::FromJson(checks[1].ToJson());
   ASSERT_TRUE(second.ok());
   // 5000 reported + chars/4 of the assistant message and the 8 KiB result.
   EXPECT_GE(second->context_tokens, 5000 + 8192 / 4);
@@ -420,7 +421,7 @@ int64_t FirstContextTokens(const CollectingSink& sink, size_t skip) {
   auto checks = sink.OfType(EventType::kBudgetCheck);
   EXPECT_GT(checks.size(), skip);
   if (checks.size() <= skip) return -1;
-  auto d = BudgetCheckData::FromJson(checks[skip].data);
+  auto d = BudgetCheckData::FromJson(checks[skip].ToJson());
   EXPECT_TRUE(d.ok());
   return d.ok() ? d->context_tokens : -1;
 }

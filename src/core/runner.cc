@@ -104,11 +104,9 @@ class ReportRelay {
 
   // The report function of `call`, a call of the batch (which outlives the
   // relay's open period).
-  static std::function<void(EventType, Json)> For(const std::shared_ptr<ReportRelay>& relay,
-                                                  const ToolCall& call) {
-    return [relay, call = &call](EventType type, Json data) {
-      relay->Report(*call, type, std::move(data));
-    };
+  static std::function<void(Event)> For(const std::shared_ptr<ReportRelay>& relay,
+                                        const ToolCall& call) {
+    return [relay, call = &call](Event event) { relay->Report(*call, std::move(event)); };
   }
 
   // Owner thread: delivers what is queued.
@@ -151,11 +149,10 @@ class ReportRelay {
  private:
   struct Queued {
     const ToolCall* call;
-    EventType type;
-    Json data;
+    Event event;
   };
 
-  void Report(const ToolCall& call, EventType type, Json data) {
+  void Report(const ToolCall& call, Event event) {
     if (std::this_thread::get_id() == owner_) {
       // Close() runs on this thread too: no report can race it here.
       bool closed = false;
@@ -163,12 +160,12 @@ class ReportRelay {
         std::lock_guard lock(mu_);
         closed = closed_;
       }
-      if (!closed) (*deliver_)(call, type, std::move(data));
+      if (!closed) (*deliver_)(call, std::move(event));
       return;
     }
     std::lock_guard lock(mu_);
     if (closed_) return;
-    queue_.push_back(Queued{&call, type, std::move(data)});
+    queue_.push_back(Queued{&call, std::move(event)});
     cv_.notify_all();
   }
 
@@ -178,7 +175,7 @@ class ReportRelay {
       Queued q = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      (*deliver_)(*q.call, q.type, std::move(q.data));
+      (*deliver_)(*q.call, std::move(q.event));
       lock.lock();
     }
   }
@@ -207,7 +204,7 @@ std::vector<Result<ToolOutput>> RunToolLanes(const std::vector<std::vector<ToolC
       if (relay) relay->Close();
     }
   } close_at_end{relay};
-  auto report_for = [&](const ToolCall& call) -> std::function<void(EventType, Json)> {
+  auto report_for = [&](const ToolCall& call) -> std::function<void(Event)> {
     if (!relay) return nullptr;
     return core::ReportRelay::For(relay, call);
   };
@@ -272,10 +269,9 @@ TurnResult RunTurn(Turn& turn, RunnerDeps& deps, std::stop_token stop) {
         continue;
       }
       ctx.deadline = core::BatchDeadline(run->time_left);
-      turn.OnToolResults(RunToolLanes(run->lanes, *deps.tools, ctx,
-                                      [&turn](const ToolCall& c, EventType type, Json data) {
-                                        turn.OnToolEvent(c.id, type, std::move(data));
-                                      }));
+      turn.OnToolResults(RunToolLanes(
+          run->lanes, *deps.tools, ctx,
+          [&turn](const ToolCall& c, Event event) { turn.OnToolEvent(c.id, std::move(event)); }));
       continue;
     }
   }

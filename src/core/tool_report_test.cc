@@ -75,7 +75,7 @@ size_t Count(const std::vector<Event>& events, EventType type) {
 std::optional<size_t> Find(const std::vector<Event>& events, EventType type, const char* key,
                            const std::string& value) {
   for (size_t i = 0; i < events.size(); ++i) {
-    if (events[i].type == type && events[i].data.value(key, std::string()) == value) return i;
+    if (events[i].type == type && events[i].ToJson().value(key, std::string()) == value) return i;
   }
   return std::nullopt;
 }
@@ -105,10 +105,10 @@ class ToolReportTest : public ::testing::TestWithParam<Driver> {
         std::lock_guard lock(kept_mu_);
         kept_ = ctx.report;
       }
-      ctx.report(EventType::kNotice, NoticeData{"info", "started " + c.id}.ToJson());
-      ctx.report(EventType::kTextDelta, TextDeltaData{"not persisted"}.ToJson());
+      ctx.report(MakeEvent(NoticeData{"info", "started " + c.id}));
+      ctx.report(MakeEvent(TextDeltaData{"not persisted"}));
       if (!latch_.Wait()) return ToolOutput::Error("never released");
-      ctx.report(EventType::kNotice, NoticeData{"info", "finished " + c.id}.ToJson());
+      ctx.report(MakeEvent(NoticeData{"info", "finished " + c.id}));
       return ToolOutput::Ok("ran " + c.id);
     };
     registry_.Add(std::make_shared<FnTool>(Spec("lone", false), reporting));
@@ -183,7 +183,7 @@ class ToolReportTest : public ::testing::TestWithParam<Driver> {
         EXPECT_EQ(e.seq, next++) << EventTypeName(e.type);
       }
       if (e.type == EventType::kTextDelta) {
-        EXPECT_EQ(e.data.value("text", ""), "done");
+        EXPECT_EQ(e.ToJson().value("text", ""), "done");
       }
     }
   }
@@ -210,7 +210,7 @@ class ToolReportTest : public ::testing::TestWithParam<Driver> {
   RunnerDeps deps_;
   Gate latch_;
   std::mutex kept_mu_;
-  std::function<void(EventType, Json)> kept_;  // a report function kept past its call
+  std::function<void(Event)> kept_;  // a report function kept past its call
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   std::optional<TurnResult> result_;
@@ -244,7 +244,7 @@ TEST_P(ToolReportTest, AReportAfterTheCallHasEndedIsDropped) {
   ASSERT_EQ(r.stop, StopReason::kCompleted) << r.reason;
   if (driver_.joinable()) driver_.join();
   const size_t before = sink_.events().size();
-  std::function<void(EventType, Json)> kept;
+  std::function<void(Event)> kept;
   {
     std::lock_guard lock(kept_mu_);
     kept = kept_;
@@ -252,7 +252,7 @@ TEST_P(ToolReportTest, AReportAfterTheCallHasEndedIsDropped) {
   ASSERT_TRUE(kept);
   // The turn is gone: a late report touches nothing (ASan would see it).
   turn_.reset();
-  kept(EventType::kNotice, NoticeData{"info", "too late"}.ToJson());
+  kept(MakeEvent(NoticeData{"info", "too late"}));
   pool_.Shutdown();  // runs whatever the report posted
   EXPECT_EQ(sink_.events().size(), before);
 }
@@ -275,24 +275,24 @@ TEST(TurnOnToolEvent, OnlyARunningCallsPersistedEventsAreEmitted) {
   }));
   Turn turn(ConfigFor(registry, sink), transcript);
   ASSERT_TRUE(turn.Start(TurnInput::User("go")).ok());
-  auto notice = [](const char* text) { return NoticeData{"info", text}.ToJson(); };
+  auto notice = [](const char* text) { return MakeEvent(NoticeData{"info", text}); };
   ASSERT_TRUE(std::holds_alternative<turn_action::CallModel>(turn.Next({})));
-  turn.OnToolEvent("a", EventType::kNotice, notice("before the batch"));
+  turn.OnToolEvent("a", notice("before the batch"));
   ModelResponse resp;
   resp.content.push_back(Call("a", "lone", {{"x", "1"}}));
   resp.finish = FinishReason::kToolUse;
   turn.OnModelResult(std::move(resp));
   ASSERT_TRUE(std::holds_alternative<turn_action::RunTools>(turn.Next({})));
-  turn.OnToolEvent("a", EventType::kNotice, notice("running"));
-  turn.OnToolEvent("zz", EventType::kNotice, notice("another call"));
-  turn.OnToolEvent("a", EventType::kTextDelta, TextDeltaData{"delta"}.ToJson());
+  turn.OnToolEvent("a", notice("running"));
+  turn.OnToolEvent("zz", notice("another call"));
+  turn.OnToolEvent("a", MakeEvent(TextDeltaData{"delta"}));
   std::vector<Result<ToolOutput>> outs;
   outs.emplace_back(ToolOutput::Ok("ok"));
   turn.OnToolResults(std::move(outs));
-  turn.OnToolEvent("a", EventType::kNotice, notice("after its end"));
+  turn.OnToolEvent("a", notice("after its end"));
   std::vector<std::string> notices;
   for (const Event& e : sink.OfType(EventType::kNotice)) {
-    notices.push_back(e.data.value("text", ""));
+    notices.push_back(e.ToJson().value("text", ""));
   }
   EXPECT_EQ(notices, std::vector<std::string>{"running"});
   EXPECT_TRUE(sink.OfType(EventType::kTextDelta).empty());

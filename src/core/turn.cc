@@ -429,11 +429,11 @@ class Turn::Impl {
   // A report of a running call (ToolContext::report): emitted now, between
   // the call's tool_call_begin and its tool_call_end, when the call is one
   // the turn waits for and the type is persisted; dropped otherwise.
-  void OnToolEvent(std::string_view call_id, EventType type, Json data) {
-    if (phase_ != Phase::kAwaitTools || !ShouldPersist(type)) return;
+  void OnToolEvent(std::string_view call_id, Event event) {
+    if (phase_ != Phase::kAwaitTools || !ShouldPersist(event.type)) return;
     for (const Slot& slot : slots_) {
       if (slot.id == call_id && slot.state == SlotState::kToRun) {
-        EmitRaw(type, std::move(data));
+        EmitRaw(std::move(event));
         return;
       }
     }
@@ -492,12 +492,16 @@ class Turn::Impl {
   // ---- events -------------------------------------------------------------
 
   // An event whose data was made elsewhere (a tool's report).
-  void EmitRaw(EventType type, Json data) {
+  // Emits `e` (of a persisted type) numbered and stamped here.
+  void EmitRaw(Event e) {
     if (cfg_.sink == nullptr) {
       ++seq_;
       return;
     }
-    Event e{type, cfg_.session_id, cfg_.turn_id, seq_++, std::move(data), cfg_.now_ms()};
+    e.session_id = cfg_.session_id;
+    e.turn_id = cfg_.turn_id;
+    e.seq = seq_++;
+    e.ts = cfg_.now_ms();
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
   }
@@ -515,8 +519,7 @@ class Turn::Impl {
       if (numbered) ++seq_;
       return;
     }
-    Event e{Data::kType,           cfg_.session_id, cfg_.turn_id,
-            numbered ? seq_++ : 0, make().ToJson(), cfg_.now_ms()};
+    Event e(make(), cfg_.session_id, cfg_.turn_id, numbered ? seq_++ : 0, cfg_.now_ms());
     Status s = cfg_.sink->OnEvent(e);
     if (!s.ok() && sink_error_.ok()) sink_error_ = s.WithContext("event sink");
   }
@@ -1666,8 +1669,8 @@ void Turn::OnDecisions(std::vector<ApprovalDecision> decisions) {
 void Turn::OnToolResults(std::vector<Result<ToolOutput>> outputs) {
   impl_->OnToolResults(std::move(outputs));
 }
-void Turn::OnToolEvent(std::string_view call_id, EventType type, Json data) {
-  impl_->OnToolEvent(call_id, type, std::move(data));
+void Turn::OnToolEvent(std::string_view call_id, Event event) {
+  impl_->OnToolEvent(call_id, std::move(event));
 }
 void Turn::PostNotice(std::string level, std::string text) {
   impl_->PostNotice(NoticeData{std::move(level), std::move(text)});

@@ -315,9 +315,9 @@ Status SessionImpl::Init() {
   }
 
   engine::HookSinks sinks;
+  // The todo loop decides what is news (a stop without a list is not, and
+  // it says nothing then): every note it hands over is shown.
   sinks.notify = [this](const std::string&, const std::string& level, const std::string& text) {
-    // "No list" is the common case, not news: keep the stream quiet.
-    if (text == "todo-loop: stopped: no list") return;
     std::lock_guard<std::mutex> lock(notes_mu_);
     if (current_turn_ != nullptr) current_turn_->PostNotice(level, text);
   };

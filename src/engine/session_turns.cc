@@ -323,7 +323,9 @@ Result<std::unique_ptr<ActiveTurn>> SessionImpl::PrepareTurn(TurnPlan plan, Even
                           engine_.store().QueryEvents(info_.id, notices));
       const bool already = std::any_of(said.begin(), said.end(), [&](const StoredEvent& e) {
         Result<Json> j = ParseJson(e.json);
-        return j.ok() && j->is_object() && j->value("text", std::string()) == notice;
+        Result<Event> said_event = j.ok() ? Event::FromJson(*j) : Result<Event>(j.error());
+        const NoticeData* n = said_event.ok() ? said_event->As<NoticeData>() : nullptr;
+        return n != nullptr && n->text == notice;
       });
       if (!already) cfg.start_notice = std::move(notice);
       warned_limits_for_ = options_.model;

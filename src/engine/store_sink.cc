@@ -1,6 +1,6 @@
 #include "engine/store_sink.h"
 
-#include "agentloop/event_data.h"
+#include "agentloop/events.h"
 
 #include "protocol/codec.h"
 
@@ -28,9 +28,7 @@ Status StoreSink::Handle(const Event& event) {
       // committed does anyone hear of it, so a decision sent the instant
       // the `pending` event arrives finds every item it names, and its
       // `decision` event is numbered after the paused turn's end.
-      Result<PendingData> pause = PendingData::FromJson(event.data);
-      if (!pause.ok()) return pause.error().WithContext("the pending event of the pause");
-      pause_ = std::move(pause->checkpoint);
+      pause_ = event.As<PendingData>()->checkpoint;
     }
     if (event.type == EventType::kTurnEnd && save_state_ && state_error_.ok()) {
       Status saved = save_state_();

@@ -327,19 +327,18 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   }
   const std::string path =
       (ctx.agent_path.empty() ? std::string("root") : ctx.agent_path) + "/" + def_.name;
-  auto report = [&](EventType type, Json data) {
-    if (ctx.report) ctx.report(type, std::move(data));
+  auto report = [&](auto data) {
+    if (ctx.report) ctx.report(MakeEvent(std::move(data)));
   };
   auto report_completed = [&](const std::string& session_id, std::string_view stop,
                               const std::string& reason, const TurnCounters& counters) {
-    report(EventType::kSubagentCompleted, SubagentCompletedData{.tool_use_id = call.id,
-                                                                .name = def_.name,
-                                                                .path = path,
-                                                                .child_session_id = session_id,
-                                                                .stop = std::string(stop),
-                                                                .reason = reason,
-                                                                .counters = counters}
-                                              .ToJson());
+    report(SubagentCompletedData{.tool_use_id = call.id,
+                                 .name = def_.name,
+                                 .path = path,
+                                 .child_session_id = session_id,
+                                 .stop = std::string(stop),
+                                 .reason = reason,
+                                 .counters = counters});
   };
   // The child never ran (or, when `session_id` is set, was created but its
   // turn could not start).
@@ -392,15 +391,13 @@ Result<ToolOutput> SubagentTool::Run(const ToolCall& call, ToolContext& ctx) {
   std::string started_id;
   req.on_started = [&](const std::string& session_id) {
     started_id = session_id;
-    report(EventType::kSubagentStarted,
-           SubagentStartedData{.tool_use_id = call.id,
+    report(SubagentStartedData{.tool_use_id = call.id,
                                .name = def_.name,
                                .path = path,
                                .child_session_id = session_id,
                                .reserved_tool_calls = reserved.tool_calls,
                                .reserved_tokens = reserved.tokens,
-                               .reserved_wall_time_ms = wall_ms}
-               .ToJson());
+                               .reserved_wall_time_ms = wall_ms});
   };
   Result<SubagentRun> run = host_->RunSubagent(req, ctx.stop);
   (*node)->Release();

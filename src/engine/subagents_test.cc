@@ -151,9 +151,9 @@ class ReportedRun {
   ReportedRun(SubagentTool& tool, LatchedHost& host) : host_(host) {
     ctx_.budget = BudgetLedger::Root(DefaultBudget(CommandKind::kCode), TurnCounters{},
                                      BudgetLedger::Clock::now());
-    ctx_.report = [this](EventType type, Json data) {
+    ctx_.report = [this](Event e) {
       std::lock_guard lock(mu_);
-      events_.emplace_back(type, std::move(data));
+      events_.emplace_back(e.type, e.ToJson());
       cv_.notify_all();
     };
     thread_ = std::jthread([this, &tool] {

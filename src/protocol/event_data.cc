@@ -1,6 +1,10 @@
 #include "agentloop/event_data.h"
 
+#include <array>
 #include <limits>
+#include <utility>
+
+#include "agentloop/events.h"
 
 #include "protocol/codec.h"
 
@@ -578,51 +582,32 @@ Result<TurnEndData> TurnEndData::FromJson(const Json& j) {
   return f.Done(std::move(d));
 }
 
-Status CheckEventData(const Event& event) {
-  auto check = [&](auto parsed) -> Status { return parsed.ok() ? Status::Ok() : parsed.error(); };
-  switch (event.type) {
-    case EventType::kTurnBegin:
-      return check(TurnBeginData::FromJson(event.data));
-    case EventType::kTurnEnd:
-      return check(TurnEndData::FromJson(event.data));
-    case EventType::kStepBegin:
-      return check(StepBeginData::FromJson(event.data));
-    case EventType::kStepEnd:
-      return check(StepEndData::FromJson(event.data));
-    case EventType::kTextDelta:
-      return check(TextDeltaData::FromJson(event.data));
-    case EventType::kThinkingDelta:
-      return check(ThinkingDeltaData::FromJson(event.data));
-    case EventType::kRetry:
-      return check(RetryData::FromJson(event.data));
-    case EventType::kMessage:
-      return check(MessageData::FromJson(event.data));
-    case EventType::kToolCallBegin:
-      return check(ToolCallBeginData::FromJson(event.data));
-    case EventType::kToolCallEnd:
-      return check(ToolCallEndData::FromJson(event.data));
-    case EventType::kBudgetCheck:
-      return check(BudgetCheckData::FromJson(event.data));
-    case EventType::kDecision:
-      return check(DecisionData::FromJson(event.data));
-    case EventType::kPending:
-      return check(PendingData::FromJson(event.data));
-    case EventType::kCompaction:
-      return check(CompactionData::FromJson(event.data));
-    case EventType::kHookError:
-      return check(HookErrorData::FromJson(event.data));
-    case EventType::kNotice:
-      return check(NoticeData::FromJson(event.data));
-    case EventType::kContinuation:
-      return check(ContinuationData::FromJson(event.data));
-    case EventType::kSettings:
-      return check(SettingsData::FromJson(event.data));
-    case EventType::kSubagentStarted:
-      return check(SubagentStartedData::FromJson(event.data));
-    case EventType::kSubagentCompleted:
-      return check(SubagentCompletedData::FromJson(event.data));
-  }
-  return InvalidArgument("event: unknown type");
+namespace {
+
+// The parser of the alternative `I` of EventData.
+template <size_t I>
+Result<EventData> ParseAlternative(const Json& j) {
+  using D = std::variant_alternative_t<I, EventData>;
+  static_assert(static_cast<size_t>(D::kType) == I,
+                "EventData lists the structs in EventType's order");
+  Result<D> d = D::FromJson(j);
+  if (!d.ok()) return d.error();
+  return EventData(std::in_place_index<I>, std::move(*d));
+}
+
+template <size_t... I>
+constexpr auto Parsers(std::index_sequence<I...>) {
+  return std::array<Result<EventData> (*)(const Json&), sizeof...(I)>{&ParseAlternative<I>...};
+}
+
+constexpr auto kParsers = Parsers(std::make_index_sequence<std::variant_size_v<EventData>>());
+
+}  // namespace
+
+Result<EventData> EventDataFromJson(EventType type, const Json& j) {
+  const auto i = static_cast<size_t>(type);
+  if (i >= kParsers.size()) return InvalidArgument("event: unknown type");
+  return kParsers[i](j);
 }
 
 }  // namespace agentloop

@@ -11,11 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include "agentloop/events.h"
+
 namespace agentloop {
 namespace {
 
 struct DocRow {
   bool persisted = false;
+  bool commits = false;  // "yes, commits": a commit boundary
   std::set<std::string> required;
   std::set<std::string> optional;  // marked `name`?
 };
@@ -82,7 +85,10 @@ std::map<std::string, DocRow> ReadTypesTable() {
     std::string type = Trim(cells[1]);
     type = type.substr(1, type.size() - 2);  // `name`
     DocRow row = ParseFields(cells[3]);
-    row.persisted = Trim(cells[2]) == "yes";
+    const std::string persisted = Trim(cells[2]);
+    EXPECT_TRUE(persisted == "yes" || persisted == "yes, commits" || persisted == "no") << line;
+    row.persisted = persisted != "no";
+    row.commits = persisted == "yes, commits";
     EXPECT_TRUE(rows.emplace(type, row).second) << "two rows for " << type;
   }
   return rows;
@@ -266,6 +272,7 @@ TEST(EventDataTest, EveryTypeIsDocumentedWithTheFieldsItsStructWrites) {
     auto row = docs.find(name);
     ASSERT_NE(row, docs.end()) << "no row in docs/protocol.md";
     EXPECT_EQ(row->second.persisted, ShouldPersist(s.type));
+    EXPECT_EQ(row->second.commits, IsCommitBoundary(s.type));
     std::set<std::string> all = row->second.required;
     all.insert(row->second.optional.begin(), row->second.optional.end());
     EXPECT_EQ(Keys(s.full), all) << DumpJson(s.full);
@@ -284,8 +291,9 @@ TEST(EventDataTest, FromJsonReadsWhatToJsonWrites) {
       Status st = s.parse(j);
       ASSERT_TRUE(st.ok()) << st.ToString() << " " << DumpJson(j);
       EXPECT_EQ(s.reparse(j), j);
-      Event e{s.type, "s1", "t1", 1, j, 1};
-      EXPECT_TRUE(CheckEventData(e).ok());
+      Result<EventData> data = EventDataFromJson(s.type, j);
+      ASSERT_TRUE(data.ok()) << data.error().ToString();
+      EXPECT_EQ(EventTypeOf(*data), s.type);
     }
   }
 }

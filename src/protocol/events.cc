@@ -5,16 +5,6 @@
 namespace agentloop {
 namespace {
 
-// The envelope's keys: a data field of the same name is shadowed by them.
-constexpr const char* kEnvelope[] = {"type", "session_id", "turn_id", "seq", "ts"};
-
-bool IsEnvelopeKey(std::string_view k) {
-  for (const char* e : kEnvelope) {
-    if (k == e) return true;
-  }
-  return false;
-}
-
 constexpr std::pair<EventType, std::string_view> kNames[] = {
     {EventType::kTurnBegin, "turn_begin"},
     {EventType::kTurnEnd, "turn_end"},
@@ -118,43 +108,44 @@ bool IsCommitBoundary(EventType type) {
   return true;
 }
 
+namespace {
+
+// The JSON object of the data's fields.
+Json DataJson(const EventData& data) {
+  return std::visit([](const auto& d) { return d.ToJson(); }, data);
+}
+
+}  // namespace
+
 Json Event::ToJson() const {
   Json j = Json::object();
-  j["type"] = EventTypeName(type);
+  j["type"] = EventTypeName(EventTypeOf(data));
   j["session_id"] = session_id;
   j["turn_id"] = turn_id;
   j["seq"] = seq;
   if (ts > 0) j["ts"] = ts;
-  if (data.is_object()) {
-    for (auto it = data.begin(); it != data.end(); ++it) {
-      if (!IsEnvelopeKey(it.key())) j[it.key()] = it.value();
-    }
-  }
+  Json fields = DataJson(data);
+  for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = std::move(it.value());
   return j;
 }
 
 std::string Event::Dump(std::string_view session_id_override) const {
-  bool shadowed = false;  // a data field named like an envelope field
-  if (data.is_object()) {
-    for (const char* k : kEnvelope) shadowed = shadowed || data.contains(k);
-  }
-  if (shadowed) {
-    Json j = ToJson();
-    j["session_id"] = session_id_override;
-    return DumpJson(j);
-  }
+  // The envelope and the data's fields written one after the other, spliced
+  // into one object (no data struct has a field named like an envelope
+  // key), rather than copying the fields into a combined object first.
   Json envelope = Json::object();
-  envelope["type"] = EventTypeName(type);
+  envelope["type"] = EventTypeName(EventTypeOf(data));
   envelope["session_id"] = session_id_override;
   envelope["turn_id"] = turn_id;
   envelope["seq"] = seq;
   if (ts > 0) envelope["ts"] = ts;
   std::string out = DumpJson(envelope);
-  if (data.is_object() && !data.empty()) {
-    std::string fields = DumpJson(data);  // "{...}": splice its members in
+  const Json fields = DataJson(data);
+  if (!fields.empty()) {
+    std::string text = DumpJson(fields);  // "{...}": splice its members in
     out.pop_back();                       // the envelope's '}'
     out += ',';
-    out.append(fields, 1, std::string::npos);
+    out.append(text, 1, std::string::npos);
   }
   return out;
 }
@@ -176,10 +167,8 @@ Result<Event> Event::FromJson(const Json& j) {
     }
     e.ts = ts->get<int64_t>();
   }
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (IsEnvelopeKey(it.key())) continue;
-    e.data[it.key()] = it.value();
-  }
+  // The data's parser reads its own fields and ignores the envelope's.
+  AL_ASSIGN_OR_RETURN(e.data, EventDataFromJson(*type, j));
   return e;
 }
 

@@ -103,19 +103,45 @@ TEST(CodecTest, CheckpointKeepsDecisionsAndTheStuckWindow) {
 }
 
 TEST(EventTest, JsonRoundTrip) {
-  Event e{EventType::kToolCallBegin, "s1", "t1", 42, Json{{"id", "c1"}, {"tool", "read"}}};
+  Event e(ToolCallBeginData{"c1", "read", Json{{"file_path", "a"}}}, "s1", "t1", 42);
+  EXPECT_EQ(e.type, EventType::kToolCallBegin);
   Json j = e.ToJson();
   EXPECT_EQ(j["type"], "tool_call_begin");
   EXPECT_EQ(j["seq"], 42);
   auto back = Event::FromJson(j);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->data, e.data);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(back->type, EventType::kToolCallBegin);
+  const auto* begin = back->As<ToolCallBeginData>();
+  ASSERT_NE(begin, nullptr);
+  EXPECT_EQ(begin->id, "c1");
+  EXPECT_EQ(begin->input, (Json{{"file_path", "a"}}));
+  EXPECT_EQ(back->As<ToolCallEndData>(), nullptr);
+  EXPECT_EQ(back->ToJson(), j);
   EXPECT_FALSE(ShouldPersist(EventType::kTextDelta));
   EXPECT_TRUE(ShouldPersist(EventType::kMessage));
 }
 
+// The data of an event read from JSON is checked with its type's struct:
+// a documented field missing or of the wrong type is refused, naming it.
+TEST(EventTest, FromJsonChecksTheDataOfItsType) {
+  Json j = Event(NoticeData{"info", "x"}, "s1", "t1", 3).ToJson();
+  j["text"] = 5;
+  auto wrong = Event::FromJson(j);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message().find("notice: field 'text'"), std::string::npos)
+      << wrong.error().ToString();
+  j.erase("text");
+  EXPECT_FALSE(Event::FromJson(j).ok());
+  // Unknown fields are ignored (additive changes within v1).
+  j["text"] = "x";
+  j["added_later"] = true;
+  auto added = Event::FromJson(j);
+  ASSERT_TRUE(added.ok()) << added.error().ToString();
+  EXPECT_EQ(added->As<NoticeData>()->text, "x");
+}
+
 TEST(EventTest, TimestampIsPartOfTheEnvelope) {
-  Event e{EventType::kNotice, "s1", "t1", 7, Json{{"level", "info"}, {"text", "x"}}, 1767225600123};
+  Event e(NoticeData{"info", "x"}, "s1", "t1", 7, 1767225600123);
   Json j = e.ToJson();
   EXPECT_EQ(DumpJson(j),
             R"({"type":"notice","session_id":"s1","turn_id":"t1","seq":7,"ts":1767225600123,)"
@@ -124,12 +150,7 @@ TEST(EventTest, TimestampIsPartOfTheEnvelope) {
   auto back = Event::FromJson(j);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->ts, 1767225600123);
-  EXPECT_FALSE(back->data.contains("ts"));
-  // A data field named ts never replaces the envelope's.
-  Event shadow = e;
-  shadow.data["ts"] = 5;
-  EXPECT_EQ(shadow.ToJson()["ts"], 1767225600123);
-  EXPECT_EQ(shadow.Dump("s1"), DumpJson(shadow.ToJson()));
+  EXPECT_EQ(back->As<NoticeData>()->text, "x");
 }
 
 // Events stored before events had timestamps load with ts 0 and serialise
@@ -157,13 +178,17 @@ TEST(EventTest, MalformedTimestampIsRejected) {
 // Event::Dump writes what DumpJson(ToJson()) with the session id replaced
 // writes, for every shape of data.
 TEST(EventTest, DumpIsTheTextOfToJson) {
+  Message odd;
+  odd.role = Role::kUser;
+  odd.content.push_back(ContentBlock::Text("caf\xc3\xa9 \n\x01 \xff"));
+  CompactionData compaction;
+  compaction.summary = Message::User("s");
   std::vector<Event> events = {
-      {EventType::kToolCallBegin, "s1", "t1", 42, Json{{"id", "c1"}, {"tool", "read"}}},
-      {EventType::kMessage, "", "t\"2", 7,
-       Json{{"message", Json{{"role", "user"}, {"text", "caf\xc3\xa9 \n\x01 \xff"}}}}},
-      {EventType::kStepEnd, "s1", "", 1, Json::object()},
-      {EventType::kNotice, "s1", "t", 3, Json()},
-      {EventType::kNotice, "s1", "t", 4, Json{{"seq", 99}, {"x", 1}, {"session_id", "other"}}},
+      Event(ToolCallBeginData{"c1", "read", Json()}, "s1", "t1", 42),
+      Event(MessageData{odd}, "", "t\"2", 7),
+      Event(StepEndData{}, "s1", "", 1),
+      Event(NoticeData{}, "s1", "t", 3, 5),
+      Event(compaction, "s1", "t", 4),
   };
   for (const Event& e : events) {
     Json j = e.ToJson();

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <utility>
 
-#include "agentloop/event_data.h"
+#include "agentloop/events.h"
 
 #include "protocol/codec.h"
 
@@ -130,31 +130,29 @@ std::optional<std::pair<std::string, std::string>> EventHub::FrameEvent(const st
 // {text, stopReason?}` with the turn's end (the stream ends after it).
 void EventHub::SendSeedEvents(Subscriber& sub, const std::string& id, const std::string& type,
                               const std::string& data) {
-  if (type != "pending" && type != "turn_end") return;
-  Json e = Json::parse(data, nullptr, false);
-  if (!e.is_object()) return;
-  if (type == "turn_end") {
-    Json done = {{"text", e.value("final_text", "")}};
-    const std::string stop = e.value("stop", "completed");
-    if (stop != "completed") done["stopReason"] = stop;
+  const std::optional<EventType> t = ParseEventType(type);
+  if (t != EventType::kPending && t != EventType::kTurnEnd) return;
+  Result<Event> e = Event::FromJson(Json::parse(data, nullptr, false));
+  if (!e.ok()) return;
+  if (const auto* end = e->As<TurnEndData>()) {
+    Json done = {{"text", end->final_text}};
+    if (end->stop != StopReason::kCompleted) done["stopReason"] = StopReasonName(end->stop);
     sub.stream->Push(Frame("", "done", DumpJson(done)));
     return;
   }
-  for (const Json& item : e.value("items", Json::array())) {
-    const bool question = item.value("kind", "") == "question";
-    Json j = {{"id", item.value("id", "")},
-              {"tool", item.value("tool", "")},
-              {"args", item.value("arguments", Json::object())},
-              {"reason", item.value("reason", "")},
-              {"sessionId", id},
-              {"requestedAt", e.value("ts", int64_t{0})}};
+  const auto* pending = e->As<PendingData>();
+  if (pending == nullptr) return;
+  for (const PendingItem& item : pending->items) {
+    const bool question = item.kind == PendingKind::kQuestion;
+    const Json args = item.arguments.is_object() ? item.arguments : Json::object();
+    Json j = {{"id", item.id},         {"tool", item.tool}, {"args", args},
+              {"reason", item.reason}, {"sessionId", id},   {"requestedAt", e->ts}};
     if (question) {
-      const Json& args = item.value("arguments", Json::object());
-      j["question"] = args.is_object() ? args.value("question", "") : "";
-      if (args.is_object() && args.contains("options")) j["options"] = args["options"];
-      j["answerUrl"] = "/pending-questions/" + j["id"].get<std::string>() + "/answer";
+      j["question"] = args.value("question", "");
+      if (args.contains("options")) j["options"] = args["options"];
+      j["answerUrl"] = "/pending-questions/" + item.id + "/answer";
     } else {
-      j["resolveUrl"] = "/pending-approvals/" + j["id"].get<std::string>() + "/resolve";
+      j["resolveUrl"] = "/pending-approvals/" + item.id + "/resolve";
     }
     sub.stream->Push(Frame("", question ? "question:pending" : "approval:pending", DumpJson(j)));
   }
@@ -164,6 +162,7 @@ void EventHub::Publish(const std::string& id, uint64_t seq, const std::string& t
                        const std::string& turn_id, const std::string& json) {
   auto it = channels_.find(id);
   if (it == channels_.end()) return;
+  const bool ends_turn = ParseEventType(type) == EventType::kTurnEnd;
   for (auto& sub : std::vector<std::shared_ptr<Subscriber>>(it->second.subscribers)) {
     if (sub->stream->closed()) continue;
     Subscriber::Cursor& c = sub->cursors[id];
@@ -183,7 +182,7 @@ void EventHub::Publish(const std::string& id, uint64_t seq, const std::string& t
       }
     }
     Send(*sub, id, seq, type, json);
-    if (type == "turn_end" && !sub->close_after_turn.empty() &&
+    if (ends_turn && !sub->close_after_turn.empty() &&
         (sub->close_after_turn == "*" || sub->close_after_turn == turn_id)) {
       sub->stream->Close({});
     }
@@ -255,20 +254,19 @@ void EventHub::FollowTurn(const std::string& id, std::shared_ptr<EventStream> st
 }
 
 void EventHub::OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
-                           const std::string& type, const std::string& json,
-                           const std::string& delta) {
+                           EventType type, const std::string& json, const std::string& delta) {
   Channel& channel = channels_[id];
   if (!turn_id.empty()) channel.turn_id = turn_id;
-  if (type == "text_delta") {
+  if (type == EventType::kTextDelta) {
     channel.partial_text += delta;
-  } else if (type == "step_begin" || type == "message") {
+  } else if (type == EventType::kStepBegin || type == EventType::kMessage) {
     channel.partial_text.clear();
   }
+  const std::string name(EventTypeName(type));
   if (seq != 0) {
-    std::optional<EventType> t = ParseEventType(type);
-    if (!t || !IsCommitBoundary(*t)) {
+    if (!IsCommitBoundary(type)) {
       // Stored with the next boundary's commit: sent with it.
-      channel.uncommitted.push_back({seq, type, turn_id, json});
+      channel.uncommitted.push_back({seq, name, turn_id, json});
       return;
     }
     // The engine hands on a boundary event after its commit, which stored
@@ -278,7 +276,7 @@ void EventHub::OnTurnEvent(const std::string& id, const std::string& turn_id, ui
     }
   }
   ForgetIfUnused(id);
-  Publish(id, seq, type, turn_id, json);
+  Publish(id, seq, name, turn_id, json);
 }
 
 void EventHub::OnTurnEnd(const std::string& id, const Result<TurnResult>& r) {

@@ -22,6 +22,8 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "agentloop/event_type.h"
+
 #include "server/server_core.h"
 
 namespace agentloop::server {
@@ -67,8 +69,8 @@ class EventHub {
                   const std::string& tenant, uint64_t after_seq, bool seeds);
 
   // An event of a turn running here (`seq` 0: not stored, a delta).
-  void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
-                   const std::string& type, const std::string& json, const std::string& delta);
+  void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq, EventType type,
+                   const std::string& json, const std::string& delta);
   // The turn running here ended with `r`: streams that followed only it end.
   void OnTurnEnd(const std::string& id, const Result<TurnResult>& r);
   // Publishes the events the store holds after `after` for `id` (written

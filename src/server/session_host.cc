@@ -11,7 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "agentloop/event_data.h"
+#include "agentloop/events.h"
 
 #include "base/ids.h"
 #include "protocol/codec.h"
@@ -24,28 +24,23 @@ class SessionHost::TurnObserver final : public EventSink {
  public:
   TurnObserver(SessionHost* s, std::string id) : server(s), session_id(std::move(id)) {}
   Status OnEvent(const Event& e) override {
-    std::string type(EventTypeName(e.type));
     std::string json = e.Dump(session_id);
     std::string call;
-    if (e.type == EventType::kToolCallBegin || e.type == EventType::kToolCallEnd) {
-      auto it = e.data.find("id");
-      if (it != e.data.end() && it->is_string()) call = it->get<std::string>();
-    }
+    if (const auto* begin = e.As<ToolCallBeginData>()) call = begin->id;
+    if (const auto* end = e.As<ToolCallEndData>()) call = end->id;
     // Deltas come from the model's thread and the rest from pool threads:
     // the inbox keeps the order they were emitted in.
-    server->turn_inbox_.Post([srv = server, id = session_id, type = std::move(type),
-                              turn = e.turn_id, seq = ShouldPersist(e.type) ? e.seq : 0,
-                              json = std::move(json), delta = DeltaText(e),
-                              call = std::move(call)]() mutable {
+    server->turn_inbox_.Post([srv = server, id = session_id, type = e.type, turn = e.turn_id,
+                              seq = ShouldPersist(e.type) ? e.seq : 0, json = std::move(json),
+                              delta = DeltaText(e), call = std::move(call)]() mutable {
       srv->Measure(id, type, call);
       srv->OnTurnEvent(id, turn, seq, type, std::move(json), delta);
     });
     return Status::Ok();
   }
   static std::string DeltaText(const Event& e) {
-    if (e.type != EventType::kTextDelta) return {};
-    auto it = e.data.find("text");
-    return it != e.data.end() && it->is_string() ? it->get<std::string>() : std::string();
+    const auto* d = e.As<TextDeltaData>();
+    return d != nullptr ? d->text : std::string();
   }
   SessionHost* server;
   std::string session_id;
@@ -394,22 +389,22 @@ void SessionHost::StartOpened(const std::string& id, const std::shared_ptr<Event
 }
 
 // Model and tool latency from the events' arrival on the io thread.
-void SessionHost::Measure(const std::string& id, const std::string& type, const std::string& call) {
+void SessionHost::Measure(const std::string& id, EventType type, const std::string& call) {
   Served& live = sessions_[id];
   const auto now = std::chrono::steady_clock::now();
   auto seconds = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(now - t).count();
   };
-  if (type == "turn_begin") {
+  if (type == EventType::kTurnBegin) {
     ++ctx_.metrics.turns_started;
-  } else if (type == "step_begin") {
+  } else if (type == EventType::kStepBegin) {
     live.step_started = now;
-  } else if (type == "step_end" && live.step_started) {
+  } else if (type == EventType::kStepEnd && live.step_started) {
     ctx_.metrics.model.Observe(seconds(*live.step_started));
     live.step_started.reset();
-  } else if (type == "tool_call_begin") {
+  } else if (type == EventType::kToolCallBegin) {
     live.tools_started[call] = now;
-  } else if (type == "tool_call_end") {
+  } else if (type == EventType::kToolCallEnd) {
     auto it = live.tools_started.find(call);
     if (it != live.tools_started.end()) {
       ctx_.metrics.tool.Observe(seconds(it->second));
@@ -419,9 +414,9 @@ void SessionHost::Measure(const std::string& id, const std::string& type, const 
 }
 
 void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
-                              const std::string& type, std::string json, const std::string& delta) {
+                              EventType type, std::string json, const std::string& delta) {
   Served& live = sessions_[id];
-  if (!turn_id.empty() && live.turn_id != turn_id && type == "turn_begin") {
+  if (!turn_id.empty() && live.turn_id != turn_id && type == EventType::kTurnBegin) {
     live.turn_id = turn_id;
     TurnRecord& t = turns_[turn_id];
     t.session_id = id;
@@ -430,16 +425,12 @@ void SessionHost::OnTurnEvent(const std::string& id, const std::string& turn_id,
   }
   // A turn is answered 202 once its first commit has stored it: the engine
   // hands on a commit boundary event only after that commit succeeded.
-  if (seq != 0 && !live.turn_stored) {
-    if (std::optional<EventType> t = ParseEventType(type); t && IsCommitBoundary(*t)) {
-      live.turn_stored = true;
-    }
-  }
+  if (seq != 0 && !live.turn_stored && IsCommitBoundary(type)) live.turn_stored = true;
   if (live.reply && live.turn_stored && !live.turn_id.empty()) {
     live.reply->Settle(JsonResponse(202, TurnAccepted(id, live.turn_id)));
     live.reply.reset();
   }
-  if (type == "turn_end" && live.phase == Phase::kRunning) live.phase = Phase::kFinishing;
+  if (type == EventType::kTurnEnd && live.phase == Phase::kRunning) live.phase = Phase::kFinishing;
   hub_.OnTurnEvent(id, turn_id, seq, type, json, delta);
 }
 

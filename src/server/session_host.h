@@ -238,9 +238,9 @@ class SessionHost {
   // follows the turn).
   void StartOpened(const std::string& id, const std::shared_ptr<EventStream>& stream, bool seeds,
                    uint64_t enqueued, bool from_queue, Opened opened);
-  void Measure(const std::string& id, const std::string& type, const std::string& call);
-  void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq,
-                   const std::string& type, std::string json, const std::string& delta);
+  void Measure(const std::string& id, EventType type, const std::string& call);
+  void OnTurnEvent(const std::string& id, const std::string& turn_id, uint64_t seq, EventType type,
+                   std::string json, const std::string& delta);
   void OnTurnDone(const std::string& id, Result<TurnResult> r);
   static Json TurnAccepted(const std::string& id, const std::string& turn_id);
   void StartNextQueued(const std::string& id, bool look = true);

@@ -14,10 +14,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "agentloop/events.h"
 #include "agentloop/store.h"
 
 #include "base/ids.h"
@@ -197,22 +200,33 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
   static constexpr int64_t kTestTs = 1767225600000;
 
   static Event MessageEvent(uint64_t seq, const Message& m, std::string turn = "turn_1") {
-    Event e;
-    e.type = EventType::kMessage;
-    e.turn_id = std::move(turn);
-    e.seq = seq;
-    e.ts = kTestTs + static_cast<int64_t>(seq);
-    e.data = Json{{"message", ToJson(m)}};
+    Event e(MessageData{m}, "", std::move(turn), seq, kTestTs + static_cast<int64_t>(seq));
     return e;
   }
+  // An event of `type` whose data is the type's defaults with the fields of
+  // `data` written over them (the fields a test cares about).
   static Event MakeEvent(EventType type, uint64_t seq, Json data, std::string turn = "turn_1") {
+    EventData base = DefaultData(type, std::make_index_sequence<std::variant_size_v<EventData>>());
+    Json j = std::visit([](const auto& d) { return d.ToJson(); }, base);
+    if (type == EventType::kSettings) j["settings"] = Json::object();  // null by default
+    if (data.is_object()) {
+      for (auto it = data.begin(); it != data.end(); ++it) j[it.key()] = it.value();
+    }
+    Result<EventData> typed = EventDataFromJson(type, j);
+    EXPECT_TRUE(typed.ok()) << typed.error().ToString();
     Event e;
     e.type = type;
+    e.data = typed.ok() ? std::move(*typed) : std::move(base);
     e.turn_id = std::move(turn);
     e.seq = seq;
     e.ts = kTestTs + static_cast<int64_t>(seq);
-    e.data = std::move(data);
     return e;
+  }
+  template <size_t... I>
+  static EventData DefaultData(EventType type, std::index_sequence<I...>) {
+    EventData d;
+    ((static_cast<size_t>(type) == I ? (void)d.emplace<I>() : (void)0), ...);
+    return d;
   }
   static Message AssistantWithTools(std::vector<std::string> ids) {
     Message m;

@@ -57,12 +57,9 @@ Result<Checkpoint> ParseCheckpoint(const std::string& json, const std::string& i
 
 // The title candidate of a message event, or empty.
 std::string TitleFrom(const Event& e) {
-  if (e.type != EventType::kMessage) return {};
-  auto mj = e.data.find("message");
-  if (mj == e.data.end()) return {};
-  auto m = MessageFromJson(*mj);
-  if (!m.ok() || m->role != Role::kUser || !m->tag.empty()) return {};
-  return MakeTitle(m->JoinedText());
+  const MessageData* d = e.As<MessageData>();
+  if (d == nullptr || d->message.role != Role::kUser || !d->message.tag.empty()) return {};
+  return MakeTitle(d->message.JoinedText());
 }
 
 // The outstanding item `pending_id` of a checkpoint the pending index points

@@ -189,13 +189,13 @@ TEST_F(TodoE2eTest, ModelStopsTwiceWithOpenTasksAndTheLoopCarriesItToTheEnd) {
   for (size_t i = 0; i < sink_.events.size(); ++i) {
     const Event& e = sink_.events[i];
     if (e.type != EventType::kContinuation) continue;
-    auto d = ContinuationData::FromJson(e.data);
+    auto d = ContinuationData::FromJson(e.ToJson());
     ASSERT_TRUE(d.ok()) << d.error().ToString();
     EXPECT_EQ(d->by, "todo-loop");
     if (d->continue_turn) {
       ASSERT_LT(i + 1, sink_.events.size());
       EXPECT_EQ(sink_.events[i + 1].type, EventType::kMessage);
-      EXPECT_EQ(sink_.events[i + 1].data["message"]["tag"], "todo-loop:continue");
+      EXPECT_EQ(sink_.events[i + 1].ToJson()["message"]["tag"], "todo-loop:continue");
     }
     decisions.push_back(std::move(*d));
   }
@@ -242,7 +242,7 @@ TEST_F(TodoE2eTest, StuckModelIsStoppedAfterTwoStrikes) {
                                        "progress, 1 open")));
   int continued = 0;
   for (const Event& e : sink_.events) {
-    if (e.type == EventType::kContinuation) continued += e.data["continue"].get<bool>() ? 1 : 0;
+    if (e.type == EventType::kContinuation) continued += e.ToJson()["continue"].get<bool>() ? 1 : 0;
   }
   EXPECT_EQ(continued, 2);
   EXPECT_EQ(sink_.Count(EventType::kContinuation), 3) << "two continues and the stop";

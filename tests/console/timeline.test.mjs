@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 
-import { SessionTimeline } from '../../src/server/console/timeline.mjs';
+import { SessionTimeline, sessionStatus } from '../../src/server/console/timeline.mjs';
 
 const S = 'sess';
 let n = 0;
@@ -91,4 +91,37 @@ test('a decision marks the card resolved; tool calls get their results and the t
   t.apply(durable('turn_end', { stop: 'failed', reason: 'provider down' }));
   assert.deepEqual(t.lastStop, { stop: 'failed', reason: 'provider down' });
   assert.equal(t.items[t.items.length - 1].kind, 'end');
+});
+
+// The header says what the session's events say once they have arrived:
+// the inbox and the session list are fetched separately and can be older.
+test('the status follows the events, not an older inbox or list', () => {
+  const t = new SessionTimeline(S);
+  const listed = { id: S, status: 'paused' };
+  for (const e of turn()) t.apply(e);
+  assert.equal(sessionStatus(listed, t, 1), 'paused');
+  // Decided: the turn resumes and ends, while the inbox still lists the item.
+  t.apply(durable('decision', { tool_use_id: 'c1', tool: 'write', decision: 'allow', by: 'console', pending_id: 'apr_1' }));
+  t.apply(durable('turn_begin', { input: 'resume' }));
+  assert.equal(sessionStatus(listed, t, 1), 'running');
+  t.apply(durable('tool_call_begin', { id: 'c1', tool: 'write', input: {} }));
+  t.apply(durable('tool_call_end', { id: 'c1', tool: 'write', is_error: false, summary: 'ok' }));
+  t.apply(durable('turn_end', { stop: 'completed', pending: [] }));
+  assert.equal(sessionStatus(listed, t, 1), 'idle');
+  assert.equal(sessionStatus({ id: S, status: 'failed' }, t, 0), 'idle');
+  // A turn that pauses again is paused by its own end, before any inbox.
+  t.apply(durable('turn_begin', { input: 'user' }));
+  t.apply(durable('pending', { items: [{ id: 'apr_2', kind: 'approval', tool_use_id: 'c2', tool: 'write', arguments: {}, reason: 'r' }] }));
+  t.apply(durable('turn_end', { stop: 'pending_approval', pending: [{ id: 'apr_2', kind: 'approval', tool_use_id: 'c2', tool: 'write', arguments: {}, reason: 'r' }] }));
+  assert.equal(sessionStatus({ id: S, status: 'idle' }, t, 0), 'paused');
+  t.apply(durable('turn_end', { stop: 'failed', reason: 'the process running it stopped', pending: [] }));
+  assert.equal(sessionStatus({ id: S, status: 'idle' }, t, 1), 'failed');
+});
+
+test('a session this tab does not watch shows what the list and the inbox say', () => {
+  assert.equal(sessionStatus({ id: S, status: 'running' }, null, 0), 'running');
+  assert.equal(sessionStatus({ id: S, status: 'idle' }, null, 2), 'paused');
+  assert.equal(sessionStatus({ id: S, status: 'paused' }, new SessionTimeline(S), 0), 'paused');
+  assert.equal(sessionStatus({ id: S, status: 'failed' }, null, 0), 'failed');
+  assert.equal(sessionStatus({ id: S, status: 'idle' }, null, 0), 'idle');
 });

@@ -31,6 +31,27 @@ DEMO_SCRIPT = os.path.join(DEMO, "script.json")
 # Generous: only a hung binary ever reaches it (never asserted as a time).
 TIMEOUT = 60
 
+DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs")
+
+
+def event_persistence():
+    """The "Types" table of docs/protocol.md: {type: "yes" | "yes, commits" | "no"}.
+
+    The engine's own list (include/agentloop/event_type.h) is held against
+    the same table by src/protocol/event_data_test.cc."""
+    rows = {}
+    in_types = False
+    with open(os.path.join(DOCS, "protocol.md"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("## "):
+                in_types = line.strip() == "## Types"
+            if not in_types or not line.startswith("| `"):
+                continue
+            cells = line.replace("\\|", "\0").split("|")
+            rows[cells[1].strip().strip("`")] = cells[2].strip()
+    return rows
+
+
 BUGGY_LINE = "return sum(xs) / (len(xs) - 1)"
 FIXED_LINE = "return sum(xs) / len(xs)"
 

@@ -5,10 +5,9 @@ The kill points are chosen with a fixed seed among the lines of the run's
 stream-json output (kill right after reading line N). For each point:
   - the session loads (`sessions show` succeeds);
   - nothing committed before the kill is lost: the engine commits the
-    persisted events at step boundaries (step_begin, tool_call_begin,
-    decision, pending, turn_end) before the front end sees the boundary
-    event, so every persisted event printed up to the last boundary line
-    read must be in the store, byte for byte; and the export after the
+    persisted events at its commit boundaries (docs/protocol.md, "Types")
+    before the front end sees the boundary event, so every persisted event
+    printed up to the last boundary line read must be in the store, byte for byte; and the export after the
     resume must still hold every event exported right after the kill;
   - the resumed turn completes.
 """
@@ -19,14 +18,16 @@ import random
 import shutil
 import unittest
 
-from e2e_util import DEMO, CliTestCase, json_lines, load_demo_script
+from e2e_util import DEMO, CliTestCase, event_persistence, json_lines, load_demo_script
 
 KILLS = 50
 SEED = 20250521
-DISPLAY_ONLY = {"text_delta", "thinking_delta"}
-# The StoreSink commits at these events (src/engine/store_sink.cc); a decision is
-# committed with the tool_call_begin or pending that follows it.
-BOUNDARIES = {"step_begin", "tool_call_begin", "pending", "turn_end"}
+# What the store keeps and at which events the engine commits, as
+# docs/protocol.md's table says (a decision is committed with the
+# tool_call_begin or pending that follows it).
+PERSISTENCE = event_persistence()
+DISPLAY_ONLY = {t for t, p in PERSISTENCE.items() if p == "no"}
+BOUNDARIES = {t for t, p in PERSISTENCE.items() if p == "yes, commits"}
 
 
 class CrashTest(CliTestCase):

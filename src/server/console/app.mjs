@@ -11,7 +11,7 @@
 import { SseParser, afterParam, readInto, splitStreamId } from './sse.mjs';
 import { renderDiff } from './diff.mjs';
 import { renderMarkdown } from './markdown.mjs';
-import { SessionTimeline } from './timeline.mjs';
+import { SessionTimeline, sessionStatus } from './timeline.mjs';
 
 const $ = (id) => document.getElementById(id);
 
@@ -141,17 +141,8 @@ function timeline(sid) {
 }
 
 function statusOf(s) {
-  const t = state.timelines.get(s.id);
   const pending = state.pending.filter((p) => p.session_id === s.id).length;
-  // A session whose events this tab reads: they are newer than the list.
-  const watched = t && t.lastSeq > 0;
-  if (watched ? t.running : s.status === 'running') return 'running';
-  if (pending > 0 || (!watched && s.status === 'paused')) return 'paused';
-  if (watched && t.lastStop) {
-    if (t.lastStop.stop === 'pending_approval' || t.lastStop.stop === 'pending_question') return 'paused';
-    if (t.lastStop.stop === 'failed') return 'failed';
-  }
-  return s.status === 'failed' ? 'failed' : 'idle';
+  return sessionStatus(s, state.timelines.get(s.id), pending);
 }
 
 const STATUS_LABEL = { running: 'running', paused: 'awaiting approval', idle: 'idle', failed: 'failed', queued: 'queued' };
@@ -225,7 +216,13 @@ async function refreshSessions() {
 async function refreshInbox() {
   const [a, q] = await Promise.all([api('GET', '/v1/approvals'), api('GET', '/v1/questions')]);
   if (a.status !== 200 || q.status !== 200) return;
-  state.pending = [...(a.json.items || []), ...(q.json.items || [])];
+  // An item whose session's events this tab reads is listed while they
+  // say it waits (an answer fetched before its decision is older).
+  const waits = (p) => {
+    const t = state.timelines.get(p.session_id);
+    return !(t && t.lastSeq > 0 && t.lastStop && !t.running) || t.outstanding.has(p.id);
+  };
+  state.pending = [...(a.json.items || []), ...(q.json.items || [])].filter(waits);
   state.pending.sort((x, y) => x.created_at_ms - y.created_at_ms);
   $('inbox-count').textContent = String(state.pending.length);
   renderInbox();
@@ -672,7 +669,8 @@ function renderInbox() {
   const box = $('inbox-items');
   const ids = new Set(state.pending.map((p) => p.id));
   for (const [id, card] of inboxCards) {
-    if (!ids.has(id) && !card.done) {
+    // A card whose own decision is on its way says how it went itself.
+    if (!ids.has(id) && !card.done && !card.busy) {
       card.finish('decided elsewhere');
     }
   }
@@ -821,6 +819,13 @@ function onFrame(f) {
     renderChatHead();
   }
   if (ev.type === 'pending' || ev.type === 'decision' || ev.type === 'turn_end' || ev.type === 'turn_begin') {
+    // The inbox keeps what the events say still waits.
+    const before = state.pending.length;
+    state.pending = state.pending.filter((p) => p.session_id !== sid || t.running || !t.lastStop || t.outstanding.has(p.id));
+    if (state.pending.length !== before) {
+      $('inbox-count').textContent = String(state.pending.length);
+      renderInbox();
+    }
     const s = state.sessions.find((x) => x.id === sid);
     if (s) s.status = t.running ? 'running' : ev.type === 'pending' ? 'paused' : s.status === 'paused' && ev.type === 'turn_end' && ev.stop !== 'pending_approval' && ev.stop !== 'pending_question' ? 'idle' : s.status;
     renderSessions();

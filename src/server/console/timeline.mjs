@@ -14,6 +14,11 @@ export class SessionTimeline {
     this.running = false;
     this.turnId = '';
     this.lastStop = null; // {stop, reason}
+    // The pending ids waiting for a decision, as the events say: added by
+    // `pending`, removed by a verdict's `decision`, and exactly the newest
+    // `turn_end`'s `pending` (none once a turn begins: a resumed turn's
+    // batch is decided).
+    this.outstanding = new Set();
     this.meter = null; // {tokens, maxTokens, toolCalls, maxToolCalls, modelCalls, maxTurns}
     this.todos = null; // [{id, subject, status}]
     this.rules = new Map(); // tool_use_id -> {rule, reason}
@@ -52,6 +57,7 @@ export class SessionTimeline {
     switch (ev.type) {
       case 'turn_begin':
         this.running = true;
+        this.outstanding.clear();
         this.turnId = ev.turn_id || '';
         this.live = null;
         if (ev.budget) {
@@ -112,6 +118,7 @@ export class SessionTimeline {
         if (ev.tool_use_id) this.rules.set(ev.tool_use_id, { rule: ev.rule || '', reason: ev.reason || '' });
         // The `ask` that created the item names it too; only a verdict settles it.
         if (ev.pending_id && ev.decision !== 'ask') {
+          this.outstanding.delete(ev.pending_id);
           const card = this.byKey.get('pending:' + ev.pending_id);
           if (card) {
             card.state = 'resolved';
@@ -149,6 +156,7 @@ export class SessionTimeline {
       }
       case 'pending':
         for (const p of ev.items || []) {
+          this.outstanding.add(p.id);
           const card = this.item('pending:' + p.id, () => ({ kind: p.kind === 'question' ? 'question' : 'approval', state: 'pending' }));
           // Items of a `pending` event do not name their session.
           card.pending = Object.assign({ session_id: this.sessionId }, p);
@@ -169,6 +177,7 @@ export class SessionTimeline {
         this.live = null;
         this.liveThinking = null;
         this.lastStop = { stop: ev.stop, reason: ev.reason || '' };
+        if (Array.isArray(ev.pending)) this.outstanding = new Set(ev.pending.map((p) => p.id));
         if (ev.stop !== 'completed' && ev.stop !== 'pending_approval' && ev.stop !== 'pending_question') {
           mark(this.item('end:' + seq, () => ({ kind: 'end', stop: ev.stop, reason: ev.reason || '' })));
         }
@@ -222,6 +231,25 @@ export class SessionTimeline {
   pendingCards() {
     return this.items.filter((i) => (i.kind === 'approval' || i.kind === 'question') && i.state === 'pending');
   }
+}
+
+// The status a session shows (the list's badge, the chat header): `listed`
+// is the session as GET /v1/sessions lists it, `t` its timeline (null when
+// this tab reads none of its events) and `inboxItems` the items the inbox
+// lists for it. A session whose events this tab reads shows what they say
+// (the list and the inbox are fetched apart from them and may be older);
+// until a turn of it has ended there, the list and the inbox fill in.
+export function sessionStatus(listed, t, inboxItems) {
+  const watched = t && t.lastSeq > 0;
+  if (watched && t.running) return 'running';
+  if (watched && t.lastStop) {
+    if (t.outstanding.size > 0) return 'paused';
+    return t.lastStop.stop === 'failed' ? 'failed' : 'idle';
+  }
+  if (watched && t.outstanding.size > 0) return 'paused';
+  if (!watched && listed.status === 'running') return 'running';
+  if (inboxItems > 0 || listed.status === 'paused') return 'paused';
+  return listed.status === 'failed' ? 'failed' : 'idle';
 }
 
 function flatten(content) {
