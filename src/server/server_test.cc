@@ -441,9 +441,8 @@ TEST_F(ServerTest, AStreamReplaysALongLogPageByPageWithoutAGap) {
   const uint64_t count = 2 * 256 + 7;
   std::vector<Event> notices;
   for (uint64_t seq = first; seq < first + count; ++seq) {
-    notices.push_back(Event{EventType::kNotice, sid, "turn_x", seq,
-                            Json{{"level", "info"}, {"text", "n" + std::to_string(seq)}},
-                            1767225600000 + static_cast<int64_t>(seq)});
+    notices.push_back(Event(NoticeData{"info", "n" + std::to_string(seq)}, sid, "turn_x", seq,
+                            1767225600000 + static_cast<int64_t>(seq)));
   }
   ASSERT_TRUE(engine_->store().Append(sid, notices).ok());
   Client c(port_);
