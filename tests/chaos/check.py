@@ -391,6 +391,12 @@ def check_watchers(history, stored, r):
 
 
 NOT_RECORDED = re.compile(r"notification (\S+) not recorded in the outbox")
+# A pause whose commit its writer could not confirm: the commit reached the
+# store, its answer did not reach the instance, and the retry found the
+# lease taken. The instance ends the turn `failed` and announces nothing,
+# so such an item is announced only if it is still outstanding when an
+# instance's outbox pass looks (finding 8 in docs/reliability.md).
+UNCONFIRMED_PAUSE = re.compile(r"saving the paused batch of session (\S+): .*lost its lease")
 
 
 def check_outbox(history, stored, serve_logs, r):
@@ -438,6 +444,9 @@ def check_outbox(history, stored, serve_logs, r):
     for text in serve_logs:
         not_recorded.update(NOT_RECORDED.findall(text))
     r.stats["outbox_not_recorded"] = len(not_recorded)
+    unconfirmed = set()  # sessions with a pause commit its writer could not confirm
+    for text in serve_logs:
+        unconfirmed.update(UNCONFIRMED_PAUSE.findall(text))
     announced = defaultdict(set)  # pending id -> delivery ids accepted
     for d in accepted:
         for h in attempts[d]:
@@ -457,6 +466,12 @@ def check_outbox(history, stored, serve_logs, r):
                         if d == "dlv_" + pid or d.startswith("dlv_" + pid + ".")]
                 if mine and all(d in not_recorded for d in mine):
                     r.stats["items_not_recorded"] += 1
+                    continue
+                if not mine and sid in unconfirmed:
+                    r.bad("outbox_unconfirmed",
+                          "session %s: item %s (%s) paused its turn in a commit its writer could "
+                          "not confirm (lease lost), and no notification of it was delivered"
+                          % (sid, pid, item.get("tool")), [brief(e)])
                     continue
                 r.bad("outbox", "session %s: item %s (%s) paused its turn but no notification "
                       "of it was delivered" % (sid, pid, item.get("tool")),
