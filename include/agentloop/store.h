@@ -123,6 +123,10 @@ struct StoredEvent {
   std::string turn_id;
   std::string json;  // the Event::ToJson() object, compact
   int64_t created_at_ms = 0;
+
+  // The row's type: nullopt for a name this build does not know (a newer
+  // writer's; readers skip it).
+  std::optional<EventType> kind() const { return ParseEventType(type); }
 };
 
 // The newest turn of a session's log (its events in seq order) that began

@@ -649,19 +649,20 @@ void SessionHost::TurnStatus(const std::shared_ptr<Exchange>& ex, const Principa
           auto store = ctx_.StoreFor(tenant);
           EventQuery bounds;
           bounds.turn_id = turn_id;
-          bounds.types = {"turn_begin", "turn_end"};
+          bounds.types = {std::string(EventTypeName(EventType::kTurnBegin)),
+                          std::string(EventTypeName(EventType::kTurnEnd))};
           AL_ASSIGN_OR_RETURN(auto events, store->QueryEvents(id, bounds));
           Json out;
           bool begun = false;
           bool cut = false;
           for (const auto& e : events) {
             if (e.turn_id != turn_id) continue;
-            if (e.type == "turn_begin") {
+            if (e.kind() == EventType::kTurnBegin) {
               begun = true;
               cut = true;
               out = {{"id", turn_id}, {"session_id", id}, {"status", "running"}};
             }
-            if (e.type != "turn_end") continue;
+            if (e.kind() != EventType::kTurnEnd) continue;
             Json j = Json::parse(e.json, nullptr, false);
             if (j.is_discarded()) continue;
             cut = false;
@@ -673,7 +674,8 @@ void SessionHost::TurnStatus(const std::shared_ptr<Exchange>& ex, const Principa
           if (!cut) return out;
           // Only the session's newest turn can be unfinished.
           AL_ASSIGN_OR_RETURN(auto newest, store->QueryEvents(id, NewestTurnBoundary()));
-          if (newest.empty() || newest[0].type != "turn_begin" || newest[0].turn_id != turn_id) {
+          if (newest.empty() || newest[0].kind() != EventType::kTurnBegin ||
+              newest[0].turn_id != turn_id) {
             return out;
           }
           Result<bool> taken = TakeOverExpired(ctx_.engine.store(), id, SystemNowMs());
@@ -683,7 +685,7 @@ void SessionHost::TurnStatus(const std::shared_ptr<Exchange>& ex, const Principa
           }
           AL_ASSIGN_OR_RETURN(auto after, store->QueryEvents(id, bounds));
           for (const auto& e : after) {
-            if (e.turn_id != turn_id || e.type != "turn_end") continue;
+            if (e.turn_id != turn_id || e.kind() != EventType::kTurnEnd) continue;
             Json j = Json::parse(e.json, nullptr, false);
             if (j.is_discarded()) continue;
             out = {{"id", turn_id}, {"session_id", id}, {"status", "done"}, {"result", j}};

@@ -76,7 +76,8 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
   ReplayResult out;
   for (const StoredEvent& row : rows) {
     out.last_seq = std::max(out.last_seq, row.seq);
-    const bool carries_history = row.type == "message" || row.type == "compaction";
+    const std::optional<EventType> kind = row.kind();
+    const bool carries_history = kind == EventType::kMessage || kind == EventType::kCompaction;
     auto parsed = ParseJson(row.json);
     if (!parsed.ok() || !parsed->is_object()) {
       std::string why = parsed.ok() ? "not a JSON object" : parsed.error().message();
@@ -88,14 +89,14 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
       continue;
     }
     const Json& j = *parsed;
-    if (row.type == "message") {
+    if (kind == EventType::kMessage) {
       auto mj = j.find("message");
       if (mj == j.end()) return DataLoss(Seq(row.seq) + " (message): no message field");
       auto m = MessageFromJson(*mj);
       if (!m.ok()) return DataLoss(Seq(row.seq) + " (message): " + m.error().message());
       out.messages.push_back(std::move(*m));
       out.last_message_turn_id = row.turn_id;
-    } else if (row.type == "compaction") {
+    } else if (kind == EventType::kCompaction) {
       AL_RETURN_IF_ERROR(ApplyCompaction(row, j, out));
       // The view changed: an earlier mark no longer describes a prefix of
       // it; the turn's estimate after the compaction does.
@@ -107,7 +108,7 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
               SessionSnapshot::ContextMark{after->get<int64_t>(), out.messages.size()};
         }
       }
-    } else if (row.type == "step_end") {
+    } else if (kind == EventType::kStepEnd) {
       // The provider's count of the request's input; the step's answer is
       // appended after this event.
       auto d = StepEndData::FromJson(j);
@@ -116,14 +117,14 @@ Result<ReplayResult> Replay(std::span<const StoredEvent> rows) {
         out.context_mark = SessionSnapshot::ContextMark{
             u.input_tokens + u.cache_read_tokens + u.cache_write_tokens, out.messages.size()};
       }
-    } else if (row.type == "tool_call_begin") {
+    } else if (kind == EventType::kToolCallBegin) {
       out.begun.insert(StrField(j, "id"));
-    } else if (row.type == "tool_call_end") {
+    } else if (kind == EventType::kToolCallEnd) {
       out.ended.insert(StrField(j, "id"));
-    } else if (row.type == "turn_end") {
+    } else if (kind == EventType::kTurnEnd) {
       ReadTurnEnd(row, j, out);
       out.unfinished_turn.reset();
-    } else if (row.type == "turn_begin") {
+    } else if (kind == EventType::kTurnBegin) {
       SessionSnapshot::BegunTurn begun;
       begun.turn_id = row.turn_id;
       begun.begin_seq = row.seq;

@@ -156,8 +156,8 @@ namespace agentloop {
 const StoredEvent* UnfinishedTurn(std::span<const StoredEvent> events) {
   const StoredEvent* begun = nullptr;
   for (const StoredEvent& e : events) {
-    if (e.type == "turn_begin") begun = &e;
-    if (e.type == "turn_end") begun = nullptr;
+    if (e.kind() == EventType::kTurnBegin) begun = &e;
+    if (e.kind() == EventType::kTurnEnd) begun = nullptr;
   }
   return begun;
 }
