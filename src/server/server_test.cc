@@ -243,6 +243,10 @@ class ServerTest : public ::testing::Test {
     return Wait(sid, r.json().value("id", ""));
   }
 
+  // Defined beside the tests that use it.
+  void ExpectContinuationTriedAgain(const std::string& file, const std::string& final_text,
+                                    const std::string& refuse_sql);
+
   Json Wait(const std::string& sid, const std::string& turn_id) {
     Reply w = Call("GET", "/v1/sessions/" + sid + "/turns/" + turn_id + "/wait?timeout_s=20");
     EXPECT_EQ(w.status, 200u) << w.body;
@@ -1409,25 +1413,24 @@ void ExecOnStore(const fs::path& data_dir, const std::string& sql) {
   ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
-// A decision answered `resumed` whose continuation cannot claim the decided
-// batch because the store refuses the write (a trigger here; a failing
-// fsync in production) is tried again: once the store takes writes, the
-// turn continues.
-TEST_F(ServerTest, AContinuationWhoseClaimFailsIsTriedAgain) {
-  StartModel(Json::array({WriteCall("c1", "claimed.txt"), {{"text", "continued after all"}}}));
+// A decision answered `resumed` whose continuation the store refuses while
+// `refuse_sql` holds (triggers here, armed by one row of table `fail`; a
+// failing fsync in production) is tried again: the session stops running
+// here with nothing written, and once the row is gone the turn continues.
+void ServerTest::ExpectContinuationTriedAgain(const std::string& file,
+                                              const std::string& final_text,
+                                              const std::string& refuse_sql) {
+  StartModel(Json::array({WriteCall("c1", file), {{"text", final_text}}}));
   StartServer();
   std::string sid = NewSession();
-  ASSERT_EQ(RunTurn(sid, "write claimed")["stop"], "pending_approval");
+  ASSERT_EQ(RunTurn(sid, "write " + file)["stop"], "pending_approval");
   std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
   ExecOnStore(tmp_.path() / "data",
-              "CREATE TABLE fail_claim (x INTEGER); INSERT INTO fail_claim VALUES (1);"
-              "CREATE TRIGGER refuse_claim BEFORE UPDATE OF closed ON checkpoints "
-              "WHEN NEW.closed = 1 AND EXISTS (SELECT 1 FROM fail_claim) "
-              "BEGIN SELECT RAISE(ABORT, 'claim refused'); END;");
+              "CREATE TABLE fail (x INTEGER); INSERT INTO fail VALUES (1);" + refuse_sql);
   Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
   ASSERT_EQ(decided.status, 200u) << decided.body;
   ASSERT_EQ(decided.json()["status"], "resumed");
-  // The continuation starts at once and its claim fails: the session is
+  // The continuation starts at once and fails on the store: the session is
   // running here no longer.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::string status = "running";
@@ -1436,73 +1439,38 @@ TEST_F(ServerTest, AContinuationWhoseClaimFailsIsTriedAgain) {
     if (status == "running") std::this_thread::yield();
   }
   ASSERT_NE(status, "running");
-  EXPECT_FALSE(fs::exists(workspace_ / "claimed.txt"));
-  ExecOnStore(tmp_.path() / "data", "DELETE FROM fail_claim;");
+  EXPECT_FALSE(fs::exists(workspace_ / file));
+  ExecOnStore(tmp_.path() / "data", "DELETE FROM fail;");
   Json done = Wait(sid, decided.json()["turn_id"]);
   EXPECT_EQ(done["stop"], "completed") << done.dump();
-  EXPECT_EQ(done["final_text"], "continued after all");
-  EXPECT_TRUE(fs::exists(workspace_ / "claimed.txt"));
+  EXPECT_EQ(done["final_text"], final_text);
+  EXPECT_TRUE(fs::exists(workspace_ / file));
 }
 
-// The same when the claim commits and the continued turn's first commit is
-// refused: the batch is not lost with the turn that could not store it.
+// The claim of the decided batch is refused.
+TEST_F(ServerTest, AContinuationWhoseClaimFailsIsTriedAgain) {
+  ExpectContinuationTriedAgain("claimed.txt", "continued after all",
+                               "CREATE TRIGGER refuse_claim BEFORE UPDATE OF closed ON checkpoints "
+                               "WHEN NEW.closed = 1 AND EXISTS (SELECT 1 FROM fail) "
+                               "BEGIN SELECT RAISE(ABORT, 'claim refused'); END;");
+}
+
+// The continued turn's first commit is refused: the batch is not lost with
+// the turn that could not store it.
 TEST_F(ServerTest, AContinuationWhoseFirstCommitFailsIsTriedAgain) {
-  StartModel(Json::array({WriteCall("c1", "begun.txt"), {{"text", "begun after all"}}}));
-  StartServer();
-  std::string sid = NewSession();
-  ASSERT_EQ(RunTurn(sid, "write begun")["stop"], "pending_approval");
-  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
-  ExecOnStore(tmp_.path() / "data",
-              "CREATE TABLE fail_begin (x INTEGER); INSERT INTO fail_begin VALUES (1);"
-              "CREATE TRIGGER refuse_begin BEFORE INSERT ON events "
-              "WHEN NEW.type = 'turn_begin' AND EXISTS (SELECT 1 FROM fail_begin) "
-              "BEGIN SELECT RAISE(ABORT, 'commit refused'); END;");
-  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
-  ASSERT_EQ(decided.status, 200u) << decided.body;
-  ASSERT_EQ(decided.json()["status"], "resumed");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  std::string status = "running";
-  while (status == "running" && std::chrono::steady_clock::now() < deadline) {
-    status = Call("GET", "/v1/sessions/" + sid).json().value("status", "");
-    if (status == "running") std::this_thread::yield();
-  }
-  ASSERT_NE(status, "running");
-  ExecOnStore(tmp_.path() / "data", "DELETE FROM fail_begin;");
-  Json done = Wait(sid, decided.json()["turn_id"]);
-  EXPECT_EQ(done["stop"], "completed") << done.dump();
-  EXPECT_EQ(done["final_text"], "begun after all");
-  EXPECT_TRUE(fs::exists(workspace_ / "begun.txt"));
+  ExpectContinuationTriedAgain("begun.txt", "begun after all",
+                               "CREATE TRIGGER refuse_begin BEFORE INSERT ON events "
+                               "WHEN NEW.type = 'turn_begin' AND EXISTS (SELECT 1 FROM fail) "
+                               "BEGIN SELECT RAISE(ABORT, 'commit refused'); END;");
 }
 
-// The same when the continuation cannot even open the session (taking its
-// lock is a write the store refuses).
+// The continuation cannot even open the session (taking its lock is a
+// write the store refuses).
 TEST_F(ServerTest, AContinuationWhoseOpenFailsIsTriedAgain) {
-  StartModel(Json::array({WriteCall("c1", "opened.txt"), {{"text", "opened after all"}}}));
-  StartServer();
-  std::string sid = NewSession();
-  ASSERT_EQ(RunTurn(sid, "write opened")["stop"], "pending_approval");
-  std::string aid = Call("GET", "/v1/approvals").json()["items"][0]["id"];
-  ExecOnStore(tmp_.path() / "data",
-              "CREATE TABLE fail_open (x INTEGER); INSERT INTO fail_open VALUES (1);"
-              "CREATE TRIGGER refuse_open BEFORE INSERT ON session_locks "
-              "WHEN EXISTS (SELECT 1 FROM fail_open) "
-              "BEGIN SELECT RAISE(FAIL, 'disk I/O error'); END;");
-  Reply decided = Call("POST", "/v1/approvals/" + aid + "/decision", {{"decision", "approve"}});
-  ASSERT_EQ(decided.status, 200u) << decided.body;
-  ASSERT_EQ(decided.json()["status"], "resumed");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  std::string status = "running";
-  while (status == "running" && std::chrono::steady_clock::now() < deadline) {
-    status = Call("GET", "/v1/sessions/" + sid).json().value("status", "");
-    if (status == "running") std::this_thread::yield();
-  }
-  ASSERT_NE(status, "running");
-  EXPECT_FALSE(fs::exists(workspace_ / "opened.txt"));
-  ExecOnStore(tmp_.path() / "data", "DELETE FROM fail_open;");
-  Json done = Wait(sid, decided.json()["turn_id"]);
-  EXPECT_EQ(done["stop"], "completed") << done.dump();
-  EXPECT_EQ(done["final_text"], "opened after all");
-  EXPECT_TRUE(fs::exists(workspace_ / "opened.txt"));
+  ExpectContinuationTriedAgain("opened.txt", "opened after all",
+                               "CREATE TRIGGER refuse_open BEFORE INSERT ON session_locks "
+                               "WHEN EXISTS (SELECT 1 FROM fail) "
+                               "BEGIN SELECT RAISE(FAIL, 'disk I/O error'); END;");
 }
 
 TEST_F(ServerTest, NonLoopbackWithoutTokensIsRefused) {
